@@ -1,0 +1,3 @@
+"""shimgen: generate a complete forwarding shim for NVIDIA's CUDA driver library."""
+
+__version__ = "0.1.0"

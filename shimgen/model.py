@@ -1,0 +1,77 @@
+"""The shim model: what gets generated for one driver, independent of how it is rendered."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ShimgenError
+from .exports import DriverImage
+from .hooks import HOOKS, Hook
+
+# Exported by the shim besides the driver's functions. `dlopen` is wrapped so that a
+# program opening libcuda by another name (perftest's "libcuda.so", or the real file's
+# absolute path) gets the shim instead of the real library the shim already loaded.
+LOADER_EXPORTS: tuple[str, ...] = ("dlopen",)
+
+
+@dataclass(frozen=True)
+class Function:
+    index: int  # slot index, also the order of the generated tables
+    name: str
+    hook: Hook | None
+
+
+@dataclass(frozen=True)
+class ShimModel:
+    driver: DriverImage
+    functions: tuple[Function, ...]
+    command: str  # the command line that regenerates this shim
+    reproducible: bool = True
+    extra_exports: tuple[str, ...] = field(default=LOADER_EXPORTS)
+
+    @property
+    def hooked(self) -> list[Function]:
+        return [f for f in self.functions if f.hook is not None]
+
+    @property
+    def hook_templates(self) -> list[str]:
+        seen: list[str] = []
+        for f in self.hooked:
+            assert f.hook is not None
+            if f.hook.template not in seen:
+                seen.append(f.hook.template)
+        return seen
+
+    def exported_names(self) -> list[str]:
+        return [f.name for f in self.functions] + list(self.extra_exports)
+
+
+def build_model(driver: DriverImage, argv: list[str], hooks: tuple[Hook, ...] = HOOKS) -> ShimModel:
+    names = driver.function_names()
+    known = set(names)
+    by_name: dict[str, Hook] = {}
+    for hook in hooks:
+        if hook.name not in known:
+            raise ShimgenError(
+                f"hook table names {hook.name}, which driver {driver.path} does not export"
+            )
+        if hook.name in by_name:
+            raise ShimgenError(f"hook table names {hook.name} twice")
+        by_name[hook.name] = hook
+    clash = [n for n in LOADER_EXPORTS if n in known]
+    if clash:
+        raise ShimgenError(f"driver {driver.path} exports {clash[0]}, which the shim needs")
+    functions = tuple(Function(i, n, by_name.get(n)) for i, n in enumerate(names))
+    return ShimModel(driver=driver, functions=functions, command=shlex.join(argv))
+
+
+def output_name(driver: DriverImage) -> str:
+    """Directory name under the output root: version plus a short build-id."""
+    bid = driver.build_id[:12] or "nobuildid"
+    return f"cudashim-{driver.version}-{bid}"
+
+
+def default_output_root() -> Path:
+    return Path.cwd() / "build"

@@ -1,0 +1,74 @@
+"""Render the shim's sources from the model with Jinja2 (templates/ holds every file)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+
+from . import __version__
+from .model import ShimModel
+
+
+def templates_dir() -> Path:
+    """templates/ of a source checkout, or the copy installed as shimgen.templates."""
+    checkout = Path(__file__).resolve().parent.parent / "templates"
+    if (checkout / "stubs.S.j2").is_file():
+        return checkout
+    return Path(str(resources.files("shimgen.templates")))
+
+
+def c_string(value: object) -> str:
+    """A C string literal (JSON's escaping is a subset of C's for these inputs)."""
+    return json.dumps(str(value), ensure_ascii=True)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+    env.filters["c_string"] = c_string
+    return env
+
+
+def hook_source_name(template: str) -> str:
+    return "hook_" + template.removesuffix(".j2")
+
+
+def outputs(model: ShimModel) -> list[tuple[str, str]]:
+    """(template, output file) pairs: the whole generated source tree."""
+    pairs = [
+        ("shim.h.j2", "shim.h"),
+        ("stubs.S.j2", "stubs.S"),
+        ("table.c.j2", "table.c"),
+        ("runtime.c.j2", "runtime.c"),
+        ("libcudashim.map.j2", "libcudashim.map"),
+        ("meson.build.j2", "meson.build"),
+    ]
+    pairs += [(f"hooks/{t}", hook_source_name(t)) for t in model.hook_templates]
+    return pairs
+
+
+def render(model: ShimModel, dest: Path) -> list[Path]:
+    """Write every generated file into `dest`; returns the paths written."""
+    env = environment()
+    context = {
+        "model": model,
+        "shimgen_version": __version__,
+        "hooked_names": {f.name for f in model.hooked},
+        "hook_sources": [hook_source_name(t) for t in model.hook_templates],
+    }
+    written = []
+    for template, name in outputs(model):
+        text = env.get_template(template).render(**context)
+        path = dest / name
+        path.write_text(text)
+        written.append(path)
+    return written
