@@ -174,7 +174,9 @@ def _ldconfig_candidates() -> list[Path]:
     import shutil
     import subprocess
 
-    exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
+    exe = shutil.which("ldconfig")
+    if exe is None and os.path.exists("/sbin/ldconfig"):
+        exe = "/sbin/ldconfig"
     if exe is None:
         return []
     try:

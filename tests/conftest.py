@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from driverfetch import DriverFetchError, FetchedDriver, fetch_all
 
 
@@ -12,3 +11,88 @@ def drivers() -> list[FetchedDriver]:
         return fetch_all()
     except DriverFetchError as e:
         pytest.fail(f"cannot fetch Debian's libcuda packages: {e}", pytrace=False)
+
+
+import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def probes() -> Path:
+    """The C probe programs of the top-level meson.build, built once per run."""
+    bdir = ROOT / "build" / "tests"
+    meson = [sys.executable, "-m", "mesonbuild.mesonmain"]
+    if not (bdir / "build.ninja").exists():
+        shutil.rmtree(bdir, ignore_errors=True)
+        subprocess.run(meson + ["setup", str(bdir), str(ROOT)], check=True, capture_output=True)
+    proc = subprocess.run(meson + ["compile", "-C", str(bdir)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return bdir
+
+
+@dataclass(frozen=True)
+class BuiltShim:
+    driver: FetchedDriver
+    library: Path
+    out_dir: Path
+    build_output: str
+    cuda_version: int  # what the real driver's cuDriverGetVersion reports
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Environment of a program run under the shim, the driver's directory on the
+        loader path as on an installed system."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SHIMGEN_")}
+        env["LD_PRELOAD"] = str(self.library)
+        env["LD_LIBRARY_PATH"] = str(self.driver.libdir)
+        env.update(extra)
+        return env
+
+    def env_without_shim(self) -> dict[str, str]:
+        env = self.env()
+        del env["LD_PRELOAD"]
+        return env
+
+
+def driver_cuda_version(path: Path) -> int:
+    code = (
+        "import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); v=ctypes.c_int(0); "
+        "assert l.cuDriverGetVersion(ctypes.byref(v))==0; print(v.value)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, check=True)
+    return int(out.stdout)
+
+
+@pytest.fixture(scope="session")
+def shims(drivers, tmp_path_factory) -> list[BuiltShim]:
+    """One shim per fetched driver, built with the real command line."""
+    out_root = tmp_path_factory.mktemp("shims")
+    built = []
+    for d in drivers:
+        proc = subprocess.run(
+            [sys.executable, "-m", "shimgen", "build", "--driver", str(d.libdir / "libcuda.so.1"),
+             "--out", str(out_root)],
+            capture_output=True, text=True, cwd=ROOT,
+        )
+        assert proc.returncode == 0, proc.stderr
+        lib = next(out_root.glob(f"cudashim-{d.version}-*/libcudashim.so"))
+        built.append(BuiltShim(d, lib, lib.parent, proc.stdout, driver_cuda_version(d.path)))
+    return built
+
+
+def pytest_generate_tests(metafunc):
+    if "shim" in metafunc.fixturenames:
+        from driverfetch import DRIVERS
+
+        metafunc.parametrize("shim", [d[1].split("-")[0] for d in DRIVERS], indirect=True)
+
+
+@pytest.fixture
+def shim(request, shims) -> BuiltShim:
+    return next(s for s in shims if s.driver.version == request.param)
