@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 
 import jinja2
 
 from . import __version__
+from .errors import ShimgenError
 from .model import ShimModel
 
 
 def templates_dir() -> Path:
     """templates/ of a source checkout, or the copy installed as shimgen.templates."""
-    checkout = Path(__file__).resolve().parent.parent / "templates"
-    if (checkout / "stubs.S.j2").is_file():
-        return checkout
-    return Path(str(resources.files("shimgen.templates")))
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "templates", here / "templates"):
+        if (candidate / "stubs.S.j2").is_file():
+            return candidate
+    raise ShimgenError(f"shimgen's templates are missing (looked in {here.parent}/templates)")
 
 
 def c_string(value: object) -> str:
