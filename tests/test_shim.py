@@ -240,7 +240,7 @@ def test_missing_driver_at_run_time_fails_calls_not_process(shim, probes, tmp_pa
     assert proc.stderr.count("cannot load the real CUDA driver") == 1
 
 
-@pytest.mark.parametrize("mode", ["1", "counts"])
+@pytest.mark.parametrize("mode", ["1", "counts", "time"])
 def test_trace_modes(shim, probes, tmp_path, mode):
     trace = tmp_path / "t.json"
     run([probes / "race", "1", shim.cuda_version],

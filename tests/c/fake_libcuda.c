@@ -1,0 +1,135 @@
+/* A FAKE libcuda for tests: not NVIDIA's driver. It exports a handful of driver names with
+ * behaviour the tests can check exactly (argument checksums, callbacks that call back into
+ * the driver, recursion, float and stack-passed arguments), so the shim's forwarding and
+ * timing paths can be tested without a GPU. Built with SONAME libcuda.so.1. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int CUresult;
+
+EXPORT CUresult cuInit(unsigned flags)
+{
+    return flags == 0 ? 0 : 1;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *v)
+{
+    if (!v)
+        return 1;
+    *v = 12345;
+    return 0;
+}
+
+/* 11 arguments: the last five are passed on the stack. Returns a checksum of all of them
+ * but params (a caller's stack address) and writes it into *params[0]. */
+EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned shmem, void *stream,
+                               void **params, void **extra)
+{
+    uint64_t h = (uint64_t)(uintptr_t)f;
+    uint64_t parts[] = {gx, gy, gz, bx, by, bz, shmem, (uint64_t)(uintptr_t)stream,
+                        (uint64_t)(uintptr_t)extra};
+    for (unsigned i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        h = h * 1000003u ^ parts[i];
+    if (params && params[0])
+        *(uint64_t *)params[0] = h;
+    return (CUresult)(h % 100000u);
+}
+
+/* Floating-point arguments in xmm0-7 and on the stack; a double result in xmm0. */
+EXPORT double cuFakeMixedArgs(double a, int b, double c, double d, double e, double f2,
+                              double g, double h, double i, double j, int k)
+{
+    return a * 1.5 + b - c * d + e / 3.0 + f2 - g * h + i - j * 0.25 + k;
+}
+
+/* A 16-byte struct returned in rax:rdx. */
+struct pair {
+    uint64_t lo, hi;
+};
+EXPORT struct pair cuFakeReturnPair(uint64_t x)
+{
+    struct pair p = {x * 3u, ~x};
+    return p;
+}
+
+/* Calls the host function synchronously, as a stream callback would run. */
+typedef void (*host_fn)(void *);
+EXPORT CUresult cuLaunchHostFunc(void *stream, host_fn fn, void *user)
+{
+    (void)stream;
+    if (!fn)
+        return 1;
+    fn(user);
+    return 0;
+}
+
+/* Recursion inside the driver through a user callback, `depth` levels deep. */
+typedef int (*recurse_fn)(int depth, void *user);
+EXPORT CUresult cuFakeRecurse(int depth, recurse_fn fn, void *user)
+{
+    return depth <= 0 ? 0 : fn(depth - 1, user);
+}
+
+EXPORT CUresult cuGetExportTable(const void **table, const void *id)
+{
+    (void)id;
+    static const int dummy;
+    *table = &dummy;
+    return 0;
+}
+
+struct entry {
+    const char *name;
+    void *fn;
+};
+
+static const struct entry entries[] = {
+    {"cuInit", (void *)cuInit},
+    {"cuDriverGetVersion", (void *)cuDriverGetVersion},
+    {"cuLaunchKernel", (void *)cuLaunchKernel},
+    {"cuLaunchHostFunc", (void *)cuLaunchHostFunc},
+    {"cuGetExportTable", (void *)cuGetExportTable},
+};
+
+/* A private entry point that is no export: the shim must pass it through and count it. */
+static CUresult private_entry(int *v)
+{
+    *v = 777;
+    return 0;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                    uint64_t flags, int *status);
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                    uint64_t flags, int *status)
+{
+    (void)flags;
+    if (!symbol || !pfn)
+        return 1;
+    if (version > 12345)
+        return 1;
+    *pfn = NULL;
+    if (status)
+        *status = 1;
+    if (strcmp(symbol, "cuGetProcAddress") == 0) {
+        *pfn = (void *)cuGetProcAddress_v2;
+    } else if (strcmp(symbol, "cuFakePrivate") == 0) {
+        *pfn = (void *)private_entry;
+    } else {
+        for (unsigned i = 0; i < sizeof entries / sizeof entries[0]; i++)
+            if (strcmp(symbol, entries[i].name) == 0)
+                *pfn = entries[i].fn;
+    }
+    if (*pfn && status)
+        *status = 0;
+    return 0;
+}
