@@ -3,25 +3,64 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import NoReturn
 
 from . import __version__
-from .errors import ShimgenError
+from .errors import Interrupted, ShimgenError, one_line
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in shimgen, not a problem with the input
+EXIT_PIPE = 141  # 128 + SIGPIPE: whoever read the output went away
+
+
+def _driver_path(value: str | None) -> Path:
+    from .exports import check_path_text, default_driver
+
+    if value is None:
+        return default_driver()
+    if not value.strip():
+        raise ShimgenError("--driver: empty path")
+    check_path_text(value, "driver")
+    return Path(value)
+
+
+def _out_root(value: str | None) -> Path:
+    from .exports import check_path_text
+    from .model import default_output_root
+
+    if value is None:
+        return default_output_root()
+    if not value.strip():
+        raise ShimgenError("--out: empty path")
+    check_path_text(value, "output directory")
+    return Path(value)
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from .build import build
-    from .exports import default_driver, read_driver
-    from .model import build_model, default_output_root
+    from .exports import read_driver
+    from .model import build_model
 
-    driver_path = Path(args.driver) if args.driver else default_driver()
-    driver = read_driver(driver_path)
+    out_root = _out_root(args.out)
+    driver = read_driver(_driver_path(args.driver))
     argv = ["shimgen", "build", "--driver", str(driver.path)]
-    if args.out:
+    if args.out is not None:
         argv += ["--out", str(args.out)]
-    model = build_model(driver, argv)
-    result = build(model, Path(args.out) if args.out else default_output_root())
+    plan = None
+    if args.gates:
+        from .gateplan import load_plan
+
+        gates_arg = args.gates if args.gates == "auto" else str(Path(args.gates).absolute())
+        argv += ["--gates", gates_arg]
+        plan = load_plan(driver.real_path, driver.build_id, gates_arg)
+    model = build_model(driver, argv, gates=plan)
+    result = build(model, out_root)
     data = ", ".join(d.name for d in driver.data) or "none"
     lines = [
         f"driver     {driver.real_path}",
@@ -30,6 +69,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
         f"{', '.join(f.name for f in model.hooked)})",
         f"data       {len(driver.data)} exported objects left in the real library "
         f"(variables cannot be forwarded by code): {data}",
+        "gates      " + (", ".join(
+            f"{g.name} (attributes {', '.join(map(str, g.attributes))})" for g in plan.gates)
+            + "; select at run time with SHIMGEN_GATES" if plan else "none (--gates auto)"),
         f"shim       {result.library}",
         f"time       {result.seconds:.2f} s",
     ]
@@ -37,17 +79,46 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_exports(args: argparse.Namespace) -> int:
-    from .exports import default_driver, read_driver
+def _cmd_gates(args: argparse.Namespace) -> int:
+    from . import gates
+    driver = _driver_path(args.driver)
+    argv = [str(driver)]
+    if args.json:
+        argv += ["--json", args.json]
+    if args.no_proof:
+        argv.append("--no-proof")
+    return gates.main(argv)
 
-    driver = read_driver(Path(args.driver) if args.driver else default_driver())
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from .probe import report
+
+    shim = Path(args.shim).absolute() if args.shim else None
+    if shim is not None and not shim.is_file():
+        raise ShimgenError(f"shim {shim}: no such file")
+    print(report(shim))
+    return 0
+
+
+def _cmd_exports(args: argparse.Namespace) -> int:
+    from .exports import read_driver
+
+    driver = read_driver(_driver_path(args.driver))
     for f in driver.functions:
         print(f.name)
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        _say(f"{message} (see `{self.prog} --help`)")
+        sys.exit(EXIT_USAGE)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="shimgen",
         description="Generate and build a complete forwarding shim for libcuda.",
     )
@@ -57,7 +128,21 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build libcudashim.so for a driver")
     b.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     b.add_argument("--out", help="output root (default: ./build)")
+    b.add_argument("--gates", metavar="auto|PROFILE",
+                   help="bake gates into the shim: 'auto' finds and proves them now, or a "
+                        "profile written by `shimgen gates --json`")
     b.set_defaults(func=_cmd_build)
+
+    g = sub.add_parser("gates", help="find the attribute gates in a driver binary")
+    g.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
+    g.add_argument("--json", help="write the profile here (only if the proof passes)")
+    g.add_argument("--no-proof", action="store_true", help="skip the emulation proof")
+    g.set_defaults(func=_cmd_gates)
+
+    pr = sub.add_parser("probe", help="gated attributes, DMA-BUF export and GPUDirect RDMA "
+                                      "allocation on this machine's GPUs (cuda-python)")
+    pr.add_argument("--shim", help="also run with LD_PRELOAD of this shim and compare")
+    pr.set_defaults(func=_cmd_probe)
 
     e = sub.add_parser("exports", help="list the functions a driver exports")
     e.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
@@ -65,16 +150,65 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def _say(message: str) -> None:
+    """One line on stderr. A closed or broken stderr is no reason for a traceback."""
     try:
+        print(f"shimgen: error: {one_line(message)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    raise Interrupted(signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command. Whatever happens, the result is an exit status and at most one line
+    on stderr: ShimgenError (bad input, failed build) exits 1; an interruption (SIGINT,
+    SIGTERM, SIGHUP) exits 128 + the signal; a bug in shimgen exits 70 with its type and
+    message (SHIMGEN_DEBUG=1 shows the traceback)."""
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
+                handlers[sig] = signal.signal(sig, _raise_interrupted)
+    try:
+        args = parser().parse_args(argv)
         return int(args.func(args))
     except ShimgenError as e:
-        print(f"shimgen: error: {e}", file=sys.stderr)
-        return 1
+        _say(str(e))
+        return EXIT_ERROR
+    except Interrupted as e:
+        if e.installed:
+            _say(f"interrupted by {e.name}, after the new build was installed")
+        else:
+            _say(f"interrupted by {e.name}; nothing was installed, any earlier build is as "
+                 "it was")
+        return 128 + e.signum
     except KeyboardInterrupt:
-        print("shimgen: interrupted; nothing was installed", file=sys.stderr)
-        return 130
+        _say("interrupted; nothing was installed, any earlier build is as it was")
+        return 128 + signal.SIGINT
+    except BrokenPipeError:
+        # stdout was closed early (`shimgen exports | head`): nothing more to say to anyone.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_PIPE
+    except OSError as e:
+        where = f": {e.filename}" if e.filename else ""
+        _say(f"{e.strerror or e}{where}")
+        return EXIT_ERROR
+    except Exception as e:
+        if os.environ.get("SHIMGEN_DEBUG"):
+            raise
+        _say(f"internal error, please report it: {type(e).__name__}: {e} "
+             "(SHIMGEN_DEBUG=1 shows where)")
+        return EXIT_INTERNAL
+    finally:
+        for sig, old in handlers.items():
+            signal.signal(sig, old)
 
 
 if __name__ == "__main__":

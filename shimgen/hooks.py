@@ -5,6 +5,12 @@ C function `shimgen_hook_<name>` defined in the named template under templates/h
 reaches the real driver through `shimgen_real[SHIMGEN_IDX_<name>]`, never through the
 trampolines, so a hook can never recurse into itself.
 
+`feature` says when the shim installs the hook at run time (all are compiled in):
+  always  - on every run
+  attrs   - SHIMGEN_TRACE=attrs, SHIMGEN_ATTR_OVERRIDE or SHIMGEN_GATES is in effect
+  gates   - SHIMGEN_GATES is set and the loaded driver matches the baked-in gate profile
+When its feature is off, the slot points straight at the real function: no cost.
+
 Generation fails when this table names a function the driver does not export.
 """
 
@@ -12,27 +18,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+FEATURES = {"always": 1, "attrs": 2, "gates": 4}
+
 
 @dataclass(frozen=True)
 class Hook:
     name: str  # exported driver function
     template: str  # file under templates/hooks/
     why: str
+    feature: str = "always"
 
 
 HOOKS: tuple[Hook, ...] = (
-    Hook(
-        "cuGetProcAddress",
-        "proc_address.c.j2",
-        "answer with the shim's forwarder of the variant the real driver picked",
-    ),
-    Hook(
-        "cuGetProcAddress_v2",
-        "proc_address.c.j2",
-        "same, keeping the driver's query-result out-parameter",
-    ),
+    Hook("cuGetProcAddress", "proc_address.c.j2",
+         "answer with the shim's forwarder of the variant the real driver picked"),
+    Hook("cuGetProcAddress_v2", "proc_address.c.j2",
+         "same, keeping the driver's query-result out-parameter"),
+    Hook("cuDeviceGetAttribute", "attributes.c.j2",
+         "apply gates, then report (SHIMGEN_TRACE=attrs) or override the value", "attrs"),
+    Hook("cuInit", "gates.c.j2", "apply gates to every device once the driver is up", "gates"),
+    Hook("cuDeviceGet", "gates.c.j2", "apply gates around device lookup", "gates"),
+    Hook("cuMemCreate", "gates.c.j2", "apply gates before a (GPUDirect RDMA) allocation",
+         "gates"),
+    Hook("cuMemGetHandleForAddressRange", "gates.c.j2",
+         "apply gates before a DMA-BUF export", "gates"),
 )
 
 # Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of
 # private entry points whose layout is not public; it is forwarded untouched.
-

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from .errors import ShimgenError
 from .exports import DriverImage
-from .hooks import HOOKS, Hook
+from .gateplan import GatePlan
+from .hooks import FEATURES, HOOKS, Hook
 
 # Exported by the shim besides the driver's functions. `dlopen` is wrapped so that a
 # program opening libcuda by another name (perftest's "libcuda.so", or the real file's
@@ -28,7 +29,7 @@ class ShimModel:
     driver: DriverImage
     functions: tuple[Function, ...]
     command: str  # the command line that regenerates this shim
-    reproducible: bool = True
+    gates: GatePlan | None = None
     extra_exports: tuple[str, ...] = field(default=LOADER_EXPORTS)
 
     @property
@@ -48,7 +49,12 @@ class ShimModel:
         return [f.name for f in self.functions] + list(self.extra_exports)
 
 
-def build_model(driver: DriverImage, argv: list[str], hooks: tuple[Hook, ...] = HOOKS) -> ShimModel:
+def build_model(
+    driver: DriverImage,
+    argv: list[str],
+    hooks: tuple[Hook, ...] = HOOKS,
+    gates: GatePlan | None = None,
+) -> ShimModel:
     names = driver.function_names()
     known = set(names)
     by_name: dict[str, Hook] = {}
@@ -59,12 +65,14 @@ def build_model(driver: DriverImage, argv: list[str], hooks: tuple[Hook, ...] = 
             )
         if hook.name in by_name:
             raise ShimgenError(f"hook table names {hook.name} twice")
+        if hook.feature not in FEATURES:
+            raise ShimgenError(f"hook table: {hook.name} has unknown feature {hook.feature!r}")
         by_name[hook.name] = hook
     clash = [n for n in LOADER_EXPORTS if n in known]
     if clash:
         raise ShimgenError(f"driver {driver.path} exports {clash[0]}, which the shim needs")
     functions = tuple(Function(i, n, by_name.get(n)) for i, n in enumerate(names))
-    return ShimModel(driver=driver, functions=functions, command=shlex.join(argv))
+    return ShimModel(driver=driver, functions=functions, command=shlex.join(argv), gates=gates)
 
 
 def output_name(driver: DriverImage) -> str:

@@ -8,7 +8,9 @@ from pathlib import Path
 import jinja2
 
 from . import __version__
+from .attributes import ATTRIBUTE_NAMES
 from .errors import ShimgenError
+from .hooks import FEATURES
 from .model import ShimModel
 
 
@@ -65,6 +67,8 @@ def render(model: ShimModel, dest: Path) -> list[Path]:
         "shimgen_version": __version__,
         "hooked_names": {f.name for f in model.hooked},
         "hook_sources": [hook_source_name(t) for t in model.hook_templates],
+        "features": FEATURES,
+        "attribute_names": sorted(ATTRIBUTE_NAMES.items()),
     }
     written = []
     for template, name in outputs(model):

@@ -10,9 +10,111 @@
 
 typedef int CUresult;
 
+/* ---- a fake device table with capability gates, laid out like the real driver's:
+ * slot = *(fake_device_table + 0x10 + ordinal*8) -> per-device struct; the "gdr" bit is
+ * 0x20 at offset 0x40 plus a global byte, "dmabuf" is 0x08 at offset 0x44. ---- */
+#include <stdlib.h>
+
+#define FAKE_DEVICES 2
+EXPORT void *fake_device_table[2 + FAKE_DEVICES];
+EXPORT int fake_device_count;
+EXPORT unsigned char fake_gdr_global;
+static unsigned char device_structs[FAKE_DEVICES][0x80];
+
 EXPORT CUresult cuInit(unsigned flags)
 {
-    return flags == 0 ? 0 : 1;
+    if (flags != 0)
+        return 1;
+    const char *dc = getenv("FAKE_LIBCUDA_DATACENTER");
+    int datacenter = dc && *dc == '1';
+    for (int d = 0; d < FAKE_DEVICES; d++) {
+        if (!fake_device_table[2 + d]) {
+            /* like the published init site: a consumer part gets 0x58, no GDR bit */
+            device_structs[d][0x40] = datacenter ? 0x78 : 0x58;
+            device_structs[d][0x44] = datacenter ? 0x0c : 0x04;
+            fake_device_table[2 + d] = device_structs[d];
+        }
+    }
+    if (!fake_device_count)
+        fake_gdr_global = (unsigned char)datacenter;
+    fake_device_count = FAKE_DEVICES;
+    return 0;
+}
+
+static unsigned char *device(int d)
+{
+    return d >= 0 && d < fake_device_count ? (unsigned char *)fake_device_table[2 + d] : NULL;
+}
+
+EXPORT CUresult cuDeviceGet(int *dev, int ordinal)
+{
+    if (!dev || !device(ordinal))
+        return 101; /* CUDA_ERROR_INVALID_DEVICE */
+    *dev = ordinal;
+    return 0;
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int dev)
+{
+    unsigned char *s = device(dev);
+    if (!value || !s)
+        return 101;
+    int gdr = (s[0x40] & 0x20) && fake_gdr_global;
+    switch (attribute) {
+    case 110:
+    case 116:
+        *value = gdr;
+        break;
+    case 124:
+        *value = gdr && (s[0x44] & 0x08);
+        break;
+    case 1:
+        *value = 1024;
+        break;
+    default:
+        *value = 0;
+    }
+    return 0;
+}
+
+EXPORT CUresult cuMemCreate(unsigned long long *handle, size_t size, const void *prop,
+                            unsigned long long flags)
+{
+    (void)prop;
+    (void)flags;
+    int v = 0;
+    cuDeviceGetAttribute(&v, 116, 0);
+    if (!v)
+        return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+    *handle = size;
+    return 0;
+}
+
+EXPORT CUresult cuMemGetHandleForAddressRange(void *handle, unsigned long long dptr,
+                                              size_t size, int type, unsigned long long flags)
+{
+    (void)dptr;
+    (void)size;
+    (void)type;
+    (void)flags;
+    int v = 0;
+    cuDeviceGetAttribute(&v, 124, 0);
+    if (!v)
+        return 801;
+    *(int *)handle = 42;
+    return 0;
+}
+
+/* Raw state, for tests that must see whether the shim wrote anything. */
+EXPORT int cuFakeDeviceByte(int dev, int offset)
+{
+    unsigned char *s = device(dev);
+    return s ? s[offset] : -1;
+}
+
+EXPORT int cuFakeGdrGlobal(void)
+{
+    return fake_gdr_global;
 }
 
 EXPORT CUresult cuDriverGetVersion(int *v)
@@ -93,6 +195,10 @@ static const struct entry entries[] = {
     {"cuLaunchKernel", (void *)cuLaunchKernel},
     {"cuLaunchHostFunc", (void *)cuLaunchHostFunc},
     {"cuGetExportTable", (void *)cuGetExportTable},
+    {"cuDeviceGet", (void *)cuDeviceGet},
+    {"cuDeviceGetAttribute", (void *)cuDeviceGetAttribute},
+    {"cuMemCreate", (void *)cuMemCreate},
+    {"cuMemGetHandleForAddressRange", (void *)cuMemGetHandleForAddressRange},
 };
 
 /* A private entry point that is no export: the shim must pass it through and count it. */

@@ -1,0 +1,192 @@
+/* callbench: time one cheap libcuda function called through a function pointer.
+ *
+ *   callbench LIB FUNC ITERS REPS            tight loop, REPS timed repetitions
+ *   callbench LIB FUNC ITERS threads=T       T threads at once, ITERS calls each; wall
+ *                                            time per call over all threads
+ *
+ * LIB is what dlopen gets: the real driver's path for a direct measurement, or
+ * "libcuda.so.1" under LD_PRELOAD of a shim (the shim has that SONAME, so dlopen returns
+ * the shim's handle). FUNC is cuDriverGetVersion, cuCtxGetCurrent or cuGetProcAddress.
+ * The function is resolved with dlsym and called once before any timing, so the shim's
+ * lazy first-call path is not measured. Output: one JSON object on stdout.
+ *
+ * The timed loop is bench_loop(), a separate non-inlined function, so that callgrind can
+ * count its instructions alone (--collect-atstart=no --toggle-collect=bench_loop).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int (*fn_version)(int *);
+typedef int (*fn_ctx)(void **);
+typedef int (*fn_proc)(const char *, void **, int, uint64_t);
+
+enum kind { K_VERSION, K_CTX, K_PROC };
+
+static enum kind kind;
+static void *fn;
+
+/* One call of the function under test; returns the driver's CUresult. */
+static inline int call_once(void)
+{
+    switch (kind) {
+    case K_VERSION: {
+        int v = 0;
+        return ((fn_version)fn)(&v);
+    }
+    case K_CTX: {
+        void *ctx = NULL;
+        return ((fn_ctx)fn)(&ctx);
+    }
+    default: {
+        void *p = NULL;
+        return ((fn_proc)fn)("cuDriverGetVersion", &p, 12000, 0);
+    }
+    }
+}
+
+/* The loop that is timed (and counted by callgrind). Returns the number of calls whose
+ * result differed from `expect`. */
+__attribute__((noinline)) long bench_loop(long iters, int expect)
+{
+    long bad = 0;
+    for (long i = 0; i < iters; i++)
+        bad += call_once() != expect;
+    return bad;
+}
+
+/* The same loop under another name, for the warm-up, which callgrind does not count. */
+__attribute__((noinline)) long warm_loop(long iters, int expect)
+{
+    long bad = 0;
+    for (long i = 0; i < iters; i++)
+        bad += call_once() != expect;
+    return bad;
+}
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+struct worker {
+    pthread_barrier_t *barrier;
+    long iters;
+    int expect;
+    long bad;
+    double start, end;
+};
+
+static void *thread_main(void *arg)
+{
+    struct worker *w = arg;
+    pthread_barrier_wait(w->barrier);
+    w->start = now_ns();
+    w->bad = bench_loop(w->iters, w->expect);
+    w->end = now_ns();
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: callbench LIB FUNC ITERS REPS|threads=T\n");
+        return 2;
+    }
+    const char *lib = argv[1], *name = argv[2];
+    long iters = atol(argv[3]);
+    if (strcmp(name, "cuDriverGetVersion") == 0)
+        kind = K_VERSION;
+    else if (strcmp(name, "cuCtxGetCurrent") == 0)
+        kind = K_CTX;
+    else if (strcmp(name, "cuGetProcAddress") == 0)
+        kind = K_PROC;
+    else {
+        fprintf(stderr, "callbench: unsupported function %s\n", name);
+        return 2;
+    }
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "callbench: dlopen(%s): %s\n", lib, dlerror());
+        return 1;
+    }
+    fn = dlsym(h, name);
+    if (!fn) {
+        fprintf(stderr, "callbench: dlsym(%s): %s\n", name, dlerror());
+        return 1;
+    }
+    Dl_info info;
+    const char *from = dladdr(fn, &info) && info.dli_fname ? info.dli_fname : "?";
+    int rc = call_once(); /* first call: the shim loads the driver here */
+    if (warm_loop(iters / 10 + 1, rc) != 0) { /* warm-up */
+        fprintf(stderr, "callbench: %s does not return the same code every time\n", name);
+        return 1;
+    }
+
+    if (strncmp(argv[4], "threads=", 8) == 0) {
+        int nt = atoi(argv[4] + 8);
+        if (nt < 1 || nt > 1024) {
+            fprintf(stderr, "callbench: bad thread count\n");
+            return 2;
+        }
+        pthread_barrier_t barrier;
+        pthread_barrier_init(&barrier, NULL, (unsigned)nt);
+        pthread_t *t = calloc((size_t)nt, sizeof *t);
+        struct worker *w = calloc((size_t)nt, sizeof *w);
+        for (int i = 0; i < nt; i++) {
+            w[i] = (struct worker){&barrier, iters, rc, 0, 0, 0};
+            pthread_create(&t[i], NULL, thread_main, &w[i]);
+        }
+        /* Wall time from the first thread's start to the last one's end (main itself may
+         * not run for a while: there are more threads than CPUs). */
+        long bad = 0;
+        double first = 0, last = 0;
+        for (int i = 0; i < nt; i++) {
+            pthread_join(t[i], NULL);
+            bad += w[i].bad;
+            first = i == 0 || w[i].start < first ? w[i].start : first;
+            last = w[i].end > last ? w[i].end : last;
+        }
+        double wall = last - first;
+        /* calls made by this process: first call + warm-up + threads */
+        long total = 1 + (iters / 10 + 1) + (long)nt * iters;
+        printf("{\"function\": \"%s\", \"rc\": %d, \"threads\": %d, \"calls_per_thread\": %ld, "
+               "\"calls_total\": %ld, \"bad_results\": %ld, \"resolved_from\": \"%s\", "
+               "\"wall_ns_per_call\": %.4f}\n",
+               name, rc, nt, iters, total, bad, from, wall / ((double)nt * (double)iters));
+        return bad != 0;
+    }
+
+    int reps = atoi(argv[4]);
+    if (reps < 1)
+        reps = 1;
+    double *ns = calloc((size_t)reps, sizeof *ns);
+    long bad = 0;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        bad += bench_loop(iters, rc);
+        double t1 = now_ns();
+        ns[r] = (t1 - t0) / (double)iters;
+    }
+    printf("{\"function\": \"%s\", \"rc\": %d, \"iters\": %ld, \"bad_results\": %ld, "
+           "\"resolved_from\": \"%s\", \"ns_per_call\": [",
+           name, rc, iters, bad, from);
+    for (int r = 0; r < reps; r++)
+        printf("%s%.4f", r ? ", " : "", ns[r]);
+    qsort(ns, (size_t)reps, sizeof *ns, cmp_double);
+    printf("], \"min\": %.4f, \"median\": %.4f}\n", ns[0], ns[reps / 2]);
+    return bad != 0;
+}

@@ -1,0 +1,445 @@
+"""The CPU benchmark suite of issue 4: `python -m benchmarks [--quick] [--drivers ...]
+[--repeats N] [--json PATH]`.
+
+For each real driver (the Debian builds of tests/driverfetch.py, or paths given with
+--drivers) it builds a shim with `shimgen build` (timing the build), then measures, with
+four variants side by side:
+
+  direct  the real driver, dlopen'ed by path, no shim
+  shim    LD_PRELOAD of the shim, no tracing: each call is one indirect jump
+  count   the same with SHIMGEN_TRACE=1: one locked increment more
+  time    the same with SHIMGEN_TRACE=time (per-call timing), when the shim accepts it
+
+* ns per call of cheap driver functions (benchmarks/c/callbench.c: dlopen, dlsym, a tight
+  loop timed with clock_gettime). Every round runs every variant once, as separate
+  processes in an order that rotates from round to round, so that all variants see the
+  same machine load; a process reports the fastest of its inner repetitions. Added ns and
+  ratios are paired with the direct run of the same round. Medians and quartiles over the
+  rounds are reported.
+* instructions per call, counted by callgrind in callbench's loop only: deterministic,
+  so unaffected by the noise of a shared machine (perf's hardware counters are used by
+  nothing here: they are often unavailable in VMs, and callgrind's count is exact).
+* 16 threads calling at once: the counts in the trace must equal the calls made, exactly.
+* process start-up added by LD_PRELOAD of the shim (benchmarks/c/spawnbench.c).
+
+Progress goes to stderr, the table to stdout, everything to --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import native, report
+from .native import ROOT, BenchError, Programs, clean_env
+from .stats import summary
+
+SCHEMA = "shimgen.bench/1"
+#: Functions measured. The first two are forwarded as they are (the bars of issue 4 are
+#: about them); cuGetProcAddress is hooked by the shim, so its added cost is the hook's.
+FUNCTIONS = ("cuDriverGetVersion", "cuCtxGetCurrent", "cuGetProcAddress")
+CHEAP = ("cuDriverGetVersion", "cuCtxGetCurrent")
+HOOKED = ("cuGetProcAddress",)
+#: SHIMGEN_TRACE of each shim variant.
+TRACE = {"shim": None, "count": "1", "time": "time"}
+THREAD_FUNCTION = "cuDriverGetVersion"
+
+
+@dataclass(frozen=True)
+class Settings:
+    quick: bool
+    repeats: int  # rounds of the call benchmark
+    iters: int  # calls per timed repetition
+    inner_reps: int  # timed repetitions per process (the fastest is kept)
+    threads: int
+    thread_calls: int  # calls per thread
+    startup_rounds: int
+    build_repeats: int
+    callgrind_iters: int  # calls counted by callgrind (run with N and 2N)
+
+
+def make_settings(args: argparse.Namespace) -> Settings:
+    if args.quick:
+        s = Settings(True, 3, 100_000, 3, 16, 10_000, 10, 1, 1_000)
+    else:
+        s = Settings(False, 11, 1_000_000, 5, 16, 100_000, 100, 3, 20_000)
+    if args.repeats is not None:
+        if args.repeats < 1:
+            raise BenchError("--repeats must be at least 1")
+        s = dataclasses.replace(s, repeats=args.repeats)
+    return s
+
+
+@dataclass(frozen=True)
+class Driver:
+    version: str
+    path: Path  # the real file
+    libdir: Path  # its directory, which holds libcuda.so.1
+
+
+def _fetched_drivers() -> list[Driver]:
+    spec = importlib.util.spec_from_file_location("driverfetch", ROOT / "tests" / "driverfetch.py")
+    if spec is None or spec.loader is None:
+        raise BenchError("tests/driverfetch.py is missing")
+    mod = sys.modules.get("driverfetch")
+    if mod is None:
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["driverfetch"] = mod  # dataclasses look their module up here
+        spec.loader.exec_module(mod)
+    try:
+        return [Driver(d.version, d.path, d.libdir) for d in mod.fetch_all()]
+    except mod.DriverFetchError as e:
+        raise BenchError(f"cannot fetch Debian's libcuda packages: {e}") from None
+
+
+def select_drivers(spec: str | None, quick: bool) -> list[Driver]:
+    """--drivers: comma-separated versions of the fetched Debian builds and/or paths of
+    libcuda files. Default: all fetched builds (only the first with --quick)."""
+    items = [i.strip() for i in spec.split(",") if i.strip()] if spec else []
+    chosen: list[Driver] = []
+    known: dict[str, Driver] = {}
+    versions = [i for i in items if "/" not in i]
+    if not items or versions:
+        fetched = _fetched_drivers()
+        if not items:
+            return fetched[:1] if quick else fetched
+        known = {d.version: d for d in fetched}
+        for v in versions:
+            if v not in known:
+                raise BenchError(f"--drivers: no driver {v}; known: {', '.join(known)}")
+    for item in items:
+        if "/" in item:
+            from shimgen.errors import ShimgenError
+            from shimgen.exports import read_driver
+
+            try:
+                image = read_driver(Path(item))
+            except ShimgenError as e:
+                raise BenchError(f"--drivers {item}: {e}") from None
+            chosen.append(Driver(image.version, image.real_path, image.real_path.parent))
+        else:
+            chosen.append(known[item])
+    return chosen
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo."""
+    fields: dict[str, str] = {}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return fields
+    for line in text.split("\n\n")[0].splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _git_commit() -> str | None:
+    """The shimgen commit measured, with "-dirty" when tracked files are modified."""
+    try:
+        proc = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.strip() or None
+
+
+def machine_info() -> dict:
+    info = _cpuinfo()
+    return {
+        "cpu": info.get("model name", "unknown"),
+        "cpu_family_model": f"{info.get('cpu family', '?')}/{info.get('model', '?')}",
+        "cpu_mhz": info.get("cpu MHz"),
+        "virtualized": "hypervisor" in info.get("flags", "").split(),
+        "cpus_online": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def _progress(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+# ---- shimgen build -----------------------------------------------------------------------
+
+def build_shim(driver: Driver, out_root: Path, repeats: int) -> tuple[Path, dict]:
+    """Build the shim `repeats` times from scratch with the real command line; wall time of
+    each (Python start-up included), and the time shimgen itself reports."""
+    given = driver.libdir / "libcuda.so.1"
+    given = given if given.exists() else driver.path
+    out = out_root / driver.version
+    walls, reported = [], []
+    functions = None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHIMGEN_")}
+    cmd = [sys.executable, "-m", "shimgen", "build", "--driver", str(given), "--out", str(out)]
+    for _ in range(repeats):
+        shutil.rmtree(out, ignore_errors=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        walls.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            raise BenchError(f"shimgen build for {driver.version} failed: {proc.stderr.strip()}")
+        m = re.search(r"^time\s+([\d.]+) s", proc.stdout, re.M)
+        if m:
+            reported.append(float(m.group(1)))
+        m = re.search(r"^forwarded\s+(\d+) functions", proc.stdout, re.M)
+        if m:
+            functions = int(m.group(1))
+    libs = sorted(out.glob("cudashim-*/libcudashim.so"))
+    if len(libs) != 1:
+        raise BenchError(f"shimgen build left {len(libs)} libraries in {out}")
+    info = {
+        "command": " ".join(["python3", "-m", "shimgen", "build", "--driver", str(given),
+                             "--out", str(out)]),
+        "functions": functions,
+        "wall_s": summary(walls),
+        "reported_s": summary(reported),
+    }
+    return libs[0], info
+
+
+# ---- calls ---------------------------------------------------------------------------------
+
+class Runner:
+    """Runs callbench for one driver and its shim, in each variant."""
+
+    def __init__(self, progs: Programs, driver: Driver, shim: Path, tmp: Path):
+        self.progs, self.driver, self.shim, self.tmp = progs, driver, shim, tmp
+        self._n = 0
+
+    def env(self, variant: str) -> tuple[dict[str, str], Path | None]:
+        if variant == "direct":
+            return clean_env(self.driver.libdir), None
+        trace = TRACE[variant]
+        if trace is None:
+            return clean_env(self.driver.libdir, self.shim), None
+        self._n += 1
+        tfile = self.tmp / f"trace-{variant}-{self._n}.json"
+        return clean_env(self.driver.libdir, self.shim, SHIMGEN_TRACE=trace,
+                         SHIMGEN_TRACE_FILE=str(tfile)), tfile
+
+    def lib(self, variant: str) -> str:
+        return str(self.driver.path) if variant == "direct" else "libcuda.so.1"
+
+    def check_route(self, variant: str, res: dict) -> None:
+        """The function must come from the real driver (direct) or from the shim."""
+        want = self.driver.path if variant == "direct" else self.shim
+        got = Path(res["resolved_from"])
+        if got.resolve() != want.resolve():
+            raise BenchError(f"{variant}: {res['function']} resolved from {got}, not {want}")
+
+    def run(self, variant: str, func: str, iters: int, mode: str) -> tuple[dict, str, Path | None]:
+        env, tfile = self.env(variant)
+        res, err = native.callbench(self.progs, self.lib(variant), func, iters, mode, env)
+        self.check_route(variant, res)
+        return res, err, tfile
+
+
+def time_mode_status(runner: Runner) -> str | None:
+    """None when the shim accepts SHIMGEN_TRACE=time, else the reason it is unavailable."""
+    _res, err, _ = runner.run("time", "cuDriverGetVersion", 100, "1")
+    if "not a known mode" in err:
+        line = next((ln for ln in err.splitlines() if "not a known mode" in ln), err.strip())
+        return f"the shim does not accept SHIMGEN_TRACE=time ({line.strip()})"
+    return None
+
+
+def time_calls(runner: Runner, variants: list[str], s: Settings) -> dict:
+    """ns/call of each function in each variant over s.repeats interleaved rounds."""
+    fastest = {f: {v: [] for v in variants} for f in FUNCTIONS}
+    rcs: dict[str, dict[str, int]] = {f: {} for f in FUNCTIONS}
+    for r in range(s.repeats):
+        _progress(f"  calls: round {r + 1}/{s.repeats}")
+        k = r % len(variants)
+        order = variants[k:] + variants[:k]
+        for func in FUNCTIONS:
+            for v in order:
+                res, _err, _ = runner.run(v, func, s.iters, str(s.inner_reps))
+                fastest[func][v].append(res["min"])
+                rcs[func].setdefault(v, res["rc"])
+    out = {}
+    for func in FUNCTIONS:
+        codes = set(rcs[func].values())
+        if len(codes) != 1:
+            raise BenchError(f"{func} returned different codes per variant: {rcs[func]}")
+        base = fastest[func]["direct"]
+        per_variant = {}
+        for v in variants:
+            vals = fastest[func][v]
+            entry = {"ns_per_call": summary(vals), "runs": [round(x, 4) for x in vals]}
+            if v != "direct":
+                entry["added_ns"] = summary([a - b for a, b in zip(vals, base, strict=True)])
+                entry["ratio"] = summary([a / b for a, b in zip(vals, base, strict=True)], 4)
+            per_variant[v] = entry
+        out[func] = {"rc": codes.pop(), "hooked": func in HOOKED, "variants": per_variant}
+    return out
+
+
+def count_instructions(runner: Runner, variants: list[str], s: Settings) -> dict:
+    """Instructions per call from callgrind: (count at 2N calls - count at N calls) / N, so
+    that anything done once cancels out."""
+    n = s.callgrind_iters
+    out: dict[str, dict] = {}
+    for func in FUNCTIONS:
+        per: dict[str, dict] = {}
+        for v in variants:
+            env, _ = runner.env(v)
+            a = native.callgrind_instructions(runner.progs, runner.lib(v), func, n, env,
+                                              runner.tmp)
+            b = native.callgrind_instructions(runner.progs, runner.lib(v), func, 2 * n, env,
+                                              runner.tmp)
+            per[v] = {"per_call": round((b - a) / n, 3)}
+        for v in variants:
+            if v != "direct":
+                per[v]["added"] = round(per[v]["per_call"] - per["direct"]["per_call"], 3)
+        out[func] = per
+    return out
+
+
+def thread_exactness(runner: Runner, variants: list[str], s: Settings) -> dict:
+    """s.threads threads call at once; the trace must count exactly the calls made. The wall
+    time per call (all threads together, on however many CPUs there are) shows what
+    contention on the shared counters costs; it is one run, not a median."""
+    out = {}
+    for v in variants:
+        res, _err, tfile = runner.run(v, THREAD_FUNCTION, s.thread_calls, f"threads={s.threads}")
+        entry = {"threads": res["threads"], "calls_made": res["calls_total"],
+                 "bad_results": res["bad_results"],
+                 "wall_ns_per_call": round(res["wall_ns_per_call"], 3)}
+        if tfile is not None:
+            data = json.loads(tfile.read_text())
+            counted = data.get("calls", {}).get(THREAD_FUNCTION, 0)
+            entry["calls_counted"] = counted
+            entry["exact"] = counted == res["calls_total"]
+            timing = data.get("time", {}).get(THREAD_FUNCTION)
+            if isinstance(timing, dict):
+                entry["timed_calls"] = timing.get("calls")
+                entry["untimed_calls"] = data.get("untimed_calls")
+                entry["mean_ns"] = timing.get("mean_ns")
+        out[v] = entry
+    return out
+
+
+def startup_cost(progs: Programs, driver: Driver, shim: Path, s: Settings) -> dict:
+    times = native.spawn_times(progs, s.startup_rounds, shim, driver.libdir)
+    out: dict = {"rounds": s.startup_rounds}
+    for prog in ("nop", "call"):
+        direct, shimmed = times[f"{prog}_direct"], times[f"{prog}_shim"]
+        out[prog] = {
+            "direct_ms": summary(direct, 4),
+            "shim_ms": summary(shimmed, 4),
+            "added_ms": summary([a - b for a, b in zip(shimmed, direct, strict=True)], 4),
+        }
+    return out
+
+
+# ---- main ----------------------------------------------------------------------------------
+
+def bench_driver(progs: Programs, driver: Driver, s: Settings, out_root: Path,
+                 counter: str | None) -> dict:
+    _progress(f"driver {driver.version}: shimgen build x{s.build_repeats}")
+    shim, build = build_shim(driver, out_root / "shims", s.build_repeats)
+    with tempfile.TemporaryDirectory(prefix="shimgen-bench-") as tmpname:
+        runner = Runner(progs, driver, shim, Path(tmpname))
+        time_unavailable = time_mode_status(runner)
+        variants = ["direct", "shim", "count"] + ([] if time_unavailable else ["time"])
+        calls = time_calls(runner, variants, s)
+        instructions = None
+        if counter is None:
+            _progress("  instructions: callgrind")
+            instructions = count_instructions(runner, variants, s)
+        _progress(f"  {s.threads} threads")
+        threads = thread_exactness(runner, variants, s)
+        _progress(f"  start-up x{s.startup_rounds}")
+        startup = startup_cost(progs, driver, shim, s)
+    return {
+        "version": driver.version,
+        "driver": str(driver.path),
+        "shim": str(shim),
+        "build": build,
+        "variants": variants,
+        "time_mode": {"available": time_unavailable is None, "reason": time_unavailable},
+        "calls": calls,
+        "instructions": instructions,
+        "threads": {"function": THREAD_FUNCTION, "by_variant": threads},
+        "startup": startup,
+    }
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true",
+                   help="few repetitions and the first driver only (CI: it must work, "
+                        "not be precise)")
+    p.add_argument("--drivers", metavar="LIST",
+                   help="comma-separated Debian driver versions (535.261.03, 550.163.01, "
+                        "555.58.02) and/or paths of libcuda files; default: all")
+    p.add_argument("--repeats", type=int, metavar="N",
+                   help="rounds of the call benchmark (default 11, 3 with --quick)")
+    p.add_argument("--json", type=Path, metavar="PATH", help="write every result here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
+    started = time.monotonic()
+    try:
+        s = make_settings(args)
+        machine = machine_info()
+        out_root = ROOT / "build" / "bench"
+        progs = native.compile_programs(out_root)
+        counter = native.callgrind_available()
+        drivers = select_drivers(args.drivers, args.quick)
+        result = {
+            "schema": SCHEMA,
+            "command": " ".join(["python", "-m", "benchmarks", *argv]),
+            "shimgen_commit": _git_commit(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": {**machine, "compiler": progs.compiler,
+                        "valgrind": native.valgrind_version()},
+            "settings": dataclasses.asdict(s),
+            "method": {
+                "wall_time": "clock_gettime(CLOCK_MONOTONIC) around a tight loop; per "
+                             "process the fastest of its inner repetitions; median and "
+                             "quartiles over interleaved rounds; added ns and ratios paired "
+                             "with the direct run of the same round",
+                "instructions": "callgrind" if counter is None else None,
+                "instructions_unavailable": counter,
+                "perf_stat_instructions": native.perf_instructions_available() or "available",
+            },
+            "drivers": [],
+        }
+        for d in drivers:
+            result["drivers"].append(bench_driver(progs, d, s, out_root, counter))
+        result["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        result["bars"] = report.bars(result)
+        result["seconds"] = round(time.monotonic() - started, 1)
+    except BenchError as e:
+        print(f"benchmarks: error: {e}", file=sys.stderr)
+        return 1
+    print(report.table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\nJSON: {args.json}")
+    return 0

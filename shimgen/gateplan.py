@@ -1,0 +1,172 @@
+"""What the shim needs at run time to set or mask gates: the part of a gate profile that is
+baked into the generated C, plus the instruction bytes the shim compares with the loaded
+driver image before it writes anything.
+
+A plan comes from a proven profile (`shimgen build --gates auto` runs discovery and the
+emulation proof; `--gates FILE` loads a profile written by `shimgen gates --json`). Before
+baking, the plan is checked against the driver file being built for: same build-id, same
+bytes at every recorded instruction.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ShimgenError
+
+GATE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
+MAX_CHECK_BYTES = 16
+
+
+@dataclass(frozen=True)
+class PlanField:
+    offset: int  # byte offset in the per-device struct
+    mask: int  # bit(s) within that byte
+
+
+@dataclass(frozen=True)
+class PlanGlobal:
+    vaddr: int  # relative to the driver's load base
+    size: int  # 1, 2, 4 or 8 bytes; "set" writes 1, "mask" writes 0
+
+
+@dataclass(frozen=True)
+class PlanGate:
+    name: str
+    attributes: tuple[int, ...]
+    fields: tuple[PlanField, ...]
+    globals: tuple[PlanGlobal, ...]
+
+
+@dataclass(frozen=True)
+class PlanCheck:
+    vaddr: int
+    file_offset: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class GatePlan:
+    build_id: str
+    driver_version: str
+    table_vaddr: int
+    table_offset: int
+    table_stride: int
+    count_vaddr: int | None
+    count_size: int | None
+    gates: tuple[PlanGate, ...]
+    checks: tuple[PlanCheck, ...]
+
+    def validate(self) -> None:
+        if not re.fullmatch(r"[0-9a-f]{16,80}", self.build_id):
+            raise ShimgenError("gate plan: build-id is not hex")
+        if self.table_stride != 8:
+            raise ShimgenError("gate plan: device table stride must be 8")
+        if self.count_size not in (None, 1, 2, 4, 8):
+            raise ShimgenError("gate plan: device count size must be 1, 2, 4 or 8")
+        if not self.gates:
+            raise ShimgenError("gate plan: no gates")
+        names = [g.name for g in self.gates]
+        if len(set(names)) != len(names):
+            raise ShimgenError("gate plan: a gate name appears twice")
+        for g in self.gates:
+            if not GATE_NAME.match(g.name):
+                raise ShimgenError(f"gate plan: gate name {g.name!r} is not a short identifier")
+            if not g.fields and not g.globals:
+                raise ShimgenError(f"gate plan: gate {g.name} changes nothing")
+            for f in g.fields:
+                if not (0 <= f.offset < 1 << 20) or not (0 < f.mask < 256):
+                    raise ShimgenError(f"gate plan: gate {g.name} has a bad field {f}")
+            for gl in g.globals:
+                if gl.size not in (1, 2, 4, 8) or gl.vaddr <= 0:
+                    raise ShimgenError(f"gate plan: gate {g.name} has a bad global {gl}")
+        if not self.checks:
+            raise ShimgenError("gate plan: no instruction bytes to verify the driver with")
+
+
+def _hex(value: str | int) -> int:
+    return value if isinstance(value, int) else int(value, 16)
+
+
+def plan_from_profile(profile) -> GatePlan:
+    """Reduce a shimgen.gates.Profile (already proven) to what the shim needs."""
+    if profile.device_table is None:
+        raise ShimgenError("gate profile has no device table; the shim cannot reach devices")
+    gates = []
+    for g in profile.gates:
+        gates.append(
+            PlanGate(
+                name=g.name,
+                attributes=tuple(g.attributes),
+                fields=tuple(PlanField(f.offset, f.mask) for f in g.fields),
+                globals=tuple(PlanGlobal(x.vaddr, x.size) for x in g.globals),
+            )
+        )
+    refs = list(profile.device_table.insns)
+    if profile.reader is not None:
+        refs += list(profile.reader.insns)
+    for case in profile.cases:
+        refs += [f.insn for f in case.fields] + [x.insn for x in case.globals]
+    checks: dict[int, PlanCheck] = {}
+    for r in refs:
+        data = bytes.fromhex(r.hex)[:MAX_CHECK_BYTES]
+        checks.setdefault(r.vaddr, PlanCheck(r.vaddr, r.file_offset, data))
+    dt = profile.device_table
+    plan = GatePlan(
+        build_id=profile.build_id,
+        driver_version=profile.driver_version or "unknown",
+        table_vaddr=dt.vaddr,
+        table_offset=dt.offset,
+        table_stride=dt.stride,
+        count_vaddr=dt.count_vaddr,
+        count_size=dt.count_size,
+        gates=tuple(gates),
+        checks=tuple(sorted(checks.values(), key=lambda c: c.vaddr)),
+    )
+    plan.validate()
+    return plan
+
+
+def verify_against_file(plan: GatePlan, driver_path: Path, build_id: str) -> None:
+    """The plan must describe exactly this driver file: build-id and every checked byte."""
+    if plan.build_id != build_id:
+        raise ShimgenError(
+            f"gate profile is for build-id {plan.build_id}, driver {driver_path} has "
+            f"{build_id or 'none'}; run `shimgen gates` on this driver"
+        )
+    with open(driver_path, "rb") as fh:
+        for c in plan.checks:
+            fh.seek(c.file_offset)
+            if fh.read(len(c.data)) != c.data:
+                raise ShimgenError(
+                    f"gate profile does not match {driver_path}: bytes at 0x{c.vaddr:x} differ"
+                )
+
+
+def load_plan(driver_path: Path, build_id: str, source: str) -> GatePlan:
+    """`--gates auto`: discover and prove now; `--gates FILE`: a profile from `shimgen gates`."""
+    from . import gates as discovery
+
+    try:
+        if source == "auto":
+            profile = discovery.discover(driver_path)
+            proof = _prove(driver_path, profile)
+            if not proof.ok:
+                raise ShimgenError(
+                    f"gate profile for {driver_path} failed its emulation proof; not used"
+                )
+        else:
+            profile = discovery.load_profile(Path(source))
+    except discovery.GateDiscoveryError as e:
+        raise ShimgenError(str(e)) from None
+    plan = plan_from_profile(profile)
+    verify_against_file(plan, driver_path, build_id)
+    return plan
+
+
+def _prove(driver_path: Path, profile):
+    from . import emulate
+
+    return emulate.prove(driver_path, profile)

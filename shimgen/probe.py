@@ -1,0 +1,165 @@
+"""`shimgen probe`: what the driver says about the gated capabilities, and whether they work.
+
+For every device: the gated attributes, whether a DMA-BUF fd can be exported
+(`cuMemGetHandleForAddressRange`), and whether `cuMemCreate` of GPUDirect-RDMA-capable
+memory succeeds. With `--shim`, the same probe runs in two child processes, without and
+with `LD_PRELOAD` of the shim (SHIMGEN_* variables pass through), and the answers are shown
+side by side. Uses cuda-python (`pip install 'shimgen[probe]'`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .attributes import attribute_name
+from .errors import ShimgenError
+
+PROBED_ATTRIBUTES = (103, 110, 116, 117, 118, 124, 146)
+DMABUF_FD = 1  # CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
+ALLOC_BYTES = 2 << 20
+
+
+def _code(err) -> int:
+    return int(err)
+
+
+def collect() -> dict:
+    """Run in the probed process: query the driver with cuda-python, return plain data."""
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError:
+        raise ShimgenError(
+            "shimgen probe needs cuda-python: pip install 'shimgen[probe]'") from None
+    result: dict = {"devices": []}
+    (err,) = cu.cuInit(0)
+    result["cuInit"] = _code(err)
+    err, version = cu.cuDriverGetVersion()
+    result["driver_version"] = version if _code(err) == 0 else None
+    if _code(err) != 0 or result["cuInit"] != 0:
+        return result
+    err, count = cu.cuDeviceGetCount()
+    for ordinal in range(count if _code(err) == 0 else 0):
+        err, dev = cu.cuDeviceGet(ordinal)
+        info: dict = {"ordinal": ordinal, "attributes": {}}
+        err, name = cu.cuDeviceGetName(64, dev)
+        info["name"] = name.split(b"\0", 1)[0].decode(errors="replace")
+        for a in PROBED_ATTRIBUTES:
+            try:
+                attr = cu.CUdevice_attribute(a)
+            except ValueError:
+                info["attributes"][str(a)] = None
+                continue
+            err, value = cu.cuDeviceGetAttribute(attr, dev)
+            info["attributes"][str(a)] = value if _code(err) == 0 else f"error {_code(err)}"
+        err, ctx = cu.cuDevicePrimaryCtxRetain(dev)
+        cu.cuCtxSetCurrent(ctx)
+        info["dmabuf_export"] = _dmabuf_export(cu)
+        info["gdr_cuMemCreate"] = _gdr_mem_create(cu, dev)
+        cu.cuDevicePrimaryCtxRelease(dev)
+        result["devices"].append(info)
+    return result
+
+
+def _dmabuf_export(cu) -> int:
+    err, ptr = cu.cuMemAlloc(ALLOC_BYTES)
+    if _code(err) != 0:
+        return _code(err)
+    try:
+        err, fd = cu.cuMemGetHandleForAddressRange(
+            ptr, ALLOC_BYTES, cu.CUmemRangeHandleType(DMABUF_FD), 0)
+        if _code(err) == 0:
+            os.close(int(fd))
+        return _code(err)
+    finally:
+        cu.cuMemFree(ptr)
+
+
+def _gdr_mem_create(cu, dev) -> int:
+    prop = cu.CUmemAllocationProp()
+    prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    prop.location.id = int(dev)
+    prop.allocFlags.gpuDirectRDMACapable = 1
+    err, gran = cu.cuMemGetAllocationGranularity(
+        prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+    if _code(err) != 0:
+        return _code(err)
+    err, handle = cu.cuMemCreate(max(int(gran), ALLOC_BYTES), prop, 0)
+    if _code(err) == 0:
+        cu.cuMemRelease(handle)
+    return _code(err)
+
+
+def _run_child(shim: Path | None) -> dict:
+    env = dict(os.environ)
+    if shim is not None:
+        env["LD_PRELOAD"] = str(shim)
+    else:
+        env.pop("LD_PRELOAD", None)
+        env = {k: v for k, v in env.items() if not k.startswith("SHIMGEN_")}
+    proc = subprocess.run([sys.executable, "-m", "shimgen.probe"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ShimgenError(f"probe process failed ({proc.returncode}): {last}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    data["stderr"] = [ln for ln in proc.stderr.splitlines() if ln.startswith("shimgen")]
+    return data
+
+
+def _rows(data: dict) -> list[tuple[str, str]]:
+    rows = [("cuInit", _fmt_rc(data["cuInit"])),
+            ("driver version", str(data.get("driver_version")))]
+    for d in data["devices"]:
+        p = f"dev {d['ordinal']} "
+        rows.append((p + "name", d["name"]))
+        for a, v in d["attributes"].items():
+            rows.append((p + f"{a} {attribute_name(int(a))}", str(v)))
+        rows.append((p + "DMA-BUF export (cuMemGetHandleForAddressRange)",
+                     _fmt_rc(d["dmabuf_export"])))
+        rows.append((p + "cuMemCreate gpuDirectRDMACapable", _fmt_rc(d["gdr_cuMemCreate"])))
+    return rows
+
+
+def _fmt_rc(rc: int) -> str:
+    names = {0: "ok", 100: "CUDA_ERROR_NO_DEVICE (100)", 801: "CUDA_ERROR_NOT_SUPPORTED (801)"}
+    return names.get(rc, f"error {rc}")
+
+
+def report(shim: Path | None) -> str:
+    plain = _run_child(None)
+    if shim is None:
+        rows = _rows(plain)
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    shimmed = _run_child(shim)
+    left, right = dict(_rows(plain)), _rows(shimmed)
+    keys = [k for k, _ in _rows(plain)] + [k for k, _ in right if k not in left]
+    rmap = dict(right)
+    width = max(len(k) for k in keys)
+    lines = [f"{'':<{width}}  {'without shim':<30}  with shim", ]
+    for k in keys:
+        a, b = left.get(k, "-"), rmap.get(k, "-")
+        mark = "  <- changed" if a != b else ""
+        lines.append(f"{k:<{width}}  {a:<30}  {b}{mark}")
+    for ln in shimmed["stderr"]:
+        lines.append(f"(shim said) {ln}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    """Child mode: print the collected data as one JSON line."""
+    try:
+        print(json.dumps(collect()))
+    except ShimgenError as e:
+        print(f"shimgen: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

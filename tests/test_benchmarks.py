@@ -1,0 +1,156 @@
+"""The benchmark suite (benchmarks/, issue 4) in its quick mode: it must run against a real
+driver and write sane JSON. Nothing here asserts a speed: the bars are reported by the
+benchmark (docs/performance.md), not asserted by timed tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = ("direct", "shim", "count")
+FUNCTIONS = ("cuDriverGetVersion", "cuCtxGetCurrent", "cuGetProcAddress")
+
+
+def _sane(s: dict) -> bool:
+    vals = [s[k] for k in ("median", "p25", "p75", "min", "max")]
+    return s["n"] >= 1 and all(math.isfinite(v) for v in vals) and (
+        s["min"] <= s["p25"] <= s["median"] <= s["p75"] <= s["max"])
+
+
+@pytest.fixture(scope="module")
+def quick(drivers, tmp_path_factory) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--drivers", drivers[0].version,
+         "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_quick_run_prints_a_table(quick):
+    _, stdout = quick
+    assert "== bars of issue 4 ==" in stdout
+    for func in FUNCTIONS:
+        assert func in stdout
+
+
+def test_quick_json_header(quick, drivers):
+    result, _ = quick
+    assert result["schema"] == "shimgen.bench/1"
+    assert result["settings"]["quick"] is True
+    assert result["machine"]["cpus_usable"] >= 1
+    assert result["command"].startswith("python -m benchmarks --quick")
+    assert [d["version"] for d in result["drivers"]] == [drivers[0].version]
+
+
+def test_quick_call_timings_are_sane(quick):
+    d = quick[0]["drivers"][0]
+    variants = d["variants"]
+    assert variants[:3] == list(VARIANTS)
+    assert ("time" in variants) == d["time_mode"]["available"]
+    assert set(d["calls"]) == set(FUNCTIONS)
+    for func, c in d["calls"].items():
+        assert set(c["variants"]) == set(variants), func
+        for v, e in c["variants"].items():
+            assert _sane(e["ns_per_call"]) and e["ns_per_call"]["min"] > 0, (func, v)
+            assert len(e["runs"]) == quick[0]["settings"]["repeats"]
+            if v != "direct":
+                assert _sane(e["added_ns"]) and _sane(e["ratio"]), (func, v)
+    # On the CPU: the driver answers these two, and refuses cuCtxGetCurrent before cuInit.
+    assert d["calls"]["cuDriverGetVersion"]["rc"] == 0
+    assert d["calls"]["cuGetProcAddress"]["rc"] == 0
+    assert d["calls"]["cuCtxGetCurrent"]["rc"] != 0
+    assert d["calls"]["cuGetProcAddress"]["hooked"] is True
+
+
+def test_quick_instruction_counts_are_exact(quick):
+    result = quick[0]
+    d = result["drivers"][0]
+    if result["method"]["instructions"] is None:
+        pytest.skip(f"no instruction counter: {result['method']['instructions_unavailable']}")
+    for func, per in d["instructions"].items():
+        for v, e in per.items():
+            # callgrind counts are deterministic: a whole number of instructions per call
+            assert float(e["per_call"]).is_integer() and e["per_call"] > 0, (func, v)
+        # the shim is really on the path, and counting does more than forwarding
+        assert per["shim"]["added"] >= 1, func
+        assert per["count"]["added"] > per["shim"]["added"], func
+
+
+def test_quick_counts_are_exact_with_threads(quick):
+    d = quick[0]["drivers"][0]
+    by_variant = d["threads"]["by_variant"]
+    assert set(by_variant) == set(d["variants"])
+    for v, e in by_variant.items():
+        assert e["threads"] == 16
+        assert e["bad_results"] == 0, v
+        assert e["wall_ns_per_call"] > 0, v
+        if v in ("count", "time"):
+            assert e["exact"] is True and e["calls_counted"] == e["calls_made"], v
+
+
+def test_quick_startup_and_build(quick):
+    d = quick[0]["drivers"][0]
+    for prog in ("nop", "call"):
+        for k in ("direct_ms", "shim_ms", "added_ms"):
+            assert _sane(d["startup"][prog][k]), (prog, k)
+    assert _sane(d["build"]["wall_s"]) and d["build"]["wall_s"]["min"] > 0
+    assert d["build"]["functions"] > 500
+    assert Path(d["shim"]).name == "libcudashim.so"
+
+
+def test_quick_bars(quick):
+    bars = quick[0]["bars"]
+    assert len(bars) == 6
+    for bar in bars:
+        assert bar["met"] in (True, False, None)
+        assert (bar["measured"] is None) == (bar["met"] is None)
+
+
+def test_unknown_driver_is_one_error_line(drivers):
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--drivers", "1.2.3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().startswith("benchmarks: error: --drivers: no driver 1.2.3")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_summary():
+    if str(ROOT) not in sys.path:  # plain `pytest` does not put the repository root there
+        sys.path.insert(0, str(ROOT))
+    summary = importlib.import_module("benchmarks.stats").summary
+    s = summary([5, 1, 4, 2, 3])
+    assert (s["median"], s["min"], s["max"], s["n"]) == (3, 1, 5, 5)
+    assert s["p25"] == 2 and s["p75"] == 4
+    assert summary([7])["p25"] == summary([7])["p75"] == 7
+
+
+def _torch_with_cuda() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    probe = "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
+def test_gpu_step_skips_politely_without_a_gpu(tmp_path):
+    if _torch_with_cuda():
+        pytest.skip("a CUDA GPU is here: gpu_step would run for real")
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_step", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("gpu_step: skipped: ")
+    assert "skipped" in json.loads(out.read_text())
