@@ -86,7 +86,8 @@ def test_generated_sources_carry_banner(shim):
 
 
 ROUTES = [
-    "dlopen_libcuda.so.1", "dlopen_libcuda.so", "dlopen_absolute", "dlsym_default",
+    "dlopen_libcuda.so.1", "dlopen_libcuda.so", "dlopen_absolute", "dlopen_alias_path",
+    "dlsym_default",
     "dlsym_next", "after_version_query", "cuGetProcAddress", "cuGetProcAddress_v2",
     "cuGetProcAddress_self",
 ]
@@ -101,8 +102,10 @@ def parse_routes(text: str) -> dict[str, tuple[int, int, str]]:
 
 def test_every_route_lands_in_the_shim(shim, probes, tmp_path):
     trace = tmp_path / "trace.json"
+    alias = tmp_path / "libdriver-alias.so"
+    alias.symlink_to(shim.driver.path)
     env = shim.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace))
-    out = run([probes / "routes", shim.driver.path], env).stdout
+    out = run([probes / "routes", shim.driver.path, alias], env).stdout
     routes = parse_routes(out)
     assert sorted(routes) == sorted(ROUTES)
     for name, (rc, version, lib) in routes.items():

@@ -1,6 +1,7 @@
 /* Every way a program can reach libcuda's cuDriverGetVersion, each reported on one line:
  *   route <name> rc <CUresult> version <int> lib <file the function lives in>
- * argv[1]: the real driver's absolute path. Nothing here calls cuInit. */
+ * argv[1]: the real driver's absolute path; argv[2] (optional): another path to the same
+ * file under a name that is not libcuda's. Nothing here calls cuInit. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -40,6 +41,8 @@ int main(int argc, char **argv)
     report("dlopen_libcuda.so.1", sym(so1, "cuDriverGetVersion"));
     report("dlopen_libcuda.so", sym(so, "cuDriverGetVersion"));
     report("dlopen_absolute", sym(abs, "cuDriverGetVersion"));
+    if (argc > 2) /* a path to the real driver's file under another name */
+        report("dlopen_alias_path", sym(dlopen(argv[2], RTLD_NOW), "cuDriverGetVersion"));
     report("dlsym_default", dlsym(RTLD_DEFAULT, "cuDriverGetVersion"));
     report("dlsym_next", dlsym(RTLD_NEXT, "cuDriverGetVersion"));
 

@@ -2,8 +2,9 @@
  * Negative control for the CUPTI oracle: make driver calls that go around the shim, and
  * check (in run_validation.sh) that compare_counts.py reports them.
  *
- * argv[1] is a symbolic link to the real driver under a name that does not start with
- * "libcuda.so", so the shim's dlopen wrapper passes it through; glibc sees the same file
+ * argv[1] is the bare name of a symbolic link to the real driver that does not start with
+ * "libcuda.so", found through LD_LIBRARY_PATH, so the shim's dlopen wrapper passes it
+ * through (a name with a '/' would be compared by inode and redirected); glibc sees the same file
  * (same device and inode) as the driver the shim already loaded and returns that handle, so
  * dlsym gives the real driver's own functions. Linked with -lcuda: cuInit and one
  * cuDeviceGetCount go through the shim; BYPASS_CALLS more cuDeviceGetCount calls do not.

@@ -176,7 +176,10 @@ compare nccl_allreduce
 mkdir -p "$W/alias"
 ln -sf "$DRIVER" "$W/alias/libdriver-alias.so"
 if gcc "${CFLAGS[@]}" -o "$BIN/bypass" tests/gpu/bypass.c -I"$CUDA_INC" "$DRIVER" -ldl >"$LOGS/cc-bypass.log" 2>&1; then
-    run_one bypass shim 'BYPASS_DONE' "$BIN/bypass" "$W/alias/libdriver-alias.so"
+    # A bare name found through the search path: the one dlopen form the wrapper does not
+    # resolve (a path to the driver's file, under any name, is redirected to the shim).
+    LD_LIBRARY_PATH="$W/alias${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        run_one bypass shim 'BYPASS_DONE' "$BIN/bypass" libdriver-alias.so
     python3 tests/gpu/compare_counts.py --label bypass --shim "$JSON/bypass.shim.*.json" \
         --cupti "$JSON/bypass.cupti.*.json" --exports "$JSON/exports.txt" \
         --json-out "$JSON/bypass.compare.json" >"$LOGS/bypass.compare.log" 2>&1
