@@ -7,11 +7,15 @@ into the driver, cuGetProcAddress against the real driver, first-call races, for
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import driver_cuda_version
 from elftools.elf.elffile import ELFFile
 
 from shimgen.exports import read_driver
@@ -250,3 +254,32 @@ def test_trace_modes(shim, probes, tmp_path, mode):
     run([probes / "race", "1", shim.cuda_version],
         shim.env(SHIMGEN_TRACE=mode, SHIMGEN_TRACE_FILE=str(trace)))
     assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 64}
+
+
+def test_driver_upgrade_after_build_loads_the_new_driver(drivers, probes, tmp_path):
+    """Built for 535 through a libcuda.so.1 link; then the 535 file is replaced by 550 and the
+    link repointed, as a package upgrade does. The shim says so once, loads the new driver
+    through the link it was given, and every call keeps working."""
+    old, new = drivers[0], drivers[1]
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    shutil.copy2(old.path, libdir / old.path.name)
+    (libdir / "libcuda.so.1").symlink_to(old.path.name)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "build", "--driver",
+                           str(libdir / "libcuda.so.1"), "--out", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lib = next(out.glob("*/libcudashim.so"))
+    (libdir / old.path.name).unlink()
+    shutil.copy2(new.path, libdir / new.path.name)
+    (libdir / "libcuda.so.1").unlink()
+    (libdir / "libcuda.so.1").symlink_to(new.path.name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHIMGEN_", "LD_"))}
+    env.update(LD_PRELOAD=str(lib), LD_LIBRARY_PATH=str(libdir))
+    new_version = driver_cuda_version(new.path)
+    res = run([probes / "race", "5", new_version], env)
+    assert "failures 0" in res.stdout
+    assert res.stderr.count("cannot be loaded") == 1
+    assert f"loaded {libdir / 'libcuda.so.1'} instead" in res.stderr
+    assert res.stderr.count("rebuild the shim") == 1
