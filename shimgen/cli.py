@@ -91,12 +91,17 @@ def _cmd_gates(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from .probe import report
-
     shim = Path(args.shim).absolute() if args.shim else None
     if shim is not None and not shim.is_file():
         raise ShimgenError(f"shim {shim}: no such file")
-    print(report(shim))
+    if args.p2p:
+        from .p2p import report_p2p
+
+        print(report_p2p(shim))
+    else:
+        from .probe import report
+
+        print(report(shim))
     return 0
 
 
@@ -142,6 +147,9 @@ def parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("probe", help="gated attributes, DMA-BUF export and GPUDirect RDMA "
                                       "allocation on this machine's GPUs (cuda-python)")
     pr.add_argument("--shim", help="also run with LD_PRELOAD of this shim and compare")
+    pr.add_argument("--p2p", action="store_true",
+                    help="peer-to-peer: cuDeviceCanAccessPeer, P2P attributes and measured "
+                         "peer vs host-bounce copy bandwidth for every GPU pair")
     pr.set_defaults(func=_cmd_probe)
 
     e = sub.add_parser("exports", help="list the functions a driver exports")

@@ -1,0 +1,596 @@
+"""`shimgen probe --p2p`: what the driver says about every GPU pair, and what a copy measures.
+
+For every ordered pair of GPUs (i -> j, i != j):
+
+- `cuDeviceCanAccessPeer(i, j)`;
+- `cuDeviceGetP2PAttribute` for PERFORMANCE_RANK, ACCESS_SUPPORTED, NATIVE_ATOMIC_SUPPORTED
+  and CUDA_ARRAY_ACCESS_SUPPORTED;
+- a measured peer copy: `cuMemcpyPeerAsync` of 128 MiB, 10 times, from device i's memory
+  to device j's memory on a stream of device i's primary context, with peer access enabled
+  (`cuCtxEnablePeerAccess` from i's primary context to j's) where the driver allows it;
+- next to it, the host-bounce copy of the same data: device i -> pinned host -> device j,
+  128 MiB, 10 times, double-buffered (two pinned buffers, so the download of copy k+1 can
+  overlap the upload of copy k).
+
+Both are timed with CUDA events after one untimed warm-up copy; GB/s is 10^9 bytes per
+second of data delivered to device j. After each measurement the first and last 4 KiB of
+the destination are read back and compared with the pattern written on the source, so a
+copy that reports success but moves nothing is caught. A self-reported "OK" proves nothing;
+the bandwidth next to the host bounce shows whether the pair really copies peer to peer.
+
+`collect_p2p()` runs in the probed process (cuda-python). `python -m shimgen.p2p` prints
+its result as one JSON line. `report_p2p(shim)` runs that child without, and optionally
+with, `LD_PRELOAD` of the shim (SHIMGEN_* variables pass through to the shimmed child
+only) and shows the answers side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import ShimgenError, one_line
+
+SIZE = 128 << 20  # bytes per copy
+COUNT = 10  # timed copies per measurement
+CHECK_BYTES = 4096  # read back this much at each end of the destination
+
+# (key, names the binding may use, value in the CUDA headers)
+P2P_ATTRIBUTES = (
+    ("performance_rank", ("CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK",), 1),
+    ("access_supported", ("CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED",), 2),
+    ("native_atomic_supported", ("CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED",), 3),
+    ("cuda_array_access_supported", ("CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED",
+                                     "CU_DEVICE_P2P_ATTRIBUTE_ACCESS_ACCESS_SUPPORTED"), 4),
+)
+ATTRIBUTE_LABELS = {
+    "performance_rank": "perf rank",
+    "access_supported": "access",
+    "native_atomic_supported": "atomics",
+    "cuda_array_access_supported": "array access",
+}
+
+CUDA_SUCCESS = 0
+PEER_ALREADY_ENABLED = 704  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+MEMHOSTALLOC_PORTABLE = 1  # CU_MEMHOSTALLOC_PORTABLE
+STREAM_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING
+EVENT_DISABLE_TIMING = 2  # CU_EVENT_DISABLE_TIMING
+PEER_PATTERN = 0xA1000000
+BOUNCE_PATTERN = 0xB2000000
+
+
+class _CudaFail(Exception):
+    """One driver call failed; the message names the call and the error."""
+
+
+def _err_name(cu, err) -> str:
+    code = int(err)
+    try:
+        e, name = cu.cuGetErrorName(err)
+        if int(e) == CUDA_SUCCESS and name:
+            return f"{name.decode() if isinstance(name, bytes) else name} ({code})"
+    except Exception:  # noqa: BLE001 - a name is a nicety; the code is what matters
+        pass
+    return f"error {code}"
+
+
+def _ck(cu, ret, what: str):
+    """The value of a cuda-python call (err, value...) or raise _CudaFail naming `what`."""
+    if not isinstance(ret, tuple):
+        ret = (ret,)
+    if int(ret[0]) != CUDA_SUCCESS:
+        raise _CudaFail(f"{what} returned {_err_name(cu, ret[0])}")
+    if len(ret) == 1:
+        return None
+    return ret[1] if len(ret) == 2 else ret[1:]
+
+
+def _mapped_libraries() -> dict:
+    """Whether the shim is mapped in this process, and which libcuda file is."""
+    out = {"shim_mapped": False, "libcuda": None}
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return out
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6:
+            continue
+        path = parts[5].strip()
+        base = os.path.basename(path)
+        if base == "libcudashim.so":
+            out["shim_mapped"] = True
+        elif base.startswith("libcuda.so") and out["libcuda"] is None:
+            out["libcuda"] = path
+    return out
+
+
+def _p2p_attribute(cu, names: tuple[str, ...], value: int):
+    enum = cu.CUdevice_P2PAttribute
+    for n in names:
+        if hasattr(enum, n):
+            return getattr(enum, n)
+    try:
+        return enum(value)
+    except ValueError:
+        return None
+
+
+class _Devices:
+    """Primary contexts, one stream, two buffers and two sync events per device, two pinned
+    host buffers; everything released by close(), whatever failed before."""
+
+    def __init__(self, cu, devs: list, size: int) -> None:
+        self.cu, self.devs, self.size = cu, devs, size
+        self.ctx: list = [None] * len(devs)
+        self.stream: list = [None] * len(devs)
+        self.src: list = [None] * len(devs)
+        self.dst: list = [None] * len(devs)
+        self.done: list = [[] for _ in devs]  # two DISABLE_TIMING events per device
+        self.timing: list = [[] for _ in devs]  # start and stop events per device
+        self.host: list = []
+        self.peer_enabled: list[tuple[int, int]] = []
+
+    def use(self, d: int) -> None:
+        _ck(self.cu, self.cu.cuCtxSetCurrent(self.ctx[d]), f"cuCtxSetCurrent(dev {d})")
+
+    def open(self) -> None:
+        cu = self.cu
+        for d, dev in enumerate(self.devs):
+            self.ctx[d] = _ck(cu, cu.cuDevicePrimaryCtxRetain(dev),
+                              f"cuDevicePrimaryCtxRetain(dev {d})")
+            self.use(d)
+            self.stream[d] = _ck(cu, cu.cuStreamCreate(STREAM_NON_BLOCKING),
+                                 f"cuStreamCreate(dev {d})")
+            self.src[d] = _ck(cu, cu.cuMemAlloc(self.size), f"cuMemAlloc(dev {d})")
+            self.dst[d] = _ck(cu, cu.cuMemAlloc(self.size), f"cuMemAlloc(dev {d})")
+            for _ in range(2):
+                self.done[d].append(_ck(cu, cu.cuEventCreate(EVENT_DISABLE_TIMING),
+                                        f"cuEventCreate(dev {d})"))
+                self.timing[d].append(_ck(cu, cu.cuEventCreate(0), f"cuEventCreate(dev {d})"))
+        for _ in range(2):
+            self.host.append(_ck(cu, cu.cuMemHostAlloc(self.size, MEMHOSTALLOC_PORTABLE),
+                                 "cuMemHostAlloc"))
+
+    def enable_peer(self, i: int, j: int) -> int:
+        """Let device i's primary context access device j's memory. The driver's code."""
+        self.use(i)
+        (err,) = self.cu.cuCtxEnablePeerAccess(self.ctx[j], 0)
+        if int(err) == CUDA_SUCCESS:
+            self.peer_enabled.append((i, j))
+        return int(err)
+
+    def close(self) -> None:
+        """Release everything open() and enable_peer() made; errors here are ignored."""
+        q = self._quiet
+        for p in self.host:
+            q("cuMemFreeHost", p)
+        self.host = []
+        for i, j in self.peer_enabled:
+            q("cuCtxSetCurrent", self.ctx[i])
+            q("cuCtxDisablePeerAccess", self.ctx[j])
+        self.peer_enabled = []
+        for d, dev in enumerate(self.devs):
+            if self.ctx[d] is None:
+                continue
+            q("cuCtxSetCurrent", self.ctx[d])
+            if self.stream[d] is not None:
+                q("cuStreamSynchronize", self.stream[d])
+            for ev in self.done[d] + self.timing[d]:
+                q("cuEventDestroy", ev)
+            for buf in (self.src[d], self.dst[d]):
+                if buf is not None:
+                    q("cuMemFree", buf)
+            if self.stream[d] is not None:
+                q("cuStreamDestroy", self.stream[d])
+            q("cuDevicePrimaryCtxRelease", dev)
+            self.ctx[d] = self.stream[d] = self.src[d] = self.dst[d] = None
+        self.done = [[] for _ in self.devs]
+        self.timing = [[] for _ in self.devs]
+
+    def _quiet(self, name: str, *args) -> None:
+        try:
+            getattr(self.cu, name)(*args)
+        except Exception:  # noqa: BLE001 - clean-up must not hide the measurements
+            pass
+
+    # ---- one measurement ------------------------------------------------------------
+
+    def _prepare(self, i: int, j: int, pattern: int) -> None:
+        """Pattern on device i's source, zeros on device j's destination, both finished."""
+        cu, words = self.cu, self.size // 4
+        self.use(i)
+        _ck(cu, cu.cuMemsetD32(self.src[i], pattern, words), "cuMemsetD32")
+        _ck(cu, cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        self.use(j)
+        _ck(cu, cu.cuMemsetD32(self.dst[j], 0, words), "cuMemsetD32")
+        _ck(cu, cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def _check(self, j: int, pattern: int) -> str:
+        """'ok', or what the destination holds instead of the pattern."""
+        cu = self.cu
+        n = min(CHECK_BYTES, self.size) // 4
+        buf = (ctypes.c_uint32 * n)()
+        self.use(j)
+        base = int(self.dst[j])
+        for off in (0, self.size - n * 4):
+            _ck(cu, cu.cuMemcpyDtoH(ctypes.addressof(buf), base + off, n * 4), "cuMemcpyDtoH")
+            bad = next((k for k in range(n) if buf[k] != pattern), None)
+            if bad is not None:
+                return (f"MISMATCH at byte {off + bad * 4}: {buf[bad]:#010x}, "
+                        f"want {pattern:#010x}")
+        return "ok"
+
+    def _elapsed_ms(self, d: int) -> float:
+        cu = self.cu
+        start, stop = self.timing[d]
+        _ck(cu, cu.cuEventSynchronize(stop), "cuEventSynchronize")
+        return float(_ck(cu, cu.cuEventElapsedTime(start, stop), "cuEventElapsedTime"))
+
+    def peer_copy(self, i: int, j: int, count: int) -> dict:
+        cu, size = self.cu, self.size
+        pattern = PEER_PATTERN | (i << 8) | j
+        self._prepare(i, j, pattern)
+        self.use(i)
+        s = self.stream[i]
+
+        def copy() -> None:
+            _ck(cu, cu.cuMemcpyPeerAsync(self.dst[j], self.ctx[j], self.src[i], self.ctx[i],
+                                         size, s), "cuMemcpyPeerAsync")
+
+        copy()  # warm-up
+        _ck(cu, cu.cuStreamSynchronize(s), "cuStreamSynchronize")
+        start, stop = self.timing[i]
+        _ck(cu, cu.cuEventRecord(start, s), "cuEventRecord")
+        for _ in range(count):
+            copy()
+        _ck(cu, cu.cuEventRecord(stop, s), "cuEventRecord")
+        ms = self._elapsed_ms(i)
+        return _bandwidth(size, count, ms) | {"check": self._check(j, pattern)}
+
+    def host_bounce(self, i: int, j: int, count: int) -> dict:
+        cu, size = self.cu, self.size
+        pattern = BOUNCE_PATTERN | (i << 8) | j
+        self._prepare(i, j, pattern)
+        si, sj = self.stream[i], self.stream[j]
+
+        def bounce(k: int) -> None:
+            b = k % 2
+            self.use(i)
+            if k >= 2:  # the upload that last read this host buffer has finished
+                _ck(cu, cu.cuStreamWaitEvent(si, self.done[j][b], 0), "cuStreamWaitEvent")
+            _ck(cu, cu.cuMemcpyDtoHAsync(self.host[b], self.src[i], size, si),
+                "cuMemcpyDtoHAsync")
+            _ck(cu, cu.cuEventRecord(self.done[i][b], si), "cuEventRecord")
+            self.use(j)
+            _ck(cu, cu.cuStreamWaitEvent(sj, self.done[i][b], 0), "cuStreamWaitEvent")
+            _ck(cu, cu.cuMemcpyHtoDAsync(self.dst[j], self.host[b], size, sj),
+                "cuMemcpyHtoDAsync")
+            _ck(cu, cu.cuEventRecord(self.done[j][b], sj), "cuEventRecord")
+
+        bounce(0)  # warm-up
+        for d, s in ((i, si), (j, sj)):
+            self.use(d)
+            _ck(cu, cu.cuStreamSynchronize(s), "cuStreamSynchronize")
+        start, stop = self.timing[i]
+        self.use(i)
+        _ck(cu, cu.cuEventRecord(start, si), "cuEventRecord")
+        for k in range(count):
+            bounce(k)
+        self.use(i)  # stop after the last upload to device j has finished
+        _ck(cu, cu.cuStreamWaitEvent(si, self.done[j][(count - 1) % 2], 0),
+            "cuStreamWaitEvent")
+        _ck(cu, cu.cuEventRecord(stop, si), "cuEventRecord")
+        ms = self._elapsed_ms(i)
+        return _bandwidth(size, count, ms) | {"check": self._check(j, pattern)}
+
+
+def _bandwidth(size: int, count: int, ms: float) -> dict:
+    return {"ms": ms, "gbps": size * count / (ms * 1e-3) / 1e9 if ms > 0 else None}
+
+
+def collect_p2p(size: int = SIZE, count: int = COUNT, cu=None) -> dict:
+    """Run in the probed process: query and measure every ordered GPU pair, return plain
+    data. `cu` is cuda.bindings.driver (the tests pass a fake)."""
+    if size < 8 or size % 4 or count < 1:
+        raise ShimgenError(f"p2p: size must be a positive multiple of 4 bytes and count >= 1 "
+                           f"(got {size}, {count})")
+    if cu is None:
+        try:
+            from cuda.bindings import driver as cu
+        except ImportError:
+            raise ShimgenError(
+                "shimgen probe --p2p needs cuda-python: pip install 'shimgen[probe]'") from None
+    data: dict = {"size_bytes": size, "count": count, "cuInit": None, "driver_version": None,
+                  "devices": [], "pairs": [], "error": None} | _mapped_libraries()
+    try:
+        (err,) = cu.cuInit(0)
+    except Exception as e:  # noqa: BLE001 - cuda-python could not load libcuda at all
+        data["error"] = f"cannot load the CUDA driver: {one_line(str(e))}"
+        return data
+    data["cuInit"] = int(err)
+    data["cuInit_name"] = _err_name(cu, err)
+    data |= _mapped_libraries()
+    e, version = cu.cuDriverGetVersion()
+    data["driver_version"] = int(version) if int(e) == CUDA_SUCCESS else None
+    if int(err) != CUDA_SUCCESS:
+        return data
+    devs = []
+    try:
+        count_dev = _ck(cu, cu.cuDeviceGetCount(), "cuDeviceGetCount")
+        for ordinal in range(int(count_dev)):
+            dev = _ck(cu, cu.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
+            name = _ck(cu, cu.cuDeviceGetName(64, dev), f"cuDeviceGetName({ordinal})")
+            if isinstance(name, bytes):
+                name = name.split(b"\0", 1)[0].decode(errors="replace")
+            devs.append(dev)
+            data["devices"].append({"ordinal": ordinal, "name": name})
+    except _CudaFail as e:
+        data["error"] = str(e)
+        return data
+    if len(devs) < 2:
+        return data
+
+    pairs = [(i, j) for i in range(len(devs)) for j in range(len(devs)) if i != j]
+    for i, j in pairs:
+        p: dict = {"src": i, "dst": j, "attributes": {}}
+        e, can = cu.cuDeviceCanAccessPeer(devs[i], devs[j])
+        p["can_access_peer"] = int(can) if int(e) == CUDA_SUCCESS else f"error {int(e)}"
+        for key, names, value in P2P_ATTRIBUTES:
+            attr = _p2p_attribute(cu, names, value)
+            if attr is None:
+                p["attributes"][key] = "unknown to cuda-python"
+                continue
+            e, v = cu.cuDeviceGetP2PAttribute(attr, devs[i], devs[j])
+            p["attributes"][key] = int(v) if int(e) == CUDA_SUCCESS else f"error {int(e)}"
+        data["pairs"].append(p)
+
+    res = _Devices(cu, devs, size)
+    try:
+        res.open()
+        for p in data["pairs"]:
+            if p["can_access_peer"] == 1:
+                rc = res.enable_peer(p["src"], p["dst"])
+                p["peer_enable"] = rc
+                p["peer_access"] = rc in (CUDA_SUCCESS, PEER_ALREADY_ENABLED)
+            else:
+                p["peer_enable"] = None
+                p["peer_access"] = False
+        for p in data["pairs"]:
+            i, j = p["src"], p["dst"]
+            for key, fn in (("peer", res.peer_copy), ("bounce", res.host_bounce)):
+                try:
+                    p[key] = fn(i, j, count)
+                except _CudaFail as e:
+                    p[key] = {"error": str(e)}
+    except _CudaFail as e:
+        data["error"] = str(e)
+    finally:
+        res.close()
+    return data
+
+
+# ---- formatting --------------------------------------------------------------------------
+
+def _fmt_rc(code) -> str:
+    names = {0: "CUDA_SUCCESS", 100: "CUDA_ERROR_NO_DEVICE", 3: "CUDA_ERROR_NOT_INITIALIZED",
+             999: "CUDA_ERROR_UNKNOWN", 35: "CUDA_ERROR_INSUFFICIENT_DRIVER",
+             34: "CUDA_ERROR_STUB_LIBRARY", 303: "CUDA_ERROR_SHARED_OBJECT_INIT_FAILED"}
+    return f"{names[code]} ({code})" if code in names else f"error {code}"
+
+
+def one_line_status(data: dict) -> str | None:
+    """The one line that says why there is no pair table, or None when there are pairs."""
+    if data.get("cuInit") is None:
+        return f"no GPU: {data.get('error') or 'the CUDA driver was not called'}"
+    if data["cuInit"] != CUDA_SUCCESS:
+        name = data.get("cuInit_name") or _fmt_rc(data["cuInit"])
+        return f"no GPU: cuInit returned {name}"
+    devs = data.get("devices") or []
+    if not devs:
+        if data.get("error"):
+            return f"no GPU: {data['error']}"
+        return "no GPU: cuDeviceGetCount found 0 devices"
+    if len(devs) == 1:
+        return f"1 GPU (0: {devs[0]['name']}): no GPU pairs to query or measure"
+    return None
+
+
+def _gb(m: dict | None) -> str:
+    if not m:
+        return "-"
+    if "error" in m:
+        return "error"
+    return f"{m['gbps']:.1f}" if m.get("gbps") is not None else "-"
+
+
+def _ratio(p: dict) -> str:
+    a, b = (p.get("peer") or {}).get("gbps"), (p.get("bounce") or {}).get("gbps")
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def _checks(p: dict) -> str:
+    out = []
+    for key in ("peer", "bounce"):
+        m = p.get(key) or {}
+        if "error" in m:
+            out.append(f"{key}: {m['error']}")
+        elif m.get("check") not in (None, "ok"):
+            out.append(f"{key}: {m['check']}")
+    return "; ".join(out) or "ok"
+
+
+def _driver_line(data: dict) -> str:
+    v = data.get("driver_version")
+    cuda = f"CUDA {v // 1000}.{v % 1000 // 10}" if isinstance(v, int) else "CUDA ?"
+    devs = ", ".join(f"{d['ordinal']}: {d['name']}" for d in data.get("devices") or [])
+    where = data.get("libcuda") or "?"
+    shim = "libcudashim.so mapped" if data.get("shim_mapped") else "no shim mapped"
+    return f"driver {where} ({cuda}), {shim}; {len(data.get('devices') or [])} GPUs: {devs}"
+
+
+def format_p2p(data: dict) -> str:
+    """A table: one row per ordered GPU pair; one line when there are no pairs."""
+    status = one_line_status(data)
+    if status is not None:
+        return status
+    mib = data["size_bytes"] / (1 << 20)
+    head = ["pair", "can access", "perf rank", "access", "atomics", "array access",
+            "peer enabled", "peer GB/s", "bounce GB/s", "peer/bounce", "data check"]
+    rows = []
+    for p in data["pairs"]:
+        a = p["attributes"]
+        rows.append([
+            f"{p['src']} -> {p['dst']}",
+            _yes(p["can_access_peer"]),
+            *(str(a.get(k, "-")) for k in ("performance_rank", "access_supported",
+                                           "native_atomic_supported",
+                                           "cuda_array_access_supported")),
+            _peer_enabled(p),
+            _gb(p.get("peer")), _gb(p.get("bounce")), _ratio(p), _checks(p),
+        ])
+    widths = [max(len(r[c]) for r in [head, *rows]) for c in range(len(head))]
+    lines = [_driver_line(data),
+             f"{data['count']} copies of {mib:g} MiB per measurement after one warm-up copy, "
+             "timed with CUDA events; GB/s = 1e9 bytes/s delivered to the destination GPU",
+             "peer = cuMemcpyPeerAsync; bounce = device -> pinned host -> device, "
+             "double-buffered"]
+    for r in [head, *rows]:
+        lines.append("  ".join(f"{v:>{w}}" if c else f"{v:<{w}}"
+                               for c, (v, w) in enumerate(zip(r, widths, strict=True)))
+                     .rstrip())
+    if data.get("error"):
+        lines.append(f"error: {data['error']}")
+    return "\n".join(lines)
+
+
+def _yes(v) -> str:
+    return {1: "yes", 0: "no"}.get(v, str(v)) if isinstance(v, int) else str(v)
+
+
+def _peer_enabled(p: dict) -> str:
+    if p.get("peer_enable") is None:
+        return "no" if "peer_access" in p else "-"
+    if p["peer_access"]:
+        return "yes"
+    return _fmt_rc(p["peer_enable"])
+
+
+def _rows(data: dict) -> list[tuple[str, str, float | None]]:
+    """(what, shown value, number to compare or None) for the side-by-side report."""
+    rows: list[tuple[str, str, float | None]] = [
+        ("libcudashim.so mapped", "yes" if data.get("shim_mapped") else "no", None),
+        ("cuInit", data.get("cuInit_name") or str(data.get("error") or "not called"), None),
+        ("driver version", str(data.get("driver_version")), None),
+    ]
+    status = one_line_status(data)
+    if status is not None:
+        rows.append(("result", status, None))
+        return rows
+    for d in data["devices"]:
+        rows.append((f"dev {d['ordinal']}", d["name"], None))
+    for p in data["pairs"]:
+        k = f"{p['src']} -> {p['dst']} "
+        rows.append((k + "cuDeviceCanAccessPeer", _yes(p["can_access_peer"]), None))
+        for key, label in ATTRIBUTE_LABELS.items():
+            rows.append((k + label, str(p["attributes"].get(key, "-")), None))
+        rows.append((k + "peer access enabled", _peer_enabled(p), None))
+        for key, label in (("peer", "peer copy GB/s"), ("bounce", "host-bounce GB/s")):
+            m = p.get(key) or {}
+            rows.append((k + label, _gb(m), m.get("gbps")))
+        rows.append((k + "data check", _checks(p), None))
+    if data.get("error"):
+        rows.append(("error", data["error"], None))
+    return rows
+
+
+def side_by_side(plain: dict, shimmed: dict, shim_said: list[str] = ()) -> str:
+    """Both answers, row by row; bandwidths get the ratio with/without shim, other values
+    that differ are marked."""
+    left = {k: (v, n) for k, v, n in _rows(plain)}
+    right_rows = _rows(shimmed)
+    right = {k: (v, n) for k, v, n in right_rows}
+    keys = [k for k, _, _ in _rows(plain)] + [k for k, _, _ in right_rows if k not in left]
+    width = max(len(k) for k in keys)
+    vw = max([len("without shim")] + [len(v) for v, _ in left.values()])
+    lines = [f"{'':<{width}}  {'without shim':<{vw}}  with shim",
+             f"({plain.get('count')} copies of {(plain.get('size_bytes') or 0) / (1 << 20):g} "
+             "MiB per measurement; GB/s = 1e9 bytes/s; bounce = device -> pinned host -> "
+             "device)"]
+    for k in keys:
+        (a, na), (b, nb) = left.get(k, ("-", None)), right.get(k, ("-", None))
+        if na and nb:
+            mark = f"  ratio {nb / na:.3f}"
+        elif k == "libcudashim.so mapped":
+            mark = ""
+        else:
+            mark = "  <- changed" if a != b else ""
+        lines.append(f"{k:<{width}}  {a:<{vw}}  {b}{mark}".rstrip())
+    for ln in shim_said:
+        lines.append(f"(shim said) {ln}")
+    return "\n".join(lines)
+
+
+# ---- the child process -------------------------------------------------------------------
+
+def _run_child(shim: Path | None, size: int, count: int) -> dict:
+    env = dict(os.environ)
+    if shim is not None:
+        env["LD_PRELOAD"] = str(shim)
+    else:
+        env.pop("LD_PRELOAD", None)
+        env = {k: v for k, v in env.items() if not k.startswith("SHIMGEN_")}
+    proc = subprocess.run([sys.executable, "-m", "shimgen.p2p", "--size", str(size),
+                           "--count", str(count)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ShimgenError(f"p2p probe process ({'with' if shim else 'without'} the shim) "
+                           f"failed ({proc.returncode}): {last}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    data["stderr"] = [ln for ln in proc.stderr.splitlines() if ln.startswith("shimgen")]
+    return data
+
+
+def report_p2p(shim: Path | None, size: int = SIZE, count: int = COUNT,
+               json_out: Path | None = None) -> str:
+    """The p2p table of a child process without the shim; with `shim`, a second child with
+    LD_PRELOAD=shim, and the two side by side. `json_out` gets both answers as JSON."""
+    plain = _run_child(None, size, count)
+    shimmed = _run_child(Path(shim), size, count) if shim is not None else None
+    if json_out is not None:
+        Path(json_out).write_text(json.dumps({"without_shim": plain, "with_shim": shimmed,
+                                              "shim": str(shim) if shim else None},
+                                             indent=1) + "\n")
+    if shimmed is None:
+        return format_p2p(plain)
+    if not shimmed.get("shim_mapped"):
+        raise ShimgenError(f"p2p probe process with LD_PRELOAD={shim} did not map the shim")
+    return side_by_side(plain, shimmed, shimmed["stderr"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child mode: print the collected data as one JSON line."""
+    ap = argparse.ArgumentParser(prog="python -m shimgen.p2p",
+                                 description="GPU pair attributes and measured copies, as "
+                                             "one JSON line")
+    ap.add_argument("--size", type=int, default=SIZE, help="bytes per copy (default 128 MiB)")
+    ap.add_argument("--count", type=int, default=COUNT, help="timed copies (default 10)")
+    ap.add_argument("--table", action="store_true", help="print the table instead of JSON")
+    args = ap.parse_args(argv)
+    try:
+        data = collect_p2p(args.size, args.count)
+    except ShimgenError as e:
+        print(f"shimgen: error: {e}", file=sys.stderr)
+        return 1
+    print(format_p2p(data) if args.table else json.dumps(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
