@@ -283,3 +283,21 @@ def test_driver_upgrade_after_build_loads_the_new_driver(drivers, probes, tmp_pa
     assert res.stderr.count("cannot be loaded") == 1
     assert f"loaded {libdir / 'libcuda.so.1'} instead" in res.stderr
     assert res.stderr.count("rebuild the shim") == 1
+
+
+def test_rank_in_trace_file_name(shim, probes, tmp_path):
+    """%r is the launcher's rank variable; a process without one gets p<pid>; a %r name is
+    unique per rank, so no .<pid> suffix is added even when another process owns the job."""
+    pattern = str(tmp_path / "trace.%r.json")
+    run([probes / "race", "1", shim.cuda_version],
+        shim.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=pattern, RANK="3",
+                 SHIMGEN_TRACE_OWNER="1"))
+    assert json.loads((tmp_path / "trace.3.json").read_text())["calls"] == {
+        "cuDriverGetVersion": 64}
+    run([probes / "race", "1", shim.cuda_version],
+        shim.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=pattern, OMPI_COMM_WORLD_RANK="5"))
+    assert (tmp_path / "trace.5.json").exists()
+    run([probes / "race", "1", shim.cuda_version],
+        shim.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=pattern))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 3 and any(re.fullmatch(r"trace\.p\d+\.json", n) for n in names)
