@@ -28,6 +28,12 @@ def c_string(value: object) -> str:
     return json.dumps(str(value), ensure_ascii=True)
 
 
+def comment_safe(value: object) -> str:
+    """Text for a banner line inside /* */ or after #: no comment terminator, one line.
+    (Paths with control characters are refused earlier, in exports.check_path_text.)"""
+    return str(value).replace("*/", "*\\/").replace("\n", " ")
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
@@ -38,6 +44,7 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["c_string"] = c_string
+    env.filters["comment_safe"] = comment_safe
     return env
 
 

@@ -175,3 +175,15 @@ def test_default_driver_missing_is_one_line(tmp_path):
         pytest.skip(f"this machine has a libcuda in {found[0]}")
     proc = shimgen("build", "--out", str(tmp_path))
     assert_one_line_error(proc, "no libcuda.so.1 found")
+
+
+def test_path_with_comment_terminator_still_builds(drivers, tmp_path):
+    """A driver path containing '*/' must not end the banner comment of generated C."""
+    odd = tmp_path / "we*" / "ird"
+    odd.mkdir(parents=True)
+    copy = odd / drivers[0].path.name
+    shutil.copy2(drivers[0].path, copy)
+    proc = shimgen("build", "--driver", str(copy), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    runtime = next((tmp_path / "out").glob("*/src/runtime.c")).read_text()
+    assert "we*\\/ird" in runtime.split("*/", 1)[0]
