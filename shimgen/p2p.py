@@ -539,12 +539,9 @@ def side_by_side(plain: dict, shimmed: dict, shim_said: list[str] = ()) -> str:
 # ---- the child process -------------------------------------------------------------------
 
 def _run_child(shim: Path | None, size: int, count: int) -> dict:
-    env = dict(os.environ)
-    if shim is not None:
-        env["LD_PRELOAD"] = str(shim)
-    else:
-        env.pop("LD_PRELOAD", None)
-        env = {k: v for k, v in env.items() if not k.startswith("SHIMGEN_")}
+    from .probe import child_env
+
+    env = child_env(shim)
     proc = subprocess.run([sys.executable, "-m", "shimgen.p2p", "--size", str(size),
                            "--count", str(count)], env=env, capture_output=True, text=True,
                           timeout=600)

@@ -94,13 +94,19 @@ def _gdr_mem_create(cu, dev) -> int:
     return _code(err)
 
 
-def _run_child(shim: Path | None) -> dict:
+def child_env(shim: Path | None) -> dict[str, str]:
+    """The environment of a probe child: with the shim preloaded (SHIMGEN_* kept), or with
+    neither LD_PRELOAD nor any SHIMGEN_* variable."""
     env = dict(os.environ)
     if shim is not None:
         env["LD_PRELOAD"] = str(shim)
-    else:
-        env.pop("LD_PRELOAD", None)
-        env = {k: v for k, v in env.items() if not k.startswith("SHIMGEN_")}
+        return env
+    env.pop("LD_PRELOAD", None)
+    return {k: v for k, v in env.items() if not k.startswith("SHIMGEN_")}
+
+
+def _run_child(shim: Path | None) -> dict:
+    env = child_env(shim)
     proc = subprocess.run([sys.executable, "-m", "shimgen.probe"], env=env,
                           capture_output=True, text=True, timeout=300)
     if proc.returncode != 0 or not proc.stdout.strip():
