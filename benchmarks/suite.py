@@ -7,7 +7,7 @@ four variants side by side:
 
   direct  the real driver, dlopen'ed by path, no shim
   shim    LD_PRELOAD of the shim, no tracing: each call is one indirect jump
-  count   the same with SHIMGEN_TRACE=1: one locked increment more
+  count   the same with SHIMGEN_TRACE=1: one per-thread increment more
   time    the same with SHIMGEN_TRACE=time (per-call timing), when the shim accepts it
 
 * ns per call of cheap driver functions (benchmarks/c/callbench.c: dlopen, dlsym, a tight
