@@ -86,10 +86,6 @@ class GatePlan:
             raise ShimgenError("gate plan: no instruction bytes to verify the driver with")
 
 
-def _hex(value: str | int) -> int:
-    return value if isinstance(value, int) else int(value, 16)
-
-
 def plan_from_profile(profile) -> GatePlan:
     """Reduce a shimgen.gates.Profile (already proven) to what the shim needs."""
     if profile.device_table is None:
@@ -152,7 +148,9 @@ def load_plan(driver_path: Path, build_id: str, source: str) -> GatePlan:
     try:
         if source == "auto":
             profile = discovery.discover(driver_path)
-            proof = _prove(driver_path, profile)
+            from . import emulate
+
+            proof = emulate.prove(driver_path, profile)
             if not proof.ok:
                 raise ShimgenError(
                     f"gate profile for {driver_path} failed its emulation proof; not used"
@@ -164,9 +162,3 @@ def load_plan(driver_path: Path, build_id: str, source: str) -> GatePlan:
     plan = plan_from_profile(profile)
     verify_against_file(plan, driver_path, build_id)
     return plan
-
-
-def _prove(driver_path: Path, profile):
-    from . import emulate
-
-    return emulate.prove(driver_path, profile)
