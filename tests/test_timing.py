@@ -31,6 +31,7 @@ def fake_shim(probes, tmp_path_factory) -> tuple[Path, Path]:
 
 
 EXPECTED = [
+    "registers main 0 thread 0",
     "launch rc 91645 out 9285189427964291645",
     "mixed -49.458333333333329",
     "pair 369d0369d0369cd fedcba9876543210",
@@ -106,3 +107,26 @@ def test_unknown_trace_mode_warns_once_and_forwards(probes, fake_shim):
                           capture_output=True, text=True, timeout=120)
     assert proc.stdout.splitlines() == EXPECTED
     assert proc.stderr.count("'bogus' is not a known mode") == 1
+
+
+@pytest.mark.parametrize("mode", ["1", "time"])
+def test_calls_from_a_signal_handler_inside_a_timed_call(probes, fake_shim, tmp_path, mode):
+    """A signal handler that calls the driver while the interrupted thread is anywhere in a
+    counting or timing stub: every result right, every call counted, and in `time` every
+    call timed, with no shadow frame left behind."""
+    _, shim = fake_shim
+    trace = tmp_path / "trace.json"
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
+               SHIMGEN_TRACE_FILE=str(trace))
+    proc = subprocess.run([str(probes / "sigcalls"), "libcuda.so.1", "4000000"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    words = proc.stdout.split()
+    made = {words[i]: int(words[i + 1]) for i in range(0, len(words) - 1, 2)}
+    assert made["bad"] == 0 and made["handler_bad"] == 0, proc.stdout
+    assert made["handler"] >= 20, f"too few signals arrived to test anything: {proc.stdout}"
+    data = json.loads(trace.read_text())
+    assert data["calls"]["cuDriverGetVersion"] == made["main"] + made["handler"]
+    if mode == "time":
+        assert data["untimed_calls"] == 0
+        assert data["time"]["cuDriverGetVersion"]["calls"] == made["main"] + made["handler"]

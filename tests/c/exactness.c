@@ -1,6 +1,7 @@
 /* Calls through libcuda.so.1 (the shim, or the fake driver directly) with arguments whose
  * results the fake driver checks: stack-passed arguments, floating point, a struct in
- * rax:rdx, callbacks that call the driver again, and deep recursion. Prints one line per
+ * rax:rdx, callbacks that call the driver again, deep recursion, and callee-saved registers
+ * and the stack pointer (tests/c/regcheck.S). Prints one line per
  * result; the test compares the output with and without the shim and in every trace mode.
  * argv[1]: library to dlopen. */
 #define _GNU_SOURCE
@@ -22,7 +23,26 @@ typedef int (*host_launch_fn)(void *, void (*)(void *), void *);
 typedef int (*recurse_fn)(int, int (*)(int, void *), void *);
 typedef int (*gpa_fn)(const char *, void **, int, uint64_t, int *);
 
+uint64_t regcheck_call(void *fn); /* regcheck.S */
+
 static version_fn version;
+static void *entry_rsp;
+
+/* Three calls of cuFakeEntryRsp in a row (under the shim: the first call of the process
+ * or of the thread takes the slow path, the others the fast one); the masks OR-ed. */
+static unsigned long regcheck_three(void)
+{
+    uint64_t mask = 0;
+    for (int i = 0; i < 3; i++)
+        mask |= regcheck_call(entry_rsp);
+    return (unsigned long)mask;
+}
+
+static void *regcheck_thread(void *arg)
+{
+    (void)arg;
+    return (void *)regcheck_three();
+}
 static recurse_fn recurse;
 static int callback_versions;
 
@@ -67,8 +87,17 @@ int main(int argc, char **argv)
     host_launch_fn host = (host_launch_fn)dlsym(h, "cuLaunchHostFunc");
     recurse = (recurse_fn)dlsym(h, "cuFakeRecurse");
     gpa_fn gpa = (gpa_fn)dlsym(h, "cuGetProcAddress_v2");
-    if (!launch || !mixed || !pair || !version || !host || !recurse || !gpa)
+    entry_rsp = dlsym(h, "cuFakeEntryRsp");
+    if (!launch || !mixed || !pair || !version || !host || !recurse || !gpa || !entry_rsp)
         return 1;
+
+    /* First: the process's first calls into the library, then a new thread's. */
+    unsigned long main_mask = regcheck_three();
+    pthread_t rt;
+    void *thread_mask = NULL;
+    pthread_create(&rt, NULL, regcheck_thread, NULL);
+    pthread_join(rt, &thread_mask);
+    printf("registers main %#lx thread %#lx\n", main_mask, (unsigned long)thread_mask);
 
     uint64_t out = 0;
     void *params[] = {&out};

@@ -176,6 +176,17 @@ EXPORT CUresult cuFakeRecurse(int depth, recurse_fn fn, void *user)
     return depth <= 0 ? 0 : fn(depth - 1, user);
 }
 
+/* cuFakeEntryRsp: returns the stack pointer its caller had at the call (its own entry
+ * rsp + 8) and touches no other register. Written in assembly so that no compiler frame
+ * is in the way; tests/c/regcheck.S compares it with its own rsp. */
+__asm__(".text\n"
+        ".globl cuFakeEntryRsp\n"
+        ".type cuFakeEntryRsp, @function\n"
+        "cuFakeEntryRsp:\n"
+        "    lea 8(%rsp), %rax\n"
+        "    ret\n"
+        ".size cuFakeEntryRsp, .-cuFakeEntryRsp\n");
+
 EXPORT CUresult cuGetExportTable(const void **table, const void *id)
 {
     (void)id;
