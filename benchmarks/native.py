@@ -15,7 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 C_DIR = HERE / "c"
-PROGRAMS = ("callbench", "spawnbench", "startnop", "startcall")
+PROGRAMS = ("callbench", "clockfloor", "spawnbench", "startnop", "startcall")
 
 
 class BenchError(RuntimeError):
@@ -25,6 +25,7 @@ class BenchError(RuntimeError):
 @dataclass(frozen=True)
 class Programs:
     callbench: Path
+    clockfloor: Path
     spawnbench: Path
     startnop: Path
     startcall: Path
@@ -80,6 +81,14 @@ def callbench(progs: Programs, lib: str, func: str, iters: int, reps_or_threads:
     proc = _run([progs.callbench, lib, func, str(iters), reps_or_threads], env,
                 f"callbench {func}")
     return json.loads(proc.stdout), proc.stderr
+
+
+def clockfloor(progs: Programs, driver_path: Path, iters: int, reps: int) -> dict:
+    """The real driver's cuDriverGetVersion called directly: alone, and bracketed by two
+    inline rdtsc (benchmarks/c/clockfloor.c)."""
+    proc = _run([progs.clockfloor, driver_path, str(iters), str(reps)], dict(os.environ),
+                "clockfloor")
+    return json.loads(proc.stdout)
 
 
 def callgrind_instructions(progs: Programs, lib: str, func: str, iters: int,

@@ -44,6 +44,12 @@ def bars(result: dict) -> list[dict]:
         detail = f"worst median at {where}"
         if instr is not None:
             detail += f"; {instr:g} instructions added per call (callgrind)"
+        if variant == "time":
+            floors = [d["clock_floor"]["tsc2_added_ns"]["median"] for d in result["drivers"]
+                      if d.get("clock_floor")]
+            if floors:
+                detail += (f"; two inline rdtsc around a direct call add {max(floors):.2f} ns "
+                           f"here (the floor)")
         if variant in ("count", "time"):
             exact = all(d["threads"]["by_variant"][variant].get("exact")
                         for d in result["drivers"])
@@ -133,6 +139,11 @@ def table(result: dict) -> str:
                     f"{_signed(e['added_ns']) if 'added_ns' in e else '':>24}"
                     f"{e['ratio']['median'] if 'ratio' in e else 1.0:>8.3f}"
                     f"{_count(ins.get('per_call')):>8}{_count(ins.get('added')):>8}")
+        fl = d.get("clock_floor")
+        if fl:
+            lines.append(f"clock floor: two inline rdtsc around a direct {fl['function']} add "
+                         f"{_signed(fl['tsc2_added_ns'])} ns, one adds "
+                         f"{_signed(fl['tsc1_added_ns'])} (benchmarks/c/clockfloor.c)")
         t = d["threads"]
         lines.append(f"{st['threads']} threads x {st['thread_calls']} calls of {t['function']}:")
         for v, e in t["by_variant"].items():

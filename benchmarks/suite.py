@@ -263,10 +263,12 @@ def time_mode_status(runner: Runner) -> str | None:
     return None
 
 
-def time_calls(runner: Runner, variants: list[str], s: Settings) -> dict:
-    """ns/call of each function in each variant over s.repeats interleaved rounds."""
+def time_calls(runner: Runner, variants: list[str], s: Settings) -> tuple[dict, dict | None]:
+    """ns/call of each function in each variant over s.repeats interleaved rounds, and,
+    with the time variant, the clock floor measured in the same rounds."""
     fastest = {f: {v: [] for v in variants} for f in FUNCTIONS}
     rcs: dict[str, dict[str, int]] = {f: {} for f in FUNCTIONS}
+    floors = []
     for r in range(s.repeats):
         _progress(f"  calls: round {r + 1}/{s.repeats}")
         k = r % len(variants)
@@ -276,6 +278,9 @@ def time_calls(runner: Runner, variants: list[str], s: Settings) -> dict:
                 res, _err, _ = runner.run(v, func, s.iters, str(s.inner_reps))
                 fastest[func][v].append(res["min"])
                 rcs[func].setdefault(v, res["rc"])
+        if "time" in variants:
+            floors.append(native.clockfloor(runner.progs, runner.driver.path, s.iters,
+                                            s.inner_reps))
     out = {}
     for func in FUNCTIONS:
         codes = set(rcs[func].values())
@@ -291,7 +296,21 @@ def time_calls(runner: Runner, variants: list[str], s: Settings) -> dict:
                 entry["ratio"] = summary([a / b for a, b in zip(vals, base, strict=True)], 4)
             per_variant[v] = entry
         out[func] = {"rc": codes.pop(), "hooked": func in HOOKED, "variants": per_variant}
-    return out
+    return out, clock_floor(floors)
+
+
+def clock_floor(floors: list[dict]) -> dict | None:
+    """What two rdtsc around a direct call add when the compiler inlines them: the least
+    that any per-call timer built on the TSC can add on this machine."""
+    if not floors:
+        return None
+    return {
+        "function": "cuDriverGetVersion",
+        "plain_ns": summary([f["plain_ns"] for f in floors]),
+        "tsc2_added_ns": summary([f["floor_added_ns"] for f in floors]),
+        "tsc1_added_ns": summary([f["tsc1_ns"] - f["plain_ns"] for f in floors]),
+        "bad_results": sum(f["bad_results"] for f in floors),
+    }
 
 
 def count_instructions(runner: Runner, variants: list[str], s: Settings) -> dict:
@@ -362,7 +381,7 @@ def bench_driver(progs: Programs, driver: Driver, s: Settings, out_root: Path,
         runner = Runner(progs, driver, shim, Path(tmpname))
         time_unavailable = time_mode_status(runner)
         variants = ["direct", "shim", "count"] + ([] if time_unavailable else ["time"])
-        calls = time_calls(runner, variants, s)
+        calls, floor = time_calls(runner, variants, s)
         instructions = None
         if counter is None:
             _progress("  instructions: callgrind")
@@ -379,6 +398,7 @@ def bench_driver(progs: Programs, driver: Driver, s: Settings, out_root: Path,
         "variants": variants,
         "time_mode": {"available": time_unavailable is None, "reason": time_unavailable},
         "calls": calls,
+        "clock_floor": floor,
         "instructions": instructions,
         "threads": {"function": THREAD_FUNCTION, "by_variant": threads},
         "startup": startup,

@@ -72,6 +72,20 @@ def test_quick_call_timings_are_sane(quick):
     assert d["calls"]["cuGetProcAddress"]["hooked"] is True
 
 
+def test_quick_clock_floor_is_measured_with_the_time_variant(quick):
+    d = quick[0]["drivers"][0]
+    fl = d["clock_floor"]
+    if "time" not in d["variants"]:
+        assert fl is None
+        return
+    assert fl["bad_results"] == 0
+    assert _sane(fl["plain_ns"]) and fl["plain_ns"]["min"] > 0
+    # Reading the TSC costs something on every x86-64 machine; two cost more than one.
+    assert _sane(fl["tsc2_added_ns"]) and fl["tsc2_added_ns"]["median"] > 0
+    assert fl["tsc2_added_ns"]["median"] > fl["tsc1_added_ns"]["median"]
+    assert "clock floor: two inline rdtsc" in quick[1]
+
+
 def test_quick_instruction_counts_are_exact(quick):
     result = quick[0]
     d = result["drivers"][0]

@@ -11,8 +11,8 @@
  *           written inline by the compiler with no shadow stack, no TLS, no trampoline
  *   tsc1    one rdtsc per call, for comparison
  *
- * Each is timed REPS times over ITERS calls; the fastest repetition is reported, in ns per
- * call, as one JSON object on stdout. The difference tsc2 - plain is the floor for
+ * Each is timed REPS times over ITERS calls, one loop after the other; the fastest
+ * repetition of each is reported, in ns per call, as one JSON object on stdout. The difference tsc2 - plain is the floor for
  * SHIMGEN_TRACE=time's added cost on this machine.
  */
 #define _GNU_SOURCE
@@ -110,16 +110,10 @@ int main(int argc, char **argv)
         return 1;
     }
     long bad = loop_plain(iters / 10 + 1); /* warm-up */
-    /* Interleave the three loops so that they see the same machine state. */
-    double plain = 0, tsc2 = 0, tsc1 = 0;
-    for (int round = 0; round < 3; round++) {
-        double p = best(loop_plain, iters, reps, &bad);
-        double t2 = best(loop_tsc2, iters, reps, &bad);
-        double t1 = best(loop_tsc1, iters, reps, &bad);
-        plain = round == 0 || p < plain ? p : plain;
-        tsc2 = round == 0 || t2 < tsc2 ? t2 : tsc2;
-        tsc1 = round == 0 || t1 < tsc1 ? t1 : tsc1;
-    }
+    /* The three loops one after the other, so that they see the same machine state. */
+    double plain = best(loop_plain, iters, reps, &bad);
+    double tsc2 = best(loop_tsc2, iters, reps, &bad);
+    double tsc1 = best(loop_tsc1, iters, reps, &bad);
     printf("{\"function\": \"cuDriverGetVersion\", \"iters\": %ld, \"bad_results\": %ld, "
            "\"plain_ns\": %.4f, \"tsc2_ns\": %.4f, \"tsc1_ns\": %.4f, "
            "\"floor_added_ns\": %.4f}\n",
