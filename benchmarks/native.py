@@ -66,28 +66,31 @@ def clean_env(libdir: Path, shim: Path | None = None, **extra: str) -> dict[str,
     return env
 
 
-def _run(cmd: list[str], env: dict[str, str], what: str, timeout: float = 600
-         ) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], env: dict[str, str], what: str, timeout: float = 600,
+         cpu: int | None = None) -> subprocess.CompletedProcess:
+    """Run a program; with `cpu`, the process may run on that CPU only."""
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     proc = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, preexec_fn=pin)
     if proc.returncode != 0:
         raise BenchError(f"{what} exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
     return proc
 
 
 def callbench(progs: Programs, lib: str, func: str, iters: int, reps_or_threads: str,
-              env: dict[str, str]) -> tuple[dict, str]:
-    """Run callbench once; its JSON result and its stderr."""
+              env: dict[str, str], cpu: int | None = None) -> tuple[dict, str]:
+    """Run callbench once (on `cpu` alone, when given); its JSON result and its stderr."""
     proc = _run([progs.callbench, lib, func, str(iters), reps_or_threads], env,
-                f"callbench {func}")
+                f"callbench {func}", cpu=cpu)
     return json.loads(proc.stdout), proc.stderr
 
 
-def clockfloor(progs: Programs, driver_path: Path, iters: int, reps: int) -> dict:
+def clockfloor(progs: Programs, driver_path: Path, iters: int, reps: int,
+               cpu: int | None = None) -> dict:
     """The real driver's cuDriverGetVersion called directly: alone, and bracketed by two
     inline rdtsc (benchmarks/c/clockfloor.c)."""
     proc = _run([progs.clockfloor, driver_path, str(iters), str(reps)], dict(os.environ),
-                "clockfloor")
+                "clockfloor", cpu=cpu)
     return json.loads(proc.stdout)
 
 

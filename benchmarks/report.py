@@ -109,7 +109,8 @@ def table(result: dict) -> str:
         f"kernel {m['kernel']}, load {m['loadavg_start'][0]} -> "
         f"{m.get('loadavg_end', ['?'])[0]}",
         f"calls: median [p25..p75] of {st['repeats']} interleaved rounds, each the fastest of "
-        f"{st['inner_reps']} x {st['iters']} calls; added and ratio paired with direct",
+        f"{st['inner_reps']} x {st['iters']} calls; added and ratio paired with direct"
+        + ("" if st.get("pin") is None else f"; on CPU {st['pin']} alone (--pin)"),
     ]
     meth = result["method"]
     lines.append("instructions: " + (

@@ -69,6 +69,7 @@ class Settings:
     startup_rounds: int
     build_repeats: int
     callgrind_iters: int  # calls counted by callgrind (run with N and 2N)
+    pin: int | None = None  # the CPU that single-thread call timings run on (--pin)
 
 
 def make_settings(args: argparse.Namespace) -> Settings:
@@ -76,6 +77,10 @@ def make_settings(args: argparse.Namespace) -> Settings:
         s = Settings(True, 3, 100_000, 3, 16, 10_000, 10, 1, 1_000)
     else:
         s = Settings(False, 11, 1_000_000, 5, 16, 100_000, 100, 3, 20_000)
+    if args.pin is not None:
+        if args.pin not in os.sched_getaffinity(0):
+            raise BenchError(f"--pin {args.pin}: this process may not run on CPU {args.pin}")
+        s = dataclasses.replace(s, pin=args.pin)
     if args.repeats is not None:
         if args.repeats < 1:
             raise BenchError("--repeats must be at least 1")
@@ -247,9 +252,10 @@ class Runner:
         if got.resolve() != want.resolve():
             raise BenchError(f"{variant}: {res['function']} resolved from {got}, not {want}")
 
-    def run(self, variant: str, func: str, iters: int, mode: str) -> tuple[dict, str, Path | None]:
+    def run(self, variant: str, func: str, iters: int, mode: str, cpu: int | None = None
+            ) -> tuple[dict, str, Path | None]:
         env, tfile = self.env(variant)
-        res, err = native.callbench(self.progs, self.lib(variant), func, iters, mode, env)
+        res, err = native.callbench(self.progs, self.lib(variant), func, iters, mode, env, cpu)
         self.check_route(variant, res)
         return res, err, tfile
 
@@ -275,12 +281,12 @@ def time_calls(runner: Runner, variants: list[str], s: Settings) -> tuple[dict, 
         order = variants[k:] + variants[:k]
         for func in FUNCTIONS:
             for v in order:
-                res, _err, _ = runner.run(v, func, s.iters, str(s.inner_reps))
+                res, _err, _ = runner.run(v, func, s.iters, str(s.inner_reps), s.pin)
                 fastest[func][v].append(res["min"])
                 rcs[func].setdefault(v, res["rc"])
         if "time" in variants:
             floors.append(native.clockfloor(runner.progs, runner.driver.path, s.iters,
-                                            s.inner_reps))
+                                            s.inner_reps, s.pin))
     out = {}
     for func in FUNCTIONS:
         codes = set(rcs[func].values())
@@ -415,6 +421,9 @@ def parser() -> argparse.ArgumentParser:
                         "555.58.02) and/or paths of libcuda files; default: all")
     p.add_argument("--repeats", type=int, metavar="N",
                    help="rounds of the call benchmark (default 11, 3 with --quick)")
+    p.add_argument("--pin", type=int, metavar="CPU",
+                   help="run the single-thread call timings (and the clock floor) on this "
+                        "CPU alone, so that no process migrates mid-measurement")
     p.add_argument("--json", type=Path, metavar="PATH", help="write every result here")
     return p
 

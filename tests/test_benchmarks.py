@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,12 +25,16 @@ def _sane(s: dict) -> bool:
         s["min"] <= s["p25"] <= s["median"] <= s["p75"] <= s["max"])
 
 
+#: The quick run pins its call timings to the last CPU this process may use.
+PIN = max(os.sched_getaffinity(0))
+
+
 @pytest.fixture(scope="module")
 def quick(drivers, tmp_path_factory) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--drivers", drivers[0].version,
-         "--json", str(out)],
+         "--pin", str(PIN), "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -44,7 +49,8 @@ def test_quick_run_prints_a_table(quick):
 
 
 def test_quick_json_header(quick, drivers):
-    result, _ = quick
+    result, stdout = quick
+    assert result["settings"]["pin"] == PIN and f"on CPU {PIN} alone (--pin)" in stdout
     assert result["schema"] == "shimgen.bench/1"
     assert result["settings"]["quick"] is True
     assert result["machine"]["cpus_usable"] >= 1
@@ -138,6 +144,17 @@ def test_unknown_driver_is_one_error_line(drivers):
     assert proc.returncode == 1
     assert proc.stderr.strip().startswith("benchmarks: error: --drivers: no driver 1.2.3")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_pin_to_a_cpu_this_process_may_not_use_is_one_error_line():
+    bad = max(os.sched_getaffinity(0)) + 1
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--pin", str(bad)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (f"benchmarks: error: --pin {bad}: this process may not run "
+                                   f"on CPU {bad}")
 
 
 def test_summary():
