@@ -78,9 +78,12 @@ def _run(cmd: list[str], env: dict[str, str], what: str, timeout: float = 600,
 
 
 def callbench(progs: Programs, lib: str, func: str, iters: int, reps_or_threads: str,
-              env: dict[str, str], cpu: int | None = None) -> tuple[dict, str]:
-    """Run callbench once (on `cpu` alone, when given); its JSON result and its stderr."""
-    proc = _run([progs.callbench, lib, func, str(iters), reps_or_threads], env,
+              env: dict[str, str], cpu: int | None = None, direct: Path | None = None
+              ) -> tuple[dict, str]:
+    """Run callbench once (on `cpu` alone, when given; paired with the real driver at
+    `direct`, when given); its JSON result and its stderr."""
+    extra = [] if direct is None else [direct]
+    proc = _run([progs.callbench, lib, func, str(iters), reps_or_threads, *extra], env,
                 f"callbench {func}", cpu=cpu)
     return json.loads(proc.stdout), proc.stderr
 

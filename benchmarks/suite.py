@@ -1,5 +1,5 @@
 """The CPU benchmark suite of issue 4: `python -m benchmarks [--quick] [--drivers ...]
-[--repeats N] [--json PATH]`.
+[--repeats N] [--pin CPU] [--json PATH]`.
 
 For each real driver (the Debian builds of tests/driverfetch.py, or paths given with
 --drivers) it builds a shim with `shimgen build` (timing the build), then measures, with
@@ -16,6 +16,13 @@ four variants side by side:
   same machine load; a process reports the fastest of its inner repetitions. Added ns and
   ratios are paired with the direct run of the same round. Medians and quartiles over the
   rounds are reported.
+  Each process also loads the real driver a second time with dlmopen (a namespace of its
+  own, out of the shim's reach) as a reference, and times it in blocks that alternate
+  with the variant's. "Added in process" is (variant - reference) - (direct - reference),
+  by round: free of the drift between processes, and of any difference between the two
+  loaded copies of the driver. The bars use it.
+* with the time variant, the clock floor (benchmarks/c/clockfloor.c): what two inline
+  rdtsc around a direct call add, the least any TSC-based per-call timer can add.
 * instructions per call, counted by callgrind in callbench's loop only: deterministic,
   so unaffected by the noise of a shared machine (perf's hardware counters are used by
   nothing here: they are often unavailable in VMs, and callgrind's count is exact).
@@ -252,10 +259,13 @@ class Runner:
         if got.resolve() != want.resolve():
             raise BenchError(f"{variant}: {res['function']} resolved from {got}, not {want}")
 
-    def run(self, variant: str, func: str, iters: int, mode: str, cpu: int | None = None
-            ) -> tuple[dict, str, Path | None]:
+    def run(self, variant: str, func: str, iters: int, mode: str, cpu: int | None = None,
+            paired: bool = False) -> tuple[dict, str, Path | None]:
+        """One callbench process; `paired` also times the real driver in that process."""
         env, tfile = self.env(variant)
-        res, err = native.callbench(self.progs, self.lib(variant), func, iters, mode, env, cpu)
+        direct = self.driver.path if paired else None
+        res, err = native.callbench(self.progs, self.lib(variant), func, iters, mode, env, cpu,
+                                    direct)
         self.check_route(variant, res)
         return res, err, tfile
 
@@ -273,6 +283,10 @@ def time_calls(runner: Runner, variants: list[str], s: Settings) -> tuple[dict, 
     """ns/call of each function in each variant over s.repeats interleaved rounds, and,
     with the time variant, the clock floor measured in the same rounds."""
     fastest = {f: {v: [] for v in variants} for f in FUNCTIONS}
+    # Every process also times a reference: the real driver loaded a second time with
+    # dlmopen, in blocks alternating with the variant's (callbench's paired mode).
+    # min(variant) - min(reference) is free of the drift between processes.
+    rel = {f: {v: [] for v in variants} for f in FUNCTIONS}
     rcs: dict[str, dict[str, int]] = {f: {} for f in FUNCTIONS}
     floors = []
     for r in range(s.repeats):
@@ -281,8 +295,10 @@ def time_calls(runner: Runner, variants: list[str], s: Settings) -> tuple[dict, 
         order = variants[k:] + variants[:k]
         for func in FUNCTIONS:
             for v in order:
-                res, _err, _ = runner.run(v, func, s.iters, str(s.inner_reps), s.pin)
+                res, _err, _ = runner.run(v, func, s.iters, str(s.inner_reps), s.pin,
+                                          paired=True)
                 fastest[func][v].append(res["min"])
+                rel[func][v].append(res["min"] - res["direct_min"])
                 rcs[func].setdefault(v, res["rc"])
         if "time" in variants:
             floors.append(native.clockfloor(runner.progs, runner.driver.path, s.iters,
@@ -300,6 +316,11 @@ def time_calls(runner: Runner, variants: list[str], s: Settings) -> tuple[dict, 
             if v != "direct":
                 entry["added_ns"] = summary([a - b for a, b in zip(vals, base, strict=True)])
                 entry["ratio"] = summary([a / b for a, b in zip(vals, base, strict=True)], 4)
+                # (variant - reference) - (direct - reference), by round: the reference
+                # cancels the drift, and the direct process cancels any difference between
+                # the two loaded copies of the driver.
+                entry["added_in_process_ns"] = summary(
+                    [a - b for a, b in zip(rel[func][v], rel[func]["direct"], strict=True)])
             per_variant[v] = entry
         out[func] = {"rc": codes.pop(), "hooked": func in HOOKED, "variants": per_variant}
     return out, clock_floor(floors)

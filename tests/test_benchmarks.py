@@ -71,6 +71,9 @@ def test_quick_call_timings_are_sane(quick):
             assert len(e["runs"]) == quick[0]["settings"]["repeats"]
             if v != "direct":
                 assert _sane(e["added_ns"]) and _sane(e["ratio"]), (func, v)
+                # paired in each process with a dlmopen'ed reference copy of the driver
+                assert _sane(e["added_in_process_ns"]), (func, v)
+                assert e["added_in_process_ns"]["n"] == quick[0]["settings"]["repeats"]
     # On the CPU: the driver answers these two, and refuses cuCtxGetCurrent before cuInit.
     assert d["calls"]["cuDriverGetVersion"]["rc"] == 0
     assert d["calls"]["cuGetProcAddress"]["rc"] == 0

@@ -1,6 +1,12 @@
 /* callbench: time one cheap libcuda function called through a function pointer.
  *
  *   callbench LIB FUNC ITERS REPS            tight loop, REPS timed repetitions
+ *   callbench LIB FUNC ITERS REPS DIRECT     the same, alternating with the function of the
+ *                                            real driver DIRECT, loaded with dlmopen into a
+ *                                            namespace of its own (where neither LD_PRELOAD
+ *                                            nor the shim's dlopen redirection applies), so
+ *                                            that the shim and the driver are compared
+ *                                            within one process, block by block
  *   callbench LIB FUNC ITERS threads=T       T threads at once, ITERS calls each; wall
  *                                            time per call over all threads
  *
@@ -29,10 +35,10 @@ typedef int (*fn_proc)(const char *, void **, int, uint64_t);
 enum kind { K_VERSION, K_CTX, K_PROC };
 
 static enum kind kind;
-static void *fn;
+static void *fn, *direct_fn;
 
 /* One call of the function under test; returns the driver's CUresult. */
-static inline int call_once(void)
+static inline __attribute__((always_inline)) int call_once(void *fn)
 {
     switch (kind) {
     case K_VERSION: {
@@ -56,7 +62,7 @@ __attribute__((noinline)) long bench_loop(long iters, int expect)
 {
     long bad = 0;
     for (long i = 0; i < iters; i++)
-        bad += call_once() != expect;
+        bad += call_once(fn) != expect;
     return bad;
 }
 
@@ -65,7 +71,16 @@ __attribute__((noinline)) long warm_loop(long iters, int expect)
 {
     long bad = 0;
     for (long i = 0; i < iters; i++)
-        bad += call_once() != expect;
+        bad += call_once(fn) != expect;
+    return bad;
+}
+
+/* The same loop calling the real driver's function directly (paired mode). */
+__attribute__((noinline)) long direct_loop(long iters, int expect)
+{
+    long bad = 0;
+    for (long i = 0; i < iters; i++)
+        bad += call_once(direct_fn) != expect;
     return bad;
 }
 
@@ -102,8 +117,8 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: callbench LIB FUNC ITERS REPS|threads=T\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: callbench LIB FUNC ITERS REPS|threads=T [DIRECT]\n");
         return 2;
     }
     const char *lib = argv[1], *name = argv[2];
@@ -130,7 +145,7 @@ int main(int argc, char **argv)
     }
     Dl_info info;
     const char *from = dladdr(fn, &info) && info.dli_fname ? info.dli_fname : "?";
-    int rc = call_once(); /* first call: the shim loads the driver here */
+    int rc = call_once(fn); /* first call: the shim loads the driver here */
     if (warm_loop(iters / 10 + 1, rc) != 0) { /* warm-up */
         fprintf(stderr, "callbench: %s does not return the same code every time\n", name);
         return 1;
@@ -173,20 +188,55 @@ int main(int argc, char **argv)
     int reps = atoi(argv[4]);
     if (reps < 1)
         reps = 1;
+    if (argc == 6) {
+        /* Paired: the real driver in a namespace of its own. */
+        void *dh = dlmopen(LM_ID_NEWLM, argv[5], RTLD_NOW | RTLD_LOCAL);
+        if (!dh) {
+            fprintf(stderr, "callbench: dlmopen(%s): %s\n", argv[5], dlerror());
+            return 1;
+        }
+        direct_fn = dlsym(dh, name);
+        if (!direct_fn || direct_fn == fn) {
+            fprintf(stderr, "callbench: no separate %s in %s\n", name, argv[5]);
+            return 1;
+        }
+        int drc = call_once(direct_fn);
+        if (drc != rc || direct_loop(iters / 10 + 1, rc) != 0) {
+            fprintf(stderr, "callbench: the direct %s returns %d, the library %d\n", name, drc,
+                    rc);
+            return 1;
+        }
+    }
     double *ns = calloc((size_t)reps, sizeof *ns);
+    double *dns = calloc((size_t)reps, sizeof *dns);
     long bad = 0;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_ns();
-        bad += bench_loop(iters, rc);
-        double t1 = now_ns();
-        ns[r] = (t1 - t0) / (double)iters;
+        /* In paired mode the two loops alternate, and which one goes first alternates too. */
+        for (int k = 0; k < 2; k++) {
+            int lib_turn = (k == 0) == (r % 2 == 0);
+            if (!lib_turn && !direct_fn)
+                continue;
+            double t0 = now_ns();
+            bad += lib_turn ? bench_loop(iters, rc) : direct_loop(iters, rc);
+            double t1 = now_ns();
+            (lib_turn ? ns : dns)[r] = (t1 - t0) / (double)iters;
+        }
     }
     printf("{\"function\": \"%s\", \"rc\": %d, \"iters\": %ld, \"bad_results\": %ld, "
            "\"resolved_from\": \"%s\", \"ns_per_call\": [",
            name, rc, iters, bad, from);
     for (int r = 0; r < reps; r++)
         printf("%s%.4f", r ? ", " : "", ns[r]);
+    if (direct_fn) {
+        printf("], \"direct_ns_per_call\": [");
+        for (int r = 0; r < reps; r++)
+            printf("%s%.4f", r ? ", " : "", dns[r]);
+        qsort(dns, (size_t)reps, sizeof *dns, cmp_double);
+        printf("], \"direct_min\": %.4f, \"direct_median\": %.4f", dns[0], dns[reps / 2]);
+    } else {
+        printf("]");
+    }
     qsort(ns, (size_t)reps, sizeof *ns, cmp_double);
-    printf("], \"min\": %.4f, \"median\": %.4f}\n", ns[0], ns[reps / 2]);
+    printf(", \"min\": %.4f, \"median\": %.4f}\n", ns[0], ns[reps / 2]);
     return bad != 0;
 }
