@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,7 @@ def test_unknown_trace_mode_warns_once_and_forwards(probes, fake_shim):
     assert proc.stderr.count("'bogus' is not a known mode") == 1
 
 
-@pytest.mark.parametrize("mode", ["1", "time"])
+@pytest.mark.parametrize("mode", ["1", "time", "timeline"])
 def test_calls_from_a_signal_handler_inside_a_timed_call(probes, fake_shim, tmp_path, mode):
     """A signal handler that calls the driver while the interrupted thread is anywhere in a
     counting or timing stub: every result right, every call counted, and in `time` every
@@ -117,7 +118,8 @@ def test_calls_from_a_signal_handler_inside_a_timed_call(probes, fake_shim, tmp_
     _, shim = fake_shim
     trace = tmp_path / "trace.json"
     env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
-               SHIMGEN_TRACE_FILE=str(trace))
+               SHIMGEN_TRACE_FILE=str(trace),
+               SHIMGEN_TIMELINE_FILE=str(tmp_path / "timeline.json"))
     proc = subprocess.run([str(probes / "sigcalls"), "libcuda.so.1", "4000000"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -127,6 +129,111 @@ def test_calls_from_a_signal_handler_inside_a_timed_call(probes, fake_shim, tmp_
     assert made["handler"] >= 20, f"too few signals arrived to test anything: {proc.stdout}"
     data = json.loads(trace.read_text())
     assert data["calls"]["cuDriverGetVersion"] == made["main"] + made["handler"]
-    if mode == "time":
+    if mode in ("time", "timeline"):
         assert data["untimed_calls"] == 0
         assert data["time"]["cuDriverGetVersion"]["calls"] == made["main"] + made["handler"]
+    if mode == "timeline":
+        # One thread, far more calls than its ring holds: the ring keeps the last 65536.
+        tl = json.loads((tmp_path / "timeline.json").read_text())
+        events = [e for e in tl["traceEvents"] if e["ph"] == "X"]
+        assert len(events) == tl["otherData"]["events_kept"] == 65536
+        assert tl["otherData"]["events_overwritten"] == made["main"] + made["handler"] - 65536
+        assert {e["name"] for e in events} == {"cuDriverGetVersion"}
+
+
+def timeline_events(path: Path) -> tuple[dict, list[dict]]:
+    data = json.loads(path.read_text())
+    return data, [e for e in data["traceEvents"] if e["ph"] == "X"]
+
+
+def max_nesting(events: list[dict], name: str) -> int:
+    """Check that the events of one thread nest properly (each one ends before its caller
+    ends, or starts after it ended) and return the deepest chain of `name` events."""
+    stack: list[dict] = []
+    deepest = 0
+    eps = 0.0015  # ts and dur are written to the nanosecond (3 decimals of a us)
+    for e in sorted(events, key=lambda e: (e["ts"], -e["dur"])):
+        while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"] - eps:
+            stack.pop()
+        if stack:
+            outer = stack[-1]
+            assert e["ts"] + e["dur"] <= outer["ts"] + outer["dur"] + eps, (outer, e)
+        stack.append(e)
+        deepest = max(deepest, sum(1 for x in stack if x["name"] == name))
+    return deepest
+
+
+def test_timeline_records_every_timed_call_on_its_thread(probes, fake_shim, tmp_path):
+    """SHIMGEN_TRACE=timeline: results unchanged; a Chrome/Perfetto trace with one complete
+    event per timed call, on the thread that made it (threads that exited included), and
+    calls made from callbacks nested inside the driver call that ran the callback."""
+    _, shim = fake_shim
+    trace = tmp_path / "trace.json"
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE="timeline",
+               SHIMGEN_TRACE_FILE=str(trace), SHIMGEN_TIMELINE_FILE=str(tmp_path / "tl.%p.json"))
+    proc = subprocess.run([str(probes / "exactness"), "libcuda.so.1"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == EXPECTED
+    files = list(tmp_path.glob("tl.*.json"))
+    assert len(files) == 1 and files[0].name == f"tl.{files[0].stem.split('.')[1]}.json"
+    summary = json.loads(trace.read_text())
+    data, events = timeline_events(files[0])
+    assert f"timeline of {len(events)} calls written to {files[0]}" in proc.stderr
+
+    timed = sum(summary["calls"].values()) - summary["untimed_calls"]
+    assert len(events) == timed == data["otherData"]["events_kept"]
+    assert data["otherData"]["events_overwritten"] == 0
+    names = Counter(e["name"] for e in events)
+    for name, calls in summary["calls"].items():
+        if name not in ("cuFakeRecurse", "cuDriverGetVersion"):  # the untimed ones are these
+            assert names[name] == calls, name
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in events)
+
+    by_tid: dict[int, list[dict]] = {}
+    for e in events:
+        by_tid.setdefault(e["tid"], []).append(e)
+    # main, the register-check thread and 16 workers (which exited before the output)
+    assert len(by_tid) == 18
+    workers = [t for t, ev in by_tid.items()
+               if Counter(x["name"] for x in ev) == {"cuDriverGetVersion": 20000}]
+    assert len(workers) == 16
+    main = max(by_tid.values(), key=lambda ev: sum(e["name"] == "cuFakeRecurse" for e in ev))
+    # Recursion through callbacks: nested cuFakeRecurse events, as deep as the shadow stack.
+    assert max_nesting(main, "cuFakeRecurse") >= 120
+    # Host callbacks call cuDriverGetVersion inside cuLaunchHostFunc.
+    hosts = [e for e in main if e["name"] == "cuLaunchHostFunc"]
+    inner = [v for v in main if v["name"] == "cuDriverGetVersion" and any(
+        h["ts"] <= v["ts"] and v["ts"] + v["dur"] <= h["ts"] + h["dur"] + 0.0015 for h in hosts)]
+    assert len(hosts) == 5 and len(inner) == 5
+
+
+def test_timeline_ring_size_and_default_file(probes, fake_shim, tmp_path):
+    """SHIMGEN_TIMELINE_EVENTS bounds each thread's ring (rounded up to a power of two; a
+    bad value is said once and the default used); without SHIMGEN_TIMELINE_FILE the
+    timeline goes to shimgen-timeline.<pid>.json in the working directory."""
+    _, shim = fake_shim
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE="timeline",
+               SHIMGEN_TIMELINE_EVENTS="1500", SHIMGEN_QUIET="1")
+    proc = subprocess.run([str(probes / "sigcalls"), "libcuda.so.1", "5000"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    files = list(tmp_path.glob("shimgen-timeline.*.json"))
+    assert len(files) == 1
+    data, events = timeline_events(files[0])
+    assert data["otherData"]["events_per_thread"] == 2048
+    assert len(events) == 2048
+    made = 5001 + int(proc.stdout.split()[3])
+    assert data["otherData"]["events_overwritten"] == made - 2048
+    # Oldest first: events are recorded as calls end, so the ends rise through the ring,
+    # except where a signal handler's call ended inside the call it interrupted.
+    ends = [e["ts"] + e["dur"] for e in events]
+    inversions = sum(1 for a, b in zip(ends[:-1], ends[1:], strict=True) if b < a - 0.0015)
+    assert inversions <= int(proc.stdout.split()[3])
+
+    env["SHIMGEN_TIMELINE_EVENTS"] = "12"
+    env.pop("SHIMGEN_QUIET")
+    proc = subprocess.run([str(probes / "sigcalls"), "libcuda.so.1", "100"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    assert proc.stderr.count("SHIMGEN_TIMELINE_EVENTS=12 is not a number from 1024") == 1
