@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# GPU proof of SHIMGEN_TRACE=timeline (issue 4) on a real workload: the PyTorch training
+# loop of tests/gpu/train.py gives the same loss with and without the timeline, and the
+# timeline agrees with the trace summary of the same run (tests/gpu/check_timeline.py).
+# Run from the repository root:
+#   bash tests/gpu/timeline_validation.sh          (results under $OUT or ./gpu-out)
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+DRIVER=${DRIVER:-$(readlink -f /usr/local/nvidia/lib64/libcuda.so.1 2>/dev/null || readlink -f /lib/libcuda.so.1)}
+LOG=$OUT/timeline.log; : >"$LOG"
+say() { echo "== $*" | tee -a "$LOG"; }
+fail=0
+
+say "driver $DRIVER; shimgen build"
+rm -rf build/gpu-timeline
+python3 -m shimgen build --driver "$DRIVER" --out build/gpu-timeline 2>&1 | tee -a "$LOG"
+SHIM=$(ls build/gpu-timeline/*/libcudashim.so)
+
+say "train.py without the shim"
+python3 tests/gpu/train.py >"$OUT/train-plain.txt" 2>&1 || { say "FAIL plain run"; fail=1; }
+say "train.py under SHIMGEN_TRACE=timeline"
+W=$(mktemp -d)
+LD_PRELOAD=$SHIM SHIMGEN_TRACE=timeline SHIMGEN_TRACE_FILE=$W/summary.json \
+  SHIMGEN_TIMELINE_FILE=$W/timeline.json python3 tests/gpu/train.py \
+  >"$OUT/train-timeline.txt" 2>&1 || { say "FAIL timeline run"; fail=1; }
+grep -E "FINAL_LOSS|PARAM_SUM|^shimgen" "$OUT/train-plain.txt" "$OUT/train-timeline.txt" | tee -a "$LOG"
+if [ "$(grep -E 'FINAL_LOSS|PARAM_SUM' "$OUT/train-plain.txt")" = \
+     "$(grep -E 'FINAL_LOSS|PARAM_SUM' "$OUT/train-timeline.txt")" ] &&
+   grep -q FINAL_LOSS "$OUT/train-plain.txt"; then
+  say "ok   identical loss and parameters"
+else
+  say "FAIL loss or parameters differ"; fail=1
+fi
+say "check_timeline.py"
+python3 tests/gpu/check_timeline.py "$W/timeline.json" "$W/summary.json" 2>&1 | tee -a "$LOG" \
+  || fail=1
+ls -la "$W/timeline.json" | tee -a "$LOG"
+gzip -c "$W/timeline.json" >"$OUT/train-timeline.json.gz"
+cp "$W/summary.json" "$OUT/train-timeline-summary.json"
+say "result: $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
+exit $fail
