@@ -237,3 +237,27 @@ def test_timeline_ring_size_and_default_file(probes, fake_shim, tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0
     assert proc.stderr.count("SHIMGEN_TIMELINE_EVENTS=12 is not a number from 1024") == 1
+
+
+def test_timeline_accounts_for_every_call_of_threads_that_overflowed_and_exited(
+        probes, fake_shim, tmp_path):
+    """16 workers make 20000 calls each into rings of 1024 and exit before the output: each
+    keeps its last 1024 events, and kept + overwritten = every timed call."""
+    _, shim = fake_shim
+    trace = tmp_path / "trace.json"
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE="timeline",
+               SHIMGEN_TIMELINE_EVENTS="1024", SHIMGEN_TRACE_FILE=str(trace),
+               SHIMGEN_TIMELINE_FILE=str(tmp_path / "tl.json"))
+    proc = subprocess.run([str(probes / "exactness"), "libcuda.so.1"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(trace.read_text())
+    data, events = timeline_events(tmp_path / "tl.json")
+    other = data["otherData"]
+    timed = sum(summary["calls"].values()) - summary["untimed_calls"]
+    assert other["events_kept"] + other["events_overwritten"] == timed
+    assert other["events_of_exited_threads_dropped"] == 0
+    assert other["threads"] == 18 and other["exited_threads_kept"] == 17
+    per_tid = Counter(e["tid"] for e in events)
+    assert sorted(per_tid.values())[-16:] == [1024] * 16
+    assert len(events) == other["events_kept"]

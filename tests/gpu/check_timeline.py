@@ -71,6 +71,12 @@ def main(argv: list[str]) -> int:
     nest = [nesting_violations(evs) for evs in by_tid.values()]
     check(f"events nest on each of {len(by_tid)} threads (deepest "
           f"{max((d for _, d in nest), default=0)})", sum(b for b, _ in nest) == 0)
+    for m in tl["traceEvents"]:
+        if m.get("ph") == "M" and m.get("name") == "thread_name":
+            a = m["args"]
+            print(f"  ring of thread {m['tid']}: recorded {a['calls_recorded']}, "
+                  f"kept {a['calls_kept']}")
+    print("  " + json.dumps(other))
     busiest = sorted(by_tid.items(), key=lambda kv: -len(kv[1]))[:4]
     for tid, evs in busiest:
         span = max(e["ts"] + e["dur"] for e in evs) - min(e["ts"] for e in evs)
