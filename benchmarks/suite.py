@@ -432,6 +432,38 @@ def bench_driver(progs: Programs, driver: Driver, s: Settings, out_root: Path,
     }
 
 
+def gpu_step(args: argparse.Namespace, benched: list[dict]) -> dict:
+    """benchmarks/gpu_step.py in a subprocess: its JSON, and the table it printed. The shim
+    of a benchmarked driver is reused when that driver is the one this machine loads."""
+    _progress(f"PyTorch training step ({args.gpu}) x{args.gpu_runs}")
+    cmd = [sys.executable, "-m", "benchmarks.gpu_step", "--configs", args.gpu,
+           "--runs", str(args.gpu_runs), "--steps", str(args.gpu_steps)]
+    installed = shutil.which("ldconfig") and _installed_driver()
+    for d in benched:
+        if installed and Path(d["driver"]).resolve() == installed:
+            cmd += ["--shim", d["shim"]]
+            break
+    with tempfile.TemporaryDirectory(prefix="shimgen-gpu-") as tmp:
+        out = Path(tmp) / "gpu.json"
+        proc = subprocess.run(cmd + ["--json", str(out)], cwd=ROOT, capture_output=True,
+                              text=True)
+        if proc.returncode != 0 or not out.exists():
+            raise BenchError(f"benchmarks.gpu_step exited {proc.returncode}: "
+                             f"{proc.stderr.strip()[-1500:]}")
+        data = json.loads(out.read_text())
+    data["table"] = proc.stdout.strip()
+    return data
+
+
+def _installed_driver() -> Path | None:
+    """The libcuda.so.1 that the dynamic loader would pick here, resolved."""
+    proc = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.strip().startswith("libcuda.so.1 ") and "x86-64" in line:
+            return Path(line.rsplit("=>", 1)[1].strip()).resolve()
+    return None
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true",
@@ -445,6 +477,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pin", type=int, metavar="CPU",
                    help="run the single-thread call timings (and the clock floor) on this "
                         "CPU alone, so that no process migrates mid-measurement")
+    p.add_argument("--gpu", metavar="CONFIGS",
+                   help="also run the PyTorch training-step benchmark (benchmarks/gpu_step.py) "
+                        "with these configs (small, large), for the GPU bar; on a machine "
+                        "without PyTorch and a CUDA GPU it is reported as skipped")
+    p.add_argument("--gpu-runs", type=int, default=5, metavar="N",
+                   help="interleaved runs of each variant for --gpu (default 5)")
+    p.add_argument("--gpu-steps", type=int, default=100, metavar="N",
+                   help="timed training steps per run for --gpu (default 100)")
     p.add_argument("--json", type=Path, metavar="PATH", help="write every result here")
     return p
 
@@ -481,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         for d in drivers:
             result["drivers"].append(bench_driver(progs, d, s, out_root, counter))
+        if args.gpu:
+            result["gpu_step"] = gpu_step(args, result["drivers"])
         result["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
         result["bars"] = report.bars(result)
         result["seconds"] = round(time.monotonic() - started, 1)

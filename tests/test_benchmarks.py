@@ -160,6 +160,25 @@ def test_pin_to_a_cpu_this_process_may_not_use_is_one_error_line():
                                    f"on CPU {bad}")
 
 
+def test_gpu_option_reports_the_gpu_bar_as_skipped_without_a_gpu(drivers, tmp_path):
+    """`--gpu` runs benchmarks/gpu_step.py from the one entry point; with no CUDA GPU
+    visible it is reported as skipped, and the GPU bar is n/a with the reason."""
+    out = tmp_path / "bench.json"
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--drivers", drivers[0].version,
+         "--gpu", "small", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert "skipped" in result["gpu_step"]
+    bar = [b for b in result["bars"] if b["bar"].startswith("PyTorch training step")]
+    assert len(bar) == 1 and bar[0]["met"] is None
+    assert bar[0]["detail"] == f"skipped: {result['gpu_step']['skipped']}"
+    assert "== PyTorch training step (benchmarks/gpu_step.py) ==" in proc.stdout
+
+
 def test_summary():
     if str(ROOT) not in sys.path:  # plain `pytest` does not put the repository root there
         sys.path.insert(0, str(ROOT))
