@@ -5,19 +5,7 @@
 # Run from the repository root:
 #   bash tests/gpu/timeline_validation.sh          (results under $OUT or ./gpu-out)
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-DRIVER=${DRIVER:-$(readlink -f /usr/local/nvidia/lib64/libcuda.so.1 2>/dev/null || readlink -f /lib/libcuda.so.1)}
-LOG=$OUT/timeline.log; : >"$LOG"
-say() { echo "== $*" | tee -a "$LOG"; }
-fail=0
+. tests/gpu/common.sh timeline
 
 say "driver $DRIVER; shimgen build"
 rm -rf build/gpu-timeline
