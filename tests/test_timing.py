@@ -261,3 +261,22 @@ def test_timeline_accounts_for_every_call_of_threads_that_overflowed_and_exited(
     per_tid = Counter(e["tid"] for e in events)
     assert sorted(per_tid.values())[-16:] == [1024] * 16
     assert len(events) == other["events_kept"]
+
+
+@pytest.mark.parametrize("mode", ["1", "time", "timeline"])
+def test_a_call_still_in_progress_at_exit_is_counted(probes, fake_shim, tmp_path, mode):
+    """exit() from a host callback ends the process inside cuLaunchHostFunc. Timed calls
+    are counted when they return, so that one is counted from its shadow frame."""
+    _, shim = fake_shim
+    trace = tmp_path / "trace.json"
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
+               SHIMGEN_TRACE_FILE=str(trace), SHIMGEN_TIMELINE_FILE=str(tmp_path / "tl.json"))
+    proc = subprocess.run([str(probes / "exitcall"), "libcuda.so.1"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "callback version rc 0"
+    data = json.loads(trace.read_text())
+    assert data["calls"] == {"cuDriverGetVersion": 1, "cuLaunchHostFunc": 1}
+    if mode != "1":
+        assert data["time"]["cuLaunchHostFunc"]["calls"] == 1
+        assert data["time"]["cuDriverGetVersion"]["total_ns"] > 0
