@@ -280,3 +280,45 @@ def test_a_call_still_in_progress_at_exit_is_counted(probes, fake_shim, tmp_path
     if mode != "1":
         assert data["time"]["cuLaunchHostFunc"]["calls"] == 1
         assert data["time"]["cuDriverGetVersion"]["total_ns"] > 0
+
+
+@pytest.mark.parametrize("mode", ["", "1", "time", "timeline"])
+def test_stack_walks_cross_the_shim(probes, fake_shim, tmp_path, mode):
+    """_Unwind_Backtrace from a callback inside a driver call reaches the caller of the
+    driver in every mode: through the timing stub, on the slow path (the process's and a
+    thread's first call) and on the fast path. The stubs carry call-frame information."""
+    _, shim = fake_shim
+    fake, _ = fake_shim
+    direct = subprocess.run([str(probes / "unwind"), str(fake)], env=clean_env(),
+                            capture_output=True, text=True, timeout=60)
+    want = ["first reached 1", "second reached 1", "thread reached 1"]
+    assert direct.stdout.splitlines() == want  # the probe works without the shim
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
+               SHIMGEN_TRACE_FILE=str(tmp_path / "trace.json"),
+               SHIMGEN_TIMELINE_FILE=str(tmp_path / "tl.json"))
+    proc = subprocess.run([str(probes / "unwind"), "libcuda.so.1"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == want
+
+
+@pytest.mark.parametrize("mode", ["", "1", "time", "timeline"])
+def test_cxx_exceptions_pass_through_a_driver_call(probes, fake_shim, tmp_path, mode):
+    """A C++ exception thrown in a host callback reaches the caller's catch through the
+    shim, in every mode. Under time, each throw leaves its shadow frame taken (nothing
+    runs the stub's return): the calls are still counted, from those frames, at exit."""
+    fake, shim = fake_shim
+    want = "caught 3 version rc 0 value 12345"
+    direct = subprocess.run([str(probes / "cxxthrow"), str(fake)], env=clean_env(),
+                            capture_output=True, text=True, timeout=60)
+    assert direct.stdout.strip() == want, direct.stderr
+    trace = tmp_path / "trace.json"
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
+               SHIMGEN_TRACE_FILE=str(trace), SHIMGEN_TIMELINE_FILE=str(tmp_path / "tl.json"))
+    proc = subprocess.run([str(probes / "cxxthrow"), "libcuda.so.1"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == want
+    if mode:
+        data = json.loads(trace.read_text())
+        assert data["calls"] == {"cuLaunchHostFunc": 3, "cuDriverGetVersion": 1000}
