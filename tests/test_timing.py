@@ -54,6 +54,19 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("SHIMGEN_", "LD_"))}
 
 
+def run_traced(probe: Path, shim: Path, tmp_path: Path, mode: str, *args: str,
+               **extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run a probe on libcuda.so.1 under the shim with SHIMGEN_TRACE=mode: its result, and
+    the trace file (tmp_path/trace.json; the timeline goes to tmp_path/timeline.json)."""
+    trace = tmp_path / "trace.json"
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
+               SHIMGEN_TRACE_FILE=str(trace),
+               SHIMGEN_TIMELINE_FILE=str(tmp_path / "timeline.json"), **extra)
+    proc = subprocess.run([str(probe), "libcuda.so.1", *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+    return proc, trace
+
+
 def test_direct_call_results(probes, fake_shim):
     fake, _ = fake_shim
     assert run_exactness(probes, clean_env(), str(fake)) == EXPECTED
@@ -116,12 +129,7 @@ def test_calls_from_a_signal_handler_inside_a_timed_call(probes, fake_shim, tmp_
     counting or timing stub: every result right, every call counted, and in `time` every
     call timed, with no shadow frame left behind."""
     _, shim = fake_shim
-    trace = tmp_path / "trace.json"
-    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
-               SHIMGEN_TRACE_FILE=str(trace),
-               SHIMGEN_TIMELINE_FILE=str(tmp_path / "timeline.json"))
-    proc = subprocess.run([str(probes / "sigcalls"), "libcuda.so.1", "4000000"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc, trace = run_traced(probes / "sigcalls", shim, tmp_path, mode, "4000000")
     assert proc.returncode == 0, proc.stderr
     words = proc.stdout.split()
     made = {words[i]: int(words[i + 1]) for i in range(0, len(words) - 1, 2)}
@@ -244,15 +252,11 @@ def test_timeline_accounts_for_every_call_of_threads_that_overflowed_and_exited(
     """16 workers make 20000 calls each into rings of 1024 and exit before the output: each
     keeps its last 1024 events, and kept + overwritten = every timed call."""
     _, shim = fake_shim
-    trace = tmp_path / "trace.json"
-    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE="timeline",
-               SHIMGEN_TIMELINE_EVENTS="1024", SHIMGEN_TRACE_FILE=str(trace),
-               SHIMGEN_TIMELINE_FILE=str(tmp_path / "tl.json"))
-    proc = subprocess.run([str(probes / "exactness"), "libcuda.so.1"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc, trace = run_traced(probes / "exactness", shim, tmp_path, "timeline",
+                             SHIMGEN_TIMELINE_EVENTS="1024")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(trace.read_text())
-    data, events = timeline_events(tmp_path / "tl.json")
+    data, events = timeline_events(tmp_path / "timeline.json")
     other = data["otherData"]
     timed = sum(summary["calls"].values()) - summary["untimed_calls"]
     assert other["events_kept"] + other["events_overwritten"] == timed
@@ -268,11 +272,7 @@ def test_a_call_still_in_progress_at_exit_is_counted(probes, fake_shim, tmp_path
     """exit() from a host callback ends the process inside cuLaunchHostFunc. Timed calls
     are counted when they return, so that one is counted from its shadow frame."""
     _, shim = fake_shim
-    trace = tmp_path / "trace.json"
-    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
-               SHIMGEN_TRACE_FILE=str(trace), SHIMGEN_TIMELINE_FILE=str(tmp_path / "tl.json"))
-    proc = subprocess.run([str(probes / "exitcall"), "libcuda.so.1"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc, trace = run_traced(probes / "exitcall", shim, tmp_path, mode)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "callback version rc 0"
     data = json.loads(trace.read_text())
@@ -287,17 +287,12 @@ def test_stack_walks_cross_the_shim(probes, fake_shim, tmp_path, mode):
     """_Unwind_Backtrace from a callback inside a driver call reaches the caller of the
     driver in every mode: through the timing stub, on the slow path (the process's and a
     thread's first call) and on the fast path. The stubs carry call-frame information."""
-    _, shim = fake_shim
-    fake, _ = fake_shim
+    fake, shim = fake_shim
     direct = subprocess.run([str(probes / "unwind"), str(fake)], env=clean_env(),
                             capture_output=True, text=True, timeout=60)
     want = ["first reached 1", "second reached 1", "thread reached 1"]
     assert direct.stdout.splitlines() == want  # the probe works without the shim
-    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
-               SHIMGEN_TRACE_FILE=str(tmp_path / "trace.json"),
-               SHIMGEN_TIMELINE_FILE=str(tmp_path / "tl.json"))
-    proc = subprocess.run([str(probes / "unwind"), "libcuda.so.1"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc, _ = run_traced(probes / "unwind", shim, tmp_path, mode)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == want
 
@@ -312,11 +307,7 @@ def test_cxx_exceptions_pass_through_a_driver_call(probes, fake_shim, tmp_path, 
     direct = subprocess.run([str(probes / "cxxthrow"), str(fake)], env=clean_env(),
                             capture_output=True, text=True, timeout=60)
     assert direct.stdout.strip() == want, direct.stderr
-    trace = tmp_path / "trace.json"
-    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
-               SHIMGEN_TRACE_FILE=str(trace), SHIMGEN_TIMELINE_FILE=str(tmp_path / "tl.json"))
-    proc = subprocess.run([str(probes / "cxxthrow"), "libcuda.so.1"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc, trace = run_traced(probes / "cxxthrow", shim, tmp_path, mode)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == want
     if mode:
