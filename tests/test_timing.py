@@ -313,3 +313,21 @@ def test_cxx_exceptions_pass_through_a_driver_call(probes, fake_shim, tmp_path, 
     if mode:
         data = json.loads(trace.read_text())
         assert data["calls"] == {"cuLaunchHostFunc": 3, "cuDriverGetVersion": 1000}
+
+
+@pytest.mark.parametrize("mode", ["1", "time", "timeline"])
+def test_fork_while_another_thread_is_inside_a_driver_call(probes, fake_shim, tmp_path, mode):
+    """The child of a fork reports its own calls only: not the call that another thread of
+    the parent had in progress at the fork (that thread does not exist in the child)."""
+    _, shim = fake_shim
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
+               SHIMGEN_TRACE_FILE=str(tmp_path / "trace.%p.json"),
+               SHIMGEN_TIMELINE_FILE=str(tmp_path / "timeline.%p.json"))
+    proc = subprocess.run([str(probes / "forkinflight"), "libcuda.so.1"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    pids = dict(line.split() for line in proc.stdout.splitlines())
+    child = json.loads((tmp_path / f"trace.{pids['child']}.json").read_text())
+    parent = json.loads((tmp_path / f"trace.{pids['parent']}.json").read_text())
+    assert child["calls"] == {"cuDriverGetVersion": 1}
+    assert parent["calls"] == {"cuLaunchHostFunc": 1}
