@@ -1,5 +1,5 @@
-"""The CPU benchmark suite of issue 4: `python -m benchmarks [--quick] [--drivers ...]
-[--repeats N] [--pin CPU] [--json PATH]`.
+"""The benchmark suite of issue 4: `python -m benchmarks [--quick] [--drivers ...]
+[--repeats N] [--pin CPU] [--gpu CONFIGS] [--json PATH]`.
 
 For each real driver (the Debian builds of tests/driverfetch.py, or paths given with
 --drivers) it builds a shim with `shimgen build` (timing the build), then measures, with
@@ -28,6 +28,8 @@ four variants side by side:
   nothing here: they are often unavailable in VMs, and callgrind's count is exact).
 * 16 threads calling at once: the counts in the trace must equal the calls made, exactly.
 * process start-up added by LD_PRELOAD of the shim (benchmarks/c/spawnbench.c).
+* with --gpu, on a GPU machine: the PyTorch training step with and without the shim
+  (benchmarks/gpu_step.py), for the GPU bar.
 
 Progress goes to stderr, the table to stdout, everything to --json.
 """
