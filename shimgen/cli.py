@@ -19,27 +19,28 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in shimgen, not a problem with the inpu
 EXIT_PIPE = 141  # 128 + SIGPIPE: whoever read the output went away
 
 
-def _driver_path(value: str | None) -> Path:
-    from .exports import check_path_text, default_driver
+def _path_option(value: str | None, option: str, what: str, default) -> Path:
+    """A path given with `option`, checked as text; `default()` when it is not given."""
+    from .exports import check_path_text
 
     if value is None:
-        return default_driver()
+        return default()
     if not value.strip():
-        raise ShimgenError("--driver: empty path")
-    check_path_text(value, "driver")
+        raise ShimgenError(f"{option}: empty path")
+    check_path_text(value, what)
     return Path(value)
+
+
+def _driver_path(value: str | None) -> Path:
+    from .exports import default_driver
+
+    return _path_option(value, "--driver", "driver", default_driver)
 
 
 def _out_root(value: str | None) -> Path:
-    from .exports import check_path_text
     from .model import default_output_root
 
-    if value is None:
-        return default_output_root()
-    if not value.strip():
-        raise ShimgenError("--out: empty path")
-    check_path_text(value, "output directory")
-    return Path(value)
+    return _path_option(value, "--out", "output directory", default_output_root)
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
