@@ -8,6 +8,15 @@
  *             (a shim that moved the stack, or the arguments on it, would show here)
  *   bit 7     the stack pointer after the return differs from the one before the call
  */
+/* CHECK reg, value, bit: set `bit` in ecx unless reg holds value (uses rdx). */
+        .macro  CHECK reg, value, bit
+        movabs  $\value, %rdx
+        cmp     %rdx, \reg
+        je      1f
+        or      $\bit, %ecx
+1:
+        .endm
+
         .text
         .globl  regcheck_call
         .type   regcheck_call, @function
@@ -29,31 +38,13 @@ regcheck_call:
         movabs  $0x6666666666666666, %r15
         call    *%r11
         xor     %ecx, %ecx
-        movabs  $0x1111111111111111, %rdx
-        cmp     %rdx, %rbx
-        je      1f
-        or      $1, %ecx
-1:      movabs  $0x2222222222222222, %rdx
-        cmp     %rdx, %rbp
-        je      1f
-        or      $2, %ecx
-1:      movabs  $0x3333333333333333, %rdx
-        cmp     %rdx, %r12
-        je      1f
-        or      $4, %ecx
-1:      movabs  $0x4444444444444444, %rdx
-        cmp     %rdx, %r13
-        je      1f
-        or      $8, %ecx
-1:      movabs  $0x5555555555555555, %rdx
-        cmp     %rdx, %r14
-        je      1f
-        or      $16, %ecx
-1:      movabs  $0x6666666666666666, %rdx
-        cmp     %rdx, %r15
-        je      1f
-        or      $32, %ecx
-1:      cmp     %rsp, %rax
+        CHECK   %rbx, 0x1111111111111111, 1
+        CHECK   %rbp, 0x2222222222222222, 2
+        CHECK   %r12, 0x3333333333333333, 4
+        CHECK   %r13, 0x4444444444444444, 8
+        CHECK   %r14, 0x5555555555555555, 16
+        CHECK   %r15, 0x6666666666666666, 32
+        cmp     %rsp, %rax
         je      1f
         or      $64, %ecx
 1:      cmp     0(%rsp), %rsp
