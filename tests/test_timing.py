@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from gpu.check_timeline import EPS_US, nesting_violations
 
 from shimgen.build import build
 from shimgen.exports import read_driver
@@ -154,23 +155,6 @@ def timeline_events(path: Path) -> tuple[dict, list[dict]]:
     return data, [e for e in data["traceEvents"] if e["ph"] == "X"]
 
 
-def max_nesting(events: list[dict], name: str) -> int:
-    """Check that the events of one thread nest properly (each one ends before its caller
-    ends, or starts after it ended) and return the deepest chain of `name` events."""
-    stack: list[dict] = []
-    deepest = 0
-    eps = 0.0015  # ts and dur are written to the nanosecond (3 decimals of a us)
-    for e in sorted(events, key=lambda e: (e["ts"], -e["dur"])):
-        while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"] - eps:
-            stack.pop()
-        if stack:
-            outer = stack[-1]
-            assert e["ts"] + e["dur"] <= outer["ts"] + outer["dur"] + eps, (outer, e)
-        stack.append(e)
-        deepest = max(deepest, sum(1 for x in stack if x["name"] == name))
-    return deepest
-
-
 def test_timeline_records_every_timed_call_on_its_thread(probes, fake_shim, tmp_path):
     """SHIMGEN_TRACE=timeline: results unchanged; a Chrome/Perfetto trace with one complete
     event per timed call, on the thread that made it (threads that exited included), and
@@ -208,11 +192,12 @@ def test_timeline_records_every_timed_call_on_its_thread(probes, fake_shim, tmp_
     assert len(workers) == 16
     main = max(by_tid.values(), key=lambda ev: sum(e["name"] == "cuFakeRecurse" for e in ev))
     # Recursion through callbacks: nested cuFakeRecurse events, as deep as the shadow stack.
-    assert max_nesting(main, "cuFakeRecurse") >= 120
+    bad, deepest = nesting_violations(main, "cuFakeRecurse")
+    assert bad == 0 and deepest >= 120
     # Host callbacks call cuDriverGetVersion inside cuLaunchHostFunc.
     hosts = [e for e in main if e["name"] == "cuLaunchHostFunc"]
     inner = [v for v in main if v["name"] == "cuDriverGetVersion" and any(
-        h["ts"] <= v["ts"] and v["ts"] + v["dur"] <= h["ts"] + h["dur"] + 0.0015 for h in hosts)]
+        h["ts"] <= v["ts"] and v["ts"] + v["dur"] <= h["ts"] + h["dur"] + EPS_US for h in hosts)]
     assert len(hosts) == 5 and len(inner) == 5
 
 
@@ -236,7 +221,7 @@ def test_timeline_ring_size_and_default_file(probes, fake_shim, tmp_path):
     # Oldest first: events are recorded as calls end, so the ends rise through the ring,
     # except where a signal handler's call ended inside the call it interrupted.
     ends = [e["ts"] + e["dur"] for e in events]
-    inversions = sum(1 for a, b in zip(ends[:-1], ends[1:], strict=True) if b < a - 0.0015)
+    inversions = sum(1 for a, b in zip(ends[:-1], ends[1:], strict=True) if b < a - EPS_US)
     assert inversions <= int(proc.stdout.split()[3])
 
     env["SHIMGEN_TIMELINE_EVENTS"] = "12"

@@ -19,8 +19,10 @@ from collections import Counter, defaultdict
 EPS_US = 0.0015  # ts and dur carry three decimals of a microsecond
 
 
-def nesting_violations(events: list[dict]) -> tuple[int, int]:
-    """(events that end after the call that encloses their start, deepest nesting)."""
+def nesting_violations(events: list[dict], name: str | None = None) -> tuple[int, int]:
+    """For the events of one thread: (events that end after the call that encloses their
+    start, deepest nesting). With `name`, the deepest chain counts only `name` events.
+    tests/test_timing.py uses this too."""
     stack: list[dict] = []
     bad = deepest = 0
     for e in sorted(events, key=lambda e: (e["ts"], -e["dur"])):
@@ -29,7 +31,8 @@ def nesting_violations(events: list[dict]) -> tuple[int, int]:
         if stack and e["ts"] + e["dur"] > stack[-1]["ts"] + stack[-1]["dur"] + EPS_US:
             bad += 1
         stack.append(e)
-        deepest = max(deepest, len(stack))
+        depth = len(stack) if name is None else sum(x["name"] == name for x in stack)
+        deepest = max(deepest, depth)
     return bad, deepest
 
 
