@@ -20,6 +20,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from .cuda import CUDA_ERROR_STUB_LIBRARY, LIBCUDA_DIRS
 from .errors import ShimgenError
 
 # Functions a library must export for us to call it a CUDA driver.
@@ -30,7 +31,6 @@ REQUIRED_DRIVER_FUNCTIONS = ("cuInit", "cuGetProcAddress", "cuDriverGetVersion")
 REAL_DRIVER_FUNCTIONS = ("cuGetExportTable", "cuDeviceGet", "cuCtxCreate_v2", "cuMemAlloc_v2",
                          "cuModuleLoadData", "cuLaunchKernel")
 MIN_DRIVER_FUNCTIONS = 200
-CUDA_ERROR_STUB_LIBRARY = 34
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -449,18 +449,6 @@ def _check_real_driver(fh, layout: _Layout, path: Path, functions: dict[str, Exp
             f"{what}; pass the driver's own libcuda.so.1")
 
 
-_KNOWN_DIRS = (
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/x86_64-linux-gnu/nvidia/current",
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/local/nvidia/lib64",
-    "/usr/lib/wsl/lib",
-    "/lib/x86_64-linux-gnu",
-    "/lib64",
-)
-
-
 def _ldconfig_candidates() -> list[Path]:
     import shutil
     import subprocess
@@ -484,7 +472,7 @@ def _ldconfig_candidates() -> list[Path]:
 
 def default_driver() -> Path:
     """The libcuda the dynamic loader would pick: `ldconfig -p`, then usual NVIDIA places."""
-    for cand in _ldconfig_candidates() + [Path(d) / "libcuda.so.1" for d in _KNOWN_DIRS]:
+    for cand in _ldconfig_candidates() + [Path(d) / "libcuda.so.1" for d in LIBCUDA_DIRS]:
         if cand.exists():
             return cand
     raise ShimgenError(

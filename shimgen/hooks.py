@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FEATURES = {"always": 1, "attrs": 2, "gates": 4}
+from .cuda import FEATURES
+
+__all__ = ["FEATURES", "HOOKS", "Hook"]
 
 
 @dataclass(frozen=True)

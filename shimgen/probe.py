@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .attributes import attribute_name
+from .cuda import attribute_name
 from .errors import ShimgenError
 
 PROBED_ATTRIBUTES = (103, 110, 116, 117, 118, 124, 146)

@@ -8,7 +8,7 @@ from pathlib import Path
 import jinja2
 
 from . import __version__
-from .attributes import ATTRIBUTE_NAMES
+from .cuda import ATTRIBUTES as ATTRIBUTE_NAMES
 from .errors import ShimgenError
 from .hooks import FEATURES
 from .model import ShimModel
