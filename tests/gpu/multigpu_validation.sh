@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Multi-GPU proof (issue 6) on a machine with 2 or more GPUs, in one command from the
+# Multi-GPU proof on a machine with 2 or more GPUs, in one command from the
 # repository root:
 #   bash tests/gpu/multigpu_validation.sh            (results under $OUT or ./gpu-out)
 # 1. installs carried wheels (.whl/*.whl) into /tmp/site;
 # 2. builds the shim for the machine's driver into build/gpu-multi;
 # 3. `shimgen probe --p2p` equivalent (shimgen.p2p.report_p2p): every GPU pair, attributes,
 #    measured peer and host-bounce copies, without and with LD_PRELOAD of the shim;
-# 4. benchmarks/allreduce.py: torchrun NCCL all-reduce 1 MiB..1 GiB, interleaved launches
-#    without/with the shim (3 to 5 rounds within a time budget), plus one traced launch
-#    whose per-rank trace files (SHIMGEN_TRACE_FILE=.../trace.%r.json) are checked;
+# 4. benchmarks/allreduce.py: torchrun NCCL all-reduce 1 MiB..1 GiB, 5 interleaved rounds of
+#    four launches: no shim, shim, shim + SHIMGEN_TRACE=1, shim + SHIMGEN_TRACE=time; every
+#    traced launch's per-rank trace files (SHIMGEN_TRACE_FILE=.../trace.%r.json) are checked;
 # 5. prints a short summary last. $OUT gets 8 files: multigpu.log, build.txt, p2p.txt,
 #    p2p.json, allreduce.txt, allreduce.json, summary.txt and allreduce-work.tar.gz (rank
 #    JSON, launch logs, trace files). Exit status 0 only when everything passed.
-# Takes about 4 minutes on 2 x H200; hard limits (timeouts) keep it under 9.
+# Takes about 6 minutes on 2 x H200; hard limits (timeouts) keep it under 10.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -57,10 +57,10 @@ grep -q "peer copy GB/s" "$OUT/p2p.txt" || bad "p2p: no pair was measured"
 grep "data check" "$OUT/p2p.txt" | grep -vqE "data check +ok +ok *$" && bad "p2p: data check"
 grep -q "<- changed" "$OUT/p2p.txt" && bad "p2p: an answer changed under the shim"
 
-say "all-reduce: torchrun NCCL, no shim vs shim, interleaved; then one traced launch"
+say "all-reduce: torchrun NCCL; no shim, shim, counting, timing; 5 interleaved rounds"
 rm -rf build/gpu-multi/allreduce
-timeout 380 python3 -m benchmarks.allreduce --shim "$SHIM" --rounds 5 --time-budget 240 \
-  --trace --launch-timeout 150 --work build/gpu-multi/allreduce \
+timeout 470 python3 -m benchmarks.allreduce --shim "$SHIM" --rounds 5 \
+  --launch-timeout 100 --work build/gpu-multi/allreduce \
   --json "$OUT/allreduce.json" >"$OUT/allreduce.txt" 2>&1 || bad "allreduce benchmark exited $?"
 tee -a "$LOG" <"$OUT/allreduce.txt"
 tar czf "$OUT/allreduce-work.tar.gz" -C build/gpu-multi allreduce 2>>"$LOG"
@@ -87,22 +87,38 @@ if "skipped" in r:
     print(f"allreduce: SKIPPED: {r['skipped']}")
     sys.exit(0)
 print(f"allreduce {r['device']} x {r['world_size']}, torch {r['torch']}, NCCL {r['nccl']}, "
-      f"{r['rounds']} rounds, {r['wall_s']:.0f} s")
-for size, s in r["summary"].items():
+      f"{r['rounds']} rounds of {','.join(r['variants'])}, {r['wall_s']:.0f} s")
+for size, row in r["summary"].items():
     mib = int(size) >> 20
-    print(f"allreduce {mib:>5} MiB busbw no shim {s['busbw_direct']['median']:8.2f} shim "
-          f"{s['busbw_shim']['median']:8.2f} GB/s ratio {s['ratio']:.4f} "
-          f"{'met' if s['met'] else 'NOT MET'}")
-print(f"allreduce bar {r['bar']}: {'met at every size' if r['met'] else 'NOT met'}")
-t = r.get("traces") or {}
-files = ", ".join(f for e in (t.get("per_rank") or {}).values() for f in e["files"])
-print(f"traces {'ok' if t.get('ok') else 'FAIL: ' + str(t.get('why'))}: "
-      f"{t.get('distinct_rank_files')} distinct files for {t.get('world_size')} ranks: {files}")
+    for v, s in row.items():
+        if v == "direct":
+            print(f"allreduce {mib:>5} MiB {'no shim':<6} busbw {s['median']:8.2f} GB/s "
+                  f"[{s['min']:.2f}..{s['max']:.2f}]")
+            continue
+        p = s["paired"]
+        print(f"allreduce {mib:>5} MiB {v:<6} busbw {s['median']:8.2f} GB/s ratio "
+              f"{s['ratio']:.4f} paired {p['median']:.4f} [{p['min']:.4f}..{p['max']:.4f}] "
+              f"bar {s['bar']} {'met' if s['met'] else 'NOT MET'}")
+print(f"allreduce bars: {'met at every size' if r['met'] else 'NOT met'}")
+for v, t in (r.get("traces") or {}).items():
+    f = t["first"]
+    files = ", ".join(x for e in f["per_rank"].values() for x in e["files"])
+    cpa = ", ".join(f"rank {k} {e.get('calls_per_allreduce', 0):.2f}"
+                    for k, e in f["per_rank"].items())
+    print(f"traces {v}: {'ok' if t['ok'] else 'FAIL: ' + f['why']} in {t['launches']} "
+          f"launches; first: {f['distinct_rank_files']} files for {f['world_size']} ranks "
+          f"({files}); calls per all-reduce {cpa}")
+for v, b in (r.get("call_budget") or {}).items():
+    e = b["expected_ratio"]
+    print(f"cost bound {v}: {b['calls_per_allreduce']:.2f} calls x {b['per_call_ns']} ns; "
+          f"expected ratio 1 MiB {e[min(e, key=int)]:.5f}")
 PY
-python3 - "$OUT/allreduce.json" <<'PY' || bad "allreduce: bar or per-rank traces"
+python3 - "$OUT/allreduce.json" <<'PY' || bad "allreduce: a bar or the per-rank traces"
 import json, sys
 r = json.load(open(sys.argv[1]))
-sys.exit(0 if "skipped" not in r and r["met"] and (r.get("traces") or {}).get("ok") else 1)
+t = r.get("traces") or {}
+sys.exit(0 if "skipped" not in r and r["met"] and t and all(x["ok"] for x in t.values())
+         else 1)
 PY
 echo "wall $((SECONDS - T0)) s" >>"$OUT/summary.txt"
 if [ $fail = 0 ]; then echo "RESULT: PASS" >>"$OUT/summary.txt"
