@@ -56,6 +56,7 @@ from benchmarks.allreduce_stats import (
     iterations,
     launch_stats,
     parse_size,
+    rank_cpus,
     round_order,
     sizes,
 )
@@ -78,13 +79,19 @@ def _shim_mapped() -> bool:
         return False
 
 
-def worker(out: Path, size_list: list[int], reps: int, warmup: int) -> int:
+def worker(out: Path, size_list: list[int], reps: int, warmup: int, pin: int = 0) -> int:
+    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    cpus = None
+    if pin:  # before any thread exists: NCCL's and PyTorch's threads inherit the set
+        cpus = rank_cpus(sorted(os.sched_getaffinity(0)), local,
+                         int(os.environ["LOCAL_WORLD_SIZE"]), pin)
+        os.sched_setaffinity(0, cpus)
+
     import datetime
 
     import torch
     import torch.distributed as dist
 
-    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
     dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=180))
@@ -104,7 +111,7 @@ def worker(out: Path, size_list: list[int], reps: int, warmup: int) -> int:
                  "shim_mapped": _shim_mapped(), "device": torch.cuda.get_device_name(dev),
                  "torch": torch.__version__, "cuda": torch.version.cuda,
                  "nccl": ".".join(map(str, torch.cuda.nccl.version())), "check": check,
-                 "sizes": {}}
+                 "cpus": cpus, "sizes": {}}
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for size in size_list:
         t = buf[: size // 4]
@@ -112,18 +119,23 @@ def worker(out: Path, size_list: list[int], reps: int, warmup: int) -> int:
         for _ in range(max(warmup, iters // 5)):
             dist.all_reduce(t)
         allreduces += max(warmup, iters // 5) + reps * iters
-        blocks = []
+        blocks, host = [], []
         for _ in range(reps):
             torch.cuda.synchronize()
             dist.barrier(device_ids=[local])
             torch.cuda.synchronize()
             start.record()
+            h0 = time.perf_counter()
             for _ in range(iters):
                 dist.all_reduce(t)
+            h1 = time.perf_counter()
             stop.record()
             stop.synchronize()
             blocks.append(start.elapsed_time(stop) / 1e3 / iters)
-        res["sizes"][str(size)] = {"iters": iters, "block_seconds": blocks}
+            host.append((h1 - h0) / iters)
+        # host: the time to issue one all-reduce; close to the block's time = bound by the CPU
+        res["sizes"][str(size)] = {"iters": iters, "block_seconds": blocks,
+                                   "host_seconds": host}
     dist.barrier(device_ids=[local])
     dist.destroy_process_group()
     res["allreduces"] = allreduces
@@ -182,7 +194,7 @@ def build_shim() -> Path:
 
 
 def launch(variant: str, shim: Path, nproc: int, out: Path, size_list: list[int], reps: int,
-           warmup: int, timeout: float) -> list[dict]:
+           warmup: int, timeout: float, pin: int = 0) -> list[dict]:
     """One torchrun launch into `out` (rank JSON, launch.log, trace/ for the traced
     variants); returns the ranks' results (checked)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -197,7 +209,7 @@ def launch(variant: str, shim: Path, nproc: int, out: Path, size_list: list[int]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={nproc}", "--module", "benchmarks.allreduce", "--worker",
            "--out", str(out), "--sizes", ",".join(map(str, size_list)),
-           "--reps", str(reps), "--warmup", str(warmup)]
+           "--reps", str(reps), "--warmup", str(warmup), "--pin", str(pin)]
     log = out / "launch.log"
     with open(log, "w") as lf:
         lf.write(" ".join(cmd) + "\n")
@@ -268,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=10, help="timed blocks per size")
     p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size (at "
                    "least a fifth of a block)")
+    p.add_argument("--pin", type=int, default=0, metavar="K",
+                   help="pin each rank and its threads to K CPUs of its own (0: no pinning)")
     p.add_argument("--per-call-ns", default=",".join(f"{k}={v}" for k, v in
                                                      PER_CALL_NS.items()),
                    help="the measured cost of one traced call, per variant")
@@ -282,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.worker:
         return worker(args.out, [int(s) for s in args.sizes.split(",")], args.reps,
-                      args.warmup)
+                      args.warmup, args.pin)
 
     try:
         size_list = sizes(parse_size(args.min_size), parse_size(args.max_size), args.factor)
@@ -318,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         ts = time.monotonic()
         out = work / f"{variant}-{rnd}"
         ranks = launch(variant, shim, nproc, out, size_list, args.reps, args.warmup,
-                       args.launch_timeout)
+                       args.launch_timeout, args.pin)
         for k in ("device", "torch", "cuda", "nccl"):
             info.setdefault(k, ranks[0][k])
         stats = launch_stats(ranks)

@@ -74,6 +74,16 @@ def round_order(rnd: int, variants: list[str]) -> list[str]:
     return variants[k:] + variants[:k]
 
 
+def rank_cpus(allowed: list[int], local: int, nproc: int, k: int) -> list[int]:
+    """The CPUs of local rank `local` when each of `nproc` ranks gets `k` of its own: the
+    k-th slice of the allowed set; fewer when there are not enough (never an empty set)."""
+    if k < 1 or not allowed:
+        raise ValueError(f"cannot give {k} CPUs of {allowed} to each rank")
+    k = min(k, max(1, len(allowed) // nproc))
+    start = (local * k) % len(allowed)
+    return allowed[start:start + k]
+
+
 def launch_stats(ranks: list[dict]) -> dict:
     """One launch's per-rank results -> {size: {seconds, algbw, busbw, blocks}}: the time of
     a block is the slowest rank's; the launch's time is the median of its blocks."""
@@ -92,6 +102,9 @@ def launch_stats(ranks: list[dict]) -> dict:
         size = int(key)
         out[size] = {"seconds": sec, "algbw": algbw(size, sec), "busbw": busbw(size, sec, n),
                      "blocks": blocks, "iters": ranks[0]["sizes"][key]["iters"]}
+        host = [r["sizes"][key].get("host_seconds") for r in ranks]
+        if all(host):  # the slowest rank's median time to issue one all-reduce
+            out[size]["host_seconds"] = max(statistics.median(h) for h in host)
     return out
 
 
@@ -105,9 +118,13 @@ def aggregate(launches: list[dict]) -> dict:
     other variant with its spread, the ratio of medians (variant / no shim), the per-round
     paired ratios (median, min, max) and whether the variant's bar is met."""
     by: dict[str, dict[int, dict[int, float]]] = {}
+    host: dict[str, dict[int, list[float]]] = {}
     for ln in launches:
         for size, s in ln["stats"].items():
             by.setdefault(ln["variant"], {}).setdefault(int(size), {})[ln["round"]] = s["busbw"]
+            if "host_seconds" in s:
+                host.setdefault(ln["variant"], {}).setdefault(int(size), []).append(
+                    s["host_seconds"])
     out: dict = {}
     for size in sorted(by.get("direct", {})):
         d = by["direct"][size]
@@ -123,6 +140,10 @@ def aggregate(launches: list[dict]) -> dict:
             row[variant] = {**_spread([v[r] for r in sorted(v)]), "ratio": ratio,
                             "paired": _spread(paired) if paired else None,
                             "bar": bar, "met": ratio >= bar}
+        for variant, v in row.items():
+            h = host.get(variant, {}).get(size)
+            if h:  # median time to issue one all-reduce on the host, over the launches
+                v["host_us"] = statistics.median(h) * 1e6
         out[size] = row
     return out
 
@@ -136,12 +157,13 @@ def format_table(summary: dict) -> str:
     """One line per size and variant: busbw median [min..max], ratio of medians, paired
     ratios median [min..max], the bar and whether it is met."""
     lines = [f"{'size':>8}  {'variant':<26}{'busbw GB/s':>10}  {'min..max':>17}  "
-             f"{'ratio':>6}  {'paired [min..max]':>24}  {'bar':>4}  met"]
+             f"{'issue us':>8}  {'ratio':>6}  {'paired [min..max]':>24}  {'bar':>4}  met"]
     for size, row in sorted(summary.items()):
         for variant, v in row.items():
             label = VARIANTS[variant][0]
+            hu = f"{v['host_us']:.1f}" if "host_us" in v else "-"
             line = (f"{human(size):>8}  {label:<26}{v['median']:>10.2f}  "
-                    f"{v['min']:>8.2f}..{v['max']:<7.2f}")
+                    f"{v['min']:>8.2f}..{v['max']:<7.2f}  {hu:>8}")
             if variant != "direct":
                 p = v["paired"]
                 pr = "-" if p is None else (f"{p['median']:.4f} [{p['min']:.4f}.."
@@ -149,8 +171,9 @@ def format_table(summary: dict) -> str:
                 line += (f"  {v['ratio']:>6.4f}  {pr:>24}  {v['bar']:>4}  "
                          f"{'yes' if v['met'] else 'NO'}")
             lines.append(line.rstrip())
-    lines.append("busbw: median over rounds [min..max]; ratio = median of the variant / median "
-                 "without the shim; paired = per-round ratios, median [min..max]")
+    lines.append("busbw: median over rounds [min..max]; issue us: median host time to issue "
+                 "one all-reduce; ratio = median of the variant / median without the shim; "
+                 "paired = per-round ratios, median [min..max]")
     return "\n".join(lines)
 
 

@@ -87,6 +87,33 @@ def test_launch_stats_takes_slowest_rank_then_median_block():
         st.launch_stats([ranks[0], _rank(1, 2, {size: [0.01]})])
 
 
+def test_rank_cpus_gives_each_rank_its_own_slice():
+    allowed = list(range(32))
+    assert st.rank_cpus(allowed, 0, 2, 4) == [0, 1, 2, 3]
+    assert st.rank_cpus(allowed, 1, 2, 4) == [4, 5, 6, 7]
+    assert st.rank_cpus([3, 5, 9], 1, 2, 4) == [5]  # not enough: one each
+    assert st.rank_cpus([3], 1, 2, 4) == [3]  # never empty
+    with pytest.raises(ValueError):
+        st.rank_cpus(allowed, 0, 2, 0)
+
+
+def test_launch_stats_host_time_is_the_slowest_ranks_median():
+    size = 1 << 20
+    ranks = [_rank(0, 2, {size: [0.01, 0.01, 0.01]}), _rank(1, 2, {size: [0.01, 0.01, 0.01]})]
+    ranks[0]["sizes"][str(size)]["host_seconds"] = [1e-5, 3e-5, 2e-5]
+    ranks[1]["sizes"][str(size)]["host_seconds"] = [4e-5, 1e-5, 5e-5]
+    assert st.launch_stats(ranks)[size]["host_seconds"] == 4e-5
+    del ranks[1]["sizes"][str(size)]["host_seconds"]
+    assert "host_seconds" not in st.launch_stats(ranks)[size]
+    launches = [{"variant": v, "round": rnd, "stats": {size: {"busbw": 1.0, "host_seconds": h}}}
+                for rnd, (v, h) in enumerate([("direct", 2e-5), ("direct", 4e-5),
+                                              ("direct", 3e-5), ("time", 5e-5)])]
+    out = st.aggregate(launches)[size]
+    assert out["direct"]["host_us"] == pytest.approx(30) and out["time"]["host_us"] == 50
+    line = st.format_table({size: out}).splitlines()[1]
+    assert line.split()[6] == "30.0"  # 1 MiB, no shim, busbw, range, issue us
+
+
 def _launch(variant: str, rnd: int, busbw: dict[int, float]) -> dict:
     return {"variant": variant, "round": rnd,
             "stats": {s: {"busbw": b} for s, b in busbw.items()}}
@@ -122,7 +149,7 @@ def test_aggregate_medians_ratios_spread_and_bars():
     table = st.format_table(out).splitlines()
     assert table[0].split()[:3] == ["size", "variant", "busbw"]
     shim_a = next(ln for ln in table if ln.startswith("   1 MiB  shim "))
-    assert shim_a.split()[-1] == "NO" and "0.8636" in shim_a
+    assert shim_a.split()[-1] == "NO" and "0.8636" in shim_a and shim_a.split()[5] == "-"
     time_b = next(ln for ln in table if ln.startswith("   1 GiB  shim + SHIMGEN_TRACE=time"))
     assert time_b.split()[-2:] == ["0.98", "yes"] and "0.9850" in time_b
 
@@ -234,7 +261,9 @@ def test_driver_interleaves_aggregates_and_checks_traces(tmp_path, monkeypatch, 
     order = []
     saved_rounds = []
 
-    def fake_launch(variant, shim_path, nproc, out, size_list, reps, warmup, timeout):
+    def fake_launch(variant, shim_path, nproc, out, size_list, reps, warmup, timeout,
+                    pin=0):
+        assert pin == 3
         order.append((variant, out.name))
         assert shim_path == shim.resolve() and nproc == 2 and reps == 3
         if (tmp_path / "r.json").exists():
@@ -257,7 +286,7 @@ def test_driver_interleaves_aggregates_and_checks_traces(tmp_path, monkeypatch, 
     monkeypatch.setattr(allreduce, "launch", fake_launch)
     out = tmp_path / "r.json"
     rc = allreduce.main(["--shim", str(shim), "--reps", "3", "--work", str(tmp_path / "work"),
-                         "--json", str(out), "--max-size", "16M"])
+                         "--json", str(out), "--max-size", "16M", "--pin", "3"])
     assert rc == 0
     vs = ["direct", "shim", "count", "time"]
     assert order == [(v, f"{v}-{rnd}") for rnd in range(5) for v in vs[rnd % 4:] + vs[:rnd % 4]]
@@ -285,7 +314,8 @@ def test_driver_reports_a_missed_bar(tmp_path, monkeypatch, capsys):
     shim = tmp_path / "libcudashim.so"
     shim.write_bytes(b"")
 
-    def fake_launch(variant, shim_path, nproc, out, size_list, reps, warmup, timeout):
+    def fake_launch(variant, shim_path, nproc, out, size_list, reps, warmup, timeout,
+                    pin=0):
         slow = 1.03 if variant == "count" else 1.0  # counting 3% slower: misses 0.99
         return [{"rank": r, "world_size": 2, "pid": 700 + r, "device": "Fake", "torch": "0",
                  "cuda": "0", "nccl": "0",
