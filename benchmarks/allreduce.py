@@ -45,6 +45,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import shims
 from benchmarks.allreduce_stats import (
     VARIANTS,
     aggregate,
@@ -60,11 +61,11 @@ from benchmarks.allreduce_stats import (
     round_order,
     sizes,
 )
+from benchmarks.native import BenchError
+from shimgen.probe.child import child_env as probe_child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 MIN_ROUNDS = 5
-CHILD_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-             "NVSHMEM_DISABLE_NVLS": "1"}
 # The measured cost of one traced call on the H200 host, the worst medians of the call
 # benchmark in docs/performance.md: counting +2.39 ns, timing +49.6 ns (a busy host).
 PER_CALL_NS = {"count": 2.39, "time": 49.6}
@@ -148,18 +149,16 @@ def worker(out: Path, size_list: list[int], reps: int, warmup: int, pin: int = 0
 
 def child_env(shim: Path | None, trace: str | None = None,
               trace_file: str | None = None) -> dict[str, str]:
-    """The environment of a launch: no SHIMGEN_*/LD_PRELOAD from the caller, multicast off;
-    LD_PRELOAD=shim for the shim variants, SHIMGEN_TRACE=trace and its file when given."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("SHIMGEN_") and k != "LD_PRELOAD"}
-    env.update(CHILD_ENV)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    if shim is not None:
-        env["LD_PRELOAD"] = str(shim)
+    """The environment of a launch (shimgen.probe.child): no SHIMGEN_*/LD_PRELOAD from the
+    caller, multicast off; LD_PRELOAD=shim for the shim variants, SHIMGEN_TRACE=trace and
+    its file when given; one OpenMP thread per rank unless the caller set otherwise."""
+    variables = {}
     if trace is not None:
-        env["SHIMGEN_TRACE"] = trace
+        variables["SHIMGEN_TRACE"] = trace
         if trace_file is not None:
-            env["SHIMGEN_TRACE_FILE"] = trace_file
+            variables["SHIMGEN_TRACE_FILE"] = trace_file
+    env = probe_child_env(shim, **variables)
+    env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 
@@ -182,15 +181,11 @@ def why_skip(nproc: int | None) -> tuple[str | None, int]:
 
 
 def build_shim() -> Path:
-    out = ROOT / "build" / "bench" / "gpu"
-    proc = subprocess.run([sys.executable, "-m", "shimgen", "build", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, env=child_env(None))
-    if proc.returncode != 0:
-        raise SystemExit(f"allreduce: shimgen build failed: {proc.stderr.strip()}")
-    for line in proc.stdout.splitlines():
-        if line.startswith("shim "):
-            return Path(line.split(None, 1)[1].strip())
-    raise SystemExit("allreduce: shimgen build did not name the shim")
+    try:
+        shim, _manifest, _wall = shims.build(ROOT / "build" / "bench" / "gpu")
+    except BenchError as e:
+        raise SystemExit(f"allreduce: {e}") from None
+    return shim
 
 
 def launch(variant: str, shim: Path, nproc: int, out: Path, size_list: list[int], reps: int,

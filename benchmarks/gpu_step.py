@@ -5,9 +5,10 @@ ratio at most 1.01, median of at least 5 interleaved runs each).
         [--runs 5] [--steps 300] [--configs small,large] [--json PATH]
 
 Without --shim, a shim is built first for the driver ldconfig finds (`shimgen build --out
-build/bench/gpu`). Each run is a fresh Python process (this file with --child) that
-builds a model, runs warm-up steps, then times --steps training steps (forward, backward,
-AdamW step; eager mode, no CUDA graphs, so every kernel launch goes through the driver).
+build/bench/gpu`, emptied first; benchmarks/shims.py). Each run is a fresh Python process
+(this file with --child) that builds a model, runs warm-up steps, then times --steps
+training steps (forward, backward, AdamW step; eager mode, no CUDA graphs, so every kernel
+launch goes through the driver).
 Runs alternate: without the shim, with it (LD_PRELOAD, no tracing), the order swapped every
 round. A child started with the shim must have it mapped, and one without must not.
 
@@ -114,24 +115,21 @@ def why_skip() -> str | None:
 
 
 def _env(shim: Path | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("SHIMGEN_") and k != "LD_PRELOAD"}
-    if shim is not None:
-        env["LD_PRELOAD"] = str(shim)
-    return env
+    from shimgen.probe.child import child_env  # the parent's only: the child runs by path
+
+    return child_env(shim)
 
 
 def build_shim() -> Path:
-    out = ROOT / "build" / "bench" / "gpu"
-    proc = subprocess.run([sys.executable, "-m", "shimgen", "build", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, env=_env(None))
-    if proc.returncode != 0:
-        raise SystemExit(f"gpu_step: shimgen build failed: {proc.stderr.strip()}")
-    print(proc.stdout.strip(), file=sys.stderr)
-    for line in proc.stdout.splitlines():
-        if line.startswith("shim"):
-            return Path(line.split(None, 1)[1].strip())
-    raise SystemExit("gpu_step: shimgen build did not name the shim")
+    from .native import BenchError
+    from .shims import build
+
+    try:
+        shim, manifest, _wall = build(ROOT / "build" / "bench" / "gpu")
+    except BenchError as e:
+        raise SystemExit(f"gpu_step: {e}") from None
+    print(f"gpu_step: built {shim} for {manifest['driver']}", file=sys.stderr)
+    return shim
 
 
 def run_child(shim: Path | None, config: str, steps: int, warmup: int) -> dict:

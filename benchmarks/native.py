@@ -12,6 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from shimgen.probe.child import child_env
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 C_DIR = HERE / "c"
@@ -54,18 +56,6 @@ def compile_programs(out: Path) -> Programs:
     return Programs(compiler=first, **paths)
 
 
-def clean_env(libdir: Path, shim: Path | None = None, **extra: str) -> dict[str, str]:
-    """The inherited environment without any SHIMGEN_* or LD_PRELOAD, the driver's directory
-    on the loader path, and the shim preloaded when given."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("SHIMGEN_") and k != "LD_PRELOAD"}
-    env["LD_LIBRARY_PATH"] = str(libdir)
-    if shim is not None:
-        env["LD_PRELOAD"] = str(shim)
-    env.update(extra)
-    return env
-
-
 def _run(cmd: list[str], env: dict[str, str], what: str, timeout: float = 600,
          cpu: int | None = None) -> subprocess.CompletedProcess:
     """Run a program; with `cpu`, the process may run on that CPU only."""
@@ -92,7 +82,7 @@ def clockfloor(progs: Programs, driver_path: Path, iters: int, reps: int,
                cpu: int | None = None) -> dict:
     """The real driver's cuDriverGetVersion called directly: alone, and bracketed by two
     inline rdtsc (benchmarks/c/clockfloor.c)."""
-    proc = _run([progs.clockfloor, driver_path, str(iters), str(reps)], dict(os.environ),
+    proc = _run([progs.clockfloor, driver_path, str(iters), str(reps)], child_env(),
                 "clockfloor", cpu=cpu)
     return json.loads(proc.stdout)
 
@@ -147,7 +137,7 @@ def spawn_times(progs: Programs, rounds: int, shim: Path, libdir: Path
                 ) -> dict[str, list[float]]:
     """Whole-process wall times in ms of startnop and startcall, each without and with the
     shim preloaded, interleaved by spawnbench."""
-    env = clean_env(libdir)
+    env = child_env(libdir=libdir)
     proc = _run([progs.spawnbench, str(rounds), shim, progs.startnop, progs.startcall], env,
                 "spawnbench")
     names = ("nop", "call")

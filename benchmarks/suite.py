@@ -1,7 +1,7 @@
 """The benchmark suite of issue 4: `python -m benchmarks [--quick] [--drivers ...]
 [--repeats N] [--pin CPU] [--gpu CONFIGS] [--json PATH]`.
 
-For each real driver (the Debian builds of tests/driverfetch.py, or paths given with
+For each real driver (the Debian builds of devtools/driverfetch.py, or paths given with
 --drivers) it builds a shim with `shimgen build` (timing the build), then measures, with
 four variants side by side:
 
@@ -39,11 +39,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import importlib.util
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -52,8 +50,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import native, report
-from .native import ROOT, BenchError, Programs, clean_env
+from shimgen.probe.child import child_env
+
+from . import native, report, shims
+from .native import ROOT, BenchError, Programs
+from .shims import Driver
 from .stats import summary
 
 SCHEMA = "shimgen.bench/1"
@@ -95,58 +96,6 @@ def make_settings(args: argparse.Namespace) -> Settings:
             raise BenchError("--repeats must be at least 1")
         s = dataclasses.replace(s, repeats=args.repeats)
     return s
-
-
-@dataclass(frozen=True)
-class Driver:
-    version: str
-    path: Path  # the real file
-    libdir: Path  # its directory, which holds libcuda.so.1
-
-
-def _fetched_drivers() -> list[Driver]:
-    spec = importlib.util.spec_from_file_location("driverfetch", ROOT / "tests" / "driverfetch.py")
-    if spec is None or spec.loader is None:
-        raise BenchError("tests/driverfetch.py is missing")
-    mod = sys.modules.get("driverfetch")
-    if mod is None:
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["driverfetch"] = mod  # dataclasses look their module up here
-        spec.loader.exec_module(mod)
-    try:
-        return [Driver(d.version, d.path, d.libdir) for d in mod.fetch_all()]
-    except mod.DriverFetchError as e:
-        raise BenchError(f"cannot fetch Debian's libcuda packages: {e}") from None
-
-
-def select_drivers(spec: str | None, quick: bool) -> list[Driver]:
-    """--drivers: comma-separated versions of the fetched Debian builds and/or paths of
-    libcuda files. Default: all fetched builds (only the first with --quick)."""
-    items = [i.strip() for i in spec.split(",") if i.strip()] if spec else []
-    chosen: list[Driver] = []
-    known: dict[str, Driver] = {}
-    versions = [i for i in items if "/" not in i]
-    if not items or versions:
-        fetched = _fetched_drivers()
-        if not items:
-            return fetched[:1] if quick else fetched
-        known = {d.version: d for d in fetched}
-        for v in versions:
-            if v not in known:
-                raise BenchError(f"--drivers: no driver {v}; known: {', '.join(known)}")
-    for item in items:
-        if "/" in item:
-            from shimgen.errors import ShimgenError
-            from shimgen.exports import read_driver
-
-            try:
-                image = read_driver(Path(item))
-            except ShimgenError as e:
-                raise BenchError(f"--drivers {item}: {e}") from None
-            chosen.append(Driver(image.version, image.real_path, image.real_path.parent))
-        else:
-            chosen.append(known[item])
-    return chosen
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -193,44 +142,6 @@ def _progress(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-# ---- shimgen build -----------------------------------------------------------------------
-
-def build_shim(driver: Driver, out_root: Path, repeats: int) -> tuple[Path, dict]:
-    """Build the shim `repeats` times from scratch with the real command line; wall time of
-    each (Python start-up included), and the time shimgen itself reports."""
-    given = driver.libdir / "libcuda.so.1"
-    given = given if given.exists() else driver.path
-    out = out_root / driver.version
-    walls, reported = [], []
-    functions = None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHIMGEN_")}
-    cmd = [sys.executable, "-m", "shimgen", "build", "--driver", str(given), "--out", str(out)]
-    for _ in range(repeats):
-        shutil.rmtree(out, ignore_errors=True)
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        walls.append(time.perf_counter() - t0)
-        if proc.returncode != 0:
-            raise BenchError(f"shimgen build for {driver.version} failed: {proc.stderr.strip()}")
-        m = re.search(r"^time\s+([\d.]+) s", proc.stdout, re.M)
-        if m:
-            reported.append(float(m.group(1)))
-        m = re.search(r"^forwarded\s+(\d+) functions", proc.stdout, re.M)
-        if m:
-            functions = int(m.group(1))
-    libs = sorted(out.glob("cudashim-*/libcudashim.so"))
-    if len(libs) != 1:
-        raise BenchError(f"shimgen build left {len(libs)} libraries in {out}")
-    info = {
-        "command": " ".join(["python3", "-m", "shimgen", "build", "--driver", str(given),
-                             "--out", str(out)]),
-        "functions": functions,
-        "wall_s": summary(walls),
-        "reported_s": summary(reported),
-    }
-    return libs[0], info
-
-
 # ---- calls ---------------------------------------------------------------------------------
 
 class Runner:
@@ -242,13 +153,13 @@ class Runner:
 
     def env(self, variant: str) -> tuple[dict[str, str], Path | None]:
         if variant == "direct":
-            return clean_env(self.driver.libdir), None
+            return child_env(libdir=self.driver.libdir), None
         trace = TRACE[variant]
         if trace is None:
-            return clean_env(self.driver.libdir, self.shim), None
+            return child_env(self.shim, libdir=self.driver.libdir), None
         self._n += 1
         tfile = self.tmp / f"trace-{variant}-{self._n}.json"
-        return clean_env(self.driver.libdir, self.shim, SHIMGEN_TRACE=trace,
+        return child_env(self.shim, libdir=self.driver.libdir, SHIMGEN_TRACE=trace,
                          SHIMGEN_TRACE_FILE=str(tfile)), tfile
 
     def lib(self, variant: str) -> str:
@@ -405,7 +316,7 @@ def startup_cost(progs: Programs, driver: Driver, shim: Path, s: Settings) -> di
 def bench_driver(progs: Programs, driver: Driver, s: Settings, out_root: Path,
                  counter: str | None) -> dict:
     _progress(f"driver {driver.version}: shimgen build x{s.build_repeats}")
-    shim, build = build_shim(driver, out_root / "shims", s.build_repeats)
+    shim, build = shims.build_timed(driver, out_root / "shims", s.build_repeats)
     with tempfile.TemporaryDirectory(prefix="shimgen-bench-") as tmpname:
         runner = Runner(progs, driver, shim, Path(tmpname))
         time_unavailable = time_mode_status(runner)
@@ -501,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         out_root = ROOT / "build" / "bench"
         progs = native.compile_programs(out_root)
         counter = native.callgrind_available()
-        drivers = select_drivers(args.drivers, args.quick)
+        drivers = shims.select_drivers(args.drivers, args.quick)
         result = {
             "schema": SCHEMA,
             "command": " ".join(["python", "-m", "benchmarks", *argv]),

@@ -91,19 +91,59 @@ def _cmd_gates(args: argparse.Namespace) -> int:
     return gates.main(argv)
 
 
+# ---- shimgen probe: its options and what it runs -----------------------------------------
+
 def _cmd_probe(args: argparse.Namespace) -> int:
+    import json
+
+    sizes = {k: v for k, v in (("size", args.size), ("count", args.count)) if v is not None}
+    if sizes and not args.p2p:
+        raise ShimgenError("probe --size and --count go with --p2p")
+    if args.child:  # this process is the probe: one JSON line (or the p2p table)
+        if args.shim:
+            raise ShimgenError("probe --child probes this process; --shim is for the parent")
+        if args.p2p:
+            from .probe.p2p import collect_p2p, format_p2p
+
+            data = collect_p2p(**sizes)
+            print(format_p2p(data) if args.table else json.dumps(data))
+        else:
+            from .probe.gated import collect
+
+            print(json.dumps(collect()))
+        return 0
+    if args.table:
+        raise ShimgenError("probe --table goes with --p2p --child")
     shim = Path(args.shim).absolute() if args.shim else None
     if shim is not None and not shim.is_file():
         raise ShimgenError(f"shim {shim}: no such file")
     if args.p2p:
-        from .p2p import report_p2p
+        from .probe.p2p import report_p2p
 
-        print(report_p2p(shim))
+        print(report_p2p(shim, **sizes))
     else:
-        from .probe import report
+        from .probe.gated import report
 
         print(report(shim))
     return 0
+
+
+def _add_probe(sub) -> None:
+    pr = sub.add_parser("probe", help="gated attributes, DMA-BUF export and GPUDirect RDMA "
+                                      "allocation on this machine's GPUs (cuda-python)")
+    pr.add_argument("--shim", help="also run with LD_PRELOAD of this shim and compare")
+    pr.add_argument("--p2p", action="store_true",
+                    help="peer-to-peer: cuDeviceCanAccessPeer, P2P attributes and measured "
+                         "peer vs host-bounce copy bandwidth for every GPU pair")
+    pr.add_argument("--size", type=int, help="with --p2p: bytes per copy (default 128 MiB)")
+    pr.add_argument("--count", type=int,
+                    help="with --p2p: timed copies per measurement (default 10)")
+    pr.add_argument("--child", action="store_true",
+                    help="probe this process and print its answers as one JSON line (what "
+                         "each child process of `shimgen probe` runs)")
+    pr.add_argument("--table", action="store_true",
+                    help="with --p2p --child: print the table instead of JSON")
+    pr.set_defaults(func=_cmd_probe)
 
 
 def _cmd_exports(args: argparse.Namespace) -> int:
@@ -145,13 +185,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-proof", action="store_true", help="skip the emulation proof")
     g.set_defaults(func=_cmd_gates)
 
-    pr = sub.add_parser("probe", help="gated attributes, DMA-BUF export and GPUDirect RDMA "
-                                      "allocation on this machine's GPUs (cuda-python)")
-    pr.add_argument("--shim", help="also run with LD_PRELOAD of this shim and compare")
-    pr.add_argument("--p2p", action="store_true",
-                    help="peer-to-peer: cuDeviceCanAccessPeer, P2P attributes and measured "
-                         "peer vs host-bounce copy bandwidth for every GPU pair")
-    pr.set_defaults(func=_cmd_probe)
+    _add_probe(sub)
 
     e = sub.add_parser("exports", help="list the functions a driver exports")
     e.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")

@@ -1,7 +1,18 @@
+"""Fixtures shared by the tests: the real Debian libcuda builds (devtools/driverfetch.py),
+the C probe programs of the top-level meson.build, and one shim built per driver."""
+
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
-from driverfetch import DriverFetchError, FetchedDriver, fetch_all
+
+from devtools.driverfetch import DriverFetchError, FetchedDriver, fetch_all
+from shimgen.probe.child import child_env
 
 
 @pytest.fixture(scope="session")
@@ -12,13 +23,6 @@ def drivers() -> list[FetchedDriver]:
     except DriverFetchError as e:
         pytest.fail(f"cannot fetch Debian's libcuda packages: {e}", pytrace=False)
 
-
-import os  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,16 +51,10 @@ class BuiltShim:
     def env(self, **extra: str) -> dict[str, str]:
         """Environment of a program run under the shim, the driver's directory on the
         loader path as on an installed system."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SHIMGEN_")}
-        env["LD_PRELOAD"] = str(self.library)
-        env["LD_LIBRARY_PATH"] = str(self.driver.libdir)
-        env.update(extra)
-        return env
+        return child_env(self.library, libdir=self.driver.libdir, **extra)
 
     def env_without_shim(self) -> dict[str, str]:
-        env = self.env()
-        del env["LD_PRELOAD"]
-        return env
+        return child_env(libdir=self.driver.libdir)
 
 
 def driver_cuda_version(path: Path) -> int:
@@ -88,7 +86,7 @@ def shims(drivers, tmp_path_factory) -> list[BuiltShim]:
 
 def pytest_generate_tests(metafunc):
     if "shim" in metafunc.fixturenames:
-        from driverfetch import DRIVERS
+        from devtools.driverfetch import DRIVERS
 
         metafunc.parametrize("shim", [d[1].split("-")[0] for d in DRIVERS], indirect=True)
 

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # plain `pytest` does not put the repository root there
-    sys.path.insert(0, str(ROOT))
+from benchmarks import allreduce
+from benchmarks import allreduce_stats as st
 
-from benchmarks import allreduce  # noqa: E402
-from benchmarks import allreduce_stats as st  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_busbw_factor_and_units():

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.stats import summary
+
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("direct", "shim", "count")
 FUNCTIONS = ("cuDriverGetVersion", "cuCtxGetCurrent", "cuGetProcAddress")
@@ -180,9 +182,6 @@ def test_gpu_option_reports_the_gpu_bar_as_skipped_without_a_gpu(drivers, tmp_pa
 
 
 def test_summary():
-    if str(ROOT) not in sys.path:  # plain `pytest` does not put the repository root there
-        sys.path.insert(0, str(ROOT))
-    summary = importlib.import_module("benchmarks.stats").summary
     s = summary([5, 1, 4, 2, 3])
     assert (s["median"], s["min"], s["max"], s["n"]) == (3, 1, 5, 5)
     assert s["p25"] == 2 and s["p75"] == 4

@@ -4,7 +4,7 @@
 #   bash tests/gpu/multigpu_validation.sh            (results under $OUT or ./gpu-out)
 # 1. installs carried wheels (.whl/*.whl) into /tmp/site;
 # 2. builds the shim for the machine's driver into build/gpu-multi;
-# 3. `shimgen probe --p2p` equivalent (shimgen.p2p.report_p2p): every GPU pair, attributes,
+# 3. `shimgen probe --p2p` equivalent (shimgen.probe.p2p.report_p2p): every GPU pair, attributes,
 #    measured peer and host-bounce copies, without and with LD_PRELOAD of the shim;
 # 4. benchmarks/allreduce.py: torchrun NCCL all-reduce 1 MiB..1 GiB, 5 interleaved rounds of
 #    four launches: no shim, shim, shim + SHIMGEN_TRACE=1, shim + SHIMGEN_TRACE=time; every
@@ -14,6 +14,8 @@
 #    JSON, launch logs, trace files). Exit status 0 only when everything passed.
 # Takes about 6 minutes on 2 x H200; hard limits (timeouts) keep it under 10.
 set -uo pipefail
+# NVLink multicast off before anything else runs (shimgen/probe/child.py repeats it for
+# every child it starts, from its one list)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 LOG=$OUT/multigpu.log; : >"$LOG"
@@ -49,7 +51,7 @@ SHIM=$(readlink -f "$SHIM")
 
 say "p2p: every GPU pair, without and with the shim (128 MiB x 10 copies)"
 timeout 100 python3 -c "
-import sys; from pathlib import Path; from shimgen.p2p import report_p2p
+import sys; from pathlib import Path; from shimgen.probe.p2p import report_p2p
 print(report_p2p(Path(sys.argv[1]), json_out=Path(sys.argv[2])))" "$SHIM" "$OUT/p2p.json" \
   >"$OUT/p2p.txt" 2>&1 || bad "p2p report"
 tee -a "$LOG" <"$OUT/p2p.txt"

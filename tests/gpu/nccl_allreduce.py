@@ -7,10 +7,12 @@ Keeps NVLink multicast off (NCCL_NVLS_ENABLE=0 etc.) even when the caller forgot
 import datetime
 import os
 import sys
+from pathlib import Path
 
-for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-             ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ[k] = v
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: shimgen
+from shimgen.probe.child import MULTICAST_OFF  # noqa: E402
+
+os.environ.update(MULTICAST_OFF)
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
 os.environ.setdefault("MASTER_PORT", "29511")
 os.environ.setdefault("RANK", "0")

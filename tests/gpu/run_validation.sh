@@ -20,11 +20,15 @@
 # Exit status 0 only when everything passed.
 
 set -u -o pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 
 ROOT=$(pwd)
 [ -f "$ROOT/tests/gpu/run_validation.sh" ] || { echo "run from the repo root" >&2; exit 2; }
+# NVLink multicast off: the variables of shimgen/probe/child.py, the one list of them
+MULTICAST_OFF=$(PYTHONPATH=$ROOT python3 -c \
+  'from shimgen.probe.child import shell_exports as e; print(e())') \
+  || { echo "cannot import shimgen.probe.child" >&2; exit 2; }
+eval "$MULTICAST_OFF"
 OUT=${OUT:-$ROOT/build/gpu-validation}
 mkdir -p "$OUT"
 W=$(mktemp -d /tmp/shimgen-gpu.XXXXXX)

@@ -1,4 +1,5 @@
-"""Fetch real libcuda binaries from Debian's non-free archive, for tests that need no GPU.
+"""Fetch real libcuda binaries from Debian's non-free archive, for the tests and benchmarks
+that need no GPU (`python -m devtools.driverfetch` fetches them and prints their paths).
 
 The machine's own apt mirror is reused (its URI is read from the configured sources); a
 private apt state directory adds the non-free component and the suites that carry the

@@ -2,23 +2,22 @@
 
 For every device: the gated attributes, whether a DMA-BUF fd can be exported
 (`cuMemGetHandleForAddressRange`), and whether `cuMemCreate` of GPUDirect-RDMA-capable
-memory succeeds. With `--shim`, the same probe runs in two child processes, without and
-with `LD_PRELOAD` of the shim (SHIMGEN_* variables pass through), and the answers are shown
+memory succeeds. `collect()` runs in the probed process (`shimgen probe --child`);
+`report(shim)` runs that child without, and with `--shim` also with, `LD_PRELOAD` of the
+shim (SHIMGEN_* variables pass through to the shimmed child only), and shows the answers
 side by side. Uses cuda-python (`pip install 'shimgen[probe]'`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from .cuda import attribute_name
-from .errors import ShimgenError
+from ..cuda import CUDA_SUCCESS, PROBED_ATTRIBUTES, attribute_name
+from ..errors import ShimgenError
+from . import result_text
+from .child import run_probe
 
-PROBED_ATTRIBUTES = (103, 110, 116, 117, 118, 124, 146)
 DMABUF_FD = 1  # CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
 ALLOC_BYTES = 2 << 20
 
@@ -38,11 +37,11 @@ def collect() -> dict:
     (err,) = cu.cuInit(0)
     result["cuInit"] = _code(err)
     err, version = cu.cuDriverGetVersion()
-    result["driver_version"] = version if _code(err) == 0 else None
-    if _code(err) != 0 or result["cuInit"] != 0:
+    result["driver_version"] = version if _code(err) == CUDA_SUCCESS else None
+    if _code(err) != CUDA_SUCCESS or result["cuInit"] != CUDA_SUCCESS:
         return result
     err, count = cu.cuDeviceGetCount()
-    for ordinal in range(count if _code(err) == 0 else 0):
+    for ordinal in range(count if _code(err) == CUDA_SUCCESS else 0):
         err, dev = cu.cuDeviceGet(ordinal)
         info: dict = {"ordinal": ordinal, "attributes": {}}
         err, name = cu.cuDeviceGetName(64, dev)
@@ -54,7 +53,8 @@ def collect() -> dict:
                 info["attributes"][str(a)] = None
                 continue
             err, value = cu.cuDeviceGetAttribute(attr, dev)
-            info["attributes"][str(a)] = value if _code(err) == 0 else f"error {_code(err)}"
+            ok = _code(err) == CUDA_SUCCESS
+            info["attributes"][str(a)] = value if ok else f"error {_code(err)}"
         err, ctx = cu.cuDevicePrimaryCtxRetain(dev)
         cu.cuCtxSetCurrent(ctx)
         info["dmabuf_export"] = _dmabuf_export(cu)
@@ -66,12 +66,12 @@ def collect() -> dict:
 
 def _dmabuf_export(cu) -> int:
     err, ptr = cu.cuMemAlloc(ALLOC_BYTES)
-    if _code(err) != 0:
+    if _code(err) != CUDA_SUCCESS:
         return _code(err)
     try:
         err, fd = cu.cuMemGetHandleForAddressRange(
             ptr, ALLOC_BYTES, cu.CUmemRangeHandleType(DMABUF_FD), 0)
-        if _code(err) == 0:
+        if _code(err) == CUDA_SUCCESS:
             os.close(int(fd))
         return _code(err)
     finally:
@@ -86,35 +86,16 @@ def _gdr_mem_create(cu, dev) -> int:
     prop.allocFlags.gpuDirectRDMACapable = 1
     err, gran = cu.cuMemGetAllocationGranularity(
         prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)
-    if _code(err) != 0:
+    if _code(err) != CUDA_SUCCESS:
         return _code(err)
     err, handle = cu.cuMemCreate(max(int(gran), ALLOC_BYTES), prop, 0)
-    if _code(err) == 0:
+    if _code(err) == CUDA_SUCCESS:
         cu.cuMemRelease(handle)
     return _code(err)
 
 
-def child_env(shim: Path | None) -> dict[str, str]:
-    """The environment of a probe child: with the shim preloaded (SHIMGEN_* kept), or with
-    neither LD_PRELOAD nor any SHIMGEN_* variable."""
-    env = dict(os.environ)
-    if shim is not None:
-        env["LD_PRELOAD"] = str(shim)
-        return env
-    env.pop("LD_PRELOAD", None)
-    return {k: v for k, v in env.items() if not k.startswith("SHIMGEN_")}
-
-
 def _run_child(shim: Path | None) -> dict:
-    env = child_env(shim)
-    proc = subprocess.run([sys.executable, "-m", "shimgen.probe"], env=env,
-                          capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ShimgenError(f"probe process failed ({proc.returncode}): {last}")
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
-    data["stderr"] = [ln for ln in proc.stderr.splitlines() if ln.startswith("shimgen")]
-    return data
+    return run_probe([], shim, 300, "probe process")
 
 
 def _rows(data: dict) -> list[tuple[str, str]]:
@@ -132,11 +113,12 @@ def _rows(data: dict) -> list[tuple[str, str]]:
 
 
 def _fmt_rc(rc: int) -> str:
-    names = {0: "ok", 100: "CUDA_ERROR_NO_DEVICE (100)", 801: "CUDA_ERROR_NOT_SUPPORTED (801)"}
-    return names.get(rc, f"error {rc}")
+    return "ok" if rc == CUDA_SUCCESS else result_text(rc)
 
 
 def report(shim: Path | None) -> str:
+    """The answers of a child process without the shim; with `shim`, a second child with
+    LD_PRELOAD=shim, and the two side by side."""
     plain = _run_child(None)
     if shim is None:
         rows = _rows(plain)
@@ -155,17 +137,3 @@ def report(shim: Path | None) -> str:
     for ln in shimmed["stderr"]:
         lines.append(f"(shim said) {ln}")
     return "\n".join(lines)
-
-
-def main() -> int:
-    """Child mode: print the collected data as one JSON line."""
-    try:
-        print(json.dumps(collect()))
-    except ShimgenError as e:
-        print(f"shimgen: error: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

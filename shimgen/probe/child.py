@@ -1,0 +1,60 @@
+"""The child processes of probes and benchmarks: the one place their environment is built,
+and the running of a probe child that answers with one JSON line.
+
+A child never inherits LD_PRELOAD or SHIMGEN_* variables unless asked: LD_PRELOAD is the
+shim when one is given, SHIMGEN_* pass through only with `keep_shimgen`, and the variables
+given by name are set last. NVLink multicast is always off (NCCL, PyTorch symmetric memory,
+NVSHMEM), so no child depends on multicast objects the shim does not know about.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import ShimgenError
+
+#: Keeps NVLink multicast (NVLS) off in NCCL, torch.distributed symmetric memory and NVSHMEM.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                 "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def child_env(shim: Path | str | None = None, *, keep_shimgen: bool = False,
+              libdir: Path | str | None = None, base: Mapping[str, str] | None = None,
+              **variables: str) -> dict[str, str]:
+    """The environment of a child: `base` (default os.environ) without LD_PRELOAD, without
+    SHIMGEN_* unless `keep_shimgen`; NVLink multicast off; LD_PRELOAD=shim when a shim is
+    given; LD_LIBRARY_PATH=libdir when given; then `variables` (e.g. SHIMGEN_TRACE="1")."""
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if k != "LD_PRELOAD" and (keep_shimgen or not k.startswith("SHIMGEN_"))}
+    env.update(MULTICAST_OFF)
+    if shim is not None:
+        env["LD_PRELOAD"] = str(shim)
+    if libdir is not None:
+        env["LD_LIBRARY_PATH"] = str(libdir)
+    env.update(variables)
+    return env
+
+
+def shell_exports() -> str:
+    """MULTICAST_OFF as one shell `export` line, for the GPU scripts (tests/gpu/)."""
+    return "export " + " ".join(f"{k}={v}" for k, v in MULTICAST_OFF.items())
+
+
+def run_probe(args: list[str], shim: Path | None, timeout: float, what: str) -> dict:
+    """Run `python -m shimgen probe ARGS --child` without the shim (no SHIMGEN_* either), or
+    with LD_PRELOAD=shim (SHIMGEN_* passed through); its last stdout line as JSON, with
+    "stderr": the lines the shim said (those starting with "shimgen")."""
+    env = child_env(shim, keep_shimgen=shim is not None)
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "probe", *args, "--child"],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ShimgenError(f"{what} failed ({proc.returncode}): {last}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    data["stderr"] = [ln for ln in proc.stderr.splitlines() if ln.startswith("shimgen")]
+    return data
