@@ -104,8 +104,15 @@ def test_quick_instruction_counts_are_exact(quick):
         pytest.skip(f"no instruction counter: {result['method']['instructions_unavailable']}")
     for func, per in d["instructions"].items():
         for v, e in per.items():
-            # callgrind counts are deterministic: a whole number of instructions per call
-            assert float(e["per_call"]).is_integer() and e["per_call"] > 0, (func, v)
+            # callgrind counts are deterministic: a whole number of instructions per call.
+            # Timing alone has one data-dependent branch (a call slower than the maximum so
+            # far stores the new maximum): a preempted call adds an instruction or two to
+            # the whole run, a few thousandths per call.
+            assert e["per_call"] > 0, (func, v)
+            if v == "time":
+                assert abs(e["per_call"] - round(e["per_call"])) < 0.01, (func, v, e)
+            else:
+                assert float(e["per_call"]).is_integer(), (func, v, e)
         # the shim is really on the path, and counting does more than forwarding
         assert per["shim"]["added"] >= 1, func
         assert per["count"]["added"] > per["shim"]["added"], func
