@@ -216,7 +216,7 @@ class CaseWalker:
                     continue
                 kind = "test" if m == "test" else "cmp" if m == "cmp" else \
                     "store" if is_write else "load"
-                w.globs.setdefault(gva, GlobalTest(gva, op.size, kind, self.code.ref(ins)))
+                w.globs.setdefault(gva, GlobalTest(gva, op.size, kind, insn=self.code.ref(ins)))
                 if kind in ("test", "cmp"):
                     this_test = ("g", gva, ins)
             elif base in p.dev and not idx and m != "lea":
@@ -227,8 +227,8 @@ class CaseWalker:
                     imm = [o for o in ins.operands if o.type == cx86.X86_OP_IMM]
                     if m == "test" and imm:
                         mask = imm[0].imm & ((1 << (8 * op.size)) - 1)
-                w.fields.setdefault((op.mem.disp, kind, mask),
-                                    FieldTest(op.mem.disp, op.size, mask, kind, self.code.ref(ins)))
+                w.fields.setdefault((op.mem.disp, kind, mask), FieldTest(
+                    op.mem.disp, op.size, mask, kind, insn=self.code.ref(ins)))
                 if kind == "test" and mask:
                     this_test = ("f", (op.mem.disp, kind, mask), ins)
             elif base in p.res and not idx and op.mem.disp == 0 and is_write:

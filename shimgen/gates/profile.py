@@ -57,8 +57,8 @@ class FieldTest:
     size: int
     mask: int | None = _hex()  # None: not a bit test (a compare or a load)
     op: str  # "test", "cmp", "load", "store"
-    insn: InsnRef
     gating: bool = False  # the path taken when the bit is clear stores 0
+    insn: InsnRef = field(kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,8 @@ class GlobalTest:
     vaddr: int = _hex()
     size: int
     op: str
-    insn: InsnRef
     gating: bool = False  # the path taken when the global is 0 stores 0
+    insn: InsnRef = field(kw_only=True)
 
 
 @dataclass
@@ -82,7 +82,8 @@ class AttrCase:
     seen, not all conditions), "unknown" (nothing decoded).
     """
 
-    JSON_EXTRA = ("name",)  # written for the reader of the file, ignored when loading
+    # properties written for the reader of the file, after the field named; ignored on loading
+    JSON_EXTRA = {"name": "attribute"}
 
     attribute: int
     target: int = _hex()
@@ -227,11 +228,14 @@ def _encode(value: Any, how: str | None) -> Any:
 
 
 def to_json(record: Any) -> dict[str, Any]:
-    """A record as a JSON object: one key per field, plus its JSON_EXTRA properties."""
-    out = {_key(f): _encode(getattr(record, f.name), f.metadata.get("json"))
-           for f in dataclasses.fields(record)}
-    for name in getattr(record, "JSON_EXTRA", ()):
-        out[name] = getattr(record, name)
+    """A record as a JSON object: one key per field, in the fields' order, plus its
+    JSON_EXTRA properties."""
+    extra = getattr(record, "JSON_EXTRA", {})
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        out[_key(f)] = _encode(getattr(record, f.name), f.metadata.get("json"))
+        out.update({name: getattr(record, name) for name, after in extra.items()
+                    if after == f.name})
     return out
 
 
