@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from shimgen.driver import read_driver
 from shimgen.errors import ShimgenError
-from shimgen.exports import read_driver
 from shimgen.hooks import HOOKS, Hook
 from shimgen.model import build_model
 from shimgen.render import outputs, render
@@ -168,9 +168,9 @@ def test_default_driver_missing_is_one_line(tmp_path):
     if shutil.which("ldconfig") and "libcuda.so.1" in subprocess.run(
         ["ldconfig", "-p"], capture_output=True, text=True).stdout:
         pytest.skip("this machine has a libcuda installed")
-    from shimgen import exports
+    from shimgen.cuda import LIBCUDA_DIRS
 
-    found = [d for d in exports._KNOWN_DIRS if (Path(d) / "libcuda.so.1").exists()]
+    found = [d for d in LIBCUDA_DIRS if (Path(d) / "libcuda.so.1").exists()]
     if found:
         pytest.skip(f"this machine has a libcuda in {found[0]}")
     proc = shimgen("build", "--out", str(tmp_path))
