@@ -356,10 +356,11 @@ def read_image(path: Path | str) -> DriverImage:
         except OSError as e:
             raise ShimgenError(f"driver {path}: cannot read it ({e.strerror})") from None
     size = len(contents)
-    fh = io.BytesIO(contents)
     try:
-        layout = _check_layout(fh, size, path)
-        functions, data, soname, build_id = _read_dynamic(fh, layout, path)
+        # closed when done: pyelftools keeps some of its objects, which hold the stream
+        with io.BytesIO(contents) as fh:
+            layout = _check_layout(fh, size, path)
+            functions, data, soname, build_id = _read_dynamic(fh, layout, path)
     except ShimgenError:
         raise
     except (ELFError, ValueError, KeyError, IndexError, AssertionError, EOFError, OSError,
