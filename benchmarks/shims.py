@@ -51,7 +51,7 @@ def select_drivers(spec: str | None, quick: bool) -> list[Driver]:
     for item in items:
         if "/" in item:
             from shimgen.errors import ShimgenError
-            from shimgen.exports import read_driver
+            from shimgen.driver import read_driver
 
             try:
                 image = read_driver(Path(item))

@@ -21,7 +21,7 @@ EXIT_PIPE = 141  # 128 + SIGPIPE: whoever read the output went away
 
 def _path_option(value: str | None, option: str, what: str, default) -> Path:
     """A path given with `option`, checked as text; `default()` when it is not given."""
-    from .exports import check_path_text
+    from .elf import check_path_text
 
     if value is None:
         return default()
@@ -32,7 +32,7 @@ def _path_option(value: str | None, option: str, what: str, default) -> Path:
 
 
 def _driver_path(value: str | None) -> Path:
-    from .exports import default_driver
+    from .driver import default_driver
 
     return _path_option(value, "--driver", "driver", default_driver)
 
@@ -45,7 +45,7 @@ def _out_root(value: str | None) -> Path:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from .build import build
-    from .exports import read_driver
+    from .driver import read_driver
     from .model import build_model
 
     out_root = _out_root(args.out)
@@ -55,11 +55,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
         argv += ["--out", str(args.out)]
     plan = None
     if args.gates:
-        from .gateplan import load_plan
+        from .gates.plan import load_plan
 
         gates_arg = args.gates if args.gates == "auto" else str(Path(args.gates).absolute())
         argv += ["--gates", gates_arg]
-        plan = load_plan(driver.real_path, driver.build_id, gates_arg)
+        plan = load_plan(driver, gates_arg)
     model = build_model(driver, argv, gates=plan)
     result = build(model, out_root)
     data = ", ".join(d.name for d in driver.data) or "none"
@@ -81,14 +81,17 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_gates(args: argparse.Namespace) -> int:
-    from . import gates
-    driver = _driver_path(args.driver)
-    argv = [str(driver)]
-    if args.json:
-        argv += ["--json", args.json]
-    if args.no_proof:
-        argv.append("--no-proof")
-    return gates.main(argv)
+    """Exit 0: proven (and written); 1: the proof failed; 2: the driver was refused or its
+    layout not understood (one line `shimgen gates: ...`). Nothing is written unless 0."""
+    from .elf import read_image
+    from .gates import report
+
+    path = _driver_path(args.driver)
+    try:
+        image = read_image(path)
+    except ShimgenError as e:
+        return report.refuse(str(e))
+    return report.run(image, Path(args.json) if args.json else None, proof=not args.no_proof)
 
 
 # ---- shimgen probe: its options and what it runs -----------------------------------------
@@ -147,7 +150,7 @@ def _add_probe(sub) -> None:
 
 
 def _cmd_exports(args: argparse.Namespace) -> int:
-    from .exports import read_driver
+    from .driver import read_driver
 
     driver = read_driver(_driver_path(args.driver))
     for f in driver.functions:

@@ -6,9 +6,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .elf import DriverImage
 from .errors import ShimgenError
-from .exports import DriverImage
-from .gateplan import GatePlan
+from .gates.plan import GatePlan
 from .hooks import FEATURES, HOOKS, Hook
 
 # Exported by the shim besides the driver's functions. `dlopen` is wrapped so that a

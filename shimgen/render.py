@@ -30,7 +30,7 @@ def c_string(value: object) -> str:
 
 def comment_safe(value: object) -> str:
     """Text for a banner line inside /* */ or after #: no comment terminator, one line.
-    (Paths with control characters are refused earlier, in exports.check_path_text.)"""
+    (Paths with control characters are refused earlier, in elf.check_path_text.)"""
     return str(value).replace("*/", "*\\/").replace("\n", " ")
 
 

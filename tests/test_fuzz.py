@@ -41,8 +41,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shimgen import cli
+from shimgen.driver import read_driver
 from shimgen.errors import ShimgenError
-from shimgen.exports import read_driver
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = int(os.environ.get("SHIMGEN_FUZZ_EXAMPLES", "1200"))

@@ -16,9 +16,9 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from shimgen.build import build
+from shimgen.driver import read_driver
 from shimgen.errors import ShimgenError
-from shimgen.exports import read_driver
-from shimgen.gateplan import GatePlan, PlanCheck, PlanField, PlanGate, PlanGlobal
+from shimgen.gates.plan import GatePlan, PlanCheck, PlanField, PlanGate, PlanGlobal
 from shimgen.model import build_model
 
 
@@ -198,11 +198,11 @@ def test_attrs_trace_under_time_mode_finds_the_caller(probes, gate_shim):
 
 def test_plan_for_another_file_is_refused_at_build(gate_shim, drivers, tmp_path):
     _, _, plan = gate_shim
-    from shimgen.gateplan import verify_against_file
+    from shimgen.gates.plan import verify_against_image
 
     real = read_driver(drivers[0].path)
     with pytest.raises(ShimgenError, match="gate profile is for build-id"):
-        verify_against_file(plan, real.real_path, real.build_id)
+        verify_against_image(plan, real)
 
 
 def test_shim_without_gates_refuses_selection(probes, drivers, tmp_path):

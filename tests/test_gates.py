@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,9 +15,14 @@ from pathlib import Path
 import pytest
 from capstone import CS_ARCH_X86, CS_MODE_64, Cs
 
-from shimgen import emulate, gates
-from shimgen.emulate import prove
-from shimgen.gates import GateDiscoveryError, discover, format_table, load_profile
+from shimgen import cli
+from shimgen.elf import read_image
+from shimgen.errors import ShimgenError
+from shimgen.gates import prove as proving
+from shimgen.gates.discover import discover
+from shimgen.gates.profile import GateDiscoveryError, GateField, load_profile
+from shimgen.gates.prove import prove
+from shimgen.gates.report import format_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,8 +44,9 @@ def analysed(drivers):
     """(driver, profile, proof) for every fetched driver."""
     out = []
     for d in drivers:
-        p = discover(d.path)
-        out.append((d, p, prove(d.path, p)))
+        image = read_image(d.path)
+        p = discover(image)
+        out.append((d, p, prove(image, p)))
     return out
 
 
@@ -115,7 +124,7 @@ def test_recorded_bytes_are_the_files_bytes(analysed):
     md = Cs(CS_ARCH_X86, CS_MODE_64)
     for d, p, _ in analysed:
         raw = d.path.read_bytes()
-        refs = emulate._all_refs(p)
+        refs = proving._all_refs(p)
         assert len(refs) > 20
         for r in refs:
             code = bytes.fromhex(r.hex)
@@ -157,14 +166,14 @@ def test_proof_passes(analysed):
 def test_proof_rejects_a_wrong_bit(analysed):
     d, p, _ = _one(analysed, "535.261.03")
     gdr = p.gate("gdr")
-    wrong = replace(gdr, fields=[gates.GateField(gdr.fields[0].offset, 0x10)])
+    wrong = replace(gdr, fields=[GateField(gdr.fields[0].offset, 0x10)])
     case = p.case(116)
     field = case.fields[0]
     bad_case = replace(case, fields=[replace(field, mask=0x10)])
     bad = replace(p, gates=[wrong], cases=[bad_case if c.attribute == 116 else c
                                            for c in p.cases])
     bad.gates[0] = replace(wrong, attributes=[116])
-    r = prove(d.path, bad)
+    r = prove(read_image(d.path), bad)
     assert not r.ok
     assert r.attributes[0].set_value.value == 0
 
@@ -172,13 +181,13 @@ def test_proof_rejects_a_wrong_bit(analysed):
 def test_proof_rejects_a_wrong_device_table(analysed):
     d, p, _ = _one(analysed, "550.163.01")
     bad = replace(p, device_table=replace(p.device_table, offset=p.device_table.offset + 8))
-    r = prove(d.path, bad)
+    r = prove(read_image(d.path), bad)
     assert not r.ok and not r.device_table.ok
 
 
 def test_proof_rejects_another_build(analysed):
     (_d1, p1, _), (d2, _p2, _) = analysed[0], analysed[1]
-    r = prove(d2.path, p1)
+    r = prove(read_image(d2.path), p1)
     assert not r.ok and not r.build_id_matches
     assert "build-id" in r.problems[0]
 
@@ -199,28 +208,28 @@ def test_unknown_binaries_give_a_clear_error(analysed, tmp_path):
     cmp = next(i for i in p.reader.insns if i.text.startswith("cmp"))
     f = _patched(d.path, tmp_path, cmp.file_offset, b"\x90" * (len(cmp.hex) // 2))
     with pytest.raises(GateDiscoveryError, match="attribute reader not found"):
-        discover(f)
+        discover(read_image(f))
     # 2. case 116's bit test replaced by NOPs: GPU_DIRECT_RDMA_SUPPORTED tests no bit
     t = p.case(116).fields[0].insn
     f = _patched(d.path, tmp_path, t.file_offset, b"\x90" * (len(t.hex) // 2))
     with pytest.raises(GateDiscoveryError, match="116 .* tests no device-struct bit"):
-        discover(f)
+        discover(read_image(f))
     # 3. the export renamed in .dynstr
     at = raw.index(b"cuDeviceGetAttribute\x00")
     f = _patched(d.path, tmp_path, at, b"cuDeviceGetAttributX")
     with pytest.raises(GateDiscoveryError, match="does not export cuDeviceGetAttribute"):
-        discover(f)
+        discover(read_image(f))
     # 4. not an ELF file at all
     junk = tmp_path / "libcuda.so.1.2.3"
     junk.write_bytes(b"\x7fELF" + b"\x00" * 100)
-    with pytest.raises(GateDiscoveryError) as e:
-        discover(junk)
+    with pytest.raises(ShimgenError) as e:
+        discover(read_image(junk))
     assert "\n" not in str(e.value)
     # 5. the device table load replaced: the call site no longer reads a table
     load = next(i for i in p.device_table.insns if i.text.startswith("mov rdi"))
     f = _patched(d.path, tmp_path, load.file_offset, b"\x90" * (len(load.hex) // 2))
     with pytest.raises(GateDiscoveryError, match="device table not found"):
-        discover(f)
+        discover(read_image(f))
 
 
 def test_profile_round_trip(analysed, tmp_path):
@@ -270,8 +279,8 @@ def test_format_table(analysed):
 def test_cli_writes_a_proven_profile(analysed, tmp_path):
     d, _p, _ = analysed[0]
     out = tmp_path / "profile.json"
-    proc = subprocess.run([sys.executable, "-m", "shimgen.gates", str(d.path), "--json", str(out)],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "gates", "--driver", str(d.path),
+                           "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "proof PASS" in proc.stdout
     prof = load_profile(out)
@@ -282,8 +291,8 @@ def test_cli_writes_a_proven_profile(analysed, tmp_path):
 def test_cli_writes_nothing_when_the_proof_fails(analysed, tmp_path, monkeypatch, capsys):
     d, _p, _ = analysed[0]
     out = tmp_path / "profile.json"
-    monkeypatch.setattr(emulate, "prove", lambda path, profile: emulate.ProofResult(False, True, 0))
-    assert gates.main([str(d.path), "--json", str(out)]) == 1
+    monkeypatch.setattr(proving, "prove", lambda image, p: proving.ProofResult(False, True, 0))
+    assert cli.main(["gates", "--driver", str(d.path), "--json", str(out)]) == 1
     assert not out.exists()
     assert "no profile written" in capsys.readouterr().err
 
@@ -292,8 +301,89 @@ def test_cli_unknown_binary(tmp_path):
     junk = tmp_path / "libcuda.so.9.9.9"
     junk.write_bytes(b"not an elf")
     out = tmp_path / "p.json"
-    proc = subprocess.run([sys.executable, "-m", "shimgen.gates", str(junk), "--json", str(out)],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "gates", "--driver", str(junk),
+                           "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
     assert proc.stderr.startswith("shimgen gates: ") and proc.stderr.count("\n") == 1
     assert not out.exists()
+
+
+def _past_the_end(src: Path, tmp_path: Path) -> Path:
+    """A copy whose first loadable segment ends far past the end of the file."""
+    data = src.read_bytes()
+    phoff = int.from_bytes(data[0x20:0x28], "little")
+    i = next(i for i in range(int.from_bytes(data[0x38:0x3A], "little"))
+             if int.from_bytes(data[phoff + 56 * i:phoff + 56 * i + 4], "little") == 1)
+    return _patched(src, tmp_path, phoff + 56 * i + 32, (1 << 40).to_bytes(8, "little"))
+
+
+def _no_section_headers(src: Path, tmp_path: Path) -> Path:
+    """A copy without a section header table (e_shoff 0), as sstrip leaves it."""
+    return _patched(src, tmp_path, 0x28, bytes(8))
+
+
+@pytest.mark.parametrize("craft, needle", [
+    (_past_the_end, "truncated or malformed ELF (loadable segment"),
+    (_no_section_headers, "no section headers"),
+])
+def test_cli_refuses_a_bad_layout_in_one_line(analysed, tmp_path, craft, needle):
+    """`shimgen gates` reads the driver through the one ELF reader, with its layout checks:
+    a crafted file is refused in one line naming the problem, and nothing is written."""
+    d, _p, _ = _one(analysed, "535.261.03")
+    bad = craft(d.path, tmp_path)
+    out = tmp_path / "p.json"
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "gates", "--driver", str(bad),
+                           "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"shimgen gates: driver {bad}: ") and needle in lines[0], lines
+    assert proc.stdout == "" and not out.exists()
+
+
+def test_the_driver_is_opened_and_parsed_once(analysed, tmp_path, monkeypatch):
+    """`shimgen gates` and `shimgen build --gates auto` open the driver file once and parse it
+    once; discovery, the proof and the plan's byte check all read that one image."""
+    from elftools.elf.elffile import ELFFile
+
+    from shimgen import build as build_mod
+    from shimgen import elf
+
+    d, _p, _ = _one(analysed, "550.163.01")
+    real = d.path.resolve()
+    opened: list[str] = []
+    parsed: list[int] = []
+    models: list = []
+
+    def counting(opener):
+        def wrapper(file, *args, **kwargs):
+            if isinstance(file, (str, os.PathLike)) and Path(file).resolve() == real:
+                opened.append(opener.__name__)
+            return opener(file, *args, **kwargs)
+        return wrapper
+
+    def parse(*args, **kwargs):
+        parsed.append(1)
+        return ELFFile(*args, **kwargs)
+
+    def stop_before_compiling(model, _out):
+        models.append(model)
+        raise ShimgenError("stopped before compiling")
+
+    monkeypatch.setattr(os, "open", counting(os.open))
+    monkeypatch.setattr(io, "open", counting(io.open))
+    monkeypatch.setattr(builtins, "open", counting(builtins.open))
+    monkeypatch.setattr(elf, "ELFFile", parse)
+    monkeypatch.setattr(build_mod, "build", stop_before_compiling)
+
+    profile = tmp_path / "p.json"
+    assert cli.main(["gates", "--driver", str(d.path), "--json", str(profile)]) == 0
+    assert load_profile(profile).proof["ok"] is True
+    assert (len(opened), len(parsed)) == (1, 1), opened
+
+    opened.clear()
+    parsed.clear()
+    assert cli.main(["build", "--driver", str(d.path), "--out", str(tmp_path / "out"),
+                     "--gates", "auto"]) == 1
+    assert models and [g.name for g in models[0].gates.gates] == ["gdr", "dmabuf"]
+    assert (len(opened), len(parsed)) == (1, 1), opened

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from shimgen.build import build
-from shimgen.exports import read_driver
+from shimgen.driver import read_driver
 from shimgen.model import build_model
 
 ROOT = Path(__file__).resolve().parent.parent

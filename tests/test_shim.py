@@ -18,7 +18,7 @@ import pytest
 from conftest import driver_cuda_version
 from elftools.elf.elffile import ELFFile
 
-from shimgen.exports import read_driver
+from shimgen.driver import read_driver
 from shimgen.hooks import HOOKS
 from shimgen.model import LOADER_EXPORTS
 

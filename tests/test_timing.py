@@ -15,7 +15,7 @@ import pytest
 from gpu.check_timeline import EPS_US, nesting_violations
 
 from shimgen.build import build
-from shimgen.exports import read_driver
+from shimgen.driver import read_driver
 from shimgen.model import build_model
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from shimgen.driver import read_driver
 from shimgen.errors import ShimgenError
-from shimgen.exports import read_driver
 from shimgen.hooks import HOOKS, Hook
 from shimgen.model import build_model
 from shimgen.render import outputs, render

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from unicorn import UC_ARCH_X86, UC_HOOK_CODE, UC_MODE_64, UC_PROT_ALL, Uc, UcError
@@ -47,13 +46,10 @@ from unicorn.x86_const import (
     UC_X86_REG_RSP,
 )
 
-from shimgen.gates import (
-    AttrCase,
-    GateDiscoveryError,
-    Image,
-    InsnRef,
-    Profile,
-)
+from ..elf import DriverImage
+from .discover import GATE_RULES
+from .profile import AttrCase, GateDiscoveryError, InsnRef, Profile
+from .x86 import Code
 
 PAGE = 0x1000
 BASE = 0x10_0000_0000  # where the library is mapped; never 0, so NULL reads fault
@@ -159,23 +155,25 @@ class ProofResult:
 class Emulator:
     """The driver image mapped in unicorn, plus two synthetic device structs."""
 
-    def __init__(self, img: Image, dev_size: int) -> None:
-        self.img = img
+    def __init__(self, code: Code, dev_size: int) -> None:
+        self.code = code
+        img = code.image
         self.dev_size = _up(max(dev_size, PAGE))
         self.dev = DEV_AREA
         self.dev_other = DEV_AREA + self.dev_size
         self.result = SCRATCH
-        lo = min(v for v, *_ in img.segments) & ~(PAGE - 1)
-        hi = _up(max(v + m for v, _o, _f, m, _fl in img.segments))
+        lo = min(s.vaddr for s in img.segments) & ~(PAGE - 1)
+        hi = _up(max(s.vaddr + s.memsz for s in img.segments))
         buf = bytearray(hi - lo)
-        for vaddr, off, filesz, _memsz, _fl in img.segments:
-            buf[vaddr - lo:vaddr - lo + filesz] = img.data[off:off + filesz]
+        for seg in img.segments:
+            buf[seg.vaddr - lo:seg.vaddr - lo + seg.filesz] = \
+                img.contents[seg.offset:seg.offset + seg.filesz]
         for where, addend in img.relative.items():
             if lo <= where and where + 8 <= hi:
                 struct.pack_into("<Q", buf, where - lo, BASE + addend)
         self.lo = lo
         self.image = bytes(buf)
-        writable = [(v, m) for v, _o, _f, m, fl in img.segments if fl & 2]
+        writable = [(s.vaddr, s.memsz) for s in img.segments if s.writable]
         self.rw = [(v & ~(PAGE - 1), _up(v + m)) for v, m in writable]
         uc = Uc(UC_ARCH_X86, UC_MODE_64)
         uc.mem_map(BASE + lo, hi - lo, UC_PROT_ALL)
@@ -263,10 +261,10 @@ class Emulator:
         return self.run(reader_va, {"rdi": self.dev, "rsi": attribute, "rdx": self.result})
 
 
-def _check_bytes(img: Image, refs: list[InsnRef]) -> list[str]:
+def _check_bytes(img: DriverImage, refs: list[InsnRef]) -> list[str]:
     bad = []
     for r in refs:
-        got = img.data[r.file_offset:r.file_offset + len(r.hex) // 2].hex()
+        got = img.contents[r.file_offset:r.file_offset + len(r.hex) // 2].hex()
         if got != r.hex or img.file_offset(r.vaddr) != r.file_offset:
             bad.append(f"{r.vaddr:#x} ({r.text})")
     return bad
@@ -325,15 +323,16 @@ def _prove_attr(emu: Emulator, profile: Profile, gate_name: str, case: AttrCase)
 def _prove_table(emu: Emulator, profile: Profile) -> TableProof:
     t = profile.device_table
     assert t is not None and profile.reader is not None
-    gdr = profile.gate("gdr")
-    case = profile.case(116)
-    if gdr is None or case is None:
-        return TableProof(False, {}, "no gdr gate")
+    rule = GATE_RULES[0]  # the gate every profile has
+    gate = profile.gate(rule.name)
+    case = profile.case(rule.attribute)
+    if gate is None or case is None:
+        return TableProof(False, {}, f"no {rule.name} gate")
     if t.attr_reg is None or t.result_reg is None:
         return TableProof(False, {}, "the call site does not pass the attribute and the result "
                           "pointer from registers; the table was not run")
     bits, globs = _case_inputs(case)
-    call = emu.img.insn(t.call_site)
+    call = emu.code.insn(t.call_site)
     if call is None:
         return TableProof(False, {}, "cannot decode the call site")
     start = min(i.vaddr for i in t.insns)
@@ -352,17 +351,16 @@ def _prove_table(emu: Emulator, profile: Profile) -> TableProof:
         emu.uc.mem_write(table_va, struct.pack("<QQ", *slots))
         if t.count_vaddr is not None and t.count_size:
             emu.set_global(t.count_vaddr, t.count_size, 2)
-        r = emu.run(start, {t.index_reg: ordinal, t.attr_reg: 116, t.result_reg: emu.result},
-                    until=t.call_site + call.size)
+        regs = {t.index_reg: ordinal, t.attr_reg: rule.attribute, t.result_reg: emu.result}
+        r = emu.run(start, regs, until=t.call_site + call.size)
         runs[label] = r.show()
         values[label] = r.value
     ok = list(values.values()) == [1, 0, 0]
-    return TableProof(ok, runs, f"ran {start:#x}..{t.call_site:#x} with attribute 116")
+    return TableProof(ok, runs, f"ran {start:#x}..{t.call_site:#x} with attribute {rule.attribute}")
 
 
-def prove(driver_path: str | Path, profile: Profile) -> ProofResult:
+def prove(img: DriverImage, profile: Profile) -> ProofResult:
     """Check the profile against the file, then run the driver's code to show each gate works."""
-    img = Image(Path(driver_path).resolve())
     bid_ok = img.build_id == profile.build_id
     refs = _all_refs(profile)
     bad = _check_bytes(img, refs)
@@ -376,7 +374,7 @@ def prove(driver_path: str | Path, profile: Profile) -> ProofResult:
     if profile.reader is None or profile.device_table is None or not profile.gates:
         raise GateDiscoveryError("profile has no reader, device table or gates to prove")
     max_off = max([f.offset for c in profile.cases for f in c.fields] + [0])
-    emu = Emulator(img, max_off + 0x1000)
+    emu = Emulator(Code(img), max_off + 0x1000)
     for gate in profile.gates:
         for attr in gate.attributes:
             case = profile.case(attr)

@@ -1,37 +1,30 @@
-"""Read the real driver: every exported function and data object, its version and build-id.
+"""The one ELF reader: a libcuda file, checked and parsed once into a `DriverImage`.
 
-This is the first stage of the pipeline (read -> model -> render -> build). The exports come
-from the ELF's dynamic symbol table only: it is what the dynamic loader and `dlsym` see.
-Before that, the file's layout is checked (every table inside the file), and after it, the
-library is checked to be a real driver and not a stub (the rules: docs/reliability.md, "What
-counts as a real driver"). Every refusal is a ShimgenError of one line.
+Every consumer (the shim model, the libcuda rules of driver.py, gate discovery, its proof
+and the gate plan) receives the image this module returns; nothing else opens the driver.
+The file is opened with care (never a device file, the descriptor read is the file checked),
+read whole, and its layout is checked by hand before pyelftools parses anything: every table
+must lie inside the file and have the x86-64 entry size. The exports come from the dynamic
+symbol table only: it is what the dynamic loader and `dlsym` see. Every refusal is a
+ShimgenError of one line naming the file.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import re
 import stat
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from .cuda import CUDA_ERROR_STUB_LIBRARY, LIBCUDA_DIRS
 from .errors import ShimgenError
-
-# Functions a library must export for us to call it a CUDA driver.
-REQUIRED_DRIVER_FUNCTIONS = ("cuInit", "cuGetProcAddress", "cuDriverGetVersion")
-# ... and, to be a real driver rather than a stub, these too, among at least
-# MIN_DRIVER_FUNCTIONS functions. Every driver that has cuGetProcAddress (CUDA 11.3, driver
-# 465, on) exports all of them and more than 450 functions; 535.261.03 exports 600.
-REAL_DRIVER_FUNCTIONS = ("cuGetExportTable", "cuDeviceGet", "cuCtxCreate_v2", "cuMemAlloc_v2",
-                         "cuModuleLoadData", "cuLaunchKernel")
-MIN_DRIVER_FUNCTIONS = 200
-_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -43,8 +36,40 @@ class Export:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """A loadable (PT_LOAD) segment: `filesz` bytes at file `offset` are mapped at `vaddr`."""
+
+    vaddr: int
+    offset: int
+    filesz: int
+    memsz: int
+    flags: int  # PF_X 1, PF_W 2, PF_R 4
+
+    @property
+    def executable(self) -> bool:
+        return bool(self.flags & PF_X)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.flags & PF_W)
+
+    def holds(self, vaddr: int) -> bool:
+        return self.vaddr <= vaddr < self.vaddr + self.filesz
+
+
+@dataclass(frozen=True)
+class Section:
+    index: int
+    type: int
+    offset: int
+    size: int
+    link: int
+    entsize: int
+
+
+@dataclass(frozen=True)
 class DriverImage:
-    """What shimgen knows about one libcuda file."""
+    """One libcuda file, parsed: what the shim is built from and what gates are read from."""
 
     path: Path  # as given, made absolute
     real_path: Path  # symlinks resolved: the file the shim will load
@@ -53,9 +78,61 @@ class DriverImage:
     soname: str
     functions: tuple[Export, ...]  # sorted by name
     data: tuple[Export, ...]  # exported objects (cudbg* variables), sorted by name
+    sections: tuple[Section, ...] = field(default=(), repr=False, compare=False)
+    segments: tuple[Segment, ...] = field(default=(), repr=False, compare=False)
+    contents: bytes = field(default=b"", repr=False, compare=False)  # the whole file
 
     def function_names(self) -> list[str]:
         return [f.name for f in self.functions]
+
+    def function(self, name: str) -> Export | None:
+        return next((f for f in self.functions if f.name == name), None)
+
+    def file_offset(self, vaddr: int) -> int | None:
+        """Where in the file the byte loaded at `vaddr` comes from (None: not from the file)."""
+        seg = self._segment(vaddr)
+        return None if seg is None else seg.offset + vaddr - seg.vaddr
+
+    def is_exec(self, vaddr: int) -> bool:
+        return any(s.executable and s.holds(vaddr) for s in self.segments)
+
+    def read(self, vaddr: int, n: int) -> bytes:
+        """Up to `n` bytes loaded from the file at `vaddr`, within one segment; b"" if none."""
+        seg = self._segment(vaddr)
+        if seg is None:
+            return b""
+        off = seg.offset + vaddr - seg.vaddr
+        return self.contents[off:off + min(n, seg.offset + seg.filesz - off)]
+
+    def code_at(self, vaddr: int, n: int) -> bytes | None:
+        """Up to `n` bytes of executable code at `vaddr`, or None when no executable segment
+        holds that address."""
+        seg = next((s for s in self.segments if s.executable and s.holds(vaddr)), None)
+        if seg is None:
+            return None
+        off = seg.offset + vaddr - seg.vaddr
+        return self.contents[off:off + min(n, seg.offset + seg.filesz - off)]
+
+    @cached_property
+    def relative(self) -> dict[int, int]:
+        """`R_X86_64_RELATIVE` relocations: address -> the value the loader puts there (minus
+        the load base). Read from every SHT_RELA section, on first use."""
+        out: dict[int, int] = {}
+        for s in self.sections:
+            if s.type != SHT_RELA:
+                continue
+            raw = self.contents[s.offset:s.offset + s.size // 24 * 24]
+            for where, info, addend in struct.iter_unpack("<QQq", raw):
+                if info & 0xFFFFFFFF == R_X86_64_RELATIVE:
+                    out[where] = addend
+        return out
+
+    def pointer_at(self, vaddr: int) -> int | None:
+        """The pointer the dynamic loader writes at `vaddr` (minus the base), if relocated."""
+        return self.relative.get(vaddr)
+
+    def _segment(self, vaddr: int) -> Segment | None:
+        return next((s for s in self.segments if s.holds(vaddr)), None)
 
 
 def check_path_text(path: str | Path, what: str) -> None:
@@ -152,35 +229,19 @@ _ELF_TYPES = {0: "no ELF file type, not a shared library",
               1: "a relocatable object file, not a shared library",
               2: "an executable, not a shared library", 4: "a core dump"}
 EM_X86_64 = 62
-SHT_NULL, SHT_STRTAB, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 0, 3, 6, 7, 8, 11
-PT_LOAD, PF_X = 1, 1
+(SHT_NULL, SHT_STRTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS,
+ SHT_DYNSYM) = 0, 3, 4, 6, 7, 8, 11
+PT_LOAD, PF_X, PF_W = 1, 1, 2
+R_X86_64_RELATIVE = 8
 MAX_SECTIONS = 0x10000
 MAX_DYNAMIC_SYMBOLS = 200_000  # a real libcuda has about 700
 MAX_SMALL_SECTION = 1 << 20  # .dynamic and build-id notes are a few hundred bytes
 
 
 @dataclass(frozen=True)
-class _Section:
-    index: int
-    type: int
-    offset: int
-    size: int
-    link: int
-    entsize: int
-
-
-@dataclass(frozen=True)
-class _Load:
-    vaddr: int
-    offset: int
-    filesz: int
-    executable: bool
-
-
-@dataclass(frozen=True)
 class _Layout:
-    sections: tuple[_Section, ...]
-    loads: tuple[_Load, ...]
+    sections: tuple[Section, ...]
+    segments: tuple[Segment, ...]
 
 
 def _machine(e_machine: int) -> str:
@@ -247,7 +308,7 @@ def _check_layout(fh, size: int, path: Path) -> _Layout:
         _, typ, _, _, off, sz, link, _, _, entsize = _SHDR.unpack_from(table, i * _SHDR.size)
         if typ not in (SHT_NULL, SHT_NOBITS) and off + sz > size:
             raise bad(f"section {i} ends at byte {off + sz}, the file has {size} bytes")
-        sections.append(_Section(i, typ, off, sz, link, entsize))
+        sections.append(Section(i, typ, off, sz, link, entsize))
 
     if e_phnum == 0:
         raise ShimgenError(f"driver {path}: no program headers; not a loadable library")
@@ -260,13 +321,13 @@ def _check_layout(fh, size: int, path: Path) -> _Layout:
     table = fh.read(e_phnum * _PHDR.size)
     loads = []
     for i in range(e_phnum):
-        typ, flags, off, vaddr, _, filesz, _, _ = _PHDR.unpack_from(table, i * _PHDR.size)
+        typ, flags, off, vaddr, _, filesz, memsz, _ = _PHDR.unpack_from(table, i * _PHDR.size)
         if typ != PT_LOAD:
             continue
         if off + filesz > size:
             raise bad(f"loadable segment {i} ends at byte {off + filesz}, "
                       f"the file has {size} bytes")
-        loads.append(_Load(vaddr, off, filesz, bool(flags & PF_X)))
+        loads.append(Segment(vaddr, off, filesz, memsz, flags))
     fh.seek(0)
     return _Layout(tuple(sections), tuple(loads))
 
@@ -282,79 +343,34 @@ def _build_id(elf: ELFFile, layout: _Layout) -> str:
     return ""
 
 
-def _code_at(fh, layout: _Layout, vaddr: int, n: int) -> bytes | None:
-    """Up to `n` bytes of executable code at `vaddr`, or None when no executable segment
-    holds that address."""
-    for seg in layout.loads:
-        if seg.executable and seg.vaddr <= vaddr < seg.vaddr + seg.filesz:
-            fh.seek(seg.offset + vaddr - seg.vaddr)
-            return fh.read(min(n, seg.vaddr + seg.filesz - vaddr))
-    return None
-
-
-def _constant_return(code: bytes, vaddr: int) -> int | None:
-    """The value a function returns if its code does nothing but return a constant in %eax
-    (a link-time stub: `mov $34,%eax; ret`, at any optimisation level), else None."""
-    from capstone import CS_ARCH_X86, CS_MODE_64, Cs
-
-    eax: int | None = None
-    for ins in Cs(CS_ARCH_X86, CS_MODE_64).disasm(code, vaddr):
-        op = ins.op_str
-        if ins.mnemonic in ("endbr64", "nop") or (ins.mnemonic, op) in (
-                ("push", "rbp"), ("pop", "rbp"), ("mov", "rbp, rsp"), ("leave", "")):
-            continue
-        if ins.mnemonic == "mov" and op.startswith(("dword ptr [rbp - ", "qword ptr [rbp - ")) \
-                and not op.endswith("]"):
-            continue  # -O0 spills the arguments
-        if ins.mnemonic == "mov" and op.startswith("eax, "):
-            try:
-                eax = int(op[5:], 0)
-            except ValueError:
-                return None
-            continue
-        if ins.mnemonic == "xor" and op == "eax, eax":
-            eax = 0
-            continue
-        if ins.mnemonic == "ret":
-            return eax
-        return None
-    return None
-
-
-def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
-    """Read a libcuda file. Raises ShimgenError with one line naming the problem.
-
-    `require_real=False` skips only the stub rule (enough functions, cuInit that does more
-    than return an error); the tests use it for their small fake drivers."""
+def read_image(path: Path | str) -> DriverImage:
+    """Open, check and parse one ELF file. Raises ShimgenError with one line naming the
+    problem. The file is read once, whole: the bytes checked are the bytes every consumer
+    reads."""
     path = Path(os.path.abspath(path))
     check_path_text(path, "driver")
     real, fd, size = _open_driver(path)
     with os.fdopen(fd, "rb") as fh:
         try:
+            contents = fh.read()
+        except OSError as e:
+            raise ShimgenError(f"driver {path}: cannot read it ({e.strerror})") from None
+    size = len(contents)
+    try:
+        # closed when done: pyelftools keeps some of its objects, which hold the stream
+        with io.BytesIO(contents) as fh:
             layout = _check_layout(fh, size, path)
             functions, data, soname, build_id = _read_dynamic(fh, layout, path)
-        except ShimgenError:
-            raise
-        except (ELFError, ValueError, KeyError, IndexError, AssertionError, EOFError, OSError,
-                struct.error) as e:
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ShimgenError(f"driver {path}: truncated or malformed ELF ({msg})") from None
-        except Exception as e:  # pyelftools raises assorted errors on corrupt input
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ShimgenError(
-                f"driver {path}: malformed ELF ({type(e).__name__}: {msg})") from None
-
-        missing = [n for n in REQUIRED_DRIVER_FUNCTIONS if n not in functions]
-        if missing:
-            raise ShimgenError(
-                f"driver {path}: not a CUDA driver library (does not export {', '.join(missing)})"
-            )
-        odd = [n for n in functions if not _C_IDENTIFIER.match(n)]
-        if odd:
-            raise ShimgenError(
-                f"driver {path}: exports a name that is not a C identifier: {odd[0]!r}")
-        if require_real:
-            _check_real_driver(fh, layout, path, functions)
+    except ShimgenError:
+        raise
+    except (ELFError, ValueError, KeyError, IndexError, AssertionError, EOFError, OSError,
+            struct.error) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ShimgenError(f"driver {path}: truncated or malformed ELF ({msg})") from None
+    except Exception as e:  # pyelftools raises assorted errors on corrupt input
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ShimgenError(
+            f"driver {path}: malformed ELF ({type(e).__name__}: {msg})") from None
     return DriverImage(
         path=path,
         real_path=real,
@@ -363,6 +379,9 @@ def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
         soname=soname,
         functions=tuple(sorted(functions.values(), key=lambda e: e.name)),
         data=tuple(sorted(data.values(), key=lambda e: e.name)),
+        sections=layout.sections,
+        segments=layout.segments,
+        contents=contents,
     )
 
 
@@ -415,66 +434,3 @@ def _read_dynamic(fh, layout: _Layout, path: Path
             if tag.entry.d_tag == "DT_SONAME":
                 soname = str(tag.soname)
     return functions, data, soname, _build_id(elf, layout)
-
-
-def _check_real_driver(fh, layout: _Layout, path: Path, functions: dict[str, Export]) -> None:
-    """Refuse a stub: a library named libcuda that exports the entry points but is not the
-    driver. Two kinds are told apart from a real driver (see docs/reliability.md):
-
-    - a hand-made stand-in with a handful of functions: a real driver exports several hundred
-      (600 in 535.261.03), including every function of REAL_DRIVER_FUNCTIONS;
-    - a link-time stub such as the CUDA toolkit's stubs/libcuda.so, which exports every name
-      but whose functions only return CUDA_ERROR_STUB_LIBRARY: cuInit's code is read.
-    """
-    lacking = [n for n in REAL_DRIVER_FUNCTIONS if n not in functions]
-    if len(functions) < MIN_DRIVER_FUNCTIONS or lacking:
-        why = f"exports {len(functions)} functions"
-        if lacking:
-            why += f" and lacks {', '.join(lacking)}"
-        raise ShimgenError(
-            f"driver {path}: a stub, not a real CUDA driver: it {why} (a real driver exports "
-            f"at least {MIN_DRIVER_FUNCTIONS}, among them {', '.join(REAL_DRIVER_FUNCTIONS)})")
-    for name in REQUIRED_DRIVER_FUNCTIONS:
-        code = _code_at(fh, layout, functions[name].address, 64)
-        if not code:
-            raise ShimgenError(f"driver {path}: {name} does not point into executable code "
-                               "(a stub or a malformed library)")
-    code = _code_at(fh, layout, functions["cuInit"].address, 64) or b""
-    value = _constant_return(code, functions["cuInit"].address)
-    if value is not None and value != 0:
-        what = ("CUDA_ERROR_STUB_LIBRARY, like the CUDA toolkit's stubs/libcuda.so"
-                if value == CUDA_ERROR_STUB_LIBRARY else f"error {value}")
-        raise ShimgenError(
-            f"driver {path}: a link-time stub, not a real CUDA driver: cuInit only returns "
-            f"{what}; pass the driver's own libcuda.so.1")
-
-
-def _ldconfig_candidates() -> list[Path]:
-    import shutil
-    import subprocess
-
-    exe = shutil.which("ldconfig")
-    if exe is None and os.path.exists("/sbin/ldconfig"):
-        exe = "/sbin/ldconfig"
-    if exe is None:
-        return []
-    try:
-        out = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    found = []
-    for line in out.splitlines():
-        m = re.match(r"\s*libcuda\.so\.1\s+\(([^)]*)\)\s+=>\s+(\S+)", line)
-        if m and "x86-64" in m.group(1):
-            found.append(Path(m.group(2)))
-    return found
-
-
-def default_driver() -> Path:
-    """The libcuda the dynamic loader would pick: `ldconfig -p`, then usual NVIDIA places."""
-    for cand in _ldconfig_candidates() + [Path(d) / "libcuda.so.1" for d in LIBCUDA_DIRS]:
-        if cand.exists():
-            return cand
-    raise ShimgenError(
-        "no libcuda.so.1 found (ldconfig -p and the usual NVIDIA locations); pass --driver PATH"
-    )

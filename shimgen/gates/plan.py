@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ShimgenError
+from ..elf import DriverImage
+from ..errors import ShimgenError
+from .profile import Profile, load_profile
 
 GATE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 MAX_CHECK_BYTES = 16
@@ -86,8 +88,8 @@ class GatePlan:
             raise ShimgenError("gate plan: no instruction bytes to verify the driver with")
 
 
-def plan_from_profile(profile) -> GatePlan:
-    """Reduce a shimgen.gates.Profile (already proven) to what the shim needs."""
+def plan_from_profile(profile: Profile) -> GatePlan:
+    """Reduce a Profile (already proven) to what the shim needs."""
     if profile.device_table is None:
         raise ShimgenError("gate profile has no device table; the shim cannot reach devices")
     gates = []
@@ -125,40 +127,33 @@ def plan_from_profile(profile) -> GatePlan:
     return plan
 
 
-def verify_against_file(plan: GatePlan, driver_path: Path, build_id: str) -> None:
+def verify_against_image(plan: GatePlan, image: DriverImage) -> None:
     """The plan must describe exactly this driver file: build-id and every checked byte."""
-    if plan.build_id != build_id:
+    if plan.build_id != image.build_id:
         raise ShimgenError(
-            f"gate profile is for build-id {plan.build_id}, driver {driver_path} has "
-            f"{build_id or 'none'}; run `shimgen gates` on this driver"
+            f"gate profile is for build-id {plan.build_id}, driver {image.real_path} has "
+            f"{image.build_id or 'none'}; run `shimgen gates` on this driver"
         )
-    with open(driver_path, "rb") as fh:
-        for c in plan.checks:
-            fh.seek(c.file_offset)
-            if fh.read(len(c.data)) != c.data:
-                raise ShimgenError(
-                    f"gate profile does not match {driver_path}: bytes at 0x{c.vaddr:x} differ"
-                )
+    for c in plan.checks:
+        if image.contents[c.file_offset:c.file_offset + len(c.data)] != c.data:
+            raise ShimgenError(
+                f"gate profile does not match {image.real_path}: bytes at 0x{c.vaddr:x} differ"
+            )
 
 
-def load_plan(driver_path: Path, build_id: str, source: str) -> GatePlan:
+def load_plan(image: DriverImage, source: str) -> GatePlan:
     """`--gates auto`: discover and prove now; `--gates FILE`: a profile from `shimgen gates`."""
-    from . import gates as discovery
+    if source == "auto":
+        # discovery and the proof need capstone and unicorn: imported only when used
+        from .discover import discover
+        from .prove import prove
 
-    try:
-        if source == "auto":
-            profile = discovery.discover(driver_path)
-            from . import emulate
-
-            proof = emulate.prove(driver_path, profile)
-            if not proof.ok:
-                raise ShimgenError(
-                    f"gate profile for {driver_path} failed its emulation proof; not used"
-                )
-        else:
-            profile = discovery.load_profile(Path(source))
-    except discovery.GateDiscoveryError as e:
-        raise ShimgenError(str(e)) from None
+        profile = discover(image)
+        if not prove(image, profile).ok:
+            raise ShimgenError(
+                f"gate profile for {image.real_path} failed its emulation proof; not used")
+    else:
+        profile = load_profile(Path(source))
     plan = plan_from_profile(profile)
-    verify_against_file(plan, driver_path, build_id)
+    verify_against_image(plan, image)
     return plan

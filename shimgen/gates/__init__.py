@@ -1,0 +1,6 @@
+"""Attribute gates: find them in a driver build, prove them, and plan what the shim bakes in.
+
+The modules, in the order the data flows: profile.py (the records and their JSON), x86.py
+(decoding), flow.py (control flow), cases.py (one jump-table case), discover.py (the whole
+analysis), prove.py (emulation), plan.py (what the shim needs), report.py (`shimgen gates`).
+"""

@@ -1,0 +1,91 @@
+"""What `shimgen gates` prints and writes: the profile as a table, the proof's summary, and
+the profile file (written only when the proof passes)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..elf import DriverImage
+from ..errors import one_line
+from . import prove as proving
+from .discover import discover
+from .profile import GateDiscoveryError, Profile
+
+# Exit statuses of `shimgen gates`.
+EXIT_PROVEN = 0
+EXIT_PROOF_FAILED = 1  # nothing written
+EXIT_NOT_UNDERSTOOD = 2  # the driver's layout was not understood; nothing written
+
+
+def format_table(profile: Profile) -> str:
+    r, t = profile.reader, profile.device_table
+    assert r is not None and t is not None
+    lines = [
+        f"driver      {profile.driver_file} (version {profile.driver_version or 'unknown'})",
+        f"build-id    {profile.build_id}",
+        f"reader      {r.vaddr:#x}, jump table {r.table_vaddr:#x} ({r.table_kind}), "
+        f"attributes {r.first_attribute}..{r.last_attribute}",
+        f"device      *(base + {t.vaddr:#x} + {t.offset:#x} + ordinal*{t.stride})"
+        + (f", count at base+{t.count_vaddr:#x}" if t.count_vaddr is not None else ""),
+        "",
+        "gate     attributes        fields                    globals",
+    ]
+    for g in profile.gates:
+        fields = ", ".join(f"[{f.offset:#x}]&{f.mask:#x}" for f in g.fields)
+        globs = ", ".join(f"base+{x.vaddr:#x}/{x.size}" for x in g.globals) or "-"
+        lines.append(f"{g.name:<8} {','.join(map(str, g.attributes)):<17} {fields:<25} {globs}")
+        for s in g.init_sites:
+            extra = f" (after {s.or_insn.text} at {s.or_insn.vaddr:#x})" if s.or_insn else ""
+            lines.append(f"         init {s.kind:<7} {s.insn.vaddr:#x} file {s.insn.file_offset:#x}"
+                         f" {s.insn.hex:<16} {s.insn.text}{extra}"
+                         f"{'  sets the bit' if s.sets_bit else ''}")
+    lines += ["", "attr  kind          what the case reads (* = must be set / non-zero for a "
+              "non-zero value)"]
+    for c in profile.cases:
+        if c.kind == "constant":
+            what = f"= {c.constant}"
+        else:
+            parts = [f"[{f.offset:#x}]" + (f"&{f.mask:#x}" if f.mask is not None else "")
+                     + ("*" if f.gating else "") + ("" if f.op == "test" else f" {f.op}")
+                     for f in c.fields]
+            parts += [f"g{g.vaddr:#x}/{g.size}" + ("*" if g.gating else "")
+                      + ("" if g.op in ("cmp", "test") else f" {g.op}") for g in c.globals]
+            parts += [f"call {x:#x}" for x in c.calls]
+            what = " ".join(parts)
+        name = f"  ({c.name})" if c.name else ""
+        lines.append(f"{c.attribute:<5} {c.kind:<13} {what}{name}")
+    if profile.proof is not None:
+        lines.append("")
+    return "\n".join(lines)
+
+
+def refuse(message: str) -> int:
+    """A driver `shimgen gates` cannot analyse: one line on stderr."""
+    print(f"shimgen gates: {one_line(message)}", file=sys.stderr)
+    return EXIT_NOT_UNDERSTOOD
+
+
+def run(image: DriverImage, json_out: Path | None, proof: bool = True) -> int:
+    """Discover the gates of a parsed driver, prove them (unless `proof` is False), print the
+    table and, when the proof passes, write the profile to `json_out`."""
+    try:
+        profile = discover(image)
+    except GateDiscoveryError as e:
+        return refuse(str(e))
+    result = None
+    if proof:
+        result = proving.prove(image, profile)
+        profile.proof = result.to_json()
+    print(format_table(profile))
+    if result is not None:
+        print(result.summary())
+        if not result.ok:
+            print("shimgen gates: the emulation proof failed; no profile written",
+                  file=sys.stderr)
+            return EXIT_PROOF_FAILED
+    if json_out is not None:
+        json_out.write_text(json.dumps(profile.to_json(), indent=2) + "\n")
+        print(f"wrote {json_out}")
+    return EXIT_PROVEN

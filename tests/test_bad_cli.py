@@ -1,0 +1,153 @@
+"""The command line's own edge cases (paths with control characters, empty arguments, usage
+errors, a closed stdout, internal errors, signal handlers) and bad gate profiles given to
+`shimgen build --gates`. Every error is one line `shimgen: error: ...`, a non-zero exit, no
+traceback. docs/reliability.md lists each case with its test.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+from badinput import ROOT, assert_one_line_error, copy_of, entries, shimgen
+
+from shimgen import cli
+from shimgen.driver import read_driver
+from shimgen.errors import ShimgenError
+
+# --------------------------------------------------------------------------------------------
+# The command line itself
+
+
+def test_paths_with_control_characters(drivers, tmp_path):
+    """A newline in a path would end a comment line in the generated sources."""
+    link = tmp_path / "bad\nname.so"
+    link.symlink_to(drivers[0].path)
+    assert_one_line_error(shimgen("exports", "--driver", str(link)),
+                          "the path contains a control character")
+    assert_one_line_error(shimgen("build", "--driver", str(drivers[0].path), "--out",
+                                  str(tmp_path / "o\nut")),
+                          "the path contains a control character")
+    target = tmp_path / "real\tdir"
+    target.mkdir()
+    copy_of(drivers[0].path, target / "libcuda.so.1")
+    (tmp_path / "ok.so").symlink_to(target / "libcuda.so.1")
+    assert_one_line_error(shimgen("exports", "--driver", str(tmp_path / "ok.so")),
+                          "the path contains a control character")
+
+
+def test_empty_arguments():
+    assert_one_line_error(shimgen("build", "--driver", ""), "--driver: empty path")
+    assert_one_line_error(shimgen("exports", "--driver", ""), "--driver: empty path")
+    assert_one_line_error(shimgen("build", "--driver", "/x", "--out", ""), "--out: empty path")
+
+
+def test_usage_errors_are_one_line():
+    assert_one_line_error(shimgen("build", "--no-such-option"),
+                          "unrecognized arguments: --no-such-option", code=2)
+    assert_one_line_error(shimgen(), "the following arguments are required", code=2)
+    assert_one_line_error(shimgen("frobnicate"), "invalid choice", code=2)
+
+
+def test_closed_stdout_is_not_a_traceback(drivers):
+    """`shimgen exports | head -1`: the reader goes away, shimgen exits quietly."""
+    proc = subprocess.run(f"{sys.executable} -m shimgen exports --driver {drivers[0].path} "
+                          "| head -1; echo \"rc=${PIPESTATUS[0]}\"", shell=True,
+                          executable="/bin/bash", capture_output=True, text=True, cwd=ROOT)
+    assert proc.stdout.splitlines() == ["cuArray3DCreate", "rc=141"]
+    assert proc.stderr == ""
+
+
+def test_internal_error_is_one_line(monkeypatch, capsys, tmp_path):
+    """A bug in shimgen still ends in one line (exit 70); SHIMGEN_DEBUG=1 shows it."""
+    from shimgen import driver
+
+    def boom(_path):
+        raise RuntimeError("something shimgen did not expect\nsecond line")
+
+    monkeypatch.setattr(driver, "read_driver", boom)
+    monkeypatch.delenv("SHIMGEN_DEBUG", raising=False)
+    assert cli.main(["exports", "--driver", str(tmp_path)]) == cli.EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("shimgen: error: internal error, please report it: RuntimeError: "
+                          "something shimgen did not expect; second line")
+    monkeypatch.setenv("SHIMGEN_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        cli.main(["exports", "--driver", str(tmp_path)])
+
+
+def test_signal_handlers_restored_and_ignored_signals_left_alone(monkeypatch):
+    """`main` turns SIGINT/SIGTERM/SIGHUP into a clean exit while it runs, restores the
+    handlers after, and leaves an ignored signal ignored (`nohup shimgen build` must survive
+    a hang-up)."""
+    from shimgen import driver
+
+    seen = {}
+
+    def look(_path):
+        seen.update({s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGHUP)})
+        raise ShimgenError("stop here")
+
+    monkeypatch.setattr(driver, "read_driver", look)
+    before = signal.getsignal(signal.SIGINT)
+    old_hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert cli.main(["exports", "--driver", "/x"]) == 1
+    finally:
+        signal.signal(signal.SIGHUP, old_hup)
+    assert seen[signal.SIGHUP] is signal.SIG_IGN
+    assert seen[signal.SIGINT] is cli._raise_interrupted
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+# --------------------------------------------------------------------------------------------
+# Gate profiles given to `shimgen build --gates`
+
+
+@pytest.fixture(scope="module")
+def gates_option() -> None:
+    proc = shimgen("build", "--help")
+    if "--gates" not in proc.stdout:
+        pytest.skip("`shimgen build` has no --gates option yet")
+
+
+def test_malformed_or_foreign_gate_profile(drivers, tmp_path, gates_option):
+    """Each bad profile: one line, exit 1, nothing built. A foreign one is a valid profile
+    of another driver (another build-id)."""
+    out = tmp_path / "out"
+    base, other = drivers[0], drivers[1]
+    profile = tmp_path / "other.json"
+    made = shimgen("gates", "--driver", str(other.path), "--json", str(profile), "--no-proof")
+    assert made.returncode == 0, made.stderr
+    good = json.loads(profile.read_text())
+    cases: list[tuple[str, str]] = []
+
+    def case(name: str, content: str | bytes | None, needle: str) -> None:
+        p = tmp_path / name
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        elif content is not None:
+            p.write_text(content)
+        cases.append((str(p), needle))
+
+    case("missing.json", None, "cannot read")
+    case("empty.json", "", "is not JSON")
+    case("binary.json", b"\x00\xff\xfe garbage", "is not JSON")
+    case("list.json", "[]", "top level is not an object")
+    case("manifest.json", json.dumps({"shimgen_command": "shimgen build", "functions": 600}),
+         "top level has no 'schema'")
+    case("schema.json", json.dumps({**good, "schema": "shimgen.gates/99"}),
+         "schema is 'shimgen.gates/99'")
+    case("types.json", json.dumps({**good, "gates": "gdr"}), "gates is not a list")
+    cases.append((str(profile), f"gate profile is for build-id {read_driver(other.path).build_id}"))
+    dirp = tmp_path / "dir.json"
+    dirp.mkdir()
+    cases.append((str(dirp), "cannot read"))
+    for path, needle in cases:
+        proc = shimgen("build", "--driver", str(base.path), "--out", str(out), "--gates", path)
+        assert_one_line_error(proc, needle)
+        assert entries(out) == []
