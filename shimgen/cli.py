@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .errors import Interrupted, ShimgenError, one_line
+from .errors import Interrupted, ShimgenError, one_line, redeliver_swallowed
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -40,7 +40,12 @@ def _driver_path(value: str | None) -> Path:
 def _out_root(value: str | None) -> Path:
     from .model import default_output_root
 
-    return _path_option(value, "--out", "output directory", default_output_root)
+    root = _path_option(value, "--out", "output directory", default_output_root)
+    if "\\" in str(root.absolute()):
+        raise ShimgenError(f"output directory {root.absolute()}: the path contains a "
+                           "backslash, which meson reads as a path separator; choose a path "
+                           "without one")
+    return root
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -208,31 +213,40 @@ def _raise_interrupted(signum: int, _frame: object) -> None:
     raise Interrupted(signum)
 
 
+def _interrupt_inside(e: BaseException) -> Interrupted | None:
+    """The interrupt that caused `e`, if one did, through its chain of causes."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            return e if isinstance(e, Interrupted) else Interrupted(signal.SIGINT)
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Whatever happens, the result is an exit status and at most one line
     on stderr: ShimgenError (bad input, failed build) exits 1; an interruption (SIGINT,
     SIGTERM, SIGHUP) exits 128 + the signal; a bug in shimgen exits 70 with its type and
     message (SHIMGEN_DEBUG=1 shows the traceback)."""
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
-                handlers[sig] = signal.signal(sig, _raise_interrupted)
+    handlers: dict = {}
+    unraisable = sys.unraisablehook
     try:
+        sys.unraisablehook = redeliver_swallowed(unraisable)
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
+                    handlers[sig] = signal.signal(sig, _raise_interrupted)
         args = parser().parse_args(argv)
         return int(args.func(args))
     except ShimgenError as e:
         _say(str(e))
         return EXIT_ERROR
     except Interrupted as e:
-        if e.installed:
-            _say(f"interrupted by {e.name}, after the new build was installed")
-        else:
-            _say(f"interrupted by {e.name}; nothing was installed, any earlier build is as "
-                 "it was")
+        _say(e.message())
         return 128 + e.signum
     except KeyboardInterrupt:
-        _say("interrupted; nothing was installed, any earlier build is as it was")
+        _say(Interrupted(signal.SIGINT).message())
         return 128 + signal.SIGINT
     except BrokenPipeError:
         # stdout was closed early (`shimgen exports | head`): nothing more to say to anyone.
@@ -247,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"{e.strerror or e}{where}")
         return EXIT_ERROR
     except Exception as e:
+        cause = _interrupt_inside(e)
+        if cause is not None:  # Python wrapped it (e.g. an error calling __set_name__)
+            _say(cause.message())
+            return 128 + cause.signum
         if os.environ.get("SHIMGEN_DEBUG"):
             raise
         _say(f"internal error, please report it: {type(e).__name__}: {e} "
@@ -255,7 +273,5 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, old in handlers.items():
             signal.signal(sig, old)
+        sys.unraisablehook = unraisable
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -25,9 +25,36 @@ class Interrupted(KeyboardInterrupt):
         except ValueError:
             return f"signal {self.signum}"
 
+    def message(self) -> str:
+        if self.installed:
+            return f"interrupted by {self.name}, after the new build was installed"
+        return f"interrupted by {self.name}; nothing was installed, any earlier build is as it was"
+
 
 def one_line(text: str) -> str:
     """`text` as one line: inner line breaks become '; ', control characters are escaped."""
     parts = [p.strip() for p in str(text).splitlines() if p.strip()]
     line = "; ".join(parts)
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+
+
+def redeliver_swallowed(old_hook):
+    """A sys.unraisablehook. An interrupt raised where Python ignores exceptions (a weakref
+    callback of the import system, a __del__) would be printed as "Exception ignored" and
+    lost. Raise it again a millisecond later instead (SIGALRM), in the code that runs then;
+    should that be such a place again, the same happens again."""
+
+    def hook(unraisable) -> None:
+        exc = unraisable.exc_value
+        if not isinstance(exc, KeyboardInterrupt):
+            old_hook(unraisable)
+            return
+        again = exc if isinstance(exc, Interrupted) else KeyboardInterrupt()
+
+        def raise_again(_signum: int, _frame: object) -> None:
+            raise again
+
+        signal.signal(signal.SIGALRM, raise_again)
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+
+    return hook
