@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Interrupted, ShimgenError
-from .model import ShimModel, output_name
+from .model import SONAME, ShimModel, output_name
 from .render import render
 
 LIBRARY = "libcudashim.so"
@@ -261,7 +261,7 @@ def build(model: ShimModel, out_root: Path, name: str | None = None) -> BuildRes
             "driver_given": str(model.driver.path),
             "driver_version": model.driver.version,
             "build_id": model.driver.build_id,
-            "soname": "libcuda.so.1",
+            "soname": SONAME,
             "functions": len(model.functions),
             "hooks": [f.name for f in model.hooked],
             "extra_exports": list(model.extra_exports),

@@ -1,9 +1,9 @@
 """Which driver functions get hand-written hooks: the one table, as data.
 
 Every other exported function is forwarded untouched by its assembly trampoline. A hook is a
-C function `shimgen_hook_<name>` defined in the named template under templates/hooks/; it
-reaches the real driver through `shimgen_real[SHIMGEN_IDX_<name>]`, never through the
-trampolines, so a hook can never recurse into itself.
+C function `shimgen_hook_<name>` defined in the named source file of runtime/; it reaches the
+real driver through `shimgen_real[SHIMGEN_IDX_<name>]`, never through the trampolines, so a
+hook can never recurse into itself. A build compiles the hook files its hooks name.
 
 `feature` says when the shim installs the hook at run time (all are compiled in):
   always  - on every run
@@ -26,23 +26,23 @@ __all__ = ["FEATURES", "HOOKS", "Hook"]
 @dataclass(frozen=True)
 class Hook:
     name: str  # exported driver function
-    template: str  # file under templates/hooks/
+    source: str  # file under runtime/
     why: str
     feature: str = "always"
 
 
 HOOKS: tuple[Hook, ...] = (
-    Hook("cuGetProcAddress", "proc_address.c.j2",
+    Hook("cuGetProcAddress", "hooks_proc_address.c",
          "answer with the shim's forwarder of the variant the real driver picked"),
-    Hook("cuGetProcAddress_v2", "proc_address.c.j2",
+    Hook("cuGetProcAddress_v2", "hooks_proc_address.c",
          "same, keeping the driver's query-result out-parameter"),
-    Hook("cuDeviceGetAttribute", "attributes.c.j2",
+    Hook("cuDeviceGetAttribute", "hooks_attributes.c",
          "apply gates, then report (SHIMGEN_TRACE=attrs) or override the value", "attrs"),
-    Hook("cuInit", "gates.c.j2", "apply gates to every device once the driver is up", "gates"),
-    Hook("cuDeviceGet", "gates.c.j2", "apply gates around device lookup", "gates"),
-    Hook("cuMemCreate", "gates.c.j2", "apply gates before a (GPUDirect RDMA) allocation",
+    Hook("cuInit", "hooks_gates.c", "apply gates to every device once the driver is up", "gates"),
+    Hook("cuDeviceGet", "hooks_gates.c", "apply gates around device lookup", "gates"),
+    Hook("cuMemCreate", "hooks_gates.c", "apply gates before a (GPUDirect RDMA) allocation",
          "gates"),
-    Hook("cuMemGetHandleForAddressRange", "gates.c.j2",
+    Hook("cuMemGetHandleForAddressRange", "hooks_gates.c",
          "apply gates before a DMA-BUF export", "gates"),
 )
 

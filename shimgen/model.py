@@ -16,6 +16,9 @@ from .hooks import FEATURES, HOOKS, Hook
 # absolute path) gets the shim instead of the real library the shim already loaded.
 LOADER_EXPORTS: tuple[str, ...] = ("dlopen",)
 
+# The shim's SONAME: the name every program and library loads the driver by.
+SONAME = "libcuda.so.1"
+
 
 @dataclass(frozen=True)
 class Function:
@@ -37,12 +40,13 @@ class ShimModel:
         return [f for f in self.functions if f.hook is not None]
 
     @property
-    def hook_templates(self) -> list[str]:
+    def hook_sources(self) -> list[str]:
+        """The runtime/ files that define this shim's hooks, each once."""
         seen: list[str] = []
         for f in self.hooked:
             assert f.hook is not None
-            if f.hook.template not in seen:
-                seen.append(f.hook.template)
+            if f.hook.source not in seen:
+                seen.append(f.hook.source)
         return seen
 
     def exported_names(self) -> list[str]:

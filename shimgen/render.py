@@ -1,26 +1,50 @@
-"""Render the shim's sources from the model with Jinja2 (templates/ holds every file)."""
+"""Write the shim's source tree: the generated files, rendered from the model with Jinja2
+(templates/ emits data only: tables, lists, build facts), beside a copy of the hand-written
+C runtime and assembly (runtime/), so that a build directory is complete on its own."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import jinja2
 
 from . import __version__
-from .cuda import ATTRIBUTES as ATTRIBUTE_NAMES
+from .cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, LIBCUDA_DIRS
 from .errors import ShimgenError
-from .hooks import FEATURES
-from .model import ShimModel
+from .model import SONAME, ShimModel
+
+# (template, generated file), for every shim.
+GENERATED: tuple[tuple[str, str], ...] = (
+    ("shim.h.j2", "shim.h"),
+    ("facts.h.j2", "facts.h"),
+    ("functions.inc.j2", "functions.inc"),
+    ("table.c.j2", "table.c"),
+    ("gateplan.c.j2", "gateplan.c"),
+    ("libcudashim.map.j2", "libcudashim.map"),
+    ("meson.build.j2", "meson.build"),
+)
+# runtime/ files named so are hooks: a shim gets those of its hooks (model.hook_sources).
+HOOK_PREFIX = "hooks_"
+RUNTIME_SUFFIXES = (".c", ".h", ".S")
+
+
+def _data_dir(name: str, marker: str) -> Path:
+    """`name`/ of a source checkout, or the copy installed as shimgen.`name`."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / name, here / name):
+        if (candidate / marker).is_file():
+            return candidate
+    raise ShimgenError(f"shimgen's {name} files are missing (looked in {here.parent}/{name})")
 
 
 def templates_dir() -> Path:
-    """templates/ of a source checkout, or the copy installed as shimgen.templates."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "templates", here / "templates"):
-        if (candidate / "stubs.S.j2").is_file():
-            return candidate
-    raise ShimgenError(f"shimgen's templates are missing (looked in {here.parent}/templates)")
+    return _data_dir("templates", "shim.h.j2")
+
+
+def runtime_dir() -> Path:
+    return _data_dir("runtime", "runtime.h")
 
 
 def c_string(value: object) -> str:
@@ -48,39 +72,48 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def hook_source_name(template: str) -> str:
-    return "hook_" + template.removesuffix(".j2")
+def copied(model: ShimModel) -> list[str]:
+    """The runtime/ files this shim is built from: every one but the hooks it does not use."""
+    hooks = set(model.hook_sources)
+    names = sorted(p.name for p in runtime_dir().iterdir()
+                   if p.is_file() and p.suffix in RUNTIME_SUFFIXES)
+    missing = hooks - set(names)
+    if missing:
+        raise ShimgenError(f"hook table names {sorted(missing)[0]}, which runtime/ lacks")
+    return [n for n in names if not n.startswith(HOOK_PREFIX) or n in hooks]
 
 
 def outputs(model: ShimModel) -> list[tuple[str, str]]:
-    """(template, output file) pairs: the whole generated source tree."""
-    pairs = [
-        ("shim.h.j2", "shim.h"),
-        ("stubs.S.j2", "stubs.S"),
-        ("table.c.j2", "table.c"),
-        ("runtime.c.j2", "runtime.c"),
-        ("libcudashim.map.j2", "libcudashim.map"),
-        ("meson.build.j2", "meson.build"),
-    ]
-    pairs += [(f"hooks/{t}", hook_source_name(t)) for t in model.hook_templates]
-    return pairs
+    """(source, output file) pairs: the whole source tree of a shim. A source is a template
+    (rendered) or runtime/<file> (copied as it is)."""
+    return list(GENERATED) + [(f"runtime/{n}", n) for n in copied(model)]
+
+
+def compiled(model: ShimModel) -> list[str]:
+    """The files meson compiles (the rest are headers and the included function list)."""
+    return [name for _, name in outputs(model) if name.endswith((".c", ".S"))]
 
 
 def render(model: ShimModel, dest: Path) -> list[Path]:
-    """Write every generated file into `dest`; returns the paths written."""
+    """Write every file of the shim's source tree into `dest`; returns the paths written."""
     env = environment()
     context = {
         "model": model,
         "shimgen_version": __version__,
-        "hooked_names": {f.name for f in model.hooked},
-        "hook_sources": [hook_source_name(t) for t in model.hook_templates],
+        "sources": compiled(model),
+        "soname": SONAME,
         "features": FEATURES,
-        "attribute_names": sorted(ATTRIBUTE_NAMES.items()),
+        "c_results": [(name, CODES[name]) for name in C_RESULTS],
+        "libcuda_paths": [f"{d}/{SONAME}" for d in LIBCUDA_DIRS],
+        "attribute_names": sorted(ATTRIBUTES.items()),
     }
     written = []
-    for template, name in outputs(model):
-        text = env.get_template(template).render(**context)
+    runtime = runtime_dir()
+    for source, name in outputs(model):
         path = dest / name
-        path.write_text(text)
+        if source.startswith("runtime/"):
+            shutil.copyfile(runtime / name, path)
+        else:
+            path.write_text(env.get_template(source).render(**context))
         written.append(path)
     return written

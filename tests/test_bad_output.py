@@ -149,10 +149,10 @@ def test_stale_staging_is_removed_live_one_kept(drivers, tmp_path):
 
 
 SLOW_CC = """#!/bin/sh
-# Compiles as cc does, but stops for a long time on runtime.c, after saying so.
+# Compiles as cc does, but stops for a long time on driver.c, after saying so.
 for a in "$@"; do
   case "$a" in
-    *runtime.c) echo $$ > "{marker}"; sleep 300 ;;
+    *driver.c) echo $$ > "{marker}"; sleep 300 ;;
   esac
 done
 exec "{cc}" "$@"

@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 
 from shimgen.build import build
+from shimgen.cuda import CUDA_ERROR_NOT_SUPPORTED
+from shimgen.cuda import CUDA_ERROR_SHARED_OBJECT_INIT_FAILED as NO_DRIVER
 from shimgen.driver import read_driver
 from shimgen.model import build_model
 
@@ -202,7 +204,7 @@ def test_driver_older_than_shim(shims, probes):
     via = run(args, env)
     real = newfn_lines(run(args, s535.env_without_shim()).stdout)
     got = newfn_lines(via.stdout)
-    assert got["dlsym"] == f"dlsym {NEW_IN_555} found rc 801"
+    assert got["dlsym"] == f"dlsym {NEW_IN_555} found rc {CUDA_ERROR_NOT_SUPPORTED}"
     assert real["dlsym"] == f"dlsym {NEW_IN_555} null rc -1"
     # cuGetProcAddress_v2 is the 535 driver's own answer: symbol not found (status 1).
     assert got["proc"] == real["proc"] == f"proc {NEW_IN_555} rc 0 status 1 lib null call -1"
@@ -213,7 +215,8 @@ def test_driver_older_than_shim(shims, probes):
     assert (f"lacks {len(missing)} of the shim's {len(new_names)} functions (they return "
             "CUDA_ERROR_NOT_SUPPORTED)") in lines[1]
     # Every function the old driver lacks, called with no arguments: all 801, no crash.
-    allrun = run([probes / "faults_calls", "all", "3", "801"], env, input="\n".join(missing))
+    allrun = run([probes / "faults_calls", "all", "3", str(CUDA_ERROR_NOT_SUPPORTED)], env,
+                 input="\n".join(missing))
     assert "all functions 43 calls 129 expected 129" in allrun.stdout
     assert len(shim_lines(allrun.stderr)) == 2
 
@@ -633,7 +636,7 @@ def test_trace_size_is_bounded_by_the_number_of_functions(shim, probes, tmp_path
     size = {}
     for reps in (1, 1000):
         trace = tmp_path / f"trace{reps}.json"
-        proc = run([probes / "faults_calls", "all", reps, "302"],
+        proc = run([probes / "faults_calls", "all", reps, str(NO_DRIVER)],
                    shim.env(SHIMGEN_DRIVER=gone, SHIMGEN_TRACE=mode,
                             SHIMGEN_TRACE_FILE=str(trace)), input="\n".join(names) + "\n")
         assert f"all functions {n} calls {n * reps} expected {n * reps}" in proc.stdout
@@ -648,7 +651,7 @@ def test_trace_size_is_bounded_by_the_number_of_functions(shim, probes, tmp_path
         size[reps] = len(text)
     if mode == "1":
         assert size[1000] - size[1] == 3 * n  # "1" became "1000" on each line
-        proc = run([probes / "faults_calls", "all", "1", "302"],
+        proc = run([probes / "faults_calls", "all", "1", str(NO_DRIVER)],
                    shim.env(SHIMGEN_DRIVER=gone, SHIMGEN_TRACE=mode),
                    input="\n".join(names) + "\n")
         assert len(proc.stderr.splitlines()) == 1 + n + 2

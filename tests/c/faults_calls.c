@@ -10,7 +10,7 @@
  *                               (a file that is there already), then calls N times
  *   faults_calls all REPS RC    call every function named on stdin REPS times, with no
  *                               arguments; each must return RC. Only for functions that are
- *                               the shim's failure stubs (302: no driver; 801: the driver
+ *                               the shim's failure stubs (303: no driver; 801: the driver
  *                               lacks it), which never reach a driver
  *
  * Output lines: "pid <role> <pid> calls <n> rc <rc> version <v>", "child <pid> <kind> <n>",

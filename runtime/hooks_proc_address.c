@@ -1,20 +1,18 @@
-{% import 'macros.j2' as m with context %}
-{{ m.banner(model, '/*', '*/', ' *') }}
-
 /*
- * cuGetProcAddress and cuGetProcAddress_v2. The real driver decides which ABI variant a
- * (symbol, version, flags) query gets (cuMemAlloc vs cuMemAlloc_v2, _ptds/_ptsz, errors and
- * the query result); the shim then swaps the returned address for its own trampoline of
- * that same export, so later calls go through the shim. An address that is no export is
- * passed through unchanged and counted.
+ * hooks_proc_address.c: the cuGetProcAddress and cuGetProcAddress_v2 hooks. The real
+ * driver decides which ABI variant a (symbol, version, flags) query gets (cuMemAlloc vs
+ * cuMemAlloc_v2, _ptds/_ptsz, errors and the query result); the shim then swaps the
+ * returned address for its own trampoline of that same export (procaddr.c), so later calls
+ * go through the shim. An address that is no export is passed through unchanged and
+ * counted. Each hook is compiled where the driver exports its function.
  */
 
-#include "shim.h"
+#include "runtime.h"
 
 typedef shimgen_CUresult (*get_proc_v1)(const char *, void **, int, uint64_t);
 typedef shimgen_CUresult (*get_proc_v2)(const char *, void **, int, uint64_t, int *);
 
-{% if 'cuGetProcAddress' in hooked_names %}
+#ifdef SHIMGEN_IDX_cuGetProcAddress
 shimgen_CUresult shimgen_hook_cuGetProcAddress(const char *symbol, void **pfn, int version,
                                                uint64_t flags);
 shimgen_CUresult shimgen_hook_cuGetProcAddress(const char *symbol, void **pfn, int version,
@@ -26,9 +24,9 @@ shimgen_CUresult shimgen_hook_cuGetProcAddress(const char *symbol, void **pfn, i
         *pfn = shimgen_map_proc_address(*pfn);
     return rc;
 }
-{% endif %}
+#endif
 
-{% if 'cuGetProcAddress_v2' in hooked_names %}
+#ifdef SHIMGEN_IDX_cuGetProcAddress_v2
 shimgen_CUresult shimgen_hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                                   uint64_t flags, int *status);
 shimgen_CUresult shimgen_hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
@@ -40,4 +38,4 @@ shimgen_CUresult shimgen_hook_cuGetProcAddress_v2(const char *symbol, void **pfn
         *pfn = shimgen_map_proc_address(*pfn);
     return rc;
 }
-{% endif %}
+#endif

@@ -1,11 +1,8 @@
-{% import 'macros.j2' as m with context %}
-{{ m.banner(model, '/*', '*/', ' *') }}
-
 /*
- * cuDeviceGetAttribute: installed only when SHIMGEN_TRACE=attrs, SHIMGEN_ATTR_OVERRIDE or
- * SHIMGEN_GATES is in effect. Applies gates first, then asks the driver; an override
- * replaces the value reported to the caller (the driver's state is untouched); the attrs
- * trace logs the query, the answer and the module that asked.
+ * hooks_attributes.c: the cuDeviceGetAttribute hook, installed only when SHIMGEN_TRACE=attrs,
+ * SHIMGEN_ATTR_OVERRIDE or SHIMGEN_GATES is in effect. Applies gates first, then asks the
+ * driver; an override replaces the value reported to the caller (the driver's state is
+ * untouched); the attrs trace logs the query, the answer and the module that asked.
  */
 
 #define _GNU_SOURCE
@@ -14,13 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "runtime.h"
 
-static const char *const attribute_names[] = {
-{% for number, name in attribute_names %}
-    [{{ number }}] = "{{ name }}",
-{% endfor %}
-};
+/* CUdevice_attribute names (facts.h, from shimgen/cuda.py), by number. */
+#define ATTRIBUTE_NAME(number, name) [number] = name,
+static const char *const attribute_names[] = {SHIMGEN_FOR_EACH_ATTRIBUTE(ATTRIBUTE_NAME)};
+#undef ATTRIBUTE_NAME
 #define ATTRIBUTE_NAMES (sizeof attribute_names / sizeof attribute_names[0])
 
 static const char *attribute_name(int a)

@@ -1,0 +1,221 @@
+/*
+ * config.c: the shim's configuration, read once from SHIMGEN_* when the shim is loaded
+ * (a constructor; or at the first call that comes earlier): trace mode and files, the
+ * timeline size, attribute overrides, gates, the job rank, and where the shim itself lives.
+ * Also the one way the runtime says something: one line on stderr, unless SHIMGEN_QUIET.
+ */
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+struct shimgen_config shimgen_cfg;
+int shimgen_attr_trace;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+#define OVERRIDES_MAX (sizeof shimgen_cfg.overrides / sizeof shimgen_cfg.overrides[0])
+
+static void parse_trace(const char *v)
+{
+    char buf[128];
+    shimgen_copy_str(buf, sizeof buf, v);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (strcmp(t, "0") == 0)
+            continue;
+        if (strcmp(t, "1") == 0 || strcmp(t, "counts") == 0) {
+            if (shimgen_cfg.trace == TRACE_OFF)
+                shimgen_cfg.trace = TRACE_COUNTS;
+        } else if (strcmp(t, "time") == 0)
+            shimgen_cfg.trace = TRACE_TIME;
+        else if (strcmp(t, "timeline") == 0) {
+            shimgen_cfg.trace = TRACE_TIME;
+            shimgen_cfg.timeline = 1;
+        } else if (strcmp(t, "attrs") == 0)
+            shimgen_attr_trace = 1;
+        else
+            shimgen_say("shimgen: SHIMGEN_TRACE=%s: '%s' is not a known mode (use 1, counts, time, "
+                "timeline, attrs); ignored\n", v, t);
+    }
+}
+
+#define TIMELINE_EVENTS_DEFAULT 65536ul   /* per thread: 1 MiB */
+#define TIMELINE_EVENTS_MIN 1024ul
+#define TIMELINE_EVENTS_MAX (1ul << 24)   /* per thread: 256 MiB */
+
+/* SHIMGEN_TIMELINE_EVENTS: events kept per thread (the most recent), rounded up to a
+ * power of two. */
+static void parse_timeline_events(const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || !end || *end || *v == '-' || n < TIMELINE_EVENTS_MIN ||
+        n > TIMELINE_EVENTS_MAX) {
+        shimgen_say("shimgen: SHIMGEN_TIMELINE_EVENTS=%s is not a number from %lu to %lu; "
+                    "using %lu\n",
+                    v, TIMELINE_EVENTS_MIN, TIMELINE_EVENTS_MAX, TIMELINE_EVENTS_DEFAULT);
+        return;
+    }
+    unsigned long p = TIMELINE_EVENTS_MIN;
+    while (p < n)
+        p <<= 1;
+    shimgen_cfg.timeline_events = p;
+}
+
+static void parse_overrides(const char *v)
+{
+    char buf[512];
+    shimgen_copy_str(buf, sizeof buf, v);
+    char shown[512] = "";
+    size_t o = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '='), *end1 = NULL, *end2 = NULL;
+        long a = eq ? strtol(t, &end1, 10) : -1;
+        long val = eq ? strtol(eq + 1, &end2, 10) : 0;
+        if (!eq || end1 != eq || !end2 || *end2 || a < 0 || a > 100000 ||
+            shimgen_cfg.noverrides == OVERRIDES_MAX) {
+            shimgen_say("shimgen: SHIMGEN_ATTR_OVERRIDE: '%s' is not ATTRIBUTE=VALUE; ignored\n",
+                        t);
+            continue;
+        }
+        shimgen_cfg.overrides[shimgen_cfg.noverrides].attribute = (int)a;
+        shimgen_cfg.overrides[shimgen_cfg.noverrides].value = (int)val;
+        shimgen_cfg.noverrides++;
+        if (o < sizeof shown)
+            o += (size_t)snprintf(shown + o, sizeof shown - o, " %ld=%ld", a, val);
+    }
+    if (shimgen_cfg.noverrides)
+        shimgen_say("shimgen: SHIMGEN_ATTR_OVERRIDE in effect:%s (values reported to the program; "
+            "the driver's state is untouched)\n", shown);
+}
+
+int shimgen_attr_override(int attribute, int *value)
+{
+    for (unsigned i = 0; i < shimgen_cfg.noverrides; i++)
+        if (shimgen_cfg.overrides[i].attribute == attribute) {
+            *value = shimgen_cfg.overrides[i].value;
+            return 1;
+        }
+    return 0;
+}
+
+void shimgen_say(const char *fmt, ...)
+{
+    if (shimgen_cfg.quiet)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof buf)
+        n = sizeof buf - 1;
+    ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+    (void)w;
+}
+
+void shimgen_copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* The job rank of this process, from the usual launchers' variables (read once). */
+static const char *rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                  "SLURM_PROCID", "LOCAL_RANK"};
+
+/* A file name without %p or %r, which the processes of one job would share. */
+int shimgen_shared_name(const char *name)
+{
+    return name[0] && !strstr(name, "%p") && !strstr(name, "%r");
+}
+
+static void read_config(void)
+{
+    const char *v = secure_getenv("SHIMGEN_QUIET");
+    shimgen_cfg.quiet = v && *v && strcmp(v, "0") != 0;
+
+    v = secure_getenv("SHIMGEN_DRIVER");
+    shimgen_cfg.driver_from_env = v && *v;
+    shimgen_copy_str(shimgen_cfg.driver_path, sizeof shimgen_cfg.driver_path,
+                     v && *v ? v : SHIMGEN_DRIVER_PATH);
+    shimgen_cfg.driver_stat_ok = stat(shimgen_cfg.driver_path, &shimgen_cfg.driver_stat) == 0;
+
+    v = secure_getenv("SHIMGEN_TRACE");
+    if (v && *v)
+        parse_trace(v);
+    v = secure_getenv("SHIMGEN_ATTR_OVERRIDE");
+    if (v && *v)
+        parse_overrides(v);
+    v = secure_getenv("SHIMGEN_GATES");
+    if (v && *v) {
+        char err[256] = "";
+        int r = shimgen_gates_configure(v, err, sizeof err);
+        if (r < 0)
+            shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", v, err);
+        shimgen_cfg.gates_requested = r > 0;
+        shimgen_copy_str(shimgen_cfg.gates_spec, sizeof shimgen_cfg.gates_spec, v);
+    }
+    v = secure_getenv("SHIMGEN_TRACE_FILE");
+    if (v && *v)
+        shimgen_copy_str(shimgen_cfg.trace_file, sizeof shimgen_cfg.trace_file, v);
+    shimgen_cfg.timeline_events = TIMELINE_EVENTS_DEFAULT;
+    if (shimgen_cfg.timeline) {
+        v = secure_getenv("SHIMGEN_TIMELINE_EVENTS");
+        if (v && *v)
+            parse_timeline_events(v);
+        v = secure_getenv("SHIMGEN_TIMELINE_FILE");
+        shimgen_copy_str(shimgen_cfg.timeline_file, sizeof shimgen_cfg.timeline_file,
+                 v && *v ? v : "shimgen-timeline.%p.json");
+    }
+    /* Processes of one job share SHIMGEN_TRACE_FILE: the first one to load the shim owns
+     * the plain name; every other (forked or exec'd) writes "<name>.<pid>". */
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0] && !shimgen_cfg.rank[0]; i++) {
+        const char *r = secure_getenv(rank_vars[i]);
+        if (r && *r && strspn(r, "0123456789") == strlen(r))
+            shimgen_copy_str(shimgen_cfg.rank, sizeof shimgen_cfg.rank, r);
+    }
+    shimgen_cfg.load_pid = getpid();
+    if (shimgen_cfg.trace != TRACE_OFF && (shimgen_shared_name(shimgen_cfg.trace_file) ||
+                                           shimgen_shared_name(shimgen_cfg.timeline_file))) {
+        const char *owner = secure_getenv("SHIMGEN_TRACE_OWNER");
+        if (owner && *owner && atol(owner) != (long)shimgen_cfg.load_pid)
+            shimgen_cfg.trace_file_shared = 1;
+        else if (!owner || !*owner) {
+            char pid[24];
+            snprintf(pid, sizeof pid, "%ld", (long)shimgen_cfg.load_pid);
+            setenv("SHIMGEN_TRACE_OWNER", pid, 0);
+        }
+    }
+
+    shimgen_dlopen_setup();
+
+    Dl_info info;
+    if (dladdr((void *)read_config, &info) && info.dli_fname) {
+        if (!realpath(info.dli_fname, shimgen_cfg.self_path))
+            shimgen_copy_str(shimgen_cfg.self_path, sizeof shimgen_cfg.self_path, info.dli_fname);
+    }
+}
+
+void shimgen_config(void)
+{
+    pthread_once(&config_once, read_config);
+}
+
+/* Configuration is read when the shim is loaded; the driver is loaded on first use. */
+__attribute__((constructor)) static void shimgen_load(void)
+{
+    shimgen_config();
+}

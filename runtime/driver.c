@@ -1,0 +1,211 @@
+/*
+ * driver.c: loading the real driver, once, at the first call: dlopen of the recorded file
+ * (or SHIMGEN_DRIVER), else a fallback search when that file is gone; the identity check of
+ * what was loaded (build-id, another shim preloaded after this one, the gates' profile);
+ * then every slot filled. Also the lazy stubs' resolver (stubs.S), which waits for all this.
+ */
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime.h"
+
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static __thread int in_driver_init __attribute__((tls_model("initial-exec")));
+static void *driver_handle;
+static uint64_t missing_functions;
+char shimgen_loaded_build_id[129];
+
+struct build_id_query {
+    uintptr_t base;
+    char hex[2 * 64 + 1];
+};
+
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct build_id_query *q = data;
+    if (info->dlpi_addr != q->base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
+        const char *end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+            const char *name = p + sizeof *n;
+            const unsigned char *desc =
+                (const unsigned char *)(name + ((n->n_namesz + 3u) & ~3u));
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
+                n->n_descsz <= 64) {
+                static const char digits[] = "0123456789abcdef";
+                for (unsigned k = 0; k < n->n_descsz; k++) {
+                    q->hex[2 * k] = digits[desc[k] >> 4];
+                    q->hex[2 * k + 1] = digits[desc[k] & 15];
+                }
+                q->hex[2 * n->n_descsz] = '\0';
+                return 1;
+            }
+            p = (const char *)desc + ((n->n_descsz + 3u) & ~3u);
+        }
+    }
+    return 1;
+}
+
+static void check_identity(void *handle)
+{
+    struct link_map *lm = NULL;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+        return;
+    struct build_id_query q = {.base = (uintptr_t)lm->l_addr, .hex = ""};
+    dl_iterate_phdr(find_build_id, &q);
+    shimgen_copy_str(shimgen_loaded_build_id, sizeof shimgen_loaded_build_id, q.hex);
+    char got[PATH_MAX], want[PATH_MAX], other[PATH_MAX];
+    void *d = dlsym(handle, "dlopen");
+    Dl_info di;
+    if (lm->l_name && realpath(lm->l_name, got) && realpath(shimgen_cfg.driver_path, want) &&
+        strcmp(got, want) != 0 && d && dladdr(d, &di) && di.dli_fname &&
+        realpath(di.dli_fname, other) && strcmp(other, got) == 0) {
+        shimgen_say("shimgen: another shim (%s) is preloaded after this one; calls go through "
+                    "both\n", got);
+        return;
+    }
+    if (shimgen_cfg.gates_requested) {
+        char why[256] = "";
+        if (shimgen_gates_verify((uintptr_t)lm->l_addr, q.hex, why, sizeof why)) {
+            shimgen_cfg.features |= SHIMGEN_FEATURE_GATES | SHIMGEN_FEATURE_ATTRS;
+            shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s)\n",
+                        shimgen_cfg.gates_spec, shimgen_cfg.driver_path, q.hex);
+        } else
+            shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n",
+                        shimgen_cfg.gates_spec, why);
+    }
+    if (SHIMGEN_DRIVER_BUILD_ID[0] && strcmp(q.hex, SHIMGEN_DRIVER_BUILD_ID) != 0)
+        shimgen_say("shimgen: %s has build-id %s, the shim was built for %s (libcuda %s); "
+                    "forwarding by name, rebuild the shim\n",
+                    shimgen_cfg.driver_path, q.hex[0] ? q.hex : "none", SHIMGEN_DRIVER_BUILD_ID,
+                    SHIMGEN_DRIVER_VERSION);
+}
+
+static void fill_slots(void *handle)
+{
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
+        void *fn = handle ? dlsym(handle, shimgen_names[i]) : NULL;
+        if (handle && !fn)
+            missing_functions++;
+        shimgen_real[i] = fn ? fn : (handle ? (void *)shimgen_fail_missing
+                                            : (void *)shimgen_fail_init);
+        if (fn)
+            shimgen_addr_map_add(fn, i);
+    }
+    shimgen_addr_map_sort();
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
+        void *target = (handle && shimgen_hook_fns[i] &&
+                        (shimgen_hook_features[i] & shimgen_cfg.features))
+                           ? shimgen_hook_fns[i]
+                           : shimgen_real[i];
+        __atomic_store_n(&shimgen_targets[i], target, __ATOMIC_RELEASE);
+    }
+    if (shimgen_cfg.trace != TRACE_OFF)
+        shimgen_stats_start();
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
+        void *slot = shimgen_cfg.trace == TRACE_TIME
+                         ? (shimgen_cfg.timeline ? shimgen_timeline_stubs[i]
+                                                 : shimgen_time_stubs[i])
+                     : shimgen_cfg.trace == TRACE_OFF ? shimgen_targets[i]
+                                                      : shimgen_count_stubs[i];
+        __atomic_store_n(&shimgen_slots[i], slot, __ATOMIC_RELEASE);
+    }
+}
+
+/* A libcuda other than the recorded file, when that file is gone: the path given at build
+ * time, then the usual locations. Writes the candidate to `out`; 0 when there is none. */
+static int fallback_driver(char *out, size_t cap)
+{
+    static const char *const places[] = {SHIMGEN_DRIVER_GIVEN, SHIMGEN_LIBCUDA_PATHS};
+    struct stat self, st;
+    int have_self = shimgen_cfg.self_path[0] && stat(shimgen_cfg.self_path, &self) == 0;
+    for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+        if (stat(places[i], &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (have_self && st.st_dev == self.st_dev && st.st_ino == self.st_ino)
+            continue;
+        shimgen_copy_str(out, cap, places[i]);
+        return 1;
+    }
+    return 0;
+}
+
+static void load_driver(void)
+{
+    shimgen_config();
+    in_driver_init = 1;
+    shimgen_cfg.features = SHIMGEN_FEATURE_ALWAYS;
+    if (shimgen_attr_trace || shimgen_cfg.noverrides)
+        shimgen_cfg.features |= SHIMGEN_FEATURE_ATTRS;
+    typedef void *(*dlopen_fn)(const char *, int);
+    dlopen_fn real_dlopen = (dlopen_fn)shimgen_real_dlopen;
+    void *h = real_dlopen(shimgen_cfg.driver_path, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+        const char *err = dlerror();
+        char first_err[512];
+        shimgen_copy_str(first_err, sizeof first_err, err ? err : "unknown error");
+        /* The recorded file is gone (a driver upgrade replaces libcuda.so.<version>): try
+         * the name it was given as (usually the libcuda.so.1 link, which now points at
+         * the new driver), then the usual places; never the shim itself. */
+        if (!shimgen_cfg.driver_from_env &&
+            fallback_driver(shimgen_cfg.driver_path, sizeof shimgen_cfg.driver_path)) {
+            h = real_dlopen(shimgen_cfg.driver_path, RTLD_LAZY | RTLD_LOCAL);
+            if (h) {
+                shimgen_cfg.driver_stat_ok =
+                    stat(shimgen_cfg.driver_path, &shimgen_cfg.driver_stat) == 0;
+                shimgen_say("shimgen: %s cannot be loaded (%s); loaded %s instead\n",
+                            SHIMGEN_DRIVER_PATH, first_err, shimgen_cfg.driver_path);
+            }
+        }
+        if (!h)
+            shimgen_say("shimgen: cannot load the real CUDA driver %s (%s); every driver call "
+                        "returns CUDA_ERROR_SHARED_OBJECT_INIT_FAILED\n",
+                        shimgen_cfg.driver_from_env ? shimgen_cfg.driver_path
+                                                    : SHIMGEN_DRIVER_PATH,
+                        first_err);
+    }
+    if (h)
+        check_identity(h);
+    driver_handle = h;
+    fill_slots(h);
+    if (h && missing_functions)
+        shimgen_say("shimgen: %s lacks %llu of the shim's %u functions (they return "
+                    "CUDA_ERROR_NOT_SUPPORTED); rebuild the shim for this driver\n",
+                    shimgen_cfg.driver_path, (unsigned long long)missing_functions,
+                    SHIMGEN_NFUNCS);
+    shimgen_trace_start();
+    in_driver_init = 0;
+}
+
+void shimgen_init(void)
+{
+    pthread_once(&driver_once, load_driver);
+}
+
+void *shimgen_lazy_resolve(unsigned idx)
+{
+    if (idx >= SHIMGEN_NFUNCS)
+        return (void *)shimgen_fail_init;
+    if (in_driver_init) {
+        /* The driver called back into the shim while it was being loaded: resolve this one
+         * function directly instead of waiting on ourselves. */
+        void *fn = driver_handle ? dlsym(driver_handle, shimgen_names[idx]) : NULL;
+        return fn ? fn : (void *)shimgen_fail_init;
+    }
+    shimgen_init();
+    return __atomic_load_n(&shimgen_slots[idx], __ATOMIC_ACQUIRE);
+}

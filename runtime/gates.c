@@ -1,0 +1,146 @@
+/*
+ * gates.c: the gate engine. Capability gates are bits in the driver's private per-device
+ * struct (see docs/gates.md); the build bakes in where they are (gateplan.c: the device
+ * table, each gate's bits and globals, and the instruction bytes they were read from).
+ * SHIMGEN_GATES selects gates to set ("gdr") or mask ("-gdr"). Nothing is ever written
+ * unless the loaded driver has the profile's build-id and every recorded instruction byte
+ * matches the image in memory; otherwise the shim says so once and only forwards. The
+ * hooks that apply the gates are in hooks_gates.c and hooks_attributes.c.
+ */
+
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+
+#include "gates.h"
+#include "runtime.h"
+
+static const struct gate_plan *const plan = &shimgen_gate_plan;
+
+static uintptr_t base;
+static int active;
+
+/* SHIMGEN_GATES, at configuration: 1 when gates are selected, 0 for none, -1 (with the
+ * reason in `err`) when the value names a gate this shim does not have. */
+int shimgen_gates_configure(const char *spec, char *err, size_t errcap)
+{
+    if (!spec || !*spec)
+        return 0;
+    if (!plan->ngates) {
+        snprintf(err, errcap, "this shim was built without gates (shimgen build --gates auto)");
+        return -1;
+    }
+    char buf[256];
+    size_t n = strlen(spec);
+    if (n >= sizeof buf) {
+        snprintf(err, errcap, "SHIMGEN_GATES is too long");
+        return -1;
+    }
+    memcpy(buf, spec, n + 1);
+    int any = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        int sign = 1;
+        if (*tok == '-' || *tok == '+') {
+            sign = *tok == '-' ? -1 : 1;
+            tok++;
+        }
+        unsigned i = 0;
+        while (i < plan->ngates && strcmp(plan->gates[i].name, tok) != 0)
+            i++;
+        if (i == plan->ngates) {
+            size_t o = (size_t)snprintf(err, errcap, "unknown gate '%s' (this shim has:", tok);
+            for (unsigned k = 0; k < plan->ngates && o < errcap; k++)
+                o += (size_t)snprintf(err + o, errcap - o, " %s", plan->gates[k].name);
+            if (o < errcap)
+                snprintf(err + o, errcap - o, ")");
+            return -1;
+        }
+        plan->selection[i] = sign;
+        any = 1;
+    }
+    return any;
+}
+
+/* Called once the driver is loaded, before any hook is installed. Returns 1 when gates may
+ * be written; otherwise explains why not in `why`. */
+int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, char *why,
+                         size_t whycap)
+{
+    if (!plan->ngates) {
+        snprintf(why, whycap, "this shim was built without gates");
+        return 0;
+    }
+    if (strcmp(loaded_build_id, plan->build_id) != 0) {
+        snprintf(why, whycap, "loaded driver build-id %s is not the profile's %s (libcuda %s)",
+                 loaded_build_id[0] ? loaded_build_id : "none", plan->build_id,
+                 plan->driver_version);
+        return 0;
+    }
+    for (unsigned i = 0; i < plan->nchecks; i++) {
+        if (memcmp((const void *)(driver_base + plan->checks[i].vaddr), plan->checks[i].bytes,
+                   plan->checks[i].len) != 0) {
+            snprintf(why, whycap, "instruction bytes at 0x%lx differ from the profile",
+                     (unsigned long)plan->checks[i].vaddr);
+            return 0;
+        }
+    }
+    base = driver_base;
+    active = 1;
+    return 1;
+}
+
+static void write_global(uintptr_t addr, unsigned size, int set)
+{
+    uint64_t v = set > 0 ? 1u : 0u;
+    switch (size) {
+    case 1: __atomic_store_n((uint8_t *)addr, (uint8_t)v, __ATOMIC_RELAXED); break;
+    case 2: __atomic_store_n((uint16_t *)addr, (uint16_t)v, __ATOMIC_RELAXED); break;
+    case 4: __atomic_store_n((uint32_t *)addr, (uint32_t)v, __ATOMIC_RELAXED); break;
+    default: __atomic_store_n((uint64_t *)addr, v, __ATOMIC_RELAXED); break;
+    }
+}
+
+static unsigned device_count(void)
+{
+    if (!plan->count_vaddr)
+        return GATE_MAX_DEVICES;
+    uintptr_t a = base + plan->count_vaddr;
+    uint64_t n;
+    switch (plan->count_size) {
+    case 1: n = *(const uint8_t *)a; break;
+    case 2: n = *(const uint16_t *)a; break;
+    case 8: n = *(const uint64_t *)a; break;
+    default: n = *(const uint32_t *)a; break;
+    }
+    return n > GATE_MAX_DEVICES ? GATE_MAX_DEVICES : (unsigned)n;
+}
+
+/* Set or mask the selected gates on every device the driver has set up. */
+void shimgen_gates_apply(void)
+{
+    if (!active)
+        return;
+    unsigned n = device_count();
+    for (unsigned g = 0; g < plan->ngates; g++) {
+        if (!plan->selection[g])
+            continue;
+        for (unsigned k = 0; k < plan->gates[g].nglobals; k++)
+            write_global(base + plan->gates[g].globals[k].vaddr, plan->gates[g].globals[k].size,
+                         plan->selection[g]);
+        for (unsigned d = 0; d < n; d++) {
+            uintptr_t dev = *(const uintptr_t *)(base + plan->table_vaddr + plan->table_offset +
+                                                 d * plan->table_stride);
+            if (!dev)
+                continue;
+            for (unsigned k = 0; k < plan->gates[g].nfields; k++) {
+                uint8_t *p = (uint8_t *)(dev + plan->gates[g].fields[k].offset);
+                if (plan->selection[g] > 0)
+                    __atomic_fetch_or(p, plan->gates[g].fields[k].mask, __ATOMIC_RELAXED);
+                else
+                    __atomic_fetch_and(p, (uint8_t)~plan->gates[g].fields[k].mask,
+                                       __ATOMIC_RELAXED);
+            }
+        }
+    }
+}

@@ -1,0 +1,57 @@
+/*
+ * hooks_gates.c: the hooks that apply the selected gates (gates.c) around the calls through
+ * which programs discover and use them: cuInit (every device, once the driver is up),
+ * cuDeviceGet, cuMemCreate (a GPUDirect RDMA allocation) and
+ * cuMemGetHandleForAddressRange (a DMA-BUF export). Installed only when SHIMGEN_GATES is in
+ * effect on the profile's driver (shimgen/hooks.py: feature "gates").
+ */
+
+#include "runtime.h"
+
+typedef shimgen_CUresult (*init_fn)(unsigned);
+typedef shimgen_CUresult (*device_get_fn)(int *, int);
+typedef shimgen_CUresult (*mem_create_fn)(unsigned long long *, size_t, const void *,
+                                          unsigned long long);
+typedef shimgen_CUresult (*handle_range_fn)(void *, unsigned long long, size_t, int,
+                                            unsigned long long);
+
+shimgen_CUresult shimgen_hook_cuInit(unsigned flags);
+shimgen_CUresult shimgen_hook_cuInit(unsigned flags)
+{
+    shimgen_CUresult rc = ((init_fn)shimgen_real[SHIMGEN_IDX_cuInit])(flags);
+    if (rc == SHIMGEN_CUDA_SUCCESS)
+        shimgen_gates_apply();
+    return rc;
+}
+
+shimgen_CUresult shimgen_hook_cuDeviceGet(int *device, int ordinal);
+shimgen_CUresult shimgen_hook_cuDeviceGet(int *device, int ordinal)
+{
+    shimgen_gates_apply();
+    shimgen_CUresult rc = ((device_get_fn)shimgen_real[SHIMGEN_IDX_cuDeviceGet])(device, ordinal);
+    shimgen_gates_apply();
+    return rc;
+}
+
+shimgen_CUresult shimgen_hook_cuMemCreate(unsigned long long *handle, size_t size,
+                                          const void *prop, unsigned long long flags);
+shimgen_CUresult shimgen_hook_cuMemCreate(unsigned long long *handle, size_t size,
+                                          const void *prop, unsigned long long flags)
+{
+    shimgen_gates_apply();
+    return ((mem_create_fn)shimgen_real[SHIMGEN_IDX_cuMemCreate])(handle, size, prop, flags);
+}
+
+shimgen_CUresult shimgen_hook_cuMemGetHandleForAddressRange(void *handle,
+                                                            unsigned long long dptr,
+                                                            size_t size, int type,
+                                                            unsigned long long flags);
+shimgen_CUresult shimgen_hook_cuMemGetHandleForAddressRange(void *handle,
+                                                            unsigned long long dptr,
+                                                            size_t size, int type,
+                                                            unsigned long long flags)
+{
+    shimgen_gates_apply();
+    return ((handle_range_fn)shimgen_real[SHIMGEN_IDX_cuMemGetHandleForAddressRange])(
+        handle, dptr, size, type, flags);
+}

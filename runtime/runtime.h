@@ -1,0 +1,120 @@
+/*
+ * runtime.h: what the files of the shim's C runtime share. The runtime loads the real
+ * driver once, fills the jump slots, maps cuGetProcAddress answers back to the shim's
+ * trampolines, redirects dlopen of libcuda, counts and times calls, and writes the trace at
+ * exit. Nothing in it runs per forwarded call: after the first call every trampoline is one
+ * indirect jump (SHIMGEN_TRACE=1 adds one per-thread increment, in stubs.S).
+ *
+ * The build's generated headers come first: shim.h (this build: function count, slot
+ * indices, the driver it was built for) and facts.h (CUDA facts from shimgen/cuda.py).
+ */
+#ifndef SHIMGEN_RUNTIME_H
+#define SHIMGEN_RUNTIME_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "facts.h"
+#include "shim.h"
+
+/* The CUDA driver's result type; hooks need no CUDA headers. */
+typedef int shimgen_CUresult;
+
+/* ---- tables: stubs.S (jump targets, stubs) and table.c (names, hooks) ---- */
+extern void *shimgen_slots[];        /* what each exported trampoline jumps through */
+extern void *shimgen_targets[];      /* hook or real function, after the counting stub */
+extern void *shimgen_real[];         /* the real driver's functions */
+extern uint64_t shimgen_counts[];    /* calls per function, when counting */
+extern void *const shimgen_lazy_stubs[];   /* first-call resolvers */
+extern void *const shimgen_count_stubs[];  /* count, then jump to shimgen_targets[i] */
+extern void *const shimgen_entry_stubs[];  /* the exported trampolines themselves */
+extern void *const shimgen_time_stubs[];   /* SHIMGEN_TRACE=time: time, then the target */
+extern void *const shimgen_timeline_stubs[]; /* SHIMGEN_TRACE=timeline: the same + events */
+extern char shimgen_time_return[];         /* where timed calls return first */
+extern char shimgen_timeline_return[];     /* the same, for the timeline stubs */
+extern const char *const shimgen_names[];
+extern void *const shimgen_hook_fns[];     /* NULL where a function has no hook */
+extern const unsigned char shimgen_hook_features[]; /* SHIMGEN_FEATURE_* per hook */
+extern char shimgen_fail_init[];     /* returns CUDA_ERROR_SHARED_OBJECT_INIT_FAILED */
+extern char shimgen_fail_missing[];  /* returns CUDA_ERROR_NOT_SUPPORTED */
+
+/* ---- configuration, read once (config.c) ---- */
+enum trace_mode { TRACE_OFF = 0, TRACE_COUNTS = 1, TRACE_TIME = 2 };
+
+struct shimgen_config {
+    char driver_path[PATH_MAX];
+    char self_path[PATH_MAX];
+    char trace_file[PATH_MAX];
+    char timeline_file[PATH_MAX];
+    enum trace_mode trace;
+    int timeline;                  /* SHIMGEN_TRACE=timeline: TRACE_TIME plus events */
+    unsigned long timeline_events; /* per-thread ring, a power of two */
+    int quiet;
+    int driver_stat_ok;
+    int trace_file_shared; /* another process of this job owns the plain trace file name */
+    int driver_from_env;
+    pid_t load_pid;
+    int gates_requested;
+    char gates_spec[256];
+    char rank[16];
+    unsigned features; /* SHIMGEN_FEATURE_* whose hooks are installed */
+    unsigned noverrides;
+    struct {
+        int attribute, value;
+    } overrides[64];
+    struct stat driver_stat;
+};
+extern struct shimgen_config shimgen_cfg;
+extern int shimgen_attr_trace;
+
+void shimgen_config(void);
+int shimgen_attr_override(int attribute, int *value);
+/* One line on stderr, unless SHIMGEN_QUIET; formatted into a buffer, written at once. */
+void shimgen_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void shimgen_copy_str(char *dst, size_t cap, const char *src);
+/* A file name without %p or %r, which the processes of one job would share. */
+int shimgen_shared_name(const char *name);
+
+/* ---- the real driver (driver.c) ---- */
+void shimgen_init(void);
+void *shimgen_lazy_resolve(unsigned idx);
+extern char shimgen_loaded_build_id[129];
+
+/* ---- cuGetProcAddress answers (procaddr.c) ---- */
+void shimgen_addr_map_add(void *real_fn, unsigned idx);
+void shimgen_addr_map_sort(void);
+void *shimgen_map_proc_address(void *real_fn);
+extern uint64_t shimgen_unmapped_proc_addresses;
+
+/* ---- dlopen redirection (dlopen.c) ---- */
+extern void *shimgen_real_dlopen;
+void shimgen_dlopen_setup(void);
+const char *shimgen_dlopen_filter(const char *file);
+
+/* ---- counting and timing (stats.c), called from stubs.S ---- */
+void *shimgen_count_first(unsigned idx);
+/* What the timing stub's C path gets back, in rax:rdx: the function to jump to, and the
+ * shadow frame to keep in rbx (NULL: the call is counted but not timed). */
+struct shadow_frame;
+struct time_push {
+    void *target;
+    struct shadow_frame *frame;
+};
+struct time_push shimgen_time_push(unsigned idx, void **return_slot, void *caller_rbx,
+                                   void *timed_return);
+void *shimgen_real_caller(void *return_address);
+void shimgen_stats_start(void);
+
+/* ---- trace output at exit (trace.c) ---- */
+void shimgen_trace_start(void);
+
+/* ---- gates (gates.c) ---- */
+int shimgen_gates_configure(const char *spec, char *err, size_t errcap);
+int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, char *why,
+                         size_t whycap);
+void shimgen_gates_apply(void);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * stats.h: the per-thread counter blocks, shadow frames and timeline events that the
+ * counting and timing stubs (stubs.S) update, shared by stats.c (blocks), timeline.c
+ * (rings of events) and trace.c (output at exit). The offsets the assembly uses are in
+ * layout.h, checked here against the structs.
+ */
+#ifndef SHIMGEN_STATS_H
+#define SHIMGEN_STATS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "layout.h"
+#include "runtime.h"
+
+#define SHADOW_DEPTH 128u
+
+struct shadow_frame {
+    void *ret;       /* the caller's return address */
+    uint64_t start;  /* ticks at entry */
+    uint64_t idx;    /* the function */
+    void *rbx;       /* the caller's rbx (the timing stub keeps the frame in rbx) */
+};
+
+/* One timed call in a timeline ring: written by the timeline stub's return path. */
+struct tl_event {
+    uint64_t start;   /* ticks at entry */
+    uint64_t dur_idx; /* elapsed ticks << 16 | function index */
+};
+
+/* What a thread has of one function: what a timed call updates is in one cache line. */
+struct fstats {
+    uint64_t count, total, max, unused;
+};
+
+struct tstats {
+    struct fstats fn[SHIMGEN_NFUNCS];
+    uint64_t untimed;
+    struct shadow_frame *top; /* the next free frame: f + calls in progress */
+    struct shadow_frame *end; /* f + SHADOW_DEPTH */
+    struct tl_event *ev;      /* SHIMGEN_TRACE=timeline: the thread's ring of events */
+    uint64_t ev_head;         /* events recorded so far; the ring keeps the last ev_mask+1 */
+    uint64_t ev_mask;
+    struct shadow_frame f[SHADOW_DEPTH];
+    struct tstats *next;
+    pid_t tid;
+};
+
+_Static_assert(sizeof(struct fstats) == TS_FSTATS_SIZE &&
+                   TS_FSTATS_SIZE == 1u << TS_FSTATS_SHIFT, "fstats");
+_Static_assert(offsetof(struct fstats, count) == TS_COUNT, "fstats.count");
+_Static_assert(offsetof(struct fstats, total) == TS_TOTAL, "fstats.total");
+_Static_assert(offsetof(struct fstats, max) == TS_MAX, "fstats.max");
+_Static_assert(offsetof(struct tstats, untimed) == TS_UNTIMED, "tstats.untimed");
+_Static_assert(offsetof(struct tstats, top) == TS_TOP, "tstats.top");
+_Static_assert(offsetof(struct tstats, end) == TS_END, "tstats.end");
+_Static_assert(offsetof(struct tstats, ev) == TS_EV, "tstats.ev");
+_Static_assert(offsetof(struct tstats, ev_head) == TS_EV_HEAD, "tstats.ev_head");
+_Static_assert(offsetof(struct tstats, ev_mask) == TS_EV_MASK, "tstats.ev_mask");
+_Static_assert(offsetof(struct tstats, f) == TS_FRAMES, "tstats.f");
+_Static_assert(sizeof(struct tl_event) == 1u << TL_EVENT_SHIFT, "tl_event");
+_Static_assert(SHIMGEN_NFUNCS < 1u << TL_INDEX_BITS,
+               "the function index fits in the low bits of an event");
+_Static_assert(sizeof(struct shadow_frame) == TS_FRAME_SIZE, "shadow_frame");
+_Static_assert(offsetof(struct shadow_frame, ret) == FRAME_RET, "shadow_frame.ret");
+_Static_assert(offsetof(struct shadow_frame, start) == FRAME_START, "shadow_frame.start");
+_Static_assert(offsetof(struct shadow_frame, idx) == FRAME_IDX, "shadow_frame.idx");
+_Static_assert(offsetof(struct shadow_frame, rbx) == FRAME_RBX, "shadow_frame.rbx");
+
+/* stats.c */
+extern __thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
+extern pthread_mutex_t shimgen_stats_lock;
+extern struct tstats *shimgen_live_blocks;
+extern uint64_t shimgen_time_total[SHIMGEN_NFUNCS];
+extern uint64_t shimgen_time_max[SHIMGEN_NFUNCS];
+extern uint64_t shimgen_untimed_calls; /* shadow stack full or no block: counted, not timed */
+void shimgen_collect_stats(void);
+void shimgen_stats_after_fork(void);
+double shimgen_ns_per_tick(void);
+extern uint64_t shimgen_tsc_start;
+
+/* trace.c: open an output file named by a pattern (%p, %r); NULL when it cannot be
+ * written (said once on stderr). */
+FILE *shimgen_open_output(const char *pattern, const char *what, char *path, size_t cap);
+
+/* timeline.c */
+void shimgen_timeline_ring(struct tstats *s);
+void shimgen_timeline_keep(struct tstats *s);
+void shimgen_timeline_after_fork(void);
+void shimgen_write_timeline(void);
+
+#endif

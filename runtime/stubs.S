@@ -1,0 +1,189 @@
+/*
+ * stubs.S: the x86-64 entry points of the shim. No prototypes are needed: every stub only
+ * jumps, so arguments in registers and on the stack reach the target untouched.
+ *
+ *   exported trampoline i:  jmp *shimgen_slots[i]
+ *   shimgen_slots[i]:       lazy stub i until the driver is loaded, then the counting
+ *                           stub i (SHIMGEN_TRACE=1), the timing stub i (SHIMGEN_TRACE=time,
+ *                           or its twin for SHIMGEN_TRACE=timeline)
+ *                           or shimgen_targets[i] (hook or real)
+ *   lazy stub i:            r11 = i; save argument registers; ask the C runtime for the
+ *                           target (loads the driver once, thread-safe); restore; jump
+ *
+ * The timing stubs (SHIMGEN_TRACE=time, timeline) are in timing.S.
+ *
+ * The per-function code comes from the build's generated list, functions.inc: one
+ * SHIMGEN_FUNCTION(i, name) line per exported function, in slot order. This file defines
+ * what a line expands to (an assembler macro per kind of stub) and includes the list once
+ * per kind. The numbers it needs come from the generated headers: SHIMGEN_NFUNCS (shim.h)
+ * and the result codes of the failure stubs (facts.h); the offsets into a thread's counter
+ * block come from layout.h, which the C runtime checks against its structs.
+ */
+
+#include "facts.h"
+#include "shim.h"
+#include "layout.h"
+
+#include "asm.h"
+
+        .text
+
+/* ---- exported trampolines: one indirect jump each ---- */
+.macro trampoline i, name
+        .globl  \name
+        .type   \name, @function
+        .balign 16
+\name:
+.Lentry_\i:
+        ENDBR
+        jmp     *shimgen_slots+8*\i(%rip)
+        .size   \name, .-\name
+.endm
+#define SHIMGEN_FUNCTION(i, name) trampoline i, name
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+
+/* ---- dlopen wrapper: redirect libcuda names to the shim (dlopen.c), then tail-jump to the
+ * real dlopen so that glibc still sees the original caller (RUNPATH, $ORIGIN, namespace). */
+        .globl  dlopen
+        .type   dlopen, @function
+        .balign 16
+dlopen:
+        ENDBR
+        push    %rsi
+        call    shimgen_dlopen_filter
+        pop     %rsi
+        mov     %rax, %rdi
+        jmp     *shimgen_real_dlopen(%rip)
+        .size   dlopen, .-dlopen
+
+/* ---- counting stubs: one increment of this thread's own counter, then the target.
+ * The per-thread block is reached through an initial-exec TLS pointer; a thread's first
+ * counted call (pointer still NULL) takes shimgen_count_slow, which allocates it. ---- */
+.macro count_stub i
+        .balign 16
+.Lcount_\i:
+        ENDBR
+        movq    shimgen_tls_stats@gottpoff(%rip), %r11
+        movq    %fs:(%r11), %r11
+        testq   %r11, %r11
+        jz      1f
+        incq    TS_COUNT+TS_FSTATS_SIZE*\i(%r11)    /* fn[i].count++ */
+        jmp     *shimgen_targets+8*\i(%rip)
+1:      mov     $\i, %r11d
+        jmp     shimgen_count_slow
+.endm
+#define SHIMGEN_FUNCTION(i, name) count_stub i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+
+/* First counted call of a thread: like the lazy path, save the argument registers and
+ * let the C runtime allocate the thread's counters, count, and name the target. */
+        .balign 16
+        .type   shimgen_count_slow, @function
+shimgen_count_slow:
+        .cfi_startproc
+        save_argument_registers
+        mov     %r11d, %edi
+        call    shimgen_count_first
+        mov     %rax, %r11
+        restore_argument_registers
+        jmp     *%r11
+        .cfi_endproc
+        .size   shimgen_count_slow, .-shimgen_count_slow
+
+/* ---- lazy stubs: first call of any function before the driver is loaded ---- */
+.macro lazy_stub i
+        .balign 16
+.Llazy_\i:
+        ENDBR
+        mov     $\i, %r11d
+        jmp     shimgen_lazy_common
+.endm
+#define SHIMGEN_FUNCTION(i, name) lazy_stub i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+
+        .balign 16
+        .type   shimgen_lazy_common, @function
+shimgen_lazy_common:
+        .cfi_startproc
+        save_argument_registers
+        mov     %r11d, %edi
+        call    shimgen_lazy_resolve
+        mov     %rax, %r11
+        restore_argument_registers
+        jmp     *%r11
+        .cfi_endproc
+        .size   shimgen_lazy_common, .-shimgen_lazy_common
+
+/* ---- failure stubs: used when the driver cannot be loaded or lacks a function ---- */
+        .globl  shimgen_fail_init
+        .hidden shimgen_fail_init
+        .type   shimgen_fail_init, @function
+        .balign 16
+shimgen_fail_init:
+        ENDBR
+        mov     $SHIMGEN_CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, %eax
+        ret
+        .size   shimgen_fail_init, .-shimgen_fail_init
+
+        .globl  shimgen_fail_missing
+        .hidden shimgen_fail_missing
+        .type   shimgen_fail_missing, @function
+        .balign 16
+shimgen_fail_missing:
+        ENDBR
+        mov     $SHIMGEN_CUDA_ERROR_NOT_SUPPORTED, %eax
+        ret
+        .size   shimgen_fail_missing, .-shimgen_fail_missing
+
+/* ---- tables: one entry per function, each the address of that function's stub (the
+ * timing stubs' tables are in timing.S) ---- */
+.macro table_start table
+        .globl  \table
+        .hidden \table
+\table:
+.endm
+
+        .section .data.rel.ro, "aw"
+        .balign 8
+        table_start shimgen_lazy_stubs
+#define SHIMGEN_FUNCTION(i, name) .quad .Llazy_##i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+        table_start shimgen_count_stubs
+#define SHIMGEN_FUNCTION(i, name) .quad .Lcount_##i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+        table_start shimgen_entry_stubs
+#define SHIMGEN_FUNCTION(i, name) .quad .Lentry_##i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+
+/* ---- jump slots: each starts at its lazy stub ---- */
+        .data
+        .balign 64
+        table_start shimgen_slots
+#define SHIMGEN_FUNCTION(i, name) .quad .Llazy_##i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+        .balign 64
+        table_start shimgen_targets
+#define SHIMGEN_FUNCTION(i, name) .quad .Llazy_##i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+
+        .bss
+        .balign 64
+        .globl  shimgen_real
+        .hidden shimgen_real
+shimgen_real:
+        .zero   8*SHIMGEN_NFUNCS
+        .balign 64
+        .globl  shimgen_counts
+        .hidden shimgen_counts
+shimgen_counts:
+        .zero   8*SHIMGEN_NFUNCS
+
+        .section .note.GNU-stack, "", @progbits

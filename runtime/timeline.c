@@ -1,0 +1,181 @@
+/*
+ * timeline.c: SHIMGEN_TRACE=timeline, a ring of events per thread, written at exit as
+ * Chrome/Perfetto trace JSON.
+ *
+ * Each thread records into its own ring of shimgen_cfg.timeline_events events (the
+ * timeline stub in stubs.S writes them) and keeps the most recent ones. When a thread
+ * exits, its ring is kept for the output (trimmed to what it holds) while the rings kept so
+ * far hold fewer than TIMELINE_KEPT_RINGS full rings of events; beyond that, exited
+ * threads' events are dropped and counted.
+ */
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stats.h"
+
+#define TIMELINE_KEPT_RINGS 64u
+
+struct tl_ring {
+    struct tl_event *ev;
+    uint64_t head, mask;
+    pid_t tid;
+};
+
+static struct tl_event tl_dummy; /* the ring of a thread whose own could not be allocated */
+static struct tl_ring *tl_done;  /* rings of exited threads */
+static size_t tl_done_len, tl_done_cap;
+static uint64_t tl_done_events;   /* events in the kept rings of exited threads */
+static uint64_t tl_done_recorded; /* events those threads recorded (some overwritten) */
+static uint64_t tl_dropped_events, tl_dropped_threads;
+static int tl_alloc_failed;
+
+/* The events a ring still holds: the last mask+1 of the head recorded. */
+static inline uint64_t ring_kept(uint64_t head, uint64_t mask)
+{
+    return head < mask + 1 ? head : mask + 1;
+}
+
+/* The block has a ring of its own (not none, not the dummy). */
+static inline int own_ring(const struct tstats *s)
+{
+    return s->ev && s->ev != &tl_dummy;
+}
+
+void shimgen_timeline_ring(struct tstats *s)
+{
+    s->ev_head = 0;
+    if (own_ring(s))
+        return;
+    s->ev = calloc(shimgen_cfg.timeline_events, sizeof *s->ev);
+    s->ev_mask = shimgen_cfg.timeline_events - 1;
+    if (!s->ev) {
+        s->ev = &tl_dummy;
+        s->ev_mask = 0;
+        __atomic_store_n(&tl_alloc_failed, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* A thread exits (shimgen_stats_lock held): keep its ring for the output, or drop it. */
+void shimgen_timeline_keep(struct tstats *s)
+{
+    uint64_t n = ring_kept(s->ev_head, s->ev_mask);
+    if (n && own_ring(s) &&
+        tl_done_events + n <= (uint64_t)TIMELINE_KEPT_RINGS * shimgen_cfg.timeline_events) {
+        if (tl_done_len == tl_done_cap) {
+            size_t cap = tl_done_cap ? 2 * tl_done_cap : 64;
+            struct tl_ring *r = realloc(tl_done, cap * sizeof *r);
+            if (r) {
+                tl_done = r;
+                tl_done_cap = cap;
+            }
+        }
+        if (tl_done_len < tl_done_cap) {
+            struct tl_event *ev = s->ev;
+            if (s->ev_head <= s->ev_mask) { /* never wrapped: keep what it holds */
+                struct tl_event *t = realloc(ev, (size_t)n * sizeof *ev);
+                ev = t ? t : ev;
+            }
+            tl_done[tl_done_len++] = (struct tl_ring){ev, s->ev_head, s->ev_mask, s->tid};
+            tl_done_events += n;
+            tl_done_recorded += s->ev_head;
+            s->ev = NULL;
+            s->ev_head = 0;
+            return;
+        }
+    }
+    if (s->ev_head) {
+        tl_dropped_threads++;
+        tl_dropped_events += s->ev_head;
+    }
+    s->ev_head = 0;
+}
+
+/* In a forked child: the rings of the parent's exited threads are not this process's. */
+void shimgen_timeline_after_fork(void)
+{
+    for (size_t i = 0; i < tl_done_len; i++)
+        free(tl_done[i].ev);
+    tl_done_len = 0;
+    tl_done_events = tl_done_recorded = tl_dropped_events = tl_dropped_threads = 0;
+}
+
+/* The events of one ring, oldest first, as Chrome trace "X" events (ts and dur in us),
+ * after a metadata event that names the thread and says how many calls it recorded. */
+static void write_ring(FILE *f, const struct tl_event *ev, uint64_t head, uint64_t mask,
+                       pid_t tid, double k, int *first)
+{
+    uint64_t n = ring_kept(head, mask);
+    if (!head)
+        return;
+    fprintf(f, "%s\n  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %ld, \"tid\": %ld, "
+               "\"args\": {\"name\": \"thread %ld\", \"calls_recorded\": %llu, "
+               "\"calls_kept\": %llu}}",
+            *first ? "" : ",", (long)getpid(), (long)tid, (long)tid, (unsigned long long)head,
+            (unsigned long long)n);
+    *first = 0;
+    for (uint64_t j = head - n; j < head; j++) {
+        const struct tl_event *e = &ev[head <= mask ? j : (j & mask)];
+        uint64_t start = e->start, dur = e->dur_idx >> TL_INDEX_BITS;
+        unsigned idx = (unsigned)(e->dur_idx & ((1u << TL_INDEX_BITS) - 1));
+        if (idx >= SHIMGEN_NFUNCS || start < shimgen_tsc_start)
+            continue; /* a slot being written at exit */
+        fprintf(f, "%s\n  {\"name\": \"%s\", \"cat\": \"libcuda\", \"ph\": \"X\", "
+                   "\"pid\": %ld, \"tid\": %ld, \"ts\": %.3f, \"dur\": %.3f}",
+                *first ? "" : ",", shimgen_names[idx], (long)getpid(), (long)tid,
+                (double)(start - shimgen_tsc_start) * k / 1e3, (double)dur * k / 1e3);
+        *first = 0;
+    }
+}
+
+/* At exit, after the blocks are folded: every thread's ring as Chrome/Perfetto trace
+ * JSON. */
+void shimgen_write_timeline(void)
+{
+    char path[PATH_MAX];
+    FILE *f = shimgen_open_output(shimgen_cfg.timeline_file, "timeline", path, sizeof path);
+    if (!f)
+        return;
+    double k = shimgen_ns_per_tick();
+    uint64_t recorded = tl_done_recorded, kept = tl_done_events;
+    unsigned threads = (unsigned)tl_done_len;
+    for (struct tstats *s = shimgen_live_blocks; s; s = s->next) {
+        uint64_t h = __atomic_load_n(&s->ev_head, __ATOMIC_RELAXED);
+        recorded += h;
+        kept += ring_kept(h, s->ev_mask);
+        threads += h != 0;
+    }
+    fprintf(f, "{\"displayTimeUnit\": \"ns\",\n\"otherData\": {\"shimgen\": \"%s\", "
+               "\"driver\": \"%s\", \"driver_version\": \"%s\", \"pid\": %ld, "
+               "\"events_per_thread\": %lu, \"threads\": %u, \"exited_threads_kept\": %u, "
+               "\"events_kept\": %llu, "
+               "\"events_overwritten\": %llu, \"exited_threads_dropped\": %llu, "
+               "\"events_of_exited_threads_dropped\": %llu, \"ring_allocation_failed\": %d},\n"
+               "\"traceEvents\": [",
+            SHIMGEN_VERSION, shimgen_cfg.driver_path, SHIMGEN_DRIVER_VERSION, (long)getpid(),
+            shimgen_cfg.timeline_events, threads, (unsigned)tl_done_len,
+            (unsigned long long)kept, (unsigned long long)(recorded - kept),
+            (unsigned long long)tl_dropped_threads, (unsigned long long)tl_dropped_events,
+            tl_alloc_failed);
+    fprintf(f, "\n  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %ld, \"tid\": 0, "
+               "\"args\": {\"name\": \"shimgen: libcuda %s (pid %ld)\"}}",
+            (long)getpid(), SHIMGEN_DRIVER_VERSION, (long)getpid());
+    int first = 0;
+    for (size_t i = 0; i < tl_done_len; i++)
+        write_ring(f, tl_done[i].ev, tl_done[i].head, tl_done[i].mask, tl_done[i].tid, k,
+                   &first);
+    for (struct tstats *s = shimgen_live_blocks; s; s = s->next)
+        if (own_ring(s))
+            write_ring(f, s->ev, __atomic_load_n(&s->ev_head, __ATOMIC_RELAXED), s->ev_mask,
+                       s->tid, k, &first);
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0)
+        shimgen_say("shimgen: cannot write timeline %s: %s\n", path, strerror(errno));
+    else if (!shimgen_cfg.quiet)
+        fprintf(stderr, "shimgen: timeline of %llu calls written to %s\n",
+                (unsigned long long)kept, path);
+}

@@ -1,0 +1,214 @@
+/*
+ * timing.S: the timing path of SHIMGEN_TRACE=time and SHIMGEN_TRACE=timeline, in x86-64
+ * assembly with its call-frame information: per function, a stub that puts its index in
+ * r11; the common entry that keeps the caller's return address on the thread's shadow
+ * stack and calls the target; the return path that counts and times the call (and, for
+ * the timeline, records an event); and the tables of these stubs. The C paths it takes on
+ * a thread's first call are in stats.c.
+ */
+
+#include "facts.h"
+#include "shim.h"
+#include "layout.h"
+#include "asm.h"
+
+        .hidden shimgen_targets
+
+/*
+ * Timing entry (r11 = i). The caller's return address goes on the calling thread's
+ * shadow stack with the start time, and the real function is called in its place, so it
+ * returns into shimgen_time_return. The fast path is all here. It changes only r10, r11
+ * (no argument register) and rbx, which holds the frame across the call: the callee
+ * preserves rbx (it is callee-saved), and the caller's rbx is kept in the frame and put
+ * back before the return. rax and rdx are parked in r10 and r11 around rdtsc. Arguments
+ * in registers and on the stack therefore reach the target untouched. A thread's first
+ * timed call (no block yet) takes the C path, which allocates the block.
+ *
+ * The frame is taken (top advanced) before it is written and given back only after it
+ * has been read, so a signal handler that makes a timed call at any point in between
+ * uses the next frame, not this one. Keeping the frame in rbx, rather than an index in
+ * the block, leaves one store-to-load dependency through the block per call instead of
+ * three; on the H200 host's Xeon that was worth 6 to 8 ns per call.
+ *
+ * Offsets into struct tstats and the shadow frames are layout.h's (stats.h checks them
+ * against the structs with _Static_assert).
+ *
+ * A timed call is counted on its return, with its total and maximum (one cache line,
+ * no update at entry); a call still in progress at exit is counted from its frame
+ * (stats.c). A call that cannot be timed is counted at entry.
+ *
+ * The same code is assembled twice from one macro: `time` (SHIMGEN_TRACE=time) and
+ * `timeline` (SHIMGEN_TRACE=timeline), which also records each call in the thread's ring of events
+ * (16 bytes each: start ticks, elapsed ticks << 16 | i), so that the time path carries no
+ * test for the timeline.
+ */
+
+.macro timed name, timeline
+        .balign 16
+        .type   shimgen_\name\()_enter, @function
+shimgen_\name\()_enter:
+        .cfi_startproc
+        movq    shimgen_tls_stats@gottpoff(%rip), %r10
+        movq    %fs:(%r10), %r10
+        testq   %r10, %r10
+        jz      .L\name\()_slow
+        push    %rbx
+        .cfi_adjust_cfa_offset 8
+        .cfi_offset rbx, -16
+        mov     TS_TOP(%r10), %rbx                  /* the free frame */
+        cmp     TS_END(%r10), %rbx
+        jae     .L\name\()_untimed
+        addq    $TS_FRAME_SIZE, TS_TOP(%r10)        /* take it, then write it */
+        popq    FRAME_RBX(%rbx)                     /* the caller's rbx */
+        .cfi_adjust_cfa_offset -8
+        CFI_SAVED_AT_RBX(0x03, FRAME_RBX)           /* the caller's rbx is in the frame */
+        popq    FRAME_RET(%rbx)                     /* the caller's return address */
+        CFI_SAVED_AT_RBX(0x10, FRAME_RET)           /* and its return address */
+        /* This frame now uses no stack: the caller's stack pointer is ours, and so is the
+         * CFA of the function called below. Unwinders tell frames apart by CFA (libgcc
+         * aborts an exception whose handler frame seems to recur), so the CFA is stated
+         * as rsp + 1 and the caller's rsp is given by its own rule: rsp = our rsp. */
+        .cfi_def_cfa_offset 1
+        CFI_CALLER_RSP_IS_RSP
+        mov     %r11, FRAME_IDX(%rbx)
+        mov     %rax, %r10
+        mov     %rdx, %r11
+        rdtsc
+        mov     %eax, FRAME_START(%rbx)             /* start ticks, low and high half */
+        mov     %edx, FRAME_START+4(%rbx)
+        mov     %r10, %rax
+        mov     %r11, %rdx
+        mov     FRAME_IDX(%rbx), %r11
+        /* The caller's return address is off the stack (it is in the frame): call the
+         * target, so that the callee sees the same stack, and its return is predicted,
+         * because this call pushed the return-stack-buffer entry that its ret consumes. */
+        lea     shimgen_targets(%rip), %r10
+        call    *(%r10,%r11,8)
+/*
+ * shimgen_time_return, shimgen_timeline_return: the timed function returns here (right
+ * after the call above, or, on the slow path, through the swapped return address), with
+ * rbx = its frame and the stack pointer one slot above where the caller's return address
+ * was. Only rax and rdx (and xmm0/xmm1, which this code does not touch) carry return
+ * values; every other caller-saved register is free now. Read the frame, give it back, count the call, add
+ * the elapsed ticks to this thread's total and maximum, and return to the original
+ * return address with push+ret: the caller's own call left the matching
+ * return-stack-buffer entry, so this return is predicted too.
+ */
+        .globl  shimgen_\name\()_return
+        .hidden shimgen_\name\()_return
+shimgen_\name\()_return:
+        mov     %rax, %r8
+        mov     %rdx, %r9
+        rdtsc
+        shl     $32, %rdx
+        or      %rdx, %rax                          /* end ticks */
+        mov     %rbx, %rsi                          /* the frame */
+.if \timeline
+        mov     FRAME_START(%rsi), %rcx             /* start ticks */
+        sub     %rcx, %rax                          /* elapsed ticks */
+.else
+        sub     FRAME_START(%rsi), %rax             /* elapsed ticks */
+.endif
+        mov     FRAME_IDX(%rsi), %rdi               /* i */
+        shl     $TS_FSTATS_SHIFT, %rdi              /* i * sizeof fn[i] */
+        mov     FRAME_RET(%rsi), %r11               /* the caller's return address */
+        .cfi_register rip, r11
+        mov     FRAME_RBX(%rsi), %rbx               /* the caller's rbx */
+        .cfi_restore rbx
+        movq    shimgen_tls_stats@gottpoff(%rip), %r10
+        movq    %fs:(%r10), %r10
+        mov     %rsi, TS_TOP(%r10)                  /* frame read: give it back */
+        incq    TS_COUNT(%r10,%rdi)
+        add     %rax, TS_TOTAL(%r10,%rdi)
+        cmp     TS_MAX(%r10,%rdi), %rax
+        jbe     1f
+        mov     %rax, TS_MAX(%r10,%rdi)
+1:
+.if \timeline
+        /* One event in the ring. xadd reserves the slot in one instruction, so a signal
+         * handler's timed call records into the next one. */
+        mov     $1, %edx
+        xadd    %rdx, TS_EV_HEAD(%r10)
+        and     TS_EV_MASK(%r10), %rdx
+        shl     $TL_EVENT_SHIFT, %rdx
+        add     TS_EV(%r10), %rdx
+        mov     %rcx, 0(%rdx)                       /* start ticks */
+        shl     $TL_INDEX_BITS, %rax
+        shr     $TS_FSTATS_SHIFT, %rdi
+        or      %rdi, %rax
+        mov     %rax, 8(%rdx)                       /* elapsed << 16 | i */
+.endif
+        mov     %r8, %rax
+        mov     %r9, %rdx
+        push    %r11
+        .cfi_def_cfa_offset 8
+        .cfi_restore rsp
+        .cfi_offset rip, -8
+        ret
+.L\name\()_untimed:                               /* shadow stack full: count only */
+        .cfi_adjust_cfa_offset 8                    /* as after the push of rbx above */
+        .cfi_offset rbx, -16
+        mov     %r11, %rbx
+        shl     $TS_FSTATS_SHIFT, %rbx
+        incq    TS_COUNT(%r10,%rbx)
+        pop     %rbx
+        .cfi_adjust_cfa_offset -8
+        .cfi_restore rbx
+        incq    TS_UNTIMED(%r10)
+        lea     shimgen_targets(%rip), %r10
+        jmp     *(%r10,%r11,8)
+.L\name\()_slow:
+        save_argument_registers
+        mov     %r11d, %edi
+        lea     8(%rbp), %rsi                       /* where the caller's return address is */
+        mov     %rbx, %rdx                          /* the caller's rbx, kept in the frame */
+        lea     shimgen_\name\()_return(%rip), %rcx
+        /* rax = target, rdx = frame (NULL: untimed) */
+        call    shimgen_time_push
+        mov     %rax, %r11
+        test    %rdx, %rdx
+        cmovnz  %rdx, %rbx                          /* timed: rbx = frame, as fast */
+        restore_argument_registers
+        jmp     *%r11
+        .cfi_endproc
+        .size   shimgen_\name\()_enter, .-shimgen_\name\()_enter
+.endm
+
+.macro timed_stub name, i
+        .balign 16
+.L\name\()_\i:
+        ENDBR
+        mov     $\i, %r11d
+        jmp     shimgen_\name\()_enter
+.endm
+
+        .text
+/* time stubs: r11 = i, then the common entry */
+#define SHIMGEN_FUNCTION(i, name) timed_stub time, i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+        timed time, 0
+
+/* timeline stubs: r11 = i, then the common entry */
+#define SHIMGEN_FUNCTION(i, name) timed_stub timeline, i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+        timed timeline, 1
+
+/* ---- tables: one entry per function, the address of its timing stub ---- */
+        .section .data.rel.ro, "aw"
+        .balign 8
+        .globl  shimgen_time_stubs
+        .hidden shimgen_time_stubs
+shimgen_time_stubs:
+#define SHIMGEN_FUNCTION(i, name) .quad .Ltime_##i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+        .globl  shimgen_timeline_stubs
+        .hidden shimgen_timeline_stubs
+shimgen_timeline_stubs:
+#define SHIMGEN_FUNCTION(i, name) .quad .Ltimeline_##i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+
+        .section .note.GNU-stack, "", @progbits
