@@ -14,25 +14,10 @@
 #    JSON, launch logs, trace files). Exit status 0 only when everything passed.
 # Takes about 4 minutes on 2 x H200 (230 s); hard limits (timeouts) keep it under 10.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-LOG=$OUT/multigpu.log; : >"$LOG"
-say() { echo "== $*" | tee -a "$LOG"; }
-fail=0; why=()
+. tests/gpu/common.sh multigpu   # $OUT, wheels, PYTHONPATH, multicast off, $DRIVER, say, fail
+why=()
 bad() { say "FAIL $*"; fail=1; why+=("$*"); }
 T0=$SECONDS
-
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 || bad "installing .whl wheels"
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-# NVLink multicast off: the variables of shimgen/probe/child.py, the one list of them
-MULTICAST_OFF=$(python3 -c 'from shimgen.probe.child import shell_exports as e; print(e())') \
-  || { echo "cannot import shimgen.probe.child" >&2; exit 1; }
-eval "$MULTICAST_OFF"
-DRIVER=${DRIVER:-$(readlink -f /usr/local/nvidia/lib64/libcuda.so.1 2>/dev/null || readlink -f /lib/libcuda.so.1)}
 
 say "machine"
 { nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
