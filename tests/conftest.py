@@ -3,6 +3,8 @@ the C probe programs of the top-level meson.build, and one shim built per driver
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from devtools.driverfetch import DriverFetchError, FetchedDriver, fetch_all
+from shimgen.build import build
+from shimgen.driver import read_driver
+from shimgen.model import build_model
 from shimgen.probe.child import child_env
 
 
@@ -94,3 +99,39 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def shim(request, shims) -> BuiltShim:
     return next(s for s in shims if s.driver.version == request.param)
+
+
+# ---- shims the run-time fault tests need besides `shims` ----
+
+@pytest.fixture(scope="module")
+def fake_shim(probes, tmp_path_factory) -> Path:
+    """A shim for the fake driver (tests/c/fake_libcuda.c), built through the Python API as in
+    tests/test_timing.py: `shimgen build` refuses the fake, a stub by design."""
+    fake = probes / "libfake_libcuda_for_tests.so"
+    img = read_driver(fake, require_real=False)
+    return build(build_model(img, ["shimgen", "build", "--driver", str(fake)]),
+                 tmp_path_factory.mktemp("fakeshim")).library
+
+
+@pytest.fixture(scope="module")
+def second_shim(drivers, tmp_path_factory) -> Path:
+    """Another shim for the first driver, in another place (as a second tool would ship it)."""
+    out = tmp_path_factory.mktemp("second")
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "build", "--driver",
+                           str(drivers[0].libdir / "libcuda.so.1"), "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return next(out.glob("cudashim-*/libcudashim.so"))
+
+
+@pytest.fixture(scope="module")
+def interposer(tmp_path_factory) -> Path:
+    """tests/c/faults_interposer.c as a shared library, built with the C compiler."""
+    out = tmp_path_factory.mktemp("interposer") / "libfaults_interposer.so"
+    cc = shlex.split(os.environ.get("CC", "cc"))
+    proc = subprocess.run([*cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
+                           str(out), str(ROOT / "tests/c/faults_interposer.c"), "-ldl"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return out
+

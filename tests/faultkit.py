@@ -1,23 +1,17 @@
 """Helpers and fixtures shared by the run-time fault tests (test_faults_*.py): running a probe,
 reading the shim's messages and trace tables, a driver copy with another build-id, and the
 shims those tests need besides the `shims` fixture (the fake driver's, a second one, another
-interposer)."""
+interposer) are in conftest.py."""
 
 
 import hashlib
 import os
 import re
-import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-from shimgen.build import build
 from shimgen.driver import read_driver
-from shimgen.model import build_model
 
 ROOT = Path(__file__).resolve().parent.parent
 NEW_IN_555 = "cuLibraryGetKernelCount"  # (unsigned *count, CUlibrary lib); not in 535
@@ -83,39 +77,3 @@ def no_dac_prefix() -> list[str] | None:
     prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all"]
     probe = subprocess.run([*prefix, "true"], capture_output=True)
     return prefix if probe.returncode == 0 else None
-
-
-# ---- fixtures ----
-
-@pytest.fixture(scope="module")
-def fake_shim(probes, tmp_path_factory) -> Path:
-    """A shim for the fake driver (tests/c/fake_libcuda.c), built through the Python API as in
-    tests/test_timing.py: `shimgen build` refuses the fake, a stub by design."""
-    fake = probes / "libfake_libcuda_for_tests.so"
-    img = read_driver(fake, require_real=False)
-    return build(build_model(img, ["shimgen", "build", "--driver", str(fake)]),
-                 tmp_path_factory.mktemp("fakeshim")).library
-
-
-@pytest.fixture(scope="module")
-def second_shim(drivers, tmp_path_factory) -> Path:
-    """Another shim for the first driver, in another place (as a second tool would ship it)."""
-    out = tmp_path_factory.mktemp("second")
-    proc = subprocess.run([sys.executable, "-m", "shimgen", "build", "--driver",
-                           str(drivers[0].libdir / "libcuda.so.1"), "--out", str(out)],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    return next(out.glob("cudashim-*/libcudashim.so"))
-
-
-@pytest.fixture(scope="module")
-def interposer(tmp_path_factory) -> Path:
-    """tests/c/faults_interposer.c as a shared library, built with the C compiler."""
-    out = tmp_path_factory.mktemp("interposer") / "libfaults_interposer.so"
-    cc = shlex.split(os.environ.get("CC", "cc"))
-    proc = subprocess.run([*cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
-                           str(out), str(ROOT / "tests/c/faults_interposer.c"), "-ldl"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return out
-
