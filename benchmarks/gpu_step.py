@@ -1,4 +1,4 @@
-"""PyTorch training-step time with and without the shim, on a GPU (issue 4's H200 bar:
+"""PyTorch training-step time with and without the shim, on a GPU (the H200 bar:
 ratio at most 1.01, median of at least 5 interleaved runs each).
 
     python -m benchmarks.gpu_step --shim build/cudashim-<ver>-<bid>/libcudashim.so \\
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(json.dumps({"skipped": reason}, indent=2) + "\n")
         return 0
     if args.runs < 5:
-        print("gpu_step: note: issue 4 asks for at least 5 runs each", file=sys.stderr)
+        print("gpu_step: note: the bar asks for at least 5 runs each", file=sys.stderr)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     for c in configs:
         if c not in CONFIGS:

@@ -1,4 +1,4 @@
-"""The bars of issue 4 checked against a run, and the table printed on stdout."""
+"""The performance bars checked against a run, and the table printed on stdout."""
 
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def table(result: dict) -> str:
     if result.get("gpu_step", {}).get("table"):
         lines += ["", "== PyTorch training step (benchmarks/gpu_step.py) ==",
                   result["gpu_step"]["table"]]
-    lines += ["", "== bars of issue 4 =="]
+    lines += ["", "== bars =="]
     for bar in result["bars"]:
         limit = f"{bar['limit']:g} {bar['unit']}"
         measured = "-" if bar["measured"] is None else f"{bar['measured']:g}"

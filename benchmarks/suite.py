@@ -1,4 +1,4 @@
-"""The benchmark suite of issue 4: `python -m benchmarks [--quick] [--drivers ...]
+"""The benchmark suite: `python -m benchmarks [--quick] [--drivers ...]
 [--repeats N] [--pin CPU] [--gpu CONFIGS] [--json PATH]`.
 
 For each real driver (the Debian builds of devtools/driverfetch.py, or paths given with
@@ -58,7 +58,7 @@ from .shims import Driver
 from .stats import summary
 
 SCHEMA = "shimgen.bench/1"
-#: Functions measured. The first two are forwarded as they are (the bars of issue 4 are
+#: Functions measured. The first two are forwarded as they are (the bars are
 #: about them); cuGetProcAddress is hooked by the shim, so its added cost is the hook's.
 FUNCTIONS = ("cuDriverGetVersion", "cuCtxGetCurrent", "cuGetProcAddress")
 CHEAP = ("cuDriverGetVersion", "cuCtxGetCurrent")

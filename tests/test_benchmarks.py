@@ -1,4 +1,4 @@
-"""The benchmark suite (benchmarks/, issue 4) in its quick mode: it must run against a real
+"""The benchmark suite (benchmarks/) in its quick mode: it must run against a real
 driver and write sane JSON. Nothing here asserts a speed: the bars are reported by the
 benchmark (docs/performance.md), not asserted by timed tests."""
 
@@ -45,7 +45,7 @@ def quick(drivers, tmp_path_factory) -> tuple[dict, str]:
 
 def test_quick_run_prints_a_table(quick):
     _, stdout = quick
-    assert "== bars of issue 4 ==" in stdout
+    assert "== bars ==" in stdout
     for func in FUNCTIONS:
         assert func in stdout
 

@@ -1,4 +1,4 @@
-"""Fuzz the ELF reading (issue 5) with hypothesis, over mutated real drivers.
+"""Fuzz the ELF reading with hypothesis, over mutated real drivers.
 
 Each input is a real Debian libcuda with one to four mutations: a field of the ELF header, of
 a section or program header, of a .dynsym symbol, a .dynamic entry or the build-id note set to

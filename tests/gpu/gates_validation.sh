@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU proof of the gates (issue 3) on a data-centre GPU: discovery on the machine's driver,
+# GPU proof of the gates on a data-centre GPU: discovery on the machine's driver,
 # then the shim masks GPUDirect RDMA / DMA-BUF (-gdr,-dmabuf) so the H200 looks like a
 # consumer GPU, and a tampered identity writes nothing. Run from the repository root:
 #   bash tests/gpu/gates_validation.sh            (results under $OUT or ./gpu-out)

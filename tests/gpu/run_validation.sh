@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU proof of the complete forwarding shim (issue 2), in one command, from the repo root
+# The GPU proof of the complete forwarding shim, in one command, from the repo root
 # of a machine with an NVIDIA GPU and driver:
 #
 #     bash tests/gpu/run_validation.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU proof of SHIMGEN_TRACE=timeline (issue 4) on a real workload: the PyTorch training
+# GPU proof of SHIMGEN_TRACE=timeline on a real workload: the PyTorch training
 # loop of tests/gpu/train.py gives the same loss with and without the timeline, and the
 # timeline agrees with the trace summary of the same run (tests/gpu/check_timeline.py).
 # Run from the repository root:
