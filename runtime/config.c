@@ -69,6 +69,21 @@ static void parse_timeline_events(const char *v)
     shimgen_cfg.timeline_events = p;
 }
 
+/* SHIMGEN_TRACE_FILE, SHIMGEN_TIMELINE_FILE: a name that does not fit is refused, never
+ * cut short (the shorter name would be another file). */
+static void parse_file_name(const char *var, const char *v, char dst[PATH_MAX],
+                            const char *instead)
+{
+    size_t n = strlen(v);
+    if (n < PATH_MAX) {
+        memcpy(dst, v, n + 1);
+        return;
+    }
+    dst[0] = '\0';
+    shimgen_say("shimgen: %s is %zu bytes long, more than the %d a path may have; %s\n", var,
+                n, PATH_MAX - 1, instead);
+}
+
 static void parse_overrides(const char *v)
 {
     char buf[512];
@@ -117,8 +132,10 @@ void shimgen_say(const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return;
-    if ((size_t)n >= sizeof buf)
+    if ((size_t)n >= sizeof buf) { /* cut short: still one line */
         n = sizeof buf - 1;
+        buf[n - 1] = '\n';
+    }
     ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
     (void)w;
 }
@@ -170,15 +187,16 @@ static void read_config(void)
     }
     v = secure_getenv("SHIMGEN_TRACE_FILE");
     if (v && *v)
-        shimgen_copy_str(shimgen_cfg.trace_file, sizeof shimgen_cfg.trace_file, v);
+        parse_file_name("SHIMGEN_TRACE_FILE", v, shimgen_cfg.trace_file,
+                        "the trace goes to stderr instead");
     shimgen_cfg.timeline_events = TIMELINE_EVENTS_DEFAULT;
     if (shimgen_cfg.timeline) {
         v = secure_getenv("SHIMGEN_TIMELINE_EVENTS");
         if (v && *v)
             parse_timeline_events(v);
         v = secure_getenv("SHIMGEN_TIMELINE_FILE");
-        shimgen_copy_str(shimgen_cfg.timeline_file, sizeof shimgen_cfg.timeline_file,
-                 v && *v ? v : "shimgen-timeline.%p.json");
+        parse_file_name("SHIMGEN_TIMELINE_FILE", v && *v ? v : "shimgen-timeline.%p.json",
+                        shimgen_cfg.timeline_file, "no timeline is written");
     }
     /* Processes of one job share SHIMGEN_TRACE_FILE: the first one to load the shim owns
      * the plain name; every other (forked or exec'd) writes "<name>.<pid>". */

@@ -82,10 +82,6 @@ void shimgen_stats_after_fork(void);
 double shimgen_ns_per_tick(void);
 extern uint64_t shimgen_tsc_start;
 
-/* trace.c: open an output file named by a pattern (%p, %r); NULL when it cannot be
- * written (said once on stderr). */
-FILE *shimgen_open_output(const char *pattern, const char *what, char *path, size_t cap);
-
 /* timeline.c */
 void shimgen_timeline_ring(struct tstats *s);
 void shimgen_timeline_keep(struct tstats *s);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "output.h"
 #include "stats.h"
 
 #define TIMELINE_KEPT_RINGS 64u
@@ -106,17 +107,17 @@ void shimgen_timeline_after_fork(void)
 
 /* The events of one ring, oldest first, as Chrome trace "X" events (ts and dur in us),
  * after a metadata event that names the thread and says how many calls it recorded. */
-static void write_ring(FILE *f, const struct tl_event *ev, uint64_t head, uint64_t mask,
-                       pid_t tid, double k, int *first)
+static void write_ring(struct shimgen_out *f, const struct tl_event *ev, uint64_t head,
+                       uint64_t mask, pid_t tid, double k, int *first)
 {
     uint64_t n = ring_kept(head, mask);
     if (!head)
         return;
-    fprintf(f, "%s\n  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %ld, \"tid\": %ld, "
-               "\"args\": {\"name\": \"thread %ld\", \"calls_recorded\": %llu, "
-               "\"calls_kept\": %llu}}",
-            *first ? "" : ",", (long)getpid(), (long)tid, (long)tid, (unsigned long long)head,
-            (unsigned long long)n);
+    shimgen_out_printf(f, "%s\n  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %ld, "
+                          "\"tid\": %ld, \"args\": {\"name\": \"thread %ld\", "
+                          "\"calls_recorded\": %llu, \"calls_kept\": %llu}}",
+                       *first ? "" : ",", (long)getpid(), (long)tid, (long)tid,
+                       (unsigned long long)head, (unsigned long long)n);
     *first = 0;
     for (uint64_t j = head - n; j < head; j++) {
         const struct tl_event *e = &ev[head <= mask ? j : (j & mask)];
@@ -124,20 +125,25 @@ static void write_ring(FILE *f, const struct tl_event *ev, uint64_t head, uint64
         unsigned idx = (unsigned)(e->dur_idx & ((1u << TL_INDEX_BITS) - 1));
         if (idx >= SHIMGEN_NFUNCS || start < shimgen_tsc_start)
             continue; /* a slot being written at exit */
-        fprintf(f, "%s\n  {\"name\": \"%s\", \"cat\": \"libcuda\", \"ph\": \"X\", "
-                   "\"pid\": %ld, \"tid\": %ld, \"ts\": %.3f, \"dur\": %.3f}",
-                *first ? "" : ",", shimgen_names[idx], (long)getpid(), (long)tid,
-                (double)(start - shimgen_tsc_start) * k / 1e3, (double)dur * k / 1e3);
-        *first = 0;
+        shimgen_out_printf(f, ",\n  {\"name\": ");
+        shimgen_out_json_str(f, shimgen_names[idx]);
+        shimgen_out_printf(f, ", \"cat\": \"libcuda\", \"ph\": \"X\", \"pid\": %ld, "
+                              "\"tid\": %ld, \"ts\": %.3f, \"dur\": %.3f}",
+                           (long)getpid(), (long)tid,
+                           (double)(start - shimgen_tsc_start) * k / 1e3,
+                           (double)dur * k / 1e3);
     }
 }
 
 /* At exit, after the blocks are folded: every thread's ring as Chrome/Perfetto trace
- * JSON. */
+ * JSON, written whole or not at all (output.c). */
 void shimgen_write_timeline(void)
 {
-    char path[PATH_MAX];
-    FILE *f = shimgen_open_output(shimgen_cfg.timeline_file, "timeline", path, sizeof path);
+    int too_long;
+    if (!shimgen_cfg.timeline_file[0])
+        return; /* SHIMGEN_TIMELINE_FILE was refused at load */
+    struct shimgen_out *f =
+        shimgen_open_output(shimgen_cfg.timeline_file, "timeline", &too_long);
     if (!f)
         return;
     double k = shimgen_ns_per_tick();
@@ -149,21 +155,29 @@ void shimgen_write_timeline(void)
         kept += ring_kept(h, s->ev_mask);
         threads += h != 0;
     }
-    fprintf(f, "{\"displayTimeUnit\": \"ns\",\n\"otherData\": {\"shimgen\": \"%s\", "
-               "\"driver\": \"%s\", \"driver_version\": \"%s\", \"pid\": %ld, "
-               "\"events_per_thread\": %lu, \"threads\": %u, \"exited_threads_kept\": %u, "
-               "\"events_kept\": %llu, "
-               "\"events_overwritten\": %llu, \"exited_threads_dropped\": %llu, "
-               "\"events_of_exited_threads_dropped\": %llu, \"ring_allocation_failed\": %d},\n"
-               "\"traceEvents\": [",
-            SHIMGEN_VERSION, shimgen_cfg.driver_path, SHIMGEN_DRIVER_VERSION, (long)getpid(),
-            shimgen_cfg.timeline_events, threads, (unsigned)tl_done_len,
-            (unsigned long long)kept, (unsigned long long)(recorded - kept),
-            (unsigned long long)tl_dropped_threads, (unsigned long long)tl_dropped_events,
-            tl_alloc_failed);
-    fprintf(f, "\n  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %ld, \"tid\": 0, "
-               "\"args\": {\"name\": \"shimgen: libcuda %s (pid %ld)\"}}",
-            (long)getpid(), SHIMGEN_DRIVER_VERSION, (long)getpid());
+    shimgen_out_printf(f, "{\"displayTimeUnit\": \"ns\",\n\"otherData\": {\"shimgen\": ");
+    shimgen_out_json_str(f, SHIMGEN_VERSION);
+    shimgen_out_printf(f, ", \"driver\": ");
+    shimgen_out_json_str(f, shimgen_cfg.driver_path);
+    shimgen_out_printf(f, ", \"driver_version\": ");
+    shimgen_out_json_str(f, SHIMGEN_DRIVER_VERSION);
+    shimgen_out_printf(f, ", \"pid\": %ld, \"events_per_thread\": %lu, \"threads\": %u, "
+                          "\"exited_threads_kept\": %u, \"events_kept\": %llu, "
+                          "\"events_overwritten\": %llu, \"exited_threads_dropped\": %llu, "
+                          "\"events_of_exited_threads_dropped\": %llu, "
+                          "\"ring_allocation_failed\": %d},\n\"traceEvents\": [",
+                       (long)getpid(), shimgen_cfg.timeline_events, threads,
+                       (unsigned)tl_done_len, (unsigned long long)kept,
+                       (unsigned long long)(recorded - kept),
+                       (unsigned long long)tl_dropped_threads,
+                       (unsigned long long)tl_dropped_events, tl_alloc_failed);
+    shimgen_out_printf(f, "\n  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %ld, "
+                          "\"tid\": 0, \"args\": {\"name\": ", (long)getpid());
+    char name[128];
+    snprintf(name, sizeof name, "shimgen: libcuda %s (pid %ld)", SHIMGEN_DRIVER_VERSION,
+             (long)getpid());
+    shimgen_out_json_str(f, name);
+    shimgen_out_printf(f, "}}");
     int first = 0;
     for (size_t i = 0; i < tl_done_len; i++)
         write_ring(f, tl_done[i].ev, tl_done[i].head, tl_done[i].mask, tl_done[i].tid, k,
@@ -172,10 +186,9 @@ void shimgen_write_timeline(void)
         if (own_ring(s))
             write_ring(f, s->ev, __atomic_load_n(&s->ev_head, __ATOMIC_RELAXED), s->ev_mask,
                        s->tid, k, &first);
-    fprintf(f, "\n]}\n");
-    if (fclose(f) != 0)
-        shimgen_say("shimgen: cannot write timeline %s: %s\n", path, strerror(errno));
-    else if (!shimgen_cfg.quiet)
+    shimgen_out_printf(f, "\n]}\n");
+    char path[PATH_MAX];
+    if (shimgen_out_close(f, path, sizeof path) == 0 && !shimgen_cfg.quiet)
         fprintf(stderr, "shimgen: timeline of %llu calls written to %s\n",
                 (unsigned long long)kept, path);
 }

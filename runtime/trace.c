@@ -1,8 +1,9 @@
 /*
- * trace.c: the trace written at exit (SHIMGEN_TRACE=1, time, timeline): the JSON file of
- * SHIMGEN_TRACE_FILE, or a table on stderr, most called first; the output file names
- * (%p, %r, and the name each process of a job writes); and what a forked child resets so
- * that it reports its own calls only.
+ * trace.c: the trace written at exit (SHIMGEN_TRACE=1, time, timeline), as late as the
+ * exit sequence allows (the shim's ELF destructor): the JSON file of SHIMGEN_TRACE_FILE
+ * (written whole, through output.c), or a table on stderr, most called first; the output
+ * file names (%p, %r, and the name each process of a job writes), never cut short; and
+ * what a forked child resets so that it reports its own calls only.
  */
 
 #define _GNU_SOURCE
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "output.h"
 #include "stats.h"
 
 /* The processes of a job other than the first one to load the shim, which owns names
@@ -24,101 +26,113 @@ static int derived_name(const char *pattern)
            (shimgen_cfg.trace_file_shared || getpid() != shimgen_cfg.load_pid);
 }
 
-static void trace_path(const char *pattern, char *out, size_t cap)
+/* In SHIMGEN_TRACE_FILE (and SHIMGEN_TIMELINE_FILE), "%p" becomes the process id and "%r"
+ * the rank (or "p<pid>" in a process that has none, such as a launcher). A name with
+ * neither is owned by the first process of the job; any other process appends ".<pid>".
+ * -1 when the result does not fit in `cap`: a name is never cut short. */
+static int trace_path(const char *pattern, char *out, size_t cap)
 {
-    /* In SHIMGEN_TRACE_FILE (and SHIMGEN_TIMELINE_FILE), "%p" becomes the process id and
-     * "%r" the rank (or "p<pid>" in a process that has none, such as a launcher). A name
-     * with neither is owned by the first process of the job; any other process appends
-     * ".<pid>". */
-    int suffix = derived_name(pattern);
+    long pid = (long)getpid();
+    char piece[32];
     size_t o = 0;
-    for (const char *s = pattern; *s && o + 24 < cap; s++) {
-        if (s[0] == '%' && s[1] == 'p') {
-            o += (size_t)snprintf(out + o, cap - o, "%ld", (long)getpid());
-            s++;
-        } else if (s[0] == '%' && s[1] == 'r') {
+    for (const char *s = pattern;; s++) {
+        if (!*s) {
+            if (!derived_name(pattern))
+                break;
+            snprintf(piece, sizeof piece, ".%ld", pid);
+        } else if (s[0] == '%' && s[1] == 'p')
+            snprintf(piece, sizeof piece, "%ld", pid), s++;
+        else if (s[0] == '%' && s[1] == 'r') {
             if (shimgen_cfg.rank[0])
-                o += (size_t)snprintf(out + o, cap - o, "%s", shimgen_cfg.rank);
+                snprintf(piece, sizeof piece, "%s", shimgen_cfg.rank);
             else
-                o += (size_t)snprintf(out + o, cap - o, "p%ld", (long)getpid());
+                snprintf(piece, sizeof piece, "p%ld", pid);
             s++;
         } else
-            out[o++] = *s;
+            piece[0] = *s, piece[1] = '\0';
+        size_t n = strlen(piece);
+        if (o + n >= cap)
+            return -1;
+        memcpy(out + o, piece, n);
+        o += n;
+        if (!*s)
+            break;
     }
     out[o] = '\0';
-    if (suffix)
-        snprintf(out + o, cap - o, ".%ld", (long)getpid());
+    return 0;
 }
 
-/* Open an output file named by `pattern` (%p, %r): no symbolic link followed, no FIFO
- * waited on, and a derived name (another process's) never truncates a file that exists.
- * NULL, said once on stderr, when it cannot be written. */
-FILE *shimgen_open_output(const char *pattern, const char *what, char *path, size_t cap)
+struct shimgen_out *shimgen_open_output(const char *pattern, const char *what, int *too_long)
 {
-    trace_path(pattern, path, cap);
+    char path[PATH_MAX];
+    *too_long = trace_path(pattern, path, sizeof path) != 0;
+    if (*too_long) {
+        shimgen_say("shimgen: not writing the %s: its name, with %%p, %%r or .<pid> added, is "
+                    "longer than the %d bytes a path may have\n", what, PATH_MAX - 1);
+        return NULL;
+    }
     if (getuid() != geteuid() || getgid() != getegid()) {
         shimgen_say("shimgen: not writing %s %s: set-user-ID or set-group-ID process\n", what,
                     path);
         return NULL;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
-                            (derived_name(pattern) ? O_EXCL : O_TRUNC), 0644);
-    if (fd >= 0)
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        shimgen_say("shimgen: cannot write %s %s: %s\n", what, path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-    }
-    return f;
+    return shimgen_out_open(path, derived_name(pattern), what);
 }
 
-/* SHIMGEN_TRACE_FILE: the counts (and times) as JSON. */
-static void write_json(void)
+/* SHIMGEN_TRACE_FILE: the counts (and times) as JSON. 0 when it is written, 1 when its
+ * name is too long (the table is written instead), -1 otherwise. */
+static int write_json(void)
 {
-    char path[PATH_MAX];
-    FILE *f = shimgen_open_output(shimgen_cfg.trace_file, "trace file", path, sizeof path);
+    int too_long;
+    struct shimgen_out *f = shimgen_open_output(shimgen_cfg.trace_file, "trace file", &too_long);
     if (!f)
-        return;
-    fprintf(f, "{\n  \"shimgen\": \"%s\",\n  \"driver\": \"%s\",\n"
-               "  \"driver_version\": \"%s\",\n  \"build_id\": \"%s\",\n"
-               "  \"loaded_build_id\": \"%s\",\n  \"pid\": %ld,\n"
-               "  \"unmapped_proc_addresses\": %llu,\n  \"calls\": {",
-            SHIMGEN_VERSION, shimgen_cfg.driver_path, SHIMGEN_DRIVER_VERSION,
-            SHIMGEN_DRIVER_BUILD_ID, shimgen_loaded_build_id, (long)getpid(),
-            (unsigned long long)__atomic_load_n(&shimgen_unmapped_proc_addresses,
-                                                __ATOMIC_RELAXED));
+        return too_long ? 1 : -1;
+    shimgen_out_printf(f, "{\n  \"shimgen\": ");
+    shimgen_out_json_str(f, SHIMGEN_VERSION);
+    shimgen_out_printf(f, ",\n  \"driver\": ");
+    shimgen_out_json_str(f, shimgen_cfg.driver_path);
+    shimgen_out_printf(f, ",\n  \"driver_version\": ");
+    shimgen_out_json_str(f, SHIMGEN_DRIVER_VERSION);
+    shimgen_out_printf(f, ",\n  \"build_id\": ");
+    shimgen_out_json_str(f, SHIMGEN_DRIVER_BUILD_ID);
+    shimgen_out_printf(f, ",\n  \"loaded_build_id\": ");
+    shimgen_out_json_str(f, shimgen_loaded_build_id);
+    shimgen_out_printf(f, ",\n  \"pid\": %ld,\n  \"unmapped_proc_addresses\": %llu,\n"
+                          "  \"calls\": {", (long)getpid(),
+                       (unsigned long long)__atomic_load_n(&shimgen_unmapped_proc_addresses,
+                                                           __ATOMIC_RELAXED));
     int first = 1;
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
         uint64_t c = __atomic_load_n(&shimgen_counts[i], __ATOMIC_RELAXED);
         if (!c)
             continue;
-        fprintf(f, "%s\n    \"%s\": %llu", first ? "" : ",", shimgen_names[i],
-                (unsigned long long)c);
+        shimgen_out_printf(f, "%s\n    ", first ? "" : ",");
+        shimgen_out_json_str(f, shimgen_names[i]);
+        shimgen_out_printf(f, ": %llu", (unsigned long long)c);
         first = 0;
     }
-    fprintf(f, "%s}", first ? "" : "\n  ");
+    shimgen_out_printf(f, "%s}", first ? "" : "\n  ");
     if (shimgen_cfg.trace == TRACE_TIME) {
         double k = shimgen_ns_per_tick();
-        fprintf(f, ",\n  \"untimed_calls\": %llu,\n  \"time\": {",
-                (unsigned long long)shimgen_untimed_calls);
+        shimgen_out_printf(f, ",\n  \"untimed_calls\": %llu,\n  \"time\": {",
+                           (unsigned long long)shimgen_untimed_calls);
         first = 1;
         for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
             uint64_t c = shimgen_counts[i];
             if (!c)
                 continue;
-            fprintf(f, "%s\n    \"%s\": {\"calls\": %llu, \"total_ns\": %.0f, "
-                       "\"mean_ns\": %.1f, \"max_ns\": %.0f}",
-                    first ? "" : ",", shimgen_names[i], (unsigned long long)c,
-                    shimgen_time_total[i] * k, shimgen_time_total[i] * k / (double)c,
-                    shimgen_time_max[i] * k);
+            shimgen_out_printf(f, "%s\n    ", first ? "" : ",");
+            shimgen_out_json_str(f, shimgen_names[i]);
+            shimgen_out_printf(f, ": {\"calls\": %llu, \"total_ns\": %.0f, \"mean_ns\": %.1f, "
+                                  "\"max_ns\": %.0f}",
+                               (unsigned long long)c, shimgen_time_total[i] * k,
+                               shimgen_time_total[i] * k / (double)c, shimgen_time_max[i] * k);
             first = 0;
         }
-        fprintf(f, "%s}", first ? "" : "\n  ");
+        shimgen_out_printf(f, "%s}", first ? "" : "\n  ");
     }
-    fprintf(f, "\n}\n");
-    fclose(f);
+    shimgen_out_printf(f, "\n}\n");
+    return shimgen_out_close(f, NULL, 0);
 }
 
 /* Without SHIMGEN_TRACE_FILE: a table on stderr, most called first. */
@@ -170,14 +184,10 @@ static void write_table(void)
 
 static void write_trace(void)
 {
-    if (shimgen_cfg.trace == TRACE_OFF)
-        return;
     shimgen_collect_stats();
     if (shimgen_cfg.timeline)
         shimgen_write_timeline();
-    if (shimgen_cfg.trace_file[0])
-        write_json();
-    else
+    if (!shimgen_cfg.trace_file[0] || write_json() == 1)
         write_table();
 }
 
@@ -187,10 +197,24 @@ static void after_fork_child(void)
     shimgen_stats_after_fork();
 }
 
+static int trace_started;
+
+/* The trace is written by the shim's ELF destructor, which glibc runs (from _dl_fini) after
+ * every atexit handler and C++ static destructor of the process, whenever they were
+ * registered: calls made from those are in the trace. It runs after the program's own
+ * ELF destructors and those of libraries that depend on the shim (a program linked with
+ * -lcuda); _exit and a fatal signal run none of this. The shim is never unloaded
+ * (-z nodelete), so dlclose does not run it early. */
+__attribute__((destructor)) static void trace_at_exit(void)
+{
+    if (__atomic_load_n(&trace_started, __ATOMIC_ACQUIRE))
+        write_trace();
+}
+
 /* Once the driver is loaded: write the trace at exit; reset it in forked children. */
 void shimgen_trace_start(void)
 {
     if (shimgen_cfg.trace != TRACE_OFF)
-        atexit(write_trace);
+        __atomic_store_n(&trace_started, 1, __ATOMIC_RELEASE);
     pthread_atfork(NULL, NULL, after_fork_child);
 }
