@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultkit import run, second_shim, shim_lines  # noqa: F401  (second_shim: a fixture)
+from faultkit import run, shim_lines
 
 #: dlopen each name given on the command line (through the shim's dlopen wrapper: Python's
 #: ctypes calls dlopen, which binds to the preloaded shim) and say what it got: "which:<name>"
@@ -101,7 +101,7 @@ def test_libcuda_names_and_paths_to_the_driver_are_redirected(shim, fakes, tmp_p
     assert got == {n: f"lib:{shim.library.resolve()}" for n in names}
 
 
-def test_two_shims_say_exactly_the_promised_line(shims, second_shim, probes):  # noqa: F811
+def test_two_shims_say_exactly_the_promised_line(shims, second_shim, probes):
     """LD_PRELOAD=A:B, two shims for one driver: A says exactly one line, the one
     docs/reliability.md promises, naming B; nothing about the build-id."""
     s = shims[0]
