@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (CI's skips)
 
 from devtools.driverfetch import DriverFetchError, FetchedDriver, fetch_all
 from shimgen.build import build

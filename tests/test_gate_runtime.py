@@ -6,6 +6,7 @@ and instruction bytes), SHIMGEN_ATTR_OVERRIDE and SHIMGEN_TRACE=attrs."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -213,3 +214,106 @@ def test_shim_without_gates_refuses_selection(probes, drivers, tmp_path):
     assert parse(out)["devs"][0] == CONSUMER
     assert "built without gates" in err
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+# The identity check covers every recorded window, and every byte of each: a plan with three
+# windows (the fake's two code windows, then 8 bytes of the ELF header that nothing executes:
+# e_shoff, which the loader does not read), tampered in a window other than the first.
+HEADER_WINDOW = (0x28, 8)
+
+
+@pytest.fixture(scope="module")
+def three_window_shim(probes, tmp_path_factory):
+    fake = probes / "libfake_libcuda_for_tests.so"
+    plan = fake_plan(fake)
+    at, size = HEADER_WINDOW
+    header = PlanCheck(at, at, fake.read_bytes()[at:at + size])
+    plan = dataclasses.replace(plan, checks=(*plan.checks, header))
+    img = read_driver(fake, require_real=False)
+    model = build_model(img, ["shimgen", "build", "--driver", str(fake), "--gates", "PLAN"],
+                        gates=plan)
+    return fake, build(model, tmp_path_factory.mktemp("gateshim3")).library, plan
+
+
+@pytest.mark.parametrize("where", ["last-byte-of-last-window", "first-byte-of-last-window"])
+def test_a_window_other_than_the_first_is_checked(probes, three_window_shim, tmp_path, where):
+    fake, shim, plan = three_window_shim
+    c = plan.checks[-1]
+    data = bytearray(fake.read_bytes())
+    data[c.file_offset + (len(c.data) - 1 if where.startswith("last") else 0)] ^= 0x01
+    other = tmp_path / "libcuda-window.so"
+    other.write_bytes(bytes(data))
+    out, err = run_probe(probes, shim, SHIMGEN_DRIVER=str(other), SHIMGEN_GATES="gdr,dmabuf")
+    r = parse(out)
+    assert r["devs"] == {0: CONSUMER, 1: CONSUMER}  # no byte was written
+    assert (r["global"], r["export"]) == (0, 801)
+    assert f"instruction bytes at 0x{c.vaddr:x} differ from the profile" in err
+    assert err.count("nothing is written") == 1
+    # the control: the untampered fake under the same shim takes the gates
+    out, _ = run_probe(probes, shim, SHIMGEN_GATES="gdr,dmabuf")
+    assert parse(out)["global"] == 1
+
+
+@pytest.mark.parametrize("window", [0, -1])
+def test_profile_with_one_byte_changed_is_refused_at_build(gate_shim, window):
+    """The build-id matches, one recorded instruction byte does not: refused at build time,
+    by the byte comparison itself (verify_against_image, shimgen/gates/plan.py)."""
+    fake, _, plan = gate_shim
+    from shimgen.gates.plan import verify_against_image
+
+    img = read_driver(fake, require_real=False)
+    verify_against_image(plan, img)  # the plan as made matches
+    checks = list(plan.checks)
+    c = checks[window]
+    checks[window] = dataclasses.replace(c, data=c.data[:-1] + bytes([c.data[-1] ^ 0x01]))
+    bad = dataclasses.replace(plan, checks=tuple(checks))
+    with pytest.raises(ShimgenError, match=rf"does not match .*: bytes at 0x{c.vaddr:x} differ"):
+        verify_against_image(bad, img)
+
+
+def test_real_profile_with_one_byte_changed_is_refused_by_build(drivers, tmp_path):
+    """End to end on a real driver: `shimgen gates --json`, one recorded instruction byte
+    changed in the profile (its build-id still right), `shimgen build --gates FILE`: one
+    line naming the bytes, exit 1, nothing built."""
+    import json
+    import sys
+
+    d = drivers[0]
+    profile = tmp_path / "profile.json"
+    cmd = [sys.executable, "-m", "shimgen"]
+    made = subprocess.run([*cmd, "gates", "--driver", str(d.path), "--json", str(profile),
+                           "--no-proof"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    data = json.loads(profile.read_text())
+
+    def insns(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("bytes"), str) and "vaddr" in node:
+                yield node
+            for v in node.values():
+                yield from insns(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from insns(v)
+
+    found = list(insns(data))
+    # the reader's and the device table's instructions are always among the checked
+    # windows; the last of them by address is not the first window
+    checked = data["reader"]["insns"] + data["device_table"]["insns"]
+    assert len({i["vaddr"] for i in checked}) >= 3, checked
+    vaddr = max((i["vaddr"] for i in checked), key=lambda v: int(v, 16))
+    for i in found:
+        if i["vaddr"] == vaddr:
+            raw = bytearray.fromhex(i["bytes"])
+            raw[0] ^= 0x01
+            i["bytes"] = raw.hex()
+    profile.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    proc = subprocess.run([*cmd, "build", "--driver", str(d.path), "--out", str(out),
+                           "--gates", str(profile)], capture_output=True, text=True)
+    want = int(vaddr, 16)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"shimgen: error: gate profile does not match {d.path.resolve()}: bytes at "
+        f"0x{want:x} differ"]
+    assert not out.exists() or not any(out.iterdir())

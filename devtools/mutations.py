@@ -1,0 +1,175 @@
+"""The must-catch mutations, checked by `python -m devtools.mutants` (in CI, from .ci/run):
+small, plausible mistakes in the code, each with the tests that must fail on it.
+
+Each entry: `name`; `file` (relative to the repository root); `old`, the exact text to
+replace, which must occur exactly once in the file (otherwise the entry is broken and the
+check fails: keep this list in step with the code); `new`, its replacement; `tests`, the
+pytest ids that must all fail (an id without parameters: at least one of its cases); `why`,
+the promise that the mistake would break. Keep each entry's tests few and targeted: the
+whole list runs in CI.
+"""
+
+MUTATIONS = [
+    # ---- gate identity at run time (runtime/gates.c) ----
+    {
+        "name": "gates-run-first-window-only",
+        "file": "runtime/gates.c",
+        "old": "for (unsigned i = 0; i < plan->nchecks; i++) {",
+        "new": "for (unsigned i = 0; i < plan->nchecks && i < 1; i++) {",
+        "tests": ["tests/test_gate_runtime.py::test_a_window_other_than_the_first_is_checked"],
+        "why": "no write to driver memory unless every recorded instruction window matches",
+    },
+    {
+        "name": "gates-run-first-byte-of-each-window",
+        "file": "runtime/gates.c",
+        "old": "plan->checks[i].len) != 0) {",
+        "new": "1) != 0) {",
+        "tests": ["tests/test_gate_runtime.py::test_a_window_other_than_the_first_is_checked"
+                  "[last-byte-of-last-window]"],
+        "why": "every recorded byte is compared, not only the first of a window",
+    },
+    {
+        "name": "gates-run-no-byte-check",
+        "file": "runtime/gates.c",
+        "old": "for (unsigned i = 0; i < plan->nchecks; i++) {",
+        "new": "for (unsigned i = 0; i < 0; i++) {",
+        "tests": ["tests/test_gate_runtime.py::test_mismatched_driver_writes_nothing[bytes]",
+                  "tests/test_gate_runtime.py::test_a_window_other_than_the_first_is_checked"],
+        "why": "a driver with the right build-id but other code is not written to",
+    },
+    {
+        "name": "gates-run-no-build-id-check",
+        "file": "runtime/gates.c",
+        "old": "if (strcmp(loaded_build_id, plan->build_id) != 0) {",
+        "new": "if (0) {",
+        "tests": ["tests/test_gate_runtime.py::test_mismatched_driver_writes_nothing[build-id]"],
+        "why": "a driver with another build-id is not written to",
+    },
+    # ---- gate identity at build time (shimgen/gates/plan.py) ----
+    {
+        "name": "gates-build-no-byte-check",
+        "file": "shimgen/gates/plan.py",
+        "old": "if image.contents[c.file_offset:c.file_offset + len(c.data)] != c.data:",
+        "new": "if False:",
+        "tests": ["tests/test_gate_runtime.py::"
+                  "test_profile_with_one_byte_changed_is_refused_at_build",
+                  "tests/test_gate_runtime.py::"
+                  "test_real_profile_with_one_byte_changed_is_refused_by_build"],
+        "why": "a profile whose instruction bytes differ from the driver file is not built",
+    },
+    {
+        "name": "gates-build-first-window-only",
+        "file": "shimgen/gates/plan.py",
+        "old": "    for c in plan.checks:\n",
+        "new": "    for c in plan.checks[:1]:\n",
+        "tests": ["tests/test_gate_runtime.py::"
+                  "test_profile_with_one_byte_changed_is_refused_at_build[-1]",
+                  "tests/test_gate_runtime.py::"
+                  "test_real_profile_with_one_byte_changed_is_refused_by_build"],
+        "why": "every recorded window of a profile is compared with the driver file",
+    },
+    {
+        "name": "gates-build-no-build-id-check",
+        "file": "shimgen/gates/plan.py",
+        "old": "if plan.build_id != image.build_id:",
+        "new": "if False:",
+        "tests": ["tests/test_gate_runtime.py::test_plan_for_another_file_is_refused_at_build"],
+        "why": "a profile of another driver build is refused, naming the build-id",
+    },
+    # ---- the dlopen redirect's edges (runtime/dlopen.c) ----
+    {
+        "name": "redirect-any-libcuda-prefix",
+        "file": "runtime/dlopen.c",
+        "old": 'strncmp(base, "libcuda.so", 10) == 0',
+        "new": 'strncmp(base, "libcuda", 7) == 0',
+        "tests": ["tests/test_redirect.py::test_other_bare_names_are_not_redirected"],
+        "why": "libcudart.so.12, libcudadebugger.so.1 ... are never handed the shim",
+    },
+    {
+        "name": "redirect-only-libcuda.so.1",
+        "file": "runtime/dlopen.c",
+        "old": 'strncmp(base, "libcuda.so", 10) == 0',
+        "new": 'strcmp(base, "libcuda.so.1") == 0',
+        "tests": ["tests/test_redirect.py::"
+                  "test_libcuda_names_and_paths_to_the_driver_are_redirected"],
+        "why": "dlopen(\"libcuda.so\") (perftest) and other libcuda.so* names get the shim",
+    },
+    {
+        "name": "redirect-paths-by-name",
+        "file": "runtime/dlopen.c",
+        "old": "    if (!slash)\n",
+        "new": "    if (!slash || strncmp(base, \"libcuda.so\", 10) == 0)\n",
+        "tests": ["tests/test_redirect.py::"
+                  "test_paths_that_are_not_the_driver_are_not_redirected"],
+        "why": "a path is redirected only when it is the driver's file, not for its name",
+    },
+    {
+        "name": "redirect-no-path-to-driver",
+        "file": "runtime/dlopen.c",
+        "old": "st.st_ino == shimgen_cfg.driver_stat.st_ino)",
+        "new": "st.st_ino == shimgen_cfg.driver_stat.st_ino + 1)",
+        "tests": ["tests/test_redirect.py::"
+                  "test_libcuda_names_and_paths_to_the_driver_are_redirected"],
+        "why": "any path to the real driver's file, whatever its name, gets the shim",
+    },
+    # ---- cuGetProcAddress answers the exact variant (runtime/hooks_proc_address.c) ----
+    {
+        "name": "procaddr-v2-drops-per-thread-stream-flag",
+        "file": "runtime/hooks_proc_address.c",
+        "old": "real(symbol, pfn, version, flags, status);",
+        "new": "real(symbol, pfn, version, flags & ~2ull, status);",
+        "tests": ["tests/test_shim.py::test_cu_get_proc_address_matches_real_driver"],
+        "why": "cuGetProcAddress_v2 hands out the _ptsz/_ptds variant the driver would",
+    },
+    {
+        "name": "procaddr-v1-older-version",
+        "file": "runtime/hooks_proc_address.c",
+        "old": "real(symbol, pfn, version, flags);",
+        "new": "real(symbol, pfn, version < 3020 ? version : 3010, flags);",
+        "tests": ["tests/test_shim.py::test_cu_get_proc_address_matches_real_driver"],
+        "why": "cuGetProcAddress hands out cuMemAlloc_v2, not cuMemAlloc, at version 12000",
+    },
+    {
+        "name": "procaddr-unmapped-not-counted",
+        "file": "runtime/procaddr.c",
+        "old": "__atomic_fetch_add(&shimgen_unmapped_proc_addresses, 1, __ATOMIC_RELAXED);",
+        "new": "__atomic_fetch_add(&shimgen_unmapped_proc_addresses, 0, __ATOMIC_RELAXED);",
+        "tests": ["tests/test_timing.py::test_shim_preserves_arguments_and_results[1]"],
+        "why": "an answer that is no export is counted in unmapped_proc_addresses",
+    },
+    # ---- two shims: the promised message (runtime/driver.c) ----
+    {
+        "name": "two-shims-message-dropped",
+        "file": "runtime/driver.c",
+        "old": '        shimgen_say("shimgen: another shim (%s) is preloaded',
+        "new": '        if (0) shimgen_say("shimgen: another shim (%s) is preloaded',
+        "tests": ["tests/test_redirect.py::test_two_shims_say_exactly_the_promised_line"],
+        "why": "with two shims, A says the one documented line naming B",
+    },
+    # ---- the benchmark's reported numbers (benchmarks/) ----
+    {
+        "name": "bench-time-variant-silently-dropped",
+        "file": "benchmarks/suite.py",
+        "old": 'if "not a known mode" in err:',
+        "new": 'if "not a known mode" not in err:',
+        "tests": ["tests/test_benchmarks.py::test_quick_call_timings_are_sane"],
+        "why": "the time variant is measured, not left out as 'unavailable'",
+    },
+    {
+        "name": "bench-bar-reports-best-not-worst",
+        "file": "benchmarks/report.py",
+        "old": "if worst is None or added > worst[0]:",
+        "new": "if worst is None or added < worst[0]:",
+        "tests": ["tests/test_benchmarks.py::test_quick_bars"],
+        "why": "a bar is judged on the worst case measured",
+    },
+    # ---- a documented option is not skipped away (shimgen/cli.py) ----
+    {
+        "name": "cli-gates-option-renamed",
+        "file": "shimgen/cli.py",
+        "old": 'b.add_argument("--gates", metavar="auto|PROFILE",',
+        "new": 'b.add_argument("--gate-profile", dest="gates", metavar="auto|PROFILE",',
+        "tests": ["tests/test_bad_cli.py::test_malformed_or_foreign_gate_profile"],
+        "why": "`shimgen build --gates` is documented; its tests fail, not skip, without it",
+    },
+]
