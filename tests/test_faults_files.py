@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from faultkit import (
+    ROOT,
     clean_env,
     no_dac_prefix,
     run,
@@ -230,7 +231,12 @@ def setuid_probe(probes):
         return False
 
     gid = next(g for g in range(64900, 65500) if unused(g))
-    where = Path(tempfile.mkdtemp(prefix="shimgen-setuid-", dir="/tmp"))
+    # set-user-ID takes effect only on a file system mounted without nosuid
+    places = [Path(tempfile.gettempdir()), Path("/var/tmp"), ROOT / "build"]
+    suid_ok = [d for d in places if d.is_dir() and not os.statvfs(d).f_flag & os.ST_NOSUID]
+    if not suid_ok:
+        pytest.fail(f"no directory among {', '.join(map(str, places))} allows set-user-ID")
+    where = Path(tempfile.mkdtemp(prefix="shimgen-setuid-", dir=suid_ok[0]))
     try:
         os.chown(where, 0, gid)
         where.chmod(0o750)
