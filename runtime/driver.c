@@ -253,8 +253,8 @@ static int driver_ready(void)
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         shimgen_config();
         /* The trace's exit and fork handlers are registered before the load, never during
-         * it: a fork on another thread waits for the load while holding glibc's lock on
-         * the list of fork handlers. */
+         * it: a fork on another thread waits for the load in its prepare handler, and an
+         * older glibc runs those handlers holding the lock that pthread_atfork takes. */
         if (!__atomic_exchange_n(&trace_registered, 1, __ATOMIC_ACQ_REL))
             shimgen_trace_start();
         int expect = LOAD_NONE;
