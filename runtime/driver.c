@@ -10,19 +10,16 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
-#include <limits.h>
 #include <link.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "runtime.h"
 
-/* The load's state: one word, waited on with a futex (async-signal-safe). pthread_once
+/* The load's state: one word, which waiting threads poll (async-signal-safe). pthread_once
  * would make a signal handler on the loading thread wait on itself, and a fork during the
  * load would give the child a half-done once and a half-loaded driver. */
 enum { LOAD_NONE, LOAD_RUNNING, LOAD_FORK_HELD, LOAD_DONE };
@@ -223,14 +220,15 @@ static void load_driver(void)
                     SHIMGEN_NFUNCS);
 }
 
-static void futex_wait(int seen)
+/* Waiting for the load, or for a fork that holds it back: a poll with a short sleep, which
+ * a signal handler may do too (nanosleep is async-signal-safe; a futex would need the
+ * generic syscall(), which the shim does not import). It happens once per process, for
+ * the time of the load. */
+static void wait_while(int seen)
 {
-    syscall(SYS_futex, &load_state, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
-}
-
-static void futex_wake_all(void)
-{
-    syscall(SYS_futex, &load_state, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    struct timespec pause = {0, 50 * 1000};
+    while (__atomic_load_n(&load_state, __ATOMIC_ACQUIRE) == seen)
+        nanosleep(&pause, NULL);
 }
 
 /* 1 once the driver is loaded (or has failed to load); 0 when this thread holds the load
@@ -244,7 +242,7 @@ static int driver_ready(void)
         if (load_held)
             return 0;
         if (s != LOAD_NONE) {
-            futex_wait(s);
+            wait_while(s);
             continue;
         }
         /* Marked before the claim: a signal handler on this thread from here on does not
@@ -260,9 +258,13 @@ static int driver_ready(void)
         int expect = LOAD_NONE;
         if (__atomic_compare_exchange_n(&load_state, &expect, LOAD_RUNNING, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE)) {
+            /* Not cancellable: a thread cancelled inside dlopen would leave the load
+             * running for ever, and every other thread waiting on it. */
+            int cancel;
+            pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
             load_driver();
             __atomic_store_n(&load_state, LOAD_DONE, __ATOMIC_RELEASE);
-            futex_wake_all();
+            pthread_setcancelstate(cancel, NULL);
         }
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         load_held = HELD_NONE;
@@ -296,7 +298,7 @@ static void before_fork(void)
         if (s == LOAD_DONE)
             return;
         if (s != LOAD_NONE) {
-            futex_wait(s);
+            wait_while(s);
             continue;
         }
         load_held = HELD_FORK;
@@ -316,7 +318,6 @@ static void after_fork(void)
     __atomic_store_n(&load_state, LOAD_NONE, __ATOMIC_RELEASE);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     load_held = HELD_NONE;
-    futex_wake_all();
 }
 
 /* Registered when the shim is loaded, before any load can start. */

@@ -114,6 +114,18 @@ def test_fork_during_a_slow_load(shims, probes):
     assert seen == {(0, FAKE_VERSION, 0)}
 
 
+def test_thread_cancelled_during_the_load(shims, probes):
+    """A thread cancelled at a random moment of a slow load (fake, 20 ms: its constructor
+    sleeps, a cancellation point): the load still ends, and the main thread's call that
+    follows returns the driver's answer instead of waiting for ever."""
+    env = shims[0].env(SHIMGEN_QUIET="1",
+                       SHIMGEN_DRIVER=str(probes / "libfake_slow_load.so"))
+    for seed in range(40):
+        proc = run_hang_checked([probes / "loading_cancel", seed], env, timeout=20)
+        assert proc.returncode == 0 and f"rc 0 version {FAKE_VERSION}" in proc.stdout, \
+            proc.stdout + proc.stderr
+
+
 # ---- SHIMGEN_DRIVER naming a shim ----
 
 @pytest.mark.parametrize("how", ["file", "copy", "symlink", "soname"])
