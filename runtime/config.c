@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,6 +85,25 @@ static void parse_file_name(const char *var, const char *v, char dst[PATH_MAX],
                 n, PATH_MAX - 1, instead);
 }
 
+/* One decimal int of SHIMGEN_ATTR_OVERRIDE, the whole of [s, end): digits with an optional
+ * '-' (only where `sign` allows it), in the range of a C int. 1 when it is one. */
+static int parse_int(const char *s, const char *end, int sign, long lo, long hi, int *out)
+{
+    const char *digits = sign && *s == '-' ? s + 1 : s;
+    if (digits >= end || *digits < '0' || *digits > '9')
+        return 0;
+    char *stop = NULL;
+    errno = 0;
+    long n = strtol(s, &stop, 10);
+    if (errno || stop != end || n < lo || n > hi)
+        return 0;
+    *out = (int)n;
+    return 1;
+}
+
+/* SHIMGEN_ATTR_OVERRIDE=A=V,...: an attribute number from 0 to 100000 and a value in the
+ * range of int (what cuDeviceGetAttribute reports). Anything else is refused, one line per
+ * item, and has no effect; the items that are right still apply. */
 static void parse_overrides(const char *v)
 {
     char buf[512];
@@ -91,20 +111,25 @@ static void parse_overrides(const char *v)
     char shown[512] = "";
     size_t o = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(t, '='), *end1 = NULL, *end2 = NULL;
-        long a = eq ? strtol(t, &end1, 10) : -1;
-        long val = eq ? strtol(eq + 1, &end2, 10) : 0;
-        if (!eq || end1 != eq || !end2 || *end2 || a < 0 || a > 100000 ||
-            shimgen_cfg.noverrides == OVERRIDES_MAX) {
-            shimgen_say("shimgen: SHIMGEN_ATTR_OVERRIDE: '%s' is not ATTRIBUTE=VALUE; ignored\n",
-                        t);
+        char *eq = strchr(t, '=');
+        int a = 0, val = 0;
+        if (!eq || !parse_int(t, eq, 0, 0, 100000, &a) ||
+            !parse_int(eq + 1, eq + strlen(eq), 1, INT_MIN, INT_MAX, &val)) {
+            shimgen_say("shimgen: SHIMGEN_ATTR_OVERRIDE: '%s' is not ATTRIBUTE=VALUE (an attribute "
+                        "number from 0 to 100000, a value from %d to %d); ignored\n",
+                        t, INT_MIN, INT_MAX);
             continue;
         }
-        shimgen_cfg.overrides[shimgen_cfg.noverrides].attribute = (int)a;
-        shimgen_cfg.overrides[shimgen_cfg.noverrides].value = (int)val;
+        if (shimgen_cfg.noverrides == OVERRIDES_MAX) {
+            shimgen_say("shimgen: SHIMGEN_ATTR_OVERRIDE: '%s' is one more than %zu overrides; "
+                        "ignored\n", t, (size_t)OVERRIDES_MAX);
+            continue;
+        }
+        shimgen_cfg.overrides[shimgen_cfg.noverrides].attribute = a;
+        shimgen_cfg.overrides[shimgen_cfg.noverrides].value = val;
         shimgen_cfg.noverrides++;
         if (o < sizeof shown)
-            o += (size_t)snprintf(shown + o, sizeof shown - o, " %ld=%ld", a, val);
+            o += (size_t)snprintf(shown + o, sizeof shown - o, " %d=%d", a, val);
     }
     if (shimgen_cfg.noverrides)
         shimgen_say("shimgen: SHIMGEN_ATTR_OVERRIDE in effect:%s (values reported to the program; "

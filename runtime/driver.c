@@ -1,8 +1,10 @@
 /*
  * driver.c: loading the real driver, once, at the first call: dlopen of the recorded file
- * (or SHIMGEN_DRIVER), else a fallback search when that file is gone; the identity check of
- * what was loaded (build-id, another shim preloaded after this one, the gates' profile);
- * then every slot filled. Also the lazy stubs' resolver (stubs.S), which waits for all this.
+ * (or SHIMGEN_DRIVER), else a fallback search when that file is gone; never a shim (the
+ * file is checked for the shim's mark first, selfcheck.c); the identity check of what was
+ * loaded (build-id, another shim preloaded after this one, the gates' profile); then every
+ * slot filled. Also the lazy stubs' resolver (stubs.S), which waits for all this, and the
+ * fork handlers that keep a child from inheriting a load in progress on another thread.
  */
 
 #define _GNU_SOURCE
@@ -13,12 +15,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "runtime.h"
 
-static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
-static __thread int in_driver_init __attribute__((tls_model("initial-exec")));
-static void *driver_handle;
+/* The load's state: one word, which waiting threads poll (async-signal-safe). pthread_once
+ * would make a signal handler on the loading thread wait on itself, and a fork during the
+ * load would give the child a half-done once and a half-loaded driver. */
+enum { LOAD_NONE, LOAD_RUNNING, LOAD_FORK_HELD, LOAD_DONE };
+static int load_state;
+/* What this thread holds: HELD_LOAD from just before it claims the load until the load is
+ * done; HELD_FORK between its fork's prepare and parent/child handlers. A call made on the
+ * thread meanwhile (a signal handler's, the driver's own during its load) cannot wait for
+ * the load: it returns CUDA_ERROR_NOT_INITIALIZED (shimgen_fail_loading). */
+enum { HELD_NONE, HELD_LOAD, HELD_FORK };
+static __thread int load_held __attribute__((tls_model("initial-exec")));
+static int trace_registered;
 static uint64_t missing_functions;
 char shimgen_loaded_build_id[129];
 
@@ -144,26 +156,46 @@ static int fallback_driver(char *out, size_t cap)
     return 0;
 }
 
+typedef void *(*dlopen_fn)(const char *, int);
+
+/* dlopen of one candidate, refusing any shimgen shim: the file (this shim, a copy, a link
+ * to it) is checked for the shim's mark before it is loaded, and what dlopen returned must
+ * not be this shim (a bare name can resolve to it by its SONAME). NULL with `err` set. */
+static void *open_driver(const char *path, char *err, size_t cap)
+{
+    static const char not_driver[] = "it is a shimgen shim, not the real driver";
+    if (shimgen_file_is_shim(path)) {
+        shimgen_copy_str(err, cap, not_driver);
+        return NULL;
+    }
+    void *h = ((dlopen_fn)shimgen_real_dlopen)(path, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        shimgen_copy_str(err, cap, e ? e : "unknown error");
+        return NULL;
+    }
+    if (dlsym(h, shimgen_names[0]) == (void *)shimgen_entry_stubs[0]) {
+        shimgen_copy_str(err, cap, not_driver);
+        return NULL;
+    }
+    return h;
+}
+
 static void load_driver(void)
 {
-    shimgen_config();
-    in_driver_init = 1;
     shimgen_cfg.features = SHIMGEN_FEATURE_ALWAYS;
     if (shimgen_attr_trace || shimgen_cfg.noverrides)
         shimgen_cfg.features |= SHIMGEN_FEATURE_ATTRS;
-    typedef void *(*dlopen_fn)(const char *, int);
-    dlopen_fn real_dlopen = (dlopen_fn)shimgen_real_dlopen;
-    void *h = real_dlopen(shimgen_cfg.driver_path, RTLD_LAZY | RTLD_LOCAL);
+    char first_err[512];
+    void *h = open_driver(shimgen_cfg.driver_path, first_err, sizeof first_err);
     if (!h) {
-        const char *err = dlerror();
-        char first_err[512];
-        shimgen_copy_str(first_err, sizeof first_err, err ? err : "unknown error");
         /* The recorded file is gone (a driver upgrade replaces libcuda.so.<version>): try
          * the name it was given as (usually the libcuda.so.1 link, which now points at
          * the new driver), then the usual places; never the shim itself. */
+        char err[512];
         if (!shimgen_cfg.driver_from_env &&
             fallback_driver(shimgen_cfg.driver_path, sizeof shimgen_cfg.driver_path)) {
-            h = real_dlopen(shimgen_cfg.driver_path, RTLD_LAZY | RTLD_LOCAL);
+            h = open_driver(shimgen_cfg.driver_path, err, sizeof err);
             if (h) {
                 shimgen_cfg.driver_stat_ok =
                     stat(shimgen_cfg.driver_path, &shimgen_cfg.driver_stat) == 0;
@@ -180,32 +212,116 @@ static void load_driver(void)
     }
     if (h)
         check_identity(h);
-    driver_handle = h;
     fill_slots(h);
     if (h && missing_functions)
         shimgen_say("shimgen: %s lacks %llu of the shim's %u functions (they return "
                     "CUDA_ERROR_NOT_SUPPORTED); rebuild the shim for this driver\n",
                     shimgen_cfg.driver_path, (unsigned long long)missing_functions,
                     SHIMGEN_NFUNCS);
-    shimgen_trace_start();
-    in_driver_init = 0;
+}
+
+/* Waiting for the load, or for a fork that holds it back: a poll with a short sleep, which
+ * a signal handler may do too (nanosleep is async-signal-safe; a futex would need the
+ * generic syscall(), which the shim does not import). It happens once per process, for
+ * the time of the load. */
+static void wait_while(int seen)
+{
+    struct timespec pause = {0, 50 * 1000};
+    while (__atomic_load_n(&load_state, __ATOMIC_ACQUIRE) == seen)
+        nanosleep(&pause, NULL);
+}
+
+/* 1 once the driver is loaded (or has failed to load); 0 when this thread holds the load
+ * (it is loading, or forking) and so must not wait for it. Other threads wait. */
+static int driver_ready(void)
+{
+    for (;;) {
+        int s = __atomic_load_n(&load_state, __ATOMIC_ACQUIRE);
+        if (s == LOAD_DONE)
+            return 1;
+        if (load_held)
+            return 0;
+        if (s != LOAD_NONE) {
+            wait_while(s);
+            continue;
+        }
+        /* Marked before the claim: a signal handler on this thread from here on does not
+         * wait, whatever point of the claim or the load it interrupts. */
+        load_held = HELD_LOAD;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        shimgen_config();
+        /* The trace's exit and fork handlers are registered before the load, never during
+         * it: a fork on another thread waits for the load in its prepare handler, and an
+         * older glibc runs those handlers holding the lock that pthread_atfork takes. */
+        if (!__atomic_exchange_n(&trace_registered, 1, __ATOMIC_ACQ_REL))
+            shimgen_trace_start();
+        int expect = LOAD_NONE;
+        if (__atomic_compare_exchange_n(&load_state, &expect, LOAD_RUNNING, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            /* Not cancellable: a thread cancelled inside dlopen would leave the load
+             * running for ever, and every other thread waiting on it. */
+            int cancel;
+            pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+            load_driver();
+            __atomic_store_n(&load_state, LOAD_DONE, __ATOMIC_RELEASE);
+            pthread_setcancelstate(cancel, NULL);
+        }
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        load_held = HELD_NONE;
+    }
 }
 
 void shimgen_init(void)
 {
-    pthread_once(&driver_once, load_driver);
+    driver_ready();
 }
 
 void *shimgen_lazy_resolve(unsigned idx)
 {
     if (idx >= SHIMGEN_NFUNCS)
         return (void *)shimgen_fail_init;
-    if (in_driver_init) {
-        /* The driver called back into the shim while it was being loaded: resolve this one
-         * function directly instead of waiting on ourselves. */
-        void *fn = driver_handle ? dlsym(driver_handle, shimgen_names[idx]) : NULL;
-        return fn ? fn : (void *)shimgen_fail_init;
-    }
-    shimgen_init();
+    if (!driver_ready())
+        return (void *)shimgen_fail_loading;
     return __atomic_load_n(&shimgen_slots[idx], __ATOMIC_ACQUIRE);
+}
+
+/* fork() while another thread loads the driver: wait for that load to end, and hold off
+ * any new one until the fork is done, so the child never inherits a half-loaded driver
+ * or a half-filled set of slots. A fork on the loading thread itself (from a signal
+ * handler, or the driver's own) does not wait: the child goes on with the same load. */
+static void before_fork(void)
+{
+    if (load_held)
+        return;
+    for (;;) {
+        int s = __atomic_load_n(&load_state, __ATOMIC_ACQUIRE);
+        if (s == LOAD_DONE)
+            return;
+        if (s != LOAD_NONE) {
+            wait_while(s);
+            continue;
+        }
+        load_held = HELD_FORK;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        int expect = LOAD_NONE;
+        if (__atomic_compare_exchange_n(&load_state, &expect, LOAD_FORK_HELD, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return;
+        load_held = HELD_NONE;
+    }
+}
+
+static void after_fork(void)
+{
+    if (load_held != HELD_FORK)
+        return;
+    __atomic_store_n(&load_state, LOAD_NONE, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    load_held = HELD_NONE;
+}
+
+/* Registered when the shim is loaded, before any load can start. */
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+    pthread_atfork(before_fork, after_fork, after_fork);
 }

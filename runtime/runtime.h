@@ -83,6 +83,10 @@ void shimgen_init(void);
 void *shimgen_lazy_resolve(unsigned idx);
 extern char shimgen_loaded_build_id[129];
 
+/* ---- loading the driver safely (driver.c, selfcheck.c, stubs.S) ---- */
+extern char shimgen_fail_loading[];  /* returns CUDA_ERROR_NOT_INITIALIZED */
+int shimgen_file_is_shim(const char *path);
+
 /* ---- cuGetProcAddress answers (procaddr.c) ---- */
 void shimgen_addr_map_add(void *real_fn, unsigned idx);
 void shimgen_addr_map_sort(void);

@@ -128,6 +128,19 @@ shimgen_fail_init:
         ret
         .size   shimgen_fail_init, .-shimgen_fail_init
 
+/* A call from a signal handler on the thread that is loading the driver (or holding the
+ * load across its own fork): the load cannot be waited for there, so the call returns
+ * CUDA_ERROR_NOT_INITIALIZED at once; the slot stays lazy for the next call. */
+        .globl  shimgen_fail_loading
+        .hidden shimgen_fail_loading
+        .type   shimgen_fail_loading, @function
+        .balign 16
+shimgen_fail_loading:
+        ENDBR
+        mov     $SHIMGEN_CUDA_ERROR_NOT_INITIALIZED, %eax
+        ret
+        .size   shimgen_fail_loading, .-shimgen_fail_loading
+
         .globl  shimgen_fail_missing
         .hidden shimgen_fail_missing
         .type   shimgen_fail_missing, @function
