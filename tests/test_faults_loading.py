@@ -14,7 +14,6 @@ import sys
 import pytest
 from faultkit import (
     clean_env,
-    fake_shim,  # noqa: F401 (a fixture, used by name)
     run,
     shim_lines,
 )
