@@ -31,7 +31,7 @@ typedef int (*version_fn)(int *);
 static version_fn version;
 static long calls_made, bad; /* by the target threads, one at a time */
 static volatile long handler_calls, handler_bad;
-static volatile int target_ready, target_done;
+static volatile int target_ready, armed, target_done;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int released;
@@ -72,6 +72,8 @@ static void spin(unsigned iterations)
 static void first_calls(unsigned delay)
 {
     __atomic_store_n(&target_ready, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&armed, __ATOMIC_ACQUIRE)) /* both run from here on */
+        ;
     spin(delay);
     for (int i = 0; i < CALLS_PER_THREAD; i++) {
         int v = 0;
@@ -90,16 +92,17 @@ static void *target(void *arg)
 }
 
 /* Signals to `t` from a random moment around its first call, at random intervals, until
- * the target is done. */
+ * the target is done (at least one). */
 static void signal_until_done(pthread_t t, unsigned *seed)
 {
     while (!__atomic_load_n(&target_ready, __ATOMIC_ACQUIRE))
         ;
+    __atomic_store_n(&armed, 1, __ATOMIC_RELEASE);
     spin((unsigned)rand_r(seed) % 3000);
-    while (!__atomic_load_n(&target_done, __ATOMIC_ACQUIRE)) {
+    do {
         pthread_kill(t, SIGUSR1);
         spin((unsigned)rand_r(seed) % 500);
-    }
+    } while (!__atomic_load_n(&target_done, __ATOMIC_ACQUIRE));
 }
 
 static pthread_t main_thread;
@@ -188,7 +191,7 @@ int main(int argc, char **argv)
     if (!t)
         return 3;
     for (long i = 0; i < n; i++) {
-        target_ready = target_done = 0;
+        target_ready = armed = target_done = 0;
         if (pthread_create(&t[i], NULL, target, (void *)(long)(rand_r(&seed) % 3000)) != 0)
             return 3;
         signal_until_done(t[i], &seed);
