@@ -84,21 +84,28 @@ static void reset_frames(struct tstats *s)
     s->free = s->f;
 }
 
-/* Count the calls in progress (frames not on the free list): calls that will never return
- * (the thread is exiting, or the process is) or that left by longjmp or an exception. The
- * walk is bounded and checks every link, so a list that another thread is changing (at
- * exit) cannot make it loop or stray. */
-static void count_calls_in_progress(struct tstats *s)
+/* Mark the frames on the free list. The walk is bounded and checks every link, so a list
+ * that another thread is changing (at exit) cannot make it loop or stray. */
+static void mark_free_frames(const struct tstats *s, unsigned char is_free[SHADOW_DEPTH])
 {
-    unsigned char is_free[SHADOW_DEPTH] = {0};
+    memset(is_free, 0, SHADOW_DEPTH);
     const struct shadow_frame *f = __atomic_load_n(&s->free, __ATOMIC_RELAXED);
     for (unsigned n = 0; f && n < SHADOW_DEPTH; n++) {
-        size_t k = (size_t)(f - s->f);
-        if (f < s->f || k >= SHADOW_DEPTH || f != &s->f[k] || is_free[k])
+        uintptr_t off = (uintptr_t)f - (uintptr_t)s->f;
+        size_t k = off / sizeof *f;
+        if (off % sizeof *f || k >= SHADOW_DEPTH || is_free[k])
             break;
         is_free[k] = 1;
-        f = __atomic_load_n(&f->next, __ATOMIC_RELAXED);
+        f = __atomic_load_n(&s->f[k].next, __ATOMIC_RELAXED);
     }
+}
+
+/* Count the calls in progress (frames not on the free list): calls that will never return
+ * (the thread is exiting, or the process is) or that left by longjmp or an exception. */
+static void count_calls_in_progress(struct tstats *s)
+{
+    unsigned char is_free[SHADOW_DEPTH];
+    mark_free_frames(s, is_free);
     for (unsigned k = 0; k < SHADOW_DEPTH; k++)
         if (!is_free[k] && s->f[k].idx < SHIMGEN_NFUNCS)
             s->fn[s->f[k].idx].count++;
@@ -288,10 +295,8 @@ void *shimgen_real_caller(void *return_address)
     if ((return_address != (void *)shimgen_time_return &&
          return_address != (void *)shimgen_timeline_return) || !s)
         return return_address;
-    unsigned char is_free[SHADOW_DEPTH] = {0};
-    unsigned n = 0;
-    for (const struct shadow_frame *f = s->free; f && n < SHADOW_DEPTH; f = f->next, n++)
-        is_free[f - s->f] = 1;
+    unsigned char is_free[SHADOW_DEPTH];
+    mark_free_frames(s, is_free);
     const struct shadow_frame *last = NULL;
     for (unsigned k = 0; k < SHADOW_DEPTH; k++)
         if (!is_free[k] && (!last || s->f[k].start > last->start))
