@@ -1,6 +1,6 @@
 /*
  * layout.h: the byte layout of a thread's counter block (struct tstats, stats.h) and of a
- * shadow frame, which the assembly in stubs.S reads and writes by offset. Included by
+ * shadow frame, which the assembly in stubs.S and timing.S reads and writes by offset. Included by
  * stubs.S and by stats.h, whose _Static_asserts check every offset against the struct,
  * so the two can never disagree. Needs SHIMGEN_NFUNCS (shim.h).
  */
@@ -16,18 +16,18 @@
 #define TS_MAX 16
 /* struct tstats after its fn[SHIMGEN_NFUNCS]. */
 #define TS_UNTIMED (32 * SHIMGEN_NFUNCS)
-#define TS_TOP (32 * SHIMGEN_NFUNCS + 8)
-#define TS_END (32 * SHIMGEN_NFUNCS + 16)
+#define TS_FREE (32 * SHIMGEN_NFUNCS + 8)
 #define TS_EV (32 * SHIMGEN_NFUNCS + 24)
 #define TS_EV_HEAD (32 * SHIMGEN_NFUNCS + 32)
 #define TS_EV_MASK (32 * SHIMGEN_NFUNCS + 40)
 #define TS_FRAMES (32 * SHIMGEN_NFUNCS + 48)
-/* struct shadow_frame, 32 bytes: the caller's return address, start ticks, function index,
- * the caller's rbx. */
+/* struct shadow_frame, 32 bytes: the caller's return address, start ticks, function index
+ * (while the frame is free: the next free frame), the caller's rbx. */
 #define TS_FRAME_SIZE 32
 #define FRAME_RET 0
 #define FRAME_START 8
 #define FRAME_IDX 16
+#define FRAME_NEXT 16 /* the same word: a free frame has no index */
 #define FRAME_RBX 24
 /* struct tl_event, 16 bytes: start ticks, elapsed ticks << 16 | function index. */
 #define TL_EVENT_SHIFT 4

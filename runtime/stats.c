@@ -2,20 +2,26 @@
  * stats.c: per-thread counters and timing (SHIMGEN_TRACE=1 / time / timeline).
  *
  * Each thread counts into its own block, reached through one initial-exec TLS pointer, so
- * a counted call is a plain increment (no lock prefix, no shared cache line). Blocks are
- * allocated at a thread's first traced call, registered on a list under a mutex (once per
- * thread), folded into the global totals when the thread exits (pthread key destructor)
- * and reused. At process exit the global totals plus every live block give the trace.
- * If a block cannot be allocated, the thread counts into the globals with atomics.
+ * a counted call is a plain increment (no lock prefix, no shared cache line). A thread
+ * gets its block at its first traced call: a free block is claimed (one compare-and-swap
+ * of its state) or a new one is mapped (mmap) and pushed on the list of every block
+ * (compare-and-swap). That path takes no lock and calls no malloc, so a signal handler
+ * that calls the driver at any moment of it, on the same thread, cannot deadlock; if the
+ * handler gives the thread a block first, the interrupted path hands its own back. When
+ * the thread exits (pthread key destructor), its block is folded into the global totals,
+ * with the calls it left in progress (pthread_exit inside a call, or a longjmp or
+ * exception out of one), and freed for the next thread, whatever way its calls ended.
+ * At process exit the global totals plus every live block give the trace. If a block
+ * cannot be mapped, the thread counts into the globals with atomics.
  *
- * The fast paths are in stubs.S; this file has the C paths they take on a thread's first
- * call, and what the trace needs at exit and after fork.
+ * The fast paths are in stubs.S and timing.S; this file has the C paths they take on a
+ * thread's first call, and what the trace needs at thread exit, at exit and after fork.
  */
 
 #define _GNU_SOURCE
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,8 +30,9 @@
 __thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
 pthread_mutex_t shimgen_stats_lock = PTHREAD_MUTEX_INITIALIZER;
 struct tstats *shimgen_live_blocks;
-static struct tstats *free_blocks;
+static unsigned long free_block_count; /* blocks in state BLOCK_FREE */
 static pthread_key_t stats_key;
+static int stats_key_ok;
 uint64_t shimgen_time_total[SHIMGEN_NFUNCS];
 uint64_t shimgen_time_max[SHIMGEN_NFUNCS];
 uint64_t shimgen_untimed_calls;
@@ -69,64 +76,149 @@ static void clear_block(struct tstats *s)
     s->untimed = 0;
 }
 
+/* Every frame free, in order. */
+static void reset_frames(struct tstats *s)
+{
+    for (unsigned i = 0; i < SHADOW_DEPTH; i++)
+        s->f[i].next = i + 1 < SHADOW_DEPTH ? &s->f[i + 1] : NULL;
+    s->free = s->f;
+}
+
+/* Mark the frames on the free list. The walk is bounded and checks every link, so a list
+ * that another thread is changing (at exit) cannot make it loop or stray. */
+static void mark_free_frames(const struct tstats *s, unsigned char is_free[SHADOW_DEPTH])
+{
+    memset(is_free, 0, SHADOW_DEPTH);
+    const struct shadow_frame *f = __atomic_load_n(&s->free, __ATOMIC_RELAXED);
+    for (unsigned n = 0; f && n < SHADOW_DEPTH; n++) {
+        uintptr_t off = (uintptr_t)f - (uintptr_t)s->f;
+        size_t k = off / sizeof *f;
+        if (off % sizeof *f || k >= SHADOW_DEPTH || is_free[k])
+            break;
+        is_free[k] = 1;
+        f = __atomic_load_n(&s->f[k].next, __ATOMIC_RELAXED);
+    }
+}
+
+/* Count the calls in progress (frames not on the free list): calls that will never return
+ * (the thread is exiting, or the process is) or that left by longjmp or an exception. */
+static void count_calls_in_progress(struct tstats *s)
+{
+    unsigned char is_free[SHADOW_DEPTH];
+    mark_free_frames(s, is_free);
+    for (unsigned k = 0; k < SHADOW_DEPTH; k++)
+        if (!is_free[k] && s->f[k].idx < SHIMGEN_NFUNCS)
+            s->fn[s->f[k].idx].count++;
+}
+
 static void stats_retire(void *p);
+
+/* At load: the key that tells a thread's exit. Made early, so that it is one of the first
+ * keys of the process, whose values glibc keeps in the thread itself: setting it then
+ * allocates nothing, which keeps a thread's first call free of malloc. */
+__attribute__((constructor)) static void stats_key_init(void)
+{
+    stats_key_ok = pthread_key_create(&stats_key, stats_retire) == 0;
+}
 
 /* Once the driver is loaded, before any slot points at a counting or timing stub. */
 void shimgen_stats_start(void)
 {
-    pthread_key_create(&stats_key, stats_retire);
+    if (!stats_key_ok)
+        stats_key_ok = pthread_key_create(&stats_key, stats_retire) == 0;
     shimgen_tsc_start = ticks();
     tsc_ns_start = mono_ns();
 }
 
+/* A free block, claimed by this thread; NULL when there is none. */
+static struct tstats *claim_free_block(void)
+{
+    if (!__atomic_load_n(&free_block_count, __ATOMIC_ACQUIRE))
+        return NULL;
+    for (struct tstats *s = __atomic_load_n(&shimgen_live_blocks, __ATOMIC_ACQUIRE); s;
+         s = s->next) {
+        int expected = BLOCK_FREE;
+        if (__atomic_compare_exchange_n(&s->state, &expected, BLOCK_LIVE, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            __atomic_fetch_sub(&free_block_count, 1, __ATOMIC_RELAXED);
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* A new block (mmap: zeroed), live, on the list of every block. */
+static struct tstats *new_block(void)
+{
+    void *p = mmap(NULL, sizeof(struct tstats), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    struct tstats *s = p;
+    reset_frames(s);
+    s->state = BLOCK_LIVE;
+    s->next = __atomic_load_n(&shimgen_live_blocks, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&shimgen_live_blocks, &s->next, s, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+        ;
+    return s;
+}
+
+static void release_block(struct tstats *s)
+{
+    __atomic_store_n(&s->state, BLOCK_FREE, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&free_block_count, 1, __ATOMIC_RELEASE);
+}
+
+/* The calling thread's block, got at its first traced call. Async-signal-safe: no lock, no
+ * malloc (see the top of this file). */
 static struct tstats *stats_block(void)
 {
     struct tstats *s = shimgen_tls_stats;
     if (s)
         return s;
-    pthread_mutex_lock(&shimgen_stats_lock);
-    s = free_blocks;
-    if (s)
-        free_blocks = s->next;
-    pthread_mutex_unlock(&shimgen_stats_lock);
-    if (!s && !(s = calloc(1, sizeof *s)))
+    s = claim_free_block();
+    if (!s && !(s = new_block()))
         return NULL;
-    s->top = s->f;
-    s->end = s->f + SHADOW_DEPTH;
     s->tid = gettid();
     if (shimgen_cfg.timeline)
         shimgen_timeline_ring(s);
-    pthread_mutex_lock(&shimgen_stats_lock);
-    s->next = shimgen_live_blocks;
-    shimgen_live_blocks = s;
-    pthread_mutex_unlock(&shimgen_stats_lock);
-    shimgen_tls_stats = s;
-    pthread_setspecific(stats_key, s);
+    /* A signal handler's driver call on this thread may have given it a block while this
+     * one was being got: then that one stays and this one goes back. */
+    struct tstats *had = NULL;
+    if (!__atomic_compare_exchange_n(&shimgen_tls_stats, &had, s, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED)) {
+        release_block(s);
+        return had;
+    }
+    if (stats_key_ok)
+        pthread_setspecific(stats_key, s);
     return s;
 }
 
-/* Thread exit: fold the block into the totals and keep it for the next thread. A thread
- * that exits inside a timed call (pthread_exit from a callback) keeps its block live; it
- * is still summed at process exit. */
+/* Thread exit: fold the block into the totals, with the calls it left in progress, and
+ * free it for the next thread. The thread's pointer is cleared first, so that a signal
+ * handler's driver call from here on counts into another block (which this destructor
+ * then retires in its next round), not into one being folded. */
 static void stats_retire(void *p)
 {
     struct tstats *s = p;
-    if (!s || s->top != s->f)
+    if (!s)
         return;
+    if (shimgen_tls_stats == s)
+        __atomic_store_n(&shimgen_tls_stats, NULL, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pthread_mutex_lock(&shimgen_stats_lock);
-    fold_block(s);
-    clear_block(s);
-    if (shimgen_cfg.timeline)
-        shimgen_timeline_keep(s);
-    for (struct tstats **pp = &shimgen_live_blocks; *pp; pp = &(*pp)->next)
-        if (*pp == s) {
-            *pp = s->next;
-            break;
-        }
-    s->next = free_blocks;
-    free_blocks = s;
+    if (s->state == BLOCK_LIVE) {
+        count_calls_in_progress(s);
+        fold_block(s);
+        clear_block(s);
+        reset_frames(s);
+        if (shimgen_cfg.timeline)
+            shimgen_timeline_keep(s);
+        release_block(s);
+    }
     pthread_mutex_unlock(&shimgen_stats_lock);
-    shimgen_tls_stats = NULL;
 }
 
 /* At exit: fold every live block. trylock, so that exit() from a signal handler that
@@ -141,11 +233,11 @@ void shimgen_collect_stats(void)
             usleep(100);
     }
     for (struct tstats *s = shimgen_live_blocks; s; s = s->next) {
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != BLOCK_LIVE)
+            continue; /* folded when its thread exited */
         /* Timed calls are counted when they return: count the ones still in progress
          * (a thread blocked in the driver, or exit() from a callback) from their frames. */
-        for (const struct shadow_frame *f = s->f; f < s->top && f < s->end; f++)
-            if (f->idx < SHIMGEN_NFUNCS)
-                s->fn[f->idx].count++;
+        count_calls_in_progress(s);
         fold_block(s);
         clear_block(s);
     }
@@ -175,17 +267,16 @@ struct time_push shimgen_time_push(unsigned idx, void **return_slot, void *calle
         __atomic_fetch_add(&shimgen_untimed_calls, 1, __ATOMIC_RELAXED);
         return r;
     }
-    if (s->top >= s->end) {
+    /* Take a free frame before writing it, as the fast path does (timing.S). */
+    struct shadow_frame *f = __atomic_load_n(&s->free, __ATOMIC_RELAXED);
+    if (!f) {
         s->fn[idx].count++;
         s->untimed++;
         return r;
     }
-    /* Timed: counted on the return, like the fast path's calls. */
-    /* Take the frame before writing it (a signal handler's timed call then uses the
-     * next one). */
-    struct shadow_frame *f = s->top;
-    s->top = f + 1;
+    __atomic_store_n(&s->free, __atomic_load_n(&f->next, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    /* Timed: counted on the return, like the fast path's calls. */
     f->ret = *return_slot;
     f->idx = idx;
     f->rbx = caller_rbx;
@@ -196,16 +287,21 @@ struct time_push shimgen_time_push(unsigned idx, void **return_slot, void *calle
 }
 
 /* The code that called into the shim: under SHIMGEN_TRACE=time (or timeline) a hook's
- * return address is the timing trampoline, and the caller's is on top of the shadow
- * stack. */
+ * return address is the timing trampoline, and the caller's is in the frame of the call
+ * in progress that started last (the hook's own: it runs right after its entry). */
 void *shimgen_real_caller(void *return_address)
 {
     struct tstats *s = shimgen_tls_stats;
-    if ((return_address == (void *)shimgen_time_return ||
-         return_address == (void *)shimgen_timeline_return) &&
-        s && s->top != s->f)
-        return s->top[-1].ret;
-    return return_address;
+    if ((return_address != (void *)shimgen_time_return &&
+         return_address != (void *)shimgen_timeline_return) || !s)
+        return return_address;
+    unsigned char is_free[SHADOW_DEPTH];
+    mark_free_frames(s, is_free);
+    const struct shadow_frame *last = NULL;
+    for (unsigned k = 0; k < SHADOW_DEPTH; k++)
+        if (!is_free[k] && (!last || s->f[k].start > last->start))
+            last = &s->f[k];
+    return last ? last->ret : return_address;
 }
 
 /* Nanoseconds per TSC tick, measured over the life of the process. */
@@ -230,14 +326,19 @@ void shimgen_stats_after_fork(void)
      * every block restarts from zero, and the lock may have been held by a thread that
      * is gone. */
     pthread_mutex_init(&shimgen_stats_lock, NULL);
+    unsigned long nfree = 0;
     for (struct tstats *s = shimgen_live_blocks; s; s = s->next) {
         clear_block(s);
         s->ev_head = 0;
-        /* Other threads' calls in progress are the parent's: those threads do not exist
-         * here, and their frames must not be counted at this process's exit. */
-        if (s != shimgen_tls_stats)
-            s->top = s->f;
+        /* Other threads' blocks are free here: those threads do not exist, and their calls
+         * in progress are the parent's, not to be counted at this process's exit. */
+        if (s != shimgen_tls_stats) {
+            reset_frames(s);
+            s->state = BLOCK_FREE;
+            nfree++;
+        }
     }
+    free_block_count = nfree;
     if (shimgen_tls_stats)
         shimgen_tls_stats->tid = gettid();
     shimgen_timeline_after_fork();

@@ -1,6 +1,6 @@
 /*
  * stats.h: the per-thread counter blocks, shadow frames and timeline events that the
- * counting and timing stubs (stubs.S) update, shared by stats.c (blocks), timeline.c
+ * counting and timing stubs (stubs.S, timing.S) update, shared by stats.c (blocks), timeline.c
  * (rings of events) and trace.c (output at exit). The offsets the assembly uses are in
  * layout.h, checked here against the structs.
  */
@@ -18,11 +18,18 @@
 
 #define SHADOW_DEPTH 128u
 
+/* A timed call in progress. A thread's frames are not a stack: a call takes any free frame
+ * and keeps its address in rbx across the call (callee-saved, so every stack switch that
+ * honours the ABI brings it back), and its return gives back that frame, whatever order
+ * the calls end in (coroutines). Free frames form a list through `next`. */
 struct shadow_frame {
-    void *ret;       /* the caller's return address */
-    uint64_t start;  /* ticks at entry */
-    uint64_t idx;    /* the function */
-    void *rbx;       /* the caller's rbx (the timing stub keeps the frame in rbx) */
+    void *ret;      /* the caller's return address */
+    uint64_t start; /* ticks at entry */
+    union {
+        uint64_t idx;              /* the function (a call in progress) */
+        struct shadow_frame *next; /* the next free frame (a free frame) */
+    };
+    void *rbx; /* the caller's rbx (the timing stub keeps the frame in rbx) */
 };
 
 /* One timed call in a timeline ring: written by the timeline stub's return path. */
@@ -39,15 +46,18 @@ struct fstats {
 struct tstats {
     struct fstats fn[SHIMGEN_NFUNCS];
     uint64_t untimed;
-    struct shadow_frame *top; /* the next free frame: f + calls in progress */
-    struct shadow_frame *end; /* f + SHADOW_DEPTH */
+    struct shadow_frame *free; /* the first free frame; NULL: all in use */
+    uint64_t reserved;
     struct tl_event *ev;      /* SHIMGEN_TRACE=timeline: the thread's ring of events */
     uint64_t ev_head;         /* events recorded so far; the ring keeps the last ev_mask+1 */
     uint64_t ev_mask;
     struct shadow_frame f[SHADOW_DEPTH];
-    struct tstats *next;
+    struct tstats *next; /* every block ever made (shimgen_live_blocks), never unlinked */
+    int state;           /* BLOCK_LIVE (a thread's) or BLOCK_FREE (to be reused) */
     pid_t tid;
 };
+
+enum { BLOCK_FREE = 0, BLOCK_LIVE = 1 };
 
 _Static_assert(sizeof(struct fstats) == TS_FSTATS_SIZE &&
                    TS_FSTATS_SIZE == 1u << TS_FSTATS_SHIFT, "fstats");
@@ -55,8 +65,7 @@ _Static_assert(offsetof(struct fstats, count) == TS_COUNT, "fstats.count");
 _Static_assert(offsetof(struct fstats, total) == TS_TOTAL, "fstats.total");
 _Static_assert(offsetof(struct fstats, max) == TS_MAX, "fstats.max");
 _Static_assert(offsetof(struct tstats, untimed) == TS_UNTIMED, "tstats.untimed");
-_Static_assert(offsetof(struct tstats, top) == TS_TOP, "tstats.top");
-_Static_assert(offsetof(struct tstats, end) == TS_END, "tstats.end");
+_Static_assert(offsetof(struct tstats, free) == TS_FREE, "tstats.free");
 _Static_assert(offsetof(struct tstats, ev) == TS_EV, "tstats.ev");
 _Static_assert(offsetof(struct tstats, ev_head) == TS_EV_HEAD, "tstats.ev_head");
 _Static_assert(offsetof(struct tstats, ev_mask) == TS_EV_MASK, "tstats.ev_mask");
@@ -68,22 +77,23 @@ _Static_assert(sizeof(struct shadow_frame) == TS_FRAME_SIZE, "shadow_frame");
 _Static_assert(offsetof(struct shadow_frame, ret) == FRAME_RET, "shadow_frame.ret");
 _Static_assert(offsetof(struct shadow_frame, start) == FRAME_START, "shadow_frame.start");
 _Static_assert(offsetof(struct shadow_frame, idx) == FRAME_IDX, "shadow_frame.idx");
+_Static_assert(offsetof(struct shadow_frame, next) == FRAME_NEXT, "shadow_frame.next");
 _Static_assert(offsetof(struct shadow_frame, rbx) == FRAME_RBX, "shadow_frame.rbx");
 
 /* stats.c */
 extern __thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
-extern pthread_mutex_t shimgen_stats_lock;
-extern struct tstats *shimgen_live_blocks;
+extern pthread_mutex_t shimgen_stats_lock; /* thread exit and the output; never a first call */
+extern struct tstats *shimgen_live_blocks;   /* every block, live or free (a free one is empty) */
 extern uint64_t shimgen_time_total[SHIMGEN_NFUNCS];
 extern uint64_t shimgen_time_max[SHIMGEN_NFUNCS];
-extern uint64_t shimgen_untimed_calls; /* shadow stack full or no block: counted, not timed */
+extern uint64_t shimgen_untimed_calls; /* no free frame or no block: counted, not timed */
 void shimgen_collect_stats(void);
 void shimgen_stats_after_fork(void);
 double shimgen_ns_per_tick(void);
 extern uint64_t shimgen_tsc_start;
 
 /* timeline.c */
-void shimgen_timeline_ring(struct tstats *s);
+void shimgen_timeline_ring(struct tstats *s); /* async-signal-safe (mmap) */
 void shimgen_timeline_keep(struct tstats *s);
 void shimgen_timeline_after_fork(void);
 void shimgen_write_timeline(void);

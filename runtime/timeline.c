@@ -3,10 +3,12 @@
  * Chrome/Perfetto trace JSON.
  *
  * Each thread records into its own ring of shimgen_cfg.timeline_events events (the
- * timeline stub in stubs.S writes them) and keeps the most recent ones. When a thread
- * exits, its ring is kept for the output (trimmed to what it holds) while the rings kept so
- * far hold fewer than TIMELINE_KEPT_RINGS full rings of events; beyond that, exited
- * threads' events are dropped and counted.
+ * timeline stub in timing.S writes them) and keeps the most recent ones. A ring belongs to
+ * its thread's block: it is mapped (mmap, async-signal-safe, since a thread's first call
+ * may come from a signal handler) with the block's first use and reused with the block.
+ * When a thread exits, what its ring holds is copied out for the output (only what it
+ * holds) while the copies kept so far hold fewer than TIMELINE_KEPT_RINGS full rings of
+ * events; beyond that, exited threads' events are dropped and counted.
  */
 
 #define _GNU_SOURCE
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "output.h"
@@ -52,7 +55,9 @@ void shimgen_timeline_ring(struct tstats *s)
     s->ev_head = 0;
     if (own_ring(s))
         return;
-    s->ev = calloc(shimgen_cfg.timeline_events, sizeof *s->ev);
+    void *p = mmap(NULL, shimgen_cfg.timeline_events * sizeof *s->ev, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    s->ev = p == MAP_FAILED ? NULL : p;
     s->ev_mask = shimgen_cfg.timeline_events - 1;
     if (!s->ev) {
         s->ev = &tl_dummy;
@@ -61,7 +66,9 @@ void shimgen_timeline_ring(struct tstats *s)
     }
 }
 
-/* A thread exits (shimgen_stats_lock held): keep its ring for the output, or drop it. */
+/* A thread exits (shimgen_stats_lock held; never from a signal handler's first call): keep
+ * a copy of what its ring holds for the output, or drop it. The ring stays with the block,
+ * for the next thread. */
 void shimgen_timeline_keep(struct tstats *s)
 {
     uint64_t n = ring_kept(s->ev_head, s->ev_mask);
@@ -75,16 +82,13 @@ void shimgen_timeline_keep(struct tstats *s)
                 tl_done_cap = cap;
             }
         }
-        if (tl_done_len < tl_done_cap) {
-            struct tl_event *ev = s->ev;
-            if (s->ev_head <= s->ev_mask) { /* never wrapped: keep what it holds */
-                struct tl_event *t = realloc(ev, (size_t)n * sizeof *ev);
-                ev = t ? t : ev;
-            }
+        /* n events: all of a ring that wrapped, in place; else the first n */
+        struct tl_event *ev = tl_done_len < tl_done_cap ? malloc((size_t)n * sizeof *ev) : NULL;
+        if (ev) {
+            memcpy(ev, s->ev, (size_t)n * sizeof *ev);
             tl_done[tl_done_len++] = (struct tl_ring){ev, s->ev_head, s->ev_mask, s->tid};
             tl_done_events += n;
             tl_done_recorded += s->ev_head;
-            s->ev = NULL;
             s->ev_head = 0;
             return;
         }

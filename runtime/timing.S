@@ -15,27 +15,32 @@
         .hidden shimgen_targets
 
 /*
- * Timing entry (r11 = i). The caller's return address goes on the calling thread's
- * shadow stack with the start time, and the real function is called in its place, so it
- * returns into shimgen_time_return. The fast path is all here. It changes only r10, r11
+ * Timing entry (r11 = i). The caller's return address goes into a free shadow frame of
+ * the calling thread with the start time, and the real function is called in its place, so
+ * it returns into shimgen_time_return. The fast path is all here. It changes only r10, r11
  * (no argument register) and rbx, which holds the frame across the call: the callee
  * preserves rbx (it is callee-saved), and the caller's rbx is kept in the frame and put
  * back before the return. rax and rdx are parked in r10 and r11 around rdtsc. Arguments
  * in registers and on the stack therefore reach the target untouched. A thread's first
- * timed call (no block yet) takes the C path, which allocates the block.
+ * timed call (no block yet) takes the C path, which gets the block.
  *
- * The frame is taken (top advanced) before it is written and given back only after it
- * has been read, so a signal handler that makes a timed call at any point in between
- * uses the next frame, not this one. Keeping the frame in rbx, rather than an index in
- * the block, leaves one store-to-load dependency through the block per call instead of
- * three; on the H200 host's Xeon that was worth 6 to 8 ns per call.
+ * A call's frame is the one in rbx, never a position: the frames are not a stack but a
+ * list of free frames, taken from and given back to its head. Calls may therefore end in
+ * any order: stack-switching coroutines suspended inside driver calls (each coroutine's
+ * rbx is saved and restored with its stack) return each to its own caller. Signal
+ * handlers are safe: the head is read, then the frame taken (head = its next, with
+ * push/pop of memory, one instruction each) before it is written; a handler that runs in
+ * between takes and gives back frames in nested order, which leaves the list exactly as
+ * it found it. The return reads the whole frame before giving it back (its next first,
+ * then the head).
  *
  * Offsets into struct tstats and the shadow frames are layout.h's (stats.h checks them
  * against the structs with _Static_assert).
  *
  * A timed call is counted on its return, with its total and maximum (one cache line,
- * no update at entry); a call still in progress at exit is counted from its frame
- * (stats.c). A call that cannot be timed is counted at entry.
+ * no update at entry); a call that never returns (exit or pthread_exit inside it, or a
+ * longjmp or exception out of it) is counted from its frame when its thread exits or at
+ * process exit (stats.c). A call that cannot be timed is counted at entry.
  *
  * The same code is assembled twice from one macro: `time` (SHIMGEN_TRACE=time) and
  * `timeline` (SHIMGEN_TRACE=timeline), which also records each call in the thread's ring of events
@@ -55,10 +60,13 @@ shimgen_\name\()_enter:
         push    %rbx
         .cfi_adjust_cfa_offset 8
         .cfi_offset rbx, -16
-        mov     TS_TOP(%r10), %rbx                  /* the free frame */
-        cmp     TS_END(%r10), %rbx
-        jae     .L\name\()_untimed
-        addq    $TS_FRAME_SIZE, TS_TOP(%r10)        /* take it, then write it */
+        mov     TS_FREE(%r10), %rbx                 /* a free frame */
+        test    %rbx, %rbx
+        jz      .L\name\()_untimed
+        pushq   FRAME_NEXT(%rbx)                    /* take it (head = its next), */
+        .cfi_adjust_cfa_offset 8
+        popq    TS_FREE(%r10)                       /* then write it */
+        .cfi_adjust_cfa_offset -8
         popq    FRAME_RBX(%rbx)                     /* the caller's rbx */
         .cfi_adjust_cfa_offset -8
         CFI_SAVED_AT_RBX(0x03, FRAME_RBX)           /* the caller's rbx is in the frame */
@@ -87,8 +95,8 @@ shimgen_\name\()_enter:
 /*
  * shimgen_time_return, shimgen_timeline_return: the timed function returns here (right
  * after the call above, or, on the slow path, through the swapped return address), with
- * rbx = its frame and the stack pointer one slot above where the caller's return address
- * was. Only rax and rdx (and xmm0/xmm1, which this code does not touch) carry return
+ * rbx = its frame (whatever calls of this thread ended in between, in whatever order) and
+ * the stack pointer one slot above where the caller's return address was. Only rax and rdx (and xmm0/xmm1, which this code does not touch) carry return
  * values; every other caller-saved register is free now. Read the frame, give it back, count the call, add
  * the elapsed ticks to this thread's total and maximum, and return to the original
  * return address with push+ret: the caller's own call left the matching
@@ -117,7 +125,9 @@ shimgen_\name\()_return:
         .cfi_restore rbx
         movq    shimgen_tls_stats@gottpoff(%rip), %r10
         movq    %fs:(%r10), %r10
-        mov     %rsi, TS_TOP(%r10)                  /* frame read: give it back */
+        mov     TS_FREE(%r10), %rdx                 /* frame read: give it back */
+        mov     %rdx, FRAME_NEXT(%rsi)
+        mov     %rsi, TS_FREE(%r10)
         incq    TS_COUNT(%r10,%rdi)
         add     %rax, TS_TOTAL(%r10,%rdi)
         cmp     TS_MAX(%r10,%rdi), %rax
@@ -145,7 +155,7 @@ shimgen_\name\()_return:
         .cfi_restore rsp
         .cfi_offset rip, -8
         ret
-.L\name\()_untimed:                               /* shadow stack full: count only */
+.L\name\()_untimed:                               /* no free frame: count only */
         .cfi_adjust_cfa_offset 8                    /* as after the push of rbx above */
         .cfi_offset rbx, -16
         mov     %r11, %rbx
