@@ -10,6 +10,16 @@ whole list runs in CI.
 """
 
 MUTATIONS = [
+    # ---- gate identity at build time: every instruction a profile records ----
+    {
+        "name": "gates-build-init-sites-unchecked",
+        "file": "shimgen/gates/plan.py",
+        "old": "    verify_profile_against_image(profile, image)\n",
+        "new": "",
+        "tests": ["tests/test_gate_runtime.py::test_real_profile_with_one_byte_changed_is_refused"
+                  "_by_build[init-site]"],
+        "why": "a profile is refused unless every instruction it records is in the driver",
+    },
     # ---- gate identity at run time (runtime/gates.c) ----
     {
         "name": "gates-run-first-window-only",

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from faultkit import clean_env, fake_shim, run  # noqa: F401  (fake_shim is a fixture)
+from faultkit import clean_env, run
 
 MODES = ["1", "time", "timeline"]
 

@@ -271,10 +271,13 @@ def test_profile_with_one_byte_changed_is_refused_at_build(gate_shim, window):
         verify_against_image(bad, img)
 
 
-def test_real_profile_with_one_byte_changed_is_refused_by_build(drivers, tmp_path):
+@pytest.mark.parametrize("which", ["checked", "init-site"])
+def test_real_profile_with_one_byte_changed_is_refused_by_build(drivers, tmp_path, which):
     """End to end on a real driver: `shimgen gates --json`, one recorded instruction byte
     changed in the profile (its build-id still right), `shimgen build --gates FILE`: one
-    line naming the bytes, exit 1, nothing built."""
+    line naming the bytes, exit 1, nothing built. Every recorded instruction counts: one of
+    the windows the shim checks again at run time, or one the profile only reports (the
+    last init site of a gate)."""
     import json
     import sys
 
@@ -301,6 +304,9 @@ def test_real_profile_with_one_byte_changed_is_refused_by_build(drivers, tmp_pat
     # windows; the last of them by address is not the first window
     checked = data["reader"]["insns"] + data["device_table"]["insns"]
     assert len({i["vaddr"] for i in checked}) >= 3, checked
+    if which == "init-site":
+        checked = [site["insn"] for g in data["gates"] for site in g["init_sites"]]
+        assert checked, "the profile lists init sites"
     vaddr = max((i["vaddr"] for i in checked), key=lambda v: int(v, 16))
     for i in found:
         if i["vaddr"] == vaddr:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..elf import DriverImage
 from ..errors import ShimgenError
-from .profile import Profile, load_profile
+from .profile import InsnRef, Profile, load_profile
 
 GATE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 MAX_CHECK_BYTES = 16
@@ -141,6 +141,31 @@ def verify_against_image(plan: GatePlan, image: DriverImage) -> None:
             )
 
 
+def recorded_insns(profile: Profile) -> list[InsnRef]:
+    """Every instruction a profile records: those the shim checks again at run time, and the
+    ones it only reports (the gates' init sites)."""
+    refs = list(profile.device_table.insns)
+    if profile.reader is not None:
+        refs += list(profile.reader.insns)
+    for case in profile.cases:
+        refs += [f.insn for f in case.fields] + [x.insn for x in case.globals]
+    for g in profile.gates:
+        for site in g.init_sites:
+            refs += [site.insn] + ([site.or_insn] if site.or_insn is not None else [])
+    return refs
+
+
+def verify_profile_against_image(profile: Profile, image: DriverImage) -> None:
+    """Every instruction the profile records must be in this file, byte for byte: a profile
+    is a statement about one driver, and all of it is checked, not only what is baked in."""
+    for r in recorded_insns(profile):
+        want = bytes.fromhex(r.hex)
+        if image.contents[r.file_offset:r.file_offset + len(want)] != want:
+            raise ShimgenError(
+                f"gate profile does not match {image.real_path}: bytes at 0x{r.vaddr:x} differ"
+            )
+
+
 def load_plan(image: DriverImage, source: str) -> GatePlan:
     """`--gates auto`: discover and prove now; `--gates FILE`: a profile from `shimgen gates`."""
     if source == "auto":
@@ -155,5 +180,6 @@ def load_plan(image: DriverImage, source: str) -> GatePlan:
     else:
         profile = load_profile(Path(source))
     plan = plan_from_profile(profile)
-    verify_against_image(plan, image)
+    verify_against_image(plan, image)  # the build-id first, then the windows the shim checks
+    verify_profile_against_image(profile, image)
     return plan
