@@ -142,12 +142,21 @@ def test_aggregate_medians_ratios_spread_and_bars():
     assert out[b]["count"]["bar"] == 0.99 and out[b]["time"]["bar"] == 0.98
     assert out[b]["time"]["ratio"] == pytest.approx(0.985) and out[b]["time"]["met"]
     assert out[a]["time"]["ratio"] == pytest.approx(10.9 / 11) and out[a]["time"]["met"]
-    assert not st.all_met(out)
-    assert st.all_met({b: out[b]})
+    # 1 MiB: the no-shim launches range over 10..12 (18% of 11): that size decides no bar;
+    # 1 GiB: 99..101, 2% of 100, decides them
+    assert out[a]["direct"]["resolved"] is False and out[b]["direct"]["resolved"] is True
+    assert out[a]["direct"]["range"] == pytest.approx(2 / 11)
+    assert st.all_met(out) and st.all_met({b: out[b]})
+    assert not st.all_met({a: out[a]})  # no size decides: nothing is met
+    missed = {b: {**out[b], "count": {**out[b]["count"], "met": False}}}
+    assert not st.all_met({a: out[a], **missed})
     table = st.format_table(out).splitlines()
     assert table[0].split()[:3] == ["size", "variant", "busbw"]
     shim_a = next(ln for ln in table if ln.startswith("   1 MiB  shim "))
-    assert shim_a.split()[-1] == "NO" and "0.8636" in shim_a and shim_a.split()[5] == "-"
+    assert shim_a.split()[-1] == "undecided" and "0.8636" in shim_a
+    assert shim_a.split()[5] == "-"
+    direct_a = next(ln for ln in table if ln.startswith("   1 MiB  no shim "))
+    assert "(range 18% of the median: decides no bar)" in direct_a
     time_b = next(ln for ln in table if ln.startswith("   1 GiB  shim + SHIMGEN_TRACE=time"))
     assert time_b.split()[-2:] == ["0.98", "yes"] and "0.9850" in time_b
 
