@@ -20,6 +20,24 @@ MUTATIONS = [
                   "_by_build[init-site]"],
         "why": "a profile is refused unless every instruction it records is in the driver",
     },
+    # ---- timed calls that end in any order (runtime/timing.S) ----
+    {
+        "name": "timing-frame-not-linked-back",
+        "file": "runtime/timing.S",
+        "old": "        mov     %rdx, FRAME_NEXT(%rsi)\n",
+        "new": "",
+        "tests": ["tests/test_faults_timing.py::test_coroutines_suspended_inside_driver_calls"],
+        "why": "coroutines suspended inside timed calls return to the right place, counted",
+    },
+    # ---- valid JSON for any path (runtime/output.c) ----
+    {
+        "name": "json-quote-not-escaped",
+        "file": "runtime/output.c",
+        "old": "if (*p == '\"' || *p == '\\\\') {",
+        "new": "if (*p == '\\\\') {",
+        "tests": ["tests/test_faults_output.py::test_any_driver_path_gives_valid_json"],
+        "why": "every trace and timeline is valid JSON whatever the driver's path holds",
+    },
     # ---- gate identity at run time (runtime/gates.c) ----
     {
         "name": "gates-run-first-window-only",
