@@ -174,6 +174,80 @@ MUTATIONS = [
         "tests": ["tests/test_redirect.py::test_two_shims_say_exactly_the_promised_line"],
         "why": "with two shims, A says the one documented line naming B",
     },
+    # ---- per-thread blocks, claimed and listed without a lock (runtime/stats.c) ----
+    {
+        "name": "stats-free-block-claim-not-atomic",
+        "file": "runtime/stats.c",
+        "old": "        if (__atomic_compare_exchange_n(&s->state, &expected, BLOCK_LIVE, 0, "
+               "__ATOMIC_ACQUIRE,\n                                        __ATOMIC_RELAXED)) {\n",
+        "new": "        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == expected &&\n"
+               "            (__atomic_store_n(&s->state, BLOCK_LIVE, __ATOMIC_RELAXED), 1)) {\n",
+        "tests": ["tests/test_races.py::test_threads_race_for_freed_blocks"],
+        "why": "two threads never share a block: a freed block is claimed by one thread only",
+    },
+    {
+        "name": "stats-free-block-claimed-unchecked",
+        "file": "runtime/stats.c",
+        "old": "        if (__atomic_compare_exchange_n(&s->state, &expected, BLOCK_LIVE, 0, "
+               "__ATOMIC_ACQUIRE,\n                                        __ATOMIC_RELAXED)) {\n",
+        "new": "        if ((void)expected, __atomic_store_n(&s->state, BLOCK_LIVE, "
+               "__ATOMIC_RELAXED), 1) {\n",
+        "tests": ["tests/test_races.py::test_threads_race_for_freed_blocks"],
+        "why": "a block in use by a live thread is never handed to another",
+    },
+    {
+        "name": "stats-block-list-push-not-atomic",
+        "file": "runtime/stats.c",
+        "old": "    while (!__atomic_compare_exchange_n(&shimgen_live_blocks, &s->next, s, 1, "
+               "__ATOMIC_RELEASE,\n                                        __ATOMIC_RELAXED))\n"
+               "        ;\n",
+        "new": "    __atomic_store_n(&shimgen_live_blocks, s, __ATOMIC_RELEASE);\n",
+        "tests": ["tests/test_races.py::test_sixty_four_first_calls_with_threads_alive_at_exit"],
+        "why": "every thread's block is on the list, so the calls of threads alive at exit count",
+    },
+    # ---- a forked child reports its own calls (runtime/stats.c) ----
+    {
+        "name": "fork-child-keeps-parent-time-totals",
+        "file": "runtime/stats.c",
+        "old": "        shimgen_time_total[i] = 0;\n",
+        "new": "",
+        "tests": ["tests/test_races.py::test_forked_child_times_only_its_own_calls"],
+        "why": "a forked child's trace times its own calls, not its parent's",
+    },
+    {
+        "name": "fork-child-keeps-parent-time-max",
+        "file": "runtime/stats.c",
+        "old": "        shimgen_time_max[i] = 0;\n",
+        "new": "",
+        "tests": ["tests/test_races.py::test_forked_child_times_only_its_own_calls"],
+        "why": "a forked child's maximum call time is of its own calls",
+    },
+    # ---- builds into one output root at once (shimgen/build.py) ----
+    {
+        "name": "build-staging-not-locked",
+        "file": "shimgen/build.py",
+        "old": "                fcntl.flock(staging_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n",
+        "new": "                pass\n",
+        "tests": ["tests/test_bad_output.py::test_concurrent_builds_into_one_place"],
+        "why": "a build's staging directory is never taken for a stale one while it runs",
+    },
+    {
+        "name": "build-root-not-locked-at-start",
+        "file": "shimgen/build.py",
+        "old": "        with _dir_lock(out_root), _signals_held():\n",
+        "new": "        with _signals_held():\n",
+        "tests": ["tests/test_bad_output.py::test_concurrent_builds_into_one_place"],
+        "why": "a build's staging directory is locked before another build looks for stale ones",
+    },
+    {
+        "name": "build-install-not-locked",
+        "file": "shimgen/build.py",
+        "old": "                with _dir_lock(out_root):\n"
+               "                    _install(new, final, staging)\n",
+        "new": "                if True:\n                    _install(new, final, staging)\n",
+        "tests": ["tests/test_bad_output.py::test_concurrent_builds_into_one_place"],
+        "why": "installs into one output root happen one after the other, each complete",
+    },
     # ---- the benchmark's reported numbers (benchmarks/) ----
     {
         "name": "bench-time-variant-silently-dropped",

@@ -15,14 +15,15 @@ from faultkit import clean_env, run
 
 
 def test_threads_race_for_freed_blocks(shims, probes, tmp_path):
-    """Rounds of 2 to 4 threads, released together after random pauses, claim the blocks the
-    previous round's threads freed, each making 300 counted calls: two threads in one block
-    (a claim that is not atomic) lose counts. Every call is counted, exactly, in every run."""
+    """4 runs of 600 rounds of 2 or 3 threads, which leave a spin barrier together after
+    random pauses and claim the blocks the previous round's threads freed, each making 300
+    counted calls: two threads in one block (a claim that is not atomic) lose counts. Every
+    call is counted, exactly, in every run."""
     s = shims[0]
-    for i in range(6):
+    for i in range(4):
         seed = random.randrange(1 << 30)
         trace = tmp_path / f"trace{i}.json"
-        proc = run([probes / "race_churn", "libcuda.so.1", "400", "300", str(seed)],
+        proc = run([probes / "race_churn", "libcuda.so.1", "600", "300", str(seed)],
                    s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace)))
         m = re.search(r"^threads (\d+) calls (\d+) bad 0$", proc.stdout, re.M)
         assert m, (seed, proc.stdout)

@@ -1,10 +1,11 @@
 /* Threads that start, call the driver and exit, a few at a time, released together so that
  * they race for the per-thread blocks that the previous round's threads freed.
  *   race_churn LIB ROUNDS CALLS SEED
- * Each round starts 2 to 4 threads (chosen at random from SEED) that spin on one flag; the
- * main thread, after a random pause, sets it; each thread spins a random while more, makes
- * CALLS calls of cuDriverGetVersion, and ends (return or pthread_exit, at random). The
- * main thread makes no call. Prints "threads <n> calls <c> bad <b>". */
+ * Each round starts 2 or 3 threads (chosen at random from SEED), which meet at a spin
+ * barrier, spin a random while more (mostly a few cycles: the claim's window is that
+ * short), make CALLS calls of cuDriverGetVersion and end (return or pthread_exit, at
+ * random); the main thread pauses at random (none, a yield, a short sleep) and joins them.
+ * It makes no call. Prints "threads <n> calls <c> bad <b>". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -17,7 +18,7 @@ typedef int (*version_fn)(int *);
 
 static version_fn version;
 static long calls_per_thread;
-static int go;
+static int arrived, round_threads;
 static long bad;
 
 struct job {
@@ -28,7 +29,9 @@ struct job {
 static void *worker(void *arg)
 {
     const struct job *j = arg;
-    while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE))
+    /* A spin barrier: the threads of a round that are on a CPU at once leave it together. */
+    __atomic_add_fetch(&arrived, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(&arrived, __ATOMIC_ACQUIRE) < round_threads)
         __builtin_ia32_pause();
     for (unsigned k = 0; k < j->spin; k++)
         __builtin_ia32_pause();
@@ -61,10 +64,11 @@ int main(int argc, char **argv)
     for (long r = 0; r < rounds; r++) {
         pthread_t t[4];
         struct job jobs[4];
-        int n = 2 + rand() % 3;
-        __atomic_store_n(&go, 0, __ATOMIC_RELAXED);
+        int n = rand() % 4 ? 2 : 3;
+        __atomic_store_n(&arrived, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&round_threads, n, __ATOMIC_RELAXED);
         for (int i = 0; i < n; i++) {
-            jobs[i].spin = (unsigned)(rand() % 4 == 0 ? rand() % 2000 : rand() % 50);
+            jobs[i].spin = (unsigned)(rand() % 8 == 0 ? rand() % 200 : rand() % 4);
             jobs[i].how = rand() % 2;
             if (pthread_create(&t[i], NULL, worker, &jobs[i]) != 0) {
                 fprintf(stderr, "pthread_create failed\n");
@@ -78,7 +82,6 @@ int main(int argc, char **argv)
             struct timespec ts = {0, (long)(rand() % 20000)};
             nanosleep(&ts, NULL);
         }
-        __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
         for (int i = 0; i < n; i++)
             pthread_join(t[i], NULL);
         threads += n;
