@@ -195,15 +195,16 @@ MUTATIONS = [
         "tests": ["tests/test_races.py::test_threads_race_for_freed_blocks"],
         "why": "a block in use by a live thread is never handed to another",
     },
+    # ---- the driver is loaded once, by one of the threads of the first calls (runtime/driver.c)
     {
-        "name": "stats-block-list-push-not-atomic",
-        "file": "runtime/stats.c",
-        "old": "    while (!__atomic_compare_exchange_n(&shimgen_live_blocks, &s->next, s, 1, "
-               "__ATOMIC_RELEASE,\n                                        __ATOMIC_RELAXED))\n"
-               "        ;\n",
-        "new": "    __atomic_store_n(&shimgen_live_blocks, s, __ATOMIC_RELEASE);\n",
-        "tests": ["tests/test_races.py::test_sixty_four_first_calls_with_threads_alive_at_exit"],
-        "why": "every thread's block is on the list, so the calls of threads alive at exit count",
+        "name": "driver-load-claimed-without-cas",
+        "file": "runtime/driver.c",
+        "old": "        if (__atomic_compare_exchange_n(&load_state, &expect, LOAD_RUNNING, 0, "
+               "__ATOMIC_ACQ_REL,\n                                        __ATOMIC_ACQUIRE)) {\n",
+        "new": "        if ((void)expect, __atomic_store_n(&load_state, LOAD_RUNNING, "
+               "__ATOMIC_RELEASE), 1) {\n",
+        "tests": ["tests/test_races.py::test_sixty_four_first_calls_load_the_driver_once"],
+        "why": "the driver is loaded once however many threads make the first call at once",
     },
     # ---- a forked child reports its own calls (runtime/stats.c) ----
     {

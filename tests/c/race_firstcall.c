@@ -1,13 +1,14 @@
 /* 64 threads make their first driver call at once (the shim's lazy first-call path: the
- * driver's load and each thread's first counted call), after a random spin each, and are
- * still alive, blocked, when the main thread exits: their calls reach the trace only
- * through the list of every per-thread block.
+ * driver's load and each thread's first counted call): they leave a barrier together and
+ * spin a random while (mostly a few cycles) first. They are still alive, blocked, when the
+ * main thread exits: their calls reach the trace only through the list of every block.
  *   race_firstcall CALLS SEED
  * Prints "threads 64 calls <c> failures <f>", then exits with the threads still there. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -16,16 +17,20 @@ typedef int (*version_fn)(int *);
 
 static version_fn fn;
 static long calls_per_thread;
-static int go;
-static long done, failures;
+static int arrived;
+static long failures;
+static sem_t done;
 static unsigned spin[THREADS];
 static pthread_mutex_t hold = PTHREAD_MUTEX_INITIALIZER;
 
 static void *worker(void *arg)
 {
     int id = (int)(long)arg;
-    while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE))
-        __builtin_ia32_pause();
+    /* A barrier that spins (yielding, so that the rest can start on 2 CPUs): the threads on
+     * a CPU when the last arrives leave it together, while the main thread sleeps. */
+    __atomic_add_fetch(&arrived, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(&arrived, __ATOMIC_ACQUIRE) < THREADS)
+        sched_yield();
     for (unsigned k = 0; k < spin[id]; k++)
         __builtin_ia32_pause();
     long mine = 0;
@@ -34,7 +39,7 @@ static void *worker(void *arg)
         mine += fn(&v) != 0 || v == 0;
     }
     __atomic_fetch_add(&failures, mine, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&done, 1, __ATOMIC_RELEASE);
+    sem_post(&done);
     pthread_mutex_lock(&hold); /* held by main until exit: the thread never retires */
     return NULL;
 }
@@ -50,17 +55,18 @@ int main(int argc, char **argv)
         return 1;
     }
     pthread_mutex_lock(&hold);
+    sem_init(&done, 0, 0);
     pthread_t t;
     for (long i = 0; i < THREADS; i++) {
-        spin[i] = (unsigned)(rand() % 2 ? rand() % 200 : rand() % 5000);
+        spin[i] = (unsigned)(rand() % 8 ? rand() % 8 : rand() % 400);
         if (pthread_create(&t, NULL, worker, (void *)i) != 0) {
             fprintf(stderr, "pthread_create failed\n");
             return 1;
         }
     }
-    __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
-    while (__atomic_load_n(&done, __ATOMIC_ACQUIRE) < THREADS)
-        sched_yield();
+    for (int i = 0; i < THREADS; i++)
+        while (sem_wait(&done) != 0)
+            ;
     printf("threads %d calls %ld failures %ld\n", THREADS, THREADS * calls_per_thread,
            failures);
     fflush(stdout);
