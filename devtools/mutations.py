@@ -172,6 +172,64 @@ MUTATIONS = [
         "tests": ["tests/test_redirect.py::test_two_shims_say_exactly_the_promised_line"],
         "why": "with two shims, A says the one documented line naming B",
     },
+    # ---- per-thread blocks, claimed and listed without a lock (runtime/stats.c) ----
+    {
+        "name": "stats-free-block-claim-not-atomic",
+        "file": "runtime/stats.c",
+        "old": "        if (__atomic_compare_exchange_n(&s->state, &expected, BLOCK_LIVE, 0, "
+               "__ATOMIC_ACQUIRE,\n                                        __ATOMIC_RELAXED)) {\n",
+        "new": "        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == expected &&\n"
+               "            (__atomic_store_n(&s->state, BLOCK_LIVE, __ATOMIC_RELAXED), 1)) {\n",
+        "tests": ["tests/test_races.py::test_threads_race_for_freed_blocks"],
+        "why": "two threads never share a block: a freed block is claimed by one thread only",
+    },
+    {
+        "name": "stats-free-block-claimed-unchecked",
+        "file": "runtime/stats.c",
+        "old": "        if (__atomic_compare_exchange_n(&s->state, &expected, BLOCK_LIVE, 0, "
+               "__ATOMIC_ACQUIRE,\n                                        __ATOMIC_RELAXED)) {\n",
+        "new": "        if ((void)expected, __atomic_store_n(&s->state, BLOCK_LIVE, "
+               "__ATOMIC_RELAXED), 1) {\n",
+        "tests": ["tests/test_races.py::test_threads_race_for_freed_blocks"],
+        "why": "a block in use by a live thread is never handed to another",
+    },
+    # ---- the driver is loaded once, by one of the threads of the first calls (runtime/driver.c)
+    {
+        "name": "driver-load-claimed-without-cas",
+        "file": "runtime/driver.c",
+        "old": "        if (__atomic_compare_exchange_n(&load_state, &expect, LOAD_RUNNING, 0, "
+               "__ATOMIC_ACQ_REL,\n                                        __ATOMIC_ACQUIRE)) {\n",
+        "new": "        if ((void)expect, __atomic_store_n(&load_state, LOAD_RUNNING, "
+               "__ATOMIC_RELEASE), 1) {\n",
+        "tests": ["tests/test_races.py::test_sixty_four_first_calls_load_the_driver_once"],
+        "why": "the driver is loaded once however many threads make the first call at once",
+    },
+    # ---- a forked child reports its own calls (runtime/stats.c) ----
+    {
+        "name": "fork-child-keeps-parent-time-totals",
+        "file": "runtime/stats.c",
+        "old": "        shimgen_time_total[i] = 0;\n",
+        "new": "",
+        "tests": ["tests/test_races.py::test_forked_child_times_only_its_own_calls"],
+        "why": "a forked child's trace times its own calls, not its parent's",
+    },
+    {
+        "name": "fork-child-keeps-parent-time-max",
+        "file": "runtime/stats.c",
+        "old": "        shimgen_time_max[i] = 0;\n",
+        "new": "",
+        "tests": ["tests/test_races.py::test_forked_child_times_only_its_own_calls"],
+        "why": "a forked child's maximum call time is of its own calls",
+    },
+    # ---- builds into one output root at once (shimgen/build.py) ----
+    {
+        "name": "build-staging-not-locked",
+        "file": "shimgen/build.py",
+        "old": "                fcntl.flock(staging_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n",
+        "new": "                pass\n",
+        "tests": ["tests/test_bad_output.py::test_concurrent_builds_into_one_place"],
+        "why": "a build's staging directory is never taken for a stale one while it runs",
+    },
     # ---- the benchmark's reported numbers (benchmarks/) ----
     {
         "name": "bench-time-variant-silently-dropped",

@@ -10,6 +10,7 @@ import errno
 import fcntl
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -262,9 +263,11 @@ def _complete_elf(data: bytes) -> bool:
 
 
 def test_concurrent_builds_into_one_place(drivers, tmp_path):
-    """Three builds of the same driver into the same --out at once, while a reader watches
-    the installed library: every build succeeds, the reader never sees a partial file or
-    manifest, nothing is left over, and the library that remains loads and forwards."""
+    """Two rounds of three builds of the same driver into the same --out, started at random
+    offsets (up to a build's length apart, so that one starts while another compiles or
+    installs), while a reader watches the installed library: every build succeeds, the reader
+    never sees a partial file or manifest, nothing is left over, and the library that remains
+    loads and forwards."""
     d = drivers[0]
     out = tmp_path / "out"
     ok = shimgen("build", "--driver", str(d.path), "--out", str(out))
@@ -290,12 +293,18 @@ def test_concurrent_builds_into_one_place(drivers, tmp_path):
 
     watcher = threading.Thread(target=watch)
     watcher.start()
+    procs, results = [], []
     try:
-        procs = [subprocess.Popen([sys.executable, "-m", "shimgen", "build", "--driver",
-                                   str(d.path), "--out", str(out)], cwd=ROOT, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for _ in range(3)]
-        results = [p.communicate(timeout=600) for p in procs]
+        for _round in range(2):
+            started = []
+            for _ in range(3):
+                time.sleep(random.uniform(0, 1.0))
+                started.append(subprocess.Popen(
+                    [sys.executable, "-m", "shimgen", "build", "--driver", str(d.path),
+                     "--out", str(out)], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE))
+            results += [p.communicate(timeout=600) for p in started]
+            procs += started
     finally:
         stop.set()
         watcher.join()
