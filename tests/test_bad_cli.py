@@ -106,15 +106,19 @@ def test_signal_handlers_restored_and_ignored_signals_left_alone(monkeypatch):
         raise ShimgenError("stop here")
 
     monkeypatch.setattr(driver, "read_driver", look)
+    # SIGINT as a terminal gives it, even if the test runner inherited it ignored
+    outer_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     before = signal.getsignal(signal.SIGINT)
     old_hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         assert cli.main(["exports", "--driver", "/x"]) == 1
+        after = signal.getsignal(signal.SIGINT)
     finally:
         signal.signal(signal.SIGHUP, old_hup)
+        signal.signal(signal.SIGINT, outer_int)
     assert seen[signal.SIGHUP] is signal.SIG_IGN
     assert seen[signal.SIGINT] is cli._raise_interrupted
-    assert signal.getsignal(signal.SIGINT) is before
+    assert after is before
 
 
 # --------------------------------------------------------------------------------------------
