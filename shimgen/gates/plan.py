@@ -102,13 +102,8 @@ def plan_from_profile(profile: Profile) -> GatePlan:
                 globals=tuple(PlanGlobal(x.vaddr, x.size) for x in g.globals),
             )
         )
-    refs = list(profile.device_table.insns)
-    if profile.reader is not None:
-        refs += list(profile.reader.insns)
-    for case in profile.cases:
-        refs += [f.insn for f in case.fields] + [x.insn for x in case.globals]
     checks: dict[int, PlanCheck] = {}
-    for r in refs:
+    for r in checked_insns(profile):
         data = bytes.fromhex(r.hex)[:MAX_CHECK_BYTES]
         checks.setdefault(r.vaddr, PlanCheck(r.vaddr, r.file_offset, data))
     dt = profile.device_table
@@ -141,14 +136,21 @@ def verify_against_image(plan: GatePlan, image: DriverImage) -> None:
             )
 
 
-def recorded_insns(profile: Profile) -> list[InsnRef]:
-    """Every instruction a profile records: those the shim checks again at run time, and the
-    ones it only reports (the gates' init sites)."""
+def checked_insns(profile: Profile) -> list[InsnRef]:
+    """The instructions the shim checks again at run time: the device table's, the
+    attribute reader's, and those of every gated case."""
     refs = list(profile.device_table.insns)
     if profile.reader is not None:
         refs += list(profile.reader.insns)
     for case in profile.cases:
         refs += [f.insn for f in case.fields] + [x.insn for x in case.globals]
+    return refs
+
+
+def recorded_insns(profile: Profile) -> list[InsnRef]:
+    """Every instruction a profile records: those the shim checks again at run time, and the
+    ones it only reports (the gates' init sites)."""
+    refs = checked_insns(profile)
     for g in profile.gates:
         for site in g.init_sites:
             refs += [site.insn] + ([site.or_insn] if site.or_insn is not None else [])
