@@ -21,6 +21,19 @@
 #define TS_EV_HEAD (32 * SHIMGEN_NFUNCS + 32)
 #define TS_EV_MASK (32 * SHIMGEN_NFUNCS + 40)
 #define TS_FRAMES (32 * SHIMGEN_NFUNCS + 48)
+#define TS_SHADOW_DEPTH 128
+/* After the frames: the list link, state and tid (16 bytes), then the error returns of the
+ * time paths (a count of those that found no free slot, then the slots), then, aligned to a
+ * cache line, the latency histograms: HIST_BUCKETS log2 buckets of elapsed ticks per
+ * function (bucket 0: 0 or 1 tick; bucket b: [2^b, 2^(b+1)) ticks). */
+#define TS_NEXT (TS_FRAMES + TS_FRAME_SIZE * TS_SHADOW_DEPTH)
+#define TS_ERR_OVERFLOW (TS_NEXT + 16)
+#define TS_ERR (TS_NEXT + 24)
+#define TS_ERR_SLOTS 256
+#define TS_ERRSLOT_SIZE 16 /* key: (function index + 1) << 32 | code (0: empty); count */
+#define TS_HIST_BUCKETS 64
+#define TS_HIST_SHIFT 9 /* log2 of TS_HIST_BUCKETS * 8: one function's histogram */
+#define TS_HIST ((TS_ERR + TS_ERRSLOT_SIZE * TS_ERR_SLOTS + 63) & ~63)
 /* struct shadow_frame, 32 bytes: the caller's return address, start ticks, function index
  * (while the frame is free: the next free frame), the caller's rbx. */
 #define TS_FRAME_SIZE 32

@@ -16,7 +16,7 @@
 #include "layout.h"
 #include "runtime.h"
 
-#define SHADOW_DEPTH 128u
+#define SHADOW_DEPTH ((unsigned)TS_SHADOW_DEPTH)
 
 /* A timed call in progress. A thread's frames are not a stack: a call takes any free frame
  * and keeps its address in rbx across the call (callee-saved, so every stack switch that
@@ -43,6 +43,12 @@ struct fstats {
     uint64_t count, total, max, unused;
 };
 
+/* One (function, non-success code) of a thread's timed calls and how often it was returned. */
+struct errslot {
+    uint64_t key; /* (function index + 1) << 32 | (uint32_t)code; 0: a free slot */
+    uint64_t count;
+};
+
 struct tstats {
     struct fstats fn[SHIMGEN_NFUNCS];
     uint64_t untimed;
@@ -55,6 +61,9 @@ struct tstats {
     struct tstats *next; /* every block ever made (shimgen_live_blocks), never unlinked */
     int state;           /* BLOCK_LIVE (a thread's) or BLOCK_FREE (to be reused) */
     pid_t tid;
+    uint64_t err_overflow; /* non-success returns that found every slot of err[] taken */
+    struct errslot err[TS_ERR_SLOTS];
+    _Alignas(64) uint64_t hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
 };
 
 enum { BLOCK_FREE = 0, BLOCK_LIVE = 1 };
@@ -70,6 +79,12 @@ _Static_assert(offsetof(struct tstats, ev) == TS_EV, "tstats.ev");
 _Static_assert(offsetof(struct tstats, ev_head) == TS_EV_HEAD, "tstats.ev_head");
 _Static_assert(offsetof(struct tstats, ev_mask) == TS_EV_MASK, "tstats.ev_mask");
 _Static_assert(offsetof(struct tstats, f) == TS_FRAMES, "tstats.f");
+_Static_assert(offsetof(struct tstats, next) == TS_NEXT, "tstats.next");
+_Static_assert(offsetof(struct tstats, err_overflow) == TS_ERR_OVERFLOW, "tstats.err_overflow");
+_Static_assert(offsetof(struct tstats, err) == TS_ERR, "tstats.err");
+_Static_assert(sizeof(struct errslot) == TS_ERRSLOT_SIZE, "errslot");
+_Static_assert(offsetof(struct tstats, hist) == TS_HIST, "tstats.hist");
+_Static_assert(sizeof(uint64_t) * TS_HIST_BUCKETS == 1u << TS_HIST_SHIFT, "one histogram");
 _Static_assert(sizeof(struct tl_event) == 1u << TL_EVENT_SHIFT, "tl_event");
 _Static_assert(SHIMGEN_NFUNCS < 1u << TL_INDEX_BITS,
                "the function index fits in the low bits of an event");
