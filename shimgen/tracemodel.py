@@ -41,3 +41,7 @@ class ProcessTrace:
     start_ns: int | None = None  # CLOCK_REALTIME at the first traced call
     end_ns: int | None = None  # at exit; None when the process died
     functions: dict[str, FunctionStats] = field(default_factory=dict)
+    # Non-success returns are counted on the time and timeline return paths; a counts-mode
+    # trace, or a JSON trace of a shim from before they were, has none (False here).
+    errors_counted: bool = True
+    error_overflow: int = 0  # non-success returns counted but not by code (table full)
