@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 
 from .errors import ShimgenError
@@ -22,6 +23,7 @@ TRACES_DIR = "traces"
 SHIMTRACE_SUFFIX = ".shimtrace"
 JSON_SUFFIX = ".json"
 BY = ("rank", "pid")  # --by
+_DOWN = range(HIST_BUCKETS - 1, -1, -1)
 
 
 def _load_shimtrace(path: Path) -> ProcessTrace:
@@ -172,15 +174,12 @@ class Merged:
     def error_count(self) -> int | None:
         return sum(self.errors.values()) if self.errors_known else None
 
-    def percentile(self, q: float) -> float | None:
-        """p(100q) over every call of the group, or None unless every call is in a
+    def percentiles(self, *qs: float) -> tuple[float | None, ...]:
+        """p(100q) for each q over every call of the group; None unless every call is in a
         histogram."""
         if not self.hists or self.hist_calls != self.calls:
-            return None
-        segments = []
-        for npt, hist, max_ns in self.hists:
-            segments.extend(hist_segments(hist, npt, max_ns))
-        return percentile(segments, q)
+            return tuple(None for _ in qs)
+        return percentiles(merged_segments(self.hists), qs)
 
 
 def bucket_edges_ns(bucket: int, ns_per_tick: float) -> tuple[float, float]:
@@ -194,26 +193,52 @@ def hist_segments(hist: list[int], ns_per_tick: float,
                   max_ns: float | None) -> list[tuple[float, float, int]]:
     """One process's histogram as (lo_ns, hi_ns, calls) ranges, the top non-empty bucket's
     upper edge lowered to the process's max_ns (never below the bucket's lower edge)."""
-    top = max((b for b, c in enumerate(hist) if c), default=-1)
-    out = []
-    for b in range(top + 1):
-        if hist[b]:
-            lo, hi = bucket_edges_ns(b, ns_per_tick)
-            if b == top and max_ns is not None:
-                hi = max(lo, min(hi, max_ns))
-            out.append((lo, hi, hist[b]))
+    top = next(compress(_DOWN, reversed(hist)), -1)
+    out = [(*bucket_edges_ns(b, ns_per_tick), hist[b]) for b in range(top) if hist[b]]
+    if top >= 0:
+        out.append(top_segment(top, hist[top], ns_per_tick, max_ns))
     return out
 
 
-def percentile(segments: list[tuple[float, float, int]], q: float) -> float | None:
-    """The value below which a fraction `q` of the calls lie, each range's calls spread
-    evenly across it (a range of width 0 is a point). For one process this is linear
-    interpolation within the bucket that holds the call of rank q * calls; ranges of
-    several processes (of any ns_per_tick) add up by their ns edges. docs/report.md."""
+def top_segment(top: int, calls: int, ns_per_tick: float,
+                max_ns: float | None) -> tuple[float, float, int]:
+    """The top non-empty bucket's range: its upper edge lowered to max_ns."""
+    lo, hi = bucket_edges_ns(top, ns_per_tick)
+    if max_ns is not None:
+        hi = max(lo, min(hi, max_ns))
+    return lo, hi, calls
+
+
+def merged_segments(hists: list) -> list[tuple[float, float, int]]:
+    """`hist_segments` of every (ns_per_tick, hist, max_ns), with the buckets below each
+    process's top one summed first across the processes of the same ns_per_tick (the
+    same ranges): a thousand processes give a thousand ranges, not tens of thousands."""
+    by_tick: dict[float, tuple[list, list]] = {}
+    out = []
+    for npt, hist, max_ns in hists:
+        top = next(compress(_DOWN, reversed(hist)), -1)
+        if top >= 0:
+            group, tops = by_tick.setdefault(npt, ([], []))
+            group.append(hist)
+            tops.append(top)
+            out.append(top_segment(top, hist[top], npt, max_ns))
+    for npt, (group, tops) in by_tick.items():
+        summed = [sum(column) for column in zip(*group, strict=True)]
+        for hist, top in zip(group, tops, strict=True):
+            summed[top] -= hist[top]  # in `out` already, with its own upper edge
+        out.extend((*bucket_edges_ns(b, npt), c) for b, c in enumerate(summed) if c)
+    return out
+
+
+def percentiles(segments: list[tuple[float, float, int]],
+                qs: tuple[float, ...]) -> tuple[float | None, ...]:
+    """For each q, the value below which a fraction q of the calls lie, each range's calls
+    spread evenly across it (a range of width 0 is a point). For one process this is
+    linear interpolation within the bucket that holds the call of rank q * calls; ranges
+    of several processes (of any ns_per_tick) add up by their ns edges. docs/report.md."""
     total = sum(c for _, _, c in segments)
     if total <= 0:
-        return None
-    target = q * total
+        return tuple(None for _ in qs)
     density: dict[float, float] = {}
     points: dict[float, float] = {}
     for lo, hi, c in segments:
@@ -222,19 +247,28 @@ def percentile(segments: list[tuple[float, float, int]], q: float) -> float | No
             density[hi] = density.get(hi, 0.0) - c / (hi - lo)
         else:
             points[lo] = points.get(lo, 0.0) + c
-    edges = sorted(set(density) | set(points))
+    edges = sorted(density.keys() | points.keys())
+    found: dict[float, float] = {}
+    todo = sorted(qs)
     below = dens = 0.0
     prev = edges[0]
     for x in edges:
         mass = dens * (x - prev)
-        if mass > 0 and below + mass >= target:
-            return prev + (target - below) / dens
+        while todo and mass > 0 and below + mass >= todo[0] * total:
+            q = todo.pop(0)
+            found[q] = prev + (q * total - below) / dens
         below += mass + points.get(x, 0.0)
-        if below >= target:
-            return x
+        while todo and below >= todo[0] * total:
+            found[todo.pop(0)] = x
+        if not todo:
+            break
         dens += density.get(x, 0.0)
         prev = x
-    return edges[-1]
+    return tuple(found.get(q, edges[-1]) for q in qs)
+
+
+def percentile(segments: list[tuple[float, float, int]], q: float) -> float | None:
+    return percentiles(segments, (q,))[0]
 
 
 def merge(processes: list[ProcessTrace]) -> dict[str, Merged]:

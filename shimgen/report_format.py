@@ -26,9 +26,10 @@ def code_name(code: int) -> str:
 
 def function_row(name: str, m: Merged) -> dict:
     """One function's numbers; None where the traces do not have them."""
+    p50, p99 = m.percentiles(0.50, 0.99)
     return {"function": name, "calls": m.calls,
             "total_ns": m.total_ns if m.timed else None, "mean_ns": m.mean_ns,
-            "p50_ns": m.percentile(0.50), "p99_ns": m.percentile(0.99),
+            "p50_ns": p50, "p99_ns": p99,
             "max_ns": m.max_ns, "errors": m.error_count}
 
 
