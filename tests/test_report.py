@@ -28,7 +28,6 @@ from shimgen.report import (
 from shimgen.report_format import CSV_COLUMNS, SCHEMA, SCHEMA_VERSION, render
 from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
 
-
 # ---- helpers ---------------------------------------------------------------------------
 
 def hist(buckets: dict[int, int]) -> list[int]:
