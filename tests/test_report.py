@@ -146,6 +146,11 @@ def test_merge_counts_every_process(tmp_path, capsys):
     assert rows["cuInit"]["calls"] == 7 and rows["cuInit"]["total_ns"] == 7500
     assert rows["cuInit"]["max_ns"] == 1500 and rows["cuInit"]["mean_ns"] == pytest.approx(7500 / 7)
     assert rows["cuMemAlloc_v2"]["calls"] == 10 and rows["cuMemAlloc_v2"]["errors"] == 5
+    # cuInit's 7 calls, bucket 9 = [512, 1024) ns: pid 11's one call capped at its max 1000,
+    # pid 12's one below its top bucket and pid 13's four (max 1200 is above the bucket).
+    # Rank 3.5 falls in [512, 1000), where the density is 1/488 + 5/512 calls per ns.
+    assert rows["cuInit"]["p50_ns"] == pytest.approx(512 + 3.5 / (1 / 488 + 5 / 512))
+    assert rows["cuInit"]["p99_ns"] <= 1500
     assert g[0]["ranks"] == ["0", "1"]
     assert [r["function"] for r in g[0]["functions"]] == ["cuInit", "cuMemAlloc_v2"]  # by time
 
