@@ -135,7 +135,8 @@ def errors_section(functions: dict[str, Merged]) -> list[str]:
     if not rows:
         known = all(m.errors_known for m in functions.values())
         return ["errors: none" if known and functions else
-                "errors: not counted (counted in time and timeline modes only)"]
+                "errors: not recorded in these traces (counts mode, or a shim that does not "
+                "count them)"]
     width = max(len("function"), *(len(r["function"]) for r in rows))
     lines = ["errors (non-success returns):",
              f"{'function':<{width}}  {'code':>5}  {'name':<40} {'count':>12}"]

@@ -223,7 +223,7 @@ def test_table_header_and_counts_only_dashes(tmp_path, capsys):
             "(1 process), 555.58.02 (1 process)") in text
     row = next(ln for ln in text.splitlines() if ln.endswith(" cuInit"))
     assert row.split() == ["-", "-", "12", "-", "-", "-", "-", "-", "cuInit"]
-    assert "errors: not counted" in text
+    assert "errors: not recorded in these traces" in text
 
 
 def test_a_process_that_died_says_so():
