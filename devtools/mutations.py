@@ -331,10 +331,8 @@ MUTATIONS = [
     {
         "name": "report-truncated-trace-in-directory-skipped",
         "file": "shimgen/report.py",
-        "old": "            elif (e.name.endswith(JSON_SUFFIX) and e.name != RUN_METADATA\n"
-               "                  and _looks_like_json_trace(path)):",
-        "new": "            elif (e.name.endswith(JSON_SUFFIX) and e.name != RUN_METADATA\n"
-               "                  and _looks_like_json_trace(path) and path.stat().st_size > 99):",
+        "old": "    except NotATrace:\n        if skip_other_json:",
+        "new": "    except ShimgenError:\n        if skip_other_json:",
         "tests": ["tests/test_report.py::test_refused_with_one_line[truncated-in-dir]"],
         "why": "a damaged trace in a run is refused, not silently left out of the totals",
     },

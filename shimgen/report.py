@@ -91,6 +91,8 @@ def _read_run_metadata(src: Source) -> None:
 
 
 def _trace_files(directory: Path) -> list[Path]:
+    """The binary traces by their suffix; the JSON traces by content, whatever their name
+    (the shim names a process's trace `<name>.<pid>` when SHIMGEN_TRACE_FILE has no %p)."""
     found = []
     for d in (directory, directory / TRACES_DIR):
         try:
@@ -103,26 +105,24 @@ def _trace_files(directory: Path) -> list[Path]:
             if e.name.startswith(".") or not e.is_file():
                 continue  # the shim's temporary files start with "."
             path = Path(e.path)
-            if e.name.endswith(SHIMTRACE_SUFFIX):
-                found.append(path)
-            elif (e.name.endswith(JSON_SUFFIX) and e.name != RUN_METADATA
-                  and _looks_like_json_trace(path)):
+            if e.name.endswith(SHIMTRACE_SUFFIX) or (
+                    e.name != RUN_METADATA and _looks_like_json_trace(path)):
                 found.append(path)
     return found
 
 
-def _read_file(path: Path) -> ProcessTrace | None:
-    """A trace file by its suffix; None for JSON that turns out to be no trace."""
+def _read_file(path: Path, *, skip_other_json: bool) -> ProcessTrace | None:
+    """A trace file: binary by its suffix, anything else as a JSON trace. With
+    `skip_other_json`, None for valid JSON that is no shimgen trace."""
     from .tracejson import NotATrace
 
-    reader = READERS.get(path.suffix)
-    if reader is None:
-        raise ShimgenError(f"{path}: not a trace file (a shimgen trace ends in "
-                           f"{' or '.join(READERS)})")
+    reader = READERS[SHIMTRACE_SUFFIX if path.name.endswith(SHIMTRACE_SUFFIX) else JSON_SUFFIX]
     try:
         return reader(path)
     except NotATrace:
-        return None
+        if skip_other_json:
+            return None
+        raise
 
 
 def load_source(path: Path, *, explicit: bool = True) -> Source:
@@ -132,7 +132,7 @@ def load_source(path: Path, *, explicit: bool = True) -> Source:
         src = Source(path, is_run=True)
         _read_run_metadata(src)
         for f in _trace_files(path):
-            trace = _read_file(f)
+            trace = _read_file(f, skip_other_json=True)
             if trace is not None:
                 src.processes.append(trace)
         if not src.processes and src.run is None and explicit:
@@ -141,10 +141,7 @@ def load_source(path: Path, *, explicit: bool = True) -> Source:
         return src
     if not path.exists():
         raise ShimgenError(f"{path}: no such file or directory")
-    trace = _read_file(path)
-    if trace is None:
-        raise ShimgenError(f"{path}: not a shimgen trace")
-    return Source(path, is_run=False, processes=[trace])
+    return Source(path, is_run=False, processes=[_read_file(path, skip_other_json=False)])
 
 
 # ---- merging ---------------------------------------------------------------------------

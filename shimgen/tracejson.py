@@ -70,8 +70,8 @@ def read_json(path: Path) -> object:
     except UnicodeDecodeError:
         raise ShimgenError(f"{path}: not a shimgen trace (not UTF-8 text)") from None
     except json.JSONDecodeError as e:
-        raise ShimgenError(f"{path}: not valid JSON (cut short or damaged?): {e.msg} at line "
-                           f"{e.lineno} column {e.colno}") from None
+        raise ShimgenError(f"{path}: not a shimgen trace: not valid JSON (cut short or "
+                           f"damaged?): {e.msg} (line {e.lineno} column {e.colno})") from None
     except RecursionError:
         raise ShimgenError(f"{path}: not a shimgen trace (nested too deeply)") from None
 

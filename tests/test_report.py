@@ -325,12 +325,16 @@ def test_refused_with_one_line(tmp_path, capsys, case):
 
 # ---- real traces from shims of the Debian drivers ----------------------------------------
 
-def test_real_traces_of_a_forking_program_are_merged(shims, probes, tmp_path, capsys):
+@pytest.mark.parametrize("name", ["trace.%p.json", "trace.json"])
+def test_real_traces_of_a_forking_program_are_merged(shims, probes, tmp_path, capsys, name):
+    """Each process's JSON trace, named with its pid, or (without %p) the first process's
+    `trace.json` and every other's `trace.json.<pid>`."""
     s = shim_for(shims, "555.58.02")
     d = tmp_path / "run"
     (d / "traces").mkdir(parents=True)
     run([probes / "faults_calls", "forkexec", "4", "5"],
-        s.env(SHIMGEN_TRACE="time", SHIMGEN_TRACE_FILE=str(d / "traces" / "trace.%p.json")))
+        s.env(SHIMGEN_TRACE="time", SHIMGEN_TRACE_FILE=str(d / "traces" / name)))
+    assert len(list((d / "traces").iterdir())) == 5
     g = report_json(capsys, d)["groups"][0]
     assert g["processes"] == 5 and g["modes"] == ["time"]
     row = rows_by_function(g)["cuDriverGetVersion"]
