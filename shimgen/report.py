@@ -210,6 +210,9 @@ def merged_segments(hists: list) -> list[tuple[float, float, int]]:
     """`hist_segments` of every (ns_per_tick, hist, max_ns), with the buckets below each
     process's top one summed first across the processes of the same ns_per_tick (the
     same ranges): a thousand processes give a thousand ranges, not tens of thousands."""
+    if len(hists) == 1:  # --by pid, or a process of its own
+        npt, hist, max_ns = hists[0]
+        return hist_segments(hist, npt, max_ns)
     by_tick: dict[float, tuple[list, list]] = {}
     out = []
     for npt, hist, max_ns in hists:
@@ -236,6 +239,17 @@ def percentiles(segments: list[tuple[float, float, int]],
     total = sum(c for _, _, c in segments)
     if total <= 0:
         return tuple(None for _ in qs)
+    found: dict[float, float] = {}
+    todo = sorted(qs)
+    segments = sorted(segments)
+    if all(a[1] <= b[0] for a, b in zip(segments, segments[1:], strict=False)):
+        below = 0.0  # ranges that do not overlap (one process's): each in turn
+        for lo, hi, c in segments:
+            while todo and below + c >= todo[0] * total:
+                q = todo.pop(0)
+                found[q] = lo + (hi - lo) * (q * total - below) / c
+            below += c
+        return tuple(found.get(q, segments[-1][1]) for q in qs)
     density: dict[float, float] = {}
     points: dict[float, float] = {}
     for lo, hi, c in segments:
@@ -245,8 +259,6 @@ def percentiles(segments: list[tuple[float, float, int]],
         else:
             points[lo] = points.get(lo, 0.0) + c
     edges = sorted(density.keys() | points.keys())
-    found: dict[float, float] = {}
-    todo = sorted(qs)
     below = dens = 0.0
     prev = edges[0]
     for x in edges:

@@ -114,6 +114,11 @@ def test_percentiles_of_processes_with_different_ticks_merge_by_ns_edges():
     assert percentile(seg, 0.5) == pytest.approx(16 + 16 * 30 / 40)
     assert percentile(seg, 0.75) == pytest.approx(32 + 18 * 5 / 10)
     assert percentile(seg, 1.0) == pytest.approx(100.0)
+    # Overlapping ranges: [16, 31) ns (max 31) and, at 1.5 ns a tick, [24, 47) ns (max 47),
+    # 10 calls each. Below 24: 8 ns of the first's 10/15 calls per ns; from 24 both add up.
+    seg = merged_segments([(1.0, hist({4: 10}), 31.0), (1.5, hist({4: 10}), 47.0)])
+    assert percentile(seg, 0.5) == pytest.approx(24 + (10 - 8 * 10 / 15) / (10 / 15 + 10 / 23))
+    assert percentile(seg, 1.0) == pytest.approx(47.0)
 
 
 def test_percentiles_need_every_call_in_a_histogram():
