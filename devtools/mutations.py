@@ -286,6 +286,15 @@ MUTATIONS = [
         "why": "each call of a merged histogram counts once",
     },
     {
+        "name": "report-merged-percentile-density-never-ends",
+        "file": "shimgen/report.py",
+        "old": "            density[hi] = density.get(hi, 0.0) - c / (hi - lo)",
+        "new": "            density[hi] = density.get(hi, 0.0) - 0.0",
+        "tests": ["tests/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
+                  "_by_ns_edges", "tests/test_report.py::test_merge_counts_every_process"],
+        "why": "overlapping ranges of merged processes add up only where they overlap",
+    },
+    {
         "name": "report-compare-calls-before-errors",
         "file": "shimgen/report_compare.py",
         "old": "    return (-_delta(row[\"errors_a\"], row[\"errors_b\"]), "
