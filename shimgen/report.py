@@ -50,7 +50,7 @@ def _looks_like_json_trace(path: Path) -> bool:
     """The shim writes "shimgen" as a JSON trace's first key; a timeline or run.json does
     not (both are then also checked by content when read)."""
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f:  # a regular file (os.scandir said so)
             head = f.read(64)
     except OSError as e:
         raise ShimgenError(f"{path}: cannot read it: {e.strerror or e}") from None

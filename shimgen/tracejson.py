@@ -7,6 +7,8 @@ information the trace does not have. Anything else is refused with one line."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from itertools import chain
 from math import isfinite
 from pathlib import Path
@@ -58,11 +60,17 @@ def is_trace(data) -> bool:
 
 def read_json(path: Path) -> object:
     """A file's JSON. A file that cannot be read or parsed is refused with one line."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+    try:  # O_NONBLOCK: a FIFO or device named by mistake is refused, never waited on
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise ShimgenError(f"{path}: cannot read it: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ShimgenError(f"{path}: not a regular file, so not a shimgen trace")
+        try:
+            raw = f.read(MAX_BYTES + 1)
+        except OSError as e:
+            raise ShimgenError(f"{path}: cannot read it: {e.strerror or e}") from None
     if len(raw) > MAX_BYTES:
         raise ShimgenError(f"{path}: larger than {MAX_BYTES >> 20} MiB, not a shimgen trace")
     try:

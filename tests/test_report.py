@@ -8,6 +8,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -304,6 +307,7 @@ def _refusal_cases(tmp: Path) -> dict[str, list]:
     (tmp / "badhist.json").write_text(json.dumps(bad))
     (tmp / "x.shimtrace").write_bytes(b"not a trace at all")
     (tmp / "notes.txt").write_text("hello")
+    os.mkfifo(tmp / "fifo.json")
     return {
         "not-a-trace": [tmp / "other.json"], "truncated": [tmp / "cut.json"],
         "truncated-in-dir": [trunc_dir], "binary": [tmp / "garbage.json"],
@@ -311,13 +315,14 @@ def _refusal_cases(tmp: Path) -> dict[str, list]:
         "missing": [tmp / "nothing"], "unknown-suffix": [tmp / "notes.txt"],
         "binary-trace-garbage": [tmp / "x.shimtrace"],
         "dir-and-file": [good, tmp / "cut.json"], "three-dirs": [good, good2, tmp / "empty"],
-        "by-with-compare": ["--by", "rank", good, good2],
+        "by-with-compare": ["--by", "rank", good, good2], "fifo": [tmp / "fifo.json"],
+        "device": ["/dev/zero"],
     }
 
 
 REFUSALS = ("not-a-trace", "truncated", "truncated-in-dir", "binary", "bad-histogram",
             "empty-dir", "missing", "unknown-suffix", "binary-trace-garbage", "dir-and-file",
-            "three-dirs", "by-with-compare")
+            "three-dirs", "by-with-compare", "fifo", "device")
 
 
 @pytest.mark.parametrize("case", REFUSALS)
@@ -326,6 +331,16 @@ def test_refused_with_one_line(tmp_path, capsys, case):
     assert rc == 1 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("shimgen: error: "), err
     assert "Traceback" not in err and "internal error" not in err
+
+
+def test_report_imports_no_heavy_modules(tmp_path):
+    """A report of a thousand processes must start fast: no pyelftools, no Jinja2."""
+    d = write_run(tmp_path / "run", three_processes())
+    code = ("import sys; from shimgen.cli import main; rc = main(['report', sys.argv[1]]); "
+            "heavy = [m for m in ('elftools', 'jinja2', 'capstone', 'unicorn') "
+            "if m in sys.modules]; print('heavy', heavy, 'rc', rc)")
+    out = subprocess.run([sys.executable, "-c", code, str(d)], capture_output=True, text=True)
+    assert out.stdout.splitlines()[-1] == "heavy [] rc 0", out.stdout + out.stderr
 
 
 # ---- real traces from shims of the Debian drivers ----------------------------------------
