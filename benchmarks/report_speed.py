@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from shimgen.report import RUN_METADATA, TRACES_DIR
+from shimgen.tracejson import NO_ERROR_COUNTS
 from shimgen.tracemodel import FunctionStats, ProcessTrace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,10 +48,10 @@ def json_trace(t: ProcessTrace) -> dict:
                 top = max((b for b, c in enumerate(f.hist) if c), default=-1)
                 entry["hist"] = f.hist[:top + 1]
             data["time"][n] = entry
-        if t.errors_counted:
+        if NO_ERROR_COUNTS not in t.notes:
             data["errors"] = {n: {str(c): k for c, k in f.errors.items()}
                               for n, f in t.functions.items() if f.errors}
-            data["error_overflow"] = t.error_overflow
+            data["error_overflow"] = t.errors_overflow
     return data
 
 
@@ -92,7 +93,8 @@ def make_run(directory: Path, processes: int, functions: int, fmt: str, seed: in
     for i in range(processes):
         writer(made_up_process(10000 + i, i, functions, rng), traces)
     (directory / RUN_METADATA).write_text(json.dumps(
-        {"command": ["python", "train.py"], "exit_status": 0}) + "\n")
+        {"command": ["python", "train.py"], "exit": {"status": 0, "code": 0, "signal": None,
+                                                     "signal_name": None}}) + "\n")
     return directory
 
 

@@ -280,11 +280,19 @@ def percentile(segments: list[tuple[float, float, int]], q: float) -> float | No
     return percentiles(segments, (q,))[0]
 
 
+def errors_counted(p: ProcessTrace) -> bool:
+    """Whether a trace counted its non-success returns: the time and timeline modes do,
+    unless the reader says the shim did not."""
+    from .tracejson import NO_ERROR_COUNTS
+
+    return p.mode != "counts" and NO_ERROR_COUNTS not in p.notes
+
+
 def merge(processes: list[ProcessTrace]) -> dict[str, Merged]:
     """Every function of `processes`, summed."""
     out: dict[str, Merged] = {}
     for p in processes:
-        counted = p.errors_counted and p.mode != "counts"
+        counted = errors_counted(p)
         for name, fs in p.functions.items():
             m = out.get(name)
             if m is None:

@@ -47,12 +47,25 @@ def run_command(src: Source) -> str | None:
     return cmd if isinstance(cmd, str) else None
 
 
+def run_exit(src: Source) -> tuple[int | None, str | None, str | None]:
+    """(exit status, the signal that ended the command, why it could not start) from
+    run.json's `exit`: {"status", "code", "signal", "signal_name"} or {"error", "status"}."""
+    end = (src.run or {}).get("exit")
+    if not isinstance(end, dict):
+        return None, None, None
+    status = end.get("status") if type(end.get("status")) is int else None
+    sig = end.get("signal_name") or end.get("signal")
+    error = end.get("error")
+    return status, str(sig) if sig else None, str(error) if error else None
+
+
 def run_outcome(src: Source) -> str:
-    run = src.run or {}
-    status, sig = run.get("exit_status"), run.get("signal")
+    status, sig, error = run_exit(src)
+    if error:
+        return f"it did not start: {error}" + (f"; exit status {status}" if status else "")
     if sig:
-        return f"killed by signal {sig}"
-    if type(status) is int:
+        return f"killed by {sig}" + (f", exit status {status}" if status is not None else "")
+    if status is not None:
         return f"exit status {status}"
     return "no exit status recorded (still running, or shimgen run was stopped)"
 
@@ -76,6 +89,15 @@ def _drivers(g: Group) -> dict[str, int]:
     for p in g.processes:
         v = p.driver_version or "unknown"
         seen[v] = seen.get(v, 0) + 1
+    return seen
+
+
+def _notes(g: Group) -> dict[str, int]:
+    """What the readers could not give, and why: each note with how many processes have it."""
+    seen: dict[str, int] = {}
+    for p in g.processes:
+        for note in p.notes:
+            seen[note] = seen.get(note, 0) + 1
     return seen
 
 
@@ -104,10 +126,12 @@ def group_header(g: Group) -> list[str]:
     if unmapped:
         lines.append(f"unmapped   {unmapped} cuGetProcAddress answers that are no export "
                      "(passed through)")
-    overflow = sum(p.error_overflow for p in g.processes)
+    overflow = sum(p.errors_overflow for p in g.processes)
     if overflow:
         lines.append(f"errors     {overflow} non-success returns not counted by code "
-                     "(table full)")
+                     "(no free error slot)")
+    for note, n in _notes(g).items():
+        lines.append(f"note       {note} ({n} process{'es' if n > 1 else ''})")
     return lines
 
 
@@ -185,7 +209,8 @@ def group_json(g: Group) -> dict:
         "modes": sorted({p.mode for p in g.processes}),
         "untimed_calls": sum(p.untimed_calls for p in g.processes),
         "unmapped_proc_addresses": sum(p.unmapped_proc_addresses for p in g.processes),
-        "error_overflow": sum(p.error_overflow for p in g.processes),
+        "errors_overflow": sum(p.errors_overflow for p in g.processes),
+        "notes": _notes(g),
         "functions": [function_row(n, m) for n, m in sorted_functions(g.functions)],
         "errors": error_rows(g.functions),
     }
@@ -194,9 +219,10 @@ def group_json(g: Group) -> dict:
 def source_json(s: Source) -> dict:
     out = {"path": s.name, "run": s.is_run}
     if s.is_run:
+        status, sig, error = run_exit(s)
         run = s.run or {}
-        out.update(command=run_command(s), exit_status=run.get("exit_status"),
-                   signal=run.get("signal"))
+        out.update(command=run_command(s), exit_status=status, signal=sig, error=error,
+                   start=run.get("start"), end=run.get("end"))
     return out
 
 

@@ -17,6 +17,9 @@ from .errors import ShimgenError
 from .tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
 
 MODES = ("counts", "time", "timeline")
+# The note (ProcessTrace.notes) of a timed trace without "errors": from a shim that did
+# not count non-success returns yet. The report shows its errors as unknown.
+NO_ERROR_COUNTS = "no error counts (the shim that wrote it did not count them)"
 MAX_BYTES = 64 << 20  # far above any real trace (a few hundred functions)
 _NUMBER = {int, float}
 
@@ -160,9 +163,10 @@ def parse(data, path: str) -> ProcessTrace:
         untimed_calls=_int(data.get("untimed_calls", 0), "untimed_calls"),
         unmapped_proc_addresses=_int(data.get("unmapped_proc_addresses", 0),
                                      "unmapped_proc_addresses"),
-        errors_counted="errors" in data,
-        error_overflow=_int(data.get("error_overflow", 0), "error_overflow"),
+        errors_overflow=_int(data.get("error_overflow", 0), "error_overflow"),
     )
+    if mode != "counts" and "errors" not in data:
+        trace.notes.append(NO_ERROR_COUNTS)
     for name, calls in data["calls"].items():
         trace.functions[name] = FunctionStats(calls=_int(calls, f"calls.{name}"))
     if timed is not None and not _time_fast(trace.functions, timed):

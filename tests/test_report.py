@@ -51,8 +51,7 @@ def proc(pid: int, functions: dict[str, FunctionStats], *, rank: str | None = No
          driver: str = "555.58.02") -> ProcessTrace:
     return ProcessTrace(path=f"p{pid}", source="json", pid=pid, rank=rank, mode=mode,
                         complete=complete, shimgen_version="0.1", driver_version=driver,
-                        ns_per_tick=npt if mode != "counts" else None, functions=functions,
-                        errors_counted=mode != "counts")
+                        ns_per_tick=npt if mode != "counts" else None, functions=functions)
 
 
 def write_run(directory: Path, procs: list[ProcessTrace], metadata: dict | None = None) -> Path:
@@ -195,14 +194,16 @@ def test_csv_has_a_header_and_one_row_per_group_and_function(tmp_path, capsys):
 
 def test_json_schema(tmp_path, capsys):
     d = write_run(tmp_path / "run", three_processes(),
-                  {"command": ["torchrun", "train.py"], "exit_status": 3})
+                  {"command": ["torchrun", "train.py"], "start": "s", "end": "e",
+                   "exit": {"status": 3, "code": 3, "signal": None, "signal_name": None}})
     data = report_json(capsys, d)
     assert data["sources"] == [{"path": str(d), "run": True, "command": "torchrun train.py",
-                                "exit_status": 3, "signal": None}]
+                                "exit_status": 3, "signal": None, "error": None,
+                                "start": "s", "end": "e"}]
     g = data["groups"][0]
     assert set(g) == {"group", "processes", "complete", "died", "ranks", "driver_versions",
-                      "modes", "untimed_calls", "unmapped_proc_addresses", "error_overflow",
-                      "functions", "errors"}
+                      "modes", "untimed_calls", "unmapped_proc_addresses", "errors_overflow",
+                      "notes", "functions", "errors"}
     assert set(g["functions"][0]) == {"function", "calls", "total_ns", "mean_ns", "p50_ns",
                                       "p99_ns", "max_ns", "errors"}
     assert g["errors"][0] == {"function": "cuMemAlloc_v2", "code": 2,
@@ -223,7 +224,7 @@ def test_errors_section_names_every_code(tmp_path, capsys):
 def test_table_header_and_counts_only_dashes(tmp_path, capsys):
     procs = [proc(21, {"cuInit": fn(5)}, mode="counts", rank="0"),
              proc(22, {"cuInit": fn(7)}, mode="counts", rank="1", driver="535.261.03")]
-    d = write_run(tmp_path / "run", procs, {"command": ["./app", "x y"], "exit_status": 0})
+    d = write_run(tmp_path / "run", procs, {"command": ["./app", "x y"], "exit": {"status": 0}})
     text = ok(capsys, d)
     assert "command    ./app 'x y' (exit status 0)" in text
     assert "processes  2, ranks 0, 1: 2 complete" in text
@@ -232,6 +233,27 @@ def test_table_header_and_counts_only_dashes(tmp_path, capsys):
     row = next(ln for ln in text.splitlines() if ln.endswith(" cuInit"))
     assert row.split() == ["-", "-", "12", "-", "-", "-", "-", "-", "cuInit"]
     assert "errors: not recorded in these traces" in text
+
+
+@pytest.mark.parametrize("end,said", [
+    ({"status": 0, "code": 0, "signal": None, "signal_name": None}, "(exit status 0)"),
+    ({"status": 137, "code": None, "signal": 9, "signal_name": "SIGKILL"},
+     "(killed by SIGKILL, exit status 137)"),
+    ({"error": "cannot run ./x: no such file", "status": 127},
+     "(it did not start: cannot run ./x: no such file; exit status 127)"),
+    (None, "(no exit status recorded (still running, or shimgen run was stopped))"),
+])
+def test_run_header_says_how_the_command_ended(tmp_path, capsys, end, said):
+    d = write_run(tmp_path / "run", three_processes(), {"command": ["./x", "-v"], "exit": end})
+    assert f"command    ./x -v {said}\n" in ok(capsys, d)
+
+
+def test_notes_of_the_readers_are_shown():
+    procs = three_processes()
+    procs[0].notes.append("no times: the tick rate was never measured")
+    procs[2].notes.append("no times: the tick rate was never measured")
+    text = render([Source(Path("r"), True, procs)], groups(procs, None), None, "text")
+    assert "note       no times: the tick rate was never measured (2 processes)" in text
 
 
 def test_a_process_that_died_says_so():
@@ -244,7 +266,7 @@ def test_a_process_that_died_says_so():
 
 
 def test_directory_reads_traces_and_skips_other_json_by_content(tmp_path, capsys):
-    d = write_run(tmp_path / "run", three_processes()[:2], {"command": "x", "exit_status": 0})
+    d = write_run(tmp_path / "run", three_processes()[:2], {"command": "x", "exit": {"status": 0}})
     (d / "traces" / "timeline.1.json").write_text('{"displayTimeUnit": "ns", '
                                                   '"otherData": {"shimgen": "0.1"}}')
     (d / "other.json").write_text('{"shimgen": "0.1", "something": "else"}')
@@ -255,12 +277,12 @@ def test_directory_reads_traces_and_skips_other_json_by_content(tmp_path, capsys
 
 
 def test_summary_for_run(tmp_path):
-    d = write_run(tmp_path / "run", three_processes(), {"command": ["a"], "exit_status": 0})
+    d = write_run(tmp_path / "run", three_processes(), {"command": ["a"], "exit": {"status": 0}})
     text = summary_for_run(d)
     assert "processes  3" in text and "cuMemAlloc_v2" in text
     empty = tmp_path / "quiet"
     empty.mkdir()
-    (empty / "run.json").write_text('{"command": ["true"], "exit_status": 0}')
+    (empty / "run.json").write_text('{"command": ["true"], "exit": {"status": 0}}')
     assert "no process made a traced driver call" in summary_for_run(empty)
 
 
