@@ -10,7 +10,7 @@ import io
 import json
 
 from .report import Merged, Source, merge
-from .report_format import code_name, source_header, source_json
+from .report_format import DIED, code_name, source_header, source_json
 
 SCHEMA = "shimgen-report-compare"
 SCHEMA_VERSION = 1
@@ -68,8 +68,10 @@ def _num(v, scale: float = 1.0, digits: int = 0) -> str:
 
 def _side(label: str, s: Source) -> str:
     n = len(s.processes)
+    died = sum(not p.complete for p in s.processes)
     versions = sorted({p.driver_version or "unknown" for p in s.processes})
     return (f"{label}  {s.name}: {n} process{'' if n == 1 else 'es'}"
+            + (f" ({died} died: {DIED})" if died else "")
             + (f", driver {', '.join(versions)}" if versions else ""))
 
 

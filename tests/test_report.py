@@ -263,6 +263,11 @@ def test_a_process_that_died_says_so():
     assert ("processes  3, ranks 0, 1: 2 complete, 1 died (counts exact up to its last call)"
             in text)
     assert "died       pid 12 rank 1" in text
+    from shimgen import report_compare
+
+    both = report_compare.render(Source(Path("a"), True, procs), Source(Path("b"), True, []),
+                                 "text")
+    assert "A  a: 3 processes (1 died: counts exact up to its last call)" in both
 
 
 def test_directory_reads_traces_and_skips_other_json_by_content(tmp_path, capsys):
