@@ -41,8 +41,9 @@ def _load_json_trace(path: Path) -> ProcessTrace:
     return tracejson.load(path)
 
 
-# How each kind of trace file is read, by suffix: the one seam between the report and the
-# readers. Each returns a ProcessTrace or raises ShimgenError with one line.
+# How each kind of trace file is read (binary by its suffix, any other file as JSON): the
+# one seam between the report and the readers. Each returns a ProcessTrace or raises
+# ShimgenError with one line.
 READERS = {SHIMTRACE_SUFFIX: _load_shimtrace, JSON_SUFFIX: _load_json_trace}
 
 
@@ -350,6 +351,12 @@ def sorted_functions(functions: dict[str, Merged]) -> list[tuple[str, Merged]]:
 def _sources(paths: list[Path]) -> list[Source]:
     if not paths:
         raise ShimgenError("report: name a run directory or trace files")
+    seen: set[str] = set()
+    for p in paths:
+        real = os.path.realpath(p)
+        if real in seen:
+            raise ShimgenError(f"report: {p} is named twice (its calls would count twice)")
+        seen.add(real)
     dirs = [p for p in paths if p.is_dir()]
     if (dirs and len(paths) > 2) or (len(dirs) == 1 and len(paths) == 2):
         raise ShimgenError("report: give one run directory, two run directories to compare, "

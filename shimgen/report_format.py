@@ -92,6 +92,15 @@ def _drivers(g: Group) -> dict[str, int]:
     return seen
 
 
+def _traced_twice(g: Group) -> list[str]:
+    """Pids with both a binary and a JSON trace: SHIMGEN_TRACE_DIR and SHIMGEN_TRACE_FILE
+    both set, so one process's calls are in the group twice."""
+    sources: dict[int, set[str]] = {}
+    for p in g.processes:
+        sources.setdefault(p.pid, set()).add(p.source)
+    return [f"pid {pid}" for pid, s in sorted(sources.items()) if len(s) > 1]
+
+
 def _notes(g: Group) -> dict[str, int]:
     """What the readers could not give, and why: each note with how many processes have it."""
     seen: dict[str, int] = {}
@@ -119,6 +128,10 @@ def group_header(g: Group) -> list[str]:
             f"{v} ({c} process{'es' if c > 1 else ''})" for v, c in sorted(drivers.items())))
     modes = sorted({p.mode for p in g.processes})
     lines.append(f"mode       {', '.join(modes)}")
+    twice = _traced_twice(g)
+    if twice:
+        lines.append("warning    the same pid has a binary and a JSON trace (the process traced "
+                     "both ways: its calls count twice): " + _listing(twice))
     untimed = sum(p.untimed_calls for p in g.processes)
     if untimed:
         lines.append(f"untimed    {untimed} calls counted but not timed (shadow stack full)")

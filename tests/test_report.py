@@ -254,6 +254,10 @@ def test_notes_of_the_readers_are_shown():
     procs[2].notes.append("no times: the tick rate was never measured")
     text = render([Source(Path("r"), True, procs)], groups(procs, None), None, "text")
     assert "note       no times: the tick rate was never measured (2 processes)" in text
+    assert "traced both ways" not in text
+    procs[1].pid, procs[1].source = procs[0].pid, "shimtrace"
+    text = render([Source(Path("r"), True, procs)], groups(procs, None), None, "text")
+    assert "its calls count twice): pid 11\n" in text
 
 
 def test_a_process_that_died_says_so():
@@ -343,13 +347,13 @@ def _refusal_cases(tmp: Path) -> dict[str, list]:
         "binary-trace-garbage": [tmp / "x.shimtrace"],
         "dir-and-file": [good, tmp / "cut.json"], "three-dirs": [good, good2, tmp / "empty"],
         "by-with-compare": ["--by", "rank", good, good2], "fifo": [tmp / "fifo.json"],
-        "device": ["/dev/zero"],
+        "device": ["/dev/zero"], "named-twice": [tmp / "cut.json", tmp / "." / "cut.json"],
     }
 
 
 REFUSALS = ("not-a-trace", "truncated", "truncated-in-dir", "binary", "bad-histogram",
             "empty-dir", "missing", "unknown-suffix", "binary-trace-garbage", "dir-and-file",
-            "three-dirs", "by-with-compare", "fifo", "device")
+            "three-dirs", "by-with-compare", "fifo", "device", "named-twice")
 
 
 @pytest.mark.parametrize("case", REFUSALS)
