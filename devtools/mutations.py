@@ -247,6 +247,104 @@ MUTATIONS = [
         "tests": ["tests/test_benchmarks.py::test_quick_bars"],
         "why": "a bar is judged on the worst case measured",
     },
+    # ---- shimgen report (shimgen/report.py, report_format.py, report_compare.py) ----
+    {
+        "name": "report-merge-drops-a-process",
+        "file": "shimgen/report.py",
+        "old": "    for p in processes:\n        counted = ",
+        "new": "    for p in processes[1:]:\n        counted = ",
+        "tests": ["tests/test_report.py::test_merge_counts_every_process"],
+        "why": "a report sums every process of a run",
+    },
+    {
+        "name": "report-percentile-off-by-a-bucket",
+        "file": "shimgen/report.py",
+        "old": "    return lo, float(1 << (bucket + 1)) * ns_per_tick",
+        "new": "    return lo, float(1 << (bucket + 2)) * ns_per_tick",
+        "tests": ["tests/test_report.py::test_percentile_of_one_process_interpolates_within_the"
+                  "_bucket",
+                  "tests/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
+                  "_by_ns_edges"],
+        "why": "p50 and p99 interpolate within the right log2 bucket's edges",
+    },
+    {
+        "name": "report-percentile-top-bucket-not-capped",
+        "file": "shimgen/report.py",
+        "old": "        hi = max(lo, min(hi, max_ns))",
+        "new": "        hi = max(lo, hi)",
+        "tests": ["tests/test_report.py::test_percentile_of_one_process_interpolates_within_the"
+                  "_bucket"],
+        "why": "the top bucket ends at the largest call, so no percentile exceeds max",
+    },
+    {
+        "name": "report-merged-percentile-drops-top-buckets",
+        "file": "shimgen/report.py",
+        "old": "            summed[top] -= hist[top]  # in `out` already",
+        "new": "            summed[top] -= 0  # in `out` already",
+        "tests": ["tests/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
+                  "_by_ns_edges"],
+        "why": "each call of a merged histogram counts once",
+    },
+    {
+        "name": "report-merged-percentile-density-never-ends",
+        "file": "shimgen/report.py",
+        "old": "            density[hi] = density.get(hi, 0.0) - c / (hi - lo)",
+        "new": "            density[hi] = density.get(hi, 0.0) - 0.0",
+        "tests": ["tests/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
+                  "_by_ns_edges"],
+        "why": "overlapping ranges of merged processes add up only where they overlap",
+    },
+    {
+        "name": "report-compare-calls-before-errors",
+        "file": "shimgen/report_compare.py",
+        "old": "    return (-_delta(row[\"errors_a\"], row[\"errors_b\"]), "
+               "-_delta(row[\"calls_a\"], row[\"calls_b\"]),",
+        "new": "    return (-_delta(row[\"calls_a\"], row[\"calls_b\"]), "
+               "-_delta(row[\"errors_a\"], row[\"errors_b\"]),",
+        "tests": ["tests/test_report.py::test_compare_orders_errors_then_calls_then_time"],
+        "why": "two runs compared: what changed most in errors first, then calls, then time",
+    },
+    {
+        "name": "report-errors-section-first-code-only",
+        "file": "shimgen/report_format.py",
+        "old": "for name, m in functions.items() for code, n in m.errors.items() if n]",
+        "new": "for name, m in functions.items() for code, n in list(m.errors.items())[:1] if n]",
+        "tests": ["tests/test_report.py::test_errors_section_names_every_code"],
+        "why": "the errors section lists every (function, code) with non-success returns",
+    },
+    {
+        "name": "report-by-rank-groups-by-pid",
+        "file": "shimgen/report.py",
+        "old": 'key = str(p.pid) if by == "pid" else',
+        "new": 'key = str(p.pid) if by != "pid" else',
+        "tests": ["tests/test_report.py::test_by_rank_and_by_pid_split_the_processes"],
+        "why": "--by rank and --by pid split the processes by what they name",
+    },
+    {
+        "name": "report-json-trace-hist-ignored",
+        "file": "shimgen/tracejson.py",
+        "old": "        if hist is not None:\n            fs.hist = hist + ",
+        "new": "        if False:\n            fs.hist = hist + ",
+        "tests": ["tests/test_report.py::test_merge_counts_every_process"],
+        "why": "the extended JSON trace's histograms are read (p50 and p99 come from them)",
+    },
+    {
+        "name": "report-directory-skips-traces-dir",
+        "file": "shimgen/report.py",
+        "old": "    for d in (directory, directory / TRACES_DIR):",
+        "new": "    for d in (directory,):",
+        "tests": ["tests/test_report.py::test_directory_reads_traces_and_skips_other_json_by"
+                  "_content"],
+        "why": "a run directory's traces are under traces/",
+    },
+    {
+        "name": "report-truncated-trace-in-directory-skipped",
+        "file": "shimgen/report.py",
+        "old": "    except NotATrace:\n        if skip_other_json:",
+        "new": "    except ShimgenError:\n        if skip_other_json:",
+        "tests": ["tests/test_report.py::test_refused_with_one_line[truncated-in-dir]"],
+        "why": "a damaged trace in a run is refused, not silently left out of the totals",
+    },
     # ---- a documented option is not skipped away (shimgen/cli.py) ----
     {
         "name": "cli-gates-option-renamed",

@@ -163,6 +163,32 @@ def _cmd_exports(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import report
+
+    if any(not p.strip() for p in args.paths):
+        raise ShimgenError("report: empty path")
+    fmt = "json" if args.json else "csv" if args.csv else "text"
+    sys.stdout.write(report([Path(p) for p in args.paths], by=args.by, fmt=fmt))
+    sys.stdout.flush()
+    return 0
+
+
+def _add_report(sub) -> None:
+    from .report import BY
+
+    r = sub.add_parser("report", help="summarize the traces of a run (a run directory or "
+                                      "trace files), or compare two runs")
+    r.add_argument("paths", nargs="+", metavar="PATH",
+                   help="one run directory, two run directories to compare, or trace files "
+                        "(*.shimtrace, JSON traces) to merge")
+    r.add_argument("--by", choices=BY, help="one table per rank or per process")
+    out = r.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="JSON (schema shimgen-report)")
+    out.add_argument("--csv", action="store_true", help="CSV: one row per group and function")
+    r.set_defaults(func=_cmd_report)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error as one line like every other error."""
 
@@ -198,6 +224,8 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("exports", help="list the functions a driver exports")
     e.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     e.set_defaults(func=_cmd_exports)
+
+    _add_report(sub)
     return p
 
 

@@ -1,0 +1,121 @@
+"""`shimgen report A B` with two run directories: each run's processes merged, then calls,
+total time and errors of A and B side by side, what changed most first (the order is
+`change_order`, docs/report.md), functions and error codes that are new in B or gone from
+it marked. Text, JSON (schema `shimgen-report-compare`) or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from .report import Merged, Source, merge
+from .report_format import DIED, code_name, source_header, source_json
+
+SCHEMA = "shimgen-report-compare"
+SCHEMA_VERSION = 1
+ORDER = ("by the absolute change in errors, then in calls, then in total time, largest "
+         "first; then by name")
+CSV_COLUMNS = ("function", "status", "calls_a", "calls_b", "total_ns_a", "total_ns_b",
+               "errors_a", "errors_b")
+NEW, GONE = "new", "gone"
+
+
+def _status(a, b) -> str:
+    return NEW if a is None else GONE if b is None else ""
+
+
+def _delta(a, b) -> float:
+    return abs((b or 0) - (a or 0))
+
+
+def function_rows(fa: dict[str, Merged], fb: dict[str, Merged]) -> list[dict]:
+    rows = []
+    for name in set(fa) | set(fb):
+        a, b = fa.get(name), fb.get(name)
+        rows.append({
+            "function": name, "status": _status(a, b),
+            "calls_a": a.calls if a else 0, "calls_b": b.calls if b else 0,
+            "total_ns_a": a.total_ns if a and a.timed else None,
+            "total_ns_b": b.total_ns if b and b.timed else None,
+            "errors_a": a.error_count if a else 0, "errors_b": b.error_count if b else 0,
+        })
+    return sorted(rows, key=change_order)
+
+
+def change_order(row: dict) -> tuple:
+    """What changed most first: errors, then calls, then total time (absolute changes)."""
+    return (-_delta(row["errors_a"], row["errors_b"]), -_delta(row["calls_a"], row["calls_b"]),
+            -_delta(row["total_ns_a"], row["total_ns_b"]), row["function"])
+
+
+def error_rows(fa: dict[str, Merged], fb: dict[str, Merged]) -> list[dict]:
+    def codes(fs: dict[str, Merged]) -> dict[tuple[str, int], int]:
+        return {(n, c): k for n, m in fs.items() for c, k in m.errors.items() if k}
+
+    ca, cb = codes(fa), codes(fb)
+    rows = [{"function": f, "code": c, "name": code_name(c), "status": _status(ca.get((f, c)),
+                                                                               cb.get((f, c))),
+             "count_a": ca.get((f, c), 0), "count_b": cb.get((f, c), 0)}
+            for f, c in set(ca) | set(cb)]
+    return sorted(rows, key=lambda r: (-abs(r["count_b"] - r["count_a"]), r["function"],
+                                       r["code"]))
+
+
+def _num(v, scale: float = 1.0, digits: int = 0) -> str:
+    return "-" if v is None else f"{v / scale:.{digits}f}"
+
+
+def _side(label: str, s: Source) -> str:
+    n = len(s.processes)
+    died = sum(not p.complete for p in s.processes)
+    versions = sorted({p.driver_version or "unknown" for p in s.processes})
+    return (f"{label}  {s.name}: {n} process{'' if n == 1 else 'es'}"
+            + (f" ({died} died: {DIED})" if died else "")
+            + (f", driver {', '.join(versions)}" if versions else ""))
+
+
+def _text(a: Source, b: Source, frows: list[dict], erows: list[dict]) -> str:
+    lines = source_header([a, b])
+    lines += [_side("A", a), _side("B", b), "", f"sorted {ORDER}", ""]
+    lines.append(f"{'calls A':>12} {'calls B':>12} {'change':>12} {'total ms A':>12} "
+                 f"{'total ms B':>12} {'errors A':>9} {'errors B':>9}  function")
+    for r in frows:
+        mark = f"  ({r['status']} in B)" if r["status"] == NEW else (
+            f"  ({r['status']} from B)" if r["status"] else "")
+        lines.append(f"{r['calls_a']:>12} {r['calls_b']:>12} "
+                     f"{r['calls_b'] - r['calls_a']:>+12} {_num(r['total_ns_a'], 1e6, 3):>12} "
+                     f"{_num(r['total_ns_b'], 1e6, 3):>12} {_num(r['errors_a']):>9} "
+                     f"{_num(r['errors_b']):>9}  {r['function']}{mark}")
+    lines.append("")
+    if not erows:
+        lines.append("errors: none in either run")
+    else:
+        width = max(len("function"), *(len(r["function"]) for r in erows))
+        lines.append("errors (non-success returns), largest change first:")
+        lines.append(f"{'function':<{width}}  {'code':>5}  {'name':<40} {'A':>10} {'B':>10} "
+                     f"{'change':>10}")
+        for r in erows:
+            mark = f"  ({r['status']})" if r["status"] else ""
+            lines.append(f"{r['function']:<{width}}  {r['code']:>5}  {r['name']:<40} "
+                         f"{r['count_a']:>10} {r['count_b']:>10} "
+                         f"{r['count_b'] - r['count_a']:>+10}{mark}")
+    return "\n".join(lines) + "\n"
+
+
+def render(a: Source, b: Source, fmt: str) -> str:
+    fa, fb = merge(a.processes), merge(b.processes)
+    frows, erows = function_rows(fa, fb), error_rows(fa, fb)
+    if fmt == "json":
+        side = [dict(source_json(s), processes=len(s.processes)) for s in (a, b)]
+        return json.dumps({"schema": SCHEMA, "version": SCHEMA_VERSION, "a": side[0],
+                           "b": side[1], "order": ORDER, "functions": frows,
+                           "errors": erows}, indent=1) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(CSV_COLUMNS)
+        for r in frows:
+            w.writerow(["" if r[c] is None else r[c] for c in CSV_COLUMNS])
+        return buf.getvalue()
+    return _text(a, b, frows, erows)
