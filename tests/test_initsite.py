@@ -1,0 +1,221 @@
+"""The init site: chosen by analysis and proven by emulation on the real Debian drivers, the
+published 590.48.01 sequence assembled into a synthetic image, and `shimgen patch` (the
+patched copy: exactly the manifest's bytes differ, it loads and answers through
+LD_LIBRARY_PATH, and a foreign or already patched file is refused)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from capstone import CS_ARCH_X86, CS_MODE_64, Cs
+
+from shimgen.elf import DriverImage, Segment, read_image
+from shimgen.gates.discover import _init_sites, discover
+from shimgen.gates.initsite import MASK, SET, choose, prove_patch
+from shimgen.gates.profile import ByteChange
+from shimgen.gates.prove import Emulator, prove
+from shimgen.gates.x86 import Code
+
+# What each Debian driver's gdr bit gets: (vaddr, old, new) per direction. dmabuf has none:
+# its byte is only ever stored from values computed at run time.
+EXPECTED = {
+    "535.261.03": {SET: [(0x42D41B, 0x40, 0x60), (0x42D440, 0xC0, 0xE0)],
+                   MASK: [(0x431437, 0x20, 0x00)]},
+    "550.163.01": {SET: [(0x3F763B, 0x40, 0x60), (0x3F7660, 0xC0, 0xE0)],
+                   MASK: [(0x3F9B97, 0x20, 0x00)]},
+    "555.58.02": {SET: [(0x3B497B, 0x40, 0x60), (0x3B49A0, 0xC0, 0xE0)],
+                  MASK: [(0x3B63C7, 0x20, 0x00)]},
+}
+
+
+@pytest.fixture(scope="module")
+def proven(drivers):
+    out = {}
+    for d in drivers:
+        image = read_image(d.path)
+        profile = discover(image)
+        out[d.version] = (d, image, profile, prove(image, profile))
+    return out
+
+
+@pytest.mark.parametrize("version", sorted(EXPECTED))
+def test_debian_driver_init_sites_chosen_and_proven(proven, version):
+    _, _, profile, result = proven[version]
+    assert result.ok, result.problems
+    gdr, dmabuf = profile.gate("gdr"), profile.gate("dmabuf")
+    for direction, want in EXPECTED[version].items():
+        (p,) = [p for p in gdr.init_patches if p.direction == direction]
+        assert p.status == "chosen" and p.proven, p.why
+        assert [(c.vaddr, c.old, c.new) for c in p.changes] == want
+        assert all(c.file_offset == c.vaddr for c in p.changes)  # text: vaddr == offset
+    for p in dmabuf.init_patches:
+        assert p.status == "none" and not p.changes and not p.proven
+    assert "computes the bit from run-time data" in gdr.init_patches[0].why
+
+
+# ---- the published sequence of 590.48.01, at 0x42d690 (background.md) ----
+AT = 0x42D690
+PUBLISHED = bytes.fromhex(
+    "0fb687145f0000"  # movzbl 0x5f14(%rdi),%eax
+    "89c2"  # mov %eax,%edx
+    "83ca40"  # or $0x40,%edx
+    "83bf600c000008"  # cmpl $0x8,0xc60(%rdi)
+    "8897145f0000"  # mov %dl,0x5f14(%rdi)
+    "c3")
+PUBLISHED_TEXT = ["movzx eax, byte ptr [rdi + 0x5f14]", "mov edx, eax", "or edx, 0x40",
+                  "cmp dword ptr [rdi + 0xc60], 8", "mov byte ptr [rdi + 0x5f14], dl", "ret"]
+SETTER = bytes.fromhex("808b145f000020c3")  # orb $0x20,0x5f14(%rbx); ret
+
+
+def synthetic(pieces: dict[int, bytes]) -> DriverImage:
+    """An image whose one executable segment (vaddr == file offset) holds `pieces`."""
+    size = max(a + len(b) for a, b in pieces.items()) + 0x100
+    data = bytearray(b"\xcc" * size)
+    for a, b in pieces.items():
+        data[a:a + len(b)] = b
+    return DriverImage(path=Path("/synthetic"), real_path=Path("/synthetic/libcuda.so.590.48.01"),
+                       version="590.48.01", build_id="00" * 20, soname="libcuda.so.1",
+                       functions=(), data=(), segments=(Segment(0, 0, size, size, 5),),
+                       contents=bytes(data))
+
+
+def chosen(image: DriverImage, direction: str):
+    code = Code(image)
+    sites = _init_sites(code, 0x5F14, 0x20)
+    return code, sites, choose(code, sites, 0x5F14, 0x20, direction)
+
+
+def test_published_sequence_gives_the_published_byte():
+    md = Cs(CS_ARCH_X86, CS_MODE_64)
+    assert [f"{i.mnemonic} {i.op_str}".strip() for i in md.disasm(PUBLISHED, AT)] == PUBLISHED_TEXT
+    image = synthetic({AT: PUBLISHED})
+    code, sites, p = chosen(image, SET)
+    assert p.status == "chosen", p.why
+    # file offset 0x42d69b, 0x40 -> 0x60: `83 ca 40` -> `83 ca 60`, as published
+    assert p.changes == [ByteChange(0x42D69B, 0x42D69B, 0x40, 0x60)]
+    assert [r.hex for r in p.insns] == ["83ca40"]
+    assert prove_patch(Emulator(code, 0x7000), code, p, sites) == []
+
+
+def test_the_proof_catches_a_change_that_sets_another_bit_too():
+    code, sites, p = chosen(synthetic({AT: PUBLISHED}), SET)
+    for new in (0x61, 0x40 | 0x10, 0x20):
+        wrong = type(p)(**{**p.__dict__, "changes": [ByteChange(0x42D69B, 0x42D69B, 0x40, new)]})
+        assert prove_patch(Emulator(code, 0x7000), code, wrong, sites), hex(new)
+
+
+def test_mask_takes_the_bit_out_of_every_setter():
+    image = synthetic({AT: PUBLISHED, 0x431430: SETTER})
+    code, sites, p = chosen(image, MASK)
+    assert p.status == "chosen", p.why
+    assert p.changes == [ByteChange(0x431436, 0x431436, 0x20, 0x00)]
+    assert prove_patch(Emulator(code, 0x7000), code, p, sites) == []
+    assert chosen(synthetic({AT: PUBLISHED}), MASK)[2].status == "none"
+
+
+def test_two_init_sequences_are_ambiguous_and_none_is_none():
+    _, _, p = chosen(synthetic({AT: PUBLISHED, 0x500000: PUBLISHED}), SET)
+    assert p.status == "ambiguous" and not p.changes
+    assert "0x42d690" in p.why and "0x500000" in p.why
+    _, _, p = chosen(synthetic({0x431430: SETTER}), SET)
+    assert p.status == "none" and not p.changes
+
+
+# ---- shimgen patch ----
+
+def shimgen(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shimgen", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def cmp_l(a: Path, b: Path) -> list[tuple[int, int, int]]:
+    """`cmp -l`: (1-based offset, old, new) for every differing byte."""
+    out = subprocess.run(["cmp", "-l", str(a), str(b)], capture_output=True, text=True)
+    assert out.returncode == 1, out.stderr
+    return [(int(x), int(y, 8), int(z, 8)) for x, y, z in (ln.split() for ln in
+                                                            out.stdout.splitlines())]
+
+
+@pytest.mark.parametrize("mask", [False, True], ids=["set", "mask"])
+def test_patch_copy_differs_in_exactly_the_manifest_bytes_and_loads(drivers, probes, tmp_path,
+                                                                     mask):
+    for d in drivers:
+        original = d.path.read_bytes()
+        before = os.stat(d.path)
+        out = tmp_path / f"copy-{d.version}"
+        r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(out),
+                    *(["--mask"] if mask else []))
+        assert r.returncode == 0, r.stderr
+        m = json.loads((out / "shimgen-patch.json").read_text())
+        copy = out / m["copy"]["file"]
+        want = [(int(c["file_offset"], 16) + 1, int(c["old"], 16), int(c["new"], 16))
+                for c in m["changes"]]
+        assert cmp_l(d.path, copy) == want
+        assert [(v, o, n) for v, o, n in EXPECTED[d.version][MASK if mask else SET]] == [
+            (int(c["vaddr"], 16), int(c["old"], 16), int(c["new"], 16)) for c in m["changes"]]
+        assert m["original"]["sha256"] == hashlib.sha256(original).hexdigest()
+        assert m["copy"]["sha256"] == hashlib.sha256(copy.read_bytes()).hexdigest()
+        assert d.path.read_bytes() == original  # the original is never written
+        after = os.stat(d.path)
+        assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)
+        assert stat.S_IMODE(os.stat(out).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(copy).st_mode) == 0o600
+        assert os.readlink(out / "libcuda.so.1") == copy.name
+        assert os.readlink(out / "libcuda.so") == "libcuda.so.1"
+        env = {**os.environ, "LD_LIBRARY_PATH": str(out)}
+        env.pop("LD_PRELOAD", None)
+        run = subprocess.run([str(probes / "routes"), str(out / "libcuda.so.1")], env=env,
+                             capture_output=True, text=True, timeout=60)
+        line = next(ln for ln in run.stdout.splitlines() if ln.startswith("route dlopen_libcuda"
+                                                                           ".so.1 "))
+        assert line.split()[3] == "0" and int(line.split()[5]) > 0, run.stdout
+        assert line.split()[7] == str(out / "libcuda.so.1")
+
+
+def test_patch_refuses_foreign_and_already_patched_files(drivers, tmp_path):
+    a, b = drivers[0], drivers[1]
+    profile = tmp_path / "a.json"
+    assert shimgen("gates", "--driver", str(a.path), "--json", str(profile)).returncode == 0
+    out = tmp_path / "out"
+    r = shimgen("patch", "--driver", str(b.path), "--gates", "gdr", "-o", str(out),
+                "--profile", str(profile))
+    assert r.returncode == 1 and "is not the profiled build (build-id" in r.stderr
+    assert r.stderr.count("\n") == 1 and not out.exists()
+    assert shimgen("patch", "--driver", str(a.path), "--gates", "gdr", "-o",
+                   str(out)).returncode == 0
+    copy = out / "libcuda.so.1"
+    again = tmp_path / "again"
+    r = shimgen("patch", "--driver", str(copy), "--gates", "gdr", "-o", str(again),
+                "--profile", str(profile))
+    assert r.returncode == 1 and "is already patched" in r.stderr and not again.exists()
+    r = shimgen("patch", "--driver", str(copy), "--gates", "gdr", "-o", str(again))
+    assert r.returncode == 1 and "no init site to set" in r.stderr and not again.exists()
+    # the same directory again: nothing replaced
+    listing = sorted(os.listdir(out))
+    r = shimgen("patch", "--driver", str(a.path), "--gates", "gdr", "--mask", "-o", str(out))
+    assert r.returncode == 1 and "already exists" in r.stderr
+    assert sorted(os.listdir(out)) == listing
+    r = shimgen("patch", "--driver", str(a.path), "--gates", "gdr,dmabuf", "-o",
+                str(tmp_path / "both"))
+    assert r.returncode == 1 and "gate dmabuf has no init site to set" in r.stderr
+    assert not (tmp_path / "both").exists()
+
+
+def test_patch_site_selects_one_instruction(drivers, tmp_path):
+    d = next(x for x in drivers if x.version in EXPECTED)
+    out = tmp_path / "one"
+    r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(out), "--site",
+                hex(EXPECTED[d.version][SET][0][0] - 2))
+    assert r.returncode == 0, r.stderr
+    m = json.loads((out / "shimgen-patch.json").read_text())
+    assert [int(c["vaddr"], 16) for c in m["changes"]] == [EXPECTED[d.version][SET][0][0]]
+    r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(tmp_path / "x"),
+                "--site", "0x1000")
+    assert r.returncode == 1 and "is not an instruction the chosen changes touch" in r.stderr
