@@ -95,7 +95,7 @@ static void check_identity(void *handle)
         int ok = shimgen_gates_verify((uintptr_t)lm->l_addr, q.hex, why, sizeof why);
         if (ok && shimgen_cfg.gate_method_init) {
             /* before any driver function runs: the driver's own cuInit sees the bits */
-            if (shimgen_gates_patch_init(why, sizeof why)) {
+            if (shimgen_gates_patch_init((uintptr_t)lm->l_addr, why, sizeof why)) {
                 shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s): init "
                             "sites changed before cuInit\n", shimgen_cfg.gates_spec,
                             shimgen_cfg.driver_path, q.hex);

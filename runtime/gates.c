@@ -204,19 +204,16 @@ static int poke_code(uintptr_t vaddr, uint8_t value, char *why, size_t whycap)
     return 1;
 }
 
-/* Called once, in the driver's load, after shimgen_gates_verify accepted the loaded image
- * (build-id and every recorded byte, init sites included) and before any driver function
- * runs. Every selected gate must have a proven init site for its direction; the bytes are
+/* Called once, in the driver's load, only after shimgen_gates_verify accepted the loaded
+ * image (build-id and every recorded byte, init sites included: the caller's check is the
+ * identity check), and before any driver function runs. Every selected gate must have a proven init site for its direction; the bytes are
  * compared again, then written; any failure puts back what was written. Returns 1, or 0 with
  * the reason in `why` (nothing changed). The struct method stays off. */
-int shimgen_gates_patch_init(char *why, size_t whycap)
+int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
 {
     const struct gate_patch *done[GATE_MAX_PATCHES * 8];
     unsigned ndone = 0;
-    if (!active) {
-        snprintf(why, whycap, "the driver was not checked");
-        return 0;
-    }
+    base = driver_base;
     active = 0; /* this method never writes the device structs */
     for (unsigned g = 0; g < plan->ngates; g++) {
         if (!plan->selection[g])

@@ -121,6 +121,6 @@ int shimgen_gates_configure(const char *spec, char *err, size_t errcap);
 int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, char *why,
                          size_t whycap);
 void shimgen_gates_apply(void);
-int shimgen_gates_patch_init(char *why, size_t whycap);
+int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap);
 
 #endif

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -104,6 +105,20 @@ def test_published_sequence_gives_the_published_byte():
     assert prove_patch(Emulator(code, 0x7000), code, p, sites) == []
 
 
+def test_the_gates_own_bit_is_the_one_added():
+    """The same sequence read for another bit of the byte (0x08): the change is 0x40 -> 0x48,
+    and the mask of an `orb $0x28` keeps its 0x20."""
+    image = synthetic({AT: PUBLISHED, 0x431430: bytes.fromhex("808b145f000028c3")})
+    code = Code(image)
+    sites = _init_sites(code, 0x5F14, 0x08)
+    p = choose(code, sites, 0x5F14, 0x08, SET)
+    assert p.changes == [ByteChange(0x42D69B, 0x42D69B, 0x40, 0x48)]
+    assert prove_patch(Emulator(code, 0x7000), code, p, sites) == []
+    p = choose(code, sites, 0x5F14, 0x08, MASK)
+    assert p.changes == [ByteChange(0x431436, 0x431436, 0x28, 0x20)]
+    assert prove_patch(Emulator(code, 0x7000), code, p, sites) == []
+
+
 def test_the_proof_catches_a_change_that_sets_another_bit_too():
     code, sites, p = chosen(synthetic({AT: PUBLISHED}), SET)
     for new in (0x61, 0x40 | 0x10, 0x20):
@@ -147,23 +162,28 @@ def cmp_l(a: Path, b: Path) -> list[tuple[int, int, int]]:
 def test_patch_copy_differs_in_exactly_the_manifest_bytes_and_loads(drivers, probes, tmp_path,
                                                                      mask):
     for d in drivers:
-        original = d.path.read_bytes()
-        before = os.stat(d.path)
+        # the original is a private copy, so that a mistake that writes it cannot harm the
+        # cached driver the other tests use
+        mine = tmp_path / f"orig-{d.version}" / d.path.name
+        mine.parent.mkdir()
+        shutil.copyfile(d.path, mine)
+        original = mine.read_bytes()
+        before = os.stat(mine)
         out = tmp_path / f"copy-{d.version}"
-        r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(out),
+        r = shimgen("patch", "--driver", str(mine), "--gates", "gdr", "-o", str(out),
                     *(["--mask"] if mask else []))
         assert r.returncode == 0, r.stderr
         m = json.loads((out / "shimgen-patch.json").read_text())
         copy = out / m["copy"]["file"]
         want = [(int(c["file_offset"], 16) + 1, int(c["old"], 16), int(c["new"], 16))
                 for c in m["changes"]]
-        assert cmp_l(d.path, copy) == want
+        assert cmp_l(mine, copy) == want
         assert [(v, o, n) for v, o, n in EXPECTED[d.version][MASK if mask else SET]] == [
             (int(c["vaddr"], 16), int(c["old"], 16), int(c["new"], 16)) for c in m["changes"]]
         assert m["original"]["sha256"] == hashlib.sha256(original).hexdigest()
         assert m["copy"]["sha256"] == hashlib.sha256(copy.read_bytes()).hexdigest()
-        assert d.path.read_bytes() == original  # the original is never written
-        after = os.stat(d.path)
+        assert mine.read_bytes() == original  # the original is never written
+        after = os.stat(mine)
         assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)
         assert stat.S_IMODE(os.stat(out).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(copy).st_mode) == 0o600

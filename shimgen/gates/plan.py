@@ -109,8 +109,10 @@ class GatePlan:
 
     def _checked(self, b: PlanByte) -> bool:
         """Whether the shim compares the byte that `b` changes, as `b.old`, before writing."""
-        return any(c.vaddr <= b.vaddr < c.vaddr + len(c.data) and c.data[b.vaddr - c.vaddr] == b.old
-                   for c in self.checks)
+        for c in self.checks:
+            if c.vaddr <= b.vaddr < c.vaddr + len(c.data):
+                return c.data[b.vaddr - c.vaddr] == b.old
+        return False
 
 
 def plan_from_profile(profile: Profile) -> GatePlan:
