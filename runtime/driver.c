@@ -102,6 +102,7 @@ static void check_identity(void *handle)
                 why[0] = '\0';
             }
         } else if (ok) {
+            shimgen_gates_activate();
             shimgen_cfg.features |= SHIMGEN_FEATURE_GATES | SHIMGEN_FEATURE_ATTRS;
             shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s)\n",
                         shimgen_cfg.gates_spec, shimgen_cfg.driver_path, q.hex);

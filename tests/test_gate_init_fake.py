@@ -152,3 +152,22 @@ def test_threads_racing_into_cuinit_all_see_the_patched_init(probes, init_shim):
         assert re.search(r"^threads \d+ init-ok \d+$", out, re.M), out
         assert parse(out)["devs"][0]["b40"] == 0x78, out
         assert err.count("init sites changed before cuInit") == 1
+
+
+def test_only_a_shim_with_init_sites_can_change_code(probes, init_shim, tmp_path):
+    """mprotect is imported by a shim whose plan has init-site bytes, called only in
+    runtime/gates_init.c; a gate shim without them has no such import and refuses the
+    method in one line."""
+    from test_faults_files import imported_functions
+
+    fake, shim, _ = init_shim
+    assert "mprotect" in imported_functions(shim)
+    root = Path(__file__).resolve().parent.parent / "runtime"
+    callers = sorted(f.name for f in root.glob("*.c") if re.search(r"\bmprotect\(", f.read_text()))
+    assert callers == ["gates_init.c"]
+    img = read_driver(fake, require_real=False)
+    plain = build(build_model(img, ["shimgen"], gates=fake_plan(fake)), tmp_path).library
+    assert "mprotect" not in imported_functions(plain)
+    out, err = run_probe(probes, plain, SHIMGEN_GATES="gdr", SHIMGEN_GATE_METHOD="init")
+    assert parse(out)["devs"][0] == CONSUMER
+    assert "this shim has no init sites" in err and err.count("nothing is written") == 1

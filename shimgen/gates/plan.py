@@ -76,6 +76,11 @@ class GatePlan:
 
     max_init_bytes = MAX_INIT_BYTES
 
+    @property
+    def has_init_bytes(self) -> bool:
+        """Whether any gate can be applied at its init site (SHIMGEN_GATE_METHOD=init)."""
+        return any(g.init_set or g.init_mask for g in self.gates)
+
     def validate(self) -> None:
         if not re.fullmatch(r"[0-9a-f]{16,80}", self.build_id):
             raise ShimgenError("gate plan: build-id is not hex")
