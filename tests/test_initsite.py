@@ -239,3 +239,22 @@ def test_patch_site_selects_one_instruction(drivers, tmp_path):
     r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(tmp_path / "x"),
                 "--site", "0x1000")
     assert r.returncode == 1 and "is not an instruction the chosen changes touch" in r.stderr
+
+
+def test_patch_refuses_an_output_that_is_not_its_own_directory(drivers, tmp_path):
+    d = drivers[0]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    for out, why in ((afile, "not a directory this command can write into"),
+                     (link, "not a directory this command can write into"),
+                     (shared, "writable by others")):
+        r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(out))
+        assert r.returncode == 1 and why in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert afile.read_text() == "x" and os.listdir(real) == [] and os.listdir(shared) == []
