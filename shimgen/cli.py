@@ -48,6 +48,12 @@ def _out_root(value: str | None) -> Path:
     return root
 
 
+def _init_directions(gate) -> str:
+    """Which directions of a baked gate SHIMGEN_GATE_METHOD=init can apply."""
+    got = [d for d, b in (("set", gate.init_set), ("mask", gate.init_mask)) if b]
+    return "/".join(got) or "none"
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from .build import build
     from .driver import read_driver
@@ -76,7 +82,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         f"data       {len(driver.data)} exported objects left in the real library "
         f"(variables cannot be forwarded by code): {data}",
         "gates      " + (", ".join(
-            f"{g.name} (attributes {', '.join(map(str, g.attributes))})" for g in plan.gates)
+            f"{g.name} (attributes {', '.join(map(str, g.attributes))}; init site: "
+            f"{_init_directions(g)})" for g in plan.gates)
             + "; select at run time with SHIMGEN_GATES" if plan else "none (--gates auto)"),
         f"shim       {result.library}",
         f"time       {result.seconds:.2f} s",

@@ -258,3 +258,76 @@ def test_patch_refuses_an_output_that_is_not_its_own_directory(drivers, tmp_path
         r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(out))
         assert r.returncode == 1 and why in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert afile.read_text() == "x" and os.listdir(real) == [] and os.listdir(shared) == []
+
+
+def test_a_profile_files_init_change_is_proven_again_at_build(drivers, tmp_path):
+    """`shimgen build --gates FILE` does not take the file's "proven" on trust: a change
+    that sets another bit as well is refused in one line, nothing built."""
+    d = next(x for x in drivers if x.version == "535.261.03")
+    good = tmp_path / "good.json"
+    assert shimgen("gates", "--driver", str(d.path), "--json", str(good)).returncode == 0
+    data = json.loads(good.read_text())
+    (p,) = [p for p in data["gates"][0]["init_patches"] if p["direction"] == SET]
+    p["changes"][0]["new"] = "0x61"  # 0x40 | 0x20 | 0x01
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    r = shimgen("build", "--driver", str(d.path), "--gates", str(bad), "--out",
+                str(tmp_path / "out"))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "an init-site change failed its emulation proof" in r.stderr
+    assert not list((tmp_path / "out").glob("*/libcudashim.so"))
+
+
+# ---- SHIMGEN_GATE_METHOD=init on a real driver: no GPU is needed to see the code change ----
+
+CHILD = r"""
+import ctypes, json, sys
+real, segs = sys.argv[1], [tuple(int(x, 16) for x in s.split(":")) for s in sys.argv[2:]]
+lib = ctypes.CDLL("libcuda.so.1")
+v = ctypes.c_int(0)
+rc = lib.cuDriverGetVersion(ctypes.byref(v))  # the driver's load: the code changed there
+maps = [ln.split() for ln in open("/proc/self/maps") if ln.rstrip().endswith(real)]
+base = next(int(m[0].split("-")[0], 16) for m in maps if int(m[2], 16) == 0)
+data = open(real, "rb").read()
+diffs = []
+with open("/proc/self/mem", "rb") as mem:
+    for vaddr, off, size in segs:
+        mem.seek(base + vaddr)
+        got = mem.read(size)
+        diffs += [[hex(vaddr + i), data[off + i], got[i]]
+                  for i in range(size) if got[i] != data[off + i]]
+print(json.dumps({"rc": rc, "version": v.value, "diffs": diffs, "perms": [m[1] for m in maps]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def real_init_shim(drivers, tmp_path_factory):
+    d = next(x for x in drivers if x.version == "535.261.03")
+    out = tmp_path_factory.mktemp("realinit")
+    r = shimgen("build", "--driver", str(d.path), "--gates", "auto", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    return d, next(out.glob("*/libcudashim.so"))
+
+
+@pytest.mark.parametrize("spec", ["gdr", "-gdr"])
+def test_init_method_changes_exactly_the_chosen_bytes_of_a_real_driver(real_init_shim, spec):
+    d, shim = real_init_shim
+    image = read_image(d.path)
+    segs = [f"{s.vaddr:x}:{s.offset:x}:{s.filesz:x}" for s in image.segments if s.executable]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHIMGEN_", "LD_"))}
+    env.update(LD_PRELOAD=str(shim), LD_LIBRARY_PATH=str(d.libdir), SHIMGEN_GATES=spec,
+               SHIMGEN_GATE_METHOD="init")
+    r = subprocess.run([sys.executable, "-c", CHILD, str(d.path.resolve()), *segs], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["rc"] == 0 and got["version"] > 0
+    want = EXPECTED[d.version][MASK if spec.startswith("-") else SET]
+    assert got["diffs"] == [[hex(va), old, new] for va, old, new in want]
+    assert "init sites changed before cuInit" in r.stderr
+    assert all(not ("w" in p and "x" in p) for p in got["perms"])
+    # without the method: the code is exactly the file's
+    env.pop("SHIMGEN_GATE_METHOD")
+    r = subprocess.run([sys.executable, "-c", CHILD, str(d.path.resolve()), *segs], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert json.loads(r.stdout)["diffs"] == []

@@ -218,7 +218,18 @@ def load_plan(image: DriverImage, source: str) -> GatePlan:
                 f"gate profile for {image.real_path} failed its emulation proof; not used")
     else:
         profile = load_profile(Path(source))
+        for p in (p for g in profile.gates for p in g.init_patches):
+            p.proven = False  # proven again below, once the file is known to be this driver
     plan = plan_from_profile(profile)
     verify_against_image(plan, image)  # the build-id first, then the windows the shim checks
     verify_profile_against_image(profile, image)
+    if source != "auto" and any(p.status == "chosen" for g in profile.gates
+                                for p in g.init_patches):
+        from .prove import prove_init_patches
+
+        problems = prove_init_patches(image, profile)
+        if problems:
+            raise ShimgenError(f"gate profile {source}: an init-site change failed its "
+                               f"emulation proof ({problems[0]}); not used")
+        plan = plan_from_profile(profile)  # with the init bytes that were proven now
     return plan

@@ -396,6 +396,15 @@ def _prove_init_patches(emu: Emulator, profile: Profile, result: ProofResult) ->
             result.problems += [f"gate {gate.name} init site: {x}" for x in problems]
 
 
+def prove_init_patches(img: DriverImage, profile: Profile) -> list[str]:
+    """Only the init-site changes, proven again now (a profile file's own "proven" is not
+    taken on trust); each patch's ``proven`` is set from this run. The problems, if any."""
+    result = ProofResult(False, img.build_id == profile.build_id, 0)
+    max_off = max([f.offset for c in profile.cases for f in c.fields] + [0])
+    _prove_init_patches(Emulator(Code(img), max_off + 0x1000), profile, result)
+    return result.problems
+
+
 def prove(img: DriverImage, profile: Profile) -> ProofResult:
     """Check the profile against the file, then run the driver's code to show each gate works."""
     bid_ok = img.build_id == profile.build_id
