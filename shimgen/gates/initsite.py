@@ -178,10 +178,11 @@ def choose(code: Code, sites: list[InitSite], offset: int, mask: int,
     writers = [classify(code, s, mask) for s in sites if s.offset == offset]
     computes = [w for w in writers if w.effect == "computes"]
     unknown = [w for w in writers if w.effect == "unknown"]
-    note = (f"; {', '.join(_at(w.site.insn) for w in computes)} computes the bit from run-time "
-            "data (not changed)") if computes else ""
-    note += (f"; {', '.join(_at(w.site.insn) for w in unknown)} stores a value not traced "
-             "(not changed)") if unknown else ""
+    note = ("; the bit is computed from run-time data at "
+            f"{', '.join(_at(w.site.insn) for w in computes)} (not changed)") if computes else ""
+    note += ("; the value stored at "
+             f"{', '.join(_at(w.site.insn) for w in unknown)} is not traced (not changed)"
+             ) if unknown else ""
     if direction == SET:
         groups: dict[int, list[Writer]] = {}
         for w in writers:
