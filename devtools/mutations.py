@@ -109,6 +109,25 @@ MUTATIONS = [
                   "test_a_profile_files_init_change_is_proven_again_at_build"],
         "why": "an init-site change from a profile file is proven again before it is baked in",
     },
+    {
+        "name": "init-merge-of-more-than-the-bit-dropped",
+        "file": "shimgen/gates/initsite.py",
+        "old": "if m is None or w.keep != (~mask & 0xFF) or len(m.bytes) != 2",
+        "new": "if m is None or len(m.bytes) != 2",
+        "tests": ["tests/test_initsite.py::"
+                  "test_mask_drops_the_merge_of_a_computed_bit_only_when_exact"],
+        "why": "a merge is dropped only when the register it brings in can hold the gate's "
+               "bit alone",
+    },
+    {
+        "name": "init-merge-flags-read-after-ignored",
+        "file": "shimgen/gates/initsite.py",
+        "old": "        if {ins.reg_name(r) for r in read} & FLAG_REGS:\n            return None\n",
+        "new": "",
+        "tests": ["tests/test_initsite.py::"
+                  "test_mask_drops_the_merge_of_a_computed_bit_only_when_exact"],
+        "why": "a merge whose flags are read afterwards is not changed",
+    },
     # ---- timed calls that end in any order (runtime/timing.S) ----
     {
         "name": "timing-frame-not-linked-back",

@@ -24,15 +24,17 @@ from shimgen.gates.profile import ByteChange
 from shimgen.gates.prove import Emulator, prove
 from shimgen.gates.x86 import Code
 
-# What each Debian driver's gdr bit gets: (vaddr, old, new) per direction. dmabuf has none:
-# its byte is only ever stored from values computed at run time.
+# What each Debian driver's gdr bit gets: (vaddr, old, new) per direction. The mask changes
+# the `or $0x20` after the driver's check and the merge of a bit computed at run time
+# (`or %edx,%eax` -> `or %eax,%eax`). dmabuf has none: its byte is only ever stored from
+# values built in registers from other data.
 EXPECTED = {
     "535.261.03": {SET: [(0x42D41B, 0x40, 0x60), (0x42D440, 0xC0, 0xE0)],
-                   MASK: [(0x431437, 0x20, 0x00)]},
+                   MASK: [(0x3CD99E, 0xD0, 0xC0), (0x431437, 0x20, 0x00)]},
     "550.163.01": {SET: [(0x3F763B, 0x40, 0x60), (0x3F7660, 0xC0, 0xE0)],
-                   MASK: [(0x3F9B97, 0x20, 0x00)]},
+                   MASK: [(0x39732E, 0xD0, 0xC0), (0x3F9B97, 0x20, 0x00)]},
     "555.58.02": {SET: [(0x3B497B, 0x40, 0x60), (0x3B49A0, 0xC0, 0xE0)],
-                  MASK: [(0x3B63C7, 0x20, 0x00)]},
+                  MASK: [(0x35691E, 0xD0, 0xC0), (0x3B63C7, 0x20, 0x00)]},
 }
 
 
@@ -58,7 +60,8 @@ def test_debian_driver_init_sites_chosen_and_proven(proven, version):
         assert all(c.file_offset == c.vaddr for c in p.changes)  # text: vaddr == offset
     for p in dmabuf.init_patches:
         assert p.status == "none" and not p.changes and not p.proven
-    assert "the bit is computed from run-time data at" in gdr.init_patches[0].why
+    assert "the bit is computed from run-time data at" in gdr.init_patches[0].why  # set
+    assert "drops the merged register" in gdr.init_patches[1].why  # mask
 
 
 # ---- the published sequence of 590.48.01, at 0x42d690 (background.md) ----
@@ -133,6 +136,25 @@ def test_mask_takes_the_bit_out_of_every_setter():
     assert p.changes == [ByteChange(0x431436, 0x431436, 0x20, 0x00)]
     assert prove_patch(Emulator(code, 0x7000), code, p, sites) == []
     assert chosen(synthetic({AT: PUBLISHED}), MASK)[2].status == "none"
+
+
+# a bitfield assigned from run-time data: movzbl 0x5f14(%rbx),%eax; and $~BITS,%eax;
+# or %edx,%eax; mov %al,0x5f14(%rbx); then what follows the store
+def computed(and_imm: int, after: str) -> bytes:
+    return bytes.fromhex(f"0fb683145f000083e0{and_imm:02x}09d08883145f0000{after}c3")
+
+
+def test_mask_drops_the_merge_of_a_computed_bit_only_when_exact():
+    code, sites, p = chosen(synthetic({0x431430: computed(0xDF, "31c0")}), MASK)
+    assert p.status == "chosen", p.why
+    assert p.changes == [ByteChange(0x43143B, 0x43143B, 0xD0, 0xC0)]  # or %eax,%eax
+    assert prove_patch(Emulator(code, 0x7000), code, p, sites) == []
+    # the and also clears another bit: the merged register may carry it, not changed
+    p = chosen(synthetic({0x431430: computed(0xCF, "31c0")}), MASK)[2]
+    assert p.status == "none" and "computed from run-time data at 0x43143c" in p.why
+    # a jne after the store reads the flags the merge set: not changed
+    p = chosen(synthetic({0x431430: computed(0xDF, "7500")}), MASK)[2]
+    assert p.status == "none" and not p.changes
 
 
 def test_two_init_sequences_are_ambiguous_and_none_is_none():

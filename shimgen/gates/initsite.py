@@ -51,6 +51,8 @@ class Writer:
     load: CsInsn | None = None  # the movzbl of the field (register stores)
     ors: tuple[CsInsn, ...] = ()  # the or $imm instructions applied to that register
     path: tuple[CsInsn, ...] = ()  # the fall-through path from the load (or site) to the store
+    merge: CsInsn | None = None  # computes: the `or %src,%dst` that brings the bit in
+    keep: int = 0xFF  # computes: the field's bits kept (by `and`) before the merge
 
 
 def _imm(ins: CsInsn) -> int | None:
@@ -101,8 +103,9 @@ def _trace_store(code: Code, store: CsInsn, offset: int, mask: int) -> Writer | 
         return None
     start = loads[-1]
     load = path[start]
-    # per register family: (or bits, and-kept bits, the or instructions), or "computed"
-    state: dict[str, tuple[int, int, tuple[CsInsn, ...]] | str] = {
+    # per register family: (or bits, and-kept bits, the or instructions), or for a register
+    # or'ed with another: ("computed", and-kept bits, that or)
+    state: dict[str, tuple] = {
         fam(load, load.operands[0].reg): (0, 0xFF, ())}
     for ins in path[start + 1:-1]:
         wrote = written_families(ins) - {"rflags", ""}
@@ -123,24 +126,24 @@ def _trace_store(code: Code, store: CsInsn, offset: int, mask: int) -> Writer | 
             else:
                 state[dst_f] = other
         elif ins.mnemonic in ("or", "and") and len(ops) == 2 and ops[1].type == cx86.X86_OP_IMM \
-                and isinstance(cur, tuple):
+                and cur is not None and cur[0] != "computed":
             imm = ops[1].imm & 0xFF
             ob, keep, ors = cur
             state[dst_f] = (ob | imm, keep, ors + (ins,)) if ins.mnemonic == "or" \
                 else (ob & imm, keep & imm, ors)
-        elif ins.mnemonic == "or" and two_regs and isinstance(cur, tuple):
-            state[dst_f] = "computed" if cur[1] & mask == 0 else "merged"
+        elif ins.mnemonic == "or" and two_regs and cur is not None and cur[0] != "computed":
+            state[dst_f] = ("computed", cur[1], ins)
         else:
             state.pop(dst_f, None)
-    site_reg = fam(store, src.reg)
-    got = state.get(site_reg)
-    if isinstance(got, tuple):
-        ob, keep, ors = got
-        effect = "sets" if ob & mask else ("keeps" if keep & mask else "clears")
-        return Writer(None, effect, load, ors, tuple(path[start:]))  # type: ignore[arg-type]
-    if got == "computed":
-        return Writer(None, "computes", load, (), tuple(path[start:]))  # type: ignore[arg-type]
-    return None
+    got = state.get(fam(store, src.reg))
+    if got is None:
+        return None
+    if got[0] == "computed":
+        return Writer(None, "computes", load, (), tuple(path[start:]),  # type: ignore[arg-type]
+                      merge=got[2], keep=got[1])
+    ob, keep, ors = got
+    effect = "sets" if ob & mask else ("keeps" if keep & mask else "clears")
+    return Writer(None, effect, load, ors, tuple(path[start:]))  # type: ignore[arg-type]
 
 
 def classify(code: Code, site: InitSite, mask: int) -> Writer:
@@ -167,6 +170,45 @@ def _change(code: Code, ins: CsInsn, new_imm_byte: int) -> ByteChange:
     return ByteChange(ref.vaddr + idx, ref.file_offset + idx, ins.bytes[idx], new_imm_byte)
 
 
+FLAG_REGS = {"rflags", "eflags", "flags"}
+FLAGS_LOOK_AHEAD = 64
+
+
+def _merge_fix(code: Code, w: Writer, mask: int) -> ByteChange | None:
+    """For a ``computes`` writer: the one-byte change that drops the merged register, making
+    ``or %src,%dst`` into ``or %dst,%dst``; or None when that is not exactly the gate's bit.
+    It is, when the `and` before the merge cleared only the gate's bit of the field (so the
+    code keeps the other bits and the merged register can hold only that one), the merge is
+    a plain two-byte register ``or`` (09 /r or 0b /r, no prefix), and no instruction reads
+    the flags it sets before something else sets them (or a call or return)."""
+    m = w.merge
+    if m is None or w.keep != (~mask & 0xFF) or len(m.bytes) != 2 or m.bytes[0] not in (9, 11) \
+            or m.bytes[1] >> 6 != 3:
+        return None
+    va = m.address + m.size
+    for _ in range(FLAGS_LOOK_AHEAD):
+        ins = code.insn(va)
+        if ins is None or ins.mnemonic == "jmp":
+            return None
+        if ins.mnemonic in ("call", "ret") or ins.mnemonic.startswith("ret"):
+            break
+        try:
+            read, written = ins.regs_access()
+        except Exception:
+            return None
+        if {ins.reg_name(r) for r in read} & FLAG_REGS:
+            return None
+        if {ins.reg_name(r) for r in written} & FLAG_REGS:
+            break
+        va += ins.size
+    else:
+        return None
+    modrm = m.bytes[1]
+    dst = modrm & 7 if m.bytes[0] == 9 else (modrm >> 3) & 7
+    ref = code.ref(m)
+    return ByteChange(ref.vaddr + 1, ref.file_offset + 1, modrm, 0xC0 | dst << 3 | dst)
+
+
 def _at(ref: InsnRef) -> str:
     return f"{ref.vaddr:#x}"
 
@@ -176,7 +218,9 @@ def choose(code: Code, sites: list[InitSite], offset: int, mask: int,
     """The init patch that makes the driver set (``set``) or never set (``mask``) the bit
     ``mask`` of byte ``offset``: chosen, or why none could be."""
     writers = [classify(code, s, mask) for s in sites if s.offset == offset]
-    computes = [w for w in writers if w.effect == "computes"]
+    merges = {id(w): _merge_fix(code, w, mask) for w in writers if w.effect == "computes"}
+    computes = [w for w in writers if w.effect == "computes"
+                and (direction == SET or merges[id(w)] is None)]
     unknown = [w for w in writers if w.effect == "unknown"]
     note = ("; the bit is computed from run-time data at "
             f"{', '.join(_at(w.site.insn) for w in computes)} (not changed)") if computes else ""
@@ -205,30 +249,43 @@ def choose(code: Code, sites: list[InitSite], offset: int, mask: int,
         return InitPatch(direction, offset, mask, "chosen", why,
                          [code.ref(o) for o in ors], changes)
     setters = [w for w in writers if w.effect == "sets"]
+    merged = [(w, merges[id(w)]) for w in writers if merges.get(id(w)) is not None]
     fixable: list[CsInsn] = []
     for w in setters:
         if w.site.kind in ("or-imm", "mov-imm"):
             fixable.append(w.path[-1])
         else:
             fixable += [o for o in w.ors if (_imm(o) or 0) & mask]
-    if not setters or any(_imm_byte_index(i) is None for i in fixable):
+    if not (setters or merged) or any(_imm_byte_index(i) is None for i in fixable):
         return InitPatch(direction, offset, mask, "none",
-                         "no writer sets the bit with an immediate" + note, [], [])
+                         "no writer sets the bit with an immediate or a plain merge" + note,
+                         [], [])
     fixable = sorted({i.address: i for i in fixable}.values(), key=lambda i: i.address)
     changes = [_change(code, i, _imm(i) & ~mask & 0xFF) for i in fixable]
-    why = ("every writer that sets the bit with an immediate loses it: "
-           + ", ".join(_at(w.site.insn) for w in setters) + note)
-    return InitPatch(direction, offset, mask, "chosen", why, [code.ref(i) for i in fixable],
-                     changes)
+    changes += [c for _, c in merged if c is not None]
+    insns = [code.ref(i) for i in fixable] + [code.ref(w.merge) for w, _ in merged if w.merge]
+    order = sorted(range(len(changes)), key=lambda k: changes[k].vaddr)
+    parts = []
+    if setters:
+        parts.append("every writer that sets the bit with an immediate loses it: "
+                     + ", ".join(_at(w.site.insn) for w in setters))
+    if merged:
+        parts.append("every store of the bit computed from run-time data drops the merged "
+                     "register (or %src,%dst -> or %dst,%dst): "
+                     + ", ".join(_at(w.site.insn) for w, _ in merged))
+    return InitPatch(direction, offset, mask, "chosen", "; ".join(parts) + note,
+                     sorted(insns, key=lambda r: r.vaddr), [changes[k] for k in order])
 
 
 # --------------------------------------------------------------------------------------------
 # The proof: the changed paths run in the emulator, original and patched
 
 
-def _paths(code: Code, patch: InitPatch, sites: list[InitSite]) -> list[tuple[CsInsn, ...]]:
+def _paths(code: Code, patch: InitPatch,
+           sites: list[InitSite]) -> list[tuple[tuple[CsInsn, ...], dict[str, int]]]:
     """Every fall-through path that runs one of the changed instructions, ending at a write
-    of the field."""
+    of the field, with the registers to set at its start: for a merge, its source holding
+    the bit (what the driver stores when its run-time condition holds)."""
     changed = {r.vaddr for r in patch.insns}
     out = []
     for s in sites:
@@ -236,7 +293,10 @@ def _paths(code: Code, patch: InitPatch, sites: list[InitSite]) -> list[tuple[Cs
             continue
         w = classify(code, s, patch.mask)
         if any(i.address in changed for i in w.path):
-            out.append(w.path)
+            regs = {}
+            if w.merge is not None and w.merge.address in changed:
+                regs[fam(w.merge, w.merge.operands[1].reg)] = patch.mask
+            out.append((w.path, regs))
     return out
 
 
@@ -254,13 +314,13 @@ def prove_patch(emu, code: Code, patch: InitPatch, sites: list[InitSite],
         return [f"{patch.direction} [{patch.offset:#x}]&{patch.mask:#x}: no path runs the change"]
     rng = random.Random(patch.offset * 256 + patch.mask)
     uc = emu.uc
-    for path in paths:
+    for path, extra in paths:
         start, end = path[0].address, path[-1].address + path[-1].size
         base = fam(path[-1], next(o for o in mem_ops(path[-1])
                                   if o.mem.disp == patch.offset).mem.base)
         for t in range(trials):
             before = [0x00, 0xFF, 0x18, 0x58, rng.randrange(256), rng.randrange(256)][t % 6]
-            if t % 2 == 0:
+            if t % 2 == 0 or patch.direction == MASK:
                 before &= ~patch.mask
             # the same struct for both runs: pointers back into it, so that loads through
             # its fields stay inside it
@@ -279,6 +339,7 @@ def prove_patch(emu, code: Code, patch: InitPatch, sites: list[InitSite],
                 regs = {r: emu.dev for r in ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8",
                                              "r9", "r10", "r11", "r12", "r13", "r14", "r15")}
                 regs[base] = emu.dev
+                regs.update(extra)
                 run = emu.run(start, regs, until=end)
                 results.append((run, bytes(uc.mem_read(emu.dev, emu.dev_size))))
             for c in patch.changes:  # leave the emulator's image as the driver ships it
@@ -295,7 +356,7 @@ def prove_patch(emu, code: Code, patch: InitPatch, sites: list[InitSite],
             if patch.direction == SET:
                 ok = (b0 & patch.mask) == (before & patch.mask) and b1 == b0 | patch.mask
             else:
-                ok = bool(b0 & patch.mask) and b1 == (b0 & ~patch.mask) | (before & patch.mask)
+                ok = bool(b0 & patch.mask) and b1 == b0 & ~patch.mask
             if not ok or not rest_same:
                 problems.append(f"{where}: original {b0:#04x}, patched {b1:#04x}"
                                 + ("" if rest_same else ", other bytes of the struct differ"))
