@@ -23,7 +23,6 @@
 static const struct gate_plan *const plan = &shimgen_gate_plan;
 static uintptr_t base;
 
-
 struct prot_query {
     uintptr_t base, vaddr;
     int prot; /* -1: no loadable segment of the driver holds vaddr */
@@ -49,8 +48,9 @@ static int find_prot(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 /* One byte of code: the page made writable (still executable), the byte stored, the
- * segment's own protection put back. Returns 1, or 0 with the reason in `why`. */
-static int poke_code(uintptr_t vaddr, uint8_t value, char *why, size_t whycap)
+ * segment's own protection put back. Returns 1, or 0 with the reason in `why` and the byte
+ * as it was (`old`). */
+static int poke_code(uintptr_t vaddr, uint8_t value, uint8_t old, char *why, size_t whycap)
 {
     struct prot_query q = {.base = base, .vaddr = vaddr, .prot = -1};
     dl_iterate_phdr(find_prot, &q);
@@ -69,6 +69,8 @@ static int poke_code(uintptr_t vaddr, uint8_t value, char *why, size_t whycap)
     if (mprotect((void *)page, len, q.prot) != 0) {
         snprintf(why, whycap, "cannot restore the protection of the driver's code at 0x%lx "
                  "(errno %d)", (unsigned long)vaddr, errno);
+        __atomic_store_n((uint8_t *)addr, old, __ATOMIC_RELEASE); /* still writable */
+        mprotect((void *)page, len, q.prot);
         return 0;
     }
     return 1;
@@ -76,14 +78,14 @@ static int poke_code(uintptr_t vaddr, uint8_t value, char *why, size_t whycap)
 
 /* Called once, in the driver's load, only after shimgen_gates_verify accepted the loaded
  * image (build-id and every recorded byte, init sites included: the caller's check is the
- * identity check), and before any driver function runs. Every selected gate must have a proven init site for its direction; the bytes are
- * compared again, then written; any failure puts back what was written. Returns 1, or 0 with
- * the reason in `why` (nothing changed). The struct method stays off: the caller does not
- * call shimgen_gates_activate. */
+ * identity check), and before any driver function runs. Every selected gate must have a
+ * proven init site for its direction; the bytes are compared again, then written; any
+ * failure puts back what was written. Returns 1, or 0 with the reason in `why` (nothing
+ * changed). The struct method stays off: the caller does not call shimgen_gates_activate. */
 int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
 {
     const struct gate_patch *done[GATE_MAX_PATCHES * 8];
-    unsigned ndone = 0;
+    unsigned ndone = 0, total = 0;
     base = driver_base;
     for (unsigned g = 0; g < plan->ngates; g++) {
         if (!plan->selection[g])
@@ -96,6 +98,7 @@ int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
                      "(shimgen gates says why)", gt->name, plan->selection[g] > 0 ? "set" : "mask");
             return 0;
         }
+        total += n;
         for (unsigned k = 0; k < n; k++)
             if (*(const uint8_t *)(base + p[k].vaddr) != p[k].old) {
                 snprintf(why, whycap, "the init-site byte at 0x%lx is not the profile's",
@@ -103,17 +106,22 @@ int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
                 return 0;
             }
     }
+    if (total > sizeof done / sizeof done[0]) {
+        snprintf(why, whycap, "more init-site bytes (%u) than one selection may change", total);
+        return 0;
+    }
     for (unsigned g = 0; g < plan->ngates; g++) {
         if (!plan->selection[g])
             continue;
         const struct gate *gt = &plan->gates[g];
         unsigned n = plan->selection[g] > 0 ? gt->nset : gt->nmask;
         const struct gate_patch *p = plan->selection[g] > 0 ? gt->set : gt->mask;
-        for (unsigned k = 0; k < n && ndone < sizeof done / sizeof done[0]; k++) {
-            if (!poke_code(p[k].vaddr, p[k].new_, why, whycap)) {
+        for (unsigned k = 0; k < n; k++) {
+            if (!poke_code(p[k].vaddr, p[k].new_, p[k].old, why, whycap)) {
                 char ignored[128];
                 while (ndone--)
-                    poke_code(done[ndone]->vaddr, done[ndone]->old, ignored, sizeof ignored);
+                    poke_code(done[ndone]->vaddr, done[ndone]->old, done[ndone]->new_, ignored,
+                              sizeof ignored);
                 return 0;
             }
             done[ndone++] = &p[k];
