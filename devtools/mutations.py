@@ -20,6 +20,114 @@ MUTATIONS = [
                   "_by_build[init-site]"],
         "why": "a profile is refused unless every instruction it records is in the driver",
     },
+    # ---- the init site: chosen, proven, written only to the exact build, or to a copy ----
+    {
+        "name": "init-write-without-identity-check",
+        "file": "runtime/driver.c",
+        "old": "if (ok && shimgen_cfg.gate_method_init) {",
+        "new": "if (shimgen_cfg.gate_method_init) {",
+        "tests": ["tests/test_gate_init_fake.py::"
+                  "test_init_method_writes_nothing_unless_every_byte_matches[other-window]"],
+        "why": "the driver's code is changed only when build-id and every recorded byte match",
+    },
+    {
+        "name": "init-set-a-fixed-bit",
+        "file": "shimgen/gates/initsite.py",
+        "old": "changes = [_change(code, o, (_imm(o) | mask) & 0xFF) for o in ors]",
+        "new": "changes = [_change(code, o, (_imm(o) | 0x20) & 0xFF) for o in ors]",
+        "tests": ["tests/test_initsite.py::test_the_gates_own_bit_is_the_one_added"],
+        "why": "the change adds the gate's own bit (0x40 | mask), not a fixed one",
+    },
+    {
+        "name": "init-mask-keeps-the-bit",
+        "file": "shimgen/gates/initsite.py",
+        "old": "changes = [_change(code, i, _imm(i) & ~mask & 0xFF) for i in fixable]",
+        "new": "changes = [_change(code, i, _imm(i) & ~(mask << 1) & 0xFF) for i in fixable]",
+        "tests": ["tests/test_initsite.py::test_mask_takes_the_bit_out_of_every_setter",
+                  "tests/test_initsite.py::test_debian_driver_init_sites_chosen_and_proven"],
+        "why": "the mask change takes the gate's bit out of every setter's immediate",
+    },
+    {
+        "name": "init-proof-accepts-other-bits",
+        "file": "shimgen/gates/initsite.py",
+        "old": "ok = (b0 & patch.mask) == (before & patch.mask) and b1 == b0 | patch.mask",
+        "new": "ok = (b0 & patch.mask) == (before & patch.mask) and bool(b1 & patch.mask)",
+        "tests": ["tests/test_initsite.py::"
+                  "test_the_proof_catches_a_change_that_sets_another_bit_too"],
+        "why": "the proof fails a change that sets any bit besides the gate's",
+    },
+    {
+        "name": "patch-writes-the-original",
+        "file": "shimgen/gates/patch.py",
+        "old": "        _put(dfd, name, bytes(copy))\n",
+        "new": ("        image.real_path.write_bytes(bytes(copy))\n"
+                "        _put(dfd, name, bytes(copy))\n"),
+        "tests": ["tests/test_initsite.py::"
+                  "test_patch_copy_differs_in_exactly_the_manifest_bytes_and_loads[set]"],
+        "why": "shimgen patch only reads the driver it copies",
+    },
+    {
+        "name": "patch-manifest-lists-a-byte-not-changed",
+        "file": "shimgen/gates/patch.py",
+        "old": "    for c in changes:\n        copy[c.byte.file_offset] = c.byte.new\n",
+        "new": "    for c in changes[:1]:\n        copy[c.byte.file_offset] = c.byte.new\n",
+        "tests": ["tests/test_initsite.py::"
+                  "test_patch_copy_differs_in_exactly_the_manifest_bytes_and_loads[set]"],
+        "why": "the copy differs from the original in exactly the manifest's bytes",
+    },
+    {
+        "name": "patch-manifest-sha-of-the-original",
+        "file": "shimgen/gates/patch.py",
+        "old": "\"sha256\": _sha256(bytes(copy))",
+        "new": "\"sha256\": _sha256(image.contents)",
+        "tests": ["tests/test_initsite.py::"
+                  "test_patch_copy_differs_in_exactly_the_manifest_bytes_and_loads[set]"],
+        "why": "the manifest's sha256 of the copy is the copy's",
+    },
+    {
+        "name": "patch-already-patched-not-recognised",
+        "file": "shimgen/gates/patch.py",
+        "old": "if wanted and all(h == c.byte.new for h, c in zip(have, wanted, strict=True)):",
+        "new": "if False:",
+        "tests": ["tests/test_initsite.py::test_patch_refuses_foreign_and_already_patched_files"],
+        "why": "a copy made earlier is named as already patched, not taken for a foreign file",
+    },
+    {
+        "name": "init-plan-byte-not-among-the-checked",
+        "file": "shimgen/gates/plan.py",
+        "old": "return c.data[b.vaddr - c.vaddr] == b.old",
+        "new": "return True",
+        "tests": ["tests/test_gate_init_fake.py::test_plan_with_an_unchecked_init_byte_is_refused"],
+        "why": "every byte the init method writes is compared, as shipped, before any write",
+    },
+    {
+        "name": "init-profile-file-proof-trusted",
+        "file": "shimgen/gates/plan.py",
+        "old": "        if problems:\n",
+        "new": "        if False:\n",
+        "tests": ["tests/test_initsite.py::"
+                  "test_a_profile_files_init_change_is_proven_again_at_build"],
+        "why": "an init-site change from a profile file is proven again before it is baked in",
+    },
+    {
+        "name": "init-merge-of-more-than-the-bit-dropped",
+        "file": "shimgen/gates/initsite.py",
+        "old": "if m is None or w.keep != (~mask & 0xFF) or len(m.bytes) != 2",
+        "new": "if m is None or len(m.bytes) != 2",
+        "tests": ["tests/test_initsite.py::"
+                  "test_mask_drops_the_merge_of_a_computed_bit_only_when_exact"],
+        "why": "a merge is dropped only when the register it brings in can hold the gate's "
+               "bit alone",
+    },
+    {
+        "name": "init-merge-flags-read-after-ignored",
+        "file": "shimgen/gates/initsite.py",
+        "old": "        if {ins.reg_name(r) for r in read} & FLAG_REGS:\n            return None\n",
+        "new": "",
+        "tests": ["tests/test_initsite.py::"
+                  "test_mask_drops_the_merge_of_a_computed_bit_only_when_exact"],
+        "why": "a merge whose flags are read afterwards is not changed",
+    },
     # ---- timed calls that end in any order (runtime/timing.S) ----
     {
         "name": "timing-frame-not-linked-back",

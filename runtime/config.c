@@ -209,6 +209,15 @@ static void read_config(void)
             shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", v, err);
         shimgen_cfg.gates_requested = r > 0;
         shimgen_copy_str(shimgen_cfg.gates_spec, sizeof shimgen_cfg.gates_spec, v);
+        const char *m = secure_getenv("SHIMGEN_GATE_METHOD");
+        if (m && *m && strcmp(m, "struct") != 0) {
+            shimgen_cfg.gate_method_init = strcmp(m, "init") == 0;
+            if (!shimgen_cfg.gate_method_init && r > 0) {
+                shimgen_say("shimgen: SHIMGEN_GATE_METHOD=%s ignored (struct or init); "
+                            "SHIMGEN_GATES=%s is not applied, nothing is written\n", m, v);
+                shimgen_cfg.gates_requested = 0;
+            }
+        }
     }
     v = secure_getenv("SHIMGEN_TRACE_FILE");
     if (v && *v)

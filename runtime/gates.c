@@ -6,6 +6,8 @@
  * unless the loaded driver has the profile's build-id and every recorded instruction byte
  * matches the image in memory; otherwise the shim says so once and only forwards. The
  * hooks that apply the gates are in hooks_gates.c and hooks_attributes.c.
+ * SHIMGEN_GATE_METHOD=init changes the driver's code instead (gates_init.c); then the
+ * structs are never written here (shimgen_gates_activate is not called).
  */
 
 #define _GNU_SOURCE
@@ -86,8 +88,14 @@ int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, cha
         }
     }
     base = driver_base;
-    active = 1;
     return 1;
+}
+
+/* The struct method: from now on the hooks' shimgen_gates_apply writes the selection. Called
+ * only after shimgen_gates_verify accepted the loaded driver. */
+void shimgen_gates_activate(void)
+{
+    active = 1;
 }
 
 static void write_global(uintptr_t addr, unsigned size, int set)

@@ -11,6 +11,7 @@
 #define GATE_MAX_FIELDS 8
 #define GATE_MAX_GLOBALS 8
 #define GATE_MAX_DEVICES 64
+#define GATE_MAX_PATCHES 8 /* init-site bytes per gate and direction */
 
 struct gate_field {
     uint32_t offset;
@@ -20,11 +21,18 @@ struct gate_global {
     uintptr_t vaddr;
     unsigned size;
 };
+/* One byte of the driver's code changed by SHIMGEN_GATE_METHOD=init, before cuInit. */
+struct gate_patch {
+    uintptr_t vaddr;
+    uint8_t old, new_;
+};
 struct gate {
     const char *name;
     unsigned nfields, nglobals;
     struct gate_field fields[GATE_MAX_FIELDS];
     struct gate_global globals[GATE_MAX_GLOBALS];
+    unsigned nset, nmask; /* 0: no proven init site for that direction */
+    struct gate_patch set[GATE_MAX_PATCHES], mask[GATE_MAX_PATCHES];
 };
 struct gate_check {
     uintptr_t vaddr;

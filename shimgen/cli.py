@@ -48,6 +48,12 @@ def _out_root(value: str | None) -> Path:
     return root
 
 
+def _init_directions(gate) -> str:
+    """Which directions of a baked gate SHIMGEN_GATE_METHOD=init can apply."""
+    got = [d for d, b in (("set", gate.init_set), ("mask", gate.init_mask)) if b]
+    return "/".join(got) or "none"
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from .build import build
     from .driver import read_driver
@@ -76,7 +82,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         f"data       {len(driver.data)} exported objects left in the real library "
         f"(variables cannot be forwarded by code): {data}",
         "gates      " + (", ".join(
-            f"{g.name} (attributes {', '.join(map(str, g.attributes))})" for g in plan.gates)
+            f"{g.name} (attributes {', '.join(map(str, g.attributes))}; init site: "
+            f"{_init_directions(g)})" for g in plan.gates)
             + "; select at run time with SHIMGEN_GATES" if plan else "none (--gates auto)"),
         f"shim       {result.library}",
         f"time       {result.seconds:.2f} s",
@@ -97,6 +104,28 @@ def _cmd_gates(args: argparse.Namespace) -> int:
     except ShimgenError as e:
         return report.refuse(str(e))
     return report.run(image, Path(args.json) if args.json else None, proof=not args.no_proof)
+
+
+def _site(value: str) -> int:
+    try:
+        v = int(value, 16)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a hex address: {value!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"not an instruction address: {value!r}")
+    return v
+
+
+def _cmd_patch(args: argparse.Namespace) -> int:
+    """A patched copy of the driver in -o DIR: the init sites changed, nothing else."""
+    from .gates import patch
+
+    gates = [g for g in args.gates.split(",") if g]
+    if not gates or len(set(gates)) != len(gates):
+        raise ShimgenError(f"--gates {args.gates!r}: name each gate once, comma-separated")
+    out = _path_option(args.out, "-o", "output directory", lambda: None)
+    profile = _path_option(args.profile, "--profile", "profile", lambda: None)
+    return patch.run(_driver_path(args.driver), gates, out, args.mask, profile, args.site or [])
 
 
 # ---- shimgen probe: its options and what it runs -----------------------------------------
@@ -218,6 +247,24 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--json", help="write the profile here (only if the proof passes)")
     g.add_argument("--no-proof", action="store_true", help="skip the emulation proof")
     g.set_defaults(func=_cmd_gates)
+
+    pt = sub.add_parser("patch", help="write a copy of the driver with its gates' init sites "
+                        "changed (no shim needed: LD_LIBRARY_PATH=DIR)")
+    pt.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick); "
+                    "only read, never written")
+    pt.add_argument("--gates", required=True, metavar="NAME[,NAME]",
+                    help="the gates to set (or, with --mask, to mask), e.g. gdr")
+    pt.add_argument("--mask", action="store_true",
+                    help="the inverse copy: the driver never sets the gates' bits")
+    pt.add_argument("-o", "--out", required=True, metavar="DIR",
+                    help="where the copy, its libcuda.so.1/libcuda.so links and the manifest go "
+                         "(created owner-only; no existing file is replaced)")
+    pt.add_argument("--profile", help="a profile from `shimgen gates --json` the driver must "
+                    "match (default: discover and prove now)")
+    pt.add_argument("--site", action="append", type=_site, metavar="0xADDR",
+                    help="change only the chosen instruction at this address (repeatable; "
+                         "for finding which site a GPU's driver runs)")
+    pt.set_defaults(func=_cmd_patch)
 
     _add_probe(sub)
 

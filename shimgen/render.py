@@ -27,6 +27,8 @@ GENERATED: tuple[tuple[str, str], ...] = (
 )
 # runtime/ files named so are hooks: a shim gets those of its hooks (model.hook_sources).
 HOOK_PREFIX = "hooks_"
+# the init-site method's code writer: only in a shim whose gate plan has init-site bytes
+INIT_SOURCE = "gates_init.c"
 RUNTIME_SUFFIXES = (".c", ".h", ".S")
 
 
@@ -80,7 +82,9 @@ def copied(model: ShimModel) -> list[str]:
     missing = hooks - set(names)
     if missing:
         raise ShimgenError(f"hook table names {sorted(missing)[0]}, which runtime/ lacks")
-    return [n for n in names if not n.startswith(HOOK_PREFIX) or n in hooks]
+    init = model.gates is not None and model.gates.has_init_bytes
+    return [n for n in names if (not n.startswith(HOOK_PREFIX) or n in hooks)
+            and (n != INIT_SOURCE or init)]
 
 
 def outputs(model: ShimModel) -> list[tuple[str, str]]:

@@ -30,6 +30,7 @@ from ..cuda import ATTR_DMABUF, ATTR_GDR, attribute_name
 from ..elf import DriverImage
 from .cases import CaseWalker
 from .flow import MAX_CASES, Function, JumpTable, back_insns, walk_function
+from .initsite import MASK, SET, choose
 from .profile import (
     EXPORT,
     AttrCase,
@@ -123,10 +124,13 @@ def _gate(code: Code, name: str, bits: set[tuple[int, int]], globs: set[tuple[in
           cases: dict[int, AttrCase]) -> Gate:
     attrs = sorted(a for a, c in cases.items() if c.bit_tests() & bits)
     sites: list[InitSite] = []
+    patches = []
     for off, mask in sorted(bits):
-        sites += _init_sites(code, off, mask)
+        mine = _init_sites(code, off, mask)
+        sites += mine
+        patches += [choose(code, mine, off, mask, d) for d in (SET, MASK)]
     return Gate(name, attrs, [GateField(o, m) for o, m in sorted(bits)],
-                [GateGlobal(v, s) for v, s in sorted(globs)], sites)
+                [GateGlobal(v, s) for v, s in sorted(globs)], sites, patches)
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from .profile import InsnRef, Profile, load_profile
 
 GATE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 MAX_CHECK_BYTES = 16
+MAX_INIT_BYTES = 8  # per gate and direction (runtime/gates.h: GATE_MAX_PATCHES)
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,23 @@ class PlanGlobal:
 
 
 @dataclass(frozen=True)
+class PlanByte:
+    """One byte of the driver's code that SHIMGEN_GATE_METHOD=init changes before cuInit."""
+
+    vaddr: int
+    old: int
+    new: int
+
+
+@dataclass(frozen=True)
 class PlanGate:
     name: str
     attributes: tuple[int, ...]
     fields: tuple[PlanField, ...]
     globals: tuple[PlanGlobal, ...]
+    # the proven init-site changes that set / mask the gate (empty: no init method for it)
+    init_set: tuple[PlanByte, ...] = ()
+    init_mask: tuple[PlanByte, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,13 @@ class GatePlan:
     count_size: int | None
     gates: tuple[PlanGate, ...]
     checks: tuple[PlanCheck, ...]
+
+    max_init_bytes = MAX_INIT_BYTES
+
+    @property
+    def has_init_bytes(self) -> bool:
+        """Whether any gate can be applied at its init site (SHIMGEN_GATE_METHOD=init)."""
+        return any(g.init_set or g.init_mask for g in self.gates)
 
     def validate(self) -> None:
         if not re.fullmatch(r"[0-9a-f]{16,80}", self.build_id):
@@ -84,8 +104,20 @@ class GatePlan:
             for gl in g.globals:
                 if gl.size not in (1, 2, 4, 8) or gl.vaddr <= 0:
                     raise ShimgenError(f"gate plan: gate {g.name} has a bad global {gl}")
+            for bs in (g.init_set, g.init_mask):
+                if len(bs) > MAX_INIT_BYTES or any(
+                        b.vaddr <= 0 or not (0 <= b.old < 256 and 0 <= b.new < 256)
+                        or b.old == b.new or not self._checked(b) for b in bs):
+                    raise ShimgenError(f"gate plan: gate {g.name} has a bad init-site change")
         if not self.checks:
             raise ShimgenError("gate plan: no instruction bytes to verify the driver with")
+
+    def _checked(self, b: PlanByte) -> bool:
+        """Whether the shim compares the byte that `b` changes, as `b.old`, before writing."""
+        for c in self.checks:
+            if c.vaddr <= b.vaddr < c.vaddr + len(c.data):
+                return c.data[b.vaddr - c.vaddr] == b.old
+        return False
 
 
 def plan_from_profile(profile: Profile) -> GatePlan:
@@ -94,12 +126,16 @@ def plan_from_profile(profile: Profile) -> GatePlan:
         raise ShimgenError("gate profile has no device table; the shim cannot reach devices")
     gates = []
     for g in profile.gates:
+        init = {d: tuple(PlanByte(c.vaddr, c.old, c.new) for p in g.init_patch(d)
+                         for c in p.changes) for d in ("set", "mask")}
         gates.append(
             PlanGate(
                 name=g.name,
                 attributes=tuple(g.attributes),
                 fields=tuple(PlanField(f.offset, f.mask) for f in g.fields),
                 globals=tuple(PlanGlobal(x.vaddr, x.size) for x in g.globals),
+                init_set=init["set"],
+                init_mask=init["mask"],
             )
         )
     checks: dict[int, PlanCheck] = {}
@@ -138,23 +174,24 @@ def verify_against_image(plan: GatePlan, image: DriverImage) -> None:
 
 def checked_insns(profile: Profile) -> list[InsnRef]:
     """The instructions the shim checks again at run time: the device table's, the
-    attribute reader's, and those of every gated case."""
+    attribute reader's, those of every gated case, every init site and the instructions
+    the init patches change (whose bytes must be the shipped ones before any write)."""
     refs = list(profile.device_table.insns)
     if profile.reader is not None:
         refs += list(profile.reader.insns)
     for case in profile.cases:
         refs += [f.insn for f in case.fields] + [x.insn for x in case.globals]
+    for g in profile.gates:
+        for site in g.init_sites:
+            refs += [site.insn] + ([site.or_insn] if site.or_insn is not None else [])
+        for p in g.init_patches:
+            refs += p.insns
     return refs
 
 
 def recorded_insns(profile: Profile) -> list[InsnRef]:
-    """Every instruction a profile records: those the shim checks again at run time, and the
-    ones it only reports (the gates' init sites)."""
-    refs = checked_insns(profile)
-    for g in profile.gates:
-        for site in g.init_sites:
-            refs += [site.insn] + ([site.or_insn] if site.or_insn is not None else [])
-    return refs
+    """Every instruction a profile records (all of them are checked at run time too)."""
+    return checked_insns(profile)
 
 
 def verify_profile_against_image(profile: Profile, image: DriverImage) -> None:
@@ -181,7 +218,18 @@ def load_plan(image: DriverImage, source: str) -> GatePlan:
                 f"gate profile for {image.real_path} failed its emulation proof; not used")
     else:
         profile = load_profile(Path(source))
+        for p in (p for g in profile.gates for p in g.init_patches):
+            p.proven = False  # proven again below, once the file is known to be this driver
     plan = plan_from_profile(profile)
     verify_against_image(plan, image)  # the build-id first, then the windows the shim checks
     verify_profile_against_image(profile, image)
+    if source != "auto" and any(p.status == "chosen" for g in profile.gates
+                                for p in g.init_patches):
+        from .prove import prove_init_patches
+
+        problems = prove_init_patches(image, profile)
+        if problems:
+            raise ShimgenError(f"gate profile {source}: an init-site change failed its "
+                               f"emulation proof ({problems[0]}); not used")
+        plan = plan_from_profile(profile)  # with the init bytes that were proven now
     return plan

@@ -138,6 +138,36 @@ class InitSite:
     or_insn: InsnRef | None
 
 
+@dataclass(frozen=True)
+class ByteChange:
+    """One byte of the driver's code, as shipped (``old``) and as patched (``new``)."""
+
+    vaddr: int = _hex()
+    file_offset: int = _hex()
+    old: int = _hex()
+    new: int = _hex()
+
+
+@dataclass
+class InitPatch:
+    """The change at a gate bit's init site that makes the driver itself set the bit
+    (direction "set") or never set it ("mask"); initsite.py chooses it.
+
+    status: "chosen" (``insns`` are the instructions changed, ``changes`` their bytes),
+    "none" or "ambiguous" (nothing changed; ``why`` says what was found). ``proven``: the
+    emulation proof of the change passed (prove.py).
+    """
+
+    direction: str
+    offset: int = _hex()
+    mask: int = _hex()
+    status: str
+    why: str
+    insns: list[InsnRef]
+    changes: list[ByteChange]
+    proven: bool = False
+
+
 @dataclass
 class Gate:
     name: str
@@ -145,6 +175,17 @@ class Gate:
     fields: list[GateField]
     globals: list[GateGlobal]
     init_sites: list[InitSite]
+    # the init-site changes, set and mask per field; absent in profiles of older shimgen
+    init_patches: list[InitPatch] = field(default_factory=list, metadata={"optional": True})
+
+    def init_patch(self, direction: str) -> list[InitPatch]:
+        """The chosen patches of every field for ``direction``; empty unless every field of
+        the gate has a chosen, proven one."""
+        got = [p for p in self.init_patches if p.direction == direction]
+        fields = {(f.offset, f.mask) for f in self.fields}
+        if {(p.offset, p.mask) for p in got if p.status == "chosen" and p.proven} != fields:
+            return []
+        return got
 
 
 @dataclass

@@ -124,6 +124,7 @@ class ProofResult:
     attributes: list[AttrProof] = field(default_factory=list)
     device_table: TableProof | None = None
     problems: list[str] = field(default_factory=list)
+    init_sites: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -132,6 +133,7 @@ class ProofResult:
             "insns_mismatched": list(self.bytes_mismatched),
             "attributes": [a.to_json() for a in self.attributes],
             "device_table": None if self.device_table is None else self.device_table.to_json(),
+            "init_sites": list(self.init_sites),
             "problems": list(self.problems),
         }
 
@@ -148,6 +150,7 @@ class ProofResult:
             lines.append(f"  device table: {'OK' if t.ok else 'FAILED'} "
                          + ", ".join(f"{k} -> {v}" for k, v in t.runs.items()) + (
                              f" ({t.note})" if t.note else ""))
+        lines += [f"  init site: {x}" for x in self.init_sites]
         lines += [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines)
 
@@ -228,6 +231,18 @@ class Emulator:
             # blocks translated before the hook existed would not call it
             self.uc.ctl_remove_cache(BASE + t, BASE + t + 1)
 
+    def fall_through(self, jumps: list[Any]) -> None:
+        """Make these conditional jumps fall through, whatever the flags say (a decoded
+        straight-line path is run as it was decoded)."""
+
+        def hook(uc: Uc, address: int, size: int, _data: Any) -> None:
+            uc.reg_write(UC_X86_REG_RIP, address + size)
+
+        for j in jumps:
+            self._hooks.append(self.uc.hook_add(UC_HOOK_CODE, hook, begin=BASE + j.address,
+                                                end=BASE + j.address))
+            self.uc.ctl_remove_cache(BASE + j.address, BASE + j.address + 1)
+
     def run(self, start: int, regs: dict[str, int], until: int | None = None) -> Run:
         """Run from image address ``start`` until it returns (or reaches ``until``)."""
         uc = self.uc
@@ -281,6 +296,8 @@ def _all_refs(profile: Profile) -> list[InsnRef]:
             refs.append(s.insn)
             if s.or_insn is not None:
                 refs.append(s.or_insn)
+        for p in g.init_patches:
+            refs += p.insns
     return refs
 
 
@@ -359,6 +376,35 @@ def _prove_table(emu: Emulator, profile: Profile) -> TableProof:
     return TableProof(ok, runs, f"ran {start:#x}..{t.call_site:#x} with attribute {rule.attribute}")
 
 
+def _prove_init_patches(emu: Emulator, profile: Profile, result: ProofResult) -> None:
+    """Each chosen init patch, run on synthetic structs with the original and patched bytes
+    (initsite.py); a chosen patch that fails is a failed proof."""
+    from .initsite import prove_patch
+
+    for gate in profile.gates:
+        for p in gate.init_patches:
+            if p.status != "chosen":
+                result.init_sites.append(f"{gate.name} {p.direction} [{p.offset:#x}]&{p.mask:#x}"
+                                         f": {p.status} ({p.why})")
+                continue
+            problems = prove_patch(emu, emu.code, p, gate.init_sites)
+            p.proven = not problems
+            result.init_sites.append(
+                f"{gate.name} {p.direction} [{p.offset:#x}]&{p.mask:#x}: "
+                + ", ".join(f"{c.vaddr:#x} {c.old:#04x}->{c.new:#04x}" for c in p.changes)
+                + (" OK" if p.proven else " FAILED"))
+            result.problems += [f"gate {gate.name} init site: {x}" for x in problems]
+
+
+def prove_init_patches(img: DriverImage, profile: Profile) -> list[str]:
+    """Only the init-site changes, proven again now (a profile file's own "proven" is not
+    taken on trust); each patch's ``proven`` is set from this run. The problems, if any."""
+    result = ProofResult(False, img.build_id == profile.build_id, 0)
+    max_off = max([f.offset for c in profile.cases for f in c.fields] + [0])
+    _prove_init_patches(Emulator(Code(img), max_off + 0x1000), profile, result)
+    return result.problems
+
+
 def prove(img: DriverImage, profile: Profile) -> ProofResult:
     """Check the profile against the file, then run the driver's code to show each gate works."""
     bid_ok = img.build_id == profile.build_id
@@ -383,6 +429,7 @@ def prove(img: DriverImage, profile: Profile) -> ProofResult:
                 continue
             result.attributes.append(_prove_attr(emu, profile, gate.name, case))
     result.device_table = _prove_table(emu, profile)
+    _prove_init_patches(emu, profile, result)
     for a in result.attributes:
         if not a.ok:
             result.problems.append(f"gate {a.gate}: attribute {a.attribute} did not go 0 -> 1 "

@@ -41,6 +41,12 @@ def format_table(profile: Profile) -> str:
             lines.append(f"         init {s.kind:<7} {s.insn.vaddr:#x} file {s.insn.file_offset:#x}"
                          f" {s.insn.hex:<16} {s.insn.text}{extra}"
                          f"{'  sets the bit' if s.sets_bit else ''}")
+        for p in g.init_patches:
+            change = ", ".join(f"{c.vaddr:#x} (file {c.file_offset:#x}) {c.old:#04x} -> "
+                               f"{c.new:#04x}" for c in p.changes)
+            lines.append(f"         {p.direction:<4} [{p.offset:#x}]&{p.mask:#x}: {p.status}"
+                         f"{': ' + change if change else ''}")
+            lines.append(f"              why: {p.why}")
     lines += ["", "attr  kind          what the case reads (* = must be set / non-zero for a "
               "non-zero value)"]
     for c in profile.cases:

@@ -21,6 +21,29 @@ EXPORT int fake_device_count;
 EXPORT unsigned char fake_gdr_global;
 static unsigned char device_structs[FAKE_DEVICES][0x80];
 
+/* The gdr byte is built by code shaped like the published init site (movzbl; mov; or $0x40;
+ * cmpl; mov %dl), and a data-centre part's check then sets the bit with orb $0x20, so the
+ * init-site method (SHIMGEN_GATE_METHOD=init) has real instructions to change. */
+__asm__(".text\n"
+        ".globl fake_init_gate_byte\n"
+        ".type fake_init_gate_byte,@function\n"
+        "fake_init_gate_byte:\n"
+        "    movzbl 0x40(%rdi),%eax\n"
+        "    mov %eax,%edx\n"
+        "    or $0x40,%edx\n"
+        "    cmpl $0x8,0x60(%rdi)\n"
+        "    mov %dl,0x40(%rdi)\n"
+        "    ret\n"
+        ".size fake_init_gate_byte,.-fake_init_gate_byte\n"
+        ".globl fake_gdr_check_ok\n"
+        ".type fake_gdr_check_ok,@function\n"
+        "fake_gdr_check_ok:\n"
+        "    orb $0x20,0x40(%rdi)\n"
+        "    ret\n"
+        ".size fake_gdr_check_ok,.-fake_gdr_check_ok\n");
+EXPORT void fake_init_gate_byte(unsigned char *dev);
+EXPORT void fake_gdr_check_ok(unsigned char *dev);
+
 EXPORT CUresult cuInit(unsigned flags)
 {
     if (flags != 0)
@@ -30,7 +53,10 @@ EXPORT CUresult cuInit(unsigned flags)
     for (int d = 0; d < FAKE_DEVICES; d++) {
         if (!fake_device_table[2 + d]) {
             /* like the published init site: a consumer part gets 0x58, no GDR bit */
-            device_structs[d][0x40] = datacenter ? 0x78 : 0x58;
+            device_structs[d][0x40] = 0x18;
+            fake_init_gate_byte(device_structs[d]);
+            if (datacenter)
+                fake_gdr_check_ok(device_structs[d]);
             device_structs[d][0x44] = datacenter ? 0x0c : 0x04;
             fake_device_table[2 + d] = device_structs[d];
         }

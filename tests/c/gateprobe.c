@@ -1,9 +1,14 @@
 /* Drives the fake libcuda's gates through whatever libcuda.so.1 is (the shim under
  * LD_PRELOAD): cuInit, then per device the gated attributes, the raw gate bytes, and
- * whether a DMA-BUF export and a GPUDirect RDMA allocation succeed. */
+ * whether a DMA-BUF export and a GPUDirect RDMA allocation succeed; then the driver's
+ * mappings from /proc/self/maps ("map ..." lines). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 typedef int (*init_fn)(unsigned);
 typedef int (*get_fn)(int *, int);
@@ -12,6 +17,27 @@ typedef int (*byte_fn)(int, int);
 typedef int (*global_fn)(void);
 typedef int (*range_fn)(void *, unsigned long long, size_t, int, unsigned long long);
 typedef int (*create_fn)(unsigned long long *, size_t, const void *, unsigned long long);
+
+/* GATEPROBE_THREADS=N: N threads meet at a spin barrier and make cuInit their first driver
+ * call, each after its own random delay up to GATEPROBE_JITTER_US. */
+static init_fn racing_init;
+static int waiting, go, init_ok;
+static unsigned jitter_us;
+
+static void *race_init(void *arg)
+{
+    unsigned seed = (unsigned)(size_t)arg * 2654435761u ^ (unsigned)time(NULL);
+    __atomic_sub_fetch(&waiting, 1, __ATOMIC_ACQ_REL);
+    while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE))
+        ;
+    if (jitter_us) {
+        struct timespec ts = {0, (long)(rand_r(&seed) % jitter_us) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (racing_init(0) == 0)
+        __atomic_add_fetch(&init_ok, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -25,6 +51,22 @@ int main(int argc, char **argv)
     global_fn global = (global_fn)dlsym(h, "cuFakeGdrGlobal");
     range_fn range = (range_fn)dlsym(h, "cuMemGetHandleForAddressRange");
     create_fn create = (create_fn)dlsym(h, "cuMemCreate");
+    const char *nt = getenv("GATEPROBE_THREADS"), *jt = getenv("GATEPROBE_JITTER_US");
+    if (nt && *nt) {
+        pthread_t th[64];
+        int n = atoi(nt) > 64 ? 64 : atoi(nt);
+        jitter_us = jt ? (unsigned)atoi(jt) : 0;
+        racing_init = init;
+        waiting = n;
+        for (int i = 0; i < n; i++)
+            pthread_create(&th[i], NULL, race_init, (void *)(size_t)i);
+        while (__atomic_load_n(&waiting, __ATOMIC_ACQUIRE) > 0)
+            ;
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+        for (int i = 0; i < n; i++)
+            pthread_join(th[i], NULL);
+        printf("threads %d init-ok %d\n", n, init_ok);
+    }
     printf("init %d\n", init(0));
     for (int d = 0; d < 2; d++) {
         int dev = -1, a110 = -1, a116 = -1, a124 = -1, a1 = -1;
@@ -40,5 +82,13 @@ int main(int argc, char **argv)
     unsigned long long handle = 0;
     printf("global %d dmabuf_export %d gdr_alloc %d\n", global(),
            range(&fd, 0x1000, 4096, 1, 0), create(&handle, 4096, NULL, 0));
+    /* the driver's mappings, with their protection (the init-site method must restore it) */
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[4096];
+    while (maps && fgets(line, sizeof line, maps))
+        if (strstr(line, "libcuda") && !strstr(line, "shim"))
+            printf("map %s", line);
+    if (maps)
+        fclose(maps);
     return 0;
 }
