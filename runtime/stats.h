@@ -107,6 +107,12 @@ void shimgen_stats_after_fork(void);
 double shimgen_ns_per_tick(void);
 extern uint64_t shimgen_tsc_start;
 
+/* tracefile.c (SHIMGEN_TRACE_DIR) */
+void *shimgen_tracefile_block(int *anon); /* async-signal-safe */
+int shimgen_tracefile_ready(void);        /* this process's file is the record */
+int shimgen_tracefile_finish(uint64_t calls_missing);
+void shimgen_tracefile_after_fork(void);
+
 /* timeline.c */
 void shimgen_timeline_ring(struct tstats *s); /* async-signal-safe (mmap) */
 void shimgen_timeline_keep(struct tstats *s);
