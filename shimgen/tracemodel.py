@@ -41,3 +41,7 @@ class ProcessTrace:
     start_ns: int | None = None  # CLOCK_REALTIME at the first traced call
     end_ns: int | None = None  # at exit; None when the process died
     functions: dict[str, FunctionStats] = field(default_factory=dict)
+    # Optional, added at the end (readers that lack them leave the defaults):
+    ppid: int | None = None  # the parent process, where the reader knows it
+    errors_overflow: int = 0  # non-success returns that found no free error slot
+    notes: list[str] = field(default_factory=list)  # what the reader could not give, and why
