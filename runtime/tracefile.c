@@ -370,8 +370,13 @@ void shimgen_tracefile_after_fork(void)
     size_t parent_len = tf_hdr_len;
     tf_hdr = NULL;
     int fd = -1;
-    if (make_file() == 0 && (fd = reopen()) < 0)
-        say_once("cannot reopen the trace file", errno);
+    if (make_file() == 0) {
+        /* Both clocks are the machine's: the parent's first pair lengthens the span. */
+        tf_hdr->calib_ns0 = parent->calib_ns0;
+        tf_hdr->calib_ticks0 = parent->calib_ticks0;
+        if ((fd = reopen()) < 0)
+            say_once("cannot reopen the trace file", errno);
+    }
     munmap(parent, parent_len);
     uint64_t n = 0;
     for (struct tstats *b = shimgen_live_blocks; b; b = b->next)
