@@ -78,7 +78,10 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
            "last-byte": len(data) - 1, "whole-block": len(data) - h["block_stride"]}[cut]
     p = tmp_path / "cut.shimtrace"
     p.write_bytes(data[:end])
-    refused(p, "truncated" if cut not in ("empty", "magic") else "not a shimgen trace")
+    words = {"empty": "not a shimgen trace", "magic": "not a shimgen trace",
+             "mid-block": "not a whole number", "last-byte": "not a whole number",
+             "whole-block": "it holds"}.get(cut, "truncated")
+    refused(p, "truncated" if "shimgen" not in words else words, words)
 
 
 @pytest.mark.parametrize("field,value,words", [
