@@ -213,7 +213,7 @@ def load(path: str | os.PathLike) -> ProcessTrace:
 def _parse(name: str, m: mmap.mmap, size: int) -> ProcessTrace:
     if m[:len(MAGIC)] != MAGIC:
         raise _Bad("it is not a shimgen trace file (wrong magic)")
-    h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0)))
+    h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0), strict=True))
     if h["version"] != VERSION:
         raise _Bad(f"it has format version {h['version']}; this shimgen reads version {VERSION}")
     _check_header(h, size)

@@ -209,8 +209,9 @@ def test_forked_child_with_timed_calls_in_progress(fake_shim, probes, tmp_path):
 
 def test_directory_refused_when_a_symlink_or_not_ours(shims, probes, tmp_path):
     """A SHIMGEN_TRACE_DIR that is a symbolic link, or someone else's directory, is refused
-    with one line (said once: not again by a child forked after it), and the trace is kept in memory and printed at exit as
-    without the variable. A process that never calls the driver leaves no file."""
+    with one line (said once: not again by a child forked after it), and the trace is kept
+    in memory and printed at exit as without the variable. A process that never calls the
+    driver leaves no file."""
     s = shims[0]
     real = tmp_path / "real"
     real.mkdir(mode=0o700)

@@ -24,7 +24,7 @@ _at = 0
 for _name, _code in zip(tracefile._FIELDS, [
         "8s", "I", "I", "Q", "I", "I", "Q", "Q", "Q", "Q", "Q", "I", "I", "I", "I", "I", "I", "I",
         "I", "I", "I", "I", "I", "Q", "Q", "q", "q", "16s", "I", "I", "Q", "Q", "Q", "Q", "Q", "Q",
-        "Q", "Q", "32s", "32s", "136s", f"{tracefile.PATH_MAX}s"]):
+        "Q", "Q", "32s", "32s", "136s", f"{tracefile.PATH_MAX}s"], strict=True):
     FIELD_OFFSETS[_name] = (_at, _code)
     _at += struct.calcsize("<" + _code)
 assert _at == HEADER_SIZE
@@ -41,7 +41,7 @@ def real_file(shims, probes, tmp_path_factory) -> Path:
 
 
 def header(data: bytes) -> dict:
-    return dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(data, 0)))
+    return dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(data, 0), strict=True))
 
 
 def put(data: bytearray, field: str, value) -> None:
