@@ -39,12 +39,7 @@ uint64_t shimgen_untimed_calls;
 uint64_t shimgen_tsc_start;
 static uint64_t tsc_ns_start;
 
-static inline uint64_t ticks(void)
-{
-    uint32_t lo, hi;
-    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-    return ((uint64_t)hi << 32) | lo;
-}
+#define ticks shimgen_ticks
 
 static uint64_t mono_ns(void)
 {
@@ -229,10 +224,9 @@ static void stats_retire(void *p)
     pthread_mutex_unlock(&shimgen_stats_lock);
 }
 
-/* With a trace file: the calls counted outside its blocks (with atomics: a thread with no
- * block, or a signal handler's calls while its thread was making the file) go into a block
- * of their own, so the file holds every call. Returns how many calls the file lacks (0
- * unless that block cannot be added). */
+/* With a trace file: calls counted with atomics (a thread with no block, a signal handler's
+ * while its thread made the file) go into a block of their own. Returns how many calls the
+ * file lacks (0 unless that block cannot be added). */
 static uint64_t put_outside_counts(void)
 {
     uint64_t n = 0;
@@ -252,9 +246,9 @@ static uint64_t put_outside_counts(void)
     return 0;
 }
 
-/* At exit: fold every live block (with a trace file, every block). trylock, so that exit() from a signal handler that
- * interrupted a thread holding the lock cannot hang; without the lock the sum is read as
- * it stands. */
+/* At exit: fold every live block (with a trace file, every block). trylock, so that exit()
+ * from a signal handler that interrupted a thread holding the lock cannot hang; without the
+ * lock the sum is read as it stands. */
 void shimgen_collect_stats(void)
 {
     int locked = 0;

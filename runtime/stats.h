@@ -95,6 +95,13 @@ _Static_assert(offsetof(struct shadow_frame, idx) == FRAME_IDX, "shadow_frame.id
 _Static_assert(offsetof(struct shadow_frame, next) == FRAME_NEXT, "shadow_frame.next");
 _Static_assert(offsetof(struct shadow_frame, rbx) == FRAME_RBX, "shadow_frame.rbx");
 
+static inline uint64_t shimgen_ticks(void)
+{
+    uint32_t lo, hi;
+    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+}
+
 /* stats.c */
 extern __thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
 extern pthread_mutex_t shimgen_stats_lock; /* thread exit and the output; never a first call */

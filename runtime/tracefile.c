@@ -1,25 +1,20 @@
 /*
  * tracefile.c: SHIMGEN_TRACE_DIR, the binary trace file of each process (docs/traceformat.md).
  *
- * At a process's first traced call, its file is made in the directory (made 0700 if missing;
- * refused once if it is a symbolic link or someone else's): "<pid>.shimtrace", or
- * "r<rank>-<pid>.shimtrace" when a launcher set a rank, with "-<k>" added when the name is
- * taken (an exec keeps the pid), created O_EXCL|O_NOFOLLOW, mode 0600. It holds a header
- * (the format, the process, the loaded driver, the tick calibration), the function names,
- * then the per-thread counter blocks (struct tstats): block k is the page-aligned region at
- * blocks_off + k * stride, mapped MAP_SHARED, so the stubs count into the file's pages in
- * place with their usual instructions and a process killed by SIGKILL leaves its counts
- * exact up to its last call. The file only grows (fallocate, or a one-byte pwrite at a new
- * block's last byte): two threads adding blocks at once never cut each other's off.
+ * At a process's first traced call its file is made in the directory (made 0700 if missing;
+ * a symbolic link or someone else's is refused, once): "[r<rank>-]<pid>[-<k>].shimtrace"
+ * (k when the name is taken: an exec keeps the pid), O_EXCL|O_NOFOLLOW, mode 0600. A
+ * header, the function names, then the per-thread blocks (struct tstats): block k is the
+ * page-aligned region at blocks_off + k * stride, mapped MAP_SHARED, so the stubs count into
+ * the file's pages in place and a SIGKILL loses no count. The file only grows (fallocate,
+ * or a one-byte pwrite): two threads adding blocks at once never cut each other's off.
  *
- * Everything here that a first call may run is async-signal-safe: open, pwrite, fallocate,
- * mmap, no malloc, no stdio, no lock. The one creation of the file is claimed with a
- * compare-and-swap; other threads wait for it with nanosleep, and a signal handler on the
- * creating thread does not wait (its calls are counted with atomics, then put in the file
- * at exit). In a forked child every block is moved onto the child's own file at the same
- * address (MAP_FIXED), so a timed call in progress keeps its frame; the parent's file is
- * never written by the child. At exit the header is finished (trace.c): complete, end
- * time, calibration.
+ * What a first call may run here is async-signal-safe (open, pwrite, fallocate, mmap; no
+ * malloc, stdio or lock). One thread makes the file (a compare-and-swap), others wait with
+ * nanosleep; a signal handler on that thread does not wait: its calls are counted with
+ * atomics and put in the file at exit. A forked child moves every block onto its own file
+ * at the same address (MAP_FIXED), so a timed call's frame stays valid; it never writes
+ * its parent's file. At exit the header is finished (trace.c).
  */
 
 #define _GNU_SOURCE
@@ -49,13 +44,6 @@ static dev_t tf_dev;
 static ino_t tf_ino;
 static char tf_path[PATH_MAX];
 static int tf_said;
-
-static uint64_t tf_ticks(void)
-{
-    uint32_t lo, hi;
-    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-    return ((uint64_t)hi << 32) | lo;
-}
 
 static uint64_t tf_clock(clockid_t c)
 {
@@ -94,19 +82,6 @@ static int grow(int fd, off_t end)
         return -1;
     char zero = 0;
     return pwrite(fd, &zero, 1, end - 1) == 1 ? 0 : -1;
-}
-
-static int write_all(int fd, const void *p, size_t n, off_t off)
-{
-    while (n) {
-        ssize_t w = pwrite(fd, p, n, off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p = (const char *)p + w, n -= (size_t)w, off += w;
-    }
-    return 0;
 }
 
 /* The directory, made 0700 when it is missing; a symbolic link or someone else's is
@@ -163,7 +138,7 @@ static int create_file(int dirfd, char *name)
 
 static void set_calibration(struct tf_header *h, int end)
 {
-    uint64_t t = tf_ticks(), ns = tf_clock(CLOCK_MONOTONIC);
+    uint64_t t = shimgen_ticks(), ns = tf_clock(CLOCK_MONOTONIC);
     __atomic_store_n(end ? &h->calib_ticks1 : &h->calib_ticks0, t, __ATOMIC_RELAXED);
     __atomic_store_n(end ? &h->calib_ns1 : &h->calib_ns0, ns, __ATOMIC_RELAXED);
 }
@@ -196,35 +171,22 @@ static int make_file(void)
     }
     close(fd);
     struct tf_header *h = m;
-    h->version = TF_VERSION;
-    h->header_size = sizeof *h;
-    h->byte_order = TF_BYTE_ORDER;
-    h->nfuncs = SHIMGEN_NFUNCS;
-    h->page_size = (uint32_t)page;
-    h->block_size = sizeof(struct tstats);
     tf_stride = (sizeof(struct tstats) + page - 1) & ~(page - 1);
-    h->block_stride = tf_stride;
-    h->names_off = sizeof *h;
-    h->names_size = names;
-    h->blocks_off = hlen;
-    h->off_fn = offsetof(struct tstats, fn);
-    h->fstats_size = TS_FSTATS_SIZE;
-    h->off_count = TS_COUNT;
-    h->off_untimed = TS_UNTIMED;
-    h->off_err_overflow = TS_ERR_OVERFLOW;
-    h->off_err = TS_ERR;
-    h->err_slots = TS_ERR_SLOTS;
-    h->errslot_size = TS_ERRSLOT_SIZE;
-    h->off_hist = TS_HIST;
-    h->hist_buckets = TS_HIST_BUCKETS;
-    h->off_tid = offsetof(struct tstats, tid);
-    h->off_state = offsetof(struct tstats, state);
-    h->pid = getpid();
-    h->ppid = getppid();
+    *h = (struct tf_header){
+        .version = TF_VERSION, .header_size = sizeof *h, .byte_order = TF_BYTE_ORDER,
+        .nfuncs = SHIMGEN_NFUNCS, .page_size = (uint32_t)page,
+        .block_size = sizeof(struct tstats), .block_stride = tf_stride,
+        .names_off = sizeof *h, .names_size = names, .blocks_off = hlen,
+        .off_fn = offsetof(struct tstats, fn), .fstats_size = TS_FSTATS_SIZE,
+        .off_count = TS_COUNT, .off_untimed = TS_UNTIMED, .off_err_overflow = TS_ERR_OVERFLOW,
+        .off_err = TS_ERR, .err_slots = TS_ERR_SLOTS, .errslot_size = TS_ERRSLOT_SIZE,
+        .off_hist = TS_HIST, .hist_buckets = TS_HIST_BUCKETS,
+        .off_tid = offsetof(struct tstats, tid), .off_state = offsetof(struct tstats, state),
+        .pid = getpid(), .ppid = getppid(), .state = TF_RUNNING,
+        .mode = shimgen_cfg.timeline ? 3 : shimgen_cfg.trace == TRACE_TIME ? 2 : 1,
+        .start_ns = tf_clock(CLOCK_REALTIME),
+    };
     shimgen_copy_str(h->rank, sizeof h->rank, shimgen_cfg.rank);
-    h->mode = shimgen_cfg.timeline ? 3 : shimgen_cfg.trace == TRACE_TIME ? 2 : 1;
-    h->state = TF_RUNNING;
-    h->start_ns = tf_clock(CLOCK_REALTIME);
     set_calibration(h, 0);
     set_calibration(h, 1);
     shimgen_copy_str(h->shimgen_version, sizeof h->shimgen_version, SHIMGEN_VERSION);
@@ -393,7 +355,8 @@ void shimgen_tracefile_after_fork(void)
         static char keep[TS_ERR_OVERFLOW - TS_UNTIMED];
         memcpy(keep, (char *)b + TS_UNTIMED, sizeof keep);
         off_t off = fd >= 0 ? (off_t)(tf_hdr->blocks_off + k * tf_stride) : 0;
-        int moved = fd >= 0 && write_all(fd, keep, sizeof keep, off + TS_UNTIMED) == 0 &&
+        int moved = fd >= 0 &&
+                    pwrite(fd, keep, sizeof keep, off + TS_UNTIMED) == (ssize_t)sizeof keep &&
                     mmap(b, tf_stride, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
                          off) != MAP_FAILED;
         if (!moved && mmap(b, tf_stride, PROT_READ | PROT_WRITE,
