@@ -354,6 +354,7 @@ void shimgen_tracefile_after_fork(void)
          * the block's bytes; the counters after it start from zero, as the child's own. */
         static char keep[TS_ERR_OVERFLOW - TS_UNTIMED];
         memcpy(keep, (char *)b + TS_UNTIMED, sizeof keep);
+        struct tstats *next = b->next;
         off_t off = fd >= 0 ? (off_t)(tf_hdr->blocks_off + k * tf_stride) : 0;
         int moved = fd >= 0 &&
                     pwrite(fd, keep, sizeof keep, off + TS_UNTIMED) == (ssize_t)sizeof keep &&
@@ -362,7 +363,7 @@ void shimgen_tracefile_after_fork(void)
         if (!moved && mmap(b, tf_stride, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
             memcpy((char *)b + TS_UNTIMED, keep, sizeof keep);
-        b = b->next;
+        b = next;
     }
     if (fd >= 0) {
         tf_hdr->blocks_reserved = tf_hdr->blocks_mapped = n;
