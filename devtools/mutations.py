@@ -278,8 +278,8 @@ MUTATIONS = [
     {
         "name": "tracefile-truncated-when-a-block-is-added",
         "file": "runtime/tracefile.c",
-        "old": "    if (fallocate(fd, 0, 0, end) == 0)\n",
-        "new": "    if (ftruncate(fd, end) == 0)\n",
+        "old": "    if (fallocate(fd, 0, off, len) == 0)\n",
+        "new": "    if (ftruncate(fd, off + len) == 0)\n",
         "tests": ["tests/test_tracefile.py::"
                   "test_sixty_four_first_calls_at_once_make_one_file"],
         "why": "the file only grows: two threads adding blocks at once never cut each other's off",

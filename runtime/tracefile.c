@@ -7,7 +7,7 @@
  * header, the function names, then the per-thread blocks (struct tstats): block k is the
  * page-aligned region at blocks_off + k * stride, mapped MAP_SHARED, so the stubs count into
  * the file's pages in place and a SIGKILL loses no count. The file only grows (fallocate,
- * or a one-byte pwrite): two threads adding blocks at once never cut each other's off.
+ * or zeros written): two threads adding blocks at once never cut each other's off.
  *
  * What a first call may run here is async-signal-safe (open, pwrite, fallocate, mmap; no
  * malloc, stdio or lock). One thread makes the file (a compare-and-swap), others wait with
@@ -40,8 +40,7 @@ static __thread int tf_creating_here __attribute__((tls_model("initial-exec")));
 static struct tf_header *tf_hdr; /* the header and the names, mapped shared */
 static size_t tf_hdr_len, tf_stride;
 static pid_t tf_owner; /* the process the file belongs to */
-static dev_t tf_dev;
-static ino_t tf_ino;
+static struct stat tf_st; /* its device and inode */
 static char tf_path[PATH_MAX];
 static int tf_said;
 
@@ -73,15 +72,24 @@ static void say_once(const char *what, int e)
                 "written at exit instead\n", shimgen_cfg.trace_dir, what, strerror(e));
 }
 
-/* The file grows to at least `end` bytes, never shrinks. */
-static int grow(int fd, off_t end)
+/* Disk space for [off, off + len), the file grown to cover it, never shrunk: a page the
+ * stubs write later cannot fail for want of space (a SIGBUS). Without fallocate, zeros are
+ * written over that range, which belongs to the caller alone. */
+static int grow(int fd, off_t off, off_t len)
 {
-    if (fallocate(fd, 0, 0, end) == 0)
+    if (fallocate(fd, 0, off, len) == 0)
         return 0;
     if (errno != EOPNOTSUPP && errno != ENOSYS)
         return -1;
-    char zero = 0;
-    return pwrite(fd, &zero, 1, end - 1) == 1 ? 0 : -1;
+    static char zeros[65536];
+    for (off_t done = 0; done < len;) {
+        size_t n = len - done < (off_t)sizeof zeros ? (size_t)(len - done) : sizeof zeros;
+        ssize_t w = pwrite(fd, zeros, n, off + done);
+        if (w <= 0 && errno != EINTR)
+            return -1;
+        done += w > 0 ? w : 0;
+    }
+    return 0;
 }
 
 /* The directory, made 0700 when it is missing; a symbolic link or someone else's is
@@ -162,7 +170,7 @@ static int make_file(void)
     size_t hlen = (sizeof(struct tf_header) + names + page - 1) & ~(page - 1);
     struct stat st;
     void *m = MAP_FAILED;
-    if (grow(fd, (off_t)hlen) == 0 && fstat(fd, &st) == 0)
+    if (grow(fd, 0, (off_t)hlen) == 0 && fstat(fd, &st) == 0)
         m = mmap(NULL, hlen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
         say_once("cannot write the trace file", errno);
@@ -205,8 +213,7 @@ static int make_file(void)
     memcpy(tf_path, shimgen_cfg.trace_dir, dn);
     tf_path[dn] = '/';
     shimgen_copy_str(tf_path + dn + 1, sizeof tf_path - dn - 1, name);
-    tf_dev = st.st_dev;
-    tf_ino = st.st_ino;
+    tf_st = st;
     tf_hdr = h;
     tf_hdr_len = hlen;
     tf_owner = getpid();
@@ -219,12 +226,11 @@ static int reopen(void)
 {
     int fd = open(tf_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != tf_dev || st.st_ino != tf_ino)) {
-        close(fd);
-        errno = ESTALE;
-        fd = -1;
-    }
-    return fd;
+    if (fd < 0 || (fstat(fd, &st) == 0 && st.st_dev == tf_st.st_dev && st.st_ino == tf_st.st_ino))
+        return fd;
+    close(fd);
+    errno = ESTALE;
+    return -1;
 }
 
 /* Waits for the file; 1 when it is there, 0 when blocks are to be anonymous (no
@@ -273,23 +279,19 @@ void *shimgen_tracefile_block(int *anon)
     if (r <= 0)
         return NULL;
     int fd = reopen();
-    if (fd < 0) {
-        say_once("the trace file is gone or replaced; calls from new threads are kept in "
-                 "memory", errno);
-        return NULL;
-    }
+    if (fd < 0)
+        return say_once("the trace file is gone or replaced; new threads count in memory",
+                        errno), NULL;
     uint64_t k = __atomic_fetch_add(&tf_hdr->blocks_reserved, 1, __ATOMIC_ACQ_REL);
     off_t off = (off_t)(tf_hdr->blocks_off + k * tf_stride);
     void *p = MAP_FAILED;
-    if (grow(fd, off + (off_t)tf_stride) == 0)
+    if (grow(fd, off, (off_t)tf_stride) == 0)
         p = mmap(NULL, tf_stride, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
     int e = errno;
     close(fd);
-    if (p == MAP_FAILED) {
-        say_once("cannot add a block to the trace file; calls from new threads are kept in "
-                 "memory", e);
-        return NULL;
-    }
+    if (p == MAP_FAILED)
+        return say_once("cannot add a block to the trace file; new threads count in memory",
+                        e), NULL;
     __atomic_fetch_add(&tf_hdr->blocks_mapped, 1, __ATOMIC_RELEASE);
     set_calibration(tf_hdr, 1);
     __atomic_store_n(&tf_hdr->unmapped_proc_addresses,
@@ -343,7 +345,7 @@ void shimgen_tracefile_after_fork(void)
     uint64_t n = 0;
     for (struct tstats *b = shimgen_live_blocks; b; b = b->next)
         n++;
-    if (fd >= 0 && grow(fd, (off_t)(tf_hdr->blocks_off + n * tf_stride)) != 0) {
+    if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
         say_once("cannot write the trace file", errno);
         close(fd);
         fd = -1;

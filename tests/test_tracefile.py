@@ -86,6 +86,22 @@ def test_sigkill_leaves_exact_counts_and_reused_blocks_count_once(shims, probes,
         assert stat.S_IMODE(d.stat().st_mode) == 0o700
 
 
+def test_file_system_without_fallocate(shims, probes, tmp_path):
+    """Where fallocate fails (a preloaded fake), each block is added by writing zeros over
+    it alone: 10 processes of threads adding blocks at once, killed, exact counts."""
+    s = shims[0]
+    for i in range(10):
+        seed = random.randrange(1 << 30)
+        d = tmp_path / f"t{i}"
+        env = s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_DIR=str(d))
+        env["LD_PRELOAD"] = f"{probes / 'libno_fallocate_fake.so'}:{env['LD_PRELOAD']}"
+        p = start(probes, env, "rounds", 3, 6, seed)
+        n = int(p.stdout.readline().split()[1])
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+        assert calls(only_trace(d)) == n, seed
+
+
 def test_sigkill_while_threads_race_loses_nothing(shims, probes, tmp_path):
     """40 processes of 1 to 8 threads calling as fast as they can, each storing its calls
     made after each call; SIGKILL at a random moment. The file holds every call made, and
