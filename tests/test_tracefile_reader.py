@@ -32,9 +32,10 @@ assert _at == HEADER_SIZE
 
 @pytest.fixture(scope="module")
 def real_file(shims, probes, tmp_path_factory) -> Path:
-    """A complete trace file of a timed process with several blocks (threads that stay)."""
+    """A complete trace file of a timed process with several blocks (threads that stay),
+    alive 100 ms after its calls so that its tick calibration gives times."""
     d = tmp_path_factory.mktemp("reader") / "traces"
-    run(["sh", "-c", 'echo | "$0" libcuda.so.1 rounds 2 3 11', probes / "tracekill"],
+    run(["sh", "-c", '(sleep 0.1; echo) | "$0" libcuda.so.1 rounds 2 3 11', probes / "tracekill"],
         shims[0].env(SHIMGEN_TRACE="time", SHIMGEN_TRACE_DIR=str(d)))
     (f,) = d.glob("*.shimtrace")
     return f
