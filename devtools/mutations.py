@@ -462,4 +462,86 @@ MUTATIONS = [
         "tests": ["tests/test_bad_cli.py::test_malformed_or_foreign_gate_profile"],
         "why": "`shimgen build --gates` is documented; its tests fail, not skip, without it",
     },
+    # ---- the binary trace file (runtime/tracefile.c, shimgen/tracefile.py) ----
+    {
+        "name": "tracefile-child-writes-parents-file",
+        "file": "runtime/stats.c",
+        "old": "    shimgen_tracefile_after_fork();\n",
+        "new": "",
+        "tests": ["tests/test_tracefile.py::"
+                  "test_fork_and_exec_trees_give_each_process_its_own_file[fork]"],
+        "why": "a forked child counts into its own file, never its parent's",
+    },
+    {
+        "name": "tracefile-block-private",
+        "file": "runtime/tracefile.c",
+        "old": "PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);",
+        "new": "PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, off);",
+        "tests": ["tests/test_tracefile.py::"
+                  "test_sigkill_leaves_exact_counts_and_reused_blocks_count_once"],
+        "why": "the stubs count into the file's pages: a process killed by SIGKILL loses no count",
+    },
+    {
+        "name": "tracefile-truncated-when-a-block-is-added",
+        "file": "runtime/tracefile.c",
+        "old": "    if (fallocate(fd, 0, off, len) == 0)\n",
+        "new": "    if (ftruncate(fd, off + len) == 0)\n",
+        "tests": ["tests/test_tracefile.py::"
+                  "test_sixty_four_first_calls_at_once_make_one_file"],
+        "why": "the file only grows: two threads adding blocks at once never cut each other's off",
+    },
+    {
+        "name": "tracefile-reused-block-counted-twice",
+        "file": "runtime/stats.c",
+        "old": "        if (!shimgen_tracefile_ready()) {\n            fold_block(s);\n",
+        "new": "        fold_block(s);\n        if (!shimgen_tracefile_ready()) {\n",
+        "tests": ["tests/test_tracefile.py::"
+                  "test_sigkill_leaves_exact_counts_and_reused_blocks_count_once"],
+        "why": "a retired thread's counts stay in its block, found in the file exactly once",
+    },
+    {
+        "name": "tracefile-retired-counts-kept-in-memory",
+        "file": "runtime/stats.c",
+        "old": "        if (!shimgen_tracefile_ready()) {\n            fold_block(s);\n",
+        "new": "        if (1) {\n            fold_block(s);\n",
+        "tests": ["tests/test_tracefile.py::"
+                  "test_sigkill_leaves_exact_counts_and_reused_blocks_count_once"],
+        "why": "a retired thread's counts are in the file, not only in memory (lost on SIGKILL)",
+    },
+    {
+        "name": "tracefile-reader-magic-unchecked",
+        "file": "shimgen/tracefile.py",
+        "old": "    if m[:len(MAGIC)] != MAGIC:\n",
+        "new": "    if False:\n",
+        "tests": ["tests/test_tracefile_reader.py::"
+                  "test_corrupt_header_is_refused[magic-SHIMTRC\\x00-words0]"],
+        "why": "a file without the magic is refused",
+    },
+    {
+        "name": "tracefile-reader-version-unchecked",
+        "file": "shimgen/tracefile.py",
+        "old": "    if h[\"version\"] != VERSION:\n",
+        "new": "    if h[\"version\"] > VERSION + 1:\n",
+        "tests": ["tests/test_tracefile_reader.py::"
+                  "test_corrupt_header_is_refused[version-2-words1]"],
+        "why": "a file of another format version is refused, not misread",
+    },
+    {
+        "name": "tracefile-reader-truncation-unchecked",
+        "file": "shimgen/tracefile.py",
+        "old": "    if (size - boff) % stride:\n",
+        "new": "    if False:\n",
+        "tests": ["tests/test_tracefile_reader.py::test_truncated_file_is_refused[mid-block]",
+                  "tests/test_tracefile_reader.py::test_truncated_file_is_refused[last-byte]"],
+        "why": "a file cut short in its blocks is refused",
+    },
+    {
+        "name": "tracefile-reader-block-count-unchecked",
+        "file": "shimgen/tracefile.py",
+        "old": "    if not h[\"blocks_mapped\"] <= n <= h[\"blocks_reserved\"]:\n",
+        "new": "    if False:\n",
+        "tests": ["tests/test_tracefile_reader.py::"
+                  "test_truncated_file_is_refused[whole-block]"],
+        "why": "a file that lost whole blocks is refused (its header says how many it mapped)",
+    },
 ]

@@ -2,12 +2,14 @@
  * config.c: the shim's configuration, read once from SHIMGEN_* when the shim is loaded
  * (a constructor; or at the first call that comes earlier): trace mode and files, the
  * timeline size, attribute overrides, gates, the job rank, and where the shim itself lives.
- * Also the one way the runtime says something: one line on stderr, unless SHIMGEN_QUIET.
+ * Also the one way the runtime says something: one line on stderr (or appended to
+ * SHIMGEN_NOTICE_FILE, "[pid N] " first), unless SHIMGEN_QUIET.
  */
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -68,6 +70,32 @@ static void parse_timeline_events(const char *v)
     while (p < n)
         p <<= 1;
     shimgen_cfg.timeline_events = p;
+}
+
+/* SHIMGEN_TRACE_DIR, SHIMGEN_NOTICE_FILE: made absolute here (the program may change its
+ * working directory before its first call); a name that does not fit is refused. */
+static void parse_abs_name(const char *var, const char *v, char dst[PATH_MAX])
+{
+    char cwd[PATH_MAX];
+    size_t n = strlen(v), c = 0;
+    if (v[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd)) {
+            shimgen_say("shimgen: %s=%s: cannot resolve a relative name (%s); ignored\n", var,
+                        v, strerror(errno));
+            return;
+        }
+        c = strlen(cwd);
+    }
+    if (c + 1 + n >= PATH_MAX) {
+        shimgen_say("shimgen: %s is longer than the %d bytes a path may have; ignored\n", var,
+                    PATH_MAX - 1);
+        return;
+    }
+    if (c) {
+        memcpy(dst, cwd, c);
+        dst[c++] = '/';
+    }
+    memcpy(dst + c, v, n + 1);
 }
 
 /* SHIMGEN_TRACE_FILE, SHIMGEN_TIMELINE_FILE: a name that does not fit is refused, never
@@ -146,23 +174,40 @@ int shimgen_attr_override(int attribute, int *value)
     return 0;
 }
 
+/* SHIMGEN_NOTICE_FILE: opened for each notice (notices are few; a descriptor kept open
+ * could be closed or reused by the program), -1 when it cannot be: stderr then. */
+static int open_notice_file(void)
+{
+    if (!shimgen_cfg.notice_file[0])
+        return -1;
+    return open(shimgen_cfg.notice_file,
+                O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+}
+
 void shimgen_say(const char *fmt, ...)
 {
     if (shimgen_cfg.quiet)
         return;
     char buf[1024];
+    int fd = open_notice_file();
+    int pre = 0;
+    if (fd >= 0)
+        pre = snprintf(buf, sizeof buf, "[pid %ld] ", (long)getpid());
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    int n = vsnprintf(buf + pre, sizeof buf - (size_t)pre, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n >= sizeof buf) { /* cut short: still one line */
-        n = sizeof buf - 1;
-        buf[n - 1] = '\n';
+    if (n >= 0) {
+        n += pre;
+        if ((size_t)n >= sizeof buf) { /* cut short: still one line */
+            n = sizeof buf - 1;
+            buf[n - 1] = '\n';
+        }
+        ssize_t w = write(fd >= 0 ? fd : STDERR_FILENO, buf, (size_t)n); /* one write a line */
+        (void)w;
     }
-    ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
-    (void)w;
+    if (fd >= 0)
+        close(fd);
 }
 
 void shimgen_copy_str(char *dst, size_t cap, const char *src)
@@ -188,6 +233,9 @@ static void read_config(void)
 {
     const char *v = secure_getenv("SHIMGEN_QUIET");
     shimgen_cfg.quiet = v && *v && strcmp(v, "0") != 0;
+    v = secure_getenv("SHIMGEN_NOTICE_FILE");
+    if (v && *v)
+        parse_abs_name("SHIMGEN_NOTICE_FILE", v, shimgen_cfg.notice_file);
 
     v = secure_getenv("SHIMGEN_DRIVER");
     shimgen_cfg.driver_from_env = v && *v;
@@ -223,6 +271,9 @@ static void read_config(void)
     if (v && *v)
         parse_file_name("SHIMGEN_TRACE_FILE", v, shimgen_cfg.trace_file,
                         "the trace goes to stderr instead");
+    v = secure_getenv("SHIMGEN_TRACE_DIR");
+    if (v && *v && shimgen_cfg.trace != TRACE_OFF)
+        parse_abs_name("SHIMGEN_TRACE_DIR", v, shimgen_cfg.trace_dir);
     shimgen_cfg.timeline_events = TIMELINE_EVENTS_DEFAULT;
     if (shimgen_cfg.timeline) {
         v = secure_getenv("SHIMGEN_TIMELINE_EVENTS");

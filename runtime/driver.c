@@ -33,6 +33,29 @@ static __thread int load_held __attribute__((tls_model("initial-exec")));
 static int trace_registered;
 static uint64_t missing_functions;
 char shimgen_loaded_build_id[129];
+char shimgen_loaded_version[32] = SHIMGEN_DRIVER_VERSION;
+
+/* The version in a driver's real file name: "libcuda.so.535.261.03" gives "535.261.03"
+ * (digits and two or three dot-separated parts, as shimgen/elf.py reads it). */
+static void version_from_name(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *v = strstr(base, ".so.");
+    size_t n = v ? strlen(v + 4) : 0;
+    unsigned dots = 0;
+    int ok = n > 0 && n < sizeof shimgen_loaded_version;
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = v[4 + i];
+        if (c == '.' && i > 0 && v[4 + i - 1] != '.' && i + 1 < n)
+            dots++;
+        else if (c < '0' || c > '9')
+            ok = 0;
+    }
+    ok = ok && (dots == 1 || dots == 2);
+    shimgen_copy_str(shimgen_loaded_version, sizeof shimgen_loaded_version,
+                     ok ? v + 4 : "unknown");
+}
 
 struct build_id_query {
     uintptr_t base;
@@ -81,6 +104,7 @@ static void check_identity(void *handle)
     dl_iterate_phdr(find_build_id, &q);
     shimgen_copy_str(shimgen_loaded_build_id, sizeof shimgen_loaded_build_id, q.hex);
     char got[PATH_MAX], want[PATH_MAX], other[PATH_MAX];
+    version_from_name(lm->l_name && realpath(lm->l_name, got) ? got : shimgen_cfg.driver_path);
     void *d = dlsym(handle, "dlopen");
     Dl_info di;
     if (lm->l_name && realpath(lm->l_name, got) && realpath(shimgen_cfg.driver_path, want) &&

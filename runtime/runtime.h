@@ -49,6 +49,8 @@ struct shimgen_config {
     char self_path[PATH_MAX];
     char trace_file[PATH_MAX];
     char timeline_file[PATH_MAX];
+    char trace_dir[PATH_MAX];   /* SHIMGEN_TRACE_DIR, absolute; "" when unset */
+    char notice_file[PATH_MAX]; /* SHIMGEN_NOTICE_FILE, absolute; "" when unset */
     enum trace_mode trace;
     int timeline;                  /* SHIMGEN_TRACE=timeline: TRACE_TIME plus events */
     unsigned long timeline_events; /* per-thread ring, a power of two */
@@ -83,6 +85,10 @@ int shimgen_shared_name(const char *name);
 void shimgen_init(void);
 void *shimgen_lazy_resolve(unsigned idx);
 extern char shimgen_loaded_build_id[129];
+/* The loaded driver's version, from its real file name (libcuda.so.<version>, the rule
+ * shimgen/elf.py applies at build time); the build-time one until a driver is loaded, and
+ * "unknown" when the loaded file's name has none. */
+extern char shimgen_loaded_version[32];
 
 /* ---- loading the driver safely (driver.c, selfcheck.c, stubs.S) ---- */
 extern char shimgen_fail_loading[];  /* returns CUDA_ERROR_NOT_INITIALIZED */

@@ -39,12 +39,7 @@ uint64_t shimgen_untimed_calls;
 uint64_t shimgen_tsc_start;
 static uint64_t tsc_ns_start;
 
-static inline uint64_t ticks(void)
-{
-    uint32_t lo, hi;
-    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-    return ((uint64_t)hi << 32) | lo;
-}
+#define ticks shimgen_ticks
 
 static uint64_t mono_ns(void)
 {
@@ -147,12 +142,16 @@ static struct tstats *claim_free_block(void)
     return NULL;
 }
 
-/* A new block (mmap: zeroed), live, on the list of every block. */
+/* A new block (mmap: zeroed), live, on the list of every block: with SHIMGEN_TRACE_DIR, a
+ * region of the process's trace file (tracefile.c), otherwise anonymous memory. */
 static struct tstats *new_block(void)
 {
-    void *p = mmap(NULL, sizeof(struct tstats), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    int anon;
+    void *p = shimgen_tracefile_block(&anon);
+    if (!p && anon)
+        p = mmap(NULL, sizeof(struct tstats), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!p || p == MAP_FAILED)
         return NULL;
     struct tstats *s = p;
     reset_frames(s);
@@ -211,8 +210,12 @@ static void stats_retire(void *p)
     pthread_mutex_lock(&shimgen_stats_lock);
     if (s->state == BLOCK_LIVE) {
         count_calls_in_progress(s);
-        fold_block(s);
-        clear_block(s);
+        /* With a trace file the block is the record: its counts stay in the file, and the
+         * next thread that claims it adds to them; they are folded once, at exit. */
+        if (!shimgen_tracefile_ready()) {
+            fold_block(s);
+            clear_block(s);
+        }
         reset_frames(s);
         if (shimgen_cfg.timeline)
             shimgen_timeline_keep(s);
@@ -221,9 +224,31 @@ static void stats_retire(void *p)
     pthread_mutex_unlock(&shimgen_stats_lock);
 }
 
-/* At exit: fold every live block. trylock, so that exit() from a signal handler that
- * interrupted a thread holding the lock cannot hang; without the lock the sum is read as
- * it stands. */
+/* With a trace file: calls counted with atomics (a thread with no block, a signal handler's
+ * while its thread made the file) go into a block of their own. Returns how many calls the
+ * file lacks (0 unless that block cannot be added). */
+static uint64_t put_outside_counts(void)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
+        n += __atomic_load_n(&shimgen_counts[i], __ATOMIC_RELAXED);
+    uint64_t untimed = __atomic_load_n(&shimgen_untimed_calls, __ATOMIC_RELAXED);
+    if (!n && !untimed)
+        return 0;
+    struct tstats *s = new_block();
+    if (!s)
+        return n ? n : 1;
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
+        s->fn[i].count = __atomic_exchange_n(&shimgen_counts[i], 0, __ATOMIC_RELAXED);
+    s->untimed = __atomic_exchange_n(&shimgen_untimed_calls, 0, __ATOMIC_RELAXED);
+    s->tid = 0;
+    release_block(s);
+    return 0;
+}
+
+/* At exit: fold every live block (with a trace file, every block). trylock, so that exit()
+ * from a signal handler that interrupted a thread holding the lock cannot hang; without the
+ * lock the sum is read as it stands. */
 void shimgen_collect_stats(void)
 {
     int locked = 0;
@@ -232,17 +257,23 @@ void shimgen_collect_stats(void)
         if (!locked)
             usleep(100);
     }
+    int in_file = shimgen_tracefile_ready();
+    uint64_t outside = in_file ? put_outside_counts() : 0;
     for (struct tstats *s = shimgen_live_blocks; s; s = s->next) {
-        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != BLOCK_LIVE)
+        int live = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == BLOCK_LIVE;
+        if (!live && !in_file)
             continue; /* folded when its thread exited */
         /* Timed calls are counted when they return: count the ones still in progress
          * (a thread blocked in the driver, or exit() from a callback) from their frames. */
-        count_calls_in_progress(s);
+        if (live)
+            count_calls_in_progress(s);
         fold_block(s);
-        clear_block(s);
+        if (!in_file)
+            clear_block(s); /* a trace file keeps its counts: it is the record */
     }
     if (locked)
         pthread_mutex_unlock(&shimgen_stats_lock);
+    shimgen_tracefile_finish(outside);
 }
 
 void *shimgen_count_first(unsigned idx)
@@ -316,6 +347,8 @@ double shimgen_ns_per_tick(void)
 /* In a forked child: it reports its own calls only (and, by its pid, to its own file). */
 void shimgen_stats_after_fork(void)
 {
+    /* First of all: the blocks onto the child's own trace file (never the parent's). */
+    shimgen_tracefile_after_fork();
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
         shimgen_counts[i] = 0;
         shimgen_time_total[i] = 0;

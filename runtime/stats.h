@@ -95,6 +95,13 @@ _Static_assert(offsetof(struct shadow_frame, idx) == FRAME_IDX, "shadow_frame.id
 _Static_assert(offsetof(struct shadow_frame, next) == FRAME_NEXT, "shadow_frame.next");
 _Static_assert(offsetof(struct shadow_frame, rbx) == FRAME_RBX, "shadow_frame.rbx");
 
+static inline uint64_t shimgen_ticks(void)
+{
+    uint32_t lo, hi;
+    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+}
+
 /* stats.c */
 extern __thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
 extern pthread_mutex_t shimgen_stats_lock; /* thread exit and the output; never a first call */
@@ -106,6 +113,12 @@ void shimgen_collect_stats(void);
 void shimgen_stats_after_fork(void);
 double shimgen_ns_per_tick(void);
 extern uint64_t shimgen_tsc_start;
+
+/* tracefile.c (SHIMGEN_TRACE_DIR) */
+void *shimgen_tracefile_block(int *anon); /* async-signal-safe */
+int shimgen_tracefile_ready(void);        /* this process's file is the record */
+int shimgen_tracefile_finish(uint64_t calls_missing);
+void shimgen_tracefile_after_fork(void);
 
 /* timeline.c */
 void shimgen_timeline_ring(struct tstats *s); /* async-signal-safe (mmap) */

@@ -164,7 +164,7 @@ void shimgen_write_timeline(void)
     shimgen_out_printf(f, ", \"driver\": ");
     shimgen_out_json_str(f, shimgen_cfg.driver_path);
     shimgen_out_printf(f, ", \"driver_version\": ");
-    shimgen_out_json_str(f, SHIMGEN_DRIVER_VERSION);
+    shimgen_out_json_str(f, shimgen_loaded_version);
     shimgen_out_printf(f, ", \"pid\": %ld, \"events_per_thread\": %lu, \"threads\": %u, "
                           "\"exited_threads_kept\": %u, \"events_kept\": %llu, "
                           "\"events_overwritten\": %llu, \"exited_threads_dropped\": %llu, "
@@ -178,7 +178,7 @@ void shimgen_write_timeline(void)
     shimgen_out_printf(f, "\n  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %ld, "
                           "\"tid\": 0, \"args\": {\"name\": ", (long)getpid());
     char name[128];
-    snprintf(name, sizeof name, "shimgen: libcuda %s (pid %ld)", SHIMGEN_DRIVER_VERSION,
+    snprintf(name, sizeof name, "shimgen: libcuda %s (pid %ld)", shimgen_loaded_version,
              (long)getpid());
     shimgen_out_json_str(f, name);
     shimgen_out_printf(f, "}}");

@@ -92,6 +92,8 @@ static int write_json(void)
     shimgen_out_printf(f, ",\n  \"driver\": ");
     shimgen_out_json_str(f, shimgen_cfg.driver_path);
     shimgen_out_printf(f, ",\n  \"driver_version\": ");
+    shimgen_out_json_str(f, shimgen_loaded_version);
+    shimgen_out_printf(f, ",\n  \"shim_driver_version\": ");
     shimgen_out_json_str(f, SHIMGEN_DRIVER_VERSION);
     shimgen_out_printf(f, ",\n  \"build_id\": ");
     shimgen_out_json_str(f, SHIMGEN_DRIVER_BUILD_ID);
@@ -156,7 +158,7 @@ static void write_table(void)
         order[j] = x;
     }
     fprintf(stderr, "shimgen trace (pid %ld, libcuda %s): %llu calls to %u functions\n",
-            (long)getpid(), SHIMGEN_DRIVER_VERSION, (unsigned long long)total, n);
+            (long)getpid(), shimgen_loaded_version, (unsigned long long)total, n);
     if (shimgen_cfg.trace == TRACE_TIME) {
         double k = shimgen_ns_per_tick();
         fprintf(stderr, "%14s  %14s  %12s  %12s  %s\n", "calls", "total ms", "mean ns",
@@ -187,7 +189,10 @@ static void write_trace(void)
     shimgen_collect_stats();
     if (shimgen_cfg.timeline)
         shimgen_write_timeline();
-    if (!shimgen_cfg.trace_file[0] || write_json() == 1)
+    /* With SHIMGEN_TRACE_DIR the file is the record (`shimgen report` prints it): no table,
+     * unless the file could not be made. */
+    int in_file = shimgen_tracefile_ready();
+    if (shimgen_cfg.trace_file[0] ? write_json() == 1 && !in_file : !in_file)
         write_table();
 }
 

@@ -1,0 +1,252 @@
+"""The reader of the binary trace file that the shim writes with SHIMGEN_TRACE_DIR
+(docs/traceformat.md; the shim's side is runtime/tracefile.c and runtime/tracefile.h).
+
+`load(path)` checks everything before it trusts it: the magic, the format version, the
+byte order, every size and offset (inside the header, inside a block, inside the file),
+the names table and the number of blocks. A corrupt, truncated or foreign file is refused
+with a `ShimgenError` of one line that names the file and what is wrong. The blocks of a
+process are summed into one `tracemodel.ProcessTrace`.
+
+It must be fast (a report reads a thousand files): the file is mapped, not read, and only
+what is needed is looked at (the call counts of each block, then the times, histograms and
+error slots of the functions that have calls). Importing it is cheap: no pyelftools.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+
+from shimgen.errors import ShimgenError
+from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
+
+MAGIC = b"SHIMTRC\n"
+VERSION = 1
+BYTE_ORDER = 0x0102030405060708
+SUFFIX = ".shimtrace"
+MODES = {1: "counts", 2: "time", 3: "timeline"}
+RUNNING, COMPLETE = 1, 2
+PATH_MAX = 4096
+# A calibration shorter than this gives no times: the two clocks are read a few tens of
+# nanoseconds apart, which must be small against the span.
+MIN_CALIBRATION_NS = 10_000_000
+# ns per tick a TSC can have (20 GHz to 50 MHz): anything else is a torn or corrupt pair.
+NS_PER_TICK_RANGE = (0.05, 20.0)
+
+# The header of format version 1 (runtime/tracefile.h: struct tf_header), little-endian.
+_HEADER = struct.Struct(
+    "<8sIIQ"  # magic, version, header_size, byte_order
+    "II"  # nfuncs, page_size
+    "QQQQQ"  # block_size, block_stride, names_off, names_size, blocks_off
+    "IIII"  # off_fn, fstats_size, off_untimed, off_err_overflow
+    "IIII"  # off_err, err_slots, errslot_size, off_hist
+    "IIII"  # hist_buckets, off_tid, off_state, off_count
+    "QQ"  # blocks_reserved, blocks_mapped
+    "qq16s"  # pid, ppid, rank
+    "II"  # mode, state
+    "QQ"  # start_ns, end_ns (CLOCK_REALTIME)
+    "QQQQ"  # calib_ns0, calib_ticks0, calib_ns1, calib_ticks1
+    "QQ"  # unmapped_proc_addresses, calls_missing
+    f"32s32s136s{PATH_MAX}s"  # shimgen_version, driver_version, driver_build_id, driver_path
+)
+_FIELDS = (
+    "magic version header_size byte_order nfuncs page_size block_size block_stride names_off "
+    "names_size blocks_off off_fn fstats_size off_untimed off_err_overflow off_err err_slots "
+    "errslot_size off_hist hist_buckets off_tid off_state off_count blocks_reserved "
+    "blocks_mapped pid ppid rank mode state start_ns end_ns calib_ns0 calib_ticks0 calib_ns1 "
+    "calib_ticks1 unmapped_proc_addresses calls_missing shimgen_version driver_version "
+    "driver_build_id driver_path"
+).split()
+HEADER_SIZE = _HEADER.size
+FSTATS_SIZE = 32  # count, total, max, unused (uint64 each)
+ERRSLOT_SIZE = 16  # key, count
+
+
+class _Bad(Exception):
+    """What is wrong with the file, said by load() with its name."""
+
+
+def _text(raw: bytes, what: str) -> str:
+    if b"\0" not in raw:
+        raise _Bad(f"its {what} is not terminated")
+    return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _check_header(h: dict, size: int) -> None:
+    if h["byte_order"] != BYTE_ORDER:
+        raise _Bad("it was written with another byte order")
+    if h["header_size"] != HEADER_SIZE:
+        raise _Bad(f"its header is {h['header_size']} bytes, version {VERSION} has {HEADER_SIZE}")
+    nf, page, bs, stride = h["nfuncs"], h["page_size"], h["block_size"], h["block_stride"]
+    if not 0 < nf < 1 << 16:
+        raise _Bad(f"it has {nf} functions")
+    if page < 4096 or page & (page - 1):
+        raise _Bad(f"its page size {page} is not a power of two from 4096")
+    if not 0 < bs <= stride or stride % page or stride > 1 << 32:
+        raise _Bad(f"its block size {bs} and stride {stride} do not fit its pages")
+    if h["names_off"] != HEADER_SIZE or h["names_size"] < 2 * nf:
+        raise _Bad("its names table is not where the header ends")
+    boff = h["blocks_off"]
+    if boff % page or boff < h["names_off"] + h["names_size"]:
+        raise _Bad(f"its blocks start at {boff}, not a page after the names")
+    if h["fstats_size"] != FSTATS_SIZE or h["errslot_size"] != ERRSLOT_SIZE:
+        raise _Bad("its per-function or error slot size is not the format's")
+    if h["hist_buckets"] != HIST_BUCKETS or h["off_count"] != 0:
+        raise _Bad(f"it has {h['hist_buckets']} histogram buckets, not {HIST_BUCKETS}")
+    for name, end in (("fn", h["off_fn"] + nf * FSTATS_SIZE), ("untimed", h["off_untimed"] + 8),
+                      ("err_overflow", h["off_err_overflow"] + 8),
+                      ("err", h["off_err"] + h["err_slots"] * ERRSLOT_SIZE),
+                      ("hist", h["off_hist"] + nf * HIST_BUCKETS * 8),
+                      ("tid", h["off_tid"] + 4), ("state", h["off_state"] + 4)):
+        off = h["off_" + name]
+        if off % (4 if name in ("tid", "state") else 8) or end > bs:
+            raise _Bad(f"its block field {name} at {off} lies outside a {bs}-byte block")
+    if h["mode"] not in MODES:
+        raise _Bad(f"its trace mode {h['mode']} is unknown")
+    if h["state"] not in (RUNNING, COMPLETE):
+        raise _Bad(f"its state {h['state']} is unknown")
+    if size < boff:
+        raise _Bad(f"it is truncated: {size} bytes, its blocks start at {boff}")
+    if (size - boff) % stride:
+        raise _Bad(f"it is truncated: {size - boff} bytes of blocks is not a whole number of "
+                   f"{stride}-byte blocks")
+    n = (size - boff) // stride
+    if not h["blocks_mapped"] <= n <= h["blocks_reserved"]:
+        raise _Bad(f"it is truncated or corrupt: it holds {n} blocks, its header says "
+                   f"{h['blocks_mapped']} to {h['blocks_reserved']}")
+    if h["state"] == COMPLETE and (not h["end_ns"] or h["end_ns"] < h["start_ns"]):
+        raise _Bad("it is marked complete without an end time")
+
+
+def _names(m: mmap.mmap, h: dict) -> list[bytes]:
+    raw = m[h["names_off"]:h["names_off"] + h["names_size"]]
+    names = raw.split(b"\0")
+    if names[-1] != b"" or len(names) != h["nfuncs"] + 1 or not all(names[:-1]):
+        raise _Bad(f"its names table does not hold {h['nfuncs']} names")
+    return names[:-1]
+
+
+def _calibration(h: dict) -> tuple[float | None, str]:
+    dns = h["calib_ns1"] - h["calib_ns0"]
+    dt = h["calib_ticks1"] - h["calib_ticks0"]
+    if dns < MIN_CALIBRATION_NS or dt <= 0:
+        return None, (f"no times: the tick calibration spans {max(dns, 0) / 1e6:.3f} ms, "
+                      f"less than the {MIN_CALIBRATION_NS / 1e6:.0f} ms needed")
+    k = dns / dt
+    if not NS_PER_TICK_RANGE[0] <= k <= NS_PER_TICK_RANGE[1]:
+        return None, f"no times: the tick calibration gives {k:.4g} ns per tick"
+    return k, ""
+
+
+def _sum_blocks(m: mmap.mmap, h: dict, nblocks: int, names: list[bytes]) -> tuple[dict, int, int]:
+    nf, boff, stride = h["nfuncs"], h["blocks_off"], h["block_stride"]
+    timed = h["mode"] != 1
+    counts, totals, maxes = [0] * nf, [0] * nf, [0] * nf
+    hists: dict[int, list[int]] = {}
+    errors: dict[int, dict[int, int]] = {}
+    untimed = overflow = 0
+    mv = memoryview(m)
+    try:
+        for b in range(nblocks):
+            base = boff + b * stride
+            fn = mv[base + h["off_fn"]:base + h["off_fn"] + nf * FSTATS_SIZE].cast("Q")
+            called = [i for i, c in enumerate(fn[0::4]) if c]
+            for i in called:
+                counts[i] += fn[4 * i]
+                if timed:
+                    totals[i] += fn[4 * i + 1]
+                    maxes[i] = max(maxes[i], fn[4 * i + 2])
+                    ho = base + h["off_hist"] + i * HIST_BUCKETS * 8
+                    row = mv[ho:ho + HIST_BUCKETS * 8].cast("Q")
+                    if any(row):
+                        acc = hists.setdefault(i, [0] * HIST_BUCKETS)
+                        for j, v in enumerate(row):
+                            acc[j] += v
+                    row.release()
+            fn.release()
+            untimed += struct.unpack_from("<Q", m, base + h["off_untimed"])[0]
+            if not timed:
+                continue
+            overflow += struct.unpack_from("<Q", m, base + h["off_err_overflow"])[0]
+            eo = base + h["off_err"]
+            slots = mv[eo:eo + h["err_slots"] * ERRSLOT_SIZE].cast("Q")
+            for s in range(0, len(slots), 2):
+                key, cnt = slots[s], slots[s + 1]
+                if not key:
+                    continue
+                idx = (key >> 32) - 1
+                if not 0 <= idx < nf:
+                    slots.release()
+                    raise _Bad(f"block {b} has an error slot for function {idx}, of {nf}")
+                code = key & 0xFFFFFFFF
+                per = errors.setdefault(idx, {})
+                per[code] = per.get(code, 0) + cnt
+            slots.release()
+    finally:
+        mv.release()
+    functions: dict = {}
+    for i in sorted(set(i for i in range(nf) if counts[i]) | set(errors)):
+        functions[i] = (counts[i], totals[i], maxes[i], hists.get(i), errors.get(i, {}))
+    return functions, untimed, overflow
+
+
+def load(path: str | os.PathLike) -> ProcessTrace:
+    """The trace of one process from its binary trace file; ShimgenError (one line) when the
+    file cannot be read or is not a complete, consistent trace file."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < HEADER_SIZE:
+                if size < len(MAGIC) or f.read(len(MAGIC)) != MAGIC:
+                    raise _Bad("it is not a shimgen trace file (no magic)")
+                raise _Bad(f"it is truncated: {size} bytes, less than its header")
+            with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+                return _parse(name, m, size)
+    except _Bad as e:
+        raise ShimgenError(f"{name}: {e}") from None
+    except OSError as e:
+        raise ShimgenError(f"{name}: cannot read the trace file: {e.strerror or e}") from None
+
+
+def _parse(name: str, m: mmap.mmap, size: int) -> ProcessTrace:
+    if m[:len(MAGIC)] != MAGIC:
+        raise _Bad("it is not a shimgen trace file (wrong magic)")
+    h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0), strict=True))
+    if h["version"] != VERSION:
+        raise _Bad(f"it has format version {h['version']}; this shimgen reads version {VERSION}")
+    _check_header(h, size)
+    names = _names(m, h)
+    nblocks = (size - h["blocks_off"]) // h["block_stride"]
+    functions, untimed, overflow = _sum_blocks(m, h, nblocks, names)
+    complete = h["state"] == COMPLETE
+    notes = []
+    k = None
+    if h["mode"] != 1:
+        k, why = _calibration(h)
+        if why:
+            notes.append(why)
+    if h["calls_missing"]:
+        notes.append(f"{h['calls_missing']} calls counted in memory are not in the file")
+    if not complete:
+        notes.append("the process did not finish the file (it died, was killed, or exec'd)")
+    stats = {}
+    for i, (calls, total, mx, hist, errs) in functions.items():
+        fs = FunctionStats(calls=calls, hist=hist, errors=errs)
+        if k is not None:
+            fs.total_ns, fs.max_ns = total * k, mx * k
+        stats[names[i].decode("ascii", "replace")] = fs
+    rank = _text(h["rank"], "rank")
+    return ProcessTrace(
+        path=name, source="shimtrace", pid=h["pid"], rank=rank or None,
+        mode=MODES[h["mode"]], complete=complete,
+        shimgen_version=_text(h["shimgen_version"], "shimgen version"),
+        driver_path=_text(h["driver_path"], "driver path"),
+        driver_version=_text(h["driver_version"], "driver version"),
+        driver_build_id=_text(h["driver_build_id"], "driver build-id"),
+        ns_per_tick=k, untimed_calls=untimed,
+        unmapped_proc_addresses=h["unmapped_proc_addresses"],
+        start_ns=h["start_ns"] or None, end_ns=h["end_ns"] if complete else None,
+        functions=stats, ppid=h["ppid"], errors_overflow=overflow, notes=notes,
+    )
