@@ -32,9 +32,12 @@ def _path_option(value: str | None, option: str, what: str, default) -> Path:
 
 
 def _driver_path(value: str | None) -> Path:
-    from .driver import default_driver
+    def default() -> Path:
+        from .driver import default_driver
 
-    return _path_option(value, "--driver", "driver", default_driver)
+        return default_driver()
+
+    return _path_option(value, "--driver", "driver", default)
 
 
 def _out_root(value: str | None) -> Path:
@@ -154,6 +157,58 @@ def _add_probe(sub) -> None:
     pr.set_defaults(func=_cmd_probe)
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .run import CommandError, RunOptions, run
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.gate_profile is not None and args.gates is None:
+        raise ShimgenError("run --gate-profile goes with --gates")
+    if args.gate_profile is not None and args.gate_profile != "auto":
+        _path_option(args.gate_profile, "--gate-profile", "gate profile", lambda: None)
+    opts = RunOptions(
+        command=command,
+        driver=_driver_path(args.driver),
+        driver_given=args.driver is not None,
+        trace=args.trace,
+        gates=args.gates,
+        gate_profile=args.gate_profile,
+        out=_path_option(args.out, "-o", "run directory", lambda: None)
+        if args.out is not None else None,
+    )
+    try:
+        return run(opts)
+    except CommandError as e:  # like a shell: 127 not found, 126 cannot be run
+        _say(str(e))
+        return e.status
+
+
+def _add_run(sub) -> None:
+    from .run import TRACE_MODES
+
+    r = sub.add_parser("run", help="run a command under the shim (built once per driver and "
+                                   "cached) and report its driver calls",
+                       description="Run COMMAND and everything it starts under the shim; "
+                       "the trace goes to a run directory and the report is printed at the "
+                       "end. Exit status: the command's (128+N if signal N killed it).")
+    r.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick); "
+                                    "also given to the shim as SHIMGEN_DRIVER")
+    r.add_argument("--trace", choices=list(TRACE_MODES), default="counts",
+                   help="counts (default), time (per-call times) or timeline (also a "
+                        "Chrome trace per process)")
+    r.add_argument("--gates", metavar="SEL",
+                   help="gate selection, as SHIMGEN_GATES takes it (gdr,dmabuf or "
+                        "-gdr,-dmabuf): runs a shim with gates baked in")
+    r.add_argument("--gate-profile", metavar="auto|PROFILE",
+                   help="with --gates: the gates baked in ('auto', the default, finds and "
+                        "proves them on first use; or a profile from `shimgen gates --json`)")
+    r.add_argument("-o", "--out", metavar="DIR",
+                   help="run directory, new or empty (default: "
+                        "./shimgen-runs/<date>-<time>-<command>)")
+    r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                   help="the command to run, after --")
+    r.set_defaults(func=_cmd_run)
+
+
 def _cmd_exports(args: argparse.Namespace) -> int:
     from .driver import read_driver
 
@@ -194,6 +249,7 @@ def parser() -> argparse.ArgumentParser:
     g.set_defaults(func=_cmd_gates)
 
     _add_probe(sub)
+    _add_run(sub)
 
     e = sub.add_parser("exports", help="list the functions a driver exports")
     e.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")

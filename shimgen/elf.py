@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
 from .errors import ShimgenError
+
+# pyelftools is imported by the functions that parse with it, never at module import: the
+# cached path of `shimgen run` reads only a build-id (read_build_id) and must stay fast.
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,8 @@ def _file_kind(mode: int) -> str:
     return "not a plain file"
 
 
-def _version_from_name(real: Path) -> str:
+def version_from_name(real: Path) -> str:
+    """The driver version in a libcuda file name (libcuda.so.535.261.03), or "unknown"."""
     m = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)?)$", real.name)
     return m.group(1) if m else "unknown"
 
@@ -231,7 +232,7 @@ _ELF_TYPES = {0: "no ELF file type, not a shared library",
 EM_X86_64 = 62
 (SHT_NULL, SHT_STRTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS,
  SHT_DYNSYM) = 0, 3, 4, 6, 7, 8, 11
-PT_LOAD, PF_X, PF_W = 1, 1, 2
+PT_LOAD, PT_NOTE, PF_X, PF_W = 1, 4, 1, 2
 R_X86_64_RELATIVE = 8
 MAX_SECTIONS = 0x10000
 MAX_DYNAMIC_SYMBOLS = 200_000  # a real libcuda has about 700
@@ -332,7 +333,7 @@ def _check_layout(fh, size: int, path: Path) -> _Layout:
     return _Layout(tuple(sections), tuple(loads))
 
 
-def _build_id(elf: ELFFile, layout: _Layout) -> str:
+def _build_id(elf, layout: _Layout) -> str:
     for s in layout.sections:
         if s.type != SHT_NOTE or s.size > MAX_SMALL_SECTION:
             continue
@@ -347,6 +348,8 @@ def read_image(path: Path | str) -> DriverImage:
     """Open, check and parse one ELF file. Raises ShimgenError with one line naming the
     problem. The file is read once, whole: the bytes checked are the bytes every consumer
     reads."""
+    from elftools.common.exceptions import ELFError
+
     path = Path(os.path.abspath(path))
     check_path_text(path, "driver")
     real, fd, size = _open_driver(path)
@@ -374,7 +377,7 @@ def read_image(path: Path | str) -> DriverImage:
     return DriverImage(
         path=path,
         real_path=real,
-        version=_version_from_name(real),
+        version=version_from_name(real),
         build_id=build_id,
         soname=soname,
         functions=tuple(sorted(functions.values(), key=lambda e: e.name)),
@@ -405,6 +408,8 @@ def _read_dynamic(fh, layout: _Layout, path: Path
         raise bad(".dynsym does not link to a string table")
     strtab_size = layout.sections[dynsym.link].size
 
+    from elftools.elf.elffile import ELFFile
+
     elf = ELFFile(fh)
     functions: dict[str, Export] = {}
     data: dict[str, Export] = {}
@@ -434,3 +439,48 @@ def _read_dynamic(fh, layout: _Layout, path: Path
             if tag.entry.d_tag == "DT_SONAME":
                 soname = str(tag.soname)
     return functions, data, soname, _build_id(elf, layout)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notes from the program headers alone, a few reads and no pyelftools: the cached path of
+# `shimgen run` (the driver's build-id, a cached shim's identity).
+
+NT_GNU_BUILD_ID, MAX_NOTES = 3, 1 << 16  # a library's PT_NOTE segments: a few hundred bytes
+
+
+def read_notes(path: Path | str) -> list[tuple[bytes, int, bytes]]:
+    """(name, type, descriptor) of every note in the PT_NOTE segments of an x86-64 ELF file.
+    A ShimgenError of one line when it cannot be read or is not such a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as e:
+        raise ShimgenError(f"{path}: cannot open it ({e.strerror})") from None
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        head = fh.read(_EHDR.size) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        fields = _EHDR.unpack(head) if len(head) == _EHDR.size else (b"",) * 14
+        phoff, phentsize, phnum = fields[5], fields[9], fields[10]
+        if fields[0][:6] != b"\x7fELF\x02\x01" or fields[2] != EM_X86_64 or \
+                phentsize != _PHDR.size or not 0 < phnum <= 256:
+            raise ShimgenError(f"{path}: not an x86-64 ELF file with program headers")
+        table = os.pread(fd, phnum * _PHDR.size, phoff)
+        notes = []
+        for typ, _, off, _, _, size, _, _ in struct.iter_unpack("<IIQQQQQQ", table):
+            buf = os.pread(fd, size, off) if typ == PT_NOTE and size <= MAX_NOTES else b""
+            if len(table) != phnum * _PHDR.size or len(buf) != size and typ == PT_NOTE:
+                raise ShimgenError(f"{path}: truncated ELF file")
+            at = 0
+            while at + 12 <= len(buf):
+                namesz, descsz, ntype = struct.unpack_from("<III", buf, at)
+                desc_at = at + 12 + (namesz + 3 & ~3)
+                if desc_at + descsz > len(buf):
+                    raise ShimgenError(f"{path}: malformed ELF note")
+                notes.append((buf[at + 12:at + 12 + namesz].rstrip(b"\0"), ntype,
+                              buf[desc_at:desc_at + descsz]))
+                at = desc_at + (descsz + 3 & ~3)
+        return notes
+
+
+def read_build_id(path: Path | str) -> str:
+    """The GNU build-id of an ELF file in hex ("" when it has none), from its notes only."""
+    return next((desc.hex() for name, typ, desc in read_notes(path)
+                 if name == b"GNU" and typ == NT_GNU_BUILD_ID), "")
