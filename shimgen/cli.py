@@ -257,6 +257,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _glue_dash_values(argv: list[str]) -> list[str]:
+    """`--gates -gdr,-dmabuf` as `--gates=-gdr,-dmabuf`: argparse would take a value that
+    starts with '-' for an option. Only before `--` (what follows is the command's)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--":
+            return out + argv[i:]
+        if argv[i] == "--gates" and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and argv[i + 1] != "--":
+            out.append(f"--gates={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def _say(message: str) -> None:
     """One line on stderr. A closed or broken stderr is no reason for a traceback."""
     try:
@@ -293,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
                     handlers[sig] = signal.signal(sig, _raise_interrupted)
-        args = parser().parse_args(argv)
+        args = parser().parse_args(_glue_dash_values(sys.argv[1:] if argv is None else argv))
         return int(args.func(args))
     except ShimgenError as e:
         _say(str(e))

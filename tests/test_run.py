@@ -242,7 +242,7 @@ def test_signals_sent_to_run_reach_the_command_exactly_once(driver, cache, probe
             proc.send_signal(sig)
             want[NAMES[sig]] += 1
             # the next signal only once this one arrived: two pending ones would merge
-            while _counts(_read_until(proc.stdout.fileno(), "now", buf)) != want:
+            while _counts(_read_until(proc.stdout.fileno(), "now", buf, 10)) != want:
                 buf = ["".join(buf).split("now", 1)[1].split("\n", 1)[1]]
         os.kill(child, signal.SIGUSR1)
         got = _counts(_read_until(proc.stdout.fileno(), "got", buf))
@@ -271,7 +271,7 @@ def test_a_terminals_ctrl_c_reaches_the_command_once(driver, cache, probes, tmp_
             child = int(_read_until(fd, "ready", buf).split()[1])
             time.sleep(random.uniform(0, 0.02))
             os.write(fd, b"\x03")  # the terminal's interrupt character
-            assert _counts(_read_until(fd, "now", buf)) == {"INT": 1, "TERM": 0, "HUP": 0}
+            assert _counts(_read_until(fd, "now", buf, 10)) == {"INT": 1, "TERM": 0, "HUP": 0}
             os.kill(child, signal.SIGUSR1)
             got = _counts(_read_until(fd, "got", buf))
         finally:
