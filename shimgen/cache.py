@@ -161,9 +161,14 @@ def _check(directory: Path, key: Key) -> tuple[tuple[str, ...], str]:
     return tuple(gates), ""
 
 
+def entry_dir(key: Key) -> Path:
+    """Where the entry for `key` is (or will be)."""
+    return cache_root() / SHIMS / key.name
+
+
 def lookup(key: Key) -> Entry | None:
     """The cached entry for `key` if it checks out, else None. Builds and locks nothing."""
-    directory = cache_root() / SHIMS / key.name
+    directory = entry_dir(key)
     gates, why = _check(directory, key)
     if why or not os.path.lexists(directory):
         return None

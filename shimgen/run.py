@@ -232,7 +232,10 @@ def spawn_and_wait(path: str, argv: list[str], env: dict[str, str], started=None
     process by another one (never a terminal's: those reach the command already). Returns the
     wait status. The command starts with this process's signal mask, and with SIGPIPE and
     SIGXFSZ at their defaults (Python ignores them)."""
-    watched = {*FORWARDED, signal.SIGCHLD}
+    # An ignored one (nohup, a background job) stays ignored: neither waited for nor passed
+    # on; the command inherits it ignored, as from a shell.
+    forwarded = {s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN}
+    watched = {*forwarded, signal.SIGCHLD}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     try:
         try:
@@ -256,7 +259,7 @@ def spawn_and_wait(path: str, argv: list[str], env: dict[str, str], started=None
     finally:
         # what arrived after the command ended is for nobody: not raised here as an
         # interruption of shimgen
-        while signal.sigtimedwait(FORWARDED, 0) is not None:
+        while forwarded and signal.sigtimedwait(forwarded, 0) is not None:
             pass
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
@@ -292,7 +295,7 @@ def _report(run_dir: Path) -> str:
 
 
 def run(opts: RunOptions) -> int:
-    from .cache import ensure, key_for
+    from .cache import ensure, entry_dir, key_for
     from .elf import version_from_name
 
     if not opts.command:
@@ -309,12 +312,12 @@ def run(opts: RunOptions) -> int:
         profile = opts.gate_profile or "auto"
         profile = profile if profile == "auto" else str(Path(profile).absolute())
     key = key_for(driver, profile)
+    if re.search(r"[\s:]", str(entry_dir(key))):
+        raise ShimgenError(f"shim cache {entry_dir(key)}: LD_PRELOAD cannot carry a path with "
+                           "a space or a colon; set XDG_CACHE_HOME to a path without one")
     entry = ensure(driver, key, profile)
     if opts.gates is not None:
         check_selection(opts.gates, entry.gates)
-    if re.search(r"[\s:]", str(entry.library)):
-        raise ShimgenError(f"shim {entry.library}: LD_PRELOAD cannot carry a path with a "
-                           "space or a colon; set XDG_CACHE_HOME to a path without one")
     start = time.time()
     run_dir = make_run_dir(opts.out, opts.command[0], start)
     _layout(run_dir, opts.trace)

@@ -280,3 +280,29 @@ def test_a_terminals_ctrl_c_reaches_the_command_once(driver, cache, probes, tmp_
         assert got == {"INT": 1, "TERM": 0, "HUP": 0}, (i, "".join(buf))
         assert os.waitstatus_to_exitcode(status) == 4, (i, "".join(buf))
         assert "interrupted" not in "".join(buf)
+
+
+def test_an_ignored_signal_stays_ignored(driver, cache, probes, tmp_path):
+    """`nohup shimgen run ...`: the command starts with SIGHUP ignored, and a SIGHUP sent to
+    `run` is not passed on (the command, which set its own handler since, would count it);
+    SIGTERM still is."""
+    def nohup() -> None:
+        _sigint_default()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen(run_argv(driver, "-o", str(tmp_path / "r"), "--",
+                                     str(probes / "runsignals")),
+                            env=base_env(cache), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=nohup)
+    buf: list[str] = []
+    assert _read_until(proc.stdout.fileno(), "start", buf) == \
+        "start blocked 0 pipe 1 int 1 term 1 hup 0"
+    child = int(_read_until(proc.stdout.fileno(), "ready", buf).split()[1])
+    proc.send_signal(signal.SIGHUP)
+    proc.send_signal(signal.SIGTERM)
+    assert _counts(_read_until(proc.stdout.fileno(), "now", buf, 10)) == \
+        {"INT": 0, "TERM": 1, "HUP": 0}
+    os.kill(child, signal.SIGUSR1)
+    assert _counts(_read_until(proc.stdout.fileno(), "got", buf)) == \
+        {"INT": 0, "TERM": 1, "HUP": 0}
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()

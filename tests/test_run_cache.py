@@ -196,3 +196,33 @@ def test_build_keeps_gated_and_plain_builds_apart(drivers, tmp_path):
     assert json.loads((out / plain_dir / "shim.json").read_text())["gates"] == []
     assert json.loads((out / names[1] / "shim.json").read_text())["gates"] == ["gdr", "dmabuf"]
     assert f"shim       {out / names[1] / 'libcudashim.so'}" in gated.stdout
+
+
+def test_a_cache_path_that_ld_preload_cannot_carry_is_refused_before_building(driver,
+                                                                              tmp_path):
+    cache = tmp_path / "with space"
+    proc = shimgen_run(driver, cache, "--", "true", cwd=tmp_path)
+    assert proc.returncode == 1
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"shimgen: error: shim cache {cache}/shimgen/shims/")
+    assert line.endswith(": LD_PRELOAD cannot carry a path with a space or a colon; set "
+                         "XDG_CACHE_HOME to a path without one")
+    assert not cache.exists() and not (tmp_path / "shimgen-runs").exists()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file"])
+def test_a_cache_directory_that_is_not_a_directory_is_refused(driver, tmp_path, kind):
+    cache = tmp_path / "xdg"
+    (cache / "shimgen").mkdir(parents=True)
+    shims = cache / "shimgen" / "shims"
+    if kind == "symlink":
+        (tmp_path / "elsewhere").mkdir()
+        shims.symlink_to(tmp_path / "elsewhere")
+    else:
+        shims.write_text("mine")
+    proc = shimgen_run(driver, cache, "--", "true", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"shimgen: error: shim cache {shims}: not a directory (a symlink or a file); remove it"]
+    assert kind == "file" and shims.read_text() == "mine" or \
+        os.listdir(tmp_path / "elsewhere") == []
