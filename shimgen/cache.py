@@ -11,7 +11,7 @@ the size it was built with, and the shim's own mark; anything else (a build kill
 changed or cut short) is rebuilt. The directories are owner-only (0700).
 
 The cached path (an entry that checks out) imports no jinja2, pyelftools or meson: it reads
-the driver's build-id from its notes (elf.read_build_id) and the entry's shim.json.
+the driver's build-id from its notes (elfnotes.read_build_id) and the entry's shim.json.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import __version__
-from .elf import read_build_id, read_notes
+from .elfnotes import read_build_id, read_notes
 from .errors import ShimgenError
 
 SHIMS = "shims"  # under $XDG_CACHE_HOME/shimgen, beside the drivers the tests fetch

@@ -21,7 +21,7 @@ EXIT_PIPE = 141  # 128 + SIGPIPE: whoever read the output went away
 
 def _path_option(value: str | None, option: str, what: str, default) -> Path:
     """A path given with `option`, checked as text; `default()` when it is not given."""
-    from .elf import check_path_text
+    from .elfnotes import check_path_text  # not elf.py: nothing heavy on `run`'s path
 
     if value is None:
         return default()
@@ -161,6 +161,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .run import CommandError, RunOptions, run
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
     if args.gate_profile is not None and args.gates is None:
         raise ShimgenError("run --gate-profile goes with --gates")
     if args.gate_profile is not None and args.gate_profile != "auto":
@@ -232,7 +234,8 @@ def parser() -> argparse.ArgumentParser:
         description="Generate and build a complete forwarding shim for libcuda.",
     )
     p.add_argument("--version", action="version", version=f"shimgen {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    # prog given: argparse would otherwise make a help formatter now, which imports shutil
+    sub = p.add_subparsers(dest="command", required=True, prog="shimgen")
 
     b = sub.add_parser("build", help="build libcudashim.so for a driver")
     b.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")

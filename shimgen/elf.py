@@ -14,17 +14,24 @@ from __future__ import annotations
 import errno
 import io
 import os
-import re
 import stat
 import struct
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from .elfnotes import EHDR as _EHDR
+from .elfnotes import EM_X86_64, check_path_text, read_build_id, read_notes, version_from_name
+from .elfnotes import PHDR as _PHDR
 from .errors import ShimgenError
 
-# pyelftools is imported by the functions that parse with it, never at module import: the
-# cached path of `shimgen run` reads only a build-id (read_build_id) and must stay fast.
+__all__ = ["DriverImage", "Export", "Section", "Segment", "check_path_text", "read_build_id",
+           "read_image", "read_notes", "version_from_name"]
+
+# pyelftools is imported by the functions that parse with it, never at module import. The
+# light part of the reader (path text, the headers' layout, notes and build-id, the version in
+# a file name) is elfnotes.py, re-exported here: the cached path of `shimgen run` imports only
+# that part.
 
 
 @dataclass(frozen=True)
@@ -135,18 +142,6 @@ class DriverImage:
         return next((s for s in self.segments if s.holds(vaddr)), None)
 
 
-def check_path_text(path: str | Path, what: str) -> None:
-    """Refuse a path that cannot be written into the generated sources' banners and meson
-    files as it is: control characters (a newline would end a comment) or bytes that are
-    not UTF-8."""
-    text = str(path)
-    for ch in text:
-        if ord(ch) < 0x20 or ord(ch) == 0x7F:
-            raise ShimgenError(f"{what} {text!r}: the path contains a control character")
-        if 0xD800 <= ord(ch) <= 0xDFFF:
-            raise ShimgenError(f"{what} {text!r}: the path is not valid UTF-8")
-
-
 def _open_driver(path: Path) -> tuple[Path, int, int]:
     """Resolve `path` and open it: (real path, file descriptor, size), or a one-line error.
 
@@ -209,30 +204,21 @@ def _file_kind(mode: int) -> str:
     return "not a plain file"
 
 
-def version_from_name(real: Path) -> str:
-    """The driver version in a libcuda file name (libcuda.so.535.261.03), or "unknown"."""
-    m = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)?)$", real.name)
-    return m.group(1) if m else "unknown"
-
-
 # ---------------------------------------------------------------------------------------------
 # ELF layout, checked by hand before pyelftools reads anything: pyelftools trusts the header's
 # counts and sizes, so a corrupt file could make it loop for a very long time or read far past
 # the end. Every table must lie inside the file and have the x86-64 entry size.
 
-_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
-_PHDR = struct.Struct("<IIQQQQQQ")
 _MACHINES = {2: "SPARC", 3: "i386", 8: "MIPS", 20: "PowerPC", 21: "ppc64", 22: "s390",
              40: "ARM", 43: "SPARC64", 50: "IA-64", 62: "x86-64", 183: "aarch64",
              243: "RISC-V", 258: "LoongArch"}
 _ELF_TYPES = {0: "no ELF file type, not a shared library",
               1: "a relocatable object file, not a shared library",
               2: "an executable, not a shared library", 4: "a core dump"}
-EM_X86_64 = 62
 (SHT_NULL, SHT_STRTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS,
  SHT_DYNSYM) = 0, 3, 4, 6, 7, 8, 11
-PT_LOAD, PT_NOTE, PF_X, PF_W = 1, 4, 1, 2
+PT_LOAD, PF_X, PF_W = 1, 1, 2
 R_X86_64_RELATIVE = 8
 MAX_SECTIONS = 0x10000
 MAX_DYNAMIC_SYMBOLS = 200_000  # a real libcuda has about 700
@@ -439,48 +425,3 @@ def _read_dynamic(fh, layout: _Layout, path: Path
             if tag.entry.d_tag == "DT_SONAME":
                 soname = str(tag.soname)
     return functions, data, soname, _build_id(elf, layout)
-
-
-# ---------------------------------------------------------------------------------------------
-# Notes from the program headers alone, a few reads and no pyelftools: the cached path of
-# `shimgen run` (the driver's build-id, a cached shim's identity).
-
-NT_GNU_BUILD_ID, MAX_NOTES = 3, 1 << 16  # a library's PT_NOTE segments: a few hundred bytes
-
-
-def read_notes(path: Path | str) -> list[tuple[bytes, int, bytes]]:
-    """(name, type, descriptor) of every note in the PT_NOTE segments of an x86-64 ELF file.
-    A ShimgenError of one line when it cannot be read or is not such a file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError as e:
-        raise ShimgenError(f"{path}: cannot open it ({e.strerror})") from None
-    with os.fdopen(fd, "rb", buffering=0) as fh:
-        head = fh.read(_EHDR.size) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-        fields = _EHDR.unpack(head) if len(head) == _EHDR.size else (b"",) * 14
-        phoff, phentsize, phnum = fields[5], fields[9], fields[10]
-        if fields[0][:6] != b"\x7fELF\x02\x01" or fields[2] != EM_X86_64 or \
-                phentsize != _PHDR.size or not 0 < phnum <= 256:
-            raise ShimgenError(f"{path}: not an x86-64 ELF file with program headers")
-        table = os.pread(fd, phnum * _PHDR.size, phoff)
-        notes = []
-        for typ, _, off, _, _, size, _, _ in struct.iter_unpack("<IIQQQQQQ", table):
-            buf = os.pread(fd, size, off) if typ == PT_NOTE and size <= MAX_NOTES else b""
-            if len(table) != phnum * _PHDR.size or len(buf) != size and typ == PT_NOTE:
-                raise ShimgenError(f"{path}: truncated ELF file")
-            at = 0
-            while at + 12 <= len(buf):
-                namesz, descsz, ntype = struct.unpack_from("<III", buf, at)
-                desc_at = at + 12 + (namesz + 3 & ~3)
-                if desc_at + descsz > len(buf):
-                    raise ShimgenError(f"{path}: malformed ELF note")
-                notes.append((buf[at + 12:at + 12 + namesz].rstrip(b"\0"), ntype,
-                              buf[desc_at:desc_at + descsz]))
-                at = desc_at + (descsz + 3 & ~3)
-        return notes
-
-
-def read_build_id(path: Path | str) -> str:
-    """The GNU build-id of an ELF file in hex ("" when it has none), from its notes only."""
-    return next((desc.hex() for name, typ, desc in read_notes(path)
-                 if name == b"GNU" and typ == NT_GNU_BUILD_ID), "")

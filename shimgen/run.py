@@ -296,7 +296,7 @@ def _report(run_dir: Path) -> str:
 
 def run(opts: RunOptions) -> int:
     from .cache import ensure, entry_dir, key_for
-    from .elf import version_from_name
+    from .elfnotes import version_from_name
 
     if not opts.command:
         raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")

@@ -226,3 +226,37 @@ def test_a_cache_directory_that_is_not_a_directory_is_refused(driver, tmp_path, 
         f"shimgen: error: shim cache {shims}: not a directory (a symlink or a file); remove it"]
     assert kind == "file" and shims.read_text() == "mine" or \
         os.listdir(tmp_path / "elsewhere") == []
+
+
+HEAVY = ("jinja2", "elftools", "mesonbuild", "capstone", "unicorn", "shimgen.elf",
+         "shimgen.build", "shimgen.render", "dataclasses", "hashlib", "subprocess")
+# The `shimgen` console script, and at its exit the heavy modules the process had loaded.
+SCRIPT = ("import atexit, sys\n"
+          "atexit.register(lambda: sys.stderr.write('loaded: ' + ' '.join(sorted(\n"
+          f"    m for m in {HEAVY!r} if m in sys.modules)) + '\\n'))\n"
+          "from shimgen.__main__ import entry\n"
+          "sys.exit(entry())\n")
+
+
+def test_the_cached_path_imports_nothing_heavy(driver, tmp_path):
+    """With its shim cached, `run` loads no jinja2, pyelftools, meson, capstone or unicorn,
+    nor the parts of shimgen that use them, nor dataclasses, hashlib or subprocess (each
+    costs milliseconds at every start)."""
+    cache = tmp_path / "xdg"
+    assert shimgen_run(driver, cache, "-o", str(tmp_path / "r0"), "--", "true").returncode == 0
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, "run", "--driver", str(driver), "-o",
+                           str(tmp_path / "r1"), "--", "true"], env=base_env(cache), cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[-1] == "loaded: ", proc.stderr
+    assert _record(tmp_path / "r1")["shim"]["how"] == "cached"
+
+
+def test_elf_imports_pyelftools_only_when_it_parses(drivers):
+    code = ("import sys, shimgen.elf as e\n"
+            "assert 'elftools' not in sys.modules\n"
+            "print(e.read_build_id(sys.argv[1]), 'elftools' in sys.modules)\n"
+            "print(e.read_image(sys.argv[1]).build_id, 'elftools' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(drivers[0].path)], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out[1:] == ["False", out[0], "True"] and len(out[0]) == 40
