@@ -332,4 +332,13 @@ MUTATIONS = [
         "tests": ["tests/test_run_cache.py::test_first_runs_at_once_build_once"],
         "why": "first runs at once build once: the others use the entry they waited for",
     },
+    {
+        "name": "cache-default-driver-kept-after-ldconfig",
+        "file": "shimgen/cache.py",
+        "old": "if stamp is not None and got[\"ld_so_cache\"] == stamp and os.path.exists(",
+        "new": "if stamp is not None and os.path.exists(",
+        "tests": ["tests/test_run_cache.py::test_the_default_driver_is_remembered_until_the_loader"
+                  "_cache_changes"],
+        "why": "the driver `run` picks by default is asked again once the loader's cache changed",
+    },
 ]

@@ -103,6 +103,60 @@ class Entry:
         self.seconds = seconds  # the build's, when built
 
 
+DEFAULT_DRIVER = "default-driver.json"  # in the shims directory: the answer remembered
+
+
+def _loader_cache_stamp() -> list[int] | None:
+    from .cuda import LD_SO_CACHE
+
+    try:
+        st = os.stat(LD_SO_CACHE)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def default_driver() -> Path:
+    """driver.default_driver(), remembered while the dynamic loader's cache is unchanged and
+    the file is there: the answer costs an `ldconfig -p` (tens of milliseconds)."""
+    memo = cache_root() / SHIMS / DEFAULT_DRIVER
+    stamp = _loader_cache_stamp()
+    try:
+        fd = os.open(memo, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            got = json.loads(fh.read(1 << 16))
+        if stamp is not None and got["ld_so_cache"] == stamp and os.path.exists(got["driver"]):
+            return Path(got["driver"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    from .driver import default_driver as search
+
+    found = search()
+    if stamp is not None:
+        with contextlib.suppress(OSError, ShimgenError):
+            _write_private(memo, json.dumps({"ld_so_cache": stamp, "driver": str(found)}))
+    return found
+
+
+def _write_private(path: Path, text: str) -> None:
+    """`path` written whole (a temporary file of ours renamed over it), 0600."""
+    top = cache_root()
+    if not os.path.lexists(top):
+        _private_dir(top)
+    _private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def _private_dir(path: Path) -> Path:
     """`path` as a directory of ours that nobody else can write: made 0700 when missing."""
     with contextlib.suppress(FileExistsError):

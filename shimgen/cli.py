@@ -167,9 +167,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise ShimgenError("run --gate-profile goes with --gates")
     if args.gate_profile is not None and args.gate_profile != "auto":
         _path_option(args.gate_profile, "--gate-profile", "gate profile", lambda: None)
+    if args.driver is None:
+        from .cache import default_driver  # remembered: no `ldconfig -p` at every run
+
+        driver = default_driver()
+    else:
+        driver = _driver_path(args.driver)
     opts = RunOptions(
         command=command,
-        driver=_driver_path(args.driver),
+        driver=driver,
         driver_given=args.driver is not None,
         trace=args.trace,
         gates=args.gates,

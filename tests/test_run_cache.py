@@ -260,3 +260,38 @@ def test_elf_imports_pyelftools_only_when_it_parses(drivers):
     out = subprocess.run([sys.executable, "-c", code, str(drivers[0].path)], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout.split()
     assert out[1:] == ["False", out[0], "True"] and len(out[0]) == 40
+
+
+def test_the_default_driver_is_remembered_until_the_loader_cache_changes(driver, tmp_path):
+    """Without --driver, the first run asks `ldconfig -p` (here a stand-in that counts its
+    calls); later runs reuse the answer while /etc/ld.so.cache is unchanged and the file is
+    there, and ask again when it is gone."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "calls"
+    (fake / "ldconfig").write_text(
+        f"#!/bin/sh\necho x >> {calls}\n"
+        f"printf '\\tlibcuda.so.1 (libc6,x86-64) => {driver}\\n'\n")
+    (fake / "ldconfig").chmod(0o755)
+    cache = tmp_path / "xdg"
+    env = base_env(cache, PATH=f"{fake}:{os.environ['PATH']}")
+
+    def run(n: int) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "shimgen", "run", "-o",
+                               str(tmp_path / f"r{n}"), "--", "true"], env=env, cwd=ROOT,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return _record(tmp_path / f"r{n}")
+
+    assert run(1)["driver"]["path"] == str(driver)
+    assert run(2)["driver"]["path"] == str(driver)
+    assert calls.read_text() == "x\n"
+    memo = cache / "shimgen" / "shims" / "default-driver.json"
+    assert memo.stat().st_mode & 0o777 == 0o600
+    saved = json.loads(memo.read_text())
+    memo.write_text(json.dumps(dict(saved, driver=str(tmp_path / "gone" / "libcuda.so.1"))))
+    assert run(3)["driver"]["path"] == str(driver)
+    assert calls.read_text() == "x\nx\n"
+    memo.write_text(json.dumps(dict(saved, ld_so_cache=[0, 0, 0, 0])))
+    assert run(4)["driver"]["path"] == str(driver)
+    assert calls.read_text() == "x\nx\nx\n"
