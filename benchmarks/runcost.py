@@ -89,7 +89,9 @@ def measure(driver: Path, pairs: int, work: Path, installed: bool) -> dict:
 
     _timed(run_cmd(0), env)  # writes the bytecode
     _timed(run_cmd(1), env)
-    plain, shimmed, diff, cpu_plain, cpu_run = [], [], [], [], []
+    python = [prefix[0], "-c", "pass"] if prefix[1:2] == ["-c"] else [sys.executable, "-c",
+                                                                        "pass"]
+    plain, shimmed, diff, cpu_plain, cpu_run, py, cpu_py = [], [], [], [], [], [], []
     for i in range(pairs):
         if i % 2:
             s = _timed(run_cmd(i + 2), env, cpu_run)
@@ -97,11 +99,13 @@ def measure(driver: Path, pairs: int, work: Path, installed: bool) -> dict:
         else:
             p = _timed(base, env, cpu_plain)
             s = _timed(run_cmd(i + 2), env, cpu_run)
+        py.append(_timed(python, env, cpu_py))  # the interpreter's own start, for reference
         plain.append(p)
         shimmed.append(s)
         diff.append(s - p)
     return {"true": summary(plain, 2), "run": summary(shimmed, 2), "added": summary(diff, 2),
-            "cpu_true": summary(cpu_plain, 2), "cpu_run": summary(cpu_run, 2)}
+            "cpu_true": summary(cpu_plain, 2), "cpu_run": summary(cpu_run, 2),
+            "python": summary(py, 2), "cpu_python": summary(cpu_py, 2)}
 
 
 def _row(name: str, s: dict) -> str:
@@ -134,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     print(_row("added (per pair)", res["added"]))
     print(_row("CPU of /bin/true", res["cpu_true"]))
     print(_row("CPU of shimgen run", res["cpu_run"]))
+    print(_row("python -c pass (reference)", res["python"]))
+    print(_row("CPU of python -c pass", res["cpu_python"]))
     print(f"load average before and after: {load[0]:.2f}, {os.getloadavg()[0]:.2f} "
           f"({os.cpu_count()} CPUs); wall times on a loaded machine include waiting for one")
     ok = res["added"]["median"] <= BUDGET_MS

@@ -234,15 +234,7 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="shimgen",
-        description="Generate and build a complete forwarding shim for libcuda.",
-    )
-    p.add_argument("--version", action="version", version=f"shimgen {__version__}")
-    # prog given: argparse would otherwise make a help formatter now, which imports shutil
-    sub = p.add_subparsers(dest="command", required=True, prog="shimgen")
-
+def _add_build(sub) -> None:
     b = sub.add_parser("build", help="build libcudashim.so for a driver")
     b.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     b.add_argument("--out", help="output root (default: ./build)")
@@ -251,18 +243,38 @@ def parser() -> argparse.ArgumentParser:
                         "profile written by `shimgen gates --json`")
     b.set_defaults(func=_cmd_build)
 
+
+def _add_gates(sub) -> None:
     g = sub.add_parser("gates", help="find the attribute gates in a driver binary")
     g.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     g.add_argument("--json", help="write the profile here (only if the proof passes)")
     g.add_argument("--no-proof", action="store_true", help="skip the emulation proof")
     g.set_defaults(func=_cmd_gates)
 
-    _add_probe(sub)
-    _add_run(sub)
 
+def _add_exports(sub) -> None:
     e = sub.add_parser("exports", help="list the functions a driver exports")
     e.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     e.set_defaults(func=_cmd_exports)
+
+
+COMMANDS = {"build": _add_build, "gates": _add_gates, "probe": _add_probe, "run": _add_run,
+            "exports": _add_exports}
+
+
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with `command`, only that command's options (each parser argparse
+    makes costs about a millisecond, and `shimgen run` starts with every command it runs)."""
+    p = _Parser(
+        prog="shimgen",
+        description="Generate and build a complete forwarding shim for libcuda.",
+    )
+    p.add_argument("--version", action="version", version=f"shimgen {__version__}")
+    # prog given: argparse would otherwise make a help formatter now, which imports shutil
+    sub = p.add_subparsers(dest="command", required=True, prog="shimgen")
+    for name, add in COMMANDS.items():
+        if command in (None, name):
+            add(sub)
     return p
 
 
@@ -320,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
                     handlers[sig] = signal.signal(sig, _raise_interrupted)
-        args = parser().parse_args(_glue_dash_values(sys.argv[1:] if argv is None else argv))
+        argv = _glue_dash_values(sys.argv[1:] if argv is None else argv)
+        args = parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
         return int(args.func(args))
     except ShimgenError as e:
         _say(str(e))

@@ -103,7 +103,7 @@ def check_selection(selection: str, gates: tuple[str, ...] | None) -> None:
     or - (clear). With `gates` (the names the shim has), every name must be one of them."""
     for tok in selection.split(","):
         name = tok[1:] if tok[:1] in "+-" and tok else tok
-        if not re.fullmatch(r"[A-Za-z0-9_]+", name):
+        if not name or not all(c.isascii() and (c.isalnum() or c == "_") for c in name):
             raise ShimgenError(f"--gates {selection!r}: {tok!r} is not a gate name, +name or "
                                "-name (e.g. gdr,dmabuf or -gdr,-dmabuf)")
         if gates is not None and name not in gates:
@@ -312,7 +312,7 @@ def run(opts: RunOptions) -> int:
         profile = opts.gate_profile or "auto"
         profile = profile if profile == "auto" else str(Path(profile).absolute())
     key = key_for(driver, profile)
-    if re.search(r"[\s:]", str(entry_dir(key))):
+    if any(c.isspace() or c == ":" for c in str(entry_dir(key))):
         raise ShimgenError(f"shim cache {entry_dir(key)}: LD_PRELOAD cannot carry a path with "
                            "a space or a colon; set XDG_CACHE_HOME to a path without one")
     entry = ensure(driver, key, profile)
