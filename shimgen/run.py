@@ -292,6 +292,9 @@ def _report(run_dir: Path) -> str:
         return summary_for_run(run_dir)
     except ShimgenError as e:
         return f"report: {e}; shimgen report {run_dir}"
+    except Exception as e:  # the command's exit status matters more than the report
+        return (f"report: internal error, please report it: {type(e).__name__}: {e}; "
+                f"shimgen report {run_dir}")
 
 
 def run(opts: RunOptions) -> int:
@@ -356,7 +359,11 @@ def run(opts: RunOptions) -> int:
     record.update(end=_stamp(time.time()),
                   exit={"status": status, "code": code, "signal": sig,
                         "signal_name": _signal_name(sig)})
-    write_json(run_dir, record)
+    try:
+        write_json(run_dir, record)
+    except OSError as e:  # the command ran: its status is still what `run` exits with
+        print(f"shimgen: error: {run_dir / RUN_JSON}: not updated at the end ({e.strerror})",
+              file=sys.stderr, flush=True)
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     print(_report(run_dir), file=sys.stderr, flush=True)

@@ -306,3 +306,25 @@ def test_an_ignored_signal_stays_ignored(driver, cache, probes, tmp_path):
     assert _counts(_read_until(proc.stdout.fileno(), "got", buf)) == \
         {"INT": 0, "TERM": 1, "HUP": 0}
     assert proc.wait(timeout=60) == 0, proc.stderr.read()
+
+
+def test_the_report_at_the_end(monkeypatch, tmp_path):
+    """The end of a run calls shimgen.report.summary_for_run(run_dir) -> str; while that
+    module is missing, or when it fails, one line says how to get the report."""
+    import types
+
+    from shimgen import run as run_mod
+    from shimgen.errors import ShimgenError
+
+    monkeypatch.setitem(sys.modules, "shimgen.report", None)  # not there: ImportError
+    assert run_mod._report(tmp_path) == f"report: shimgen report {tmp_path}"
+    fake = types.ModuleType("shimgen.report")
+    monkeypatch.setitem(sys.modules, "shimgen.report", fake)
+    fake.summary_for_run = lambda d: f"table of {d}"
+    assert run_mod._report(tmp_path) == f"table of {tmp_path}"
+
+    def refuse(d):
+        raise ShimgenError("no traces in it")
+
+    fake.summary_for_run = refuse
+    assert run_mod._report(tmp_path) == f"report: no traces in it; shimgen report {tmp_path}"
