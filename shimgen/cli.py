@@ -8,10 +8,13 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import NoReturn
 
 from . import __version__
 from .errors import Interrupted, ShimgenError, one_line, redeliver_swallowed
+
+TYPE_CHECKING = False  # typing is not imported at run time: `shimgen run` starts faster
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
