@@ -229,7 +229,7 @@ def test_a_cache_directory_that_is_not_a_directory_is_refused(driver, tmp_path, 
 
 
 HEAVY = ("jinja2", "elftools", "mesonbuild", "capstone", "unicorn", "shimgen.elf",
-         "shimgen.build", "shimgen.render", "dataclasses", "hashlib", "subprocess")
+         "shimgen.build", "shimgen.render", "dataclasses", "hashlib", "subprocess", "typing")
 # The `shimgen` console script, and at its exit the heavy modules the process had loaded.
 SCRIPT = ("import atexit, sys\n"
           "atexit.register(lambda: sys.stderr.write('loaded: ' + ' '.join(sorted(\n"
@@ -240,7 +240,7 @@ SCRIPT = ("import atexit, sys\n"
 
 def test_the_cached_path_imports_nothing_heavy(driver, tmp_path):
     """With its shim cached, `run` loads no jinja2, pyelftools, meson, capstone or unicorn,
-    nor the parts of shimgen that use them, nor dataclasses, hashlib or subprocess (each
+    nor the parts of shimgen that use them, nor dataclasses, hashlib, subprocess or typing (each
     costs milliseconds at every start)."""
     cache = tmp_path / "xdg"
     assert shimgen_run(driver, cache, "-o", str(tmp_path / "r0"), "--", "true").returncode == 0
