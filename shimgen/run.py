@@ -226,12 +226,13 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts: Run
 
 # ---- running it ----------------------------------------------------------------------------
 
-def spawn_and_wait(path: str, argv: list[str], env: dict[str, str], started=None
-                   ) -> int:
+def spawn_and_wait(path: str, argv: list[str], env: dict[str, str], started=None,
+                   signals: list[dict] | None = None) -> int:
     """Run the command and wait for it, forwarding SIGINT, SIGTERM and SIGHUP sent to this
     process by another one (never a terminal's: those reach the command already). Returns the
-    wait status. The command starts with this process's signal mask, and with SIGPIPE and
-    SIGXFSZ at their defaults (Python ignores them)."""
+    wait status; each signal received is appended to `signals` (for run.json). The command
+    starts with this process's signal mask, and with SIGPIPE and SIGXFSZ at their defaults
+    (Python ignores them)."""
     # An ignored one (nohup, a background job) stays ignored: neither waited for nor passed
     # on; the command inherits it ignored, as from a shell.
     forwarded = {s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN}
@@ -249,9 +250,15 @@ def spawn_and_wait(path: str, argv: list[str], env: dict[str, str], started=None
         while True:
             info = signal.sigwaitinfo(watched)
             if info.si_signo != signal.SIGCHLD:
+                passed_on = False
                 if info.si_code in SENT_BY_A_PROCESS:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, info.si_signo)
+                    passed_on = True
+                if signals is not None:
+                    signals.append({"signal": _signal_name(info.si_signo),
+                                    "si_code": info.si_code, "sender_pid": info.si_pid,
+                                    "passed_on": passed_on})
                 continue
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
@@ -336,7 +343,7 @@ def run(opts: RunOptions) -> int:
         "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
                                             ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
                                             ENV_GATES) if k in env},
-        "start": _stamp(start), "end": None, "pid": None, "exit": None,
+        "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
     }
     write_json(run_dir, record)
     how = entry.how if entry.how == "cached" else f"{entry.how} in {entry.seconds:.1f} s"
@@ -348,7 +355,7 @@ def run(opts: RunOptions) -> int:
         record["pid"] = pid
 
     try:
-        wait = spawn_and_wait(path, opts.command, env, started)
+        wait = spawn_and_wait(path, opts.command, env, started, record["signals"])
     except CommandError as e:
         record.update(end=_stamp(time.time()), exit={"error": str(e), "status": e.status})
         write_json(run_dir, record)

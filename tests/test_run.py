@@ -250,6 +250,9 @@ def test_signals_sent_to_run_reach_the_command_exactly_once(driver, cache, probe
         err = proc.stderr.read().decode()
         assert got == want, (i, sigs, got, err)
         assert proc.returncode == 5, (i, proc.returncode, err)
+        record = _record(tmp_path / f"r{i}")["signals"]
+        assert [(r["signal"], r["passed_on"], r["sender_pid"]) for r in record] == \
+            [(f"SIG{NAMES[s]}", True, os.getpid()) for s in sigs], record
 
 
 def test_a_terminals_ctrl_c_reaches_the_command_once(driver, cache, probes, tmp_path):
@@ -280,6 +283,10 @@ def test_a_terminals_ctrl_c_reaches_the_command_once(driver, cache, probes, tmp_
         assert got == {"INT": 1, "TERM": 0, "HUP": 0}, (i, "".join(buf))
         assert os.waitstatus_to_exitcode(status) == 4, (i, "".join(buf))
         assert "interrupted" not in "".join(buf)
+        # `run` got it from the kernel (SI_KERNEL, 0x80) and did not pass it on. (The count
+        # above alone could miss a second delivery: two SIGINTs pending at once are one.)
+        assert _record(tmp_path / f"r{i}")["signals"] == [
+            {"signal": "SIGINT", "si_code": 0x80, "sender_pid": 0, "passed_on": False}]
 
 
 def test_an_ignored_signal_stays_ignored(driver, cache, probes, tmp_path):
