@@ -374,6 +374,16 @@ def read_image(path: Path | str) -> DriverImage:
     )
 
 
+ELFFile = None  # pyelftools' ELFFile once first used (a test counts the parses through it)
+
+
+def _elffile():
+    global ELFFile
+    if ELFFile is None:
+        from elftools.elf.elffile import ELFFile
+    return ELFFile
+
+
 def _read_dynamic(fh, layout: _Layout, path: Path
                   ) -> tuple[dict[str, Export], dict[str, Export], str, str]:
     """Exported functions and objects, SONAME and build-id, with pyelftools."""
@@ -394,9 +404,7 @@ def _read_dynamic(fh, layout: _Layout, path: Path
         raise bad(".dynsym does not link to a string table")
     strtab_size = layout.sections[dynsym.link].size
 
-    from elftools.elf.elffile import ELFFile
-
-    elf = ELFFile(fh)
+    elf = _elffile()(fh)
     functions: dict[str, Export] = {}
     data: dict[str, Export] = {}
     for i, sym in enumerate(elf.get_section(dynsym.index).iter_symbols()):
