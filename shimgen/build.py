@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .elf import read_build_id
 from .errors import Interrupted, ShimgenError
 from .model import SONAME, ShimModel, output_name
 from .render import render
@@ -227,11 +228,14 @@ def _remove_stale_staging(root: Path) -> None:
                 _rmtree(Path(entry.path))
 
 
-def build(model: ShimModel, out_root: Path, name: str | None = None) -> BuildResult:
+def build(model: ShimModel, out_root: Path, name: str | None = None,
+          identity: dict | None = None) -> BuildResult:
+    """Build `model` into `out_root/name` (default: output_name). `identity`, when given, is
+    recorded in shim.json as "cache_key" (what the shim cache checks an entry against)."""
     start = time.monotonic()
     out_root = out_root.absolute()
     _check_writable(out_root)
-    final = out_root / (name or output_name(model.driver))
+    final = out_root / (name or output_name(model.driver, model.gates is not None))
     staging: Path | None = None
     staging_fd = -1
     try:
@@ -266,9 +270,14 @@ def build(model: ShimModel, out_root: Path, name: str | None = None) -> BuildRes
             "hooks": [f.name for f in model.hooked],
             "extra_exports": list(model.extra_exports),
             "data_symbols_left_in_driver": [d.name for d in model.driver.data],
+            "gates": [g.name for g in model.gates.gates] if model.gates else [],
         }
-        (new / "shim.json").write_text(json.dumps(manifest, indent=2) + "\n")
         shutil.copy2(built, new / LIBRARY)
+        manifest["library_build_id"] = read_build_id(new / LIBRARY)
+        manifest["library_size"] = (new / LIBRARY).stat().st_size
+        if identity is not None:
+            manifest["cache_key"] = identity
+        (new / "shim.json").write_text(json.dumps(manifest, indent=2) + "\n")
         _fsync_tree(new)
         installed = False
         try:

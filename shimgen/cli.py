@@ -8,10 +8,13 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import NoReturn
 
 from . import __version__
 from .errors import Interrupted, ShimgenError, one_line, redeliver_swallowed
+
+TYPE_CHECKING = False  # typing is not imported at run time: `shimgen run` starts faster
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -21,7 +24,7 @@ EXIT_PIPE = 141  # 128 + SIGPIPE: whoever read the output went away
 
 def _path_option(value: str | None, option: str, what: str, default) -> Path:
     """A path given with `option`, checked as text; `default()` when it is not given."""
-    from .elf import check_path_text
+    from .elfnotes import check_path_text  # not elf.py: nothing heavy on `run`'s path
 
     if value is None:
         return default()
@@ -32,9 +35,12 @@ def _path_option(value: str | None, option: str, what: str, default) -> Path:
 
 
 def _driver_path(value: str | None) -> Path:
-    from .driver import default_driver
+    def default() -> Path:
+        from .driver import default_driver
 
-    return _path_option(value, "--driver", "driver", default_driver)
+        return default_driver()
+
+    return _path_option(value, "--driver", "driver", default)
 
 
 def _out_root(value: str | None) -> Path:
@@ -183,6 +189,66 @@ def _add_probe(sub) -> None:
     pr.set_defaults(func=_cmd_probe)
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .run import CommandError, RunOptions, run
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
+    if args.gate_profile is not None and args.gates is None:
+        raise ShimgenError("run --gate-profile goes with --gates")
+    if args.gate_profile is not None and args.gate_profile != "auto":
+        _path_option(args.gate_profile, "--gate-profile", "gate profile", lambda: None)
+    if args.driver is None:
+        from .cache import default_driver  # remembered: no `ldconfig -p` at every run
+
+        driver = default_driver()
+    else:
+        driver = _driver_path(args.driver)
+    opts = RunOptions(
+        command=command,
+        driver=driver,
+        driver_given=args.driver is not None,
+        trace=args.trace,
+        gates=args.gates,
+        gate_profile=args.gate_profile,
+        out=_path_option(args.out, "-o", "run directory", lambda: None)
+        if args.out is not None else None,
+    )
+    try:
+        return run(opts)
+    except CommandError as e:  # like a shell: 127 not found, 126 cannot be run
+        _say(str(e))
+        return e.status
+
+
+def _add_run(sub) -> None:
+    from .run import TRACE_MODES
+
+    r = sub.add_parser("run", help="run a command under the shim (built once per driver and "
+                                   "cached) and report its driver calls",
+                       description="Run COMMAND and everything it starts under the shim; "
+                       "the trace goes to a run directory and the report is printed at the "
+                       "end. Exit status: the command's (128+N if signal N killed it).")
+    r.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick); "
+                                    "also given to the shim as SHIMGEN_DRIVER")
+    r.add_argument("--trace", choices=list(TRACE_MODES), default="counts",
+                   help="counts (default), time (per-call times) or timeline (also a "
+                        "Chrome trace per process)")
+    r.add_argument("--gates", metavar="SEL",
+                   help="gate selection, as SHIMGEN_GATES takes it (gdr,dmabuf or "
+                        "-gdr,-dmabuf): runs a shim with gates baked in")
+    r.add_argument("--gate-profile", metavar="auto|PROFILE",
+                   help="with --gates: the gates baked in ('auto', the default, finds and "
+                        "proves them on first use; or a profile from `shimgen gates --json`)")
+    r.add_argument("-o", "--out", metavar="DIR",
+                   help="run directory, new or empty (default: "
+                        "./shimgen-runs/<date>-<time>-<command>)")
+    r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                   help="the command to run, after --")
+    r.set_defaults(func=_cmd_run)
+
+
 def _cmd_exports(args: argparse.Namespace) -> int:
     from .driver import read_driver
 
@@ -226,14 +292,7 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="shimgen",
-        description="Generate and build a complete forwarding shim for libcuda.",
-    )
-    p.add_argument("--version", action="version", version=f"shimgen {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-
+def _add_build(sub) -> None:
     b = sub.add_parser("build", help="build libcudashim.so for a driver")
     b.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     b.add_argument("--out", help="output root (default: ./build)")
@@ -242,12 +301,16 @@ def parser() -> argparse.ArgumentParser:
                         "profile written by `shimgen gates --json`")
     b.set_defaults(func=_cmd_build)
 
+
+def _add_gates(sub) -> None:
     g = sub.add_parser("gates", help="find the attribute gates in a driver binary")
     g.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     g.add_argument("--json", help="write the profile here (only if the proof passes)")
     g.add_argument("--no-proof", action="store_true", help="skip the emulation proof")
     g.set_defaults(func=_cmd_gates)
 
+
+def _add_patch(sub) -> None:
     pt = sub.add_parser("patch", help="write a copy of the driver with its gates' init sites "
                         "changed (no shim needed: LD_LIBRARY_PATH=DIR)")
     pt.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick); "
@@ -266,14 +329,49 @@ def parser() -> argparse.ArgumentParser:
                          "for finding which site a GPU's driver runs)")
     pt.set_defaults(func=_cmd_patch)
 
-    _add_probe(sub)
 
+def _add_exports(sub) -> None:
     e = sub.add_parser("exports", help="list the functions a driver exports")
     e.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     e.set_defaults(func=_cmd_exports)
 
-    _add_report(sub)
+
+COMMANDS = {"run": _add_run, "report": _add_report, "build": _add_build, "gates": _add_gates,
+            "patch": _add_patch, "probe": _add_probe, "exports": _add_exports}
+
+
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with `command`, only that command's options (each parser argparse
+    makes costs about a millisecond, and `shimgen run` starts with every command it runs)."""
+    p = _Parser(
+        prog="shimgen",
+        description="Generate and build a complete forwarding shim for libcuda.",
+    )
+    p.add_argument("--version", action="version", version=f"shimgen {__version__}")
+    # prog given: argparse would otherwise make a help formatter now, which imports shutil
+    sub = p.add_subparsers(dest="command", required=True, prog="shimgen")
+    for name, add in COMMANDS.items():
+        if command in (None, name):
+            add(sub)
     return p
+
+
+def _glue_dash_values(argv: list[str]) -> list[str]:
+    """`--gates -gdr,-dmabuf` as `--gates=-gdr,-dmabuf`: argparse would take a value that
+    starts with '-' for an option. Only before `--` (what follows is the command's)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--":
+            return out + argv[i:]
+        if argv[i] == "--gates" and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and argv[i + 1] != "--":
+            out.append(f"--gates={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
 
 
 def _say(message: str) -> None:
@@ -312,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
                     handlers[sig] = signal.signal(sig, _raise_interrupted)
-        args = parser().parse_args(argv)
+        argv = _glue_dash_values(sys.argv[1:] if argv is None else argv)
+        args = parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
         return int(args.func(args))
     except ShimgenError as e:
         _say(str(e))

@@ -326,6 +326,9 @@ LIBCUDA_DIRS = (
     "/lib/x86_64-linux-gnu",
     "/lib64",
 )
+# The dynamic loader's cache, which `ldconfig -p` lists: when it changes, the libcuda the
+# loader would pick may have changed (shimgen run remembers its answer until then).
+LD_SO_CACHE = "/etc/ld.so.cache"
 
 # ---- the shim's run-time features: which hooks are installed (see hooks.py) ----------------------
 FEATURES = {"always": 1, "attrs": 2, "gates": 4}

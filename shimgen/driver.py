@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cuda import CUDA_ERROR_STUB_LIBRARY, LIBCUDA_DIRS
-from .elf import DriverImage, read_image
 from .errors import ShimgenError
+
+if TYPE_CHECKING:  # elf.py is imported where a driver is read: default_driver() needs none
+    from .elf import DriverImage
 
 # Functions a library must export for us to call it a CUDA driver.
 REQUIRED_DRIVER_FUNCTIONS = ("cuInit", "cuGetProcAddress", "cuDriverGetVersion")
@@ -33,6 +36,8 @@ def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
 
     `require_real=False` skips only the stub rule (enough functions, cuInit that does more
     than return an error); the tests use it for their small fake drivers."""
+    from .elf import read_image
+
     image = read_image(path)
     path = image.path
     names = set(image.function_names())

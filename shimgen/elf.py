@@ -14,17 +14,24 @@ from __future__ import annotations
 import errno
 import io
 import os
-import re
 import stat
 import struct
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
+from .elfnotes import EHDR as _EHDR
+from .elfnotes import EM_X86_64, check_path_text, read_build_id, read_notes, version_from_name
+from .elfnotes import PHDR as _PHDR
 from .errors import ShimgenError
+
+__all__ = ["DriverImage", "Export", "Section", "Segment", "check_path_text", "read_build_id",
+           "read_image", "read_notes", "version_from_name"]
+
+# pyelftools is imported by the functions that parse with it, never at module import. The
+# light part of the reader (path text, the headers' layout, notes and build-id, the version in
+# a file name) is elfnotes.py, re-exported here: the cached path of `shimgen run` imports only
+# that part.
 
 
 @dataclass(frozen=True)
@@ -135,18 +142,6 @@ class DriverImage:
         return next((s for s in self.segments if s.holds(vaddr)), None)
 
 
-def check_path_text(path: str | Path, what: str) -> None:
-    """Refuse a path that cannot be written into the generated sources' banners and meson
-    files as it is: control characters (a newline would end a comment) or bytes that are
-    not UTF-8."""
-    text = str(path)
-    for ch in text:
-        if ord(ch) < 0x20 or ord(ch) == 0x7F:
-            raise ShimgenError(f"{what} {text!r}: the path contains a control character")
-        if 0xD800 <= ord(ch) <= 0xDFFF:
-            raise ShimgenError(f"{what} {text!r}: the path is not valid UTF-8")
-
-
 def _open_driver(path: Path) -> tuple[Path, int, int]:
     """Resolve `path` and open it: (real path, file descriptor, size), or a one-line error.
 
@@ -209,26 +204,18 @@ def _file_kind(mode: int) -> str:
     return "not a plain file"
 
 
-def _version_from_name(real: Path) -> str:
-    m = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)?)$", real.name)
-    return m.group(1) if m else "unknown"
-
-
 # ---------------------------------------------------------------------------------------------
 # ELF layout, checked by hand before pyelftools reads anything: pyelftools trusts the header's
 # counts and sizes, so a corrupt file could make it loop for a very long time or read far past
 # the end. Every table must lie inside the file and have the x86-64 entry size.
 
-_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
-_PHDR = struct.Struct("<IIQQQQQQ")
 _MACHINES = {2: "SPARC", 3: "i386", 8: "MIPS", 20: "PowerPC", 21: "ppc64", 22: "s390",
              40: "ARM", 43: "SPARC64", 50: "IA-64", 62: "x86-64", 183: "aarch64",
              243: "RISC-V", 258: "LoongArch"}
 _ELF_TYPES = {0: "no ELF file type, not a shared library",
               1: "a relocatable object file, not a shared library",
               2: "an executable, not a shared library", 4: "a core dump"}
-EM_X86_64 = 62
 (SHT_NULL, SHT_STRTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS,
  SHT_DYNSYM) = 0, 3, 4, 6, 7, 8, 11
 PT_LOAD, PF_X, PF_W = 1, 1, 2
@@ -332,7 +319,7 @@ def _check_layout(fh, size: int, path: Path) -> _Layout:
     return _Layout(tuple(sections), tuple(loads))
 
 
-def _build_id(elf: ELFFile, layout: _Layout) -> str:
+def _build_id(elf, layout: _Layout) -> str:
     for s in layout.sections:
         if s.type != SHT_NOTE or s.size > MAX_SMALL_SECTION:
             continue
@@ -347,6 +334,8 @@ def read_image(path: Path | str) -> DriverImage:
     """Open, check and parse one ELF file. Raises ShimgenError with one line naming the
     problem. The file is read once, whole: the bytes checked are the bytes every consumer
     reads."""
+    from elftools.common.exceptions import ELFError
+
     path = Path(os.path.abspath(path))
     check_path_text(path, "driver")
     real, fd, size = _open_driver(path)
@@ -374,7 +363,7 @@ def read_image(path: Path | str) -> DriverImage:
     return DriverImage(
         path=path,
         real_path=real,
-        version=_version_from_name(real),
+        version=version_from_name(real),
         build_id=build_id,
         soname=soname,
         functions=tuple(sorted(functions.values(), key=lambda e: e.name)),
@@ -383,6 +372,16 @@ def read_image(path: Path | str) -> DriverImage:
         segments=layout.segments,
         contents=contents,
     )
+
+
+ELFFile = None  # pyelftools' ELFFile once first used (a test counts the parses through it)
+
+
+def _elffile():
+    global ELFFile
+    if ELFFile is None:
+        from elftools.elf.elffile import ELFFile
+    return ELFFile
 
 
 def _read_dynamic(fh, layout: _Layout, path: Path
@@ -405,7 +404,7 @@ def _read_dynamic(fh, layout: _Layout, path: Path
         raise bad(".dynsym does not link to a string table")
     strtab_size = layout.sections[dynsym.link].size
 
-    elf = ELFFile(fh)
+    elf = _elffile()(fh)
     functions: dict[str, Export] = {}
     data: dict[str, Export] = {}
     for i, sym in enumerate(elf.get_section(dynsym.index).iter_symbols()):

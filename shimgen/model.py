@@ -16,6 +16,9 @@ from .hooks import FEATURES, HOOKS, Hook
 # absolute path) gets the shim instead of the real library the shim already loaded.
 LOADER_EXPORTS: tuple[str, ...] = ("dlopen",)
 
+# Appended to the output directory's name of a shim built with gates.
+GATED_SUFFIX = "-gates"
+
 # The shim's SONAME: the name every program and library loads the driver by.
 SONAME = "libcuda.so.1"
 
@@ -79,10 +82,12 @@ def build_model(
     return ShimModel(driver=driver, functions=functions, command=shlex.join(argv), gates=gates)
 
 
-def output_name(driver: DriverImage) -> str:
-    """Directory name under the output root: version plus a short build-id."""
+def output_name(driver: DriverImage, gated: bool = False) -> str:
+    """Directory name under the output root: version plus a short build-id, and `-gates` for
+    a shim with gates baked in, so that a gated build and a plain one never replace each
+    other."""
     bid = driver.build_id[:12] or "nobuildid"
-    return f"cudashim-{driver.version}-{bid}"
+    return f"cudashim-{driver.version}-{bid}{GATED_SUFFIX if gated else ''}"
 
 
 def default_output_root() -> Path:
