@@ -73,22 +73,23 @@ def is_profile(path: Path) -> bool:
 def run(image: DriverImage, json_out: Path | None, proof: bool = True) -> int:
     """Discover the gates of a parsed driver, prove them (unless `proof` is False), print the
     table and, when the proof passes or was not asked for, write the profile to `json_out`
-    with its proof status. A layout not understood or a failed proof raises ShimgenError
-    (after the table and the proof's summary are printed); nothing is written then."""
+    with its proof status. A layout not understood or a failed proof raises ShimgenError:
+    one line naming the proof's problems; nothing is printed or written then."""
     profile = discover(image)
     result = None
     if proof:
         result = proving.prove(image, profile)
         profile.proof = result.to_json()
+        if not result.ok:
+            raise ShimgenError(f"gates of {image.real_path}: the emulation proof failed ("
+                               + ("; ".join(result.problems) or "no gate proven")
+                               + "); no profile written")
     else:
         profile.proof = {"status": PROOF_NOT_RUN, "ok": False,
                          "note": "written by `shimgen gates --no-proof`: found, not proven"}
     print(format_table(profile))
     if result is not None:
-        print(result.summary(), flush=True)
-        if not result.ok:
-            raise ShimgenError(f"gates of {image.real_path}: the emulation proof failed; "
-                               "no profile written")
+        print(result.summary())
     if json_out is not None:
         write_whole(json_out, json.dumps(profile.to_json(), indent=2) + "\n")
         print(f"wrote {json_out}" + ("" if proof else
