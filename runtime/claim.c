@@ -13,7 +13,8 @@
  * at the same moment never both take the plain name; a process that cannot have the lock
  * within LOCK_WAIT_MS writes its own "<name>.<pid>" rather than risk another's file. Where
  * the directory cannot be locked at all (no read permission, a file system without flock),
- * an absent name is still taken by one process only (RENAME_NOREPLACE).
+ * an absent name is still taken by one process only (RENAME_NOREPLACE). A file whose time
+ * cannot be set is written as "<name>.<pid>": it could not be told from an earlier job's.
  */
 
 #define _GNU_SOURCE

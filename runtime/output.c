@@ -41,6 +41,7 @@ struct shimgen_out {
     int unnamed;  /* O_TMPFILE: named only when complete */
     int derived;  /* a name the user did not give: replaces nothing */
     int shared;   /* OUT_SHARED: the plain name if no other process of the job has it */
+    int unstamped; /* OUT_SHARED: the job's stamp could not be set: "<name>.<pid>" */
     struct timespec stamp; /* OUT_SHARED: the job's stamp, as the temporary file has it */
     char suffix[24];       /* OUT_SHARED: ".<pid>", the name when the plain one is taken */
     int err;      /* the first error, 0 if none */
@@ -181,6 +182,7 @@ struct shimgen_out *shimgen_out_open(const char *path, enum shimgen_out_name nam
     o->in_place = o->unnamed = o->err = 0;
     o->derived = name == OUT_DERIVED;
     o->shared = name == OUT_SHARED;
+    o->unstamped = 0;
     snprintf(o->suffix, sizeof o->suffix, ".%ld", (long)getpid());
     o->len = 0;
     o->what = what;
@@ -294,7 +296,7 @@ static int put_in_place(struct shimgen_out *o)
     if (!o->shared)
         return rename_into(o);
     int lock = shimgen_claim_lock(o->dirfd), e;
-    if (lock == -2 || shimgen_claim_taken(o->dirfd, o->base, &o->stamp)) {
+    if (lock == -2 || o->unstamped || shimgen_claim_taken(o->dirfd, o->base, &o->stamp)) {
         to_derived(o);
         e = rename_into(o);
     } else if (lock >= 0)
@@ -317,8 +319,8 @@ int shimgen_out_close(struct shimgen_out *o, char *path, size_t cap)
 {
     out_flush(o);
     int e = o->err;
-    if (!e && o->shared && !o->in_place)
-        e = shimgen_claim_stamp(o->fd, &o->stamp);
+    if (!e && o->shared && !o->in_place && shimgen_claim_stamp(o->fd, &o->stamp) != 0)
+        o->unstamped = 1; /* it cannot be told from an earlier job's: never the plain name */
     if (!e && o->unnamed)
         e = name_unnamed(o);
     if (close(o->fd) != 0 && !e && errno != EINTR)
