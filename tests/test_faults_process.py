@@ -89,16 +89,20 @@ def test_wrapper_process_leaves_the_plain_name_to_the_program(shims, probes, tmp
 def test_writers_at_the_same_moment_take_the_plain_name_once(shims, probes, tmp_path):
     """200 jobs, each of 4 processes that write their traces at nearly the same moment
     (released at once, then 0 to 499 us apart at random), all in one directory, so every
-    job but the first finds an earlier job's file at the plain name. In each job exactly
-    one process takes the plain name and each other writes <name>.<pid>: no trace is lost
-    or written over, none is written twice."""
+    job but the first finds an earlier job's file at the plain name. Every other job runs
+    with a fake slow rename preloaded (0 to 999 us before each rename, at random), so that
+    writers meet between their look at the name and their rename, even on a busy machine
+    with few CPUs. In each job exactly one process takes the plain name and each other
+    writes <name>.<pid>: no trace is lost or written over, none is written twice."""
     s = shims[0]
     trace = tmp_path / "trace.json"
     env = s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace))
+    slow = {**env, "LD_PRELOAD": f"{probes / 'libslow_rename_fake.so'}:{env['LD_PRELOAD']}"}
     rng = random.Random(20261130)
     for i in range(200):
         before = set(os.listdir(tmp_path))
-        proc = run([probes / "faults_calls", "together", "4", "3", rng.randrange(1 << 30)], env)
+        proc = run([probes / "faults_calls", "together", "4", "3", rng.randrange(1 << 30)],
+                   slow if i % 2 else env)
         calls = {int(m.group(1)): int(m.group(2)) for m in
                  re.finditer(r"^child (\d+) together (\d+)$", proc.stdout, re.M)}
         owner = json.loads(trace.read_text())

@@ -7,10 +7,11 @@
  *   faults_calls forkexec K N   N calls; K children at once: even ones fork and call
  *                               10*(i+1) times, odd ones exec "calls 10*(i+1)"
  *   faults_calls together K N SEED
- *                               K forked children wait at one gate, then each calls
- *                               N*(i+1) times, waits a random 0-499 us (from SEED) and
- *                               exits: their traces are written at nearly the same moment.
- *                               The parent makes no call (it writes no trace)
+ *                               K forked children each make one call (which loads the
+ *                               driver) and wait at one gate; then each calls N*(i+1) - 1
+ *                               more times, waits a random 0-499 us (from SEED) and exits:
+ *                               their traces are written at nearly the same moment. The
+ *                               parent makes no call (it writes no trace)
  *   faults_calls pidfile N      a forked child first creates "$SHIMGEN_TRACE_FILE.<its pid>"
  *                               (a file that is there already), then calls N times
  *   faults_calls all REPS RC    call every function named on stdin REPS times, with no
@@ -107,21 +108,23 @@ static double now_us(void)
 static int together(long k, long n, unsigned seed)
 {
     pid_t pids[64];
-    int gate[2];
+    int gate[2], ready[2];
     if (k > 64)
         k = 64;
-    if (pipe(gate) != 0)
+    if (pipe(gate) != 0 || pipe(ready) != 0)
         return 1;
     for (long i = 0; i < k; i++) {
         long m = n * (i + 1);
         unsigned r = seed * 2654435761u + (unsigned)i * 40503u;
         pid_t p = fork();
         if (p == 0) {
-            char c;
+            char c = 'r';
+            int v = 0, bad = version(&v) != 0; /* the driver loaded before the gate */
             close(gate[1]);
-            if (read(gate[0], &c, 1) != 0) /* EOF: the parent opened the gate */
+            close(ready[0]);
+            if (write(ready[1], &c, 1) != 1 || read(gate[0], &c, 1) != 0) /* EOF: open */
                 _exit(6);
-            int bad = calls("together", m);
+            bad |= calls("together", m - 1);
             double until = now_us() + (double)((r >> 7) % 500);
             while (now_us() < until)
                 ;
@@ -131,6 +134,11 @@ static int together(long k, long n, unsigned seed)
         printf("child %ld together %ld\n", (long)p, m);
         fflush(stdout);
     }
+    close(ready[1]);
+    char c;
+    for (long i = 0; i < k; i++) /* every child has loaded the driver */
+        if (read(ready[0], &c, 1) != 1)
+            break;
     close(gate[0]);
     close(gate[1]);
     int bad = 0;
