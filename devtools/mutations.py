@@ -340,6 +340,14 @@ MUTATIONS = [
                "plain name (one trace would be lost)",
     },
     {
+        "name": "claim-forked-copy-takes-the-plain-name",
+        "file": "runtime/trace.c",
+        "old": "    return getpid() != shimgen_cfg.load_pid;\n",
+        "new": "    return 0;\n",
+        "tests": ["tests/test_shim.py::test_calls_in_forked_children"],
+        "why": "a program's forked copies write <name>.<pid>; the program keeps the plain name",
+    },
+    {
         "name": "claim-job-not-inherited",
         "file": "runtime/config.c",
         "old": "    if (v && *v >= '0' && *v <= '9') {",

@@ -1,7 +1,8 @@
 /*
  * claim.c: which process of a job writes the plain SHIMGEN_TRACE_FILE (or
  * SHIMGEN_TIMELINE_FILE) name, one without %p or %r. The first process of the job to write
- * its file takes the plain name; every other one writes "<name>.<pid>".
+ * its file takes the plain name; every other one writes "<name>.<pid>". (A fork without exec
+ * is a copy of a program of the job: it always writes "<name>.<pid>", trace.c.)
  *
  * A job is every process started under the first one that loaded the shim: that process
  * sets SHIMGEN_TRACE_JOB=<sec>.<nsec> (its start, CLOCK_REALTIME) and the others inherit it

@@ -18,11 +18,19 @@
 #include "output.h"
 #include "stats.h"
 
+/* A fork (without exec) of the process that loaded the shim: a copy of a program of the job,
+ * which never takes a shared name (the program may write its own trace). */
+static int forked_copy(void)
+{
+    return getpid() != shimgen_cfg.load_pid;
+}
+
 /* In SHIMGEN_TRACE_FILE (and SHIMGEN_TIMELINE_FILE), "%p" becomes the process id and "%r"
  * the rank (or "p<pid>" in a process that has none, such as a launcher). A name with
  * neither is shared by the processes of a job: the first to write takes it, the others
- * write "<name>.<pid>" (claim.c), so the name must fit with that added. -1 when the result
- * does not fit in `cap`: a name is never cut short. */
+ * write "<name>.<pid>" (claim.c), so the name must fit with that added; a forked copy
+ * always writes "<name>.<pid>". -1 when the result does not fit in `cap`: a name is never
+ * cut short. */
 static int trace_path(const char *pattern, char *out, size_t cap)
 {
     long pid = (long)getpid();
@@ -49,7 +57,7 @@ static int trace_path(const char *pattern, char *out, size_t cap)
         memcpy(out + o, piece, n);
         o += n;
         if (!*s) {
-            o -= n;
+            o -= forked_copy() ? 0 : n;
             break;
         }
     }
@@ -71,7 +79,8 @@ struct shimgen_out *shimgen_open_output(const char *pattern, const char *what, i
                     path);
         return NULL;
     }
-    return shimgen_out_open(path, shimgen_shared_name(pattern) ? OUT_SHARED : OUT_NAMED, what);
+    return shimgen_out_open(path, !shimgen_shared_name(pattern) ? OUT_NAMED
+                                  : forked_copy() ? OUT_DERIVED : OUT_SHARED, what);
 }
 
 /* SHIMGEN_TRACE_FILE: the counts (and times) as JSON. 0 when it is written, 1 when its
