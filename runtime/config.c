@@ -1,7 +1,8 @@
 /*
  * config.c: the shim's configuration, read once from SHIMGEN_* when the shim is loaded
  * (a constructor; or at the first call that comes earlier): trace mode and files, the
- * timeline size, attribute overrides, gates, the job rank, and where the shim itself lives.
+ * timeline size, attribute overrides, gates, the job rank and stamp (SHIMGEN_TRACE_JOB), and
+ * where the shim itself lives.
  * Also the one way the runtime says something: one line on stderr, unless SHIMGEN_QUIET.
  */
 
