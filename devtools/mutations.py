@@ -629,4 +629,122 @@ MUTATIONS = [
                   "_cache_changes"],
         "why": "the driver `run` picks by default is asked again once the loader's cache changed",
     },
+    # ---- gate profiles: proof status, and the command line of gates and build ----
+    {
+        "name": "gates-unproven-profile-baked",
+        "file": "shimgen/gates/plan.py",
+        "old": "    if plan.proof != PROOF_PASSED and not allow_unproven:\n",
+        "new": "    if plan.proof == PROOF_FAILED and not allow_unproven:\n",
+        "tests": ["tests/test_gate_profiles_cli.py::test_unproven_or_failed_profiles_are_refused"],
+        "why": "a profile whose proof was not run is never baked without --allow-unproven-gates",
+    },
+    {
+        "name": "gates-failed-proof-read-as-passed",
+        "file": "shimgen/gates/profile.py",
+        "old": "(PROOF_PASSED if self.proof.get(\"ok\") is True",
+        "new": "(PROOF_PASSED if self.proof.get(\"ok\") is not None",
+        "tests": ["tests/test_gate_profiles_cli.py::test_unproven_or_failed_profiles_are_refused"],
+        "why": "a profile whose proof failed is never read as proven",
+    },
+    {
+        "name": "gates-no-proof-written-as-proven",
+        "file": "shimgen/gates/report.py",
+        "old": "profile.proof = {\"status\": PROOF_NOT_RUN, \"ok\": False,",
+        "new": "profile.proof = {\"status\": \"passed\", \"ok\": True,",
+        "tests": ["tests/test_gate_profiles_cli.py::test_profiles_record_their_proof_status",
+                  "tests/test_gate_profiles_cli.py::test_unproven_or_failed_profiles_are_refused"],
+        "why": "a profile written with --no-proof says that it is unproven",
+    },
+    {
+        "name": "cli-empty-gates-builds-without",
+        "file": "shimgen/cli.py",
+        "old": "    if not value.strip():\n        raise argparse.ArgumentTypeError",
+        "new": "    if False:\n        raise argparse.ArgumentTypeError",
+        "tests": ["tests/test_gate_profiles_cli.py::test_empty_gates_is_a_usage_error"],
+        "why": "an empty --gates is a usage error, not a build without gates",
+    },
+    {
+        "name": "gates-json-checked-after-the-analysis",
+        "file": "shimgen/cli.py",
+        "old": "        check_target(json_out, \"--json\", report.is_profile)\n",
+        "new": "",
+        "tests": ["tests/test_gate_profiles_cli.py::test_json_into_a_missing_or_wrong_directory"
+                  "_fails_first",
+                  "tests/test_gate_profiles_cli.py::test_json_never_clobbers_a_file_that_is_not"
+                  "_a_profile"],
+        "why": "shimgen gates refuses an output path before the analysis, and never clobbers "
+               "a file that is not a profile",
+    },
+    {
+        "name": "probe-child-line-wrapped-again",
+        "file": "shimgen/probe/child.py",
+        "old": "        if proc.returncode == 1 and said != last:",
+        "new": "        if False:",
+        "tests": ["tests/test_probe_child.py::test_probe_on_a_machine_without_a_driver"],
+        "why": "a probe child's one line is said once, with no doubled prefix",
+    },
+    {
+        "name": "probe-no-driver-internal-error",
+        "file": "shimgen/probe/gated.py",
+        "old": "    except Exception:  # noqa: BLE001 - cuda-python could not load libcuda at all\n"
+               "        raise ShimgenError(NO_DRIVER) from None\n",
+        "new": "    except ImportError:\n        raise ShimgenError(NO_DRIVER) from None\n",
+        "tests": ["tests/test_probe_child.py::test_probe_without_a_driver_is_one_clear_line"],
+        "why": "no driver is one line that says so, not an internal error naming a class",
+    },
+    # ---- the plain trace name: the first process of the job to write (runtime/claim.c) ----
+    {
+        "name": "claim-plain-name-never-taken",
+        "file": "runtime/claim.c",
+        "old": "    return S_ISREG(st.st_mode) && st.st_mtim.tv_sec == stored->tv_sec &&",
+        "new": "    return 0 && st.st_mtim.tv_sec == stored->tv_sec &&",
+        "tests": ["tests/test_faults_process.py::test_wrapper_process_leaves_the_plain_name_to_"
+                  "the_program"],
+        "why": "one process of a job takes the plain name; the others write <name>.<pid>",
+    },
+    {
+        "name": "claim-without-the-directory-lock",
+        "file": "runtime/output.c",
+        "old": "    int lock = shimgen_claim_lock(o->dirfd), e;",
+        "new": "    int lock = -1, e;",
+        "tests": ["tests/test_faults_process.py::test_writers_at_the_same_moment_take_the_plain"
+                  "_name_once"],
+        "why": "two processes of a job that write at the same moment never both take the "
+               "plain name (one trace would be lost)",
+    },
+    {
+        "name": "claim-forked-copy-takes-the-plain-name",
+        "file": "runtime/trace.c",
+        "old": "    return getpid() != shimgen_cfg.load_pid;\n",
+        "new": "    return 0;\n",
+        "tests": ["tests/test_shim.py::test_calls_in_forked_children"],
+        "why": "a program's forked copies write <name>.<pid>; the program keeps the plain name",
+    },
+    {
+        "name": "claim-job-not-inherited",
+        "file": "runtime/config.c",
+        "old": "    if (v && *v >= '0' && *v <= '9') {",
+        "new": "    if (0) {",
+        "tests": ["tests/test_faults_process.py::test_wrapper_process_leaves_the_plain_name_to_"
+                  "the_program"],
+        "why": "the processes a job's first process starts are of the same job",
+    },
+    {
+        "name": "trace-written-not-said",
+        "file": "runtime/trace.c",
+        "old": "    shimgen_say(\"shimgen: trace written to %s\\n\", path);\n",
+        "new": "",
+        "tests": ["tests/test_faults_process.py::test_wrapper_process_leaves_the_plain_name_to_"
+                  "the_program"],
+        "why": "every JSON trace written says where",
+    },
+    {
+        "name": "pyproject-license-table",
+        "file": "pyproject.toml",
+        "old": 'license = "MIT"',
+        "new": 'license = { text = "MIT" }',
+        "tests": ["tests/test_packaging.py::test_wheel_builds_without_warnings_and_carries_"
+                  "templates_and_runtime"],
+        "why": "pip install prints no setuptools deprecation warning",
+    },
 ]

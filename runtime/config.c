@@ -1,7 +1,8 @@
 /*
  * config.c: the shim's configuration, read once from SHIMGEN_* when the shim is loaded
  * (a constructor; or at the first call that comes earlier): trace mode and files, the
- * timeline size, attribute overrides, gates, the job rank, and where the shim itself lives.
+ * timeline size, attribute overrides, gates, the job rank and stamp (SHIMGEN_TRACE_JOB), and
+ * where the shim itself lives.
  * Also the one way the runtime says something: one line on stderr (or appended to
  * SHIMGEN_NOTICE_FILE, "[pid N] " first), unless SHIMGEN_QUIET.
  */
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -229,6 +231,35 @@ int shimgen_shared_name(const char *name)
     return name[0] && !strstr(name, "%p") && !strstr(name, "%r");
 }
 
+/* Processes of one job share a SHIMGEN_TRACE_FILE (or SHIMGEN_TIMELINE_FILE) name without
+ * %p or %r. The job is stamped with the time its first process loaded the shim, which
+ * that process puts in its environment for the processes it starts; the first of them to
+ * write takes the plain name (claim.c). */
+static void read_job(void)
+{
+    const char *v = secure_getenv("SHIMGEN_TRACE_JOB");
+    char *end = NULL;
+    if (v && *v >= '0' && *v <= '9') {
+        errno = 0;
+        long long sec = strtoll(v, &end, 10);
+        if (!errno && *end == '.' && end[1] >= '0' && end[1] <= '9') {
+            long nsec = strtol(end + 1, &end, 10);
+            if (!errno && !*end && nsec < 1000000000L) {
+                shimgen_cfg.job_sec = sec;
+                shimgen_cfg.job_nsec = nsec;
+                return;
+            }
+        }
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    shimgen_cfg.job_sec = now.tv_sec;
+    shimgen_cfg.job_nsec = now.tv_nsec;
+    char stamp[48];
+    snprintf(stamp, sizeof stamp, "%lld.%09ld", (long long)now.tv_sec, (long)now.tv_nsec);
+    setenv("SHIMGEN_TRACE_JOB", stamp, 1);
+}
+
 static void read_config(void)
 {
     const char *v = secure_getenv("SHIMGEN_QUIET");
@@ -283,8 +314,6 @@ static void read_config(void)
         parse_file_name("SHIMGEN_TIMELINE_FILE", v && *v ? v : "shimgen-timeline.%p.json",
                         shimgen_cfg.timeline_file, "no timeline is written");
     }
-    /* Processes of one job share SHIMGEN_TRACE_FILE: the first one to load the shim owns
-     * the plain name; every other (forked or exec'd) writes "<name>.<pid>". */
     for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0] && !shimgen_cfg.rank[0]; i++) {
         const char *r = secure_getenv(rank_vars[i]);
         if (r && *r && strspn(r, "0123456789") == strlen(r))
@@ -292,17 +321,8 @@ static void read_config(void)
     }
     shimgen_cfg.load_pid = getpid();
     if (shimgen_cfg.trace != TRACE_OFF && (shimgen_shared_name(shimgen_cfg.trace_file) ||
-                                           shimgen_shared_name(shimgen_cfg.timeline_file))) {
-        const char *owner = secure_getenv("SHIMGEN_TRACE_OWNER");
-        if (owner && *owner && atol(owner) != (long)shimgen_cfg.load_pid)
-            shimgen_cfg.trace_file_shared = 1;
-        else if (!owner || !*owner) {
-            char pid[24];
-            snprintf(pid, sizeof pid, "%ld", (long)shimgen_cfg.load_pid);
-            setenv("SHIMGEN_TRACE_OWNER", pid, 0);
-        }
-    }
-
+                                           shimgen_shared_name(shimgen_cfg.timeline_file)))
+        read_job();
     shimgen_dlopen_setup();
 
     Dl_info info;

@@ -8,7 +8,9 @@
  * umask. The temporary file is renamed over the target only when every write and the close
  * succeeded, so a reader (or a process killed mid-write) never leaves half a file at the
  * target. A name the user did not give (another process's "<name>.<pid>") never replaces a
- * file: RENAME_NOREPLACE, or a hard link where that is missing. A symbolic link at the
+ * file: RENAME_NOREPLACE, or a hard link where that is missing. A name the processes of a
+ * job share is taken by the first of them to write (claim.c); the others write
+ * "<name>.<pid>". A symbolic link at the
  * target is refused (ELOOP), never followed or replaced. An existing device or FIFO
  * (/dev/full, a pipe to a reader) is written in place. Every write and the close are
  * checked: a failure is one line on stderr, the temporary file is removed, and the target
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "output.h"
@@ -37,6 +40,10 @@ struct shimgen_out {
     int in_place; /* an existing device or FIFO, written as it is */
     int unnamed;  /* O_TMPFILE: named only when complete */
     int derived;  /* a name the user did not give: replaces nothing */
+    int shared;   /* OUT_SHARED: the plain name if no other process of the job has it */
+    int unstamped; /* OUT_SHARED: the job's stamp could not be set: "<name>.<pid>" */
+    struct timespec stamp; /* OUT_SHARED: the job's stamp, as the temporary file has it */
+    char suffix[24];       /* OUT_SHARED: ".<pid>", the name when the plain one is taken */
     int err;      /* the first error, 0 if none */
     size_t len;
     const char *what;
@@ -165,14 +172,18 @@ static struct shimgen_out *out_fail(struct shimgen_out *o, int e)
     return NULL;
 }
 
-struct shimgen_out *shimgen_out_open(const char *path, int derived, const char *what)
+struct shimgen_out *shimgen_out_open(const char *path, enum shimgen_out_name name,
+                                     const char *what)
 {
     if (__atomic_exchange_n(&out_busy, 1, __ATOMIC_ACQUIRE))
         return NULL; /* exit() from two threads at once: the first one writes */
     struct shimgen_out *o = &out_state;
     o->fd = o->dirfd = -1;
     o->in_place = o->unnamed = o->err = 0;
-    o->derived = derived;
+    o->derived = name == OUT_DERIVED;
+    o->shared = name == OUT_SHARED;
+    o->unstamped = 0;
+    snprintf(o->suffix, sizeof o->suffix, ".%ld", (long)getpid());
     o->len = 0;
     o->what = what;
     o->tmp[0] = '\0';
@@ -181,7 +192,7 @@ struct shimgen_out *shimgen_out_open(const char *path, int derived, const char *
     const char *base = slash ? slash + 1 : path;
     if (!*base)
         return out_fail(o, EISDIR);
-    if (strlen(base) > NAME_MAX)
+    if (strlen(base) + (o->shared ? strlen(o->suffix) : 0) > NAME_MAX)
         return out_fail(o, ENAMETOOLONG);
     shimgen_copy_str(o->base, sizeof o->base, base);
     char dir[PATH_MAX] = ".";
@@ -194,7 +205,7 @@ struct shimgen_out *shimgen_out_open(const char *path, int derived, const char *
     if (fstatat(o->dirfd, o->base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         if (S_ISLNK(st.st_mode))
             return out_fail(o, ELOOP);
-        if (derived)
+        if (o->derived)
             return out_fail(o, EEXIST);
         if (S_ISDIR(st.st_mode))
             return out_fail(o, EISDIR);
@@ -252,7 +263,7 @@ static int name_unnamed(struct shimgen_out *o)
 }
 
 /* The complete temporary file onto the target. */
-static int put_in_place(struct shimgen_out *o)
+static int rename_into(struct shimgen_out *o)
 {
     if (!o->derived) {
         if (renameat(o->dirfd, o->tmp, o->dirfd, o->base) != 0)
@@ -268,10 +279,48 @@ static int put_in_place(struct shimgen_out *o)
     return 0;
 }
 
+/* OUT_SHARED: from now on this output is "<name>.<pid>", which replaces no file (the
+ * lengths were checked when it was opened). */
+static void to_derived(struct shimgen_out *o)
+{
+    size_t n = strlen(o->suffix), p = strlen(o->path), b = strlen(o->base);
+    memcpy(o->path + p, o->suffix, n + 1);
+    memcpy(o->base + b, o->suffix, n + 1);
+    o->derived = 1;
+}
+
+/* The plain name if no other process of the job has written it, "<name>.<pid>" if one has
+ * (claim.c). Under the directory's lock when it can be had. */
+static int put_in_place(struct shimgen_out *o)
+{
+    if (!o->shared)
+        return rename_into(o);
+    int lock = shimgen_claim_lock(o->dirfd), e;
+    if (lock == -2 || o->unstamped || shimgen_claim_taken(o->dirfd, o->base, &o->stamp)) {
+        to_derived(o);
+        e = rename_into(o);
+    } else if (lock >= 0)
+        e = rename_into(o); /* the plain name: absent, or a file of an earlier job */
+    else { /* no lock: an absent name still goes to one process only */
+        struct stat st;
+        o->derived = fstatat(o->dirfd, o->base, &st, AT_SYMLINK_NOFOLLOW) != 0;
+        e = rename_into(o);
+        if (e == EEXIST) {
+            to_derived(o);
+            e = rename_into(o);
+        }
+    }
+    if (lock >= 0)
+        close(lock);
+    return e;
+}
+
 int shimgen_out_close(struct shimgen_out *o, char *path, size_t cap)
 {
     out_flush(o);
     int e = o->err;
+    if (!e && o->shared && !o->in_place && shimgen_claim_stamp(o->fd, &o->stamp) != 0)
+        o->unstamped = 1; /* it cannot be told from an earlier job's: never the plain name */
     if (!e && o->unnamed)
         e = name_unnamed(o);
     if (close(o->fd) != 0 && !e && errno != EINTR)

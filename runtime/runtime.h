@@ -56,7 +56,8 @@ struct shimgen_config {
     unsigned long timeline_events; /* per-thread ring, a power of two */
     int quiet;
     int driver_stat_ok;
-    int trace_file_shared; /* another process of this job owns the plain trace file name */
+    long long job_sec; /* SHIMGEN_TRACE_JOB: when the job's first process loaded the shim, */
+    long job_nsec;     /* the stamp of its files with a shared name (claim.c) */
     int driver_from_env;
     pid_t load_pid;
     int gates_requested;

@@ -18,18 +18,19 @@
 #include "output.h"
 #include "stats.h"
 
-/* The processes of a job other than the first one to load the shim, which owns names
- * without %p or %r. */
-static int derived_name(const char *pattern)
+/* A fork (without exec) of the process that loaded the shim: a copy of a program of the job,
+ * which never takes a shared name (the program may write its own trace). */
+static int forked_copy(void)
 {
-    return shimgen_shared_name(pattern) &&
-           (shimgen_cfg.trace_file_shared || getpid() != shimgen_cfg.load_pid);
+    return getpid() != shimgen_cfg.load_pid;
 }
 
 /* In SHIMGEN_TRACE_FILE (and SHIMGEN_TIMELINE_FILE), "%p" becomes the process id and "%r"
  * the rank (or "p<pid>" in a process that has none, such as a launcher). A name with
- * neither is owned by the first process of the job; any other process appends ".<pid>".
- * -1 when the result does not fit in `cap`: a name is never cut short. */
+ * neither is shared by the processes of a job: the first to write takes it, the others
+ * write "<name>.<pid>" (claim.c), so the name must fit with that added; a forked copy
+ * always writes "<name>.<pid>". -1 when the result does not fit in `cap`: a name is never
+ * cut short. */
 static int trace_path(const char *pattern, char *out, size_t cap)
 {
     long pid = (long)getpid();
@@ -37,9 +38,9 @@ static int trace_path(const char *pattern, char *out, size_t cap)
     size_t o = 0;
     for (const char *s = pattern;; s++) {
         if (!*s) {
-            if (!derived_name(pattern))
+            if (!shimgen_shared_name(pattern))
                 break;
-            snprintf(piece, sizeof piece, ".%ld", pid);
+            snprintf(piece, sizeof piece, ".%ld", pid); /* room for it, not written */
         } else if (s[0] == '%' && s[1] == 'p')
             snprintf(piece, sizeof piece, "%ld", pid), s++;
         else if (s[0] == '%' && s[1] == 'r') {
@@ -55,8 +56,10 @@ static int trace_path(const char *pattern, char *out, size_t cap)
             return -1;
         memcpy(out + o, piece, n);
         o += n;
-        if (!*s)
+        if (!*s) {
+            o -= forked_copy() ? 0 : n;
             break;
+        }
     }
     out[o] = '\0';
     return 0;
@@ -76,7 +79,8 @@ struct shimgen_out *shimgen_open_output(const char *pattern, const char *what, i
                     path);
         return NULL;
     }
-    return shimgen_out_open(path, derived_name(pattern), what);
+    return shimgen_out_open(path, !shimgen_shared_name(pattern) ? OUT_NAMED
+                                  : forked_copy() ? OUT_DERIVED : OUT_SHARED, what);
 }
 
 /* SHIMGEN_TRACE_FILE: the counts (and times) as JSON. 0 when it is written, 1 when its
@@ -134,7 +138,11 @@ static int write_json(void)
         shimgen_out_printf(f, "%s}", first ? "" : "\n  ");
     }
     shimgen_out_printf(f, "\n}\n");
-    return shimgen_out_close(f, NULL, 0);
+    char path[PATH_MAX];
+    if (shimgen_out_close(f, path, sizeof path) != 0)
+        return -1;
+    shimgen_say("shimgen: trace written to %s\n", path);
+    return 0;
 }
 
 /* Without SHIMGEN_TRACE_FILE: a table on stderr, most called first. */

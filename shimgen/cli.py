@@ -10,7 +10,8 @@ import threading
 from pathlib import Path
 
 from . import __version__
-from .errors import Interrupted, ShimgenError, one_line, redeliver_swallowed
+from .errors import ERROR_PREFIX, Interrupted, ShimgenError, one_line, redeliver_swallowed
+from .gates import ALLOW_UNPROVEN
 
 TYPE_CHECKING = False  # typing is not imported at run time: `shimgen run` starts faster
 if TYPE_CHECKING:
@@ -60,23 +61,36 @@ def _init_directions(gate) -> str:
     return "/".join(got) or "none"
 
 
+def _gates_summary(args: argparse.Namespace, plan) -> str:
+    """The build summary's gates line: what was asked, what was found, the proof's status."""
+    if plan is None:
+        return "not asked (--gates auto or --gates PROFILE bakes them in)"
+    source = "--gates auto" if args.gates == "auto" else f"profile {args.gates}"
+    found = ", ".join(f"{g.name} (attributes {', '.join(map(str, g.attributes))}; init site: "
+                      f"{_init_directions(g)})" for g in plan.gates)
+    return (f"{found} from {source}, proof {plan.proof}; select at run time with "
+            "SHIMGEN_GATES")
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from .build import build
     from .driver import read_driver
     from .model import build_model
 
+    if args.allow_unproven_gates and args.gates is None:
+        raise ShimgenError(f"{ALLOW_UNPROVEN} goes with --gates")
     out_root = _out_root(args.out)
     driver = read_driver(_driver_path(args.driver))
     argv = ["shimgen", "build", "--driver", str(driver.path)]
     if args.out is not None:
         argv += ["--out", str(args.out)]
     plan = None
-    if args.gates:
+    if args.gates is not None:
         from .gates.plan import load_plan
 
         gates_arg = args.gates if args.gates == "auto" else str(Path(args.gates).absolute())
-        argv += ["--gates", gates_arg]
-        plan = load_plan(driver, gates_arg)
+        argv += ["--gates", gates_arg] + ([ALLOW_UNPROVEN] if args.allow_unproven_gates else [])
+        plan = load_plan(driver, gates_arg, allow_unproven=args.allow_unproven_gates)
     model = build_model(driver, argv, gates=plan)
     result = build(model, out_root)
     data = ", ".join(d.name for d in driver.data) or "none"
@@ -87,10 +101,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         f"{', '.join(f.name for f in model.hooked)})",
         f"data       {len(driver.data)} exported objects left in the real library "
         f"(variables cannot be forwarded by code): {data}",
-        "gates      " + (", ".join(
-            f"{g.name} (attributes {', '.join(map(str, g.attributes))}; init site: "
-            f"{_init_directions(g)})" for g in plan.gates)
-            + "; select at run time with SHIMGEN_GATES" if plan else "none (--gates auto)"),
+        f"gates      {_gates_summary(args, plan)}",
         f"shim       {result.library}",
         f"time       {result.seconds:.2f} s",
     ]
@@ -99,17 +110,20 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_gates(args: argparse.Namespace) -> int:
-    """Exit 0: proven (and written); 1: the proof failed; 2: the driver was refused or its
-    layout not understood (one line `shimgen gates: ...`). Nothing is written unless 0."""
+    """Exit 0: the profile found (proven unless --no-proof) and written; a failure is one
+    line and EXIT_ERROR like every other command: a driver refused or its layout not
+    understood, a failed proof (nothing written), an output path that cannot be written
+    (checked before the analysis)."""
     from .elf import read_image
     from .gates import report
+    from .outfile import check_target
 
     path = _driver_path(args.driver)
-    try:
-        image = read_image(path)
-    except ShimgenError as e:
-        return report.refuse(str(e))
-    return report.run(image, Path(args.json) if args.json else None, proof=not args.no_proof)
+    json_out = None
+    if args.json is not None:
+        json_out = _path_option(args.json, "--json", "profile", lambda: None)
+        check_target(json_out, "--json", report.is_profile)
+    return report.run(read_image(path), json_out, proof=not args.no_proof)
 
 
 def _site(value: str) -> int:
@@ -157,6 +171,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         return 0
     if args.table:
         raise ShimgenError("probe --table goes with --p2p --child")
+    from .probe import driver_bindings
+
+    driver_bindings()  # cuda-python is there, or one line that says how to install it
     shim = Path(args.shim).absolute() if args.shim else None
     if shim is not None and not shim.is_file():
         raise ShimgenError(f"shim {shim}: no such file")
@@ -284,6 +301,14 @@ def _add_report(sub) -> None:
     r.set_defaults(func=_cmd_report)
 
 
+def _gates_option(value: str) -> str:
+    """--gates: 'auto' or a profile's path, never empty (an empty value would build without
+    gates, which nobody asked for)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty; give 'auto' or a gate profile's path")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error as one line like every other error."""
 
@@ -296,17 +321,26 @@ def _add_build(sub) -> None:
     b = sub.add_parser("build", help="build libcudashim.so for a driver")
     b.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     b.add_argument("--out", help="output root (default: ./build)")
-    b.add_argument("--gates", metavar="auto|PROFILE",
+    b.add_argument("--gates", metavar="auto|PROFILE", type=_gates_option,
                    help="bake gates into the shim: 'auto' finds and proves them now, or a "
-                        "profile written by `shimgen gates --json`")
+                        "profile written by `shimgen gates --json` (its proof must have "
+                        "passed)")
+    b.add_argument(ALLOW_UNPROVEN, action="store_true",
+                   help="with --gates: bake a profile whose emulation proof was not run "
+                        "(`shimgen gates --no-proof`) or failed. Unproven gates may write "
+                        "the wrong bits of the driver's device state")
     b.set_defaults(func=_cmd_build)
 
 
 def _add_gates(sub) -> None:
     g = sub.add_parser("gates", help="find the attribute gates in a driver binary")
     g.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
-    g.add_argument("--json", help="write the profile here (only if the proof passes)")
-    g.add_argument("--no-proof", action="store_true", help="skip the emulation proof")
+    g.add_argument("--json", help="write the profile here (only if the proof passes, or "
+                                  "marked unproven with --no-proof); replaces only an "
+                                  "earlier profile")
+    g.add_argument("--no-proof", action="store_true",
+                   help="skip the emulation proof; the profile records that it is unproven "
+                        f"and `build --gates` refuses it without {ALLOW_UNPROVEN}")
     g.set_defaults(func=_cmd_gates)
 
 
@@ -377,7 +411,7 @@ def _glue_dash_values(argv: list[str]) -> list[str]:
 def _say(message: str) -> None:
     """One line on stderr. A closed or broken stderr is no reason for a traceback."""
     try:
-        print(f"shimgen: error: {one_line(message)}", file=sys.stderr, flush=True)
+        print(f"{ERROR_PREFIX}{one_line(message)}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import signal
 
+#: How every line of the command line's failures starts (cli.py writes them).
+ERROR_PREFIX = "shimgen: error: "
+
 
 class ShimgenError(Exception):
     """A problem with the user's input or environment, stated in one line."""

@@ -31,9 +31,19 @@ def run(cmd, env, *, ok=True, timeout=120, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
+WRITTEN = re.compile(r"^shimgen: (?:trace|timeline of \d+ calls) written to (.*)$")
+
+
 def shim_lines(stderr: str) -> list[str]:
-    """The shim's own messages (not its trace table)."""
-    return [ln for ln in stderr.splitlines() if ln.startswith("shimgen: ")]
+    """The shim's own messages (not its trace table, nor the lines that say where a trace
+    or timeline was written: written_to)."""
+    return [ln for ln in stderr.splitlines()
+            if ln.startswith("shimgen: ") and not WRITTEN.match(ln)]
+
+
+def written_to(stderr: str) -> list[str]:
+    """The paths the shim said it wrote a trace or timeline to, in order."""
+    return [m.group(1) for m in map(WRITTEN.match, stderr.splitlines()) if m]
 
 
 def trace_tables(stderr: str) -> list[dict[str, int]]:

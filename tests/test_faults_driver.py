@@ -169,8 +169,9 @@ def test_two_shims_for_one_driver(shims, second_shim, probes, tmp_path, order):
     """LD_PRELOAD=A:B, two shims for one driver. Defined behaviour: A, the first, gets every
     route. A loads the driver through B's dlopen wrapper, which hands it B, so A's calls go
     on through B to the driver: both count every call, nothing recurses, results are
-    right. With one SHIMGEN_TRACE_FILE both write the same name, one after the other (atexit
-    handlers run in turn), so the file is one whole trace."""
+    right. With one SHIMGEN_TRACE_FILE both write it, one after the other (ELF destructors
+    run in turn), each a whole trace: the first takes the plain name, which the job then
+    has, so the second writes <name>.<pid>."""
     s = shims[0]
     a, b = (s.library, second_shim) if order == "shims-fixture-first" else (second_shim,
                                                                            s.library)
@@ -184,8 +185,11 @@ def test_two_shims_for_one_driver(shims, second_shim, probes, tmp_path, order):
     trace = tmp_path / "trace.json"
     env.update(SHIMGEN_TRACE_FILE=str(trace))
     proc = run([probes / "routes", s.driver.path], env, timeout=60)
-    assert json.loads(trace.read_text())["calls"] == ROUTE_COUNTS
-    assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]
+    first = json.loads(trace.read_text())
+    assert first["calls"] == ROUTE_COUNTS
+    second = tmp_path / f"trace.json.{first['pid']}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json", second.name]
+    assert json.loads(second.read_text())["calls"] == ROUTE_COUNTS
 
 
 def test_two_shims_do_not_blame_the_driver(shims, second_shim, probes):

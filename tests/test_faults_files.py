@@ -87,12 +87,21 @@ def test_trace_file_is_created_0644_by_the_user(shims, probes, tmp_path):
 
 
 def test_child_trace_does_not_clobber_an_existing_file(shims, probes, tmp_path):
+    """The plain name is already this job's (a file stamped with the job's time, as the
+    shim stamps its own: claim.c), so both processes write <name>.<pid>; the child finds a
+    file there, which it never replaces: one line, and the file is untouched."""
     s = shims[0]
     trace = tmp_path / "trace.json"
+    trace.write_text("an earlier process of this job\n")
+    os.utime(trace, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
     proc = run([probes / "faults_calls", "pidfile", "3"],
-               s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace)))
+               s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace),
+                     SHIMGEN_TRACE_JOB="1700000000.123456789"))
     child = re.search(r"^child (\d+) precious$", proc.stdout, re.M).group(1)
-    assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 3}
+    parent = re.search(r"^pid parent (\d+) ", proc.stdout, re.M).group(1)
+    assert trace.read_text() == "an earlier process of this job\n"
+    assert json.loads(Path(f"{trace}.{parent}").read_text())["calls"] == {
+        "cuDriverGetVersion": 3}
     assert Path(f"{trace}.{child}").read_text() == "precious\n"
     lines = shim_lines(proc.stderr)
     assert len(lines) == 1 and f"{trace}.{child}" in lines[0], proc.stderr
@@ -177,7 +186,9 @@ def test_files_on_disk_are_never_modified(shims, probes, tmp_path):
 # there is to review. The output files are written whole (runtime/output.c): linkat, renameat,
 # renameat2 and unlinkat, relative to that directory, give a name to the complete temporary
 # file, put it over the target, or remove it after a failed write; the path forms stay out.
-OUTPUT_FILE_CALLS = {"linkat", "renameat", "renameat2", "unlinkat"}
+# futimens: only on the shim's own complete temporary file (the job's stamp, claim.c);
+# flock: only of the directory the trace is written into, while it takes a shared name.
+OUTPUT_FILE_CALLS = {"linkat", "renameat", "renameat2", "unlinkat", "futimens", "flock"}
 # The binary trace file of SHIMGEN_TRACE_DIR (runtime/tracefile.c, and only there): its
 # directory made when missing (mkdir), the file grown (fallocate, or a one-byte pwrite where
 # the file system has no fallocate) and a forked child's block bookkeeping written (pwrite)

@@ -5,6 +5,8 @@ tests/c/faults_*.c."""
 
 
 import json
+import os
+import random
 import re
 import select
 import signal
@@ -16,6 +18,7 @@ from faultkit import (
     clean_env,
     run,
     shim_lines,
+    written_to,
 )
 
 # ---- processes: fork, exec, dlclose, threads, signals ----
@@ -24,8 +27,10 @@ from faultkit import (
 def test_fork_and_exec_children_write_their_own_trace(shims, probes, tmp_path, mode):
     """The parent calls, then 8 children run at once: 4 forked (they call and exit), 4 forked
     and exec'd (a new program under the inherited LD_PRELOAD). Each process writes its own
-    whole file: the parent the plain name, each child <name>.<pid>; nothing else is
-    written. (Fork alone: tests/test_shim.py test_calls_in_forked_children.)"""
+    whole file: the first of the parent and the exec'd programs to write takes the plain
+    name; every other process, and every forked copy of the parent, writes <name>.<pid>;
+    nothing else is written, and each says where it wrote. (Fork alone:
+    tests/test_shim.py test_calls_in_forked_children.)"""
     s = shims[0]
     out_dir = tmp_path / "traces"
     out_dir.mkdir()
@@ -33,41 +38,89 @@ def test_fork_and_exec_children_write_their_own_trace(shims, probes, tmp_path, m
     proc = run([probes / "faults_calls", "forkexec", "8", "5"],
                s.env(SHIMGEN_TRACE=mode, SHIMGEN_TRACE_FILE=str(trace)))
     parent = int(re.search(r"^pid parent (\d+) calls 5 rc 0 ", proc.stdout, re.M).group(1))
-    children = {int(m.group(1)): (m.group(2), int(m.group(3))) for m in
-                re.finditer(r"^child (\d+) (forked|exec) (\d+)$", proc.stdout, re.M)}
-    assert sorted(k for k, _ in children.values()) == ["exec"] * 4 + ["forked"] * 4
+    kinds = {int(m.group(1)): m.group(2) for m in
+             re.finditer(r"^child (\d+) (forked|exec) (\d+)$", proc.stdout, re.M)}
+    calls = {int(m.group(1)): int(m.group(3)) for m in
+             re.finditer(r"^child (\d+) (forked|exec) (\d+)$", proc.stdout, re.M)}
+    assert len(calls) == 8
+    calls[parent] = 5
+    owner = json.loads(trace.read_text())["pid"]
+    assert owner == parent or kinds[owner] == "exec"
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(
-        ["trace.json"] + [f"trace.json.{pid}" for pid in children])
-    data = json.loads(trace.read_text())
-    assert (data["pid"], data["calls"]) == (parent, {"cuDriverGetVersion": 5})
-    for pid, (_, n) in children.items():
-        child = json.loads(Path(f"{trace}.{pid}").read_text())
-        assert (child["pid"], child["calls"]) == (pid, {"cuDriverGetVersion": n})
+        ["trace.json"] + [f"trace.json.{pid}" for pid in calls if pid != owner])
+    for pid, n in calls.items():
+        data = json.loads((trace if pid == owner else Path(f"{trace}.{pid}")).read_text())
+        assert (data["pid"], data["calls"]) == (pid, {"cuDriverGetVersion": n})
         if mode == "time":
-            assert child["time"]["cuDriverGetVersion"]["calls"] == n
+            assert data["time"]["cuDriverGetVersion"]["calls"] == n
+    assert sorted(written_to(proc.stderr)) == sorted(str(p) for p in out_dir.iterdir())
     assert shim_lines(proc.stderr) == []
 
 
-def test_wrapper_process_keeps_the_plain_trace_name(shims, probes, tmp_path):
-    """Decided behaviour (docs/multigpu.md, README): the first process of a job that loads the
-    shim owns the plain SHIMGEN_TRACE_FILE name, even a wrapper (sh -c, timeout, a launcher)
-    that never calls the driver and so writes nothing; the program it starts writes
-    <name>.<pid>. Letting every exec'd program claim the plain name would make sibling
-    workers of one launcher overwrite each other. Use %p or %r under launchers."""
+def test_wrapper_process_leaves_the_plain_name_to_the_program(shims, probes, tmp_path):
+    """A wrapper (sh -c, timeout, a launcher) loads the shim first but never calls the
+    driver, so it writes nothing: the program it starts, the first process of the job to
+    write, gets the plain SHIMGEN_TRACE_FILE name, and says so. The next job replaces that
+    file (an earlier job's file is the user's name to overwrite); in a job of two programs
+    the second writes <name>.<pid>."""
     s = shims[0]
     trace = tmp_path / "trace.json"
-    run(["/bin/sh", "-c", '"$0" calls 3; status=$?; exit $status', probes / "faults_calls"],
-        s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace)))
-    assert not trace.exists()
-    written = list(tmp_path.glob("trace.json.*"))
-    assert len(written) == 1
-    assert json.loads(written[0].read_text())["calls"] == {"cuDriverGetVersion": 3}
+    env = s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace))
+    script = '"$0" calls 3; status=$?; exit $status'
+    proc = run(["/bin/sh", "-c", script, probes / "faults_calls"], env)
+    assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 3}
+    assert os.listdir(tmp_path) == ["trace.json"]
+    assert written_to(proc.stderr) == [str(trace)] and shim_lines(proc.stderr) == []
+    proc = run(["/bin/sh", "-c", '"$0" calls 4 && "$0" calls 5', probes / "faults_calls"], env)
+    second = int(re.findall(r"^pid main (\d+) calls 5 ", proc.stdout, re.M)[0])
+    assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 4}
+    other = json.loads(Path(f"{trace}.{second}").read_text())
+    assert (other["pid"], other["calls"]) == (second, {"cuDriverGetVersion": 5})
+    assert written_to(proc.stderr) == [str(trace), f"{trace}.{second}"]
+    quiet = run(["/bin/sh", "-c", script, probes / "faults_calls"],
+                {**env, "SHIMGEN_QUIET": "1"})
+    assert quiet.stderr == "" and json.loads(trace.read_text())["calls"] == {
+        "cuDriverGetVersion": 3}
     pattern = tmp_path / "t.%p.json"
     run(["/bin/sh", "-c", '"$0" calls 2; status=$?; exit $status', probes / "faults_calls"],
         s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(pattern)))
     per_pid = list(tmp_path.glob("t.*.json"))
     assert len(per_pid) == 1
     assert json.loads(per_pid[0].read_text())["calls"] == {"cuDriverGetVersion": 2}
+
+
+def test_writers_at_the_same_moment_take_the_plain_name_once(shims, probes, tmp_path):
+    """200 jobs, each of 4 programs (forked and exec'd) that load the driver, wait at one
+    gate and write their traces at nearly the same moment (released at once, then 0 to 499
+    us apart at random), all in one directory, so every
+    job but the first finds an earlier job's file at the plain name. Every other job runs
+    with a fake slow rename preloaded (0 to 999 us before each rename, at random), so that
+    writers meet between their look at the name and their rename, even on a busy machine
+    with few CPUs. In each job exactly one process takes the plain name and each other
+    writes <name>.<pid>: no trace is lost or written over, none is written twice."""
+    s = shims[0]
+    trace = tmp_path / "trace.json"
+    env = s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace))
+    slow = {**env, "LD_PRELOAD": f"{probes / 'libslow_rename_fake.so'}:{env['LD_PRELOAD']}"}
+    rng = random.Random(20261130)
+    for i in range(200):
+        before = set(os.listdir(tmp_path))
+        proc = run([probes / "faults_calls", "together", "4", "3", rng.randrange(1 << 30)],
+                   slow if i % 2 else env)
+        calls = {int(m.group(1)): int(m.group(2)) for m in
+                 re.finditer(r"^child (\d+) together (\d+)$", proc.stdout, re.M)}
+        owner = json.loads(trace.read_text())
+        assert owner["pid"] in calls and owner["calls"] == {
+            "cuDriverGetVersion": calls[owner["pid"]]}, (i, owner)
+        others = {f"trace.json.{pid}" for pid in calls if pid != owner["pid"]}
+        assert set(os.listdir(tmp_path)) - before - {"trace.json"} == others, (i, proc.stderr)
+        for name in others:
+            data = json.loads((tmp_path / name).read_text())
+            assert data["calls"] == {"cuDriverGetVersion": calls[data["pid"]]}
+            (tmp_path / name).unlink()  # a later job may be given the same pid
+        assert sorted(written_to(proc.stderr)) == sorted(
+            [str(trace)] + [str(tmp_path / n) for n in others]), (i, proc.stderr)
+        assert shim_lines(proc.stderr) == []
 
 
 @pytest.mark.parametrize("mode", ["1", "time"])

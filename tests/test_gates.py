@@ -303,8 +303,8 @@ def test_cli_unknown_binary(tmp_path):
     out = tmp_path / "p.json"
     proc = subprocess.run([sys.executable, "-m", "shimgen", "gates", "--driver", str(junk),
                            "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("shimgen gates: ") and proc.stderr.count("\n") == 1
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("shimgen: error: ") and proc.stderr.count("\n") == 1
     assert not out.exists()
 
 
@@ -334,10 +334,10 @@ def test_cli_refuses_a_bad_layout_in_one_line(analysed, tmp_path, craft, needle)
     out = tmp_path / "p.json"
     proc = subprocess.run([sys.executable, "-m", "shimgen", "gates", "--driver", str(bad),
                            "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith(f"shimgen gates: driver {bad}: ") and needle in lines[0], lines
+    assert lines[0].startswith(f"shimgen: error: driver {bad}: ") and needle in lines[0], lines
     assert proc.stdout == "" and not out.exists()
 
 

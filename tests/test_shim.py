@@ -292,11 +292,11 @@ def test_driver_upgrade_after_build_loads_the_new_driver(drivers, probes, tmp_pa
 
 def test_rank_in_trace_file_name(shim, probes, tmp_path):
     """%r is the launcher's rank variable; a process without one gets p<pid>; a %r name is
-    unique per rank, so no .<pid> suffix is added even when another process owns the job."""
+    unique per rank, so no .<pid> suffix is added even in a job that started earlier."""
     pattern = str(tmp_path / "trace.%r.json")
     run([probes / "race", "1", shim.cuda_version],
         shim.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=pattern, RANK="3",
-                 SHIMGEN_TRACE_OWNER="1"))
+                 SHIMGEN_TRACE_JOB="1.0"))
     assert json.loads((tmp_path / "trace.3.json").read_text())["calls"] == {
         "cuDriverGetVersion": 64}
     run([probes / "race", "1", shim.cuda_version],

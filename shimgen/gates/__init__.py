@@ -4,3 +4,6 @@ The modules, in the order the data flows: profile.py (the records and their JSON
 (decoding), flow.py (control flow), cases.py (one jump-table case), discover.py (the whole
 analysis), prove.py (emulation), plan.py (what the shim needs), report.py (`shimgen gates`).
 """
+
+#: The `shimgen build` option that bakes a profile whose proof was not run or failed.
+ALLOW_UNPROVEN = "--allow-unproven-gates"

@@ -3,9 +3,10 @@ baked into the generated C, plus the instruction bytes the shim compares with th
 driver image before it writes anything.
 
 A plan comes from a proven profile (`shimgen build --gates auto` runs discovery and the
-emulation proof; `--gates FILE` loads a profile written by `shimgen gates --json`). Before
-baking, the plan is checked against the driver file being built for: same build-id, same
-bytes at every recorded instruction.
+emulation proof; `--gates FILE` loads a profile written by `shimgen gates --json`); one whose
+proof was not run or failed only with `--allow-unproven-gates`. Before baking, the plan is
+checked against the driver file being built for: same build-id, same bytes at every recorded
+instruction.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 
 from ..elf import DriverImage
 from ..errors import ShimgenError
-from .profile import InsnRef, Profile, load_profile
+from . import ALLOW_UNPROVEN
+from .profile import PROOF_FAILED, PROOF_PASSED, InsnRef, Profile, load_profile
 
 GATE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 MAX_CHECK_BYTES = 16
@@ -73,6 +75,7 @@ class GatePlan:
     count_size: int | None
     gates: tuple[PlanGate, ...]
     checks: tuple[PlanCheck, ...]
+    proof: str = PROOF_PASSED  # the profile's proof status (profile.PROOF_STATUSES)
 
     max_init_bytes = MAX_INIT_BYTES
 
@@ -153,6 +156,7 @@ def plan_from_profile(profile: Profile) -> GatePlan:
         count_size=dt.count_size,
         gates=tuple(gates),
         checks=tuple(sorted(checks.values(), key=lambda c: c.vaddr)),
+        proof=profile.proof_status,
     )
     plan.validate()
     return plan
@@ -205,19 +209,21 @@ def verify_profile_against_image(profile: Profile, image: DriverImage) -> None:
             )
 
 
-def load_plan(image: DriverImage, source: str) -> GatePlan:
-    """`--gates auto`: discover and prove now; `--gates FILE`: a profile from `shimgen gates`."""
+def load_plan(image: DriverImage, source: str, allow_unproven: bool = False) -> GatePlan:
+    """`--gates auto`: discover and prove now; `--gates FILE`: a profile from `shimgen gates`.
+    A profile whose proof did not pass (not run, or failed) is refused unless
+    `allow_unproven`."""
     if source == "auto":
         # discovery and the proof need capstone and unicorn: imported only when used
         from .discover import discover
         from .prove import prove
 
         profile = discover(image)
-        if not prove(image, profile).ok:
-            raise ShimgenError(
-                f"gate profile for {image.real_path} failed its emulation proof; not used")
+        profile.proof = prove(image, profile).to_json()
+        what = f"the gates found in {image.real_path} (--gates auto)"
     else:
         profile = load_profile(Path(source))
+        what = f"gate profile {source}"
         for p in (p for g in profile.gates for p in g.init_patches):
             p.proven = False  # proven again below, once the file is known to be this driver
     plan = plan_from_profile(profile)
@@ -232,4 +238,8 @@ def load_plan(image: DriverImage, source: str) -> GatePlan:
             raise ShimgenError(f"gate profile {source}: an init-site change failed its "
                                f"emulation proof ({problems[0]}); not used")
         plan = plan_from_profile(profile)  # with the init bytes that were proven now
+    if plan.proof != PROOF_PASSED and not allow_unproven:
+        how = "failed" if plan.proof == PROOF_FAILED else "was not run"
+        raise ShimgenError(f"{what}: its emulation proof {how}; not baking unproven gates "
+                           f"(give {ALLOW_UNPROVEN} to bake them anyway, at your risk)")
     return plan

@@ -25,6 +25,13 @@ from ..errors import ShimgenError
 SCHEMA = "shimgen.gates/1"
 EXPORT = "cuDeviceGetAttribute"
 
+# The proof status a profile records (`proof.status`): only a passed proof is baked in
+# without `shimgen build --allow-unproven-gates`.
+PROOF_PASSED = "passed"
+PROOF_FAILED = "failed"
+PROOF_NOT_RUN = "not run"
+PROOF_STATUSES = (PROOF_PASSED, PROOF_FAILED, PROOF_NOT_RUN)
+
 
 class GateDiscoveryError(ShimgenError):
     """The driver's layout is not the one this analyser knows, or a profile is malformed; the
@@ -229,6 +236,15 @@ class Profile:
     gates: list[Gate]
     proof: dict[str, Any] | None = None
 
+    @property
+    def proof_status(self) -> str:
+        """PROOF_PASSED only when the emulation proof ran and passed; PROOF_NOT_RUN for no
+        proof at all (`--no-proof`, or a profile without one)."""
+        if not self.proof:
+            return PROOF_NOT_RUN
+        return self.proof.get("status") or (PROOF_PASSED if self.proof.get("ok") is True
+                                            else PROOF_FAILED)
+
     def case(self, attribute: int) -> AttrCase | None:
         return next((c for c in self.cases if c.attribute == attribute), None)
 
@@ -390,6 +406,14 @@ def profile_from_json(raw: Any) -> Profile:
     proof = raw.get("proof")
     if proof is not None and not isinstance(proof, dict):
         raise GateDiscoveryError("profile: proof is not an object")
+    if proof is not None and "status" in proof:
+        status = proof["status"]
+        if status not in PROOF_STATUSES:
+            raise GateDiscoveryError(f"profile: proof.status is {status!r}, not one of "
+                                     + ", ".join(map(repr, PROOF_STATUSES)))
+        if (status == PROOF_PASSED) != (proof.get("ok") is True):
+            raise GateDiscoveryError(f"profile: proof.status is {status!r} but proof.ok is "
+                                     f"{proof.get('ok')!r}")
     return Profile(
         driver_file=_decode(str, drv["file"], "driver.file", None), driver_version=ver,
         build_id=bid, export_vaddr=_int(exp["vaddr"], "export.vaddr", "hex"), reader=reader,

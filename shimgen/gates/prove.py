@@ -48,7 +48,7 @@ from unicorn.x86_const import (
 
 from ..elf import DriverImage
 from .discover import GATE_RULES
-from .profile import AttrCase, GateDiscoveryError, InsnRef, Profile
+from .profile import PROOF_FAILED, PROOF_PASSED, AttrCase, GateDiscoveryError, InsnRef, Profile
 from .x86 import Code
 
 PAGE = 0x1000
@@ -128,6 +128,7 @@ class ProofResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "status": PROOF_PASSED if self.ok else PROOF_FAILED,
             "ok": self.ok, "method": "unicorn emulation of the driver's own code",
             "build_id_matches": self.build_id_matches, "insns_checked": self.bytes_checked,
             "insns_mismatched": list(self.bytes_mismatched),

@@ -1,22 +1,21 @@
 """What `shimgen gates` prints and writes: the profile as a table, the proof's summary, and
-the profile file (written only when the proof passes)."""
+the profile file (written when the proof passes, or with its status 'not run' under
+`--no-proof`; never when it fails)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from ..elf import DriverImage
-from ..errors import one_line
+from ..errors import ShimgenError
+from ..outfile import write_whole
+from . import ALLOW_UNPROVEN
 from . import prove as proving
 from .discover import discover
-from .profile import GateDiscoveryError, Profile
+from .profile import PROOF_NOT_RUN, SCHEMA, Profile
 
-# Exit statuses of `shimgen gates`.
-EXIT_PROVEN = 0
-EXIT_PROOF_FAILED = 1  # nothing written
-EXIT_NOT_UNDERSTOOD = 2  # the driver's layout was not understood; nothing written
+MAX_PROFILE_BYTES = 64 << 20  # a file larger than this is not a profile
 
 
 def format_table(profile: Profile) -> str:
@@ -67,31 +66,39 @@ def format_table(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-def refuse(message: str) -> int:
-    """A driver `shimgen gates` cannot analyse: one line on stderr."""
-    print(f"shimgen gates: {one_line(message)}", file=sys.stderr)
-    return EXIT_NOT_UNDERSTOOD
+def is_profile(path: Path) -> bool:
+    """Whether `path` holds a gate profile (what `--json` may replace)."""
+    try:
+        with open(path, "rb") as f:
+            raw = json.loads(f.read(MAX_PROFILE_BYTES + 1))
+    except (OSError, ValueError):
+        return False
+    return isinstance(raw, dict) and raw.get("schema") == SCHEMA
 
 
 def run(image: DriverImage, json_out: Path | None, proof: bool = True) -> int:
     """Discover the gates of a parsed driver, prove them (unless `proof` is False), print the
-    table and, when the proof passes, write the profile to `json_out`."""
-    try:
-        profile = discover(image)
-    except GateDiscoveryError as e:
-        return refuse(str(e))
+    table and, when the proof passes or was not asked for, write the profile to `json_out`
+    with its proof status. A layout not understood or a failed proof raises ShimgenError:
+    one line naming the proof's problems; nothing is printed or written then."""
+    profile = discover(image)
     result = None
     if proof:
         result = proving.prove(image, profile)
         profile.proof = result.to_json()
+        if not result.ok:
+            raise ShimgenError(f"gates of {image.real_path}: the emulation proof failed ("
+                               + ("; ".join(result.problems) or "no gate proven")
+                               + "); no profile written")
+    else:
+        profile.proof = {"status": PROOF_NOT_RUN, "ok": False,
+                         "note": "written by `shimgen gates --no-proof`: found, not proven"}
     print(format_table(profile))
     if result is not None:
         print(result.summary())
-        if not result.ok:
-            print("shimgen gates: the emulation proof failed; no profile written",
-                  file=sys.stderr)
-            return EXIT_PROOF_FAILED
     if json_out is not None:
-        json_out.write_text(json.dumps(profile.to_json(), indent=2) + "\n")
-        print(f"wrote {json_out}")
-    return EXIT_PROVEN
+        write_whole(json_out, json.dumps(profile.to_json(), indent=2) + "\n")
+        print(f"wrote {json_out}" + ("" if proof else
+              f" (proof status '{PROOF_NOT_RUN}': `shimgen build --gates` refuses it "
+              f"without {ALLOW_UNPROVEN})"))
+    return 0

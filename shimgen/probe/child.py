@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import ShimgenError
+from ..errors import ERROR_PREFIX, ShimgenError
 
 #: Keeps NVLink multicast (NVLS) off in NCCL, torch.distributed symmetric memory and NVSHMEM.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
@@ -54,7 +54,10 @@ def run_probe(args: list[str], shim: Path | None, timeout: float, what: str) -> 
                           env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0 or not proc.stdout.strip():
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ShimgenError(f"{what} failed ({proc.returncode}): {last}")
+        said = last.removeprefix(ERROR_PREFIX)
+        if proc.returncode == 1 and said != last:  # the child's own one line: said as it is
+            raise ShimgenError(said)
+        raise ShimgenError(f"{what} failed (exit {proc.returncode}): {said}")
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     data["stderr"] = [ln for ln in proc.stderr.splitlines() if ln.startswith("shimgen")]
     return data

@@ -5,7 +5,7 @@ For every device: the gated attributes, whether a DMA-BUF fd can be exported
 memory succeeds. `collect()` runs in the probed process (`shimgen probe --child`);
 `report(shim)` runs that child without, and with `--shim` also with, `LD_PRELOAD` of the
 shim (SHIMGEN_* variables pass through to the shimmed child only), and shows the answers
-side by side. Uses cuda-python (`pip install 'shimgen[probe]'`).
+side by side. Uses cuda-python (the probe extra).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..cuda import CUDA_SUCCESS, PROBED_ATTRIBUTES, attribute_name
 from ..errors import ShimgenError
-from . import result_text
+from . import NO_DRIVER, driver_bindings, result_text
 from .child import run_probe
 
 DMABUF_FD = 1  # CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
@@ -26,15 +26,16 @@ def _code(err) -> int:
     return int(err)
 
 
-def collect() -> dict:
-    """Run in the probed process: query the driver with cuda-python, return plain data."""
-    try:
-        from cuda.bindings import driver as cu
-    except ImportError:
-        raise ShimgenError(
-            "shimgen probe needs cuda-python: pip install 'shimgen[probe]'") from None
+def collect(cu=None) -> dict:
+    """Run in the probed process: query the driver with cuda-python, return plain data. `cu`
+    is cuda.bindings.driver (the tests pass a fake)."""
+    if cu is None:
+        cu = driver_bindings()
     result: dict = {"devices": []}
-    (err,) = cu.cuInit(0)
+    try:
+        (err,) = cu.cuInit(0)
+    except Exception:  # noqa: BLE001 - cuda-python could not load libcuda at all
+        raise ShimgenError(NO_DRIVER) from None
     result["cuInit"] = _code(err)
     err, version = cu.cuDriverGetVersion()
     result["driver_version"] = version if _code(err) == CUDA_SUCCESS else None

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..cuda import CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, CUDA_SUCCESS
 from ..errors import ShimgenError, one_line
+from . import driver_bindings
 from .child import run_probe
 from .p2p_format import format_p2p, side_by_side
 
@@ -293,11 +294,7 @@ def collect_p2p(size: int = SIZE, count: int = COUNT, cu=None) -> dict:
         raise ShimgenError(f"p2p: size must be a positive multiple of 4 bytes and count >= 1 "
                            f"(got {size}, {count})")
     if cu is None:
-        try:
-            from cuda.bindings import driver as cu
-        except ImportError:
-            raise ShimgenError(
-                "shimgen probe --p2p needs cuda-python: pip install 'shimgen[probe]'") from None
+        cu = driver_bindings()
     data: dict = {"size_bytes": size, "count": count, "cuInit": None, "driver_version": None,
                   "devices": [], "pairs": [], "error": None} | _mapped_libraries()
     try:

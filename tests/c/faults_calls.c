@@ -6,6 +6,13 @@
  *   faults_calls setenv N       change SHIMGEN_* in its own environment, then N calls
  *   faults_calls forkexec K N   N calls; K children at once: even ones fork and call
  *                               10*(i+1) times, odd ones exec "calls 10*(i+1)"
+ *   faults_calls together K N SEED
+ *                               K children (forked and exec'd: programs of the job) each
+ *                               make one call (which loads the driver) and wait at one
+ *                               gate; then each calls N*(i+1) - 1 more times, waits a
+ *                               random 0-499 us (from SEED) and exits: their traces are
+ *                               written at nearly the same moment. The parent makes no
+ *                               call (it writes no trace)
  *   faults_calls pidfile N      a forked child first creates "$SHIMGEN_TRACE_FILE.<its pid>"
  *                               (a file that is there already), then calls N times
  *   faults_calls all REPS RC    call every function named on stdin REPS times, with no
@@ -23,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int (*version_fn)(int *);
@@ -91,6 +99,70 @@ static int forkexec(const char *self, long k, long n)
     return bad;
 }
 
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* One child of "together", exec'd: `faults_calls gated M READY GATE R`. */
+static int gated(long m, int ready, int gate, unsigned r)
+{
+    char c = 'r';
+    int v = 0, bad = version(&v) != 0; /* the driver loaded before the gate */
+    if (write(ready, &c, 1) != 1 || read(gate, &c, 1) != 0) /* EOF: the gate is open */
+        return 6;
+    bad |= calls("together", m - 1);
+    double until = now_us() + (double)((r >> 7) % 500);
+    while (now_us() < until)
+        ;
+    return bad ? 3 : 0;
+}
+
+static int together(const char *self, long k, long n, unsigned seed)
+{
+    pid_t pids[64];
+    int gate[2], ready[2];
+    if (k > 64)
+        k = 64;
+    if (pipe(gate) != 0 || pipe(ready) != 0)
+        return 1;
+    for (long i = 0; i < k; i++) {
+        long m = n * (i + 1);
+        unsigned r = seed * 2654435761u + (unsigned)i * 40503u;
+        pid_t p = fork();
+        if (p == 0) {
+            char args[4][24];
+            close(gate[1]);
+            close(ready[0]);
+            snprintf(args[0], sizeof args[0], "%ld", m);
+            snprintf(args[1], sizeof args[1], "%d", ready[1]);
+            snprintf(args[2], sizeof args[2], "%d", gate[0]);
+            snprintf(args[3], sizeof args[3], "%u", r);
+            execl(self, self, "gated", args[0], args[1], args[2], args[3], (char *)NULL);
+            _exit(4);
+        }
+        pids[i] = p;
+        printf("child %ld together %ld\n", (long)p, m);
+        fflush(stdout);
+    }
+    close(ready[1]);
+    char c;
+    for (long i = 0; i < k; i++) /* every child has loaded the driver */
+        if (read(ready[0], &c, 1) != 1)
+            break;
+    close(gate[0]);
+    close(gate[1]);
+    int bad = 0;
+    for (long i = 0; i < k; i++) {
+        int status = 0;
+        waitpid(pids[i], &status, 0);
+        bad |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -121,6 +193,11 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "forkexec") == 0 && argc > 3)
         return forkexec("/proc/self/exe", n, atol(argv[3]));
+    if (strcmp(mode, "together") == 0 && argc > 3)
+        return together("/proc/self/exe", n, atol(argv[3]),
+                        argc > 4 ? (unsigned)atol(argv[4]) : 0);
+    if (strcmp(mode, "gated") == 0 && argc > 5)
+        return gated(n, atoi(argv[3]), atoi(argv[4]), (unsigned)atol(argv[5]));
     if (strcmp(mode, "pidfile") == 0) {
         int bad = calls("parent", n);
         pid_t p = fork();
