@@ -27,6 +27,15 @@ EXPORT CUresult cuDriverGetVersion(int *v)
     return 0;
 }
 
+/* Nothing to look up here: every name is CUDA_ERROR_NOT_FOUND (500). */
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags)
+{
+    (void)symbol, (void)version, (void)flags;
+    if (pfn)
+        *pfn = 0;
+    return 500;
+}
+
 /* Returns `code`: a CUresult function's error return, as many as the test wants. */
 EXPORT CUresult cuFakeReturn(int code)
 {
