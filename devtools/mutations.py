@@ -291,6 +291,14 @@ MUTATIONS = [
                   "_never[time]"],
         "why": "a thread's error returns reach the trace written at exit",
     },
+    {
+        "name": "fork-keeps-parent-hist",
+        "file": "runtime/stats.c",
+        "old": "            memset(shimgen_hist[i], 0, sizeof shimgen_hist[i]);\n",
+        "new": "",
+        "tests": ["tests/test_races.py::test_forked_child_times_only_its_own_calls"],
+        "why": "a forked child's histograms hold its own calls only",
+    },
     # ---- the benchmark's reported numbers (benchmarks/) ----
     {
         "name": "bench-time-variant-silently-dropped",
