@@ -11,6 +11,8 @@
  * the thread exits (pthread key destructor), its block is folded into the global totals,
  * with the calls it left in progress (pthread_exit inside a call, or a longjmp or
  * exception out of one), and freed for the next thread, whatever way its calls ended.
+ * The error returns and latency histograms that the time paths keep in a block are folded
+ * the same way (process-wide tables below), and cleared when the block is reused.
  * At process exit the global totals plus every live block give the trace. If a block
  * cannot be mapped, the thread counts into the globals with atomics.
  *

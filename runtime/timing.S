@@ -2,9 +2,9 @@
  * timing.S: the timing path of SHIMGEN_TRACE=time and SHIMGEN_TRACE=timeline, in x86-64
  * assembly with its call-frame information: per function, a stub that puts its index in
  * r11; the common entry that keeps the caller's return address on the thread's shadow
- * stack and calls the target; the return path that counts and times the call (and, for
- * the timeline, records an event); and the tables of these stubs. The C paths it takes on
- * a thread's first call are in stats.c.
+ * stack and calls the target; the return path that counts and times the call, keeps its
+ * latency histogram and error returns (and, for the timeline, records an event); and the
+ * tables of these stubs. The C paths it takes on a thread's first call are in stats.c.
  */
 
 #include "facts.h"
@@ -99,7 +99,8 @@ shimgen_\name\()_enter:
  * rbx = its frame (whatever calls of this thread ended in between, in whatever order) and
  * the stack pointer one slot above where the caller's return address was. Only rax and rdx (and xmm0/xmm1, which this code does not touch) carry return
  * values; every other caller-saved register is free now. Read the frame, give it back, count the call, add
- * the elapsed ticks to this thread's total and maximum, and return to the original
+ * the elapsed ticks to this thread's total, maximum and log2 histogram, count a non-zero
+ * eax of a CUresult function as an error (out of line), and return to the original
  * return address with push+ret: the caller's own call left the matching
  * return-stack-buffer entry, so this return is predicted too.
  */
