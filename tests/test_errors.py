@@ -97,10 +97,10 @@ def test_blocks_reused_by_later_threads_fold_and_clear(probes, shims, tmp_path, 
 
 
 def test_error_path_interrupted_by_failing_calls_in_a_signal_handler(probes, shims, tmp_path):
-    """A timer's handler calls cuDeviceGet (an error) every 20 to 200 us while the threads'
-    own calls fail: the handler's timed call lands anywhere in the interrupted call's return
-    path, error path included (its slot claim and its count). 120 runs with random seeds,
-    intervals, threads and modes; every error counted once."""
+    """A timer's handler calls cuDriverGetVersion(NULL) (CUDA_ERROR_INVALID_VALUE) every 20 to
+    200 us while the threads' own calls fail: the handler's timed call lands anywhere in the
+    interrupted call's return path, error path included (its slot claim and its count). 120
+    runs with random seeds, intervals, threads and modes; every error counted once."""
     for i in range(120):
         shim = shims[i % len(shims)]
         mode = random.choice(MODES)
@@ -112,6 +112,7 @@ def test_error_path_interrupted_by_failing_calls_in_a_signal_handler(probes, shi
         calls, errors = tallies(proc.stdout)
         what = (i, mode, seed, interval, threads, shim.driver.version)
         assert int(proc.stdout.split("handler ")[1]) > 0, what
+        assert errors["cuDriverGetVersion"] == {"1": int(proc.stdout.split("handler ")[1])}
         assert trace["calls"] == calls, what
         assert trace["errors"] == errors, what
         check_hist(trace)
