@@ -338,6 +338,75 @@ MUTATIONS = [
         "tests": ["tests/test_bad_output.py::test_concurrent_builds_into_one_place"],
         "why": "a build's staging directory is never taken for a stale one while it runs",
     },
+    # ---- error returns and latency histograms of the time paths (runtime/timing.S, stats.c) ----
+    {
+        "name": "errors-path-skipped",
+        "file": "runtime/timing.S",
+        "old": "        jnz     .L\\name\\()_error\n",
+        "new": "",
+        "tests": ["tests/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
+                  "_never[time]"],
+        "why": "every non-success return of a CUresult function is counted",
+    },
+    {
+        "name": "errors-flag-table-ignored",
+        "file": "runtime/timing.S",
+        "old": "        cmpb    $0, (%rcx,%rdi)\n        je      2b\n",
+        "new": "",
+        "tests": ["tests/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
+                  "_never[timeline]"],
+        "why": "a function that returns no CUresult never has its eax counted as an error",
+    },
+    {
+        "name": "errors-overflow-not-counted",
+        "file": "runtime/timing.S",
+        "old": "        incq    TS_ERR_OVERFLOW(%r10)",
+        "new": "        nop",
+        "tests": ["tests/test_errors.py::test_more_codes_than_slots_go_to_the_overflow"],
+        "why": "error returns that find every slot taken are counted in error_overflow",
+    },
+    {
+        "name": "hist-wrong-bucket",
+        "file": "runtime/timing.S",
+        "old": "        bsr     %rdx, %rdx                          /* the bucket */\n",
+        "new": "        bsr     %rdx, %rdx\n        inc     %rdx\n",
+        "tests": ["tests/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
+        "why": "a call of 2^b to 2^(b+1) ticks is counted in bucket b",
+    },
+    {
+        "name": "hist-not-cleared-on-reuse",
+        "file": "runtime/stats.c",
+        "old": "            memset(s->hist[i], 0, sizeof s->hist[i]);\n",
+        "new": "",
+        "tests": ["tests/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear[time]"],
+        "why": "a block reused by a later thread starts with empty histograms",
+    },
+    {
+        "name": "errors-not-cleared-on-reuse",
+        "file": "runtime/stats.c",
+        "old": "    memset(s->err, 0, sizeof s->err);\n",
+        "new": "",
+        "tests": ["tests/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear"
+                  "[timeline]"],
+        "why": "a block reused by a later thread starts with no error slots",
+    },
+    {
+        "name": "fold-forgets-errors",
+        "file": "runtime/stats.c",
+        "old": "            fold_error(s->err[e].key, s->err[e].count);",
+        "new": "            (void)0;",
+        "tests": ["tests/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
+                  "_never[time]"],
+        "why": "a thread's error returns reach the trace written at exit",
+    },
+    {
+        "name": "fork-keeps-parent-hist",
+        "file": "runtime/stats.c",
+        "old": "            memset(shimgen_hist[i], 0, sizeof shimgen_hist[i]);\n",
+        "new": "",
+        "tests": ["tests/test_races.py::test_forked_child_times_only_its_own_calls"],
+        "why": "a forked child's histograms hold its own calls only",
+    },
     # ---- the benchmark's reported numbers (benchmarks/) ----
     {
         "name": "bench-time-variant-silently-dropped",

@@ -30,6 +30,8 @@
 #define TS_ERR_OVERFLOW (TS_NEXT + 16)
 #define TS_ERR (TS_NEXT + 24)
 #define TS_ERR_SLOTS 256
+#define TS_ERR_SLOTS_SHIFT 8 /* log2 of TS_ERR_SLOTS */
+#define TS_ERR_HASH 0x61C88647 /* odd: the slot probed first is the top bits of key * this */
 #define TS_ERRSLOT_SIZE 16 /* key: (function index + 1) << 32 | code (0: empty); count */
 #define TS_HIST_BUCKETS 64
 #define TS_HIST_SHIFT 9 /* log2 of TS_HIST_BUCKETS * 8: one function's histogram */

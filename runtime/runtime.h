@@ -38,6 +38,7 @@ extern char shimgen_timeline_return[];     /* the same, for the timeline stubs *
 extern const char *const shimgen_names[];
 extern void *const shimgen_hook_fns[];     /* NULL where a function has no hook */
 extern const unsigned char shimgen_hook_features[]; /* SHIMGEN_FEATURE_* per hook */
+extern const unsigned char shimgen_result_fns[]; /* 1: returns a CUresult (timing.S) */
 extern char shimgen_fail_init[];     /* returns CUDA_ERROR_SHARED_OBJECT_INIT_FAILED */
 extern char shimgen_fail_missing[];  /* returns CUDA_ERROR_NOT_SUPPORTED */
 

@@ -11,6 +11,8 @@
  * the thread exits (pthread key destructor), its block is folded into the global totals,
  * with the calls it left in progress (pthread_exit inside a call, or a longjmp or
  * exception out of one), and freed for the next thread, whatever way its calls ended.
+ * The error returns and latency histograms that the time paths keep in a block are folded
+ * the same way (process-wide tables below), and cleared when the block is reused.
  * At process exit the global totals plus every live block give the trace. If a block
  * cannot be mapped, the thread counts into the globals with atomics.
  *
@@ -36,6 +38,9 @@ static int stats_key_ok;
 uint64_t shimgen_time_total[SHIMGEN_NFUNCS];
 uint64_t shimgen_time_max[SHIMGEN_NFUNCS];
 uint64_t shimgen_untimed_calls;
+struct errslot shimgen_errors[ERRORS_SLOTS];
+uint64_t shimgen_error_overflow;
+uint64_t shimgen_hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
 uint64_t shimgen_tsc_start;
 static uint64_t tsc_ns_start;
 
@@ -48,12 +53,37 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Add n returns of `key` to the process's errors: open addressing, a free slot claimed
+ * with a compare-and-swap (threads exit at once); every slot taken: the overflow. */
+static void fold_error(uint64_t key, uint64_t n)
+{
+    unsigned h = (unsigned)((key * TS_ERR_HASH) >> 32);
+    for (unsigned probe = 0; probe < ERRORS_SLOTS; probe++) {
+        struct errslot *e = &shimgen_errors[(h + probe) & (ERRORS_SLOTS - 1)];
+        uint64_t k = 0;
+        if (__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED) || k == key) {
+            __atomic_fetch_add(&e->count, n, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+    __atomic_fetch_add(&shimgen_error_overflow, n, __ATOMIC_RELAXED);
+}
+
 static void fold_block(struct tstats *s)
 {
+    for (unsigned e = 0; e < TS_ERR_SLOTS; e++)
+        if (s->err[e].key && s->err[e].count)
+            fold_error(s->err[e].key, s->err[e].count);
+    __atomic_fetch_add(&shimgen_error_overflow, s->err_overflow, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
         const struct fstats *fs = &s->fn[i];
         if (!fs->count)
             continue;
+        /* A timed call's return counts it before its bucket: a row with calls holds them all. */
+        for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
+            if (s->hist[i][b])
+                __atomic_fetch_add(&shimgen_hist[i][b], s->hist[i][b], __ATOMIC_RELAXED);
         __atomic_fetch_add(&shimgen_counts[i], fs->count, __ATOMIC_RELAXED);
         __atomic_fetch_add(&shimgen_time_total[i], fs->total, __ATOMIC_RELAXED);
         uint64_t m = __atomic_load_n(&shimgen_time_max[i], __ATOMIC_RELAXED);
@@ -65,8 +95,15 @@ static void fold_block(struct tstats *s)
     __atomic_fetch_add(&shimgen_untimed_calls, s->untimed, __ATOMIC_RELAXED);
 }
 
+/* Only the histograms of functions with calls can hold counts: the rest stay untouched
+ * (most of a block's 300-odd KiB of histograms is never written, so never paged in). */
 static void clear_block(struct tstats *s)
 {
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
+        if (s->fn[i].count)
+            memset(s->hist[i], 0, sizeof s->hist[i]);
+    memset(s->err, 0, sizeof s->err);
+    s->err_overflow = 0;
     memset(s->fn, 0, sizeof s->fn);
     s->untimed = 0;
 }
@@ -350,11 +387,15 @@ void shimgen_stats_after_fork(void)
     /* First of all: the blocks onto the child's own trace file (never the parent's). */
     shimgen_tracefile_after_fork();
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
+        if (shimgen_counts[i]) /* a histogram of the parent's holds counts only then */
+            memset(shimgen_hist[i], 0, sizeof shimgen_hist[i]);
         shimgen_counts[i] = 0;
         shimgen_time_total[i] = 0;
         shimgen_time_max[i] = 0;
     }
     shimgen_untimed_calls = 0;
+    memset(shimgen_errors, 0, sizeof shimgen_errors);
+    shimgen_error_overflow = 0;
     /* Only the forking thread lives on in the child: its block keeps its shadow frames;
      * every block restarts from zero, and the lock may have been held by a thread that
      * is gone. */

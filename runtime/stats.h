@@ -83,6 +83,7 @@ _Static_assert(offsetof(struct tstats, next) == TS_NEXT, "tstats.next");
 _Static_assert(offsetof(struct tstats, err_overflow) == TS_ERR_OVERFLOW, "tstats.err_overflow");
 _Static_assert(offsetof(struct tstats, err) == TS_ERR, "tstats.err");
 _Static_assert(sizeof(struct errslot) == TS_ERRSLOT_SIZE, "errslot");
+_Static_assert(TS_ERR_SLOTS == 1u << TS_ERR_SLOTS_SHIFT, "err[] is a power of two");
 _Static_assert(offsetof(struct tstats, hist) == TS_HIST, "tstats.hist");
 _Static_assert(sizeof(uint64_t) * TS_HIST_BUCKETS == 1u << TS_HIST_SHIFT, "one histogram");
 _Static_assert(sizeof(struct tl_event) == 1u << TL_EVENT_SHIFT, "tl_event");
@@ -109,6 +110,12 @@ extern struct tstats *shimgen_live_blocks;   /* every block, live or free (a fre
 extern uint64_t shimgen_time_total[SHIMGEN_NFUNCS];
 extern uint64_t shimgen_time_max[SHIMGEN_NFUNCS];
 extern uint64_t shimgen_untimed_calls; /* no free frame or no block: counted, not timed */
+/* The process's error returns and histograms, folded from every block (thread exit, exit):
+ * ERRORS_SLOTS (function, code) pairs, the rest counted in shimgen_error_overflow. */
+#define ERRORS_SLOTS 4096u
+extern struct errslot shimgen_errors[ERRORS_SLOTS];
+extern uint64_t shimgen_error_overflow;
+extern uint64_t shimgen_hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
 void shimgen_collect_stats(void);
 void shimgen_stats_after_fork(void);
 double shimgen_ns_per_tick(void);

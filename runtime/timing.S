@@ -2,9 +2,9 @@
  * timing.S: the timing path of SHIMGEN_TRACE=time and SHIMGEN_TRACE=timeline, in x86-64
  * assembly with its call-frame information: per function, a stub that puts its index in
  * r11; the common entry that keeps the caller's return address on the thread's shadow
- * stack and calls the target; the return path that counts and times the call (and, for
- * the timeline, records an event); and the tables of these stubs. The C paths it takes on
- * a thread's first call are in stats.c.
+ * stack and calls the target; the return path that counts and times the call, keeps its
+ * latency histogram and error returns (and, for the timeline, records an event); and the
+ * tables of these stubs. The C paths it takes on a thread's first call are in stats.c.
  */
 
 #include "facts.h"
@@ -13,6 +13,7 @@
 #include "asm.h"
 
         .hidden shimgen_targets
+        .hidden shimgen_result_fns
 
 /*
  * Timing entry (r11 = i). The caller's return address goes into a free shadow frame of
@@ -98,7 +99,8 @@ shimgen_\name\()_enter:
  * rbx = its frame (whatever calls of this thread ended in between, in whatever order) and
  * the stack pointer one slot above where the caller's return address was. Only rax and rdx (and xmm0/xmm1, which this code does not touch) carry return
  * values; every other caller-saved register is free now. Read the frame, give it back, count the call, add
- * the elapsed ticks to this thread's total and maximum, and return to the original
+ * the elapsed ticks to this thread's total, maximum and log2 histogram, count a non-zero
+ * eax of a CUresult function as an error (out of line), and return to the original
  * return address with push+ret: the caller's own call left the matching
  * return-stack-buffer entry, so this return is predicted too.
  */
@@ -134,6 +136,13 @@ shimgen_\name\()_return:
         jbe     1f
         mov     %rax, TS_MAX(%r10,%rdi)
 1:
+        /* hist[i][bsr(elapsed | 1)]++: the slot is i * TS_HIST_BUCKETS + bucket words
+         * from hist[0][0] (rdi * 2 = i * 64 = i * TS_HIST_BUCKETS). */
+        mov     %rax, %rdx
+        or      $1, %rdx
+        bsr     %rdx, %rdx                          /* the bucket */
+        lea     (%rdx,%rdi,2), %rdx
+        incq    TS_HIST(%r10,%rdx,8)
 .if \timeline
         /* One event in the ring. xadd reserves the slot in one instruction, so a signal
          * handler's timed call records into the next one. */
@@ -148,6 +157,12 @@ shimgen_\name\()_return:
         or      %rdi, %rax
         mov     %rax, 8(%rdx)                       /* elapsed << 16 | i */
 .endif
+        /* A non-zero eax may be an error: the out-of-line path below counts it when the
+         * function returns a CUresult. The success path pays this test and branch only. */
+        test    %r8d, %r8d
+        .cfi_remember_state
+        jnz     .L\name\()_error
+2:
         mov     %r8, %rax
         mov     %r9, %rdx
         push    %r11
@@ -180,6 +195,53 @@ shimgen_\name\()_return:
         cmovnz  %rdx, %rbx                          /* timed: rbx = frame, as fast */
         restore_argument_registers
         jmp     *%r11
+/*
+ * An error return: count (function, code) in the thread's err[], open addressing on the
+ * key (i + 1) << 32 | code from a multiplicative hash, a free slot (key 0) claimed with
+ * cmpxchg; every slot taken: err_overflow. All in registers that carry nothing now (rax,
+ * rcx, rdx, rsi, rdi), with no stack and no call, so the frame's CFI is the one above and
+ * no return value (rax:rdx in r8:r9, xmm0/xmm1 untouched) can be lost. Each write is one
+ * instruction: a signal handler's timed call on this thread, between any two of them, either
+ * claims another slot (our cmpxchg then fails and the probe goes on, or finds our key) or
+ * counts in a slot as a whole. A function that does not return a CUresult (its byte in
+ * shimgen_result_fns is 0, from shimgen/cuda.py) is never counted: its eax is not a code.
+ */
+.L\name\()_error:
+        .cfi_restore_state
+.if !\timeline
+        shr     $TS_FSTATS_SHIFT, %rdi              /* i (the timeline did this above) */
+.endif
+        lea     shimgen_result_fns(%rip), %rcx
+        cmpb    $0, (%rcx,%rdi)
+        je      2b
+        lea     1(%rdi), %rsi
+        shl     $32, %rsi
+        mov     %r8d, %ecx
+        or      %rcx, %rsi                          /* the key */
+        imul    $TS_ERR_HASH, %rsi, %rdx
+        shr     $(64 - TS_ERR_SLOTS_SHIFT), %rdx    /* the first slot to look at */
+        mov     $TS_ERR_SLOTS, %ecx                 /* slots left to look at */
+3:
+        lea     (%rdx,%rdx), %rdi                   /* slot * 16 = rdi * 8 */
+        mov     TS_ERR(%r10,%rdi,8), %rax
+        cmp     %rsi, %rax
+        je      5f                                  /* ours */
+        test    %rax, %rax
+        jnz     4f                                  /* another key's */
+        cmpxchg %rsi, TS_ERR(%r10,%rdi,8)           /* free: claim it (rax = 0) */
+        je      5f
+        cmp     %rsi, %rax                          /* a handler claimed it first: for us? */
+        je      5f
+4:
+        inc     %edx
+        and     $(TS_ERR_SLOTS - 1), %edx
+        dec     %ecx
+        jnz     3b
+        incq    TS_ERR_OVERFLOW(%r10)               /* every slot is another key's */
+        jmp     2b
+5:
+        incq    TS_ERR+8(%r10,%rdi,8)
+        jmp     2b
         .cfi_endproc
         .size   shimgen_\name\()_enter, .-shimgen_\name\()_enter
 .endm

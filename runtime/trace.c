@@ -83,6 +83,107 @@ struct shimgen_out *shimgen_open_output(const char *pattern, const char *what, i
                                   : forked_copy() ? OUT_DERIVED : OUT_SHARED, what);
 }
 
+/* The q-quantile (0 < q <= 1) of a function's latency histogram, in ticks, as
+ * docs/design.md defines it: the bucket b where the cumulative count first reaches
+ * ceil(q * n) (n: the histogram's total), estimated at 2^(b + 1/2) ticks, the geometric middle
+ * of the bucket [2^b, 2^(b+1)) (bucket 0 too). 0 for an empty histogram. */
+static double hist_quantile_ticks(const uint64_t *h, double q)
+{
+    uint64_t n = 0, c = 0;
+    for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
+        n += h[b];
+    if (!n)
+        return 0.0;
+    uint64_t r = (uint64_t)(q * (double)n);
+    if ((double)r < q * (double)n || r == 0)
+        r++;
+    for (unsigned b = 0; b < TS_HIST_BUCKETS; b++) {
+        c += h[b];
+        if (c >= r)
+            return (double)(1ull << b) * 1.4142135623730951;
+    }
+    return 0.0;
+}
+
+static const char *result_name(uint32_t code)
+{
+    switch (code) {
+#define RESULT_CASE(number, name) case number: return name;
+        SHIMGEN_FOR_EACH_RESULT(RESULT_CASE)
+#undef RESULT_CASE
+    }
+    return "unknown";
+}
+
+/* The process's error returns, as (function, code, count). */
+struct err_entry {
+    unsigned fn;
+    uint32_t code;
+    uint64_t count;
+};
+static struct err_entry err_list[ERRORS_SLOTS];
+
+static int by_function_then_code(const void *a, const void *b)
+{
+    const struct err_entry *x = a, *y = b;
+    if (x->fn != y->fn)
+        return x->fn < y->fn ? -1 : 1;
+    return x->code < y->code ? -1 : x->code > y->code;
+}
+
+static int by_count(const void *a, const void *b)
+{
+    const struct err_entry *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return by_function_then_code(a, b);
+}
+
+static unsigned gather_errors(int (*order)(const void *, const void *))
+{
+    unsigned n = 0;
+    for (unsigned e = 0; e < ERRORS_SLOTS; e++) {
+        uint64_t key = __atomic_load_n(&shimgen_errors[e].key, __ATOMIC_RELAXED);
+        uint64_t count = __atomic_load_n(&shimgen_errors[e].count, __ATOMIC_RELAXED);
+        if (key && count && (key >> 32) - 1 < SHIMGEN_NFUNCS)
+            err_list[n++] = (struct err_entry){(unsigned)(key >> 32) - 1, (uint32_t)key, count};
+    }
+    qsort(err_list, n, sizeof err_list[0], order);
+    return n;
+}
+
+/* "errors": {"<function>": {"<code>": count, ...}, ...}, "error_overflow": n */
+static void write_json_errors(struct shimgen_out *f)
+{
+    unsigned n = gather_errors(by_function_then_code);
+    shimgen_out_printf(f, ",\n  \"errors\": {");
+    for (unsigned e = 0; e < n; e++) {
+        int first_of_fn = e == 0 || err_list[e].fn != err_list[e - 1].fn;
+        if (first_of_fn) {
+            shimgen_out_printf(f, "%s\n    ", e ? "}," : "");
+            shimgen_out_json_str(f, shimgen_names[err_list[e].fn]);
+            shimgen_out_printf(f, ": {");
+        }
+        shimgen_out_printf(f, "%s\"%u\": %llu", first_of_fn ? "" : ", ", err_list[e].code,
+                           (unsigned long long)err_list[e].count);
+    }
+    shimgen_out_printf(f, "%s},\n  \"error_overflow\": %llu", n ? "}\n  " : "",
+                       (unsigned long long)shimgen_error_overflow);
+}
+
+/* "hist": the counts of the function's buckets, up to its last non-zero one. */
+static void write_json_hist(struct shimgen_out *f, const uint64_t *h)
+{
+    unsigned last = 0;
+    for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
+        if (h[b])
+            last = b + 1;
+    shimgen_out_printf(f, ", \"hist\": [");
+    for (unsigned b = 0; b < last; b++)
+        shimgen_out_printf(f, "%s%llu", b ? ", " : "", (unsigned long long)h[b]);
+    shimgen_out_printf(f, "]");
+}
+
 /* SHIMGEN_TRACE_FILE: the counts (and times) as JSON. 0 when it is written, 1 when its
  * name is too long (the table is written instead), -1 otherwise. */
 static int write_json(void)
@@ -103,6 +204,13 @@ static int write_json(void)
     shimgen_out_json_str(f, SHIMGEN_DRIVER_BUILD_ID);
     shimgen_out_printf(f, ",\n  \"loaded_build_id\": ");
     shimgen_out_json_str(f, shimgen_loaded_build_id);
+    shimgen_out_printf(f, ",\n  \"mode\": \"%s\",\n  \"rank\": ",
+                       shimgen_cfg.timeline ? "timeline"
+                       : shimgen_cfg.trace == TRACE_TIME ? "time" : "counts");
+    if (shimgen_cfg.rank[0])
+        shimgen_out_json_str(f, shimgen_cfg.rank);
+    else
+        shimgen_out_printf(f, "null");
     shimgen_out_printf(f, ",\n  \"pid\": %ld,\n  \"unmapped_proc_addresses\": %llu,\n"
                           "  \"calls\": {", (long)getpid(),
                        (unsigned long long)__atomic_load_n(&shimgen_unmapped_proc_addresses,
@@ -120,8 +228,10 @@ static int write_json(void)
     shimgen_out_printf(f, "%s}", first ? "" : "\n  ");
     if (shimgen_cfg.trace == TRACE_TIME) {
         double k = shimgen_ns_per_tick();
-        shimgen_out_printf(f, ",\n  \"untimed_calls\": %llu,\n  \"time\": {",
+        shimgen_out_printf(f, ",\n  \"ns_per_tick\": %.9g,\n  \"untimed_calls\": %llu", k,
                            (unsigned long long)shimgen_untimed_calls);
+        write_json_errors(f);
+        shimgen_out_printf(f, ",\n  \"time\": {");
         first = 1;
         for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
             uint64_t c = shimgen_counts[i];
@@ -130,9 +240,11 @@ static int write_json(void)
             shimgen_out_printf(f, "%s\n    ", first ? "" : ",");
             shimgen_out_json_str(f, shimgen_names[i]);
             shimgen_out_printf(f, ": {\"calls\": %llu, \"total_ns\": %.0f, \"mean_ns\": %.1f, "
-                                  "\"max_ns\": %.0f}",
+                                  "\"max_ns\": %.0f",
                                (unsigned long long)c, shimgen_time_total[i] * k,
                                shimgen_time_total[i] * k / (double)c, shimgen_time_max[i] * k);
+            write_json_hist(f, shimgen_hist[i]);
+            shimgen_out_printf(f, "}");
             first = 0;
         }
         shimgen_out_printf(f, "%s}", first ? "" : "\n  ");
@@ -169,15 +281,28 @@ static void write_table(void)
             (long)getpid(), shimgen_loaded_version, (unsigned long long)total, n);
     if (shimgen_cfg.trace == TRACE_TIME) {
         double k = shimgen_ns_per_tick();
-        fprintf(stderr, "%14s  %14s  %12s  %12s  %s\n", "calls", "total ms", "mean ns",
-                "max ns", "function");
+        fprintf(stderr, "%14s  %14s  %12s  %12s  %12s  %12s  %s\n", "calls", "total ms",
+                "mean ns", "p50 ns", "p99 ns", "max ns", "function");
         for (unsigned i = 0; i < n; i++) {
             unsigned x = order[i];
-            fprintf(stderr, "%14llu  %14.3f  %12.1f  %12.0f  %s\n",
+            fprintf(stderr, "%14llu  %14.3f  %12.1f  %12.0f  %12.0f  %12.0f  %s\n",
                     (unsigned long long)shimgen_counts[x], shimgen_time_total[x] * k / 1e6,
                     shimgen_time_total[x] * k / (double)shimgen_counts[x],
-                    shimgen_time_max[x] * k, shimgen_names[x]);
+                    hist_quantile_ticks(shimgen_hist[x], 0.5) * k,
+                    hist_quantile_ticks(shimgen_hist[x], 0.99) * k, shimgen_time_max[x] * k,
+                    shimgen_names[x]);
         }
+        unsigned ne = gather_errors(by_count);
+        if (ne || shimgen_error_overflow)
+            fprintf(stderr, "shimgen errors returned (pid %ld):\n%14s  %6s  %-40s  %s\n",
+                    (long)getpid(), "count", "code", "name", "function");
+        for (unsigned e = 0; e < ne; e++)
+            fprintf(stderr, "%14llu  %6u  %-40s  %s\n", (unsigned long long)err_list[e].count,
+                    err_list[e].code, result_name(err_list[e].code),
+                    shimgen_names[err_list[e].fn]);
+        if (shimgen_error_overflow)
+            fprintf(stderr, "%14llu  (error returns not kept: too many distinct codes)\n",
+                    (unsigned long long)shimgen_error_overflow);
         if (shimgen_untimed_calls)
             fprintf(stderr, "%14llu  (calls counted but not timed: shadow stack full)\n",
                     (unsigned long long)shimgen_untimed_calls);

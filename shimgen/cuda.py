@@ -11,6 +11,8 @@ and the same for `d.CUdevice_attribute`.
 
 from __future__ import annotations
 
+import re
+
 # ---- CUresult: every result code of the driver API -----------------------------------------------
 RESULTS: dict[int, str] = {
     0: "CUDA_SUCCESS",
@@ -136,6 +138,27 @@ C_RESULTS = ("CUDA_SUCCESS", "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_SHARED_OB
 
 def result_name(code: int) -> str:
     return RESULTS.get(code, f"CUresult {code}")
+
+
+# ---- which exports return a CUresult (the time paths count their error returns) -----------------
+# Every function of the driver API is named cu<Capital>... and returns a CUresult: cuda.h and
+# its interop headers (cudaGL.h, cudaEGL.h, cudaVDPAU.h, cudaProfiler.h) declare no other
+# kind, and cuda-python's driver bindings return a CUresult from each (tests/test_cuda_facts.py
+# checks every export of the real drivers against them). ABI variants keep the rule (_v2,
+# _ptds, _ptsz). Not counted: exports outside that naming (cudbg*: the debugger's interface,
+# in no public header; cudbgMain and cudbgApiInit return nothing) and the cu<Capital> exports
+# that no public header declares, whose prototype is unknown:
+RESULT_NAME_PATTERN = r"cu[A-Z][A-Za-z0-9_]*"
+NO_RESULT_EXPORTS = frozenset({
+    "cuEGLApiInit",          # internal to the EGL interop, in no header
+    "cuMemGetAttribute",     # in no header (not cuMemGetAllocationGranularity & co.)
+    "cuMemGetAttribute_v2",
+})
+
+
+def returns_result(name: str) -> bool:
+    """True when export `name` returns a CUresult, whose non-zero values the time paths count."""
+    return re.fullmatch(RESULT_NAME_PATTERN, name) is not None and name not in NO_RESULT_EXPORTS
 
 
 # ---- CUdevice_attribute (without the CU_DEVICE_ATTRIBUTE_ prefix) --------------------------------

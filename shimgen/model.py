@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cuda import returns_result
 from .elf import DriverImage
 from .errors import ShimgenError
 from .gates.plan import GatePlan
@@ -28,6 +29,7 @@ class Function:
     index: int  # slot index, also the order of the generated tables
     name: str
     hook: Hook | None
+    returns_result: bool  # its non-zero eax is a CUresult error (cuda.returns_result)
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ def build_model(
     clash = [n for n in LOADER_EXPORTS if n in known]
     if clash:
         raise ShimgenError(f"driver {driver.path} exports {clash[0]}, which the shim needs")
-    functions = tuple(Function(i, n, by_name.get(n)) for i, n in enumerate(names))
+    functions = tuple(Function(i, n, by_name.get(n), returns_result(n))
+                      for i, n in enumerate(names))
     return ShimModel(driver=driver, functions=functions, command=shlex.join(argv), gates=gates)
 
 

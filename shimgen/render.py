@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 
 from . import __version__
-from .cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, LIBCUDA_DIRS
+from .cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, LIBCUDA_DIRS, RESULTS
 from .errors import ShimgenError
 from .model import SONAME, ShimModel
 
@@ -110,6 +110,7 @@ def render(model: ShimModel, dest: Path) -> list[Path]:
         "c_results": [(name, CODES[name]) for name in C_RESULTS],
         "libcuda_paths": [f"{d}/{SONAME}" for d in LIBCUDA_DIRS],
         "attribute_names": sorted(ATTRIBUTES.items()),
+        "result_names": sorted(RESULTS.items()),
     }
     written = []
     runtime = runtime_dir()

@@ -1,9 +1,13 @@
 """shimgen/cuda.py, the one table of CUDA facts, against cuda.h's values as cuda-python's
-enums give them: every result code and every attribute number, by name."""
+enums give them: every result code and every attribute number, by name; and the rule of
+which exports return a CUresult, against every export of the real Debian drivers."""
+
+import re
 
 from cuda.bindings import driver
 
 from shimgen import cuda
+from shimgen.driver import read_driver
 
 
 def test_result_codes_match_cuda_h():
@@ -29,3 +33,37 @@ def test_gate_attributes_are_named():
     assert cuda.attribute_name(cuda.ATTR_DMABUF) == "DMA_BUF_SUPPORTED"
     assert cuda.attribute_name(9999) == "ATTRIBUTE_9999"
     assert cuda.result_name(801) == "CUDA_ERROR_NOT_SUPPORTED"
+
+
+# Exports the rule counts that cuda-python binds under no name (checked by hand in NVIDIA's
+# headers, each declared there returning CUresult): cudaGL.h's deprecated OpenGL functions,
+# cudaProfiler.h's cuProfilerInitialize (removed in CUDA 12), cuda.h 12's
+# cuGraphInstantiateWithFlags.
+DOCUMENTED_WITHOUT_BINDING = {
+    "cuGLCtxCreate", "cuGLInit", "cuGLMapBufferObject", "cuGLMapBufferObjectAsync",
+    "cuGLRegisterBufferObject", "cuGLSetBufferObjectMapFlags", "cuGLUnmapBufferObject",
+    "cuGLUnmapBufferObjectAsync", "cuGLUnregisterBufferObject", "cuProfilerInitialize",
+    "cuGraphInstantiateWithFlags",
+}
+
+
+def api_name(export: str) -> str:
+    """The driver API's name of an export: without its ABI suffix (_v2, _ptds, _ptsz)."""
+    return re.sub(r"(_v\d+)?(_ptds|_ptsz)?$", "", export)
+
+
+def test_result_rule_matches_every_export_of_the_real_drivers(drivers):
+    """Every export the time paths count errors of is a driver API function that returns a
+    CUresult (cuda-python binds it, and its bindings return one from every function, or
+    NVIDIA's headers declare it so); every export left out is outside the API's naming or
+    in no header."""
+    for d in drivers:
+        names = read_driver(d.path).function_names()
+        counted = [n for n in names if cuda.returns_result(n)]
+        left_out = sorted(set(names) - set(counted))
+        for n in counted:
+            assert hasattr(driver, api_name(n)) or api_name(n) in DOCUMENTED_WITHOUT_BINDING, n
+        for n in left_out:
+            assert not hasattr(driver, api_name(n)), n
+            assert n.startswith("cudbg") or n in cuda.NO_RESULT_EXPORTS, n
+        assert "cudbgGetAPI" in left_out and "cuInit" in counted

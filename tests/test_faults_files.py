@@ -25,6 +25,7 @@ from faultkit import (
 
 from shimgen.build import build
 from shimgen.cuda import CUDA_ERROR_SHARED_OBJECT_INIT_FAILED as NO_DRIVER
+from shimgen.cuda import returns_result
 from shimgen.driver import read_driver
 from shimgen.model import build_model
 
@@ -121,10 +122,11 @@ def test_trace_file_fifo_without_reader_does_not_hang(shims, probes, tmp_path):
 def test_trace_size_is_bounded_by_the_number_of_functions(shim, probes, tmp_path, mode):
     """Every exported function called, 1 and 1000 times each (the driver is missing, so each
     is the shim's failure stub). The JSON trace has one line per called function (two with
-    time) plus a fixed frame of at most 16 lines: N + 10 lines with SHIMGEN_TRACE=1 and
-    2N + 13 with time today (N = exported functions, 600 to 643 here). More calls only make
+    time) plus a fixed frame of at most 20 lines: N + 12 lines with SHIMGEN_TRACE=1 and
+    2N + 17 with time today (N = exported functions, 600 to 643 here). More calls only make
     the numbers longer. The stderr table has N + 2 lines. The failing driver is reported
-    once, not per call."""
+    once, not per call. With time, each function that returned an error has one more line,
+    under "errors" (at most 256 here: one thread's error slots)."""
     names = read_driver(shim.driver.path).function_names()
     n = len(names)
     gone = str(tmp_path / "gone" / "libcuda.so.1")
@@ -140,9 +142,17 @@ def test_trace_size_is_bounded_by_the_number_of_functions(shim, probes, tmp_path
         data = json.loads(text)
         assert data["calls"] == dict.fromkeys(names, reps)
         lines = text.splitlines()
-        per_function = [ln for ln in lines if re.match(r'    "cu\w+": [{\d]', ln)]
+        per_function = [ln for ln in lines if re.match(r'    "cu\w+": (\d|\{"calls")', ln)]
         assert len(per_function) == (n if mode == "1" else 2 * n)  # calls (and time) blocks
-        assert len(lines) - len(per_function) <= 16  # the fixed frame: 10 lines (13 with time)
+        # with time, every call is an error return (the failure stub's): one line per function
+        # kept, at most the thread's 256 slots, the rest counted in error_overflow
+        errors = [ln for ln in lines if re.match(r'    "cu\w+": \{"\d', ln)]
+        counted = sum(map(returns_result, names))  # the rest return no CUresult (cudbg*)
+        assert len(errors) == (0 if mode == "1" else min(counted, 256))
+        if mode == "time":
+            assert (sum(sum(c.values()) for c in data["errors"].values())
+                    + data["error_overflow"]) == counted * reps
+        assert len(lines) - len(per_function) - len(errors) <= 20  # the fixed frame: 12 (17)
         size[reps] = len(text)
     if mode == "1":
         assert size[1000] - size[1] == 3 * n  # "1" became "1000" on each line

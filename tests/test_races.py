@@ -80,3 +80,4 @@ def test_forked_child_times_only_its_own_calls(fake_shim, probes, tmp_path):
             assert t["calls"] == n, (name, t)
             assert t["max_ns"] < 100e6 and t["total_ns"] < 100e6, (name, t)
             assert t["total_ns"] <= n * t["max_ns"], (name, t)
+            assert sum(t["hist"]) == n, (name, t)  # no parent's call in the histograms

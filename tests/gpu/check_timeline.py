@@ -6,8 +6,9 @@ Checks: the file is Chrome trace JSON; every event is a complete ("X") event of 
 exported function with ts, dur >= 0; events kept + overwritten = calls timed (the
 summary's calls minus untimed_calls); when no ring overflowed, each function has as many
 events as the summary has calls; the events of each thread nest (a call made inside
-another ends before it). Prints a line per check, the busiest threads and the functions
-with the most time, and exits 1 if a check fails.
+another ends before it); the summary's histograms hold every timed call and its error
+returns are of called functions, at most their calls. Prints a line per check, the busiest
+threads and the functions with the most time, and exits 1 if a check fails.
 """
 
 from __future__ import annotations
@@ -68,6 +69,23 @@ def main(argv: list[str]) -> int:
         check("events per function = calls per function"
               + (f" (untimed calls {summary.get('untimed_calls', 0)})" if diff else ""),
               not diff or sum(c - e for e, c in diff.values()) == summary.get("untimed_calls", 0))
+    # The summary's histograms and error returns (docs/design.md, "Error returns and latency
+    # histograms"): one histogram count per timed call; errors only of called functions,
+    # never more than their calls; the mode said.
+    untimed = summary.get("untimed_calls", 0)
+    short = {n: (sum(t["hist"]), t["calls"]) for n, t in summary["time"].items()
+             if sum(t["hist"]) != t["calls"]}
+    check("histogram counts = calls per function" + (f" (untimed {untimed})" if short else ""),
+          sum(c - h for h, c in short.values()) == untimed
+          and all(h <= c for h, c in short.values()))
+    errors = summary.get("errors", {})
+    check(f"error returns of {len(errors)} functions, each at most its calls",
+          all(sum(codes.values()) <= summary["calls"].get(n, 0) for n, codes in errors.items())
+          and all(int(c) != 0 for codes in errors.values() for c in codes))
+    check("mode timeline, ns_per_tick > 0",
+          summary.get("mode") == "timeline" and summary.get("ns_per_tick", 0) > 0)
+    for n, codes in sorted(errors.items()):
+        print(f"  errors {n}: {codes}")
     by_tid: dict[int, list[dict]] = defaultdict(list)
     for e in events:
         by_tid[e["tid"]].append(e)
