@@ -84,23 +84,32 @@ struct shimgen_out *shimgen_open_output(const char *pattern, const char *what, i
 }
 
 /* The q-quantile (0 < q <= 1) of a function's latency histogram, in ticks, as
- * docs/design.md defines it: the bucket b where the cumulative count first reaches
- * ceil(q * n) (n: the histogram's total), estimated at 2^(b + 1/2) ticks, the geometric middle
- * of the bucket [2^b, 2^(b+1)) (bucket 0 too). 0 for an empty histogram. */
-static double hist_quantile_ticks(const uint64_t *h, double q)
+ * docs/design.md defines it (the same as `shimgen report`, shimgen/report.py percentiles):
+ * each bucket's calls spread evenly over its range (bucket 0: [0, 2) ticks; bucket b:
+ * [2^b, 2^(b+1))), the top non-empty bucket's range ending at the maximum `max` (never
+ * below its lower edge); the value below which q * n of the n calls lie. 0 for an empty
+ * histogram. */
+static double hist_quantile_ticks(const uint64_t *h, double q, double max)
 {
-    uint64_t n = 0, c = 0;
-    for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
+    uint64_t n = 0;
+    int top = -1;
+    for (unsigned b = 0; b < TS_HIST_BUCKETS; b++) {
         n += h[b];
+        if (h[b])
+            top = (int)b;
+    }
     if (!n)
         return 0.0;
-    uint64_t r = (uint64_t)(q * (double)n);
-    if ((double)r < q * (double)n || r == 0)
-        r++;
-    for (unsigned b = 0; b < TS_HIST_BUCKETS; b++) {
-        c += h[b];
-        if (c >= r)
-            return (double)(1ull << b) * 1.4142135623730951;
+    double want = q * (double)n, below = 0.0;
+    for (int b = 0; b <= top; b++) {
+        if (!h[b])
+            continue;
+        double lo = b ? (double)(1ull << b) : 0.0, hi = (double)(1ull << (b + 1));
+        if (b == top)
+            hi = max < lo ? lo : max < hi ? max : hi;
+        if (below + (double)h[b] >= want)
+            return lo + (hi - lo) * (want - below) / (double)h[b];
+        below += (double)h[b];
     }
     return 0.0;
 }
@@ -239,10 +248,13 @@ static int write_json(void)
                 continue;
             shimgen_out_printf(f, "%s\n    ", first ? "" : ",");
             shimgen_out_json_str(f, shimgen_names[i]);
+            double mx = (double)shimgen_time_max[i];
             shimgen_out_printf(f, ": {\"calls\": %llu, \"total_ns\": %.0f, \"mean_ns\": %.1f, "
-                                  "\"max_ns\": %.0f",
+                                  "\"max_ns\": %.0f, \"p50_ns\": %.1f, \"p99_ns\": %.1f",
                                (unsigned long long)c, shimgen_time_total[i] * k,
-                               shimgen_time_total[i] * k / (double)c, shimgen_time_max[i] * k);
+                               shimgen_time_total[i] * k / (double)c, mx * k,
+                               hist_quantile_ticks(shimgen_hist[i], 0.5, mx) * k,
+                               hist_quantile_ticks(shimgen_hist[i], 0.99, mx) * k);
             write_json_hist(f, shimgen_hist[i]);
             shimgen_out_printf(f, "}");
             first = 0;
@@ -288,8 +300,9 @@ static void write_table(void)
             fprintf(stderr, "%14llu  %14.3f  %12.1f  %12.0f  %12.0f  %12.0f  %s\n",
                     (unsigned long long)shimgen_counts[x], shimgen_time_total[x] * k / 1e6,
                     shimgen_time_total[x] * k / (double)shimgen_counts[x],
-                    hist_quantile_ticks(shimgen_hist[x], 0.5) * k,
-                    hist_quantile_ticks(shimgen_hist[x], 0.99) * k, shimgen_time_max[x] * k,
+                    hist_quantile_ticks(shimgen_hist[x], 0.5, (double)shimgen_time_max[x]) * k,
+                    hist_quantile_ticks(shimgen_hist[x], 0.99, (double)shimgen_time_max[x]) * k,
+                    shimgen_time_max[x] * k,
                     shimgen_names[x]);
         }
         unsigned ne = gather_errors(by_count);

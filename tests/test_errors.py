@@ -22,6 +22,8 @@ from shimgen import cuda
 from shimgen.build import build
 from shimgen.driver import read_driver
 from shimgen.model import build_model
+from shimgen.report import hist_segments, percentiles
+from shimgen.tracemodel import HIST_BUCKETS
 
 MODES = ["time", "timeline"]
 
@@ -58,6 +60,11 @@ def check_hist(trace: dict) -> None:
         # the bucket of the maximum: [2^b, 2^(b+1)) ticks (bucket 0: 0 or 1), within rounding
         assert max_ticks < 2 ** (b + 1) * 1.02 + 1, (name, b, max_ticks)
         assert b == 0 or max_ticks >= 2 ** b * 0.98 - 1, (name, b, max_ticks)
+        # the shim's p50 and p99 are the report's: one definition (docs/design.md)
+        padded = hist + [0] * (HIST_BUCKETS - len(hist))
+        want = percentiles(hist_segments(padded, k, t["max_ns"]), (0.5, 0.99))
+        for got, w in zip((t["p50_ns"], t["p99_ns"]), want, strict=True):
+            assert abs(got - w) <= 1.0 + 1e-6 * w, (name, got, w)
 
 
 def run_errorcalls(probes, shim, tmp_path, mode, threads, rounds, interval, seed):
