@@ -35,7 +35,7 @@ ENV_DRIVER = "SHIMGEN_DRIVER"
 ENV_GATES = "SHIMGEN_GATES"
 # Inherited, they would send this run's record elsewhere or make a process think another
 # owns the trace file: never passed on.
-ENV_DROPPED = ("SHIMGEN_TRACE_FILE", "SHIMGEN_TRACE_OWNER")
+ENV_DROPPED = ("SHIMGEN_TRACE_FILE", "SHIMGEN_TRACE_JOB")
 
 RUNS_DIR = "shimgen-runs"  # the default parent of run directories, in the current directory
 RUN_JSON = "run.json"

@@ -111,7 +111,7 @@ def _env_of(out: str) -> dict[str, str]:
 def test_the_command_gets_the_shim_first_and_the_run_directory(driver, cache, tmp_path, mode):
     other = "/usr/lib/x86_64-linux-gnu/libc.so.6"
     env = base_env(cache, LD_PRELOAD=other, SHIMGEN_TRACE_FILE="/tmp/elsewhere.json",
-                   SHIMGEN_TRACE_OWNER="1", SHIMGEN_GATES="gdr")
+                   SHIMGEN_TRACE_JOB="1", SHIMGEN_GATES="gdr")
     run_dir = tmp_path / "r"
     proc = shimgen_run(driver, cache, "--trace", mode, "-o", str(run_dir), "--", "env", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -129,7 +129,7 @@ def test_the_command_gets_the_shim_first_and_the_run_directory(driver, cache, tm
     else:
         assert "SHIMGEN_TIMELINE_FILE" not in got
         assert not (run_dir / "timeline").exists()
-    for gone in ("SHIMGEN_TRACE_FILE", "SHIMGEN_TRACE_OWNER", "SHIMGEN_GATES"):
+    for gone in ("SHIMGEN_TRACE_FILE", "SHIMGEN_TRACE_JOB", "SHIMGEN_GATES"):
         assert gone not in got, gone
     assert rec["environment"] == {k: got[k] for k in rec["environment"]}
     assert rec["command"] == ["env"] and rec["trace"] == mode and rec["cwd"] == str(ROOT)
