@@ -77,8 +77,10 @@ def measure(driver: Path, pairs: int, work: Path, installed: bool) -> dict:
     true = shutil.which("true") or "/bin/true"
     base = [true]
     prefix = _editable()
+    # builds the shim into the cache (with the caller's PYTHONPATH, where the build's
+    # modules may be, as on a machine that carries them)
     _timed([*prefix, "run", "--driver", str(driver), "-o", str(work / "build"), "--", true],
-           env)  # builds the shim into the cache
+           dict(env, **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}))
     if installed:
         prefix, more = _installed(work)
         env.update(more)
