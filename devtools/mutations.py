@@ -621,6 +621,22 @@ MUTATIONS = [
                   "test_truncated_file_is_refused[whole-block]"],
         "why": "a file that lost whole blocks is refused (its header says how many it mapped)",
     },
+    {
+        "name": "run-fast-parser-differs-from-argparse",
+        "file": "shimgen/cli.py",
+        "old": '"gate_profile", "-o": "out", "--out": "out"}',
+        "new": '"gate_profile", "-o": "driver", "--out": "out"}',
+        "tests": ["tests/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
+        "why": "`run`'s fast parser gives what argparse would, or leaves the line to argparse",
+    },
+    {
+        "name": "run-fast-parser-takes-a-dash-value",
+        "file": "shimgen/cli.py",
+        "old": "            if i + 1 >= len(argv) or argv[i + 1].startswith(\"-\"):\n",
+        "new": "            if i + 1 >= len(argv):\n",
+        "tests": ["tests/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
+        "why": "a separate value that starts with '-' is left to argparse, as it reads it",
+    },
     # ---- shimgen run: signals, exit status, the command's environment (shimgen/run.py) ----
     {
         "name": "run-terminal-signal-forwarded-again",

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
 
 from . import __version__
@@ -15,6 +13,7 @@ from .gates import ALLOW_UNPROVEN
 
 TYPE_CHECKING = False  # typing is not imported at run time: `shimgen run` starts faster
 if TYPE_CHECKING:
+    import argparse  # imported when a command line needs it (_parser_class)
     from typing import NoReturn
 
 EXIT_ERROR = 1
@@ -130,9 +129,9 @@ def _site(value: str) -> int:
     try:
         v = int(value, 16)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a hex address: {value!r}") from None
+        raise _type_error(f"not a hex address: {value!r}") from None
     if v <= 0:
-        raise argparse.ArgumentTypeError(f"not an instruction address: {value!r}")
+        raise _type_error(f"not an instruction address: {value!r}")
     return v
 
 
@@ -261,7 +260,7 @@ def _add_run(sub) -> None:
     r.add_argument("-o", "--out", metavar="DIR",
                    help="run directory, new or empty (default: "
                         "./shimgen-runs/<date>-<time>-<command>)")
-    r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+    r.add_argument("command", nargs="...", metavar="-- COMMAND ...",
                    help="the command to run, after --")
     r.set_defaults(func=_cmd_run)
 
@@ -305,16 +304,97 @@ def _gates_option(value: str) -> str:
     """--gates: 'auto' or a profile's path, never empty (an empty value would build without
     gates, which nobody asked for)."""
     if not value.strip():
-        raise argparse.ArgumentTypeError("empty; give 'auto' or a gate profile's path")
+        raise _type_error("empty; give 'auto' or a gate profile's path")
     return value
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line like every other error."""
+def _columns() -> int:
+    """The terminal's width as shutil.get_terminal_size gives it: COLUMNS, else the
+    terminal on stdout, else 80."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
 
-    def error(self, message: str) -> NoReturn:
-        _say(f"{message} (see `{self.prog} --help`)")
-        sys.exit(EXIT_USAGE)
+
+# `shimgen run`'s options that take a value, by the attribute argparse gives each (_add_run).
+_RUN_VALUES = {"--driver": "driver", "--trace": "trace", "--gates": "gates",
+               "--gate-profile": "gate_profile", "-o": "out", "--out": "out"}
+
+
+def _fast_run(argv: list[str]):
+    """`shimgen run`'s usual command line, parsed without argparse (whose import and parser
+    cost `run` 10 to 15 ms at every start): each option of _RUN_VALUES at most once, as
+    `OPT VALUE` or `--opt=VALUE`, then the command (after `--`, or from the first word that
+    is no option). Anything else (help, an abbreviation, a repeated option, a separate value
+    that starts with '-', an unknown --trace mode, no command) gives None, and argparse parses
+    the line: it stays the judge of every usage error. Gives what argparse would give."""
+    from types import SimpleNamespace
+
+    from .run import TRACE_MODES
+
+    if argv[:1] != ["run"]:
+        return None
+    got: dict = {}
+    i = 1
+    while i < len(argv) and argv[i] != "--" and argv[i].startswith("-"):
+        opt, eq, value = argv[i].partition("=")
+        if opt not in _RUN_VALUES or (eq and not opt.startswith("--")):
+            return None
+        if not eq:  # OPT VALUE: argparse takes a VALUE that starts with '-' for an option
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                return None
+            i += 1
+            value = argv[i]
+        if _RUN_VALUES[opt] in got:
+            return None
+        got[_RUN_VALUES[opt]] = value
+        i += 1
+    command = argv[i:]
+    if command in ([], ["--"]) or got.get("trace", "counts") not in TRACE_MODES:
+        return None
+    return SimpleNamespace(command=command, driver=got.get("driver"),
+                           trace=got.get("trace", "counts"), gates=got.get("gates"),
+                           gate_profile=got.get("gate_profile"), out=got.get("out"),
+                           func=_cmd_run)
+
+
+def _type_error(message: str) -> Exception:
+    import argparse
+
+    return argparse.ArgumentTypeError(message)
+
+
+def _parser_class() -> type:
+    """argparse's parser, with a usage error as one line like every other error, and a help
+    formatter that finds the terminal's width without importing shutil (and zlib, bz2 and
+    lzma with it): argparse makes a formatter for every option it adds. argparse itself is
+    imported here, when a command line needs it (`run`'s usual one does not: _fast_run)."""
+    import argparse
+
+    class _Formatter(argparse.HelpFormatter):
+        def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                     width: int | None = None) -> None:
+            super().__init__(prog, indent_increment, max_help_position,
+                             _columns() - 2 if width is None else width)
+
+    class _Parser(argparse.ArgumentParser):
+        """argparse, with a usage error as one line like every other error, and the formatter
+        above."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            kwargs.setdefault("formatter_class", _Formatter)
+            super().__init__(*args, **kwargs)
+
+        def error(self, message: str) -> NoReturn:
+            _say(f"{message} (see `{self.prog} --help`)")
+            sys.exit(EXIT_USAGE)
+
+    return _Parser
 
 
 def _add_build(sub) -> None:
@@ -374,10 +454,10 @@ COMMANDS = {"run": _add_run, "report": _add_report, "build": _add_build, "gates"
             "patch": _add_patch, "probe": _add_probe, "exports": _add_exports}
 
 
-def parser(command: str | None = None) -> argparse.ArgumentParser:
+def parser(command: str | None = None):
     """The command line; with `command`, only that command's options (each parser argparse
     makes costs about a millisecond, and `shimgen run` starts with every command it runs)."""
-    p = _Parser(
+    p = _parser_class()(
         prog="shimgen",
         description="Generate and build a complete forwarding shim for libcuda.",
     )
@@ -440,12 +520,15 @@ def main(argv: list[str] | None = None) -> int:
     unraisable = sys.unraisablehook
     try:
         sys.unraisablehook = redeliver_swallowed(unraisable)
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, `cmd &` in a script
+                try:
                     handlers[sig] = signal.signal(sig, _raise_interrupted)
+                except ValueError:  # not the main thread: Python delivers signals there only
+                    break
         argv = _glue_dash_values(sys.argv[1:] if argv is None else argv)
-        args = parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
+        args = _fast_run(argv) or parser(
+            argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
         return int(args.func(args))
     except ShimgenError as e:
         _say(str(e))

@@ -9,7 +9,6 @@ report of a thousand processes must start and finish fast."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from itertools import compress
 from pathlib import Path
 
@@ -59,15 +58,19 @@ def _looks_like_json_trace(path: Path) -> bool:
         b'"shimgen"')
 
 
-@dataclass
 class Source:
-    """One path given to `shimgen report`: a trace file, or a directory (a run)."""
+    """One path given to `shimgen report`: a trace file, or a directory (a run). (Plain
+    classes in this module, not dataclasses: see tracemodel.py.)"""
 
-    path: Path
-    is_run: bool
-    processes: list[ProcessTrace] = field(default_factory=list)
-    run: dict | None = None  # run.json, when the directory has one
-    run_problem: str = ""  # why run.json could not be used
+    __slots__ = ("path", "is_run", "processes", "run", "run_problem")
+
+    def __init__(self, path: Path, is_run: bool,
+                 processes: list[ProcessTrace] | None = None) -> None:
+        self.path = path
+        self.is_run = is_run
+        self.processes: list[ProcessTrace] = [] if processes is None else processes
+        self.run: dict | None = None  # run.json, when the directory has one
+        self.run_problem = ""  # why run.json could not be used
 
     @property
     def name(self) -> str:
@@ -147,18 +150,21 @@ def load_source(path: Path, *, explicit: bool = True) -> Source:
 
 # ---- merging ---------------------------------------------------------------------------
 
-@dataclass
 class Merged:
     """One function over the processes of a group."""
 
-    calls: int = 0
-    timed_calls: int = 0  # calls of the processes that timed it
-    total_ns: float = 0.0  # over those processes
-    max_ns: float | None = None
-    hists: list = field(default_factory=list)  # (ns_per_tick, hist, max_ns) per process
-    hist_calls: int = 0  # calls that the histograms cover
-    errors: dict[int, int] = field(default_factory=dict)
-    errors_known: bool = True  # every process that called it counted its errors
+    __slots__ = ("calls", "timed_calls", "total_ns", "max_ns", "hists", "hist_calls", "errors",
+                 "errors_known")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.timed_calls = 0  # calls of the processes that timed it
+        self.total_ns = 0.0  # over those processes
+        self.max_ns: float | None = None
+        self.hists: list = []  # (ns_per_tick, hist, max_ns) per process
+        self.hist_calls = 0  # calls that the histograms cover
+        self.errors: dict[int, int] = {}
+        self.errors_known = True  # every process that called it counted its errors
 
     @property
     def timed(self) -> bool:
@@ -314,13 +320,16 @@ def merge(processes: list[ProcessTrace]) -> dict[str, Merged]:
     return out
 
 
-@dataclass
 class Group:
     """Processes reported together: all of them, or those of one rank or pid."""
 
-    key: str  # "all", the rank, or the pid
-    processes: list[ProcessTrace]
-    functions: dict[str, Merged]
+    __slots__ = ("key", "processes", "functions")
+
+    def __init__(self, key: str, processes: list[ProcessTrace],
+                 functions: dict[str, Merged]) -> None:
+        self.key = key  # "all", the rank, or the pid
+        self.processes = processes
+        self.functions = functions
 
 
 def _rank_order(key: str) -> tuple:

@@ -4,12 +4,8 @@ JSON (schema `shimgen-report`, docs/report.md) or CSV."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import shlex
-
-from .cuda import RESULTS
+# csv, io, json, shlex and the table of CUDA facts are imported where they are used: the
+# plain table of a run with no errors (what `shimgen run` prints) needs none of them.
 from .report import Group, Merged, Source, sorted_functions
 
 SCHEMA = "shimgen-report"
@@ -21,6 +17,8 @@ LISTED = 8  # pids or ranks named before "... (N in all)"
 
 
 def code_name(code: int) -> str:
+    from .cuda import RESULTS
+
     return RESULTS.get(code, "(unknown code)")
 
 
@@ -43,6 +41,8 @@ def error_rows(functions: dict[str, Merged]) -> list[dict]:
 def run_command(src: Source) -> str | None:
     cmd = (src.run or {}).get("command")
     if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
+        import shlex
+
         return shlex.join(cmd)
     return cmd if isinstance(cmd, str) else None
 
@@ -247,11 +247,16 @@ def _csv_value(v) -> str:
 
 def render(sources: list[Source], gs: list[Group], by: str | None, fmt: str) -> str:
     if fmt == "json":
+        import json
+
         return json.dumps({"schema": SCHEMA, "version": SCHEMA_VERSION, "by": by,
                            "sources": [source_json(s) for s in sources],
                            "groups": [group_json(g) for g in gs if g.processes]},
                           indent=1) + "\n"
     if fmt == "csv":
+        import csv
+        import io
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(CSV_COLUMNS)

@@ -84,3 +84,37 @@ def test_backslash_in_the_output_path_is_refused(drivers, tmp_path, where):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "backslash" in lines[0] and str(odd) in lines[0], proc.stderr
     assert not any(odd.iterdir()), "nothing is written"
+
+
+# `shimgen run`'s command lines: the fast parser (cli._fast_run) must give what argparse
+# gives, or leave the line to argparse (None). The first group is what users type and must
+# take the fast path.
+USUAL_RUN_LINES = [
+    ["run", "--", "python", "train.py"],
+    ["run", "python", "train.py", "--epochs", "3"],
+    ["run", "--trace", "time", "--gates=-gdr,-dmabuf", "-o", "runs/masked", "--", "p", "-x"],
+    ["run", "--driver", "/lib/libcuda.so.1", "--out=runs/a", "--trace=timeline", "--", "t"],
+    ["run", "--gates", "gdr", "--gate-profile", "auto", "--", "a", "--", "b"],
+    ["run", "-o", "d", "--driver=x", "cmd"],
+]
+OTHER_RUN_LINES = [
+    ["run"], ["run", "--"], ["run", "-h"], ["run", "--dri", "x", "--", "t"],
+    ["run", "--trace", "bogus", "--", "t"], ["run", "-o", "a", "-o", "b", "--", "t"],
+    ["run", "-oDIR", "--", "t"], ["run", "-o=DIR", "--", "t"], ["run", "--driver"],
+    ["run", "--trace", "--", "t"], ["run", "--unknown", "--", "t"], ["run", "-o", "d"],
+    ["build", "--driver", "x"], ["run", "--gates", "-gdr", "--", "t"],
+]
+
+
+@pytest.mark.parametrize("argv", USUAL_RUN_LINES + OTHER_RUN_LINES,
+                         ids=lambda a: " ".join(a) or "empty")
+def test_the_fast_run_parser_gives_what_argparse_gives(argv):
+    from shimgen import cli
+
+    fast = cli._fast_run(list(argv))
+    if argv in USUAL_RUN_LINES:
+        assert fast is not None, "a usual `run` line must not need argparse"
+    if fast is None:
+        return
+    slow = cli.parser("run").parse_args(list(argv))
+    assert vars(fast) == vars(slow)

@@ -144,14 +144,21 @@ def test_foreign_file_is_refused(shims, tmp_path, what):
 
 
 def test_error_slots_and_histograms_are_summed_over_blocks(real_file, tmp_path):
-    """The time paths' error returns and histograms (zero until those paths fill them),
-    written into two blocks of a real file: the reader sums them per function and code,
-    and adds the slots' overflow."""
+    """The time paths' error returns and histograms, cleared in every block of a real file
+    (whatever its calls put there) and then written into two blocks: the reader sums them
+    per function and code, and adds the slots' overflow."""
     data = bytearray(real_file.read_bytes())
     h = header(data)
     names = bytes(data[h["names_off"]:h["names_off"] + h["names_size"]]).split(b"\0")
     idx = names.index(b"cuDriverGetVersion")
     other = names.index(b"cuInit")
+    for b in range((len(data) - h["blocks_off"]) // h["block_stride"]):
+        base = h["blocks_off"] + b * h["block_stride"]
+        data[base + h["off_err"]:base + h["off_err"] + 16 * 256] = bytes(16 * 256)
+        struct.pack_into("<Q", data, base + h["off_err_overflow"], 0)
+        for fn in (idx, other):
+            row = base + h["off_hist"] + fn * 64 * 8
+            data[row:row + 64 * 8] = bytes(64 * 8)
     for b, (n100, n2) in enumerate([(3, 0), (4, 5)]):
         base = h["blocks_off"] + b * h["block_stride"]
         slots = [((idx + 1) << 32 | 100, n100), ((other + 1) << 32 | 2, n2)]
