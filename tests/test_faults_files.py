@@ -152,7 +152,8 @@ def test_trace_size_is_bounded_by_the_number_of_functions(shim, probes, tmp_path
         if mode == "time":
             assert (sum(sum(c.values()) for c in data["errors"].values())
                     + data["error_overflow"]) == counted * reps
-        assert len(lines) - len(per_function) - len(errors) <= 20  # the fixed frame: 12 (17)
+        # the fixed frame: 14 lines with counts, 21 with times (keys, braces, the errors' names)
+        assert len(lines) - len(per_function) - len(errors) <= 24
         size[reps] = len(text)
     if mode == "1":
         assert size[1000] - size[1] == 3 * n  # "1" became "1000" on each line

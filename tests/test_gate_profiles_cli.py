@@ -151,8 +151,9 @@ def test_summary_without_gates_says_not_asked(driver, tmp_path, monkeypatch, cap
 def test_summary_with_auto_says_what_was_found(driver, tmp_path, monkeypatch, capsys):
     line = _summary_line(monkeypatch, capsys, ["build", "--driver", str(driver.path), "--out",
                                                str(tmp_path), "--gates", "auto"])
-    assert line.startswith("gates      gdr (attributes 110, 116, 124), dmabuf (attributes 124) "
-                           "from --gates auto, proof passed;"), line
+    assert line.startswith("gates      gdr (attributes 110, 116, 124; init site: set/mask), "
+                           "dmabuf (attributes 124; init site: none) from --gates auto, "
+                           "proof passed;"), line
 
 
 # --------------------------------------------------------------------------------------------
