@@ -374,6 +374,14 @@ MUTATIONS = [
         "why": "a call of 2^b to 2^(b+1) ticks is counted in bucket b",
     },
     {
+        "name": "trace-file-readable-by-others",
+        "file": "runtime/output.c",
+        "old": "O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);",
+        "new": "O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);",
+        "tests": ["tests/test_faults_files.py::test_trace_file_is_created_0600_by_the_user"],
+        "why": "a trace file is the user's alone",
+    },
+    {
         "name": "percentile-not-the-reports",
         "file": "runtime/trace.c",
         "old": "            return lo + (hi - lo) * (want - below) / (double)h[b];\n",

@@ -4,7 +4,7 @@
  *
  * A new or regular target is written to a temporary file beside it: an unnamed one
  * (O_TMPFILE), given a name only when it is complete, or, where the file system cannot
- * make one, ".<name>.shimgen-<pid>-<n>.tmp" created O_EXCL|O_NOFOLLOW. Mode 0644 less the
+ * make one, ".<name>.shimgen-<pid>-<n>.tmp" created O_EXCL|O_NOFOLLOW. Mode 0600 less the
  * umask. The temporary file is renamed over the target only when every write and the close
  * succeeded, so a reader (or a process killed mid-write) never leaves half a file at the
  * target. A name the user did not give (another process's "<name>.<pid>") never replaces a
@@ -224,7 +224,7 @@ struct shimgen_out *shimgen_out_open(const char *path, enum shimgen_out_name nam
         close(fd);
     } else if (errno != ENOENT)
         return out_fail(o, errno);
-    o->fd = openat(o->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    o->fd = openat(o->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
     if (o->fd >= 0) {
         o->unnamed = 1;
         return o;
@@ -232,7 +232,7 @@ struct shimgen_out *shimgen_out_open(const char *path, enum shimgen_out_name nam
     for (unsigned n = 0; n < TEMP_TRIES; n++) {
         temp_name(o, n);
         o->fd = openat(o->dirfd, o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       0644);
+                       0600);
         if (o->fd >= 0 || errno != EEXIST)
             break;
     }

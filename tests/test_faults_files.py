@@ -75,15 +75,15 @@ def test_trace_file_in_a_directory_the_user_cannot_write(shims, probes, tmp_path
     assert list(ro.iterdir()) == []
 
 
-def test_trace_file_is_created_0644_by_the_user(shims, probes, tmp_path):
-    """Created with mode 0644 (also under umask 0: never group- or world-writable), as a
-    regular file owned by the process's user."""
+def test_trace_file_is_created_0600_by_the_user(shims, probes, tmp_path):
+    """Created with mode 0600 (also under umask 0: the user's alone, as every file the shim
+    makes), as a regular file owned by the process's user."""
     s = shims[0]
     trace = tmp_path / "trace.json"
     run([probes / "faults_calls", "calls", "3"],
         s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace)), umask=0)
     st = trace.lstat()
-    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o644
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
     assert st.st_uid == os.geteuid()
 
 
