@@ -222,8 +222,7 @@ void shimgen_copy_str(char *dst, size_t cap, const char *src)
 }
 
 /* The job rank of this process, from the usual launchers' variables (read once). */
-static const char *rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
-                                  "SLURM_PROCID", "LOCAL_RANK"};
+static const char *rank_vars[] = {SHIMGEN_RANK_VARS};
 
 /* A file name without %p or %r, which the processes of one job would share. */
 int shimgen_shared_name(const char *name)
@@ -237,7 +236,7 @@ int shimgen_shared_name(const char *name)
  * write takes the plain name (claim.c). */
 static void read_job(void)
 {
-    const char *v = secure_getenv("SHIMGEN_TRACE_JOB");
+    const char *v = secure_getenv(SHIMGEN_ENV_TRACE_JOB);
     char *end = NULL;
     if (v && *v >= '0' && *v <= '9') {
         errno = 0;
@@ -257,30 +256,30 @@ static void read_job(void)
     shimgen_cfg.job_nsec = now.tv_nsec;
     char stamp[48];
     snprintf(stamp, sizeof stamp, "%lld.%09ld", (long long)now.tv_sec, (long)now.tv_nsec);
-    setenv("SHIMGEN_TRACE_JOB", stamp, 1);
+    setenv(SHIMGEN_ENV_TRACE_JOB, stamp, 1);
 }
 
 static void read_config(void)
 {
-    const char *v = secure_getenv("SHIMGEN_QUIET");
+    const char *v = secure_getenv(SHIMGEN_ENV_QUIET);
     shimgen_cfg.quiet = v && *v && strcmp(v, "0") != 0;
-    v = secure_getenv("SHIMGEN_NOTICE_FILE");
+    v = secure_getenv(SHIMGEN_ENV_NOTICE_FILE);
     if (v && *v)
         parse_abs_name("SHIMGEN_NOTICE_FILE", v, shimgen_cfg.notice_file);
 
-    v = secure_getenv("SHIMGEN_DRIVER");
+    v = secure_getenv(SHIMGEN_ENV_DRIVER);
     shimgen_cfg.driver_from_env = v && *v;
     shimgen_copy_str(shimgen_cfg.driver_path, sizeof shimgen_cfg.driver_path,
                      v && *v ? v : SHIMGEN_DRIVER_PATH);
     shimgen_cfg.driver_stat_ok = stat(shimgen_cfg.driver_path, &shimgen_cfg.driver_stat) == 0;
 
-    v = secure_getenv("SHIMGEN_TRACE");
+    v = secure_getenv(SHIMGEN_ENV_TRACE);
     if (v && *v)
         parse_trace(v);
-    v = secure_getenv("SHIMGEN_ATTR_OVERRIDE");
+    v = secure_getenv(SHIMGEN_ENV_ATTR_OVERRIDE);
     if (v && *v)
         parse_overrides(v);
-    v = secure_getenv("SHIMGEN_GATES");
+    v = secure_getenv(SHIMGEN_ENV_GATES);
     if (v && *v) {
         char err[256] = "";
         int r = shimgen_gates_configure(v, err, sizeof err);
@@ -288,7 +287,7 @@ static void read_config(void)
             shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", v, err);
         shimgen_cfg.gates_requested = r > 0;
         shimgen_copy_str(shimgen_cfg.gates_spec, sizeof shimgen_cfg.gates_spec, v);
-        const char *m = secure_getenv("SHIMGEN_GATE_METHOD");
+        const char *m = secure_getenv(SHIMGEN_ENV_GATE_METHOD);
         if (m && *m && strcmp(m, "struct") != 0) {
             shimgen_cfg.gate_method_init = strcmp(m, "init") == 0;
             if (!shimgen_cfg.gate_method_init && r > 0) {
@@ -298,19 +297,19 @@ static void read_config(void)
             }
         }
     }
-    v = secure_getenv("SHIMGEN_TRACE_FILE");
+    v = secure_getenv(SHIMGEN_ENV_TRACE_FILE);
     if (v && *v)
         parse_file_name("SHIMGEN_TRACE_FILE", v, shimgen_cfg.trace_file,
                         "the trace goes to stderr instead");
-    v = secure_getenv("SHIMGEN_TRACE_DIR");
+    v = secure_getenv(SHIMGEN_ENV_TRACE_DIR);
     if (v && *v && shimgen_cfg.trace != TRACE_OFF)
         parse_abs_name("SHIMGEN_TRACE_DIR", v, shimgen_cfg.trace_dir);
     shimgen_cfg.timeline_events = TIMELINE_EVENTS_DEFAULT;
     if (shimgen_cfg.timeline) {
-        v = secure_getenv("SHIMGEN_TIMELINE_EVENTS");
+        v = secure_getenv(SHIMGEN_ENV_TIMELINE_EVENTS);
         if (v && *v)
             parse_timeline_events(v);
-        v = secure_getenv("SHIMGEN_TIMELINE_FILE");
+        v = secure_getenv(SHIMGEN_ENV_TIMELINE_FILE);
         parse_file_name("SHIMGEN_TIMELINE_FILE", v && *v ? v : "shimgen-timeline.%p.json",
                         shimgen_cfg.timeline_file, "no timeline is written");
     }

@@ -30,7 +30,7 @@
 #include "stats.h"
 #include "tracefile.h"
 
-#define TF_SUFFIX ".shimtrace"
+#define TF_SUFFIX SHIMGEN_TRACEFILE_SUFFIX /* shimgen/runenv.py, through facts.h */
 #define TF_NAME_TRIES 1000u
 
 enum { TF_NONE, TF_CREATING, TF_READY, TF_FAILED };

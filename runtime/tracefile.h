@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TF_MAGIC "SHIMTRC\n"
-#define TF_VERSION 1u
+#define TF_MAGIC SHIMGEN_TRACEFILE_MAGIC /* shimgen/runenv.py, through facts.h */
+#define TF_VERSION SHIMGEN_TRACEFILE_VERSION
 #define TF_BYTE_ORDER 0x0102030405060708ull
 enum { TF_RUNNING = 1, TF_COMPLETE = 2 };
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import __version__
+from . import __version__, runenv
 from .cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, LIBCUDA_DIRS, RESULTS
 from .errors import ShimgenError
 from .model import SONAME, ShimModel
@@ -111,6 +111,11 @@ def render(model: ShimModel, dest: Path) -> list[Path]:
         "libcuda_paths": [f"{d}/{SONAME}" for d in LIBCUDA_DIRS],
         "attribute_names": sorted(ATTRIBUTES.items()),
         "result_names": sorted(RESULTS.items()),
+        "env": runenv.ENV,
+        "rank_vars": runenv.RANK_VARS,
+        "trace_magic": runenv.TRACE_MAGIC.decode(),
+        "trace_version": runenv.TRACE_VERSION,
+        "trace_suffix": runenv.TRACE_SUFFIX,
     }
     written = []
     runtime = runtime_dir()

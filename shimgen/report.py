@@ -13,13 +13,14 @@ from itertools import compress
 from pathlib import Path
 
 from .errors import ShimgenError
+from .runenv import RUN_JSON, TRACE_SUFFIX, TRACES
 from .tracemodel import HIST_BUCKETS, ProcessTrace
 
 # The layout of a run directory (`shimgen run`): its metadata, where the traces go, and
 # the binary trace files' suffix.
-RUN_METADATA = "run.json"
-TRACES_DIR = "traces"
-SHIMTRACE_SUFFIX = ".shimtrace"
+RUN_METADATA = RUN_JSON
+TRACES_DIR = TRACES
+SHIMTRACE_SUFFIX = TRACE_SUFFIX
 JSON_SUFFIX = ".json"
 BY = ("rank", "pid")  # --by
 _DOWN = range(HIST_BUCKETS - 1, -1, -1)

@@ -22,26 +22,22 @@ from pathlib import Path
 
 from . import __version__
 from .errors import ShimgenError
+from .runenv import ENV, NOTICES, RUN_JSON, RUNS_DIR, TIMELINE, TRACES
 
 # --trace MODE -> the value of SHIMGEN_TRACE (runtime/config.c reads these names)
 TRACE_MODES = {"counts": "counts", "time": "time", "timeline": "timeline"}
-# The variables `run` gives the command (read by the shim: runtime/config.c).
+# The variables `run` gives the command (read by the shim: runtime/config.c; the names are
+# runenv.py's, which facts.h also has).
 ENV_PRELOAD = "LD_PRELOAD"
-ENV_TRACE = "SHIMGEN_TRACE"
-ENV_TRACE_DIR = "SHIMGEN_TRACE_DIR"
-ENV_NOTICE_FILE = "SHIMGEN_NOTICE_FILE"
-ENV_TIMELINE_FILE = "SHIMGEN_TIMELINE_FILE"
-ENV_DRIVER = "SHIMGEN_DRIVER"
-ENV_GATES = "SHIMGEN_GATES"
+ENV_TRACE = ENV["TRACE"]
+ENV_TRACE_DIR = ENV["TRACE_DIR"]
+ENV_NOTICE_FILE = ENV["NOTICE_FILE"]
+ENV_TIMELINE_FILE = ENV["TIMELINE_FILE"]
+ENV_DRIVER = ENV["DRIVER"]
+ENV_GATES = ENV["GATES"]
 # Inherited, they would send this run's record elsewhere or make a process think another
 # owns the trace file: never passed on.
-ENV_DROPPED = ("SHIMGEN_TRACE_FILE", "SHIMGEN_TRACE_JOB")
-
-RUNS_DIR = "shimgen-runs"  # the default parent of run directories, in the current directory
-RUN_JSON = "run.json"
-TRACES = "traces"
-TIMELINE = "timeline"
-NOTICES = "notices.log"
+ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"])
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # si_code of a signal sent by a process (kill, sigqueue, tgkill). A terminal's Ctrl-C or

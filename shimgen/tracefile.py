@@ -19,12 +19,13 @@ import os
 import struct
 
 from shimgen.errors import ShimgenError
+from shimgen.runenv import TRACE_MAGIC, TRACE_SUFFIX, TRACE_VERSION
 from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
 
-MAGIC = b"SHIMTRC\n"
-VERSION = 1
+MAGIC = TRACE_MAGIC
+VERSION = TRACE_VERSION
 BYTE_ORDER = 0x0102030405060708
-SUFFIX = ".shimtrace"
+SUFFIX = TRACE_SUFFIX
 MODES = {1: "counts", 2: "time", 3: "timeline"}
 RUNNING, COMPLETE = 1, 2
 PATH_MAX = 4096

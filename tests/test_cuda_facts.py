@@ -67,3 +67,17 @@ def test_result_rule_matches_every_export_of_the_real_drivers(drivers):
             assert not hasattr(driver, api_name(n)), n
             assert n.startswith("cudbg") or n in cuda.NO_RESULT_EXPORTS, n
         assert "cudbgGetAPI" in left_out and "cuInit" in counted
+
+
+def test_the_runtime_reads_its_variables_by_the_names_of_runenv():
+    """Every SHIMGEN_* variable the runtime reads comes from shimgen/runenv.py through
+    facts.h (SHIMGEN_ENV_<KEY>), never a name typed in the C; every key it uses exists."""
+    import re
+    from pathlib import Path
+
+    from shimgen.runenv import ENV
+
+    src = "\n".join(p.read_text() for p in (Path(__file__).parent.parent / "runtime").glob("*.c"))
+    assert not re.search(r'getenv\(\s*"SHIMGEN_', src)
+    used = set(re.findall(r"SHIMGEN_ENV_([A-Z_]+)", src))
+    assert used and used <= set(ENV), used - set(ENV)
