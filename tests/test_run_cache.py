@@ -229,7 +229,8 @@ def test_a_cache_directory_that_is_not_a_directory_is_refused(driver, tmp_path, 
 
 
 HEAVY = ("jinja2", "elftools", "mesonbuild", "capstone", "unicorn", "shimgen.elf",
-         "shimgen.build", "shimgen.render", "dataclasses", "hashlib", "subprocess", "typing")
+         "shimgen.build", "shimgen.render", "dataclasses", "hashlib", "subprocess", "typing",
+         "argparse", "shutil")
 # The `shimgen` console script, and at its exit the heavy modules the process had loaded.
 SCRIPT = ("import atexit, sys\n"
           "atexit.register(lambda: sys.stderr.write('loaded: ' + ' '.join(sorted(\n"
@@ -240,8 +241,8 @@ SCRIPT = ("import atexit, sys\n"
 
 def test_the_cached_path_imports_nothing_heavy(driver, tmp_path):
     """With its shim cached, `run` loads no jinja2, pyelftools, meson, capstone or unicorn,
-    nor the parts of shimgen that use them, nor dataclasses, hashlib, subprocess or typing (each
-    costs milliseconds at every start)."""
+    nor the parts of shimgen that use them, nor dataclasses, hashlib, subprocess, typing,
+    argparse or shutil (each costs milliseconds at every start)."""
     cache = tmp_path / "xdg"
     assert shimgen_run(driver, cache, "-o", str(tmp_path / "r0"), "--", "true").returncode == 0
     proc = subprocess.run([sys.executable, "-c", SCRIPT, "run", "--driver", str(driver), "-o",
