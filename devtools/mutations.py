@@ -759,8 +759,8 @@ MUTATIONS = [
     {
         "name": "cli-empty-gates-builds-without",
         "file": "shimgen/cli.py",
-        "old": "    if not value.strip():\n        raise argparse.ArgumentTypeError",
-        "new": "    if False:\n        raise argparse.ArgumentTypeError",
+        "old": "    if not value.strip():\n        raise _type_error",
+        "new": "    if False:\n        raise _type_error",
         "tests": ["tests/test_gate_profiles_cli.py::test_empty_gates_is_a_usage_error"],
         "why": "an empty --gates is a usage error, not a build without gates",
     },

@@ -117,8 +117,10 @@ static void reset_frames(struct tstats *s)
 }
 
 /* Mark the frames on the free list. The walk is bounded and checks every link, so a list
- * that another thread is changing (at exit) cannot make it loop or stray. */
-static void mark_free_frames(const struct tstats *s, unsigned char is_free[SHADOW_DEPTH])
+ * that another thread is changing (at exit) cannot make it loop or stray. 1 when the walk
+ * reached the list's end (NULL); 0 when it met a link that is no frame's, or a frame twice:
+ * the list changed under it. */
+static int mark_free_frames(const struct tstats *s, unsigned char is_free[SHADOW_DEPTH])
 {
     memset(is_free, 0, SHADOW_DEPTH);
     const struct shadow_frame *f = __atomic_load_n(&s->free, __ATOMIC_RELAXED);
@@ -126,21 +128,30 @@ static void mark_free_frames(const struct tstats *s, unsigned char is_free[SHADO
         uintptr_t off = (uintptr_t)f - (uintptr_t)s->f;
         size_t k = off / sizeof *f;
         if (off % sizeof *f || k >= SHADOW_DEPTH || is_free[k])
-            break;
+            return 0;
         is_free[k] = 1;
         f = __atomic_load_n(&s->f[k].next, __ATOMIC_RELAXED);
     }
+    return f == NULL;
 }
 
 /* Count the calls in progress (frames not on the free list): calls that will never return
- * (the thread is exiting, or the process is) or that left by longjmp or an exception. */
+ * (the thread is exiting, or the process is) or that left by longjmp or an exception. Only
+ * from a walk that reached the list's end: a walk cut short by a thread still calling (at
+ * process exit) leaves free frames unmarked, and the last free frame's NULL link reads as
+ * function index 0. Such a block is walked again, a few times; if its thread never holds
+ * still, its calls in progress are not counted (they are still running). */
 static void count_calls_in_progress(struct tstats *s)
 {
     unsigned char is_free[SHADOW_DEPTH];
-    mark_free_frames(s, is_free);
-    for (unsigned k = 0; k < SHADOW_DEPTH; k++)
-        if (!is_free[k] && s->f[k].idx < SHIMGEN_NFUNCS)
-            s->fn[s->f[k].idx].count++;
+    for (unsigned tries = 0; !mark_free_frames(s, is_free); tries++)
+        if (tries == 8)
+            return;
+    for (unsigned k = 0; k < SHADOW_DEPTH; k++) {
+        uint64_t idx = __atomic_load_n(&s->f[k].idx, __ATOMIC_RELAXED);
+        if (!is_free[k] && idx < SHIMGEN_NFUNCS)
+            s->fn[idx].count++;
+    }
 }
 
 static void stats_retire(void *p);
