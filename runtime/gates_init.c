@@ -76,6 +76,14 @@ static int poke_code(uintptr_t vaddr, uint8_t value, uint8_t old, char *why, siz
     return 1;
 }
 
+/* The init-site bytes gate g's selection changes: its set bytes, or its mask bytes. */
+static const struct gate_patch *selected_patches(unsigned g, unsigned *n)
+{
+    const struct gate *gt = &plan->gates[g];
+    *n = plan->selection[g] > 0 ? gt->nset : gt->nmask;
+    return plan->selection[g] > 0 ? gt->set : gt->mask;
+}
+
 /* Called once, in the driver's load, only after shimgen_gates_verify accepted the loaded
  * image (build-id and every recorded byte, init sites included: the caller's check is the
  * identity check), and before any driver function runs. Every selected gate must have a
@@ -91,8 +99,8 @@ int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
         if (!plan->selection[g])
             continue;
         const struct gate *gt = &plan->gates[g];
-        unsigned n = plan->selection[g] > 0 ? gt->nset : gt->nmask;
-        const struct gate_patch *p = plan->selection[g] > 0 ? gt->set : gt->mask;
+        unsigned n;
+        const struct gate_patch *p = selected_patches(g, &n);
         if (!n) {
             snprintf(why, whycap, "gate %s has no proven init site to %s on this driver "
                      "(shimgen gates says why)", gt->name, plan->selection[g] > 0 ? "set" : "mask");
@@ -113,9 +121,8 @@ int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
     for (unsigned g = 0; g < plan->ngates; g++) {
         if (!plan->selection[g])
             continue;
-        const struct gate *gt = &plan->gates[g];
-        unsigned n = plan->selection[g] > 0 ? gt->nset : gt->nmask;
-        const struct gate_patch *p = plan->selection[g] > 0 ? gt->set : gt->mask;
+        unsigned n;
+        const struct gate_patch *p = selected_patches(g, &n);
         for (unsigned k = 0; k < n; k++) {
             if (!poke_code(p[k].vaddr, p[k].new_, p[k].old, why, whycap)) {
                 char ignored[128];
