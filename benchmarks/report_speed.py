@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from shimgen.report import RUN_METADATA, TRACES_DIR
+from shimgen.runenv import RUN_JSON, TRACES
 from shimgen.tracejson import NO_ERROR_COUNTS
 from shimgen.tracemodel import FunctionStats, ProcessTrace
 
@@ -87,12 +87,12 @@ def made_up_process(pid: int, rank: int, functions: int, rng: random.Random) -> 
 
 def make_run(directory: Path, processes: int, functions: int, fmt: str, seed: int = 1) -> Path:
     rng = random.Random(seed)
-    traces = directory / TRACES_DIR
+    traces = directory / TRACES
     traces.mkdir(parents=True, mode=0o700)
     writer = WRITERS[fmt]
     for i in range(processes):
         writer(made_up_process(10000 + i, i, functions, rng), traces)
-    (directory / RUN_METADATA).write_text(json.dumps(
+    (directory / RUN_JSON).write_text(json.dumps(
         {"command": ["python", "train.py"], "exit": {"status": 0, "code": 0, "signal": None,
                                                      "signal_name": None}}) + "\n")
     return directory
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             if proc.returncode != 0:
                 print(proc.stderr, file=sys.stderr, end="")
                 return 1
-        size = sum(f.stat().st_size for f in (run / TRACES_DIR).iterdir())
+        size = sum(f.stat().st_size for f in (run / TRACES).iterdir())
     print(f"shimgen report {args.args} on {args.processes} processes x {args.functions} "
           f"functions ({args.format}, {size / 1e6:.1f} MB): median {statistics.median(times):.3f}"
           f" s (min {min(times):.3f}, max {max(times):.3f}), CPU time median "

@@ -525,7 +525,7 @@ MUTATIONS = [
     {
         "name": "report-directory-skips-traces-dir",
         "file": "shimgen/report.py",
-        "old": "    for d in (directory, directory / TRACES_DIR):",
+        "old": "    for d in (directory, directory / TRACES):",
         "new": "    for d in (directory,):",
         "tests": ["tests/test_report.py::test_directory_reads_traces_and_skips_other_json_by"
                   "_content"],

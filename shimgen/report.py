@@ -16,11 +16,7 @@ from .errors import ShimgenError
 from .runenv import RUN_JSON, TRACE_SUFFIX, TRACES
 from .tracemodel import HIST_BUCKETS, ProcessTrace
 
-# The layout of a run directory (`shimgen run`): its metadata, where the traces go, and
-# the binary trace files' suffix.
-RUN_METADATA = RUN_JSON
-TRACES_DIR = TRACES
-SHIMTRACE_SUFFIX = TRACE_SUFFIX
+# The layout of a run directory (`shimgen run`) is runenv.py's; other traces are JSON.
 JSON_SUFFIX = ".json"
 BY = ("rank", "pid")  # --by
 _DOWN = range(HIST_BUCKETS - 1, -1, -1)
@@ -44,7 +40,7 @@ def _load_json_trace(path: Path) -> ProcessTrace:
 # How each kind of trace file is read (binary by its suffix, any other file as JSON): the
 # one seam between the report and the readers. Each returns a ProcessTrace or raises
 # ShimgenError with one line.
-READERS = {SHIMTRACE_SUFFIX: _load_shimtrace, JSON_SUFFIX: _load_json_trace}
+READERS = {TRACE_SUFFIX: _load_shimtrace, JSON_SUFFIX: _load_json_trace}
 
 
 def _looks_like_json_trace(path: Path) -> bool:
@@ -79,7 +75,7 @@ class Source:
 
 
 def _read_run_metadata(src: Source) -> None:
-    path = src.path / RUN_METADATA
+    path = src.path / RUN_JSON
     if not path.is_file():
         return
     from .tracejson import read_json
@@ -99,7 +95,7 @@ def _trace_files(directory: Path) -> list[Path]:
     """The binary traces by their suffix; the JSON traces by content, whatever their name
     (the shim names a process's trace `<name>.<pid>` when SHIMGEN_TRACE_FILE has no %p)."""
     found = []
-    for d in (directory, directory / TRACES_DIR):
+    for d in (directory, directory / TRACES):
         try:
             entries = sorted(os.scandir(d), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
@@ -110,8 +106,8 @@ def _trace_files(directory: Path) -> list[Path]:
             if e.name.startswith(".") or not e.is_file():
                 continue  # the shim's temporary files start with "."
             path = Path(e.path)
-            if e.name.endswith(SHIMTRACE_SUFFIX) or (
-                    e.name != RUN_METADATA and _looks_like_json_trace(path)):
+            if e.name.endswith(TRACE_SUFFIX) or (
+                    e.name != RUN_JSON and _looks_like_json_trace(path)):
                 found.append(path)
     return found
 
@@ -121,7 +117,7 @@ def _read_file(path: Path, *, skip_other_json: bool) -> ProcessTrace | None:
     `skip_other_json`, None for valid JSON that is no shimgen trace."""
     from .tracejson import NotATrace
 
-    reader = READERS[SHIMTRACE_SUFFIX if path.name.endswith(SHIMTRACE_SUFFIX) else JSON_SUFFIX]
+    reader = READERS[TRACE_SUFFIX if path.name.endswith(TRACE_SUFFIX) else JSON_SUFFIX]
     try:
         return reader(path)
     except NotATrace:
@@ -141,8 +137,8 @@ def load_source(path: Path, *, explicit: bool = True) -> Source:
             if trace is not None:
                 src.processes.append(trace)
         if not src.processes and src.run is None and explicit:
-            raise ShimgenError(f"{path}: no traces in it (no *{SHIMTRACE_SUFFIX} or shimgen "
-                               f"JSON trace in it or in {TRACES_DIR}/, and no {RUN_METADATA})")
+            raise ShimgenError(f"{path}: no traces in it (no *{TRACE_SUFFIX} or shimgen "
+                               f"JSON trace in it or in {TRACES}/, and no {RUN_JSON})")
         return src
     if not path.exists():
         raise ShimgenError(f"{path}: no such file or directory")
