@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,13 +178,22 @@ int shimgen_attr_override(int attribute, int *value)
 }
 
 /* SHIMGEN_NOTICE_FILE: opened for each notice (notices are few; a descriptor kept open
- * could be closed or reused by the program), -1 when it cannot be: stderr then. */
+ * could be closed or reused by the program), -1 when it cannot be: stderr then. Only a
+ * regular file of this user's is written: opened without blocking (a FIFO with no reader
+ * fails at once, one with a reader is refused by the check) and never through a link. */
 static int open_notice_file(void)
 {
     if (!shimgen_cfg.notice_file[0])
         return -1;
-    return open(shimgen_cfg.notice_file,
-                O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+    int fd = open(shimgen_cfg.notice_file,
+                  O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                  0600);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 void shimgen_say(const char *fmt, ...)

@@ -9,6 +9,7 @@
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
@@ -199,6 +200,19 @@ typedef void *(*dlopen_fn)(const char *, int);
 static void *open_driver(const char *path, char *err, size_t cap)
 {
     static const char not_driver[] = "it is a shimgen shim, not the real driver";
+    /* Only a regular file (through any links) is handed to dlopen: a FIFO would block it
+     * for ever, a device or directory cannot be a library. stat itself never blocks. (A
+     * bare name is dlopen's to look up in the library path.) */
+    struct stat st;
+    if (strchr(path, '/') && stat(path, &st) != 0) {
+        shimgen_copy_str(err, cap, strerror(errno));
+        return NULL;
+    }
+    if (strchr(path, '/') && !S_ISREG(st.st_mode)) {
+        shimgen_copy_str(err, cap, S_ISDIR(st.st_mode) ? "it is a directory, not a library"
+                                   : "it is not a regular file (a FIFO, device or socket)");
+        return NULL;
+    }
     if (shimgen_file_is_shim(path)) {
         shimgen_copy_str(err, cap, not_driver);
         return NULL;

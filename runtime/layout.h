@@ -36,6 +36,21 @@
 #define TS_HIST_BUCKETS 64
 #define TS_HIST_SHIFT 9 /* log2 of TS_HIST_BUCKETS * 8: one function's histogram */
 #define TS_HIST ((TS_ERR + TS_ERRSLOT_SIZE * TS_ERR_SLOTS + 63) & ~63)
+/* After the histograms: the thread's fine latency histogram, one table for every function,
+ * FINE_SLOTS slots of 8 bytes (a 32-bit key, (function index + 1) << FINE_BITS | fine
+ * bucket, 0 for a free slot; a 32-bit count). Fine bucket f of elapsed ticks v: v itself
+ * below 64; else (e - 6) * 64 + (v >> (e - 6)) with e = bsr(v): 64 buckets per power of
+ * two, each 1/64 of its octave or less. A key's slot is (home of its function + f), probed
+ * FINE_PROBES slots on; a call that finds none free is in the log2 histogram only (the
+ * readers then use that octave's log2 bucket, docs/traceformat.md). */
+#define TS_FINE_BITS 12
+#define TS_FINE_SUB_SHIFT 6 /* log2 of the buckets per power of two */
+#define TS_FINE_SLOTS 32768
+#define TS_FINE_SLOTS_SHIFT 15
+#define TS_FINE_SLOT_SIZE 8
+#define TS_FINE_PROBES 8
+#define TS_FINE_HASH 0x9E3779B1 /* a function's home: the top bits of (index + 1) * this */
+#define TS_FINE (TS_HIST + (1 << TS_HIST_SHIFT) * SHIMGEN_NFUNCS)
 /* struct shadow_frame, 32 bytes: the caller's return address, start ticks, function index
  * (while the frame is free: the next free frame), the caller's rbx. */
 #define TS_FRAME_SIZE 32

@@ -41,10 +41,12 @@ uint64_t shimgen_untimed_calls;
 struct errslot shimgen_errors[ERRORS_SLOTS];
 uint64_t shimgen_error_overflow;
 uint64_t shimgen_hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
+struct finepair shimgen_fine[FINE_PROC_SLOTS];
 uint64_t shimgen_tsc_start;
-static uint64_t tsc_ns_start;
+uint64_t shimgen_calls_missing;
+static struct shimgen_calib calib_start; /* when the driver was loaded */
 
-#define ticks shimgen_ticks
+
 
 static uint64_t mono_ns(void)
 {
@@ -70,6 +72,36 @@ static void fold_error(uint64_t key, uint64_t n)
     __atomic_fetch_add(&shimgen_error_overflow, n, __ATOMIC_RELAXED);
 }
 
+/* Add n calls of fine key `key` to the process's fine histograms: like fold_error, from the
+ * key's own slot (its function's home + its bucket), FINE_PROC_PROBES slots at most; none
+ * free: the log2 histogram still has the calls. */
+static int fine_used;
+
+static void fold_fine(uint32_t key, uint64_t n)
+{
+    __atomic_store_n(&fine_used, 1, __ATOMIC_RELAXED);
+    unsigned idx = (key >> TS_FINE_BITS) - 1, f = key & ((1u << TS_FINE_BITS) - 1);
+    unsigned home = fine_home(idx, FINE_PROC_SLOTS_SHIFT) + f;
+    for (unsigned probe = 0; probe < FINE_PROC_PROBES; probe++) {
+        struct finepair *e = &shimgen_fine[(home + probe) & (FINE_PROC_SLOTS - 1)];
+        uint64_t k = 0;
+        if (__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED) || k == key) {
+            __atomic_fetch_add(&e->count, n, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
+
+/* Every slot of a thread's fine table that can hold a key of function i in log2 bucket b:
+ * from the home of i plus the bucket's first fine bucket to its last plus the probes. */
+#define FOR_FINE_SLOTS(slot, i, b)                                                         \
+    for (unsigned slot##_n = fine_home(i, TS_FINE_SLOTS_SHIFT) + fine_first(b),            \
+                  slot##_end = fine_home(i, TS_FINE_SLOTS_SHIFT) + fine_end(b) + TS_FINE_PROBES - 1, \
+                  slot = slot##_n & (TS_FINE_SLOTS - 1);                                   \
+         slot##_n < slot##_end; slot##_n++, slot = slot##_n & (TS_FINE_SLOTS - 1))
+
+
 static void fold_block(struct tstats *s)
 {
     for (unsigned e = 0; e < TS_ERR_SLOTS; e++)
@@ -81,9 +113,16 @@ static void fold_block(struct tstats *s)
         if (!fs->count)
             continue;
         /* A timed call's return counts it before its bucket: a row with calls holds them all. */
-        for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
-            if (s->hist[i][b])
-                __atomic_fetch_add(&shimgen_hist[i][b], s->hist[i][b], __ATOMIC_RELAXED);
+        for (unsigned b = 0; b < TS_HIST_BUCKETS; b++) {
+            if (!s->hist[i][b])
+                continue;
+            __atomic_fetch_add(&shimgen_hist[i][b], s->hist[i][b], __ATOMIC_RELAXED);
+            FOR_FINE_SLOTS(k, i, b) {
+                uint32_t key = __atomic_load_n(&s->fine[k].key, __ATOMIC_RELAXED);
+                if (fine_key_in(key, i, b) && s->fine[k].count)
+                    fold_fine(key, s->fine[k].count);
+            }
+        }
         __atomic_fetch_add(&shimgen_counts[i], fs->count, __ATOMIC_RELAXED);
         __atomic_fetch_add(&shimgen_time_total[i], fs->total, __ATOMIC_RELAXED);
         uint64_t m = __atomic_load_n(&shimgen_time_max[i], __ATOMIC_RELAXED);
@@ -99,9 +138,18 @@ static void fold_block(struct tstats *s)
  * (most of a block's 300-odd KiB of histograms is never written, so never paged in). */
 static void clear_block(struct tstats *s)
 {
-    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
-        if (s->fn[i].count)
-            memset(s->hist[i], 0, sizeof s->hist[i]);
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
+        if (!s->fn[i].count)
+            continue;
+        /* A fine slot is taken only after its call's log2 bucket is counted: the slots of
+         * the non-empty buckets hold every key there is. */
+        for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
+            if (s->hist[i][b])
+                FOR_FINE_SLOTS(k, i, b)
+                    if (fine_key_in(s->fine[k].key, i, b))
+                        s->fine[k] = (struct fineslot){0, 0};
+        memset(s->hist[i], 0, sizeof s->hist[i]);
+    }
     memset(s->err, 0, sizeof s->err);
     s->err_overflow = 0;
     memset(s->fn, 0, sizeof s->fn);
@@ -169,8 +217,8 @@ void shimgen_stats_start(void)
 {
     if (!stats_key_ok)
         stats_key_ok = pthread_key_create(&stats_key, stats_retire) == 0;
-    shimgen_tsc_start = ticks();
-    tsc_ns_start = mono_ns();
+    shimgen_calib_read(&calib_start);
+    shimgen_tsc_start = calib_start.ticks;
 }
 
 /* A free block, claimed by this thread; NULL when there is none. */
@@ -283,14 +331,39 @@ static uint64_t put_outside_counts(void)
     uint64_t untimed = __atomic_load_n(&shimgen_untimed_calls, __ATOMIC_RELAXED);
     if (!n && !untimed)
         return 0;
+    int fresh = 1;
     struct tstats *s = new_block();
-    if (!s)
-        return n ? n : 1;
-    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
-        s->fn[i].count = __atomic_exchange_n(&shimgen_counts[i], 0, __ATOMIC_RELAXED);
-    s->untimed = __atomic_exchange_n(&shimgen_untimed_calls, 0, __ATOMIC_RELAXED);
-    s->tid = 0;
-    release_block(s);
+    if (!s) {
+        /* No block can be added (a full disk): the counts go into one the file has, one no
+         * thread uses (claimed), else this thread's, else any (its thread's increments and
+         * ours may then race: atomics on our side). */
+        fresh = 0;
+        s = claim_free_block();
+        if (s && !s->in_file) {
+            release_block(s);
+            s = NULL;
+        }
+        if (s)
+            fresh = 2;
+        else if (shimgen_tls_stats && shimgen_tls_stats->in_file)
+            s = shimgen_tls_stats;
+        else
+            for (s = shimgen_live_blocks; s && !s->in_file; s = s->next)
+                ;
+        if (!s)
+            return n ? n : 1;
+    }
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
+        uint64_t c = __atomic_exchange_n(&shimgen_counts[i], 0, __ATOMIC_RELAXED);
+        if (c)
+            __atomic_fetch_add(&s->fn[i].count, c, __ATOMIC_RELAXED);
+    }
+    __atomic_fetch_add(&s->untimed, __atomic_exchange_n(&shimgen_untimed_calls, 0,
+                                                        __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    if (fresh == 1)
+        s->tid = 0;
+    if (fresh)
+        release_block(s);
     return 0;
 }
 
@@ -321,6 +394,7 @@ void shimgen_collect_stats(void)
     }
     if (locked)
         pthread_mutex_unlock(&shimgen_stats_lock);
+    shimgen_calls_missing = outside;
     shimgen_tracefile_finish(outside);
 }
 
@@ -359,7 +433,7 @@ struct time_push shimgen_time_push(unsigned idx, void **return_slot, void *calle
     f->ret = *return_slot;
     f->idx = idx;
     f->rbx = caller_rbx;
-    f->start = ticks();
+    f->start = shimgen_ticks();
     *return_slot = timed_return;
     r.frame = f;
     return r;
@@ -383,13 +457,60 @@ void *shimgen_real_caller(void *return_address)
     return last ? last->ret : return_address;
 }
 
-/* Nanoseconds per TSC tick, measured over the life of the process. */
+void shimgen_calib_read(struct shimgen_calib *c)
+{
+    *c = (struct shimgen_calib){0, 0, UINT64_MAX};
+    for (int i = 0; i < 8; i++) {
+        uint64_t t0 = shimgen_ticks(), ns = mono_ns(), t1 = shimgen_ticks();
+        if (t1 >= t0 && t1 - t0 < c->width)
+            *c = (struct shimgen_calib){t0 + (t1 - t0) / 2, ns, t1 - t0};
+    }
+}
+
+/* Whether reading b, taken after start, gives a narrower relative uncertainty than a. */
+int shimgen_calib_better(const struct shimgen_calib *start, const struct shimgen_calib *a,
+                         const struct shimgen_calib *b)
+{
+    if (b->ticks <= start->ticks || b->ns <= start->ns || b->width == UINT64_MAX)
+        return 0;
+    if (a->ticks <= start->ticks || a->ns <= start->ns || a->width == UINT64_MAX)
+        return 1;
+    /* (w0 + wb) / span_b < (w0 + wa) / span_a, in long double: the products exceed 64 bits */
+    long double ub = (long double)(start->width + b->width) / (long double)(b->ticks - start->ticks);
+    long double ua = (long double)(start->width + a->width) / (long double)(a->ticks - start->ticks);
+    return ub < ua;
+}
+
+void shimgen_calib_after(const struct shimgen_calib *start, struct shimgen_calib *end)
+{
+    for (unsigned tries = 0;; tries++) {
+        shimgen_calib_read(end);
+        if (tries == 100000)
+            return; /* (a clock that never moves on: the caller checks the pair) */
+        if (end->width == UINT64_MAX || end->ns < start->ns)
+            continue; /* (each try stepped back: not a reading) */
+        uint64_t span = end->ticks > start->ticks ? end->ticks - start->ticks : 0;
+        uint64_t widths = start->width == UINT64_MAX ? UINT64_MAX / CALIB_PARTS
+                                                     : start->width + end->width;
+        if ((span && widths <= span / CALIB_PARTS) || end->ns - start->ns >= CALIB_MAX_NS)
+            return;
+    }
+}
+
+/* Nanoseconds per TSC tick, from the reading at the driver's load to one at exit (taken
+ * late enough to be exact to a part in CALIB_PARTS, waiting up to CALIB_MAX_NS for it in a
+ * process that lived less); once, the same for the trace and the timeline. */
 double shimgen_ns_per_tick(void)
 {
-    uint64_t t = ticks(), ns = mono_ns();
-    if (t <= shimgen_tsc_start || ns <= tsc_ns_start)
+    static double k;
+    if (k)
+        return k;
+    struct shimgen_calib end;
+    shimgen_calib_after(&calib_start, &end);
+    if (end.ticks <= calib_start.ticks || end.ns <= calib_start.ns)
         return 0.0;
-    return (double)(ns - tsc_ns_start) / (double)(t - shimgen_tsc_start);
+    k = (double)(end.ns - calib_start.ns) / (double)(end.ticks - calib_start.ticks);
+    return k;
 }
 
 /* In a forked child: it reports its own calls only (and, by its pid, to its own file). */
@@ -397,6 +518,9 @@ void shimgen_stats_after_fork(void)
 {
     /* First of all: the blocks onto the child's own trace file (never the parent's). */
     shimgen_tracefile_after_fork();
+    if (fine_used) /* the parent folded fine counts (its pages are touched only then) */
+        memset(shimgen_fine, 0, sizeof shimgen_fine);
+    fine_used = 0;
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
         if (shimgen_counts[i]) /* a histogram of the parent's holds counts only then */
             memset(shimgen_hist[i], 0, sizeof shimgen_hist[i]);

@@ -192,7 +192,7 @@ void shimgen_write_timeline(void)
                        s->tid, k, &first);
     shimgen_out_printf(f, "\n]}\n");
     char path[PATH_MAX];
-    if (shimgen_out_close(f, path, sizeof path) == 0 && !shimgen_cfg.quiet)
-        fprintf(stderr, "shimgen: timeline of %llu calls written to %s\n",
-                (unsigned long long)kept, path);
+    if (shimgen_out_close(f, path, sizeof path) == 0)
+        shimgen_say("shimgen: timeline of %llu calls written to %s\n", (unsigned long long)kept,
+                    path);
 }

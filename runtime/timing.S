@@ -3,8 +3,9 @@
  * assembly with its call-frame information: per function, a stub that puts its index in
  * r11; the common entry that keeps the caller's return address on the thread's shadow
  * stack and calls the target; the return path that counts and times the call, keeps its
- * latency histogram and error returns (and, for the timeline, records an event); and the
- * tables of these stubs. The C paths it takes on a thread's first call are in stats.c.
+ * latency histograms (log2 and fine) and error returns (and, for the timeline, records an
+ * event); and the tables of these stubs. The C paths it takes on a thread's first call are
+ * in stats.c.
  */
 
 #include "facts.h"
@@ -99,7 +100,8 @@ shimgen_\name\()_enter:
  * rbx = its frame (whatever calls of this thread ended in between, in whatever order) and
  * the stack pointer one slot above where the caller's return address was. Only rax and rdx (and xmm0/xmm1, which this code does not touch) carry return
  * values; every other caller-saved register is free now. Read the frame, give it back, count the call, add
- * the elapsed ticks to this thread's total, maximum and log2 histogram, count a non-zero
+ * the elapsed ticks to this thread's total, maximum, log2 histogram and fine histogram (the
+ * bucket's slot found by a short probe from the function's home), count a non-zero
  * eax of a CUresult function as an error (out of line), and return to the original
  * return address with push+ret: the caller's own call left the matching
  * return-stack-buffer entry, so this return is predicted too.
@@ -130,6 +132,9 @@ shimgen_\name\()_return:
         mov     TS_FREE(%r10), %rdx                 /* frame read: give it back */
         mov     %rdx, FRAME_NEXT(%rsi)
         mov     %rsi, TS_FREE(%r10)
+.if \timeline
+        mov     %rcx, %rsi                          /* start ticks, kept for the event */
+.endif
         incq    TS_COUNT(%r10,%rdi)
         add     %rax, TS_TOTAL(%r10,%rdi)
         cmp     TS_MAX(%r10,%rdi), %rax
@@ -143,6 +148,56 @@ shimgen_\name\()_return:
         bsr     %rdx, %rdx                          /* the bucket */
         lea     (%rdx,%rdi,2), %rdx
         incq    TS_HIST(%r10,%rdx,8)
+        /* The fine histogram (layout.h): bucket f of the elapsed ticks, its key
+         * (i + 1) << TS_FINE_BITS | f, counted in the slot that holds the key, or claimed
+         * (cmpxchg) in the first free one, from the function's home + f, at most
+         * TS_FINE_PROBES slots on. rdi (and, for the timeline's event, rax) is kept below
+         * the stack pointer meanwhile: the caller's own call gave up that area, and a
+         * signal handler leaves its 128 bytes alone. */
+.if \timeline
+        mov     %rax, -8(%rsp)
+.endif
+        mov     %rdi, -16(%rsp)
+        mov     %rax, %rdx
+        cmp     $(1 << TS_FINE_SUB_SHIFT), %rax
+        jb      6f                                  /* f = v below 64 */
+        bsr     %rax, %rcx
+        sub     $TS_FINE_SUB_SHIFT, %ecx            /* e - 6 */
+        shr     %cl, %rdx                           /* v >> (e - 6), from 64 to 127 */
+        shl     $TS_FINE_SUB_SHIFT, %ecx
+        add     %ecx, %edx                          /* f */
+6:
+        shr     $TS_FSTATS_SHIFT, %edi
+        inc     %edi                                /* i + 1 */
+        imul    $TS_FINE_HASH, %edi, %ecx
+        shr     $(32 - TS_FINE_SLOTS_SHIFT), %ecx   /* the function's home */
+        add     %edx, %ecx                          /* the key's first slot */
+        shl     $TS_FINE_BITS, %edi
+        or      %edi, %edx                          /* the key */
+        mov     $TS_FINE_PROBES, %edi               /* slots left to look at */
+7:
+        and     $(TS_FINE_SLOTS - 1), %ecx
+        mov     TS_FINE(%r10,%rcx,8), %eax
+        cmp     %edx, %eax
+        je      9f                                  /* ours */
+        test    %eax, %eax
+        jnz     8f                                  /* another key's */
+        cmpxchg %edx, TS_FINE(%r10,%rcx,8)          /* free: claim it (eax = 0) */
+        je      9f
+        cmp     %edx, %eax                          /* a handler claimed it first: for us? */
+        je      9f
+8:
+        inc     %ecx
+        dec     %edi
+        jnz     7b
+        jmp     10f                                 /* none: the log2 bucket has the call */
+9:
+        incl    TS_FINE+4(%r10,%rcx,8)
+10:
+.if \timeline
+        mov     -8(%rsp), %rax
+.endif
+        mov     -16(%rsp), %rdi
 .if \timeline
         /* One event in the ring. xadd reserves the slot in one instruction, so a signal
          * handler's timed call records into the next one. */
@@ -151,7 +206,7 @@ shimgen_\name\()_return:
         and     TS_EV_MASK(%r10), %rdx
         shl     $TL_EVENT_SHIFT, %rdx
         add     TS_EV(%r10), %rdx
-        mov     %rcx, 0(%rdx)                       /* start ticks */
+        mov     %rsi, 0(%rdx)                       /* start ticks */
         shl     $TL_INDEX_BITS, %rax
         shr     $TS_FSTATS_SHIFT, %rdi
         or      %rdi, %rax

@@ -83,35 +83,73 @@ struct shimgen_out *shimgen_open_output(const char *pattern, const char *what, i
                                   : forked_copy() ? OUT_DERIVED : OUT_SHARED, what);
 }
 
-/* The q-quantile (0 < q <= 1) of a function's latency histogram, in ticks, as
- * docs/design.md defines it (the same as `shimgen report`, shimgen/report.py percentiles):
- * each bucket's calls spread evenly over its range (bucket 0: [0, 2) ticks; bucket b:
- * [2^b, 2^(b+1))), the top non-empty bucket's range ending at the maximum `max` (never
- * below its lower edge); the value below which q * n of the n calls lie. 0 for an empty
- * histogram. */
-static double hist_quantile_ticks(const uint64_t *h, double q, double max)
+/* A function's latency distribution as ranges of ticks, in order: per non-empty log2
+ * bucket b, its fine buckets when the process's fine table holds every call of b, else b's
+ * own range (bucket 0: [0, 2) ticks; bucket b: [2^b, 2^(b+1))). docs/traceformat.md. */
+struct seg {
+    uint64_t lo, hi, n;
+};
+#define MAX_SEGS (TS_HIST_BUCKETS << TS_FINE_SUB_SHIFT)
+static struct seg segs[MAX_SEGS];
+
+static unsigned function_segments(unsigned i, struct seg *out)
 {
-    uint64_t n = 0;
-    int top = -1;
+    const uint64_t *h = shimgen_hist[i];
+    unsigned n = 0, home = fine_home(i, FINE_PROC_SLOTS_SHIFT);
     for (unsigned b = 0; b < TS_HIST_BUCKETS; b++) {
-        n += h[b];
-        if (h[b])
-            top = (int)b;
-    }
-    if (!n)
-        return 0.0;
-    double want = q * (double)n, below = 0.0;
-    for (int b = 0; b <= top; b++) {
         if (!h[b])
             continue;
-        double lo = b ? (double)(1ull << b) : 0.0, hi = (double)(1ull << (b + 1));
-        if (b == top)
+        unsigned first = fine_first(b), width = fine_end(b) - first;
+        uint64_t per[1u << TS_FINE_SUB_SHIFT] = {0}, sum = 0;
+        for (unsigned k = 0; k < width + FINE_PROC_PROBES - 1; k++) {
+            const struct finepair *e = &shimgen_fine[(home + first + k) & (FINE_PROC_SLOTS - 1)];
+            uint64_t key = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
+            if (fine_key_in(key, i, b)) {
+                uint64_t c = __atomic_load_n(&e->count, __ATOMIC_RELAXED);
+                per[(key & ((1u << TS_FINE_BITS) - 1)) - first] += c;
+                sum += c;
+            }
+        }
+        if (sum == h[b]) {
+            for (unsigned f = 0; f < width; f++)
+                if (per[f])
+                    out[n++] = (struct seg){fine_lo(first + f), fine_hi(first + f), per[f]};
+        } else
+            out[n++] = (struct seg){b ? 1ull << b : 0, b < 63 ? 2ull << b : UINT64_MAX, h[b]};
+    }
+    return n;
+}
+
+/* The q-quantile (0 < q <= 1) of `n` ranges, in ticks, as docs/report.md defines it (the
+ * same as `shimgen report`, shimgen/report.py percentiles): each range's calls spread
+ * evenly over it, the top range ending at the maximum `max` (never below its lower edge);
+ * the value below which q * calls of the calls lie. 0 for no calls. */
+static double quantile_ticks(const struct seg *s, unsigned n, double q, double max)
+{
+    double total = 0.0, below = 0.0;
+    for (unsigned k = 0; k < n; k++)
+        total += (double)s[k].n;
+    if (!n || total <= 0.0)
+        return 0.0;
+    double want = q * total;
+    for (unsigned k = 0; k < n; k++) {
+        double lo = (double)s[k].lo, hi = (double)s[k].hi;
+        if (k == n - 1)
             hi = max < lo ? lo : max < hi ? max : hi;
-        if (below + (double)h[b] >= want)
-            return lo + (hi - lo) * (want - below) / (double)h[b];
-        below += (double)h[b];
+        if (below + (double)s[k].n >= want)
+            return lo + (hi - lo) * (want - below) / (double)s[k].n;
+        below += (double)s[k].n;
     }
     return 0.0;
+}
+
+/* p50, p90 and p99 of function i, in ticks. */
+static void function_quantiles(unsigned i, double out[3])
+{
+    static const double qs[3] = {0.5, 0.9, 0.99};
+    unsigned n = function_segments(i, segs);
+    for (int k = 0; k < 3; k++)
+        out[k] = quantile_ticks(segs, n, qs[k], (double)shimgen_time_max[i]);
 }
 
 static const char *result_name(uint32_t code)
@@ -180,9 +218,11 @@ static void write_json_errors(struct shimgen_out *f)
                        (unsigned long long)shimgen_error_overflow);
 }
 
-/* "hist": the counts of the function's buckets, up to its last non-zero one. */
-static void write_json_hist(struct shimgen_out *f, const uint64_t *h)
+/* "hist": the counts of the function's log2 buckets, up to its last non-zero one; "fine":
+ * [bucket, count] of each fine bucket the process's table holds (docs/traceformat.md). */
+static void write_json_hist(struct shimgen_out *f, unsigned i)
 {
+    const uint64_t *h = shimgen_hist[i];
     unsigned last = 0;
     for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
         if (h[b])
@@ -190,6 +230,23 @@ static void write_json_hist(struct shimgen_out *f, const uint64_t *h)
     shimgen_out_printf(f, ", \"hist\": [");
     for (unsigned b = 0; b < last; b++)
         shimgen_out_printf(f, "%s%llu", b ? ", " : "", (unsigned long long)h[b]);
+    shimgen_out_printf(f, "], \"fine\": [");
+    int first = 1;
+    unsigned home = fine_home(i, FINE_PROC_SLOTS_SHIFT);
+    for (unsigned b = 0; b < last; b++) {
+        if (!h[b])
+            continue;
+        unsigned lo = fine_first(b), width = fine_end(b) - lo;
+        for (unsigned k = 0; k < width + FINE_PROC_PROBES - 1; k++) {
+            const struct finepair *e = &shimgen_fine[(home + lo + k) & (FINE_PROC_SLOTS - 1)];
+            if (fine_key_in(e->key, i, b) && e->count) {
+                shimgen_out_printf(f, "%s[%u, %llu]", first ? "" : ", ",
+                                   (unsigned)(e->key & ((1u << TS_FINE_BITS) - 1)),
+                                   (unsigned long long)e->count);
+                first = 0;
+            }
+        }
+    }
     shimgen_out_printf(f, "]");
 }
 
@@ -248,14 +305,15 @@ static int write_json(void)
                 continue;
             shimgen_out_printf(f, "%s\n    ", first ? "" : ",");
             shimgen_out_json_str(f, shimgen_names[i]);
-            double mx = (double)shimgen_time_max[i];
+            double mx = (double)shimgen_time_max[i], p[3];
+            function_quantiles(i, p);
             shimgen_out_printf(f, ": {\"calls\": %llu, \"total_ns\": %.0f, \"mean_ns\": %.1f, "
-                                  "\"max_ns\": %.0f, \"p50_ns\": %.1f, \"p99_ns\": %.1f",
+                                  "\"max_ns\": %.0f, \"p50_ns\": %.1f, \"p90_ns\": %.1f, "
+                                  "\"p99_ns\": %.1f",
                                (unsigned long long)c, shimgen_time_total[i] * k,
-                               shimgen_time_total[i] * k / (double)c, mx * k,
-                               hist_quantile_ticks(shimgen_hist[i], 0.5, mx) * k,
-                               hist_quantile_ticks(shimgen_hist[i], 0.99, mx) * k);
-            write_json_hist(f, shimgen_hist[i]);
+                               shimgen_time_total[i] * k / (double)c, mx * k, p[0] * k, p[1] * k,
+                               p[2] * k);
+            write_json_hist(f, i);
             shimgen_out_printf(f, "}");
             first = 0;
         }
@@ -293,17 +351,16 @@ static void write_table(void)
             (long)getpid(), shimgen_loaded_version, (unsigned long long)total, n);
     if (shimgen_cfg.trace == TRACE_TIME) {
         double k = shimgen_ns_per_tick();
-        fprintf(stderr, "%14s  %14s  %12s  %12s  %12s  %12s  %s\n", "calls", "total ms",
-                "mean ns", "p50 ns", "p99 ns", "max ns", "function");
+        fprintf(stderr, "%14s  %14s  %12s  %12s  %12s  %12s  %12s  %s\n", "calls", "total ms",
+                "mean ns", "p50 ns", "p90 ns", "p99 ns", "max ns", "function");
         for (unsigned i = 0; i < n; i++) {
             unsigned x = order[i];
-            fprintf(stderr, "%14llu  %14.3f  %12.1f  %12.0f  %12.0f  %12.0f  %s\n",
+            double p[3];
+            function_quantiles(x, p);
+            fprintf(stderr, "%14llu  %14.3f  %12.1f  %12.0f  %12.0f  %12.0f  %12.0f  %s\n",
                     (unsigned long long)shimgen_counts[x], shimgen_time_total[x] * k / 1e6,
-                    shimgen_time_total[x] * k / (double)shimgen_counts[x],
-                    hist_quantile_ticks(shimgen_hist[x], 0.5, (double)shimgen_time_max[x]) * k,
-                    hist_quantile_ticks(shimgen_hist[x], 0.99, (double)shimgen_time_max[x]) * k,
-                    shimgen_time_max[x] * k,
-                    shimgen_names[x]);
+                    shimgen_time_total[x] * k / (double)shimgen_counts[x], p[0] * k, p[1] * k,
+                    p[2] * k, shimgen_time_max[x] * k, shimgen_names[x]);
         }
         unsigned ne = gather_errors(by_count);
         if (ne || shimgen_error_overflow)
@@ -336,8 +393,8 @@ static void write_trace(void)
     if (shimgen_cfg.timeline)
         shimgen_write_timeline();
     /* With SHIMGEN_TRACE_DIR the file is the record (`shimgen report` prints it): no table,
-     * unless the file could not be made. */
-    int in_file = shimgen_tracefile_ready();
+     * unless the file could not be made or could not take every call (a full disk). */
+    int in_file = shimgen_tracefile_ready() && !shimgen_calls_missing;
     if (shimgen_cfg.trace_file[0] ? write_json() == 1 && !in_file : !in_file)
         write_table();
 }

@@ -64,12 +64,17 @@ static char *put_num(char *p, unsigned long n)
     return p;
 }
 
-static void say_once(const char *what, int e)
+#define IN_MEMORY "the trace is kept in memory and written at exit instead"
+#define ADDED_AT_EXIT                                                                      \
+    "the calls of threads that start from now on are counted (not timed) in memory and "  \
+    "added to a block of the file at exit (printed at exit when the file has none)"
+
+static void say_once(const char *what, int e, const char *instead)
 {
     if (__atomic_exchange_n(&tf_said, 1, __ATOMIC_RELAXED))
         return;
-    shimgen_say("shimgen: SHIMGEN_TRACE_DIR=%s: %s (%s); the trace is kept in memory and "
-                "written at exit instead\n", shimgen_cfg.trace_dir, what, strerror(e));
+    shimgen_say("shimgen: SHIMGEN_TRACE_DIR=%s: %s (%s); %s\n", shimgen_cfg.trace_dir, what,
+                strerror(e), instead);
 }
 
 /* Disk space for [off, off + len), the file grown to cover it, never shrunk: a page the
@@ -103,12 +108,12 @@ static int open_dir(void)
     if (fd < 0) {
         int e = errno;
         say_once(e == ELOOP || e == ENOTDIR ? "not a directory (a symbolic link is refused)"
-                                            : "cannot open the directory", e);
+                                            : "cannot open the directory", e, IN_MEMORY);
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
-        say_once("the directory is not yours", EPERM);
+        say_once("the directory is not yours", EPERM, IN_MEMORY);
         close(fd);
         return -1;
     }
@@ -144,11 +149,90 @@ static int create_file(int dirfd, char *name)
     return -1;
 }
 
-static void set_calibration(struct tf_header *h, int end)
+static int tf_calib_busy;
+
+/* Pair 1 replaced by a new reading when that one is better (stats.h); one thread at a time
+ * (another's update is skipped: it is as good), with calib_seq odd meanwhile, so that a
+ * reader of a file whose process died in between uses pair a. */
+static void update_calibration(struct tf_header *h)
 {
-    uint64_t t = shimgen_ticks(), ns = tf_clock(CLOCK_MONOTONIC);
-    __atomic_store_n(end ? &h->calib_ticks1 : &h->calib_ticks0, t, __ATOMIC_RELAXED);
-    __atomic_store_n(end ? &h->calib_ns1 : &h->calib_ns0, ns, __ATOMIC_RELAXED);
+    if (__atomic_exchange_n(&tf_calib_busy, 1, __ATOMIC_ACQUIRE))
+        return;
+    struct shimgen_calib start = {h->calib_ticks0, h->calib_ns0, h->calib_width0};
+    struct shimgen_calib now, cur = {h->calib_ticks1, h->calib_ns1, h->calib_width1};
+    shimgen_calib_read(&now);
+    if (shimgen_calib_better(&start, &cur, &now)) {
+        __atomic_store_n(&h->calib_seq, h->calib_seq + 1, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        h->calib_ticks1 = now.ticks;
+        h->calib_ns1 = now.ns;
+        h->calib_width1 = now.width;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        __atomic_store_n(&h->calib_seq, h->calib_seq + 1, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&tf_calib_busy, 0, __ATOMIC_RELEASE);
+}
+
+/* The first two pairs of a new file: pair 0 now, pair a (and 1) once far enough on. */
+static void start_calibration(struct tf_header *h)
+{
+    struct shimgen_calib c0, ca;
+    shimgen_calib_read(&c0);
+    shimgen_calib_after(&c0, &ca);
+    h->calib_ticks0 = c0.ticks, h->calib_ns0 = c0.ns, h->calib_width0 = c0.width;
+    h->calib_ticks_a = ca.ticks, h->calib_ns_a = ca.ns, h->calib_width_a = ca.width;
+    h->calib_ticks1 = ca.ticks, h->calib_ns1 = ca.ns, h->calib_width1 = ca.width;
+}
+
+/* Reads a small /proc file into buf (NUL-terminated); its length, 0 when it cannot. */
+static size_t read_small(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    size_t n = 0;
+    while (n + 1 < cap) {
+        ssize_t r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    return n;
+}
+
+/* The process's start time (field 22 of /proc/self/stat, after the name in parentheses,
+ * which may hold anything but ends at the last ')'); 0 when it cannot be read. */
+static uint64_t proc_start_time(void)
+{
+    char st[1024];
+    if (!read_small("/proc/self/stat", st, sizeof st))
+        return 0;
+    char *p = strrchr(st, ')');
+    if (!p)
+        return 0;
+    /* ") S ppid ...": field 3 is the state; field 22 is 19 fields further on */
+    for (int field = 2; field < 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (!p)
+            return 0;
+    }
+    uint64_t v = 0;
+    for (p++; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}
+
+static void boot_id(char *out, size_t cap)
+{
+    char b[64];
+    size_t n = read_small("/proc/sys/kernel/random/boot_id", b, sizeof b);
+    while (n && (b[n - 1] == '\n' || b[n - 1] == ' '))
+        b[--n] = '\0';
+    shimgen_copy_str(out, cap, b);
 }
 
 /* Make and map this process's file: header, names, no block yet. 0, or -1 (said). */
@@ -159,9 +243,10 @@ static int make_file(void)
         return -1;
     char name[96];
     int fd = create_file(dirfd, name);
-    close(dirfd);
     if (fd < 0) {
-        say_once("cannot create the trace file", errno);
+        int e = errno;
+        close(dirfd);
+        say_once("cannot create the trace file", e, IN_MEMORY);
         return -1;
     }
     size_t page = (size_t)sysconf(_SC_PAGESIZE), names = 0;
@@ -173,11 +258,17 @@ static int make_file(void)
     if (grow(fd, 0, (off_t)hlen) == 0 && fstat(fd, &st) == 0)
         m = mmap(NULL, hlen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
-        say_once("cannot write the trace file", errno);
+        /* (a full disk): the file is removed, so that no empty or partial file of ours is
+         * left to read as damage; this process's trace is kept in memory */
+        int e = errno;
         close(fd);
+        unlinkat(dirfd, name, 0);
+        close(dirfd);
+        say_once("cannot write the trace file", e, IN_MEMORY);
         return -1;
     }
     close(fd);
+    close(dirfd);
     struct tf_header *h = m;
     tf_stride = (sizeof(struct tstats) + page - 1) & ~(page - 1);
     *h = (struct tf_header){
@@ -193,10 +284,13 @@ static int make_file(void)
         .pid = getpid(), .ppid = getppid(), .state = TF_RUNNING,
         .mode = shimgen_cfg.timeline ? 3 : shimgen_cfg.trace == TRACE_TIME ? 2 : 1,
         .start_ns = tf_clock(CLOCK_REALTIME),
+        .off_fine = TS_FINE, .fine_slots = TS_FINE_SLOTS, .fine_bits = TS_FINE_BITS,
+        .fine_sub_shift = TS_FINE_SUB_SHIFT, .fine_probes = TS_FINE_PROBES,
+        .fine_hash = TS_FINE_HASH, .proc_start = proc_start_time(),
     };
     shimgen_copy_str(h->rank, sizeof h->rank, shimgen_cfg.rank);
-    set_calibration(h, 0);
-    set_calibration(h, 1);
+    boot_id(h->boot_id, sizeof h->boot_id);
+    start_calibration(h);
     shimgen_copy_str(h->shimgen_version, sizeof h->shimgen_version, SHIMGEN_VERSION);
     shimgen_copy_str(h->driver_version, sizeof h->driver_version, shimgen_loaded_version);
     shimgen_copy_str(h->driver_build_id, sizeof h->driver_build_id, shimgen_loaded_build_id);
@@ -280,8 +374,7 @@ void *shimgen_tracefile_block(int *anon)
         return NULL;
     int fd = reopen();
     if (fd < 0)
-        return say_once("the trace file is gone or replaced; new threads count in memory",
-                        errno), NULL;
+        return say_once("the trace file is gone or replaced", errno, ADDED_AT_EXIT), NULL;
     uint64_t k = __atomic_fetch_add(&tf_hdr->blocks_reserved, 1, __ATOMIC_ACQ_REL);
     off_t off = (off_t)(tf_hdr->blocks_off + k * tf_stride);
     void *p = MAP_FAILED;
@@ -290,10 +383,10 @@ void *shimgen_tracefile_block(int *anon)
     int e = errno;
     close(fd);
     if (p == MAP_FAILED)
-        return say_once("cannot add a block to the trace file; new threads count in memory",
-                        e), NULL;
+        return say_once("cannot add a block to the trace file", e, ADDED_AT_EXIT), NULL;
     __atomic_fetch_add(&tf_hdr->blocks_mapped, 1, __ATOMIC_RELEASE);
-    set_calibration(tf_hdr, 1);
+    ((struct tstats *)p)->in_file = 1;
+    update_calibration(tf_hdr);
     __atomic_store_n(&tf_hdr->unmapped_proc_addresses,
                      __atomic_load_n(&shimgen_unmapped_proc_addresses, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
@@ -310,7 +403,7 @@ int shimgen_tracefile_finish(uint64_t calls_missing)
         __atomic_load_n(&shimgen_unmapped_proc_addresses, __ATOMIC_RELAXED);
     h->calls_missing = calls_missing;
     h->end_ns = tf_clock(CLOCK_REALTIME);
-    set_calibration(h, 1);
+    update_calibration(h);
     __atomic_store_n(&h->state, TF_COMPLETE, __ATOMIC_RELEASE);
     return 1;
 }
@@ -335,18 +428,25 @@ void shimgen_tracefile_after_fork(void)
     tf_hdr = NULL;
     int fd = -1;
     if (make_file() == 0) {
-        /* Both clocks are the machine's: the parent's first pair lengthens the span. */
+        /* Both clocks are the machine's: the parent's first pair lengthens the span. The
+         * child's own pairs a and 1 are exact already against its own pair 0, and stay
+         * so against the parent's earlier one. */
         tf_hdr->calib_ns0 = parent->calib_ns0;
         tf_hdr->calib_ticks0 = parent->calib_ticks0;
+        tf_hdr->calib_width0 = parent->calib_width0;
         if ((fd = reopen()) < 0)
-            say_once("cannot reopen the trace file", errno);
+            say_once("cannot reopen the trace file", errno, IN_MEMORY);
     }
     munmap(parent, parent_len);
     uint64_t n = 0;
     for (struct tstats *b = shimgen_live_blocks; b; b = b->next)
         n++;
+    /* Claimed before the file grows to cover them (and mapped once moved): a child killed
+     * in between leaves a file whose blocks its header accounts for. */
+    if (fd >= 0)
+        tf_hdr->blocks_reserved = n;
     if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
-        say_once("cannot write the trace file", errno);
+        say_once("cannot write the trace file", errno, IN_MEMORY);
         close(fd);
         fd = -1;
     }
@@ -365,10 +465,11 @@ void shimgen_tracefile_after_fork(void)
         if (!moved && mmap(b, tf_stride, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
             memcpy((char *)b + TS_UNTIMED, keep, sizeof keep);
+        b->in_file = (uint64_t)moved;
         b = next;
     }
     if (fd >= 0) {
-        tf_hdr->blocks_reserved = tf_hdr->blocks_mapped = n;
+        tf_hdr->blocks_mapped = n;
         close(fd);
     } else {
         if (tf_hdr)

@@ -1,5 +1,5 @@
 /*
- * tracefile.h: the on-disk format of the binary trace file of SHIMGEN_TRACE_DIR (version 1,
+ * tracefile.h: the on-disk format of the binary trace file of SHIMGEN_TRACE_DIR (version 2,
  * documented field by field in docs/traceformat.md, read by shimgen/tracefile.py): the
  * header at offset 0, its offsets pinned here so that the document and the reader cannot
  * drift from the struct. The blocks after it are struct tstats (stats.h, layout.h), whose
@@ -41,6 +41,18 @@ struct tf_header {
     char driver_version[32];
     char driver_build_id[136];
     char driver_path[PATH_MAX];
+    /* The clocks' readings (stats.h, struct shimgen_calib): the widths of pairs 0 and 1;
+     * pair a, made with the file, before its magic, far enough from pair 0 to be exact to a
+     * part in CALIB_PARTS, never rewritten; calib_seq, odd while pair 1 is rewritten. */
+    uint64_t calib_width0, calib_width1;
+    uint64_t calib_ns_a, calib_ticks_a, calib_width_a;
+    uint64_t calib_seq;
+    /* The process's identity across exec, which keeps its pid and its start time: the start
+     * (/proc/self/stat field 22, clock ticks since boot) and the boot (boot_id). */
+    uint64_t proc_start;
+    char boot_id[40];
+    /* The fine histograms of a block (layout.h). */
+    uint32_t off_fine, fine_slots, fine_bits, fine_sub_shift, fine_probes, fine_hash;
 };
 _Static_assert(offsetof(struct tf_header, blocks_reserved) == 120, "header layout");
 _Static_assert(offsetof(struct tf_header, pid) == 136, "header layout");
@@ -48,6 +60,9 @@ _Static_assert(offsetof(struct tf_header, mode) == 168, "header layout");
 _Static_assert(offsetof(struct tf_header, calib_ns0) == 192, "header layout");
 _Static_assert(offsetof(struct tf_header, shimgen_version) == 240, "header layout");
 _Static_assert(offsetof(struct tf_header, driver_path) == 440, "header layout");
-_Static_assert(sizeof(struct tf_header) == 440 + PATH_MAX, "header layout");
+_Static_assert(offsetof(struct tf_header, calib_width0) == 440 + PATH_MAX, "header layout");
+_Static_assert(offsetof(struct tf_header, proc_start) == 488 + PATH_MAX, "header layout");
+_Static_assert(offsetof(struct tf_header, off_fine) == 536 + PATH_MAX, "header layout");
+_Static_assert(sizeof(struct tf_header) == 560 + PATH_MAX, "header layout");
 
 #endif

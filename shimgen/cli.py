@@ -239,7 +239,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _add_run(sub) -> None:
-    from .run import TRACE_MODES
+    from .run import DEFAULT_TRACE, TRACE_MODES
 
     r = sub.add_parser("run", help="run a command under the shim (built once per driver and "
                                    "cached) and report its driver calls",
@@ -248,9 +248,9 @@ def _add_run(sub) -> None:
                        "end. Exit status: the command's (128+N if signal N killed it).")
     r.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick); "
                                     "also given to the shim as SHIMGEN_DRIVER")
-    r.add_argument("--trace", choices=list(TRACE_MODES), default="counts",
-                   help="counts (default), time (per-call times) or timeline (also a "
-                        "Chrome trace per process)")
+    r.add_argument("--trace", choices=list(TRACE_MODES), default=DEFAULT_TRACE,
+                   help=f"counts (calls only), time (calls, times and error returns) or "
+                        f"timeline (also a Chrome trace per process); default {DEFAULT_TRACE}")
     r.add_argument("--gates", metavar="SEL",
                    help="gate selection, as SHIMGEN_GATES takes it (gdr,dmabuf or "
                         "-gdr,-dmabuf): runs a shim with gates baked in")
@@ -335,7 +335,7 @@ def _fast_run(argv: list[str]):
     the line: it stays the judge of every usage error. Gives what argparse would give."""
     from types import SimpleNamespace
 
-    from .run import TRACE_MODES
+    from .run import DEFAULT_TRACE, TRACE_MODES
 
     if argv[:1] != ["run"]:
         return None
@@ -355,10 +355,10 @@ def _fast_run(argv: list[str]):
         got[_RUN_VALUES[opt]] = value
         i += 1
     command = argv[i:]
-    if command in ([], ["--"]) or got.get("trace", "counts") not in TRACE_MODES:
+    if command in ([], ["--"]) or got.get("trace", DEFAULT_TRACE) not in TRACE_MODES:
         return None
     return SimpleNamespace(command=command, driver=got.get("driver"),
-                           trace=got.get("trace", "counts"), gates=got.get("gates"),
+                           trace=got.get("trace", DEFAULT_TRACE), gates=got.get("gates"),
                            gate_profile=got.get("gate_profile"), out=got.get("out"),
                            func=_cmd_run)
 

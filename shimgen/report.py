@@ -9,17 +9,18 @@ report of a thousand processes must start and finish fast."""
 from __future__ import annotations
 
 import os
-from itertools import compress
+import stat
+from math import isfinite
 from pathlib import Path
 
 from .errors import ShimgenError
-from .runenv import RUN_JSON, TRACE_SUFFIX, TRACES
-from .tracemodel import HIST_BUCKETS, ProcessTrace
+from .runenv import NOTICES, RUN_JSON, TRACE_SUFFIX, TRACES
+from .tracemodel import HIST_BUCKETS, NOT_FINISHED, ProcessTrace, tick_segments
 
 # The layout of a run directory (`shimgen run`) is runenv.py's; other traces are JSON.
 JSON_SUFFIX = ".json"
 BY = ("rank", "pid")  # --by
-_DOWN = range(HIST_BUCKETS - 1, -1, -1)
+NOTICES_MAX_BYTES = 1 << 20  # what is read of notices.log; the rest is said to be left
 
 
 def _load_shimtrace(path: Path) -> ProcessTrace:
@@ -46,8 +47,9 @@ READERS = {TRACE_SUFFIX: _load_shimtrace, JSON_SUFFIX: _load_json_trace}
 def _looks_like_json_trace(path: Path) -> bool:
     """The shim writes "shimgen" as a JSON trace's first key; a timeline or run.json does
     not (both are then also checked by content when read)."""
-    try:
-        with open(path, "rb") as f:  # a regular file (os.scandir said so)
+    try:  # a regular file (os.scandir said so); should it be a FIFO now, never waited on
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
             head = f.read(64)
     except OSError as e:
         raise ShimgenError(f"{path}: cannot read it: {e.strerror or e}") from None
@@ -59,7 +61,7 @@ class Source:
     """One path given to `shimgen report`: a trace file, or a directory (a run). (Plain
     classes in this module, not dataclasses: see tracemodel.py.)"""
 
-    __slots__ = ("path", "is_run", "processes", "run", "run_problem")
+    __slots__ = ("path", "is_run", "processes", "run", "run_problem", "unreadable", "notices")
 
     def __init__(self, path: Path, is_run: bool,
                  processes: list[ProcessTrace] | None = None) -> None:
@@ -68,10 +70,85 @@ class Source:
         self.processes: list[ProcessTrace] = [] if processes is None else processes
         self.run: dict | None = None  # run.json, when the directory has one
         self.run_problem = ""  # why run.json could not be used
+        # (path, why) of each file of a run that could not be read: left out of the totals
+        self.unreadable: list[tuple[str, str]] = []
+        self.notices: Notices | None = None  # the run's notices.log, when it has one
 
     @property
     def name(self) -> str:
         return str(self.path)
+
+
+class Notices:
+    """What the shim said in a run's notices.log, a line per notice, "[pid N] " first. A
+    message is its line without that prefix; the same message from several processes is one
+    kind, counted; kinds are in the order first seen."""
+
+    __slots__ = ("path", "total", "kinds", "unread", "problem")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.total = 0  # notices (lines) read
+        self.kinds: dict[str, int] = {}  # message -> notices
+        self.unread = 0  # bytes past NOTICES_MAX_BYTES, not read
+        self.problem = ""  # why the file was not read
+
+
+def notice_message(line: str) -> str:
+    """A notice's message: the line without the "[pid N] " the shim writes first."""
+    if line.startswith("[pid "):
+        end = line.find("] ", 5)
+        if end > 5 and line[5:end].isascii() and line[5:end].isdigit():
+            return line[end + 2:]
+    return line
+
+
+def read_notices(path: Path) -> Notices | None:
+    """A run's notices.log, None when there is none. Read with care, as anything may be in
+    its place: never through a symbolic link, only a regular file (opened without blocking,
+    so a FIFO is refused, never waited on), at most NOTICES_MAX_BYTES of it."""
+    import errno
+
+    notices = Notices(str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                     | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        notices.problem = ("a symbolic link, not followed" if e.errno == errno.ELOOP
+                           else f"cannot read it: {e.strerror or e}")
+        return notices
+    chunks: list[bytes] = []
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            notices.problem = "not a regular file"
+            return notices
+        left = NOTICES_MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        notices.problem = f"cannot read it: {e.strerror or e}"
+        return notices
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    lines = raw[:NOTICES_MAX_BYTES].split(b"\n")
+    if len(raw) > NOTICES_MAX_BYTES:
+        notices.unread = max(st.st_size, len(raw)) - NOTICES_MAX_BYTES + len(lines[-1])
+        lines.pop()  # cut short: the rest of it is not read
+    for line in lines:
+        text = line.decode("utf-8", "replace").rstrip("\r")
+        if text.strip():
+            message = notice_message(text)
+            notices.total += 1
+            notices.kinds[message] = notices.kinds.get(message, 0) + 1
+    return notices
 
 
 def _read_run_metadata(src: Source) -> None:
@@ -91,9 +168,17 @@ def _read_run_metadata(src: Source) -> None:
         src.run_problem = f"{path}: not an object"
 
 
-def _trace_files(directory: Path) -> list[Path]:
+def _why(e: Exception, path: Path | str) -> str:
+    """A reader's one line ("PATH: reason") without the path."""
+    msg = str(e)
+    return msg[len(f"{path}: "):] if msg.startswith(f"{path}: ") else msg
+
+
+def _trace_files(directory: Path, unreadable: list[tuple[str, str]]) -> list[Path]:
     """The binary traces by their suffix; the JSON traces by content, whatever their name
-    (the shim names a process's trace `<name>.<pid>` when SHIMGEN_TRACE_FILE has no %p)."""
+    (the shim names a process's trace `<name>.<pid>` when SHIMGEN_TRACE_FILE has no %p).
+    What cannot be looked at (traces/ or a file that cannot be listed or opened) goes to
+    `unreadable`."""
     found = []
     for d in (directory, directory / TRACES):
         try:
@@ -101,14 +186,21 @@ def _trace_files(directory: Path) -> list[Path]:
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as e:
-            raise ShimgenError(f"{d}: cannot list it: {e.strerror or e}") from None
+            if d == directory:
+                raise ShimgenError(f"{d}: cannot list it: {e.strerror or e}") from None
+            unreadable.append((str(d), f"cannot list it: {e.strerror or e}"))
+            continue
         for e in entries:
             if e.name.startswith(".") or not e.is_file():
                 continue  # the shim's temporary files start with "."
             path = Path(e.path)
-            if e.name.endswith(TRACE_SUFFIX) or (
-                    e.name != RUN_JSON and _looks_like_json_trace(path)):
-                found.append(path)
+            try:
+                if e.name.endswith(TRACE_SUFFIX) or (
+                        e.name != RUN_JSON and e.name != NOTICES
+                        and _looks_like_json_trace(path)):
+                    found.append(path)
+            except ShimgenError as err:
+                unreadable.append((str(path), _why(err, path)))
     return found
 
 
@@ -127,22 +219,95 @@ def _read_file(path: Path, *, skip_other_json: bool) -> ProcessTrace | None:
 
 
 def load_source(path: Path, *, explicit: bool = True) -> Source:
-    """The traces at one path. A file must be a trace; a directory must hold at least one,
-    or be a run (run.json) whose command made no traced call."""
+    """The traces at one path. A file must be a trace (one that cannot be read is refused).
+    A directory is a run: every trace in it that can be read, and each one that cannot in
+    `unreadable` with why (one bad file does not lose the run), and its notices. It must
+    hold a trace, readable or not, or run.json (a run whose command made no traced call);
+    unless `explicit`, nothing is refused."""
     if path.is_dir():
         src = Source(path, is_run=True)
         _read_run_metadata(src)
-        for f in _trace_files(path):
-            trace = _read_file(f, skip_other_json=True)
+        for f in _trace_files(path, src.unreadable):
+            try:
+                trace = _read_file(f, skip_other_json=True)
+            except ShimgenError as e:
+                src.unreadable.append((str(f), _why(e, f)))
+                continue
+            except Exception as e:  # a reader's mistake: this file is left out, not the run
+                src.unreadable.append((str(f), "internal error reading it, please report "
+                                               f"it: {type(e).__name__}: {e}"))
+                continue
             if trace is not None:
                 src.processes.append(trace)
+        src.notices = read_notices(path / NOTICES)
         if not src.processes and src.run is None and explicit:
+            if src.unreadable:
+                f, why = src.unreadable[0]
+                more = len(src.unreadable) - 1
+                raise ShimgenError(f"{path}: no trace in it could be read, and no {RUN_JSON}: "
+                                   f"{f}: {why}" + (f" (and {more} more)" if more else ""))
             raise ShimgenError(f"{path}: no traces in it (no *{TRACE_SUFFIX} or shimgen "
                                f"JSON trace in it or in {TRACES}/, and no {RUN_JSON})")
         return src
     if not path.exists():
         raise ShimgenError(f"{path}: no such file or directory")
     return Source(path, is_run=False, processes=[_read_file(path, skip_other_json=False)])
+
+
+# ---- processes: the traces of one process, across exec ----------------------------------
+
+class Process:
+    """One process: its traces, one per program it ran, in the order they ran. exec keeps
+    the process (its pid, and its start time in its boot), so every trace but the last ended
+    in an exec, not a death; the last says whether the process completed."""
+
+    __slots__ = ("traces",)
+
+    def __init__(self, traces: list[ProcessTrace]) -> None:
+        self.traces = traces
+
+    @property
+    def last(self) -> ProcessTrace:
+        return self.traces[-1]
+
+    @property
+    def complete(self) -> bool:
+        return self.traces[-1].complete
+
+    @property
+    def execs(self) -> int:
+        return len(self.traces) - 1
+
+
+def _ran_order(t: ProcessTrace) -> tuple:
+    """A process's traces in the order they ran: by their first traced call (a trace with
+    none first); at the same time, one that did not finish its file first."""
+    return (t.start_ns is not None, t.start_ns or 0, t.complete)
+
+
+def processes_of(traces: list[ProcessTrace]) -> list[Process]:
+    """The traces as processes, in the order of their first trace. Traces of the same
+    (boot_id, pid, proc_start), from the same reader, are one process that exec'd; a trace
+    whose reader does not know that identity is a process of its own."""
+    out: list[Process] = []
+    by_id: dict[tuple, Process] = {}
+    for t in traces:
+        if t.proc_start is None or not t.boot_id:
+            out.append(Process([t]))
+            continue
+        key = (t.boot_id, t.pid, t.proc_start, t.source)
+        p = by_id.get(key)
+        if p is None:
+            p = by_id[key] = Process([t])
+            out.append(p)
+        else:
+            p.traces.append(t)
+    for p in by_id.values():
+        if len(p.traces) > 1:
+            p.traces.sort(key=_ran_order)
+            for t in p.traces[:-1]:  # ended by exec: not a death, no note of one
+                t.notes = [n for n in t.notes if n != NOT_FINISHED]
+    return out
 
 
 # ---- merging ---------------------------------------------------------------------------
@@ -158,7 +323,7 @@ class Merged:
         self.timed_calls = 0  # calls of the processes that timed it
         self.total_ns = 0.0  # over those processes
         self.max_ns: float | None = None
-        self.hists: list = []  # (ns_per_tick, hist, max_ns) per process
+        self.hists: list = []  # (ns_per_tick, hist, max_ns, fine) per process
         self.hist_calls = 0  # calls that the histograms cover
         self.errors: dict[int, int] = {}
         self.errors_known = True  # every process that called it counted its errors
@@ -183,54 +348,47 @@ class Merged:
         return percentiles(merged_segments(self.hists), qs)
 
 
-def bucket_edges_ns(bucket: int, ns_per_tick: float) -> tuple[float, float]:
-    """A histogram bucket's range in ns: bucket 0 holds 0 or 1 tick, [0, 2); bucket b >= 1
-    holds [2**b, 2**(b+1)) ticks."""
-    lo = 0.0 if bucket == 0 else float(1 << bucket) * ns_per_tick
-    return lo, float(1 << (bucket + 1)) * ns_per_tick
-
-
-def hist_segments(hist: list[int], ns_per_tick: float,
-                  max_ns: float | None) -> list[tuple[float, float, int]]:
-    """One process's histogram as (lo_ns, hi_ns, calls) ranges, the top non-empty bucket's
-    upper edge lowered to the process's max_ns (never below the bucket's lower edge)."""
-    top = next(compress(_DOWN, reversed(hist)), -1)
-    out = [(*bucket_edges_ns(b, ns_per_tick), hist[b]) for b in range(top) if hist[b]]
-    if top >= 0:
-        out.append(top_segment(top, hist[top], ns_per_tick, max_ns))
+def hist_segments(hist: list[int], ns_per_tick: float, max_ns: float | None,
+                  fine: dict[int, int] | None = None) -> list[tuple[float, float, int]]:
+    """One process's histogram of a function as (lo_ns, hi_ns, calls) ranges: its fine
+    buckets where they hold every call of a log2 bucket, else the log2 bucket
+    (tracemodel.tick_segments), the top range's upper edge lowered to the process's max_ns
+    (never below its lower edge)."""
+    ticks = tick_segments(hist, fine)
+    out = [(lo * ns_per_tick, hi * ns_per_tick, c) for lo, hi, c in ticks[:-1]]
+    if ticks:
+        out.append(top_segment(ticks[-1], ns_per_tick, max_ns))
     return out
 
 
-def top_segment(top: int, calls: int, ns_per_tick: float,
+def top_segment(seg: tuple[int, int, int], ns_per_tick: float,
                 max_ns: float | None) -> tuple[float, float, int]:
-    """The top non-empty bucket's range: its upper edge lowered to max_ns."""
-    lo, hi = bucket_edges_ns(top, ns_per_tick)
+    """The top non-empty range (in ticks) in ns: its upper edge lowered to max_ns."""
+    lo, hi = seg[0] * ns_per_tick, seg[1] * ns_per_tick
     if max_ns is not None:
         hi = max(lo, min(hi, max_ns))
-    return lo, hi, calls
+    return lo, hi, seg[2]
 
 
 def merged_segments(hists: list) -> list[tuple[float, float, int]]:
-    """`hist_segments` of every (ns_per_tick, hist, max_ns), with the buckets below each
-    process's top one summed first across the processes of the same ns_per_tick (the
-    same ranges): a thousand processes give a thousand ranges, not tens of thousands."""
+    """`hist_segments` of every (ns_per_tick, hist, max_ns[, fine]), with the ranges below
+    each process's top one summed first across the processes of the same ns_per_tick (the
+    same ranges): a thousand processes give a few thousand ranges, not millions."""
     if len(hists) == 1:  # --by pid, or a process of its own
-        npt, hist, max_ns = hists[0]
-        return hist_segments(hist, npt, max_ns)
-    by_tick: dict[float, tuple[list, list]] = {}
+        npt, hist, max_ns, *rest = hists[0]
+        return hist_segments(hist, npt, max_ns, rest[0] if rest else None)
+    by_tick: dict[float, dict[tuple[int, int], int]] = {}
     out = []
-    for npt, hist, max_ns in hists:
-        top = next(compress(_DOWN, reversed(hist)), -1)
-        if top >= 0:
-            group, tops = by_tick.setdefault(npt, ([], []))
-            group.append(hist)
-            tops.append(top)
-            out.append(top_segment(top, hist[top], npt, max_ns))
-    for npt, (group, tops) in by_tick.items():
-        summed = [sum(column) for column in zip(*group, strict=True)]
-        for hist, top in zip(group, tops, strict=True):
-            summed[top] -= hist[top]  # in `out` already, with its own upper edge
-        out.extend((*bucket_edges_ns(b, npt), c) for b, c in enumerate(summed) if c)
+    for npt, hist, max_ns, *rest in hists:
+        ticks = tick_segments(hist, rest[0] if rest else None)
+        if not ticks:
+            continue
+        group = by_tick.setdefault(npt, {})
+        for lo, hi, c in ticks[:-1]:
+            group[lo, hi] = group.get((lo, hi), 0) + c
+        out.append(top_segment(ticks[-1], npt, max_ns))
+    for npt, group in by_tick.items():
+        out.extend((lo * npt, hi * npt, c) for (lo, hi), c in group.items())
     return out
 
 
@@ -308,7 +466,7 @@ def merge(processes: list[ProcessTrace]) -> dict[str, Merged]:
             if fs.max_ns is not None and (m.max_ns is None or fs.max_ns > m.max_ns):
                 m.max_ns = fs.max_ns
             if fs.hist is not None and p.ns_per_tick and len(fs.hist) == HIST_BUCKETS:
-                m.hists.append((p.ns_per_tick, fs.hist, fs.max_ns))
+                m.hists.append((p.ns_per_tick, fs.hist, fs.max_ns, fs.fine))
                 m.hist_calls += sum(fs.hist)
             if not counted:
                 m.errors_known = False
@@ -320,29 +478,42 @@ def merge(processes: list[ProcessTrace]) -> dict[str, Merged]:
 class Group:
     """Processes reported together: all of them, or those of one rank or pid."""
 
-    __slots__ = ("key", "processes", "functions")
+    __slots__ = ("key", "processes", "functions", "procs")
 
     def __init__(self, key: str, processes: list[ProcessTrace],
-                 functions: dict[str, Merged]) -> None:
+                 functions: dict[str, Merged], procs: list[Process] | None = None) -> None:
         self.key = key  # "all", the rank, or the pid
-        self.processes = processes
+        self.processes = processes  # the traces, one per program a process ran
         self.functions = functions
+        # the processes those traces are: one per process, however many programs it ran
+        self.procs = processes_of(processes) if procs is None else procs
 
 
 def _rank_order(key: str) -> tuple:
-    return (0, int(key), "") if key.isdigit() else (1, 0, key)
+    return (0, int(key), "") if key.isascii() and key.isdigit() else (1, 0, key)
 
 
 def groups(processes: list[ProcessTrace], by: str | None) -> list[Group]:
+    """The traces reported together: all of them, or one group per rank or pid. A process
+    that exec'd is in one group, that of its last trace."""
+    procs = processes_of(processes)
     if by is None:
-        return [Group("all", processes, merge(processes))]
+        functions = merge(processes)
+        check_sums(functions, processes)
+        return [Group("all", processes, functions, procs)]
     if by not in BY:
         raise ShimgenError(f"--by {by}: one of {', '.join(BY)}")
-    split: dict[str, list[ProcessTrace]] = {}
-    for p in processes:
+    split: dict[str, list[Process]] = {}
+    for proc in procs:
+        p = proc.last
         key = str(p.pid) if by == "pid" else (p.rank if p.rank is not None else "-")
-        split.setdefault(key, []).append(p)
-    return [Group(k, split[k], merge(split[k])) for k in sorted(split, key=_rank_order)]
+        split.setdefault(key, []).append(proc)
+    out = []
+    for k in sorted(split, key=_rank_order):
+        traces = [t for proc in split[k] for t in proc.traces]
+        out.append(Group(k, traces, merge(traces), split[k]))
+        check_sums(out[-1].functions, traces)
+    return out
 
 
 def sorted_functions(functions: dict[str, Merged]) -> list[tuple[str, Merged]]:
@@ -370,6 +541,40 @@ def _sources(paths: list[Path]) -> list[Source]:
     return [load_source(p) for p in paths]
 
 
+def check_sums(functions: dict[str, Merged], processes: list[ProcessTrace]) -> None:
+    """Times that are each in range can add up past the range of a float: refused with one
+    line naming the function and the trace with the largest share, never an infinite total
+    (nor `Infinity` in the JSON)."""
+    grand = 0.0
+    for name, m in functions.items():
+        if not m.timed:
+            continue
+        if not isfinite(m.total_ns) or (m.max_ns is not None and not isfinite(m.max_ns)):
+            having = [p for p in processes if name in p.functions
+                      and p.functions[name].total_ns is not None]
+            worst = max(having, key=lambda p: p.functions[name].total_ns, default=None)
+            where = "" if worst is None else (
+                f" (the largest: total_ns {worst.functions[name].total_ns:.6g} in {worst.path})")
+            raise ShimgenError(f"report: {name}: its total time over {len(having)} traces is "
+                               f"too large to add up{where}: a trace's times are wrong")
+        grand += m.total_ns
+    if not isfinite(grand):
+        raise ShimgenError("report: the total time of all functions is too large to add up: "
+                           "a trace's times are wrong")
+
+
+def _csv_leaves_out(sources: list[Source], fmt: str) -> None:
+    """The CSV has the numbers only: that some files could not be read is said on stderr."""
+    n = sum(len(s.unreadable) for s in sources)
+    if fmt == "csv" and n:
+        import sys
+
+        some, verb, them = (f"{n} trace files", "are", "them") if n > 1 else (
+            "1 trace file", "is", "it")
+        print(f"shimgen: warning: {some} could not be read and {verb} left out of these "
+              f"numbers (the table and --json name {them})", file=sys.stderr)
+
+
 def report(paths: list[Path], *, by: str | None = None, fmt: str = "text") -> str:
     """What `shimgen report` prints for these paths (cli.py parses the arguments)."""
     from . import report_format
@@ -380,12 +585,16 @@ def report(paths: list[Path], *, by: str | None = None, fmt: str = "text") -> st
             raise ShimgenError("report: --by goes with one run, not with two compared")
         from . import report_compare
 
-        return report_compare.render(sources[0], sources[1], fmt)
+        out = report_compare.render(sources[0], sources[1], fmt)
+        _csv_leaves_out(sources, fmt)
+        return out
     processes = [p for s in sources for p in s.processes]
     run = sources[0] if sources[0].is_run else None
     if not processes and run is None:
         raise ShimgenError("report: no traces")
-    return report_format.render(sources, groups(processes, by), by, fmt)
+    out = report_format.render(sources, groups(processes, by), by, fmt)
+    _csv_leaves_out(sources, fmt)
+    return out
 
 
 def summary_for_run(run_dir: Path) -> str:

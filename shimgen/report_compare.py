@@ -7,10 +7,19 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 
-from .report import Merged, Source, merge
-from .report_format import DIED, code_name, source_header, source_json
+from .report import Merged, Source, check_sums, merge, processes_of
+from .report_format import (
+    DIED,
+    code_name,
+    dump_json,
+    notices_json,
+    printable,
+    shown,
+    source_header,
+    source_json,
+    unreadable_json,
+)
 
 SCHEMA = "shimgen-report-compare"
 SCHEMA_VERSION = 1
@@ -67,10 +76,11 @@ def _num(v, scale: float = 1.0, digits: int = 0) -> str:
 
 
 def _side(label: str, s: Source) -> str:
-    n = len(s.processes)
-    died = sum(not p.complete for p in s.processes)
-    versions = sorted({p.driver_version or "unknown" for p in s.processes})
-    return (f"{label}  {s.name}: {n} process{'' if n == 1 else 'es'}"
+    procs = processes_of(s.processes)
+    n = len(procs)
+    died = sum(not p.complete for p in procs)
+    versions = sorted({shown(p.driver_version or "unknown") for p in s.processes})
+    return (f"{label}  {shown(s.name)}: {n} process{'' if n == 1 else 'es'}"
             + (f" ({died} died: {DIED})" if died else "")
             + (f", driver {', '.join(versions)}" if versions else ""))
 
@@ -86,18 +96,18 @@ def _text(a: Source, b: Source, frows: list[dict], erows: list[dict]) -> str:
         lines.append(f"{r['calls_a']:>12} {r['calls_b']:>12} "
                      f"{r['calls_b'] - r['calls_a']:>+12} {_num(r['total_ns_a'], 1e6, 3):>12} "
                      f"{_num(r['total_ns_b'], 1e6, 3):>12} {_num(r['errors_a']):>9} "
-                     f"{_num(r['errors_b']):>9}  {r['function']}{mark}")
+                     f"{_num(r['errors_b']):>9}  {shown(r['function'])}{mark}")
     lines.append("")
     if not erows:
         lines.append("errors: none in either run")
     else:
-        width = max(len("function"), *(len(r["function"]) for r in erows))
+        width = max(len("function"), *(len(shown(r["function"])) for r in erows))
         lines.append("errors (non-success returns), largest change first:")
         lines.append(f"{'function':<{width}}  {'code':>5}  {'name':<40} {'A':>10} {'B':>10} "
                      f"{'change':>10}")
         for r in erows:
             mark = f"  ({r['status']})" if r["status"] else ""
-            lines.append(f"{r['function']:<{width}}  {r['code']:>5}  {r['name']:<40} "
+            lines.append(f"{shown(r['function']):<{width}}  {r['code']:>5}  {r['name']:<40} "
                          f"{r['count_a']:>10} {r['count_b']:>10} "
                          f"{r['count_b'] - r['count_a']:>+10}{mark}")
     return "\n".join(lines) + "\n"
@@ -105,17 +115,20 @@ def _text(a: Source, b: Source, frows: list[dict], erows: list[dict]) -> str:
 
 def render(a: Source, b: Source, fmt: str) -> str:
     fa, fb = merge(a.processes), merge(b.processes)
+    check_sums(fa, a.processes)
+    check_sums(fb, b.processes)
     frows, erows = function_rows(fa, fb), error_rows(fa, fb)
     if fmt == "json":
-        side = [dict(source_json(s), processes=len(s.processes)) for s in (a, b)]
-        return json.dumps({"schema": SCHEMA, "version": SCHEMA_VERSION, "a": side[0],
-                           "b": side[1], "order": ORDER, "functions": frows,
-                           "errors": erows}, indent=1) + "\n"
+        side = [dict(source_json(s), processes=len(processes_of(s.processes)),
+                     unreadable=unreadable_json([s]), notices=notices_json(s.notices))
+                for s in (a, b)]
+        return dump_json({"schema": SCHEMA, "version": SCHEMA_VERSION, "a": side[0],
+                          "b": side[1], "order": ORDER, "functions": frows, "errors": erows})
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(CSV_COLUMNS)
         for r in frows:
             w.writerow(["" if r[c] is None else r[c] for c in CSV_COLUMNS])
-        return buf.getvalue()
-    return _text(a, b, frows, erows)
+        return printable(buf.getvalue())
+    return printable(_text(a, b, frows, erows))

@@ -1,19 +1,37 @@
 """How `shimgen report` prints one run (or merged trace files): the header, the per-function
-table (calls, total, mean, p50, p99, max, errors), the errors section, and the same data as
-JSON (schema `shimgen-report`, docs/report.md) or CSV."""
+table (calls, total, mean, p50, p90, p99, max, errors), the errors section, and the same data
+as JSON (schema `shimgen-report`, docs/report.md) or CSV. Text from the traces, the file
+names and the shim's notices is shown escaped, each a printable line."""
 
 from __future__ import annotations
 
+from itertools import islice
+from math import isfinite
+
 # csv, io, json, shlex and the table of CUDA facts are imported where they are used: the
 # plain table of a run with no errors (what `shimgen run` prints) needs none of them.
-from .report import Group, Merged, Source, sorted_functions
+from .errors import ShimgenError
+from .report import NOTICES_MAX_BYTES, Group, Merged, Notices, Source, sorted_functions
 
 SCHEMA = "shimgen-report"
 SCHEMA_VERSION = 1
-CSV_COLUMNS = ("by", "group", "function", "calls", "total_ns", "mean_ns", "p50_ns", "p99_ns",
-               "max_ns", "errors")
+CSV_COLUMNS = ("by", "group", "function", "calls", "total_ns", "mean_ns", "p50_ns", "p90_ns",
+               "p99_ns", "max_ns", "errors")
+QUANTILES = (0.50, 0.90, 0.99)  # p50, p90, p99
 DIED = "counts exact up to its last call"
 LISTED = 8  # pids or ranks named before "... (N in all)"
+UNREADABLE_SHOWN = 20  # unreadable files named in the table before "... and N more"
+NOTICES_SHOWN = 10  # kinds of notice shown before "... and N more kinds"
+CUT = 300  # characters of a notice or a reason shown
+_DIGITS = str.maketrans("0123456789", "#" * 10)
+
+
+def shown(text: str, limit: int | None = None) -> str:
+    """Text from a trace, a file's name or the shim's notices as one printable line:
+    control characters and undecodable bytes escaped; cut at `limit` characters."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if limit is None or len(text) <= limit else text[:limit] + "..."
 
 
 def code_name(code: int) -> str:
@@ -24,10 +42,14 @@ def code_name(code: int) -> str:
 
 def function_row(name: str, m: Merged) -> dict:
     """One function's numbers; None where the traces do not have them."""
-    p50, p99 = m.percentiles(0.50, 0.99)
+    p50, p90, p99 = m.percentiles(*QUANTILES)
+    for q, v in zip(QUANTILES, (p50, p90, p99), strict=True):
+        if v is not None and not isfinite(v):
+            raise ShimgenError(f"report: {shown(name, CUT)}: its p{round(q * 100)} is {v}: a "
+                               "trace's histogram or ns_per_tick is wrong")
     return {"function": name, "calls": m.calls,
             "total_ns": m.total_ns if m.timed else None, "mean_ns": m.mean_ns,
-            "p50_ns": p50, "p99_ns": p99,
+            "p50_ns": p50, "p90_ns": p90, "p99_ns": p99,
             "max_ns": m.max_ns, "errors": m.error_count}
 
 
@@ -71,7 +93,7 @@ def run_outcome(src: Source) -> str:
 
 
 def _listing(items: list[str]) -> str:
-    if len(items) > 2 and all(i.isdigit() for i in items):
+    if len(items) > 2 and all(i.isascii() and i.isdigit() for i in items):
         nums = sorted(int(i) for i in items)
         if nums == list(range(nums[0], nums[0] + len(nums))):
             return f"{nums[0]}-{nums[-1]}"
@@ -81,14 +103,17 @@ def _listing(items: list[str]) -> str:
 
 def _ranks(g: Group) -> list[str]:
     return sorted({p.rank for p in g.processes if p.rank is not None},
-                  key=lambda r: (0, int(r), "") if r.isdigit() else (1, 0, r))
+                  key=lambda r: (0, int(r), "") if r.isascii() and r.isdigit() else (1, 0, r))
 
 
 def _drivers(g: Group) -> dict[str, int]:
+    """Each driver version with how many processes loaded it (a process that exec'd: the
+    versions its programs loaded; "unknown" when none of them says)."""
     seen: dict[str, int] = {}
-    for p in g.processes:
-        v = p.driver_version or "unknown"
-        seen[v] = seen.get(v, 0) + 1
+    for proc in g.procs:
+        versions = {p.driver_version for p in proc.traces if p.driver_version} or {"unknown"}
+        for v in versions:
+            seen[v] = seen.get(v, 0) + 1
     return seen
 
 
@@ -102,30 +127,71 @@ def _traced_twice(g: Group) -> list[str]:
 
 
 def _notes(g: Group) -> dict[str, int]:
-    """What the readers could not give, and why: each note with how many processes have it."""
+    """What the readers could not give, and why: each note with how many processes have it
+    (a process that exec'd: any of its traces)."""
     seen: dict[str, int] = {}
-    for p in g.processes:
-        for note in p.notes:
+    for proc in g.procs:
+        for note in dict.fromkeys(n for p in proc.traces for n in p.notes):
             seen[note] = seen.get(note, 0) + 1
     return seen
 
 
+def note_kind(note: str) -> str:
+    """A note with each of its numbers (a run of digits, with a decimal point or not) as
+    "#": notes that differ only in a number are of one kind."""
+    kind = note.translate(_DIGITS)
+    while "##" in kind:
+        kind = kind.replace("##", "#")
+    while "#.#" in kind:
+        kind = kind.replace("#.#", "#")
+    return kind
+
+
+def note_kinds(g: Group) -> list[tuple[str, int, bool]]:
+    """The notes by kind, in the order first seen: (the first one's text, how many processes
+    have a note of that kind, whether all of them have that same text)."""
+    kinds: dict[str, list] = {}
+    for note, n in _notes(g).items():
+        kind = kinds.get(note_kind(note))
+        if kind is None:
+            kinds[note_kind(note)] = [note, n, True]
+        else:
+            kind[1] += n
+            kind[2] = False
+    return [(text, n, same) for text, n, same in kinds.values()]
+
+
+def _note_line(text: str, n: int, same: bool) -> str:
+    if same:
+        return f"note       {shown(text, CUT)} ({n} process{'es' if n > 1 else ''})"
+    more = n - 1
+    return (f"note       {shown(text, CUT)} (and {more} more process{'es' if more > 1 else ''} "
+            "with the like, their numbers differ)")
+
+
 def group_header(g: Group) -> list[str]:
-    n = len(g.processes)
-    died = [p for p in g.processes if not p.complete]
-    ranks = _ranks(g)
+    n = len(g.procs)
+    died = [p.last for p in g.procs if not p.complete]
+    ranks = [shown(r, CUT) for r in _ranks(g)]
     line = f"processes  {n}" + (f", ranks {_listing(ranks)}" if ranks else "")
     line += f": {n - len(died)} complete" + (f", {len(died)} died ({DIED})" if died else "")
     lines = [line]
     if died:
         lines.append("died       " + _listing(
-            [f"pid {p.pid}" + (f" rank {p.rank}" if p.rank is not None else "") for p in died]))
+            [f"pid {p.pid}" + (f" rank {shown(p.rank, CUT)}" if p.rank is not None else "")
+             for p in died]))
+    execs = sum(p.execs for p in g.procs)
+    if execs:
+        lines.append(f"exec       {execs} time{'s' if execs > 1 else ''} a process ran another "
+                     "program: each such process counts once, its calls summed over its "
+                     "programs")
     drivers = _drivers(g)
     if len(drivers) == 1:
-        lines.append(f"driver     {next(iter(drivers))}")
+        lines.append(f"driver     {shown(next(iter(drivers)), CUT)}")
     else:
         lines.append("driver     warning: the processes loaded different drivers: " + ", ".join(
-            f"{v} ({c} process{'es' if c > 1 else ''})" for v, c in sorted(drivers.items())))
+            f"{shown(v, CUT)} ({c} process{'es' if c > 1 else ''})"
+            for v, c in sorted(drivers.items())))
     modes = sorted({p.mode for p in g.processes})
     lines.append(f"mode       {', '.join(modes)}")
     twice = _traced_twice(g)
@@ -143,8 +209,7 @@ def group_header(g: Group) -> list[str]:
     if overflow:
         lines.append(f"errors     {overflow} non-success returns not counted by code "
                      "(no free error slot)")
-    for note, n in _notes(g).items():
-        lines.append(f"note       {note} ({n} process{'es' if n > 1 else ''})")
+    lines += [_note_line(*kind) for kind in note_kinds(g)]
     return lines
 
 
@@ -155,15 +220,15 @@ def _num(value: float | None, scale: float = 1.0, digits: int = 0) -> str:
 def function_table(functions: dict[str, Merged]) -> list[str]:
     grand = sum(m.total_ns for m in functions.values() if m.timed)
     head = (f"{'time %':>7} {'total ms':>12} {'calls':>12} {'mean ns':>11} {'p50 ns':>11} "
-            f"{'p99 ns':>11} {'max ns':>12} {'errors':>8}  function")
+            f"{'p90 ns':>11} {'p99 ns':>11} {'max ns':>12} {'errors':>8}  function")
     lines = [head]
     for name, m in sorted_functions(functions):
         r = function_row(name, m)
-        share = r["total_ns"] * 100 / grand if r["total_ns"] is not None and grand else None
+        share = r["total_ns"] / grand * 100 if r["total_ns"] is not None and grand else None
         lines.append(f"{_num(share, digits=1):>7} {_num(r['total_ns'], 1e6, 3):>12} "
                      f"{r['calls']:>12} {_num(r['mean_ns'], digits=1):>11} "
-                     f"{_num(r['p50_ns']):>11} {_num(r['p99_ns']):>11} "
-                     f"{_num(r['max_ns']):>12} {_num(r['errors']):>8}  {name}")
+                     f"{_num(r['p50_ns']):>11} {_num(r['p90_ns']):>11} {_num(r['p99_ns']):>11} "
+                     f"{_num(r['max_ns']):>12} {_num(r['errors']):>8}  {shown(name, CUT)}")
     return lines
 
 
@@ -174,29 +239,71 @@ def errors_section(functions: dict[str, Merged]) -> list[str]:
         return ["errors: none" if known and functions else
                 "errors: not recorded in these traces (counts mode, or a shim that does not "
                 "count them)"]
-    width = max(len("function"), *(len(r["function"]) for r in rows))
+    names = {r["function"]: shown(r["function"], CUT) for r in rows}
+    width = max(len("function"), *map(len, names.values()))
     lines = ["errors (non-success returns):",
              f"{'function':<{width}}  {'code':>5}  {'name':<40} {'count':>12}"]
     for r in rows:
-        lines.append(f"{r['function']:<{width}}  {r['code']:>5}  {r['name']:<40} "
+        lines.append(f"{names[r['function']]:<{width}}  {r['code']:>5}  {r['name']:<40} "
                      f"{r['count']:>12}")
     return lines
 
 
+def unreadable_lines(s: Source) -> list[str]:
+    """A line for each file of a run that could not be read, and why (the first
+    UNREADABLE_SHOWN of them)."""
+    n = len(s.unreadable)
+    if not n:
+        return []
+    lines = [f"unreadable {n} file{'s' if n > 1 else ''} of the run could not be read, left out "
+             "of the totals:"]
+    for path, why in s.unreadable[:UNREADABLE_SHOWN]:
+        lines.append(f"           {shown(path)}: {shown(why, CUT)}")
+    if n > UNREADABLE_SHOWN:
+        lines.append(f"           ... and {n - UNREADABLE_SHOWN} more (--json lists every one)")
+    return lines
+
+
+def notice_lines(notices: Notices | None) -> list[str]:
+    """That the shim said something, how often, and each different thing it said with how
+    often (the first NOTICES_SHOWN of them)."""
+    if notices is None:
+        return []
+    if notices.problem:
+        return [f"notices    {shown(notices.path)}: not read: {notices.problem}"]
+    if not notices.total and not notices.unread:
+        return []
+    k = len(notices.kinds)
+    lines = [f"notices    {notices.total} from the shim in {shown(notices.path)}"
+             + (f", {k} different:" if k > 1 else ":")]
+    for message, count in islice(notices.kinds.items(), NOTICES_SHOWN):
+        lines.append(f"           {count:>5} x {shown(message, CUT)}")
+    if k > NOTICES_SHOWN:
+        lines.append(f"           ... and {k - NOTICES_SHOWN} more kinds (--json lists every one)")
+    if notices.unread:
+        lines.append(f"           ... and {notices.unread} bytes more of it, not read (only "
+                     f"its first {NOTICES_MAX_BYTES >> 20} MiB is)")
+    return lines
+
+
 def source_header(sources: list[Source]) -> list[str]:
-    lines = ["shimgen report: " + " ".join(s.name for s in sources)]
+    lines = ["shimgen report: " + " ".join(shown(s.name) for s in sources)]
     for s in sources:
         if s.is_run and s.run is not None:
-            lines.append(f"command    {run_command(s) or '(not recorded)'} ({run_outcome(s)})")
+            lines.append(f"command    {shown(run_command(s) or '(not recorded)')} "
+                         f"({shown(run_outcome(s))})")
         if s.run_problem:
-            lines.append(f"run        metadata not read: {s.run_problem}")
+            lines.append(f"run        metadata not read: {shown(s.run_problem)}")
+        lines += unreadable_lines(s)
+        lines += notice_lines(s.notices)
     return lines
 
 
 def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
     lines = source_header(sources)
     if not any(g.processes for g in gs):
-        lines.append("processes  0: no process made a traced driver call")
+        lines.append("processes  0: no trace could be read" if any(s.unreadable for s in sources)
+                     else "processes  0: no process made a traced driver call")
         return "\n".join(lines) + "\n"
     for g in gs:
         lines.append("")
@@ -211,12 +318,14 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
 
 
 def group_json(g: Group) -> dict:
-    died = [p for p in g.processes if not p.complete]
+    died = [p.last for p in g.procs if not p.complete]
     return {
         "group": g.key,
-        "processes": len(g.processes),
-        "complete": len(g.processes) - len(died),
+        "processes": len(g.procs),
+        "complete": len(g.procs) - len(died),
         "died": [{"pid": p.pid, "rank": p.rank, "path": p.path} for p in died],
+        "execs": sum(p.execs for p in g.procs),
+        "traces": len(g.processes),
         "ranks": _ranks(g),
         "driver_versions": _drivers(g),
         "modes": sorted({p.mode for p in g.processes}),
@@ -234,9 +343,44 @@ def source_json(s: Source) -> dict:
     if s.is_run:
         status, sig, error = run_exit(s)
         run = s.run or {}
+        start, end = run.get("start"), run.get("end")
         out.update(command=run_command(s), exit_status=status, signal=sig, error=error,
-                   start=run.get("start"), end=run.get("end"))
+                   start=start if isinstance(start, str) else None,
+                   end=end if isinstance(end, str) else None)
     return out
+
+
+def unreadable_json(sources: list[Source]) -> list[dict]:
+    return [{"file": path, "reason": why} for s in sources for path, why in s.unreadable]
+
+
+def notices_json(notices: Notices | None) -> dict | None:
+    if notices is None:
+        return None
+    return {"path": notices.path, "total": notices.total,
+            "distinct": [{"message": m, "count": c} for m, c in notices.kinds.items()],
+            "unread_bytes": notices.unread, "problem": notices.problem or None}
+
+
+def dump_json(data: dict) -> str:
+    """The JSON, always valid: a number that is not finite is refused, never `Infinity`."""
+    import json
+
+    try:
+        return json.dumps(data, indent=1, allow_nan=False) + "\n"
+    except ValueError:
+        raise ShimgenError("report: a number to write is not finite (too large to add up): a "
+                           "trace's numbers are wrong") from None
+
+
+def printable(out: str) -> str:
+    """The output as text that can be written: a lone surrogate (a file name's undecodable
+    byte) escaped, never an error when printed."""
+    try:
+        out.encode("utf-8")
+        return out
+    except UnicodeEncodeError:
+        return out.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _csv_value(v) -> str:
@@ -247,12 +391,12 @@ def _csv_value(v) -> str:
 
 def render(sources: list[Source], gs: list[Group], by: str | None, fmt: str) -> str:
     if fmt == "json":
-        import json
-
-        return json.dumps({"schema": SCHEMA, "version": SCHEMA_VERSION, "by": by,
-                           "sources": [source_json(s) for s in sources],
-                           "groups": [group_json(g) for g in gs if g.processes]},
-                          indent=1) + "\n"
+        runs = [s for s in sources if s.is_run]
+        return dump_json({"schema": SCHEMA, "version": SCHEMA_VERSION, "by": by,
+                          "sources": [source_json(s) for s in sources],
+                          "unreadable": unreadable_json(sources),
+                          "notices": notices_json(runs[0].notices) if runs else None,
+                          "groups": [group_json(g) for g in gs if g.processes]})
     if fmt == "csv":
         import csv
         import io
@@ -264,5 +408,5 @@ def render(sources: list[Source], gs: list[Group], by: str | None, fmt: str) -> 
             for name, m in sorted_functions(g.functions):
                 row = function_row(name, m)
                 w.writerow([by or "all", g.key] + [_csv_value(row[c]) for c in CSV_COLUMNS[2:]])
-        return buf.getvalue()
-    return _text(sources, gs, by)
+        return printable(buf.getvalue())
+    return printable(_text(sources, gs, by))

@@ -26,6 +26,9 @@ from .runenv import ENV, NOTICES, RUN_JSON, RUNS_DIR, TIMELINE, TRACES
 
 # --trace MODE -> the value of SHIMGEN_TRACE (runtime/config.c reads these names)
 TRACE_MODES = {"counts": "counts", "time": "time", "timeline": "timeline"}
+# `run`'s default: the time path, which also records every error return (counts does not:
+# docs/performance.md says why the default is not counts).
+DEFAULT_TRACE = "time"
 # The variables `run` gives the command (read by the shim: runtime/config.c; the names are
 # runenv.py's, which facts.h also has).
 ENV_PRELOAD = "LD_PRELOAD"
@@ -285,34 +288,45 @@ def _stamp(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
+def _notices_written(run_dir: Path) -> str:
+    """Where the shim's notices are, when it wrote any: said also when there is no report
+    (the report shows them)."""
+    import stat
+
+    path = run_dir / NOTICES
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ""
+    return f"; the shim wrote notices: {path}" if stat.S_ISREG(st.st_mode) and st.st_size else ""
+
+
 def _report(run_dir: Path) -> str:
-    """The end-of-run report (shimgen/report.py), or where to get it."""
+    """The end-of-run report (shimgen/report.py, which shows the shim's notices too), or
+    where to get it and where the notices are."""
     try:
         from .report import summary_for_run
     except ImportError:
-        return f"report: shimgen report {run_dir}"
+        return f"report: shimgen report {run_dir}{_notices_written(run_dir)}"
     try:
         return summary_for_run(run_dir)
     except ShimgenError as e:
-        return f"report: {e}; shimgen report {run_dir}"
+        return f"report: {e}; shimgen report {run_dir}{_notices_written(run_dir)}"
     except Exception as e:  # the command's exit status matters more than the report
         return (f"report: internal error, please report it: {type(e).__name__}: {e}; "
-                f"shimgen report {run_dir}")
+                f"shimgen report {run_dir}{_notices_written(run_dir)}")
 
 
 def run(opts: RunOptions) -> int:
     from .cache import ensure, entry_dir, key_for
-    from .elfnotes import version_from_name
+    from .elfnotes import check_driver, version_from_name
 
     if not opts.command:
         raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
     if opts.gates is not None:
         check_selection(opts.gates, None)
     path = find_command(opts.command[0], os.environ.get("PATH"))
-    try:
-        driver = opts.driver.resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise ShimgenError(f"driver {opts.driver}: no such file") from None
+    driver = check_driver(opts.driver)  # every command's check, in the same words
     profile = None
     if opts.gates is not None:
         profile = opts.gate_profile or "auto"

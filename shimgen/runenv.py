@@ -27,7 +27,7 @@ RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PRO
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
-TRACE_VERSION = 1
+TRACE_VERSION = 2
 TRACE_SUFFIX = ".shimtrace"
 
 # A run directory (`shimgen run`): its metadata, the traces, the timelines, the notices.

@@ -14,13 +14,22 @@ error slots of the functions that have calls). Importing it is cheap: no pyelfto
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 import struct
 
 from shimgen.errors import ShimgenError
 from shimgen.runenv import TRACE_MAGIC, TRACE_SUFFIX, TRACE_VERSION
-from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
+from shimgen.tracemodel import (
+    FINE_BUCKETS,
+    FINE_SUB_SHIFT,
+    HIST_BUCKETS,
+    NOT_FINISHED,
+    FunctionStats,
+    ProcessTrace,
+)
 
 MAGIC = TRACE_MAGIC
 VERSION = TRACE_VERSION
@@ -29,11 +38,11 @@ SUFFIX = TRACE_SUFFIX
 MODES = {1: "counts", 2: "time", 3: "timeline"}
 RUNNING, COMPLETE = 1, 2
 PATH_MAX = 4096
-# A calibration shorter than this gives no times: the two clocks are read a few tens of
-# nanoseconds apart, which must be small against the span.
-MIN_CALIBRATION_NS = 10_000_000
+MAX_NAME = 256  # an exported name's bytes, its NUL included (the driver's are under 64)
 # ns per tick a TSC can have (20 GHz to 50 MHz): anything else is a torn or corrupt pair.
 NS_PER_TICK_RANGE = (0.05, 20.0)
+# A calibration less exact than this is used, with a note saying how exact it is.
+CALIBRATION_NOTE_ABOVE = 0.001
 
 # The header of format version 1 (runtime/tracefile.h: struct tf_header), little-endian.
 _HEADER = struct.Struct(
@@ -50,6 +59,10 @@ _HEADER = struct.Struct(
     "QQQQ"  # calib_ns0, calib_ticks0, calib_ns1, calib_ticks1
     "QQ"  # unmapped_proc_addresses, calls_missing
     f"32s32s136s{PATH_MAX}s"  # shimgen_version, driver_version, driver_build_id, driver_path
+    "QQ"  # calib_width0, calib_width1
+    "QQQ"  # calib_ns_a, calib_ticks_a, calib_width_a
+    "QQ40s"  # calib_seq, proc_start, boot_id
+    "IIIIII"  # off_fine, fine_slots, fine_bits, fine_sub_shift, fine_probes, fine_hash
 )
 _FIELDS = (
     "magic version header_size byte_order nfuncs page_size block_size block_stride names_off "
@@ -57,7 +70,9 @@ _FIELDS = (
     "errslot_size off_hist hist_buckets off_tid off_state off_count blocks_reserved "
     "blocks_mapped pid ppid rank mode state start_ns end_ns calib_ns0 calib_ticks0 calib_ns1 "
     "calib_ticks1 unmapped_proc_addresses calls_missing shimgen_version driver_version "
-    "driver_build_id driver_path"
+    "driver_build_id driver_path calib_width0 calib_width1 calib_ns_a calib_ticks_a "
+    "calib_width_a calib_seq proc_start boot_id off_fine fine_slots fine_bits fine_sub_shift "
+    "fine_probes fine_hash"
 ).split()
 HEADER_SIZE = _HEADER.size
 FSTATS_SIZE = 32  # count, total, max, unused (uint64 each)
@@ -88,6 +103,9 @@ def _check_header(h: dict, size: int) -> None:
         raise _Bad(f"its block size {bs} and stride {stride} do not fit its pages")
     if h["names_off"] != HEADER_SIZE or h["names_size"] < 2 * nf:
         raise _Bad("its names table is not where the header ends")
+    if h["names_size"] > nf * MAX_NAME:
+        raise _Bad(f"its names table is {h['names_size']} bytes, more than {nf} names of at "
+                   f"most {MAX_NAME - 1} bytes")
     boff = h["blocks_off"]
     if boff % page or boff < h["names_off"] + h["names_size"]:
         raise _Bad(f"its blocks start at {boff}, not a page after the names")
@@ -103,16 +121,23 @@ def _check_header(h: dict, size: int) -> None:
         off = h["off_" + name]
         if off % (4 if name in ("tid", "state") else 8) or end > bs:
             raise _Bad(f"its block field {name} at {off} lies outside a {bs}-byte block")
+    fs, fb = h["fine_slots"], h["fine_bits"]
+    if (not 0 < fs <= 1 << 24 or fs & (fs - 1) or h["fine_sub_shift"] != FINE_SUB_SHIFT
+            or not FINE_BUCKETS <= 1 << fb <= 1 << 16 or not 0 < h["fine_probes"] <= fs
+            or h["off_fine"] % 8 or h["off_fine"] + fs * 8 > bs):
+        raise _Bad("its fine histogram table is not one this shimgen reads")
     if h["mode"] not in MODES:
         raise _Bad(f"its trace mode {h['mode']} is unknown")
     if h["state"] not in (RUNNING, COMPLETE):
         raise _Bad(f"its state {h['state']} is unknown")
     if size < boff:
         raise _Bad(f"it is truncated: {size} bytes, its blocks start at {boff}")
-    if (size - boff) % stride:
+    n = (size - boff) // stride
+    if (size - boff) % stride and not h["blocks_mapped"] <= n < h["blocks_reserved"]:
+        # (a part of a block beyond the whole ones is a block the shim could not add, on a
+        # full disk: it reserved it, never mapped it, and it is not read)
         raise _Bad(f"it is truncated: {size - boff} bytes of blocks is not a whole number of "
                    f"{stride}-byte blocks")
-    n = (size - boff) // stride
     if not h["blocks_mapped"] <= n <= h["blocks_reserved"]:
         raise _Bad(f"it is truncated or corrupt: it holds {n} blocks, its header says "
                    f"{h['blocks_mapped']} to {h['blocks_reserved']}")
@@ -128,28 +153,69 @@ def _names(m: mmap.mmap, h: dict) -> list[bytes]:
     return names[:-1]
 
 
-def _calibration(h: dict) -> tuple[float | None, str]:
-    dns = h["calib_ns1"] - h["calib_ns0"]
-    dt = h["calib_ticks1"] - h["calib_ticks0"]
-    if dns < MIN_CALIBRATION_NS or dt <= 0:
-        return None, (f"no times: the tick calibration spans {max(dns, 0) / 1e6:.3f} ms, "
-                      f"less than the {MIN_CALIBRATION_NS / 1e6:.0f} ms needed")
+def _pair_rate(h: dict, end: str) -> tuple[float, float] | None:
+    """ns per tick from pair 0 to pair `end` ("1" or "_a"), and its relative uncertainty
+    (the two readings' widths over the span); None when the pair cannot be one."""
+    dns = h["calib_ns" + end] - h["calib_ns0"]
+    dt = h["calib_ticks" + end] - h["calib_ticks0"]
+    if dns <= 0 or dt <= 0:
+        return None
     k = dns / dt
     if not NS_PER_TICK_RANGE[0] <= k <= NS_PER_TICK_RANGE[1]:
-        return None, f"no times: the tick calibration gives {k:.4g} ns per tick"
+        return None
+    return k, (h["calib_width0"] + h["calib_width" + end]) / dt
+
+
+def _calibration(h: dict) -> tuple[float | None, str]:
+    """ns per tick: from pair 0 to pair 1 (the latest, the longest span), unless pair 1 was
+    being rewritten when the process died (calib_seq odd) or is no pair; then pair a (made
+    with the file, exact to a part in several thousand). docs/traceformat.md."""
+    best = _pair_rate(h, "1") if h["calib_seq"] % 2 == 0 else None
+    a = _pair_rate(h, "_a")
+    if best is None or (a is not None and a[1] < best[1]):
+        best = a
+    if best is None:
+        return None, "no times: its clock readings are corrupt"
+    k, uncertainty = best
+    if uncertainty > CALIBRATION_NOTE_ABOVE:
+        return k, f"times are exact to {100 * uncertainty:.2g}% only (a short calibration)"
     return k, ""
 
 
-def _sum_blocks(m: mmap.mmap, h: dict, nblocks: int, names: list[bytes]) -> tuple[dict, int, int]:
+def _blocks_with_data(fd: int, boff: int, stride: int, nblocks: int):
+    """The blocks that hold any data: a block that is a hole of a sparse file is zeros and
+    adds nothing, so the work is the data's, not the file's apparent size (SEEK_DATA; where
+    the file system cannot tell, every block)."""
+    b = 0
+    while b < nblocks:
+        try:
+            data = os.lseek(fd, boff + b * stride, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                return  # nothing but a hole from here on
+            data = boff + b * stride  # (no SEEK_DATA here)
+        first = (data - boff) // stride
+        if first > b:
+            b = first
+            continue
+        yield b
+        b += 1
+
+
+def _sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int, int]:
     nf, boff, stride = h["nfuncs"], h["blocks_off"], h["block_stride"]
     timed = h["mode"] != 1
     counts, totals, maxes = [0] * nf, [0] * nf, [0] * nf
     hists: dict[int, list[int]] = {}
+    fines: dict[int, dict[int, int]] = {}
+    fslots, fmask, fprobes = h["fine_slots"], h["fine_slots"] - 1, h["fine_probes"]
+    fshift, fbits, fhash = fslots.bit_length() - 1, h["fine_bits"], h["fine_hash"]
+    fmaskb = (1 << fbits) - 1
     errors: dict[int, dict[int, int]] = {}
     untimed = overflow = 0
     mv = memoryview(m)
     try:
-        for b in range(nblocks):
+        for b in _blocks_with_data(fd, boff, stride, nblocks):
             base = boff + b * stride
             fn = mv[base + h["off_fn"]:base + h["off_fn"] + nf * FSTATS_SIZE].cast("Q")
             called = [i for i, c in enumerate(fn[0::4]) if c]
@@ -164,6 +230,9 @@ def _sum_blocks(m: mmap.mmap, h: dict, nblocks: int, names: list[bytes]) -> tupl
                         acc = hists.setdefault(i, [0] * HIST_BUCKETS)
                         for j, v in enumerate(row):
                             acc[j] += v
+                        _read_fine(mv, base + h["off_fine"], i, row,
+                                   fines.setdefault(i, {}), fshift, fmask, fprobes, fbits,
+                                   fmaskb, fhash)
                     row.release()
             fn.release()
             untimed += struct.unpack_from("<Q", m, base + h["off_untimed"])[0]
@@ -188,30 +257,79 @@ def _sum_blocks(m: mmap.mmap, h: dict, nblocks: int, names: list[bytes]) -> tupl
         mv.release()
     functions: dict = {}
     for i in sorted(set(i for i in range(nf) if counts[i]) | set(errors)):
-        functions[i] = (counts[i], totals[i], maxes[i], hists.get(i), errors.get(i, {}))
+        functions[i] = (counts[i], totals[i], maxes[i], hists.get(i), errors.get(i, {}),
+                        fines.get(i))
     return functions, untimed, overflow
 
 
-def load(path: str | os.PathLike) -> ProcessTrace:
-    """The trace of one process from its binary trace file; ShimgenError (one line) when the
-    file cannot be read or is not a complete, consistent trace file."""
-    name = os.fspath(path)
+def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift: int,
+               mask: int, probes: int, bits: int, maskb: int, mult: int) -> None:
+    """Adds to `acc` the fine buckets of function i in one block's fine table at `off`: for
+    each non-empty log2 bucket, only the slots its keys can be in (runtime/stats.c), each
+    key taken once, by the bucket it belongs to."""
+    table = mv[off:off + (mask + 1) * 8].cast("I")
     try:
-        with open(name, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        home = (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
+        want = (i + 1) << bits
+        for b, n in enumerate(row):
+            if not n:
+                continue
+            first = 0 if b == 0 else fine_first(b)
+            end = fine_first(b + 1)
+            for k in range(home + first, home + end + probes - 1):
+                slot = 2 * (k & mask)
+                key = table[slot]
+                if key & ~maskb == want:
+                    f = key & maskb
+                    if first <= f < end:
+                        acc[f] = acc.get(f, 0) + table[slot + 1]
+    finally:
+        table.release()
+
+
+def fine_first(b: int) -> int:
+    """The first fine bucket of log2 bucket b (b >= 1)."""
+    return 1 << b if b < FINE_SUB_SHIFT else (b - FINE_SUB_SHIFT + 1) << FINE_SUB_SHIFT
+
+
+def load(path: str | os.PathLike, *, follow: bool = True) -> ProcessTrace:
+    """The trace of one process from its binary trace file; ShimgenError (one line) when the
+    file cannot be read or is not a complete, consistent trace file. Only a regular file is
+    read, opened without blocking (a FIFO never stalls the reader); with follow=False (a
+    file found in a run directory) not through a symbolic link either."""
+    name = os.fspath(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        try:
+            fd = os.open(name, flags)
+        except OSError as e:
+            if e.errno == errno.ELOOP and not follow:
+                raise _Bad("it is a symbolic link, which is not followed in a run") from None
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise _Bad("it is a directory, not a trace file" if stat.S_ISDIR(st.st_mode)
+                       else "it is not a regular file")
+        with open(fd, "rb") as f:
+            size = st.st_size
+            if size == 0:
+                raise _Bad("empty: the process died as it started")
             if size < HEADER_SIZE:
                 if size < len(MAGIC) or f.read(len(MAGIC)) != MAGIC:
                     raise _Bad("it is not a shimgen trace file (no magic)")
                 raise _Bad(f"it is truncated: {size} bytes, less than its header")
             with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
-                return _parse(name, m, size)
+                return _parse(name, m, f.fileno(), size)
     except _Bad as e:
         raise ShimgenError(f"{name}: {e}") from None
     except OSError as e:
         raise ShimgenError(f"{name}: cannot read the trace file: {e.strerror or e}") from None
 
 
-def _parse(name: str, m: mmap.mmap, size: int) -> ProcessTrace:
+def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
+    if m[:len(MAGIC)] == bytes(len(MAGIC)):
+        raise _Bad("no magic: the process died while it made the file")
     if m[:len(MAGIC)] != MAGIC:
         raise _Bad("it is not a shimgen trace file (wrong magic)")
     h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0), strict=True))
@@ -219,8 +337,8 @@ def _parse(name: str, m: mmap.mmap, size: int) -> ProcessTrace:
         raise _Bad(f"it has format version {h['version']}; this shimgen reads version {VERSION}")
     _check_header(h, size)
     names = _names(m, h)
-    nblocks = (size - h["blocks_off"]) // h["block_stride"]
-    functions, untimed, overflow = _sum_blocks(m, h, nblocks, names)
+    nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
+    functions, untimed, overflow = _sum_blocks(m, fd, h, nblocks)
     complete = h["state"] == COMPLETE
     notes = []
     k = None
@@ -231,10 +349,10 @@ def _parse(name: str, m: mmap.mmap, size: int) -> ProcessTrace:
     if h["calls_missing"]:
         notes.append(f"{h['calls_missing']} calls counted in memory are not in the file")
     if not complete:
-        notes.append("the process did not finish the file (it died, was killed, or exec'd)")
+        notes.append(NOT_FINISHED)
     stats = {}
-    for i, (calls, total, mx, hist, errs) in functions.items():
-        fs = FunctionStats(calls=calls, hist=hist, errors=errs)
+    for i, (calls, total, mx, hist, errs, fine) in functions.items():
+        fs = FunctionStats(calls=calls, hist=hist, errors=errs, fine=fine)
         if k is not None:
             fs.total_ns, fs.max_ns = total * k, mx * k
         stats[names[i].decode("ascii", "replace")] = fs
@@ -250,4 +368,5 @@ def _parse(name: str, m: mmap.mmap, size: int) -> ProcessTrace:
         unmapped_proc_addresses=h["unmapped_proc_addresses"],
         start_ns=h["start_ns"] or None, end_ns=h["end_ns"] if complete else None,
         functions=stats, ppid=h["ppid"], errors_overflow=overflow, notes=notes,
+        boot_id=_text(h["boot_id"], "boot id"), proc_start=h["proc_start"] or None,
     )

@@ -108,12 +108,14 @@ def test_quick_instruction_counts_are_exact(quick):
     for func, per in d["instructions"].items():
         for v, e in per.items():
             # callgrind counts are deterministic: a whole number of instructions per call.
-            # Timing alone has one data-dependent branch (a call slower than the maximum so
-            # far stores the new maximum): a preempted call adds an instruction or two to
-            # the whole run, a few thousandths per call.
+            # Timing alone has data-dependent paths: a call slower than the maximum so far
+            # stores the new maximum, and a call whose fine bucket is new to the thread
+            # claims its slot (a few more instructions, and more probes where slots are
+            # taken). Under callgrind the calls' lengths vary widely, so a few hundred of
+            # the 100000 calls take them: a few hundredths of an instruction per call.
             assert e["per_call"] > 0, (func, v)
             if v == "time":
-                assert abs(e["per_call"] - round(e["per_call"])) < 0.01, (func, v, e)
+                assert abs(e["per_call"] - round(e["per_call"])) < 0.1, (func, v, e)
             else:
                 assert float(e["per_call"]).is_integer(), (func, v, e)
         # the shim is really on the path, and counting does more than forwarding

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from shimgen.build import build
 from shimgen.driver import read_driver
 from shimgen.model import build_model
 from shimgen.report import hist_segments, percentiles
-from shimgen.tracemodel import HIST_BUCKETS
+from shimgen.tracemodel import HIST_BUCKETS, fine_octave
 
 MODES = ["time", "timeline"]
 
@@ -60,10 +60,18 @@ def check_hist(trace: dict) -> None:
         # the bucket of the maximum: [2^b, 2^(b+1)) ticks (bucket 0: 0 or 1), within rounding
         assert max_ticks < 2 ** (b + 1) * 1.02 + 1, (name, b, max_ticks)
         assert b == 0 or max_ticks >= 2 ** b * 0.98 - 1, (name, b, max_ticks)
-        # the shim's p50 and p99 are the report's: one definition (docs/design.md)
+        # the fine buckets refine the log2 ones: each in the log2 bucket it names, and
+        # no log2 bucket holds fewer calls than its fine buckets
+        fine = {f: c for f, c in t["fine"]}
+        assert len(fine) == len(t["fine"]) and all(c > 0 for c in fine.values()), name
+        per_octave = Counter()
+        for f, c in fine.items():
+            per_octave[fine_octave(f)] += c
+        assert all(per_octave[b] <= (hist[b] if b < len(hist) else 0) for b in per_octave), name
+        # the shim's p50, p90 and p99 are the report's: one definition (docs/report.md)
         padded = hist + [0] * (HIST_BUCKETS - len(hist))
-        want = percentiles(hist_segments(padded, k, t["max_ns"]), (0.5, 0.99))
-        for got, w in zip((t["p50_ns"], t["p99_ns"]), want, strict=True):
+        want = percentiles(hist_segments(padded, k, t["max_ns"], fine), (0.5, 0.9, 0.99))
+        for got, w in zip((t["p50_ns"], t["p90_ns"], t["p99_ns"]), want, strict=True):
             assert abs(got - w) <= 1.0 + 1e-6 * w, (name, got, w)
 
 
@@ -131,7 +139,8 @@ def test_stderr_table_has_percentiles_and_named_errors(probes, shims, tmp_path):
     env = dict(shims[0].env(), SHIMGEN_TRACE="time", SHIMGEN_QUIET="1")
     proc = run([probes / "errorcalls", "libcuda.so.1", "2", "200", "0", "1"], env)
     calls, _ = tallies(proc.stdout)
-    assert re.search(r"calls +total ms +mean ns +p50 ns +p99 ns +max ns +function", proc.stderr)
+    assert re.search(r"calls +total ms +mean ns +p50 ns +p90 ns +p99 ns +max ns +function",
+                     proc.stderr)
     no_device = cuda.CODES["CUDA_ERROR_NO_DEVICE"]
     assert re.search(rf"^ +{calls['cuInit']} +{no_device} +CUDA_ERROR_NO_DEVICE +cuInit$",
                      proc.stderr, re.M), proc.stderr
@@ -179,7 +188,7 @@ def test_flag_table_follows_the_rule(errors_fake_shim):
                  re.finditer(r"^    ([01]), /\* (\w+) \*/$", table, re.M))
     assert flags == {"cuInit": "1", "cuDriverGetVersion": "1", "cuGetProcAddress": "1",
                      "cuFakeReturn": "1",
-                     "cuFakeSpinTicks": "1", "cudbgFakeNoResult": "0"}
+                     "cuFakeSpinTicks": "1", "cuFakeSpinNs": "1", "cudbgFakeNoResult": "0"}
 
 
 def test_more_codes_than_slots_go_to_the_overflow(probes, errors_fake_shim, tmp_path):

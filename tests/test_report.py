@@ -201,11 +201,11 @@ def test_json_schema(tmp_path, capsys):
                                 "exit_status": 3, "signal": None, "error": None,
                                 "start": "s", "end": "e"}]
     g = data["groups"][0]
-    assert set(g) == {"group", "processes", "complete", "died", "ranks", "driver_versions",
-                      "modes", "untimed_calls", "unmapped_proc_addresses", "errors_overflow",
-                      "notes", "functions", "errors"}
+    assert set(g) == {"group", "processes", "complete", "died", "execs", "traces", "ranks",
+                      "driver_versions", "modes", "untimed_calls", "unmapped_proc_addresses",
+                      "errors_overflow", "notes", "functions", "errors"}
     assert set(g["functions"][0]) == {"function", "calls", "total_ns", "mean_ns", "p50_ns",
-                                      "p99_ns", "max_ns", "errors"}
+                                      "p90_ns", "p99_ns", "max_ns", "errors"}
     assert g["errors"][0] == {"function": "cuMemAlloc_v2", "code": 2,
                               "name": "CUDA_ERROR_OUT_OF_MEMORY", "count": 4}
 
@@ -231,7 +231,7 @@ def test_table_header_and_counts_only_dashes(tmp_path, capsys):
     assert ("driver     warning: the processes loaded different drivers: 535.261.03 "
             "(1 process), 555.58.02 (1 process)") in text
     row = next(ln for ln in text.splitlines() if ln.endswith(" cuInit"))
-    assert row.split() == ["-", "-", "12", "-", "-", "-", "-", "-", "cuInit"]
+    assert row.split() == ["-", "-", "12", "-", "-", "-", "-", "-", "-", "cuInit"]
     assert "errors: not recorded in these traces" in text
 
 
@@ -330,8 +330,6 @@ def _refusal_cases(tmp: Path) -> dict[str, list]:
     (tmp / "other.json").write_text('{"a": 1}')
     whole = json.dumps(json_trace(three_processes()[0]), indent=2)
     (tmp / "cut.json").write_text(whole[: len(whole) // 2])
-    trunc_dir = write_run(tmp / "cutrun", three_processes()[:1])
-    (trunc_dir / "traces" / "trace.99.json").write_text(whole[:40])
     (tmp / "garbage.json").write_bytes(b"\x7fELF\x00\xff\xfe")
     bad = json_trace(three_processes()[0])
     bad["time"]["cuInit"]["hist"] = [1, -1]
@@ -341,7 +339,7 @@ def _refusal_cases(tmp: Path) -> dict[str, list]:
     os.mkfifo(tmp / "fifo.json")
     return {
         "not-a-trace": [tmp / "other.json"], "truncated": [tmp / "cut.json"],
-        "truncated-in-dir": [trunc_dir], "binary": [tmp / "garbage.json"],
+        "binary": [tmp / "garbage.json"],
         "bad-histogram": [tmp / "badhist.json"], "empty-dir": [tmp / "empty"],
         "missing": [tmp / "nothing"], "unknown-suffix": [tmp / "notes.txt"],
         "binary-trace-garbage": [tmp / "x.shimtrace"],
@@ -351,7 +349,7 @@ def _refusal_cases(tmp: Path) -> dict[str, list]:
     }
 
 
-REFUSALS = ("not-a-trace", "truncated", "truncated-in-dir", "binary", "bad-histogram",
+REFUSALS = ("not-a-trace", "truncated", "binary", "bad-histogram",
             "empty-dir", "missing", "unknown-suffix", "binary-trace-garbage", "dir-and-file",
             "three-dirs", "by-with-compare", "fifo", "device", "named-twice")
 

@@ -24,7 +24,8 @@ _at = 0
 for _name, _code in zip(tracefile._FIELDS, [
         "8s", "I", "I", "Q", "I", "I", "Q", "Q", "Q", "Q", "Q", "I", "I", "I", "I", "I", "I", "I",
         "I", "I", "I", "I", "I", "Q", "Q", "q", "q", "16s", "I", "I", "Q", "Q", "Q", "Q", "Q", "Q",
-        "Q", "Q", "32s", "32s", "136s", f"{tracefile.PATH_MAX}s"], strict=True):
+        "Q", "Q", "32s", "32s", "136s", f"{tracefile.PATH_MAX}s", "Q", "Q", "Q", "Q", "Q", "Q",
+        "Q", "40s", "I", "I", "I", "I", "I", "I"], strict=True):
     FIELD_OFFSETS[_name] = (_at, _code)
     _at += struct.calcsize("<" + _code)
 assert _at == HEADER_SIZE
@@ -79,15 +80,19 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
            "last-byte": len(data) - 1, "whole-block": len(data) - h["block_stride"]}[cut]
     p = tmp_path / "cut.shimtrace"
     p.write_bytes(data[:end])
-    words = {"empty": "not a shimgen trace", "magic": "not a shimgen trace",
+    words = {"empty": "empty: the process died", "magic": "not a shimgen trace",
              "mid-block": "not a whole number", "last-byte": "not a whole number",
              "whole-block": "it holds"}.get(cut, "truncated")
-    refused(p, "truncated" if "shimgen" not in words else words, words)
+    refused(p, "truncated" if "shimgen" not in words and "empty" not in words else words, words)
 
 
 @pytest.mark.parametrize("field,value,words", [
     ("magic", b"SHIMTRC\0", ["wrong magic"]),
-    ("version", 2, ["format version 2", "reads version 1"]),
+    ("version", 3, ["format version 3", "reads version 2"]),
+    ("fine_sub_shift", 5, ["fine histogram"]),
+    ("off_fine", 1 << 30, ["fine histogram"]),
+    ("fine_slots", 3000, ["fine histogram"]),
+    ("fine_probes", 0, ["fine histogram"]),
     ("header_size", HEADER_SIZE + 8, ["header"]),
     ("byte_order", 0x0807060504030201, ["byte order"]),
     ("nfuncs", 0, ["0 functions"]),
@@ -177,15 +182,48 @@ def test_error_slots_and_histograms_are_summed_over_blocks(real_file, tmp_path):
     assert t.errors_overflow == 14
 
 
-def test_short_calibration_gives_no_times_and_says_so(real_file, tmp_path):
+def rate(h: dict, end: str) -> float:
+    return (h["calib_ns" + end] - h["calib_ns0"]) / (h["calib_ticks" + end] - h["calib_ticks0"])
+
+
+def test_the_calibration_made_with_the_file_stands_in_for_a_torn_or_bad_last_one(
+        real_file, tmp_path):
+    """Pair a (made with the file) is exact on its own; pair 1 (the longest span) is used
+    unless it was being rewritten when the process died (calib_seq odd) or is no pair."""
     data = bytearray(real_file.read_bytes())
     h = header(data)
-    put(data, "calib_ns1", h["calib_ns0"] + 1000)
-    p = tmp_path / "short.shimtrace"
+    assert h["calib_seq"] % 2 == 0 and h["calib_ns_a"] > h["calib_ns0"]
+    assert load(real_file).ns_per_tick == pytest.approx(rate(h, "1"), rel=1e-12)
+    assert (h["calib_width0"] + h["calib_width_a"]) * 4000 <= h["calib_ticks_a"] - h["calib_ticks0"]
+    for field, value in (("calib_seq", h["calib_seq"] + 1), ("calib_ns1", h["calib_ns0"]),
+                         ("calib_ticks1", h["calib_ticks0"] + 1)):
+        bad = bytearray(data)
+        put(bad, field, value)
+        p = tmp_path / f"{field}.shimtrace"
+        p.write_bytes(bytes(bad))
+        t = load(p)
+        assert t.ns_per_tick == pytest.approx(rate(h, "_a"), rel=1e-12), field
+        assert t.functions["cuDriverGetVersion"].total_ns > 0 and not t.notes, t.notes
+    put(data, "calib_ns1", h["calib_ns0"])
+    put(data, "calib_ns_a", h["calib_ns0"])
+    p = tmp_path / "both.shimtrace"
     p.write_bytes(bytes(data))
     t = load(p)
     assert t.ns_per_tick is None and t.functions["cuDriverGetVersion"].total_ns is None
-    assert any("calibration spans" in n for n in t.notes)
+    assert any("clock readings are corrupt" in n for n in t.notes)
+
+
+def test_a_wide_calibration_still_gives_times_and_says_how_exact(real_file, tmp_path):
+    data = bytearray(real_file.read_bytes())
+    h = header(data)
+    span = h["calib_ticks1"] - h["calib_ticks0"]
+    put(data, "calib_width1", span // 50)  # 2% of the span
+    put(data, "calib_width_a", h["calib_ticks_a"] - h["calib_ticks0"])
+    p = tmp_path / "wide.shimtrace"
+    p.write_bytes(bytes(data))
+    t = load(p)
+    assert t.ns_per_tick == pytest.approx(rate(h, "1"), rel=1e-12)
+    assert any("exact to 2" in n for n in t.notes), t.notes
 
 
 def test_a_thousand_files_load_in_under_two_seconds(real_file, tmp_path):
@@ -205,3 +243,56 @@ def test_import_is_cheap():
     code = "import sys, shimgen.tracefile; print('elftools' in sys.modules)"
     proc = run([sys.executable, "-c", code], dict(os.environ))
     assert proc.stdout.strip() == "False"
+
+
+def test_a_fifo_or_a_device_is_refused_at_once(tmp_path):
+    """Opened without blocking and checked to be a regular file: a FIFO with no writer, a
+    device or a directory is one line, never a reader blocked for ever."""
+    fifo = tmp_path / "x.shimtrace"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    refused(fifo, "not a regular file")
+    refused(Path("/dev/zero"), "not a regular file")
+    refused(tmp_path, "a directory")
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_symbolic_link_is_not_followed_when_asked_not_to(real_file, tmp_path):
+    link = tmp_path / "l.shimtrace"
+    link.symlink_to(real_file)
+    assert load(link).functions  # named by the user: followed
+    with pytest.raises(ShimgenError, match="symbolic link"):
+        load(link, follow=False)
+
+
+def test_a_sparse_file_of_64_gib_is_read_in_the_time_of_its_data(real_file, tmp_path):
+    """The header says blocks up to the end of a 64 GiB file that is a hole past its real
+    blocks (a few hundred KiB on disk): the reader skips the holes (SEEK_DATA), so the time
+    is that of the data, and the counts are the real blocks' own."""
+    data = bytearray(real_file.read_bytes())
+    h = header(data)
+    size = 64 << 30
+    size -= (size - h["blocks_off"]) % h["block_stride"]
+    put(data, "blocks_reserved", (size - h["blocks_off"]) // h["block_stride"])
+    p = tmp_path / "sparse.shimtrace"
+    with open(p, "wb") as f:
+        f.write(data)
+        f.truncate(size)
+    assert p.stat().st_blocks * 512 < 64 << 20
+    t0 = time.monotonic()
+    t = load(p)
+    took = time.monotonic() - t0
+    assert t.functions["cuDriverGetVersion"].calls == load(real_file).functions[
+        "cuDriverGetVersion"].calls
+    assert took < 2.0, took
+
+
+def test_a_names_table_larger_than_its_names_can_be_is_refused(real_file, tmp_path):
+    data = bytearray(real_file.read_bytes())
+    put(data, "names_size", 1 << 30)
+    put(data, "blocks_off", HEADER_SIZE + (1 << 30) + 4096 - (HEADER_SIZE % 4096))
+    p = tmp_path / "names.shimtrace"
+    with open(p, "wb") as f:
+        f.write(data)
+        f.truncate(2 << 30)
+    refused(p, "names table")

@@ -1,9 +1,10 @@
 /* A FAKE libcuda for the error and histogram tests: not NVIDIA's driver. Its functions
- * return what they are told, spin a known number of TSC ticks, or (cudbgFakeNoResult, a
+ * return what they are told, spin a known number of TSC ticks or nanoseconds, or (cudbgFakeNoResult, a
  * name outside the driver API's, so not a CUresult function by shimgen/cuda.py's rule)
  * return a non-zero int that the trace must not count as an error. Built with SONAME
  * libcuda.so.1. */
 #include <stdint.h>
+#include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -48,6 +49,19 @@ EXPORT CUresult cuFakeSpinTicks(uint64_t n)
     uint64_t t0 = ticks();
     while (ticks() - t0 < n)
         ;
+    return 0;
+}
+
+/* Spins until `ns` nanoseconds of CLOCK_MONOTONIC have passed since its entry: a call of a
+ * chosen length, to the nanosecond, whatever the TSC's rate. */
+EXPORT CUresult cuFakeSpinNs(uint64_t ns)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec -
+               (uint64_t)a.tv_nsec < ns);
     return 0;
 }
 
