@@ -63,6 +63,7 @@ from benchmarks.allreduce_stats import (
 )
 from benchmarks.native import BenchError
 from shimgen.probe.child import child_env as probe_child_env
+from shimgen.probe.child import mapped_libraries
 
 ROOT = Path(__file__).resolve().parent.parent
 MIN_ROUNDS = 5
@@ -72,13 +73,6 @@ PER_CALL_NS = {"count": 2.39, "time": 49.6}
 
 
 # ---- worker: one rank of one launch --------------------------------------------------------
-
-def _shim_mapped() -> bool:
-    try:
-        return "libcudashim.so" in Path("/proc/self/maps").read_text()
-    except OSError:
-        return False
-
 
 def worker(out: Path, size_list: list[int], reps: int, warmup: int, pin: int = 0) -> int:
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
@@ -109,7 +103,8 @@ def worker(out: Path, size_list: list[int], reps: int, warmup: int, pin: int = 0
     allreduces = 1
 
     res: dict = {"rank": rank, "local_rank": local, "world_size": n, "pid": os.getpid(),
-                 "shim_mapped": _shim_mapped(), "device": torch.cuda.get_device_name(dev),
+                 "shim_mapped": mapped_libraries()["shim_mapped"],
+                 "device": torch.cuda.get_device_name(dev),
                  "torch": torch.__version__, "cuda": torch.version.cuda,
                  "nccl": ".".join(map(str, torch.cuda.nccl.version())), "check": check,
                  "cpus": cpus, "sizes": {}}

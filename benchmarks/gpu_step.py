@@ -45,16 +45,13 @@ CONFIGS = {
 
 # ---- child: one process, one measurement -------------------------------------------------
 
-def _shim_mapped() -> bool:
-    try:
-        return "libcudashim.so" in Path("/proc/self/maps").read_text()
-    except OSError:
-        return False
-
-
 def child(config: str, steps: int, warmup: int) -> dict:
     t_spawn = float(os.environ.get("GPU_STEP_SPAWN_T", "nan"))
     import torch  # only the child imports torch
+
+    if str(ROOT) not in sys.path:  # (the child runs as a script)
+        sys.path.insert(0, str(ROOT))
+    from shimgen.probe.child import mapped_libraries
 
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
@@ -91,7 +88,7 @@ def child(config: str, steps: int, warmup: int) -> dict:
         "config": config,
         "ms_per_step": elapsed * 1e3 / steps,
         "startup_s": startup_s,
-        "shim_mapped": _shim_mapped(),
+        "shim_mapped": mapped_libraries()["shim_mapped"],
         "device": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

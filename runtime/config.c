@@ -35,12 +35,12 @@ static void parse_trace(const char *v)
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (strcmp(t, "0") == 0)
             continue;
-        if (strcmp(t, "1") == 0 || strcmp(t, "counts") == 0) {
+        if (strcmp(t, "1") == 0 || strcmp(t, SHIMGEN_TRACE_NAME_COUNTS) == 0) {
             if (shimgen_cfg.trace == TRACE_OFF)
                 shimgen_cfg.trace = TRACE_COUNTS;
-        } else if (strcmp(t, "time") == 0)
+        } else if (strcmp(t, SHIMGEN_TRACE_NAME_TIME) == 0)
             shimgen_cfg.trace = TRACE_TIME;
-        else if (strcmp(t, "timeline") == 0) {
+        else if (strcmp(t, SHIMGEN_TRACE_NAME_TIMELINE) == 0) {
             shimgen_cfg.trace = TRACE_TIME;
             shimgen_cfg.timeline = 1;
         } else if (strcmp(t, "attrs") == 0)

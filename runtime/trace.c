@@ -271,8 +271,9 @@ static int write_json(void)
     shimgen_out_printf(f, ",\n  \"loaded_build_id\": ");
     shimgen_out_json_str(f, shimgen_loaded_build_id);
     shimgen_out_printf(f, ",\n  \"mode\": \"%s\",\n  \"rank\": ",
-                       shimgen_cfg.timeline ? "timeline"
-                       : shimgen_cfg.trace == TRACE_TIME ? "time" : "counts");
+                       shimgen_cfg.timeline              ? SHIMGEN_TRACE_NAME_TIMELINE
+                       : shimgen_cfg.trace == TRACE_TIME ? SHIMGEN_TRACE_NAME_TIME
+                                                         : SHIMGEN_TRACE_NAME_COUNTS);
     if (shimgen_cfg.rank[0])
         shimgen_out_json_str(f, shimgen_cfg.rank);
     else

@@ -282,7 +282,9 @@ static int make_file(void)
         .off_hist = TS_HIST, .hist_buckets = TS_HIST_BUCKETS,
         .off_tid = offsetof(struct tstats, tid), .off_state = offsetof(struct tstats, state),
         .pid = getpid(), .ppid = getppid(), .state = TF_RUNNING,
-        .mode = shimgen_cfg.timeline ? 3 : shimgen_cfg.trace == TRACE_TIME ? 2 : 1,
+        .mode = shimgen_cfg.timeline              ? SHIMGEN_TRACEFILE_MODE_TIMELINE
+                : shimgen_cfg.trace == TRACE_TIME ? SHIMGEN_TRACEFILE_MODE_TIME
+                                                  : SHIMGEN_TRACEFILE_MODE_COUNTS,
         .start_ns = tf_clock(CLOCK_REALTIME),
         .off_fine = TS_FINE, .fine_slots = TS_FINE_SLOTS, .fine_bits = TS_FINE_BITS,
         .fine_sub_shift = TS_FINE_SUB_SHIFT, .fine_probes = TS_FINE_PROBES,

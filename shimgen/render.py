@@ -116,6 +116,11 @@ def render(model: ShimModel, dest: Path) -> list[Path]:
         "trace_magic": runenv.TRACE_MAGIC.decode(),
         "trace_version": runenv.TRACE_VERSION,
         "trace_suffix": runenv.TRACE_SUFFIX,
+        "trace_byte_order": runenv.TRACE_BYTE_ORDER,
+        "trace_states": runenv.TRACE_STATES,
+        "trace_modes": runenv.TRACE_MODES,
+        "trace_header": runenv.trace_header_layout(),
+        "trace_header_size": runenv.trace_header_size(),
     }
     written = []
     runtime = runtime_dir()

@@ -25,10 +25,60 @@ ENV = {
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID",
              "LOCAL_RANK")
 
+# What a build installs: the shim's file name and its manifest's.
+SHIM_LIBRARY = "libcudashim.so"
+SHIM_MANIFEST = "shim.json"
+
+# The trace modes, by the number the binary trace file records (its header's `mode`) and
+# the name SHIMGEN_TRACE takes (which also takes "1" for counts and "attrs").
+TRACE_MODES = {1: "counts", 2: "time", 3: "timeline"}
+
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
 TRACE_VERSION = 2
 TRACE_SUFFIX = ".shimtrace"
+TRACE_BYTE_ORDER = 0x0102030405060708
+TRACE_STATES = {"running": 1, "complete": 2}
+# Its header, field by field in order: (name, type, count), the type one of u32, u64, i64,
+# char. runtime/tracefile.h declares its struct from this list (rendered into facts.h, with
+# each field's offset checked) and shimgen/tracefile.py reads it with the same one; every
+# field lies at a multiple of its own size, so the C struct has no padding.
+TRACE_HEADER = (
+    ("magic", "char", 8), ("version", "u32", 1), ("header_size", "u32", 1),
+    ("byte_order", "u64", 1), ("nfuncs", "u32", 1), ("page_size", "u32", 1),
+    ("block_size", "u64", 1), ("block_stride", "u64", 1), ("names_off", "u64", 1),
+    ("names_size", "u64", 1), ("blocks_off", "u64", 1),
+    ("off_fn", "u32", 1), ("fstats_size", "u32", 1), ("off_untimed", "u32", 1),
+    ("off_err_overflow", "u32", 1), ("off_err", "u32", 1), ("err_slots", "u32", 1),
+    ("errslot_size", "u32", 1), ("off_hist", "u32", 1), ("hist_buckets", "u32", 1),
+    ("off_tid", "u32", 1), ("off_state", "u32", 1), ("off_count", "u32", 1),
+    ("blocks_reserved", "u64", 1), ("blocks_mapped", "u64", 1),
+    ("pid", "i64", 1), ("ppid", "i64", 1), ("rank", "char", 16),
+    ("mode", "u32", 1), ("state", "u32", 1), ("start_ns", "u64", 1), ("end_ns", "u64", 1),
+    ("calib_ns0", "u64", 1), ("calib_ticks0", "u64", 1), ("calib_ns1", "u64", 1),
+    ("calib_ticks1", "u64", 1), ("unmapped_proc_addresses", "u64", 1),
+    ("calls_missing", "u64", 1), ("shimgen_version", "char", 32),
+    ("driver_version", "char", 32), ("driver_build_id", "char", 136),
+    ("driver_path", "char", 4096),
+    ("calib_width0", "u64", 1), ("calib_width1", "u64", 1), ("calib_ns_a", "u64", 1),
+    ("calib_ticks_a", "u64", 1), ("calib_width_a", "u64", 1), ("calib_seq", "u64", 1),
+    ("proc_start", "u64", 1), ("boot_id", "char", 40),
+    ("off_fine", "u32", 1), ("fine_slots", "u32", 1), ("fine_bits", "u32", 1),
+    ("fine_sub_shift", "u32", 1), ("fine_probes", "u32", 1), ("fine_hash", "u32", 1),
+)
+_FIELD_TYPES = {"u32": ("uint32_t", "I", 4), "u64": ("uint64_t", "Q", 8),
+                "i64": ("int64_t", "q", 8), "char": ("char", "s", 1)}
+
+
+def trace_header_layout() -> list[tuple[str, str, int, int, str]]:
+    """Each header field as (name, C type, count, offset, struct code), in order."""
+    out, at = [], 0
+    for name, kind, count in TRACE_HEADER:
+        ctype, code, size = _FIELD_TYPES[kind]
+        assert at % size == 0, name  # (no padding: see TRACE_HEADER)
+        out.append((name, ctype, count, at, f"{count}s" if kind == "char" else code))
+        at += size * count
+    return out
 
 # A run directory (`shimgen run`): its metadata, the traces, the timelines, the notices.
 RUNS_DIR = "shimgen-runs"  # the default parent of run directories, in the current directory
@@ -36,3 +86,8 @@ RUN_JSON = "run.json"
 TRACES = "traces"
 TIMELINE = "timeline"
 NOTICES = "notices.log"
+
+
+def trace_header_size() -> int:
+    name, kind, count = TRACE_HEADER[-1]
+    return trace_header_layout()[-1][3] + _FIELD_TYPES[kind][2] * count

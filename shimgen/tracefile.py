@@ -21,7 +21,15 @@ import stat
 import struct
 
 from shimgen.errors import ShimgenError
-from shimgen.runenv import TRACE_MAGIC, TRACE_SUFFIX, TRACE_VERSION
+from shimgen.runenv import (
+    TRACE_BYTE_ORDER,
+    TRACE_MAGIC,
+    TRACE_MODES,
+    TRACE_STATES,
+    TRACE_SUFFIX,
+    TRACE_VERSION,
+    trace_header_layout,
+)
 from shimgen.tracemodel import (
     FINE_BUCKETS,
     FINE_SUB_SHIFT,
@@ -33,10 +41,10 @@ from shimgen.tracemodel import (
 
 MAGIC = TRACE_MAGIC
 VERSION = TRACE_VERSION
-BYTE_ORDER = 0x0102030405060708
+BYTE_ORDER = TRACE_BYTE_ORDER
 SUFFIX = TRACE_SUFFIX
-MODES = {1: "counts", 2: "time", 3: "timeline"}
-RUNNING, COMPLETE = 1, 2
+MODES = TRACE_MODES
+RUNNING, COMPLETE = TRACE_STATES["running"], TRACE_STATES["complete"]
 PATH_MAX = 4096
 MAX_NAME = 256  # an exported name's bytes, its NUL included (the driver's are under 64)
 # ns per tick a TSC can have (20 GHz to 50 MHz): anything else is a torn or corrupt pair.
@@ -44,36 +52,10 @@ NS_PER_TICK_RANGE = (0.05, 20.0)
 # A calibration less exact than this is used, with a note saying how exact it is.
 CALIBRATION_NOTE_ABOVE = 0.001
 
-# The header of format version 1 (runtime/tracefile.h: struct tf_header), little-endian.
-_HEADER = struct.Struct(
-    "<8sIIQ"  # magic, version, header_size, byte_order
-    "II"  # nfuncs, page_size
-    "QQQQQ"  # block_size, block_stride, names_off, names_size, blocks_off
-    "IIII"  # off_fn, fstats_size, off_untimed, off_err_overflow
-    "IIII"  # off_err, err_slots, errslot_size, off_hist
-    "IIII"  # hist_buckets, off_tid, off_state, off_count
-    "QQ"  # blocks_reserved, blocks_mapped
-    "qq16s"  # pid, ppid, rank
-    "II"  # mode, state
-    "QQ"  # start_ns, end_ns (CLOCK_REALTIME)
-    "QQQQ"  # calib_ns0, calib_ticks0, calib_ns1, calib_ticks1
-    "QQ"  # unmapped_proc_addresses, calls_missing
-    f"32s32s136s{PATH_MAX}s"  # shimgen_version, driver_version, driver_build_id, driver_path
-    "QQ"  # calib_width0, calib_width1
-    "QQQ"  # calib_ns_a, calib_ticks_a, calib_width_a
-    "QQ40s"  # calib_seq, proc_start, boot_id
-    "IIIIII"  # off_fine, fine_slots, fine_bits, fine_sub_shift, fine_probes, fine_hash
-)
-_FIELDS = (
-    "magic version header_size byte_order nfuncs page_size block_size block_stride names_off "
-    "names_size blocks_off off_fn fstats_size off_untimed off_err_overflow off_err err_slots "
-    "errslot_size off_hist hist_buckets off_tid off_state off_count blocks_reserved "
-    "blocks_mapped pid ppid rank mode state start_ns end_ns calib_ns0 calib_ticks0 calib_ns1 "
-    "calib_ticks1 unmapped_proc_addresses calls_missing shimgen_version driver_version "
-    "driver_build_id driver_path calib_width0 calib_width1 calib_ns_a calib_ticks_a "
-    "calib_width_a calib_seq proc_start boot_id off_fine fine_slots fine_bits fine_sub_shift "
-    "fine_probes fine_hash"
-).split()
+# The header (runtime/tracefile.h), from the one list of its fields, little-endian.
+_LAYOUT = trace_header_layout()
+_HEADER = struct.Struct("<" + "".join(code for *_, code in _LAYOUT))
+_FIELDS = [name for name, *_ in _LAYOUT]
 HEADER_SIZE = _HEADER.size
 FSTATS_SIZE = 32  # count, total, max, unused (uint64 each)
 ERRSLOT_SIZE = 16  # key, count

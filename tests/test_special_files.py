@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,18 @@ def test_a_special_file_as_the_driver_fails_the_calls_at_once(shims, probes, tmp
     assert proc.stderr.count("cannot load the real CUDA driver") == 1, proc.stderr
     why = "a directory" if kind == "directory" else "not a regular file"
     assert why in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("cmd", ["build", "gates"])
+def test_a_fifo_as_a_gate_profile_is_refused_at_once(shims, tmp_path, cmd):
+    """`--gates PROFILE` (build) and `--json PROFILE` (gates: the profile it would replace is
+    read first to be sure it is one): a FIFO is opened without blocking and refused."""
+    fifo = tmp_path / "profile.json"
+    os.mkfifo(fifo)
+    d = str(shims[0].driver.path)
+    args = {"build": ["build", "--driver", d, "--gates", str(fifo), "--out", str(tmp_path / "o")],
+            "gates": ["gates", "--driver", d, "--json", str(fifo), "--no-proof"]}[cmd]
+    proc = subprocess.run([sys.executable, "-m", "shimgen", *args], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr

@@ -17,18 +17,10 @@ from faultkit import run
 
 from shimgen import tracefile
 from shimgen.errors import ShimgenError
+from shimgen.runenv import trace_header_layout
 from shimgen.tracefile import HEADER_SIZE, load
 
-FIELD_OFFSETS = {}
-_at = 0
-for _name, _code in zip(tracefile._FIELDS, [
-        "8s", "I", "I", "Q", "I", "I", "Q", "Q", "Q", "Q", "Q", "I", "I", "I", "I", "I", "I", "I",
-        "I", "I", "I", "I", "I", "Q", "Q", "q", "q", "16s", "I", "I", "Q", "Q", "Q", "Q", "Q", "Q",
-        "Q", "Q", "32s", "32s", "136s", f"{tracefile.PATH_MAX}s", "Q", "Q", "Q", "Q", "Q", "Q",
-        "Q", "40s", "I", "I", "I", "I", "I", "I"], strict=True):
-    FIELD_OFFSETS[_name] = (_at, _code)
-    _at += struct.calcsize("<" + _code)
-assert _at == HEADER_SIZE
+FIELD_OFFSETS = {name: (offset, code) for name, _, _, offset, code in trace_header_layout()}
 
 
 @pytest.fixture(scope="module")
@@ -265,13 +257,13 @@ def test_a_symbolic_link_is_not_followed_when_asked_not_to(real_file, tmp_path):
         load(link, follow=False)
 
 
-def test_a_sparse_file_of_64_gib_is_read_in_the_time_of_its_data(real_file, tmp_path):
-    """The header says blocks up to the end of a 64 GiB file that is a hole past its real
+def test_a_sparse_file_of_16_gib_is_read_in_the_time_of_its_data(real_file, tmp_path):
+    """The header says blocks up to the end of a 16 GiB file that is a hole past its real
     blocks (a few hundred KiB on disk): the reader skips the holes (SEEK_DATA), so the time
     is that of the data, and the counts are the real blocks' own."""
     data = bytearray(real_file.read_bytes())
     h = header(data)
-    size = 64 << 30
+    size = 16 << 30
     size -= (size - h["blocks_off"]) % h["block_stride"]
     put(data, "blocks_reserved", (size - h["blocks_off"]) // h["block_stride"])
     p = tmp_path / "sparse.shimtrace"
@@ -296,3 +288,17 @@ def test_a_names_table_larger_than_its_names_can_be_is_refused(real_file, tmp_pa
         f.write(data)
         f.truncate(2 << 30)
     refused(p, "names table")
+
+
+def test_the_documented_header_is_the_format_s_own():
+    """docs/traceformat.md's header table lists every field of runenv.TRACE_HEADER, in order,
+    at its offset and with its type (the C struct is checked against the same list when the
+    shim compiles)."""
+    import re
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "traceformat.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (\w+(?:\[\d+\])?) \| `(\w+)` \|", doc, re.M)
+    kinds = {"uint32_t": "u32", "uint64_t": "u64", "int64_t": "i64"}
+    want = [(str(off), f"char[{n}]" if ctype == "char" else kinds[ctype], name)
+            for name, ctype, n, off, _ in trace_header_layout()]
+    assert rows == want

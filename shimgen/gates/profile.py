@@ -358,12 +358,19 @@ def from_json(cls: type, d: Any, where: str) -> Any:
 # --------------------------------------------------------------------------------------------
 # Loading a profile file
 
+MAX_PROFILE_BYTES = 64 << 20  # a file larger than this is not a profile
+
 
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile written by ``Profile.to_json``."""
+    from ..infile import read_regular
+
     p = Path(path)
     try:
-        raw = json.loads(p.read_text())
+        data = read_regular(p, MAX_PROFILE_BYTES)
+        if len(data) > MAX_PROFILE_BYTES:
+            raise GateDiscoveryError(f"profile: {p} is larger than {MAX_PROFILE_BYTES} bytes")
+        raw = json.loads(data.decode("utf-8"))
     except OSError as e:
         raise GateDiscoveryError(f"profile: cannot read {p}: {e.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

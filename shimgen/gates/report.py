@@ -13,9 +13,7 @@ from ..outfile import write_whole
 from . import ALLOW_UNPROVEN
 from . import prove as proving
 from .discover import discover
-from .profile import PROOF_NOT_RUN, SCHEMA, Profile
-
-MAX_PROFILE_BYTES = 64 << 20  # a file larger than this is not a profile
+from .profile import MAX_PROFILE_BYTES, PROOF_NOT_RUN, SCHEMA, Profile
 
 
 def format_table(profile: Profile) -> str:
@@ -68,9 +66,10 @@ def format_table(profile: Profile) -> str:
 
 def is_profile(path: Path) -> bool:
     """Whether `path` holds a gate profile (what `--json` may replace)."""
+    from ..infile import read_regular
+
     try:
-        with open(path, "rb") as f:
-            raw = json.loads(f.read(MAX_PROFILE_BYTES + 1))
+        raw = json.loads(read_regular(path, MAX_PROFILE_BYTES))
     except (OSError, ValueError):
         return False
     return isinstance(raw, dict) and raw.get("schema") == SCHEMA

@@ -40,6 +40,29 @@ def child_env(shim: Path | str | None = None, *, keep_shimgen: bool = False,
     return env
 
 
+def mapped_libraries() -> dict:
+    """Whether a shimgen shim is mapped in this process, and which libcuda file is: by each
+    mapped file's name (its basename), never a part of its whole path."""
+    from ..runenv import SHIM_LIBRARY
+
+    out = {"shim_mapped": False, "libcuda": None}
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return out
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6:
+            continue
+        path = parts[5].strip()
+        base = os.path.basename(path)
+        if base == SHIM_LIBRARY:
+            out["shim_mapped"] = True
+        elif base.startswith("libcuda.so") and out["libcuda"] is None:
+            out["libcuda"] = path
+    return out
+
+
 def shell_exports() -> str:
     """MULTICAST_OFF as one shell `export` line, for the GPU scripts (tests/gpu/)."""
     return "export " + " ".join(f"{k}={v}" for k, v in MULTICAST_OFF.items())

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 from pathlib import Path
 
 from ..cuda import CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, CUDA_SUCCESS
 from ..errors import ShimgenError, one_line
 from . import driver_bindings
-from .child import run_probe
+from .child import mapped_libraries, run_probe
 from .p2p_format import format_p2p, side_by_side
 
 SIZE = 128 << 20  # bytes per copy
@@ -81,26 +80,6 @@ def _ck(cu, ret, what: str):
     if len(ret) == 1:
         return None
     return ret[1] if len(ret) == 2 else ret[1:]
-
-
-def _mapped_libraries() -> dict:
-    """Whether the shim is mapped in this process, and which libcuda file is."""
-    out = {"shim_mapped": False, "libcuda": None}
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return out
-    for line in maps.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 6:
-            continue
-        path = parts[5].strip()
-        base = os.path.basename(path)
-        if base == "libcudashim.so":
-            out["shim_mapped"] = True
-        elif base.startswith("libcuda.so") and out["libcuda"] is None:
-            out["libcuda"] = path
-    return out
 
 
 def _p2p_attribute(cu, names: tuple[str, ...], value: int):
@@ -296,7 +275,7 @@ def collect_p2p(size: int = SIZE, count: int = COUNT, cu=None) -> dict:
     if cu is None:
         cu = driver_bindings()
     data: dict = {"size_bytes": size, "count": count, "cuInit": None, "driver_version": None,
-                  "devices": [], "pairs": [], "error": None} | _mapped_libraries()
+                  "devices": [], "pairs": [], "error": None} | mapped_libraries()
     try:
         (err,) = cu.cuInit(0)
     except Exception as e:  # noqa: BLE001 - cuda-python could not load libcuda at all
@@ -304,7 +283,7 @@ def collect_p2p(size: int = SIZE, count: int = COUNT, cu=None) -> dict:
         return data
     data["cuInit"] = int(err)
     data["cuInit_name"] = _err_name(cu, err)
-    data |= _mapped_libraries()
+    data |= mapped_libraries()
     e, version = cu.cuDriverGetVersion()
     data["driver_version"] = int(version) if int(e) == CUDA_SUCCESS else None
     if int(err) != CUDA_SUCCESS:
