@@ -1,24 +1,118 @@
-"""`python -m shimgen` and the `shimgen` command. The command line is imported inside a guard,
-so that an interrupt while Python is still importing it (Ctrl-C right after the start) ends
-in one line and exit status 130 instead of a traceback."""
+"""`python -m shimgen` and the `shimgen` command.
 
-import signal
-import sys
+Everything shimgen does runs inside one guard, from this module's first statement to the
+exit: an interrupt at any moment of the start (Ctrl-C while Python imports the command line)
+or of the end ends in one line and exit status 130, never a traceback. Outside it is what is
+Python's own: the interpreter's start before this module runs, and the first instruction of
+the code of shimgen/__init__.py, of this module and of entry() (called by the `shimgen`
+script), where Python looks for a pending signal before any statement runs
+(docs/reliability.md, "Ctrl-C at any moment of shimgen's own start"). Inside the guard, before
+anything else, the standard descriptors are made sure of: with stderr closed, shimgen's lines
+must not go to stdout."""
 
+try:
+    # The handler below uses _interrupted: it is made first, and nothing up to _began looks
+    # for a pending signal (a definition does not, nor an import of a module that Python's
+    # start has imported already, as os and sys are).
+    def _interrupted() -> int:
+        """Say that SIGINT came outside the command line's own guard (cli.main): before it
+        began (the usual line), or as it ended, when what it did stands. Exit status 130."""
+        import sys
 
-def entry() -> int:
-    try:
-        from .errors import redeliver_swallowed
+        from .errors import ERROR_PREFIX, Interrupted
 
-        sys.unraisablehook = redeliver_swallowed(sys.unraisablehook)
-        from .cli import main
-    except KeyboardInterrupt:
-        from .errors import Interrupted
+        if _began:
+            message = ("interrupted by SIGINT as shimgen ended; what it had finished stands "
+                       "(a build installed, a report printed)")
+        else:
+            message = Interrupted(2).message()
+        try:
+            sys.stderr.write(f"{ERROR_PREFIX}{message}\n")
+            sys.stderr.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+        return 128 + 2  # SIGINT (the signal module is not imported here: it costs time)
 
-        sys.stderr.write(f"shimgen: error: {Interrupted(signal.SIGINT).message()}\n")
-        return 128 + signal.SIGINT
-    return main()
+    _began = []  # cli.main was called
+    import os
+    import sys
 
+    _kept = []  # interrupts that Python would have printed as "Exception ignored" and lost
 
-if __name__ == "__main__":
-    sys.exit(entry())
+    def _keep_interrupts(previous):
+        """sys.unraisablehook for the start, until errors.redeliver_swallowed is in place: an
+        interrupt raised where Python ignores exceptions (a weakref callback of the import
+        system, as the import of a module ends) is kept, and raised inside the guard."""
+
+        def hook(unraisable) -> None:
+            if isinstance(unraisable.exc_value, KeyboardInterrupt):
+                _kept.append(unraisable.exc_value)
+            else:
+                previous(unraisable)
+
+        return hook
+
+    sys.unraisablehook = _keep_interrupts(sys.unraisablehook)
+
+    def _standard_descriptors() -> None:
+        """Descriptors 0, 1 and 2 open from here on. One that was closed is /dev/null for
+        shimgen, close-on-exec: the command that `shimgen run` starts still gets it closed,
+        and no file shimgen opens takes its number. Python gives a closed stderr as
+        sys.stderr None, and print(file=None) writes to stdout: shimgen's lines would be
+        mixed into the command's output. They go to the /dev/null standing in instead."""
+        for fd in (0, 1, 2):
+            try:
+                os.fstat(fd)
+            except OSError:
+                null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+                if null != fd:
+                    os.dup2(null, fd, inheritable=False)
+                    os.close(null)
+        if sys.stdout is None:
+            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        if sys.stderr is None:
+            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",
+                              closefd=False, buffering=1)
+
+    def _caused_by_interrupt(e: BaseException | None) -> bool:
+        """Whether an interrupt caused `e`: Python wraps one that lands in some places of an
+        import (RuntimeError: Error calling __set_name__, while a class is made)."""
+        seen = set()
+        while e is not None and id(e) not in seen:
+            seen.add(id(e))
+            if isinstance(e, KeyboardInterrupt):
+                return True
+            e = e.__cause__ or e.__context__
+        return False
+
+    def entry() -> int:
+        try:
+            _began.clear()
+            _standard_descriptors()
+            from .errors import redeliver_swallowed
+
+            sys.unraisablehook = redeliver_swallowed(sys.unraisablehook)
+            if _kept:  # lost while shimgen was imported: it is raised now
+                _kept.clear()
+                raise KeyboardInterrupt
+            from .cli import main
+
+            _began.append(True)
+            return main()
+        except KeyboardInterrupt:
+            return _interrupted()
+        except Exception as e:  # cli.main says its own errors: this one is from an import
+            if _caused_by_interrupt(e):
+                return _interrupted()
+            raise
+
+    if __name__ == "__main__":
+        sys.exit(entry())
+except KeyboardInterrupt:  # entry()'s first instruction, or as `python -m shimgen` ends
+    _status = _interrupted()
+
+    def entry() -> int:  # what the `shimgen` script calls: the line is said already
+        return _status
+
+    if __name__ == "__main__":
+        raise SystemExit(_status) from None

@@ -2,8 +2,9 @@
 
 Every consumer (the shim model, the libcuda rules of driver.py, gate discovery, its proof
 and the gate plan) receives the image this module returns; nothing else opens the driver.
-The file is opened with care (never a device file, the descriptor read is the file checked),
-read whole, and its layout is checked by hand before pyelftools parses anything: every table
+The file is opened with care, by elfnotes.open_library, the opening every command makes
+(never a device file, never blocking, the descriptor read is the file checked), read whole,
+and its layout is checked by hand before pyelftools parses anything: every table
 must lie inside the file and have the x86-64 entry size. The exports come from the dynamic
 symbol table only: it is what the dynamic loader and `dlsym` see. Every refusal is a
 ShimgenError of one line naming the file.
@@ -11,27 +12,33 @@ ShimgenError of one line naming the file.
 
 from __future__ import annotations
 
-import errno
 import io
 import os
-import stat
 import struct
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from .elfnotes import EHDR as _EHDR
-from .elfnotes import EM_X86_64, check_path_text, read_build_id, read_notes, version_from_name
 from .elfnotes import PHDR as _PHDR
+from .elfnotes import (
+    check_driver,
+    check_header,
+    check_path_text,
+    open_library,
+    read_build_id,
+    read_notes,
+    version_from_name,
+)
 from .errors import ShimgenError
 
-__all__ = ["DriverImage", "Export", "Section", "Segment", "check_path_text", "read_build_id",
-           "read_image", "read_notes", "version_from_name"]
+__all__ = ["DriverImage", "Export", "Section", "Segment", "check_driver", "check_path_text",
+           "read_build_id", "read_image", "read_notes", "version_from_name"]
 
 # pyelftools is imported by the functions that parse with it, never at module import. The
-# light part of the reader (path text, the headers' layout, notes and build-id, the version in
-# a file name) is elfnotes.py, re-exported here: the cached path of `shimgen run` imports only
-# that part.
+# light part of the reader (path text, the opening and header check of the file, the headers'
+# layout, notes and build-id, the version in a file name) is elfnotes.py, re-exported here:
+# the cached path of `shimgen run` imports only that part.
 
 
 @dataclass(frozen=True)
@@ -142,80 +149,12 @@ class DriverImage:
         return next((s for s in self.segments if s.holds(vaddr)), None)
 
 
-def _open_driver(path: Path) -> tuple[Path, int, int]:
-    """Resolve `path` and open it: (real path, file descriptor, size), or a one-line error.
-
-    The file is checked with stat before it is opened (a device file is never opened: opening
-    one can have effects), then opened without blocking and checked again on the descriptor,
-    so the file read is the file checked. Readability is what open(2) says, not access(2): the
-    same answer for root and for other users.
-    """
-    try:
-        os.lstat(path)
-    except FileNotFoundError:
-        raise ShimgenError(f"driver {path}: no such file") from None
-    except NotADirectoryError:
-        raise ShimgenError(f"driver {path}: no such file (a part of the path is not a "
-                           "directory)") from None
-    except OSError as e:
-        raise ShimgenError(f"driver {path}: cannot reach it ({e.strerror})") from None
-    try:
-        real = path.resolve(strict=True)
-    except RuntimeError:
-        raise ShimgenError(f"driver {path}: symlink loop") from None
-    except FileNotFoundError:
-        raise ShimgenError(f"driver {path}: dangling symlink") from None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise ShimgenError(f"driver {path}: symlink loop") from None
-        raise ShimgenError(f"driver {path}: cannot reach it ({e.strerror})") from None
-    check_path_text(real, "driver")
-    try:
-        st = os.stat(real)
-    except OSError as e:
-        raise ShimgenError(f"driver {path}: cannot reach it ({e.strerror})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise ShimgenError(f"driver {path}: is a directory, not a library")
-    if not stat.S_ISREG(st.st_mode):
-        raise ShimgenError(f"driver {path}: not a regular file ({_file_kind(st.st_mode)})")
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except PermissionError:
-        raise ShimgenError(f"driver {path}: not readable (permission denied)") from None
-    except OSError as e:
-        raise ShimgenError(f"driver {path}: cannot open it ({e.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ShimgenError(f"driver {path}: not a regular file ({_file_kind(st.st_mode)})")
-        if st.st_size == 0:
-            raise ShimgenError(f"driver {path}: empty file")
-    except BaseException:
-        os.close(fd)
-        raise
-    return real, fd, st.st_size
-
-
-def _file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return "not a plain file"
-
-
 # ---------------------------------------------------------------------------------------------
 # ELF layout, checked by hand before pyelftools reads anything: pyelftools trusts the header's
 # counts and sizes, so a corrupt file could make it loop for a very long time or read far past
 # the end. Every table must lie inside the file and have the x86-64 entry size.
 
 _SHDR = struct.Struct("<IIQQQQIIQQ")
-_MACHINES = {2: "SPARC", 3: "i386", 8: "MIPS", 20: "PowerPC", 21: "ppc64", 22: "s390",
-             40: "ARM", 43: "SPARC64", 50: "IA-64", 62: "x86-64", 183: "aarch64",
-             243: "RISC-V", 258: "LoongArch"}
-_ELF_TYPES = {0: "no ELF file type, not a shared library",
-              1: "a relocatable object file, not a shared library",
-              2: "an executable, not a shared library", 4: "a core dump"}
 (SHT_NULL, SHT_STRTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS,
  SHT_DYNSYM) = 0, 3, 4, 6, 7, 8, 11
 PT_LOAD, PF_X, PF_W = 1, 1, 2
@@ -231,41 +170,14 @@ class _Layout:
     segments: tuple[Segment, ...]
 
 
-def _machine(e_machine: int) -> str:
-    return _MACHINES.get(e_machine, "another machine")
-
-
 def _check_layout(fh, size: int, path: Path) -> _Layout:
     def bad(why: str) -> ShimgenError:
         return ShimgenError(f"driver {path}: truncated or malformed ELF ({why})")
 
-    ident = fh.read(64)
-    if ident[:4] != b"\x7fELF":
-        raise ShimgenError(f"driver {path}: not an ELF file")
-    if len(ident) < 20:
-        raise bad(f"the file ends inside the ELF header, at byte {size}")
-    ei_class, ei_data = ident[4], ident[5]
-    if ei_class == 1:
-        raise ShimgenError(f"driver {path}: 32-bit ELF; shimgen needs x86-64 libcuda")
-    if ei_class != 2:
-        raise bad(f"ELF class {ei_class} is neither 32- nor 64-bit")
-    if ei_data == 2:
-        machine = struct.unpack(">H", ident[18:20])[0]
-        raise ShimgenError(f"driver {path}: built for {_machine(machine)} (big-endian); "
-                           "shimgen needs x86-64 libcuda")
-    if ei_data != 1:
-        raise bad(f"byte order {ei_data} is neither little- nor big-endian")
-    machine = struct.unpack("<H", ident[18:20])[0]
-    if machine != EM_X86_64:
-        raise ShimgenError(f"driver {path}: built for {_machine(machine)} (e_machine {machine}); "
-                           "shimgen needs x86-64 libcuda")
-    if len(ident) < _EHDR.size:
-        raise bad(f"the file ends inside the ELF header, at byte {size}")
-    (_, e_type, _, _, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum, e_shentsize, e_shnum,
+    ident = fh.read(_EHDR.size)
+    check_header(ident, size, f"driver {path}")
+    (_, _, _, _, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum, e_shentsize, e_shnum,
      e_shstrndx) = _EHDR.unpack(ident)
-    if e_type != 3:
-        kind = _ELF_TYPES.get(e_type, f"ELF type {e_type}, not a shared library")
-        raise ShimgenError(f"driver {path}: {kind}")
 
     if e_shoff == 0:
         raise ShimgenError(f"driver {path}: no section headers (stripped with sstrip or "
@@ -336,9 +248,7 @@ def read_image(path: Path | str) -> DriverImage:
     reads."""
     from elftools.common.exceptions import ELFError
 
-    path = Path(os.path.abspath(path))
-    check_path_text(path, "driver")
-    real, fd, size = _open_driver(path)
+    path, real, fd, size = open_library(path)
     with os.fdopen(fd, "rb") as fh:
         try:
             contents = fh.read()
