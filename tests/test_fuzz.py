@@ -45,7 +45,7 @@ from shimgen.driver import read_driver
 from shimgen.errors import ShimgenError
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = int(os.environ.get("SHIMGEN_FUZZ_EXAMPLES", "1200"))
+EXAMPLES = int(os.environ.get("SHIMGEN_FUZZ_EXAMPLES", "300"))
 LONG_RUN = "SHIMGEN_FUZZ_EXAMPLES" in os.environ
 SECONDS_PER_INPUT = 10
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -51,22 +52,50 @@ def init_shim(probes, tmp_path_factory):
     return fake, build(model, tmp_path_factory.mktemp("initshim")).library, plan
 
 
-def driver_maps(out: str) -> list[str]:
-    return [ln.split()[2] for ln in out.splitlines() if ln.startswith("map ")]
+def driver_maps(out: str, driver: Path) -> list[str]:
+    """The protections of the probe's "map" lines (GATEPROBE_MAPS=driver), each of which must
+    be a mapping of exactly that file: the whole path compared, never a part of it."""
+    lines = [ln.split(None, 6) for ln in out.splitlines() if ln.startswith("map ")]
+    assert all(len(f) == 7 and f[6] == str(driver.resolve()) for f in lines), lines
+    return [f[2] for f in lines]
 
 
 def test_init_method_sets_the_bit_in_the_drivers_own_init(probes, init_shim):
-    _, shim, _ = init_shim
-    out, err = run_probe(probes, shim, SHIMGEN_GATES="gdr", SHIMGEN_GATE_METHOD="init")
+    fake, shim, _ = init_shim
+    out, err = run_probe(probes, shim, SHIMGEN_GATES="gdr", SHIMGEN_GATE_METHOD="init",
+                         GATEPROBE_MAPS=str(fake))
     r = parse(out)
     for d in (0, 1):
         # the driver built 0x18 | 0x60: the bit is the driver's own; dmabuf byte untouched
         assert r["devs"][d]["b40"] == 0x78 and r["devs"][d]["b44"] == 0x04
     assert r["global"] == 0  # the init method writes code only, never the globals
     assert err.count("init sites changed before cuInit") == 1
-    maps = driver_maps(out)
+    maps = driver_maps(out, fake)
     assert maps and all("w" not in p or "x" not in p for p in maps)  # never left W+X
     assert any(p.startswith("r-x") for p in maps)  # the code's own protection is back
+
+
+def test_driver_mappings_are_found_by_the_whole_path_wherever_the_files_lie(probes, init_shim,
+                                                                          tmp_path):
+    """The probe picks a file's mappings by its whole path, so where the repository or the
+    files lie cannot change what a test sees: a copy of the driver in a directory named like
+    the shim and the driver (a checkout such as .../shimgen/ is one) is found, with its
+    protection back after the init-site change, and the shim's mappings are the shim's
+    alone, however its own path is named."""
+    fake, shim, _ = init_shim
+    copy = tmp_path / "libcudashim-dir" / fake.name
+    copy.parent.mkdir()
+    shutil.copy2(fake, copy)
+    out, err = run_probe(probes, shim, SHIMGEN_DRIVER=str(copy), SHIMGEN_GATES="gdr",
+                         SHIMGEN_GATE_METHOD="init", GATEPROBE_MAPS=str(copy))
+    assert parse(out)["devs"][0]["b40"] == 0x78 and "init sites changed before cuInit" in err
+    maps = driver_maps(out, copy)
+    assert maps and all("w" not in p or "x" not in p for p in maps)
+    assert any(p.startswith("r-x") for p in maps)
+    out, _ = run_probe(probes, shim, SHIMGEN_DRIVER=str(copy), GATEPROBE_MAPS=str(shim))
+    assert any(p.startswith("r-x") for p in driver_maps(out, shim))
+    out, _ = run_probe(probes, shim, SHIMGEN_DRIVER=str(copy), GATEPROBE_MAPS=str(fake))
+    assert driver_maps(out, fake) == []  # the original is not loaded: the copy is the driver
 
 
 def test_init_method_mask_on_datacenter_part(probes, init_shim):

@@ -308,7 +308,8 @@ real, segs = sys.argv[1], [tuple(int(x, 16) for x in s.split(":")) for s in sys.
 lib = ctypes.CDLL("libcuda.so.1")
 v = ctypes.c_int(0)
 rc = lib.cuDriverGetVersion(ctypes.byref(v))  # the driver's load: the code changed there
-maps = [ln.split() for ln in open("/proc/self/maps") if ln.rstrip().endswith(real)]
+maps = [m for m in (ln.rstrip("\n").split(None, 5) for ln in open("/proc/self/maps"))
+        if m[5:] == [real]]  # the whole path, never a part of it
 base = next(int(m[0].split("-")[0], 16) for m in maps if int(m[2], 16) == 0)
 data = open(real, "rb").read()
 diffs = []

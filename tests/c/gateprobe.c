@@ -1,9 +1,13 @@
 /* Drives the fake libcuda's gates through whatever libcuda.so.1 is (the shim under
  * LD_PRELOAD): cuInit, then per device the gated attributes, the raw gate bytes, and
- * whether a DMA-BUF export and a GPUDirect RDMA allocation succeed; then the driver's
- * mappings from /proc/self/maps ("map ..." lines). */
+ * whether a DMA-BUF export and a GPUDirect RDMA allocation succeed; then, with
+ * GATEPROBE_MAPS=FILE, the mappings of exactly that file from /proc/self/maps ("map ..."
+ * lines): the line's path must equal FILE's real path. Nothing is matched by a part of a
+ * path, so where the files lie (a directory named like the shim or the driver) cannot
+ * hide a mapping or add one. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +41,23 @@ static void *race_init(void *arg)
     if (racing_init(0) == 0)
         __atomic_add_fetch(&init_ok, 1, __ATOMIC_RELAXED);
     return NULL;
+}
+
+/* Prints each line of /proc/self/maps whose path (the sixth field, to the end of the line)
+ * is exactly `path`. */
+static void print_maps_of(const char *path)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[PATH_MAX + 256];
+    while (maps && fgets(line, sizeof line, maps)) {
+        int at = -1;
+        line[strcspn(line, "\n")] = '\0';
+        sscanf(line, "%*s %*s %*s %*s %*s %n", &at);
+        if (at >= 0 && strcmp(line + at, path) == 0)
+            printf("map %s\n", line);
+    }
+    if (maps)
+        fclose(maps);
 }
 
 int main(int argc, char **argv)
@@ -82,13 +103,11 @@ int main(int argc, char **argv)
     unsigned long long handle = 0;
     printf("global %d dmabuf_export %d gdr_alloc %d\n", global(),
            range(&fd, 0x1000, 4096, 1, 0), create(&handle, 4096, NULL, 0));
-    /* the driver's mappings, with their protection (the init-site method must restore it) */
-    FILE *maps = fopen("/proc/self/maps", "r");
-    char line[4096];
-    while (maps && fgets(line, sizeof line, maps))
-        if (strstr(line, "libcuda") && !strstr(line, "shim"))
-            printf("map %s", line);
-    if (maps)
-        fclose(maps);
+    /* the named file's mappings, with their protection (the init-site method must restore
+     * it); a file that cannot be resolved has none */
+    const char *want = getenv("GATEPROBE_MAPS");
+    char real[PATH_MAX];
+    if (want && *want && realpath(want, real))
+        print_maps_of(real);
     return 0;
 }

@@ -94,7 +94,7 @@ m=$($PY -c "import json,sys; print(len(json.load(open(sys.argv[1]))['changes']))
 [ "$n" = "$m" ] && say "cmp -l: $n bytes differ, the manifest lists $m" \
   || { say "FAIL cmp -l: $n bytes differ, the manifest lists $m"; fail=1; }
 loaded=$(env -u LD_PRELOAD LD_LIBRARY_PATH="$OUT/initsite-copy${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  $PY -c "import ctypes; ctypes.CDLL('libcuda.so.1'); print(*sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libcuda' in l}))")
+  $PY -c "import ctypes, os, re; ctypes.CDLL('libcuda.so.1'); m = [l.rstrip('\n').split(None, 5)[5:] for l in open('/proc/self/maps')]; print(*sorted({f[0] for f in m if f and re.fullmatch(r'libcuda\.so(\.[0-9]+)*', os.path.basename(f[0]))}))")
 say "libcuda.so.1 on LD_LIBRARY_PATH loads: $loaded"
 [ "$loaded" = "$COPY" ] || { say "FAIL the copy is not what loads"; fail=1; }
 probe copy-mask LD_LIBRARY_PATH="$OUT/initsite-copy${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

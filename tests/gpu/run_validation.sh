@@ -290,7 +290,9 @@ for n in names:
 sl = logs / "cudart_entry.shim.log"
 if sl.exists():
     lines = [l for l in sl.read_text().splitlines() if l.startswith("cudaGetDriverEntryPoint")]
-    in_shim = len(lines) == 2 and all(l.endswith(shim) or "libcudashim.so" in l for l in lines)
+    # the library each answer lies in ("... lib FILE"), compared with the shim's whole path
+    in_shim = len(lines) == 2 and all(
+        Path(l.rsplit(" lib ", 1)[-1]).resolve() == Path(shim).resolve() for l in lines)
     print("cudart_entry under shim:", "; ".join(lines) or "no output")
     pl = logs / "cudart_entry.plain.log"
     print("cudart_entry plain     :", "; ".join(l for l in pl.read_text().splitlines() if l.startswith("cudaGetDriverEntryPoint")))
