@@ -1,7 +1,8 @@
 """`shimgen report A B` with two run directories: each run's processes merged, then calls,
 total time and errors of A and B side by side, what changed most first (the order is
 `change_order`, docs/report.md), functions and error codes that are new in B or gone from
-it marked. Text, JSON (schema `shimgen-report-compare`) or CSV."""
+it marked. Text, JSON (schema `shimgen-report-compare`) or CSV; a string read from a file is
+escaped in the text and the CSV as in report_format.py, exact in the JSON."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .report import Merged, Source, check_sums, merge, processes_of
 from .report_format import (
     DIED,
     code_name,
+    csv_value,
     dump_json,
     notices_json,
     printable,
@@ -129,6 +131,8 @@ def render(a: Source, b: Source, fmt: str) -> str:
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(CSV_COLUMNS)
         for r in frows:
-            w.writerow(["" if r[c] is None else r[c] for c in CSV_COLUMNS])
+            # the numbers as they are; the name (and status) escaped, "" for none
+            w.writerow([r[c] if isinstance(r[c], (int, float)) else csv_value(r[c])
+                        for c in CSV_COLUMNS])
         return printable(buf.getvalue())
     return printable(_text(a, b, frows, erows))

@@ -1,7 +1,9 @@
 """How `shimgen report` prints one run (or merged trace files): the header, the per-function
 table (calls, total, mean, p50, p90, p99, max, errors), the errors section, and the same data
-as JSON (schema `shimgen-report`, docs/report.md) or CSV. Text from the traces, the file
-names and the shim's notices is shown escaped, each a printable line."""
+as JSON (schema `shimgen-report`, docs/report.md) or CSV. Every string read from a file (the
+traces, run.json, the file names, the shim's notices, why a file could not be read) is shown
+escaped in the table and in the CSV, each a printable line (shown); the JSON keeps it exact,
+json escaping what needs it."""
 
 from __future__ import annotations
 
@@ -193,7 +195,7 @@ def group_header(g: Group) -> list[str]:
             f"{shown(v, CUT)} ({c} process{'es' if c > 1 else ''})"
             for v, c in sorted(drivers.items())))
     modes = sorted({p.mode for p in g.processes})
-    lines.append(f"mode       {', '.join(modes)}")
+    lines.append(f"mode       {', '.join(shown(m, CUT) for m in modes)}")
     twice = _traced_twice(g)
     if twice:
         lines.append("warning    the same pid has a binary and a JSON trace (the process traced "
@@ -308,7 +310,7 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
     for g in gs:
         lines.append("")
         if by is not None:
-            lines.append(f"== {by} {g.key} ==")
+            lines.append(f"== {by} {shown(g.key, CUT)} ==")
         lines += group_header(g)
         lines.append("")
         lines += function_table(g.functions)
@@ -383,9 +385,13 @@ def printable(out: str) -> str:
         return out.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _csv_value(v) -> str:
+def csv_value(v) -> str:
+    """A CSV field: a number as it is, text from a trace escaped as the table shows it (so
+    that no control character reaches a terminal; the csv module quotes what needs it)."""
     if v is None:
         return ""
+    if isinstance(v, str):
+        return shown(v)
     return f"{v:.1f}" if isinstance(v, float) else str(v)
 
 
@@ -407,6 +413,7 @@ def render(sources: list[Source], gs: list[Group], by: str | None, fmt: str) -> 
         for g in gs:
             for name, m in sorted_functions(g.functions):
                 row = function_row(name, m)
-                w.writerow([by or "all", g.key] + [_csv_value(row[c]) for c in CSV_COLUMNS[2:]])
+                w.writerow([by or "all", csv_value(g.key)]
+                           + [csv_value(row[c]) for c in CSV_COLUMNS[2:]])
         return printable(buf.getvalue())
     return printable(_text(sources, gs, by))

@@ -3,7 +3,10 @@
 The shim for this machine's driver comes from the per-user cache (cache.py: built once, then
 reused). The command runs with the shim first in LD_PRELOAD and the trace going to a run
 directory; `run` forwards the signals sent to it, writes run.json at the start and the end,
-prints the report and exits with the command's status, as a shell would.
+prints the report and exits with the command's status, as a shell would. The run directory
+is made and written through one descriptor of it, in a runs directory nobody else can write
+(below); an interrupt before the command started says what it interrupted, and a command
+that started always keeps its run directory and its report (the signals: below).
 
 Kept light: the cached path imports nothing heavy (no jinja2, pyelftools or meson).
 """
@@ -21,7 +24,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .errors import ShimgenError
+from .errors import Interrupted, ShimgenError
 from .runenv import ENV, NOTICES, RUN_JSON, RUNS_DIR, TIMELINE, TRACES
 
 # --trace MODE -> the value of SHIMGEN_TRACE (runtime/config.c reads these names)
@@ -111,91 +114,252 @@ def check_selection(selection: str, gates: tuple[str, ...] | None) -> None:
 
 
 # ---- the run directory -------------------------------------------------------------------
+#
+# Made and used through descriptors: the run directory is opened once, and every file of the
+# run is made relative to that descriptor (never O_CREAT through a symlink), so a directory
+# renamed or swapped while the command runs cannot redirect a write. The default parent
+# (./shimgen-runs, runenv.RUNS_DIR) must be the user's own and writable by nobody else (the
+# cache's rule): in a working directory that others share, another user could otherwise make
+# it first, or rename the run directory in it and put one of theirs in its place.
+
+NOT_A_DIRECTORY = "not a directory (a symbolic link or a file)"
+ANOTHER_USER = "owned by another user"
+OPEN_TO_OTHERS = "group or others can write it"
+RUNS_ADVICE = {NOT_A_DIRECTORY: "remove it", ANOTHER_USER: "it is not yours to use",
+               OPEN_TO_OTHERS: "chmod go-w it"}
+_O_PARENT = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+_O_RUN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_O_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
 
 def _command_tag(argv0: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(argv0))[:40].lstrip(".") or "cmd"
 
 
-def _mkdir_private(path: Path) -> None:
-    """Make `path` and any missing parents, each 0700."""
+def _ident(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _distrust(st: os.stat_result) -> str:
+    """Why a runs directory (its fstat) is not to be used: "" when it is a directory of the
+    user's own that neither group nor others can write."""
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode):
+        return NOT_A_DIRECTORY
+    if st.st_uid != os.geteuid():
+        return ANOTHER_USER
+    if st.st_mode & 0o022:
+        return OPEN_TO_OTHERS
+    return ""
+
+
+class RunDir:
+    """A run directory of this run, held open (`fd`); what run made of it is remembered, so
+    that `discard` removes that and nothing else."""
+
+    __slots__ = ("path", "fd", "_parent_fd", "_made")
+
+    def __init__(self, path: Path, fd: int, parent_fd: int,
+                 made: list[tuple[int | None, str, tuple[int, int]]]) -> None:
+        self.path = path  # as given to the command (its files are named by it)
+        self.fd = fd
+        self._parent_fd = parent_fd
+        # (directory descriptor or None for an absolute name, name, (st_dev, st_ino)) of each
+        # directory and file run made, in the order made
+        self._made = made
+
+    def mkdir(self, name: str) -> None:
+        os.mkdir(name, 0o700, dir_fd=self.fd)
+        self._made.append((self.fd, name, _ident(os.stat(name, dir_fd=self.fd,
+                                                         follow_symlinks=False))))
+
+    def create(self, name: str) -> None:
+        """A new empty file `name`, 0600 (O_EXCL: nothing that was there is used)."""
+        fd = os.open(name, _O_NEW_FILE, 0o600, dir_fd=self.fd)
+        try:
+            self._made.append((self.fd, name, _ident(os.fstat(fd))))
+        finally:
+            os.close(fd)
+
+    def replaced(self, name: str, st: os.stat_result) -> None:
+        """`name` is now the file of stat `st` (renamed over what was there)."""
+        self._made = [m for m in self._made if (m[0], m[1]) != (self.fd, name)]
+        self._made.append((self.fd, name, _ident(st)))
+
+    def still_named(self) -> bool:
+        """Whether its path still names this directory (it was not moved or replaced)."""
+        try:
+            return _ident(os.stat(self.path)) == _ident(os.fstat(self.fd))
+        except OSError:
+            return False
+
+    def discard(self) -> None:
+        """Remove what run made (files, directories, the run directory and its parents when
+        run made them), newest first, each only while its name is still what run made, so
+        nothing else is removed; a directory that is not empty stays."""
+        import stat
+
+        for dir_fd, name, ident in reversed(self._made):
+            with contextlib.suppress(OSError):
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if _ident(st) != ident:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    os.rmdir(name, dir_fd=dir_fd)
+                else:
+                    os.unlink(name, dir_fd=dir_fd)
+        self._made = []
+        self.close()
+
+    def close(self) -> None:
+        for fd in (self.fd, self._parent_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fd = self._parent_fd = -1
+
+
+def _mkdir_private(path: Path) -> list[tuple[None, str, tuple[int, int]]]:
+    """Make `path` and any missing parents, each 0700; those made (for RunDir)."""
     missing = []
     p = path
     while not os.path.lexists(p) and p != p.parent:
         missing.append(p)
         p = p.parent
+    made = []
     for d in reversed(missing):
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(d, 0o700)
+        except FileExistsError:
+            continue
+        made.append((None, str(d), _ident(os.lstat(d))))
+    return made
 
 
-def make_run_dir(out: Path | None, argv0: str, now: float) -> Path:
-    """The run directory, made 0700 and empty: `out` (missing, or an empty directory of ours;
-    never a symlink, never one with files in it), or ./shimgen-runs/<time>-<command>[-N]."""
+def open_run_dir(out: Path | None, argv0: str, now: float) -> RunDir:
+    """The run directory, made 0700 and empty, held open: `out` (missing, or an empty
+    directory of ours; never a symlink, never one with files in it), or
+    ./shimgen-runs/<time>-<command>[-N] in a runs directory of the user's own that nobody
+    else can write."""
     try:
         if out is not None:
             return _named_run_dir(out)
-        parent = Path(RUNS_DIR).absolute()
-        _mkdir_private(parent)
-        base = f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}-{_command_tag(argv0)}"
-        for n in range(1, 10000):
-            d = parent / (base if n == 1 else f"{base}-{n}")
-            try:
-                os.mkdir(d, 0o700)
-                return d
-            except FileExistsError:
-                continue
-        raise ShimgenError(f"run directory: {parent} has too many runs named {base}")
+        return _default_run_dir(argv0, now)
     except OSError as e:
         raise ShimgenError(f"run directory {e.filename or out}: {e.strerror}") from None
 
 
-def _named_run_dir(out: Path) -> Path:
+def make_run_dir(out: Path | None, argv0: str, now: float) -> Path:
+    """open_run_dir's directory, by its path (closed again)."""
+    rd = open_run_dir(out, argv0, now)
+    rd.close()
+    return rd.path
+
+
+def _default_run_dir(argv0: str, now: float) -> RunDir:
+    parent = Path(RUNS_DIR).absolute()
+    made: list = []
+    try:
+        os.mkdir(RUNS_DIR, 0o700)
+        made.append((None, str(parent), _ident(os.lstat(RUNS_DIR))))
+    except FileExistsError:
+        pass
+    try:
+        pfd = os.open(RUNS_DIR, _O_PARENT | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        pfd, why = -1, NOT_A_DIRECTORY
+    else:
+        why = _distrust(os.fstat(pfd))
+    if why:
+        if pfd >= 0:
+            os.close(pfd)
+        raise ShimgenError(f"runs directory {parent}: {why}; {RUNS_ADVICE[why]}, or name the "
+                           "run directory with -o DIR")
+    try:
+        base = f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}-{_command_tag(argv0)}"
+        for n in range(1, 10000):
+            name = base if n == 1 else f"{base}-{n}"
+            try:
+                os.mkdir(name, 0o700, dir_fd=pfd)
+            except FileExistsError:
+                continue
+            fd = os.open(name, _O_RUN_DIR, dir_fd=pfd)
+            made.append((pfd, name, _ident(os.fstat(fd))))
+            return RunDir(parent / name, fd, pfd, made)
+        raise ShimgenError(f"run directory: {parent} has too many runs named {base}")
+    except BaseException:
+        os.close(pfd)
+        raise
+
+
+def _named_run_dir(out: Path) -> RunDir:
     out = out.absolute()
     if os.path.islink(out):
         raise ShimgenError(f"run directory {out}: is a symbolic link; name a directory")
-    if not os.path.lexists(out):
-        _mkdir_private(out.parent)
-        os.mkdir(out, 0o700)  # FileExistsError: made by someone else meanwhile, reported
-        return out
-    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if out.parent == out:
+        raise ShimgenError(f"run directory {out}: exists and is not empty; name a new or empty "
+                           "directory (nothing is overwritten)")
+    made: list = _mkdir_private(out.parent)
+    pfd = os.open(out.parent, _O_PARENT)  # the directories above it: as the user named them
     try:
-        if os.fstat(fd).st_uid != os.getuid():
-            raise ShimgenError(f"run directory {out}: owned by another user")
-        if os.listdir(fd):
-            raise ShimgenError(f"run directory {out}: exists and is not empty; name a new "
-                               "or empty directory (nothing is overwritten)")
-        os.fchmod(fd, 0o700)
-    finally:
-        os.close(fd)
-    return out
-
-
-def write_json(run_dir: Path, data: dict) -> None:
-    """run.json, written whole: a temporary file of ours renamed over it."""
-    dfd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        tmp = f".{RUN_JSON}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dfd)
         try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(json.dumps(data, indent=2) + "\n")
-            os.replace(tmp, RUN_JSON, src_dir_fd=dfd, dst_dir_fd=dfd)
+            os.mkdir(out.name, 0o700, dir_fd=pfd)
+            new = True
+        except FileExistsError:
+            new = False
+        try:
+            fd = os.open(out.name, _O_RUN_DIR, dir_fd=pfd)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise ShimgenError(f"run directory {out}: is a symbolic link; name a "
+                                   "directory") from None
+            raise OSError(e.errno, e.strerror, str(out)) from None
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != os.geteuid():
+                raise ShimgenError(f"run directory {out}: owned by another user")
+            if new:
+                made.append((pfd, out.name, _ident(st)))
+            elif os.listdir(fd):
+                raise ShimgenError(f"run directory {out}: exists and is not empty; name a new "
+                                   "or empty directory (nothing is overwritten)")
+            os.fchmod(fd, 0o700)
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dfd)
+            os.close(fd)
             raise
-    finally:
-        os.close(dfd)
+    except BaseException:
+        os.close(pfd)
+        raise
+    return RunDir(out, fd, pfd, made)
 
 
-def _layout(run_dir: Path, trace: str) -> None:
-    os.mkdir(run_dir / TRACES, 0o700)
+def write_json(run_dir: RunDir, data: dict) -> None:
+    """run.json, written whole: a new file of ours in the run directory (by its descriptor)
+    renamed over it."""
+    tmp = f".{RUN_JSON}.{os.getpid()}.tmp"
+    fd = os.open(tmp, _O_NEW_FILE, 0o600, dir_fd=run_dir.fd)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            st = os.fstat(fh.fileno())
+            fh.write(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, RUN_JSON, src_dir_fd=run_dir.fd, dst_dir_fd=run_dir.fd)
+        run_dir.replaced(RUN_JSON, st)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=run_dir.fd)
+        raise
+
+
+def _layout(run_dir: RunDir, trace: str) -> None:
+    """What the shim writes into, made by run before the command starts (0700, 0600): so
+    nothing of anyone else's can be there."""
+    run_dir.mkdir(TRACES)
     if trace == "timeline":
-        os.mkdir(run_dir / TIMELINE, 0o700)
-    fd = os.open(run_dir / NOTICES, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                 | os.O_CLOEXEC, 0o600)
-    os.close(fd)
+        run_dir.mkdir(TIMELINE)
+    run_dir.create(NOTICES)
 
 
 # ---- the command's environment -----------------------------------------------------------
@@ -224,28 +388,83 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts: Run
 
 
 # ---- running it ----------------------------------------------------------------------------
+#
+# Signals. Until the shim is ready, SIGINT, SIGTERM and SIGHUP interrupt shimgen (cli.py's
+# handlers), and the line says what they interrupted (the checks, or the build of the shim)
+# and that the command did not run (RunInterrupted). From then on they are blocked in this
+# process for as long as it lives: one that came before the command could start is taken
+# instead of starting it (its run directory removed); while the command runs, each is passed
+# on to it; after it ended, each is recorded in run.json and nothing else. So a command that
+# ran always keeps its run directory and its report, and `run` exits with its status.
 
-def spawn_and_wait(path: str, argv: list[str], env: dict[str, str], started=None,
-                   signals: list[dict] | None = None) -> int:
+class RunInterrupted(Interrupted):
+    """An interrupt of `run` before the command started, said with what it interrupted."""
+
+    def __init__(self, signum: int, said: str) -> None:
+        super().__init__(signum)
+        self.said = said
+
+    def message(self) -> str:
+        return f"interrupted by {self.name} {self.said}"
+
+
+def _signum(e: KeyboardInterrupt) -> int:
+    return e.signum if isinstance(e, Interrupted) else signal.SIGINT
+
+
+def _hold_for_good(sigs: set[int]) -> None:
+    """Block `sigs` for the rest of the process: the interrupt being said is the one said;
+    another (`timeout` sends two) is not raised over it."""
+    while True:
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+            return
+        except KeyboardInterrupt:  # it came before the block did: the block stands
+            continue
+
+
+def _block(sigs: set[int]) -> set[int]:
+    """Block `sigs`; the mask before. An interrupt that came just before is raised (by
+    pthread_sigmask, once `sigs` are blocked)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    return old
+
+
+def _pending(sigs: set[int]) -> int | None:
+    """A signal of `sigs` that is pending (blocked), taken; None when there is none."""
+    if not signal.sigpending() & sigs:
+        return None
+    info = signal.sigtimedwait(sigs, 0)
+    return info.si_signo if info is not None else None
+
+
+def _received(info, passed_on: bool) -> dict:
+    return {"signal": _signal_name(info.si_signo), "si_code": info.si_code,
+            "sender_pid": info.si_pid, "passed_on": passed_on}
+
+
+def spawn_and_wait(path: str, argv: list[str], env: dict[str, str], old, forwarded: set[int],
+                   started=None, signals: list[dict] | None = None) -> int:
     """Run the command and wait for it, forwarding SIGINT, SIGTERM and SIGHUP sent to this
-    process by another one (never a terminal's: those reach the command already). Returns the
-    wait status; each signal received is appended to `signals` (for run.json). The command
-    starts with this process's signal mask, and with SIGPIPE and SIGXFSZ at their defaults
-    (Python ignores them)."""
+    process by another one (never a terminal's: those reach the command already). Called with
+    `forwarded` (those of the three not ignored) and SIGCHLD blocked, `old` the mask before;
+    they stay blocked. Returns the wait status; each signal received is appended to `signals`
+    (for run.json), one received after the command ended too, not passed on. The command
+    starts with the signal mask `old`, and with SIGPIPE and SIGXFSZ at their defaults (Python
+    ignores them). CommandError when it cannot be started."""
     # An ignored one (nohup, a background job) stays ignored: neither waited for nor passed
     # on; the command inherits it ignored, as from a shell.
-    forwarded = {s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN}
     watched = {*forwarded, signal.SIGCHLD}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     try:
-        try:
-            pid = os.posix_spawn(path, argv, env, setsigmask=old,
-                                 setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
-        except OSError as e:
-            status = EXIT_NOT_FOUND if e.errno == errno.ENOENT else EXIT_CANNOT_RUN
-            raise CommandError(f"{argv[0]}: cannot run it ({e.strerror})", status) from None
-        if started is not None:
-            started(pid)
+        pid = os.posix_spawn(path, argv, env, setsigmask=old,
+                             setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+    except OSError as e:
+        status = EXIT_NOT_FOUND if e.errno == errno.ENOENT else EXIT_CANNOT_RUN
+        raise CommandError(f"{argv[0]}: cannot run it ({e.strerror})", status) from None
+    if started is not None:
+        started(pid)
+    try:
         while True:
             info = signal.sigwaitinfo(watched)
             if info.si_signo != signal.SIGCHLD:
@@ -255,19 +474,19 @@ def spawn_and_wait(path: str, argv: list[str], env: dict[str, str], started=None
                         os.kill(pid, info.si_signo)
                     passed_on = True
                 if signals is not None:
-                    signals.append({"signal": _signal_name(info.si_signo),
-                                    "si_code": info.si_code, "sender_pid": info.si_pid,
-                                    "passed_on": passed_on})
+                    signals.append(_received(info, passed_on))
                 continue
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
                 return status
     finally:
-        # what arrived after the command ended is for nobody: not raised here as an
-        # interruption of shimgen
-        while forwarded and signal.sigtimedwait(forwarded, 0) is not None:
-            pass
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        # what arrived after the command ended is for nobody: recorded, never raised here
+        while forwarded:
+            info = signal.sigtimedwait(forwarded, 0)
+            if info is None:
+                break
+            if signals is not None:
+                signals.append(_received(info, False))
 
 
 def exit_status(wait_status: int) -> int:
@@ -288,6 +507,14 @@ def _stamp(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
+def _shown(text: str) -> str:
+    """`text` as one printable line, control characters escaped (report_format.shown's
+    rule; that module is not imported before the report)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _notices_written(run_dir: Path) -> str:
     """Where the shim's notices are, when it wrote any: said also when there is no report
     (the report shows them)."""
@@ -298,31 +525,47 @@ def _notices_written(run_dir: Path) -> str:
         st = os.lstat(path)
     except OSError:
         return ""
-    return f"; the shim wrote notices: {path}" if stat.S_ISREG(st.st_mode) and st.st_size else ""
+    return (f"; the shim wrote notices: {_shown(str(path))}"
+            if stat.S_ISREG(st.st_mode) and st.st_size else "")
 
 
 def _report(run_dir: Path) -> str:
     """The end-of-run report (shimgen/report.py, which shows the shim's notices too), or
     where to get it and where the notices are."""
+    where = f"shimgen report {_shown(str(run_dir))}"
     try:
         from .report import summary_for_run
     except ImportError:
-        return f"report: shimgen report {run_dir}{_notices_written(run_dir)}"
+        return f"report: {where}{_notices_written(run_dir)}"
     try:
         return summary_for_run(run_dir)
     except ShimgenError as e:
-        return f"report: {e}; shimgen report {run_dir}{_notices_written(run_dir)}"
+        return f"report: {_shown(str(e))}; {where}{_notices_written(run_dir)}"
     except Exception as e:  # the command's exit status matters more than the report
-        return (f"report: internal error, please report it: {type(e).__name__}: {e}; "
-                f"shimgen report {run_dir}{_notices_written(run_dir)}")
+        return (f"report: internal error, please report it: {type(e).__name__}: "
+                f"{_shown(str(e))}; {where}{_notices_written(run_dir)}")
 
 
-def run(opts: RunOptions) -> int:
-    from .cache import ensure, entry_dir, key_for
-    from .elfnotes import check_driver, version_from_name
+def _check_preload_path(directory: Path) -> None:
+    """The shim's directory must go into LD_PRELOAD as it is: the loader splits the list at
+    spaces and colons, and reads $ORIGIN, $LIB and $PLATFORM (also as ${...}) in a name as
+    its own tokens (then refuses the name: the command would run without the shim)."""
+    text = str(directory)
+    if any(c.isspace() or c == ":" for c in text):
+        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with "
+                           "a space or a colon; set XDG_CACHE_HOME to a path without one")
+    if "$" in text:
+        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with a "
+                           "'$' (the loader reads $ORIGIN, $LIB and $PLATFORM in it as its "
+                           "own); set XDG_CACHE_HOME to a path without one")
 
-    if not opts.command:
-        raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
+
+def _prepare(opts: RunOptions) -> tuple[str, Path, str | None, object]:
+    """The checks before anything is built or made: (the command's file, the driver's real
+    path, the gate profile, the cache key)."""
+    from .cache import entry_dir, key_for
+    from .elfnotes import check_driver
+
     if opts.gates is not None:
         check_selection(opts.gates, None)
     path = find_command(opts.command[0], os.environ.get("PATH"))
@@ -332,43 +575,99 @@ def run(opts: RunOptions) -> int:
         profile = opts.gate_profile or "auto"
         profile = profile if profile == "auto" else str(Path(profile).absolute())
     key = key_for(driver, profile)
-    if any(c.isspace() or c == ":" for c in str(entry_dir(key))):
-        raise ShimgenError(f"shim cache {entry_dir(key)}: LD_PRELOAD cannot carry a path with "
-                           "a space or a colon; set XDG_CACHE_HOME to a path without one")
-    entry = ensure(driver, key, profile)
+    _check_preload_path(entry_dir(key))
+    return path, driver, profile, key
+
+
+NOT_RUN = "before the command started: the command did not run"
+
+
+def _in_cache_now(lookup, key) -> str:
+    """What an interrupted build left in the cache, looked at (signals held)."""
+    try:
+        usable = lookup(key) is not None
+    except (ShimgenError, OSError):
+        usable = False
+    return ("the shim was built and is in the cache" if usable else
+            "no shim was installed in the cache (the next run builds it)")
+
+
+def _not_started(entry) -> str:
+    return (f"{NOT_RUN}, and no run directory is left; "
+            + ("the shim was in the cache already" if entry.how == "cached" else
+               "the shim built now is in the cache"))
+
+
+def run(opts: RunOptions) -> int:
+    """Run the command under the shim (the signals: above); the command's exit status."""
+    from .cache import ensure, lookup
+    from .elfnotes import version_from_name
+
+    if not opts.command:
+        raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
+    forwarded = {s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN}
+    try:
+        path, driver, profile, key = _prepare(opts)
+        entry = lookup(key)
+    except KeyboardInterrupt as e:
+        _hold_for_good(forwarded)
+        raise RunInterrupted(_signum(e), f"{NOT_RUN}, and no shim was built") from None
+    if entry is None:
+        try:
+            entry = ensure(driver, key, profile)
+        except KeyboardInterrupt as e:
+            _hold_for_good(forwarded)
+            raise RunInterrupted(_signum(e), "while the shim was being built, before the "
+                                 "command started: the command did not run; "
+                                 + _in_cache_now(lookup, key)) from None
+    try:
+        old = _block({*forwarded, signal.SIGCHLD})  # for as long as this process lives
+    except KeyboardInterrupt as e:
+        _hold_for_good(forwarded)
+        raise RunInterrupted(_signum(e), _not_started(entry)) from None
     if opts.gates is not None:
         check_selection(opts.gates, entry.gates)
     start = time.time()
-    run_dir = make_run_dir(opts.out, opts.command[0], start)
-    _layout(run_dir, opts.trace)
-    env = child_environment(dict(os.environ), entry.library, run_dir, opts)
-    record = {
-        "command": opts.command, "cwd": os.getcwd(),
-        "driver": {"path": str(opts.driver), "real_path": str(driver),
-                   "version": version_from_name(driver), "build_id": key.build_id},
-        "shim": {"path": str(entry.library), "key": key.as_dict(), "cache_entry": key.name,
-                 "how": entry.how, "gates": list(entry.gates)},
-        "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
-        "shimgen_version": __version__, "host": os.uname().nodename,
-        "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
-                                            ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
-                                            ENV_GATES) if k in env},
-        "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
-    }
-    write_json(run_dir, record)
+    run_dir = open_run_dir(opts.out, opts.command[0], start)
     how = entry.how if entry.how == "cached" else f"{entry.how} in {entry.seconds:.1f} s"
     gates = f", gates {opts.gates}" if opts.gates else ""
-    print(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
-          f"run directory {run_dir}", file=sys.stderr, flush=True)
+    banner = _shown(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
+                    f"run directory {run_dir.path}")
+    started_pid: list[int] = []
 
     def started(pid: int) -> None:
+        """The command runs: its pid recorded, then the banner (said only once it started,
+        so that a command that cannot start is one line)."""
+        started_pid.append(pid)
         record["pid"] = pid
+        with contextlib.suppress(OSError, ValueError):
+            print(banner, file=sys.stderr, flush=True)
 
     try:
-        wait = spawn_and_wait(path, opts.command, env, started, record["signals"])
-    except CommandError as e:
-        record.update(end=_stamp(time.time()), exit={"error": str(e), "status": e.status})
+        _layout(run_dir, opts.trace)
+        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts)
+        record = {
+            "command": opts.command, "cwd": os.getcwd(),
+            "driver": {"path": str(opts.driver), "real_path": str(driver),
+                       "version": version_from_name(driver), "build_id": key.build_id},
+            "shim": {"path": str(entry.library), "key": key.as_dict(),
+                     "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
+            "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
+            "shimgen_version": __version__, "host": os.uname().nodename,
+            "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
+                                                ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
+                                                ENV_GATES) if k in env},
+            "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
+        }
         write_json(run_dir, record)
+        waiting = _pending(forwarded)
+        if waiting is not None:  # it came before the command could start: not started
+            raise RunInterrupted(waiting, _not_started(entry))
+        wait = spawn_and_wait(path, opts.command, env, old, forwarded, started,
+                              record["signals"])
+    except BaseException:
+        if not started_pid:  # nothing ran: nothing of this run is left
+            run_dir.discard()
         raise
     status = exit_status(wait)
     code = os.WEXITSTATUS(wait) if os.WIFEXITED(wait) else None
@@ -379,9 +678,17 @@ def run(opts: RunOptions) -> int:
     try:
         write_json(run_dir, record)
     except OSError as e:  # the command ran: its status is still what `run` exits with
-        print(f"shimgen: error: {run_dir / RUN_JSON}: not updated at the end ({e.strerror})",
-              file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError, ValueError):
+            print(f"shimgen: error: {_shown(str(run_dir.path / RUN_JSON))}: not updated at "
+                  f"the end ({e.strerror})", file=sys.stderr, flush=True)
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
-    print(_report(run_dir), file=sys.stderr, flush=True)
+    if run_dir.still_named():
+        report = _report(run_dir.path)
+    else:
+        report = (f"report: {_shown(str(run_dir.path))} is no longer this run's directory "
+                  "(it was moved or replaced while the command ran); not read")
+    run_dir.close()
+    with contextlib.suppress(OSError, ValueError):
+        print(report, file=sys.stderr, flush=True)
     return status

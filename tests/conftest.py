@@ -3,11 +3,13 @@ the C probe programs of the top-level meson.build, and one shim built per driver
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,17 +22,30 @@ from shimgen.driver import read_driver
 from shimgen.model import build_model
 from shimgen.probe.child import child_env
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def _held(lock: Path):
+    """An exclusive lock of `lock` (made if missing): pytest workers that run at once
+    (pytest-xdist) fetch the drivers and build the probes one at a time."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
 
 @pytest.fixture(scope="session")
 def drivers() -> list[FetchedDriver]:
     """Real Debian libcuda builds. A failure to fetch them fails the run: no silent skip."""
     try:
-        return fetch_all()
+        with _held(ROOT / "build" / "drivers.lock"):
+            return fetch_all()
     except DriverFetchError as e:
         pytest.fail(f"cannot fetch Debian's libcuda packages: {e}", pytrace=False)
-
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -38,10 +53,13 @@ def probes() -> Path:
     """The C probe programs of the top-level meson.build, built once per run."""
     bdir = ROOT / "build" / "tests"
     meson = [sys.executable, "-m", "mesonbuild.mesonmain"]
-    if not (bdir / "build.ninja").exists():
-        shutil.rmtree(bdir, ignore_errors=True)
-        subprocess.run(meson + ["setup", str(bdir), str(ROOT)], check=True, capture_output=True)
-    proc = subprocess.run(meson + ["compile", "-C", str(bdir)], capture_output=True, text=True)
+    with _held(ROOT / "build" / "tests.lock"):
+        if not (bdir / "build.ninja").exists():
+            shutil.rmtree(bdir, ignore_errors=True)
+            subprocess.run(meson + ["setup", str(bdir), str(ROOT)], check=True,
+                           capture_output=True)
+        proc = subprocess.run(meson + ["compile", "-C", str(bdir)], capture_output=True,
+                              text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return bdir
 
