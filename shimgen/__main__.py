@@ -25,7 +25,7 @@ try:
             message = ("interrupted by SIGINT as shimgen ended; what it had finished stands "
                        "(a build installed, a report printed)")
         else:
-            message = Interrupted(2).message()
+            message = Interrupted(2).message(sys.argv[1] if len(sys.argv) > 1 else None)
         try:
             sys.stderr.write(f"{ERROR_PREFIX}{message}\n")
             sys.stderr.flush()

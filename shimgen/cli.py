@@ -518,6 +518,8 @@ def main(argv: list[str] | None = None) -> int:
     message (SHIMGEN_DEBUG=1 shows the traceback)."""
     handlers: dict = {}
     unraisable = sys.unraisablehook
+    words = sys.argv[1:] if argv is None else argv
+    command = words[0] if words else None
     try:
         sys.unraisablehook = redeliver_swallowed(unraisable)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -534,10 +536,10 @@ def main(argv: list[str] | None = None) -> int:
         _say(str(e))
         return EXIT_ERROR
     except Interrupted as e:
-        _say(e.message())
+        _say(e.message(command))
         return 128 + e.signum
     except KeyboardInterrupt:
-        _say(Interrupted(signal.SIGINT).message())
+        _say(Interrupted(signal.SIGINT).message(command))
         return 128 + signal.SIGINT
     except BrokenPipeError:
         # stdout was closed early (`shimgen exports | head`): nothing more to say to anyone.
@@ -554,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         cause = _interrupt_inside(e)
         if cause is not None:  # Python wrapped it (e.g. an error calling __set_name__)
-            _say(cause.message())
+            _say(cause.message(command))
             return 128 + cause.signum
         if os.environ.get("SHIMGEN_DEBUG"):
             raise

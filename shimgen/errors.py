@@ -28,10 +28,15 @@ class Interrupted(KeyboardInterrupt):
         except ValueError:
             return f"signal {self.signum}"
 
-    def message(self) -> str:
+    def message(self, command: str | None = None) -> str:
+        """What was interrupted. `run` says itself what it interrupted once it has begun
+        (run.py); one that reaches the command line's guard came before: the command did
+        not run."""
+        not_run = "; the command did not run" if command == "run" else ""
         if self.installed:
-            return f"interrupted by {self.name}, after the new build was installed"
-        return f"interrupted by {self.name}; nothing was installed, any earlier build is as it was"
+            return f"interrupted by {self.name}, after the new build was installed{not_run}"
+        return (f"interrupted by {self.name}; nothing was installed, any earlier build is as "
+                f"it was{not_run}")
 
 
 def one_line(text: str) -> str:

@@ -286,7 +286,8 @@ AS_IT_WAS = "as it was"
 # an entry is there; False, none is; AS_IT_WAS, one is when there was one before the run
 SAID = {
     # before run's own code (the command line): nothing done
-    "interrupted by SIGTERM; nothing was installed, any earlier build is as it was": AS_IT_WAS,
+    "interrupted by SIGTERM; nothing was installed, any earlier build is as it was; the "
+    "command did not run": AS_IT_WAS,
     f"{NOT_RUN}, and no shim was built": AS_IT_WAS,
     "interrupted by SIGTERM while the shim was being built, before the command started: the "
     "command did not run; the shim was built and is in the cache": True,
