@@ -14,24 +14,26 @@ try:
     # The handler below uses _interrupted: it is made first, and nothing up to _began looks
     # for a pending signal (a definition does not, nor an import of a module that Python's
     # start has imported already, as os and sys are).
-    def _interrupted() -> int:
-        """Say that SIGINT came outside the command line's own guard (cli.main): before it
-        began (the usual line), or as it ended, when what it did stands. Exit status 130."""
+    def _interrupted(e: BaseException | None = None) -> int:
+        """Say that SIGINT (or the signal an Interrupted names: SIGTERM, SIGHUP) came outside
+        the command line's own guard (cli.main): before it began (the usual line), or as it
+        ended, when what it did stands. Exit status 128 + the signal."""
         import sys
 
         from .errors import ERROR_PREFIX, Interrupted
 
+        cause = e if isinstance(e, Interrupted) else Interrupted(2)
         if _began:
-            message = ("interrupted by SIGINT as shimgen ended; what it had finished stands "
-                       "(a build installed, a report printed)")
+            message = (f"interrupted by {cause.name} as shimgen ended; what it had finished "
+                       "stands (a build installed, a report printed)")
         else:
-            message = Interrupted(2).message(sys.argv[1] if len(sys.argv) > 1 else None)
+            message = cause.message(sys.argv[1] if len(sys.argv) > 1 else None)
         try:
             sys.stderr.write(f"{ERROR_PREFIX}{message}\n")
             sys.stderr.flush()
         except (AttributeError, OSError, ValueError):
             pass
-        return 128 + 2  # SIGINT (the signal module is not imported here: it costs time)
+        return 128 + cause.signum
 
     _began = []  # cli.main was called
     import os
@@ -74,16 +76,17 @@ try:
             sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",
                               closefd=False, buffering=1)
 
-    def _caused_by_interrupt(e: BaseException | None) -> bool:
-        """Whether an interrupt caused `e`: Python wraps one that lands in some places of an
-        import (RuntimeError: Error calling __set_name__, while a class is made)."""
+    def _caused_by_interrupt(e: BaseException | None) -> BaseException | None:
+        """The interrupt that caused `e`, if one did: Python wraps one that lands in some
+        places of an import (RuntimeError: Error calling __set_name__, while a class is
+        made)."""
         seen = set()
         while e is not None and id(e) not in seen:
             seen.add(id(e))
             if isinstance(e, KeyboardInterrupt):
-                return True
+                return e
             e = e.__cause__ or e.__context__
-        return False
+        return None
 
     def entry() -> int:
         try:
@@ -99,11 +102,12 @@ try:
 
             _began.append(True)
             return main()
-        except KeyboardInterrupt:
-            return _interrupted()
+        except KeyboardInterrupt as e:
+            return _interrupted(e)
         except Exception as e:  # cli.main says its own errors: this one is from an import
-            if _caused_by_interrupt(e):
-                return _interrupted()
+            cause = _caused_by_interrupt(e)
+            if cause is not None:
+                return _interrupted(cause)
             raise
 
     if __name__ == "__main__":

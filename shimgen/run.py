@@ -404,7 +404,7 @@ class RunInterrupted(Interrupted):
         super().__init__(signum)
         self.said = said
 
-    def message(self) -> str:
+    def message(self, command: str | None = None) -> str:
         return f"interrupted by {self.name} {self.said}"
 
 
