@@ -21,6 +21,9 @@ ENV = {
     "GATE_METHOD": "SHIMGEN_GATE_METHOD",
 }
 
+# The `shimgen` command's own variable (not the shim's): a traceback for an internal error.
+DEBUG = "SHIMGEN_DEBUG"
+
 # Where a launcher puts a process's rank, in the order the shim reads them.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID",
              "LOCAL_RANK")

@@ -81,3 +81,16 @@ def test_the_runtime_reads_its_variables_by_the_names_of_runenv():
     assert not re.search(r'getenv\(\s*"SHIMGEN_', src)
     used = set(re.findall(r"SHIMGEN_ENV_([A-Z_]+)", src))
     assert used and used <= set(ENV), used - set(ENV)
+
+
+def test_the_readmes_table_of_variables_is_runenvs():
+    """Every variable the shim reads (runenv.ENV) and the command's own (runenv.DEBUG) has a
+    row in the README's table, and the table names no other."""
+    import re
+    from pathlib import Path
+
+    from shimgen import runenv
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = set(re.findall(r"^\| `(SHIMGEN_[A-Z_]+)", readme, re.M))
+    assert rows == set(runenv.ENV.values()) | {runenv.DEBUG}
