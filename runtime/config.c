@@ -332,7 +332,6 @@ static void read_config(void)
     if (shimgen_cfg.trace != TRACE_OFF && (shimgen_shared_name(shimgen_cfg.trace_file) ||
                                            shimgen_shared_name(shimgen_cfg.timeline_file)))
         read_job();
-    shimgen_dlopen_setup();
 
     Dl_info info;
     if (dladdr((void *)read_config, &info) && info.dli_fname) {

@@ -22,11 +22,16 @@ static void *dlopen_unavailable(const char *file, int mode)
     return NULL;
 }
 
-/* With the configuration, once: the real dlopen comes after the shim in the lookup order. */
+/* The real dlopen, which comes after the shim in the lookup order: found before the first
+ * dlopen goes through the wrapper and before the driver is loaded (driver.c). Threads that
+ * find it at once store the same pointer. */
 void shimgen_dlopen_setup(void)
 {
+    if (__atomic_load_n(&shimgen_real_dlopen, __ATOMIC_ACQUIRE))
+        return;
     void *real = dlsym(RTLD_NEXT, "dlopen");
-    shimgen_real_dlopen = real ? real : (void *)dlopen_unavailable;
+    __atomic_store_n(&shimgen_real_dlopen, real ? real : (void *)dlopen_unavailable,
+                     __ATOMIC_RELEASE);
 }
 
 /* Returns the name dlopen should really open: the shim itself for any libcuda name that
@@ -37,6 +42,7 @@ void shimgen_dlopen_setup(void)
 const char *shimgen_dlopen_filter(const char *file)
 {
     shimgen_config();
+    shimgen_dlopen_setup();
     if (!file || !shimgen_cfg.self_path[0])
         return file;
     const char *slash = strrchr(file, '/');

@@ -299,6 +299,7 @@ static int driver_ready(void)
         load_held = HELD_LOAD;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         shimgen_config();
+        shimgen_dlopen_setup(); /* the real dlopen, which loads the driver */
         /* The trace's exit and fork handlers are registered before the load, never during
          * it: a fork on another thread waits for the load in its prepare handler, and an
          * older glibc runs those handlers holding the lock that pthread_atfork takes. */

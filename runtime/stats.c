@@ -27,7 +27,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calib.h"
 #include "stats.h"
+#include "timeline.h"
+#include "tracefile.h"
 
 __thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
 pthread_mutex_t shimgen_stats_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -42,18 +45,6 @@ struct errslot shimgen_errors[ERRORS_SLOTS];
 uint64_t shimgen_error_overflow;
 uint64_t shimgen_hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
 struct finepair shimgen_fine[FINE_PROC_SLOTS];
-uint64_t shimgen_tsc_start;
-uint64_t shimgen_calls_missing;
-static struct shimgen_calib calib_start; /* when the driver was loaded */
-
-
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Add n returns of `key` to the process's errors: open addressing, a free slot claimed
  * with a compare-and-swap (threads exit at once); every slot taken: the overflow. */
@@ -217,8 +208,7 @@ void shimgen_stats_start(void)
 {
     if (!stats_key_ok)
         stats_key_ok = pthread_key_create(&stats_key, stats_retire) == 0;
-    shimgen_calib_read(&calib_start);
-    shimgen_tsc_start = calib_start.ticks;
+    shimgen_calib_start();
 }
 
 /* A free block, claimed by this thread; NULL when there is none. */
@@ -394,7 +384,6 @@ void shimgen_collect_stats(void)
     }
     if (locked)
         pthread_mutex_unlock(&shimgen_stats_lock);
-    shimgen_calls_missing = outside;
     shimgen_tracefile_finish(outside);
 }
 
@@ -457,67 +446,11 @@ void *shimgen_real_caller(void *return_address)
     return last ? last->ret : return_address;
 }
 
-void shimgen_calib_read(struct shimgen_calib *c)
-{
-    *c = (struct shimgen_calib){0, 0, UINT64_MAX};
-    for (int i = 0; i < 8; i++) {
-        uint64_t t0 = shimgen_ticks(), ns = mono_ns(), t1 = shimgen_ticks();
-        if (t1 >= t0 && t1 - t0 < c->width)
-            *c = (struct shimgen_calib){t0 + (t1 - t0) / 2, ns, t1 - t0};
-    }
-}
-
-/* Whether reading b, taken after start, gives a narrower relative uncertainty than a. */
-int shimgen_calib_better(const struct shimgen_calib *start, const struct shimgen_calib *a,
-                         const struct shimgen_calib *b)
-{
-    if (b->ticks <= start->ticks || b->ns <= start->ns || b->width == UINT64_MAX)
-        return 0;
-    if (a->ticks <= start->ticks || a->ns <= start->ns || a->width == UINT64_MAX)
-        return 1;
-    /* (w0 + wb) / span_b < (w0 + wa) / span_a, in long double: the products exceed 64 bits */
-    long double ub = (long double)(start->width + b->width) / (long double)(b->ticks - start->ticks);
-    long double ua = (long double)(start->width + a->width) / (long double)(a->ticks - start->ticks);
-    return ub < ua;
-}
-
-void shimgen_calib_after(const struct shimgen_calib *start, struct shimgen_calib *end)
-{
-    for (unsigned tries = 0;; tries++) {
-        shimgen_calib_read(end);
-        if (tries == 100000)
-            return; /* (a clock that never moves on: the caller checks the pair) */
-        if (end->width == UINT64_MAX || end->ns < start->ns)
-            continue; /* (each try stepped back: not a reading) */
-        uint64_t span = end->ticks > start->ticks ? end->ticks - start->ticks : 0;
-        uint64_t widths = start->width == UINT64_MAX ? UINT64_MAX / CALIB_PARTS
-                                                     : start->width + end->width;
-        if ((span && widths <= span / CALIB_PARTS) || end->ns - start->ns >= CALIB_MAX_NS)
-            return;
-    }
-}
-
-/* Nanoseconds per TSC tick, from the reading at the driver's load to one at exit (taken
- * late enough to be exact to a part in CALIB_PARTS, waiting up to CALIB_MAX_NS for it in a
- * process that lived less); once, the same for the trace and the timeline. */
-double shimgen_ns_per_tick(void)
-{
-    static double k;
-    if (k)
-        return k;
-    struct shimgen_calib end;
-    shimgen_calib_after(&calib_start, &end);
-    if (end.ticks <= calib_start.ticks || end.ns <= calib_start.ns)
-        return 0.0;
-    k = (double)(end.ns - calib_start.ns) / (double)(end.ticks - calib_start.ticks);
-    return k;
-}
-
 /* In a forked child: it reports its own calls only (and, by its pid, to its own file). */
 void shimgen_stats_after_fork(void)
 {
     /* First of all: the blocks onto the child's own trace file (never the parent's). */
-    shimgen_tracefile_after_fork();
+    shimgen_tracefile_after_fork(shimgen_live_blocks);
     if (fine_used) /* the parent folded fine counts (its pages are touched only then) */
         memset(shimgen_fine, 0, sizeof shimgen_fine);
     fine_used = 0;

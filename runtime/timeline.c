@@ -19,8 +19,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "block.h"
+#include "calib.h"
 #include "output.h"
-#include "stats.h"
+#include "timeline.h"
 
 #define TIMELINE_KEPT_RINGS 64u
 
@@ -141,7 +143,7 @@ static void write_ring(struct shimgen_out *f, const struct tl_event *ev, uint64_
 
 /* At exit, after the blocks are folded: every thread's ring as Chrome/Perfetto trace
  * JSON, written whole or not at all (output.c). */
-void shimgen_write_timeline(void)
+void shimgen_write_timeline(struct tstats *blocks)
 {
     int too_long;
     if (!shimgen_cfg.timeline_file[0])
@@ -153,7 +155,7 @@ void shimgen_write_timeline(void)
     double k = shimgen_ns_per_tick();
     uint64_t recorded = tl_done_recorded, kept = tl_done_events;
     unsigned threads = (unsigned)tl_done_len;
-    for (struct tstats *s = shimgen_live_blocks; s; s = s->next) {
+    for (struct tstats *s = blocks; s; s = s->next) {
         uint64_t h = __atomic_load_n(&s->ev_head, __ATOMIC_RELAXED);
         recorded += h;
         kept += ring_kept(h, s->ev_mask);
@@ -186,7 +188,7 @@ void shimgen_write_timeline(void)
     for (size_t i = 0; i < tl_done_len; i++)
         write_ring(f, tl_done[i].ev, tl_done[i].head, tl_done[i].mask, tl_done[i].tid, k,
                    &first);
-    for (struct tstats *s = shimgen_live_blocks; s; s = s->next)
+    for (struct tstats *s = blocks; s; s = s->next)
         if (own_ring(s))
             write_ring(f, s->ev, __atomic_load_n(&s->ev_head, __ATOMIC_RELAXED), s->ev_mask,
                        s->tid, k, &first);

@@ -27,7 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "stats.h"
+#include "block.h"
+#include "calib.h"
 #include "tracefile.h"
 
 #define TF_SUFFIX SHIMGEN_TRACEFILE_SUFFIX /* shimgen/runenv.py, through facts.h */
@@ -151,7 +152,7 @@ static int create_file(int dirfd, char *name)
 
 static int tf_calib_busy;
 
-/* Pair 1 replaced by a new reading when that one is better (stats.h); one thread at a time
+/* Pair 1 replaced by a new reading when that one is better (calib.h); one thread at a time
  * (another's update is skipped: it is as good), with calib_seq odd meanwhile, so that a
  * reader of a file whose process died in between uses pair a. */
 static void update_calibration(struct tf_header *h)
@@ -396,8 +397,11 @@ void *shimgen_tracefile_block(int *anon)
 }
 
 /* At exit (trace.c): the header finished. 1 when the file is the record of the trace. */
+uint64_t shimgen_calls_missing;
+
 int shimgen_tracefile_finish(uint64_t calls_missing)
 {
+    shimgen_calls_missing = calls_missing;
     if (!shimgen_tracefile_ready())
         return 0;
     struct tf_header *h = tf_hdr;
@@ -413,7 +417,7 @@ int shimgen_tracefile_finish(uint64_t calls_missing)
 /* A forked child: every block moves onto the child's own file at the same address, its
  * bookkeeping (frames, list link, ring) copied and its counters zero; or, when the child's
  * file cannot be made, onto anonymous memory. The parent's file is never written. */
-void shimgen_tracefile_after_fork(void)
+void shimgen_tracefile_after_fork(struct tstats *blocks)
 {
     int s = __atomic_load_n(&tf_state, __ATOMIC_ACQUIRE);
     if (s == TF_CREATING && !tf_creating_here) {
@@ -441,7 +445,7 @@ void shimgen_tracefile_after_fork(void)
     }
     munmap(parent, parent_len);
     uint64_t n = 0;
-    for (struct tstats *b = shimgen_live_blocks; b; b = b->next)
+    for (struct tstats *b = blocks; b; b = b->next)
         n++;
     /* Claimed before the file grows to cover them (and mapped once moved): a child killed
      * in between leaves a file whose blocks its header accounts for. */
@@ -453,7 +457,7 @@ void shimgen_tracefile_after_fork(void)
         fd = -1;
     }
     uint64_t k = 0;
-    for (struct tstats *b = shimgen_live_blocks; b; k++) {
+    for (struct tstats *b = blocks; b; k++) {
         /* The bookkeeping (untimed to tid) is kept aside, since the new mapping replaces
          * the block's bytes; the counters after it start from zero, as the child's own. */
         static char keep[TS_ERR_OVERFLOW - TS_UNTIMED];

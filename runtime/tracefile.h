@@ -31,4 +31,14 @@ SHIMGEN_TRACEFILE_HEADER_OFFSETS(TF_AT)
 _Static_assert(sizeof(struct tf_header) == SHIMGEN_TRACEFILE_HEADER_SIZE, "header size");
 _Static_assert(PATH_MAX == sizeof(((struct tf_header *)0)->driver_path), "driver_path");
 
+struct tstats;
+
+/* The shim's side (tracefile.c): the file made at a thread's first traced call, blocks
+ * added to it, the header finished at exit, a forked child's blocks moved onto its own. */
+void *shimgen_tracefile_block(int *anon); /* async-signal-safe */
+int shimgen_tracefile_ready(void);        /* this process's file is the record */
+int shimgen_tracefile_finish(uint64_t calls_missing);
+extern uint64_t shimgen_calls_missing; /* at exit: calls the trace file could not take */
+void shimgen_tracefile_after_fork(struct tstats *blocks); /* every block of the process */
+
 #endif
