@@ -31,9 +31,7 @@ FN = "cuFakeSpinNs"
 
 
 def _compile() -> tuple[Path, Path, Path]:
-    from shimgen.build import build
-    from shimgen.driver import read_driver
-    from shimgen.model import build_model
+    from shimgen.pipeline import make_shim
 
     BENCH.mkdir(parents=True, exist_ok=True)
     fake, probe = BENCH / "libfake_errors_libcuda.so", BENCH / "errorfake"
@@ -42,9 +40,7 @@ def _compile() -> tuple[Path, Path, Path]:
                     str(ROOT / "tests/c/fake_errors_libcuda.c")], check=True)
     subprocess.run(["cc", "-O2", "-o", str(probe), str(ROOT / "tests/c/errorfake.c"), "-ldl"],
                    check=True)
-    img = read_driver(fake, require_real=False)
-    shim = build(build_model(img, ["shimgen", "build", "--driver", str(fake)], hooks=()),
-                 BENCH / "shims").library
+    shim = make_shim(fake, BENCH / "shims", hooks=(), require_real=False).library
     return fake, probe, shim
 
 
@@ -85,7 +81,7 @@ def _trace(d: Path, output: str) -> tuple[float, float, tuple]:
         t = json.loads((d / "trace.json").read_text())["time"][FN]
         return t["total_ns"], t["max_ns"], (t["p50_ns"], t["p90_ns"], t["p99_ns"])
     from shimgen import tracefile
-    from shimgen.report import merge
+    from shimgen.report_model import merge
 
     m = merge([tracefile.load(p) for p in d.glob("*.shimtrace")])[FN]
     return m.total_ns, m.max_ns, m.percentiles(*QS)

@@ -2,26 +2,24 @@
 total time and errors of A and B side by side, what changed most first (the order is
 `change_order`, docs/report.md), functions and error codes that are new in B or gone from
 it marked. Text, JSON (schema `shimgen-report-compare`) or CSV; a string read from a file is
-escaped in the text and the CSV as in report_format.py, exact in the JSON."""
+escaped in the text and the CSV, exact in the JSON (report_output.py)."""
 
 from __future__ import annotations
 
 import csv
 import io
 
-from .report import Merged, Source, check_sums, merge, processes_of
 from .report_format import (
     DIED,
     code_name,
-    csv_value,
-    dump_json,
     notices_json,
-    printable,
-    shown,
     source_header,
     source_json,
     unreadable_json,
 )
+from .report_model import Merged, check_sums, merge, processes_of
+from .report_output import csv_value, dump_json, printable, shown
+from .report_source import Source
 
 SCHEMA = "shimgen-report-compare"
 SCHEMA_VERSION = 1

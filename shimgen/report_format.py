@@ -1,19 +1,19 @@
 """How `shimgen report` prints one run (or merged trace files): the header, the per-function
 table (calls, total, mean, p50, p90, p99, max, errors), the errors section, and the same data
-as JSON (schema `shimgen-report`, docs/report.md) or CSV. Every string read from a file (the
-traces, run.json, the file names, the shim's notices, why a file could not be read) is shown
-escaped in the table and in the CSV, each a printable line (shown); the JSON keeps it exact,
-json escaping what needs it."""
+as JSON (schema `shimgen-report`, docs/report.md) or CSV. Every string read from a file is
+shown escaped in the table and in the CSV, exact in the JSON (report_output.py)."""
 
 from __future__ import annotations
 
 from itertools import islice
 from math import isfinite
 
-# csv, io, json, shlex and the table of CUDA facts are imported where they are used: the
-# plain table of a run with no errors (what `shimgen run` prints) needs none of them.
+# csv, io, shlex and the table of CUDA facts are imported where they are used: the plain
+# table of a run with no errors (what `shimgen run` prints) needs none of them.
 from .errors import ShimgenError
-from .report import NOTICES_MAX_BYTES, Group, Merged, Notices, Source, sorted_functions
+from .report_model import Group, Merged, sorted_functions
+from .report_output import csv_value, dump_json, printable, shown
+from .report_source import NOTICES_MAX_BYTES, Notices, Source
 
 SCHEMA = "shimgen-report"
 SCHEMA_VERSION = 1
@@ -26,14 +26,6 @@ UNREADABLE_SHOWN = 20  # unreadable files named in the table before "... and N m
 NOTICES_SHOWN = 10  # kinds of notice shown before "... and N more kinds"
 CUT = 300  # characters of a notice or a reason shown
 _DIGITS = str.maketrans("0123456789", "#" * 10)
-
-
-def shown(text: str, limit: int | None = None) -> str:
-    """Text from a trace, a file's name or the shim's notices as one printable line:
-    control characters and undecodable bytes escaped; cut at `limit` characters."""
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text if limit is None or len(text) <= limit else text[:limit] + "..."
 
 
 def code_name(code: int) -> str:
@@ -362,37 +354,6 @@ def notices_json(notices: Notices | None) -> dict | None:
     return {"path": notices.path, "total": notices.total,
             "distinct": [{"message": m, "count": c} for m, c in notices.kinds.items()],
             "unread_bytes": notices.unread, "problem": notices.problem or None}
-
-
-def dump_json(data: dict) -> str:
-    """The JSON, always valid: a number that is not finite is refused, never `Infinity`."""
-    import json
-
-    try:
-        return json.dumps(data, indent=1, allow_nan=False) + "\n"
-    except ValueError:
-        raise ShimgenError("report: a number to write is not finite (too large to add up): a "
-                           "trace's numbers are wrong") from None
-
-
-def printable(out: str) -> str:
-    """The output as text that can be written: a lone surrogate (a file name's undecodable
-    byte) escaped, never an error when printed."""
-    try:
-        out.encode("utf-8")
-        return out
-    except UnicodeEncodeError:
-        return out.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def csv_value(v) -> str:
-    """A CSV field: a number as it is, text from a trace escaped as the table shows it (so
-    that no control character reaches a terminal; the csv module quotes what needs it)."""
-    if v is None:
-        return ""
-    if isinstance(v, str):
-        return shown(v)
-    return f"{v:.1f}" if isinstance(v, float) else str(v)
 
 
 def render(sources: list[Source], gs: list[Group], by: str | None, fmt: str) -> str:

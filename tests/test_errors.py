@@ -19,10 +19,8 @@ import pytest
 from faultkit import clean_env, run
 
 from shimgen import cuda
-from shimgen.build import build
-from shimgen.driver import read_driver
-from shimgen.model import build_model
-from shimgen.report import hist_segments, percentiles
+from shimgen.pipeline import make_shim
+from shimgen.report_model import hist_segments, percentiles
 from shimgen.tracemodel import HIST_BUCKETS, fine_octave
 
 MODES = ["time", "timeline"]
@@ -153,10 +151,9 @@ def test_stderr_table_has_percentiles_and_named_errors(probes, shims, tmp_path):
 @pytest.fixture(scope="module")
 def errors_fake_shim(probes, tmp_path_factory) -> tuple[Path, Path]:
     fake = probes / "libfake_errors_libcuda.so"
-    img = read_driver(fake, require_real=False)
     # no hooks: the fake lacks most hooked functions, and the rule is about the table
-    result = build(build_model(img, ["shimgen", "build", "--driver", str(fake)], hooks=()),
-                   tmp_path_factory.mktemp("errorsfake"))
+    result = make_shim(fake, tmp_path_factory.mktemp("errorsfake"), hooks=(),
+                       require_real=False)
     return fake, result.library
 
 

@@ -18,17 +18,17 @@ from faultkit import run, shim_for
 
 from benchmarks.report_speed import json_trace
 from shimgen.cli import main
-from shimgen.report import (
-    Source,
+from shimgen.report import summary_for_run
+from shimgen.report_format import CSV_COLUMNS, SCHEMA, SCHEMA_VERSION, render
+from shimgen.report_model import (
     groups,
     hist_segments,
     merge,
     merged_segments,
     percentile,
     percentiles,
-    summary_for_run,
 )
-from shimgen.report_format import CSV_COLUMNS, SCHEMA, SCHEMA_VERSION, render
+from shimgen.report_source import Source
 from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
 
 # ---- helpers ---------------------------------------------------------------------------

@@ -21,9 +21,11 @@ from faultkit import run
 from test_report import cli, fn, proc, write_run
 from test_tracefile_reader import header, put
 
-from shimgen.report import Notices, Source, groups
 from shimgen.report_compare import render as render_compare
-from shimgen.report_format import render, shown
+from shimgen.report_format import render
+from shimgen.report_model import groups
+from shimgen.report_output import shown
+from shimgen.report_source import Notices, Source
 
 TITLE, CLEAR, FORGE = "\x1b]0;pwned\x07", "\x1b[2J", "\nFORGED line"
 NAME = f"cuEvil{TITLE}{CLEAR}{FORGE}\r\x85\u2028\u202e\x00end"

@@ -16,8 +16,10 @@ import pytest
 
 from benchmarks.report_speed import json_trace
 from shimgen.cli import main
-from shimgen.report import NOTICES_MAX_BYTES, Source, groups, summary_for_run
+from shimgen.report import summary_for_run
 from shimgen.report_format import NOTICES_SHOWN, UNREADABLE_SHOWN, render
+from shimgen.report_model import groups
+from shimgen.report_source import NOTICES_MAX_BYTES, Source
 from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
 
 BOOT = "6f1c2a1e-5d0b-4b8e-9d7a-0c1e2f3a4b5c"
@@ -75,7 +77,7 @@ def json_of(procs: list[ProcessTrace], by: str | None = None) -> dict:
 def reason_of(path: Path) -> str:
     """What the report must say of an unreadable file: its reader's line, without the path."""
     from shimgen.errors import ShimgenError
-    from shimgen.report import READERS
+    from shimgen.report_source import READERS
 
     reader = READERS[".shimtrace" if path.name.endswith(".shimtrace") else ".json"]
     with pytest.raises(ShimgenError) as e:

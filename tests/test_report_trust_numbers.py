@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from shimgen.errors import ShimgenError
-from shimgen.report import Source, groups
-from shimgen.report_format import dump_json, render
+from shimgen.report_format import render
+from shimgen.report_model import groups
+from shimgen.report_output import dump_json
+from shimgen.report_source import Source
 from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,10 +17,8 @@ import pytest
 from test_timing import clean_env
 
 from shimgen import tracefile
-from shimgen.build import build
-from shimgen.driver import read_driver
-from shimgen.model import build_model
-from shimgen.report import merge
+from shimgen.pipeline import make_shim
+from shimgen.report_model import merge
 
 FN = "cuFakeSpinNs"
 QS = (0.5, 0.9, 0.99)
@@ -29,9 +27,7 @@ QS = (0.5, 0.9, 0.99)
 @pytest.fixture(scope="module")
 def fake(probes, tmp_path_factory) -> tuple[Path, Path]:
     lib = probes / "libfake_errors_libcuda.so"
-    img = read_driver(lib, require_real=False)
-    result = build(build_model(img, ["shimgen", "build", "--driver", str(lib)], hooks=()),
-                   tmp_path_factory.mktemp("timesfake"))
+    result = make_shim(lib, tmp_path_factory.mktemp("timesfake"), hooks=(), require_real=False)
     return lib, result.library
 
 

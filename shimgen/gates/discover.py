@@ -10,7 +10,7 @@ and the instructions that write the gates' bits (docs/gates.md, "How discovery w
    ``lea table(%rip),%rax; mov off(%rax,%idx,8),%rdi`` (the device table).
 3. Each jump-table case is walked (cases.py): what it tests (``testb $mask,off(dev)``,
    ``cmpb $0,g(%rip)``), calls, loads and the value it stores through the result pointer.
-4. Gates are named by the attributes that test them (`GATE_RULES`).
+4. Gates are named by the attributes that test them (`GATE_RULES`, facts.py).
 5. The instructions that write each gate's byte (the init sites) are found by searching the
    executable segments for the field's 32-bit displacement and decoding around each hit.
 
@@ -21,16 +21,16 @@ was not found.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from capstone import CS_AC_WRITE, CsInsn
 from capstone import x86 as cx86
 
-from ..cuda import ATTR_DMABUF, ATTR_GDR, attribute_name
+from ..cuda import attribute_name
 from ..elf import DriverImage
 from .cases import CaseWalker
+from .facts import GATE_RULES, MASK, SET
 from .flow import MAX_CASES, Function, JumpTable, back_insns, walk_function
-from .initsite import MASK, SET, choose
+from .initsite import choose
 from .profile import (
     EXPORT,
     AttrCase,
@@ -50,22 +50,6 @@ MAX_FUNCTIONS = 48
 MAX_DEPTH = 4
 MIN_CASES = 64
 INIT_SEARCH_BACK = 48
-
-
-@dataclass(frozen=True)
-class GateRule:
-    """A gate is named after the attribute whose case tests its bits: the gating bits and
-    globals of that case, less those of the gates named before it."""
-
-    name: str
-    attribute: int
-    required: bool  # discovery fails when the case is missing or tests no bit of its own
-
-
-GATE_RULES = (
-    GateRule("gdr", ATTR_GDR, required=True),  # GPU_DIRECT_RDMA_SUPPORTED
-    GateRule("dmabuf", ATTR_DMABUF, required=False),  # DMA_BUF_SUPPORTED: its extra bits
-)
 
 
 def discover(image: DriverImage) -> Profile:

@@ -116,70 +116,100 @@ def back_insns(insns: dict[int, CsInsn], prev: dict[int, int], va: int, n: int) 
 
 def _jump_table(code: Code, jmp: CsInsn, insns: dict[int, CsInsn],
                 prev: dict[int, int]) -> JumpTable | None:
-    """Recognise ``movslq (base,idx,4),r; add base,r; jmp *r`` and ``jmp *(base,idx,8)``."""
+    """Recognise ``movslq (base,idx,4),r; add base,r; jmp *r`` and ``jmp *(base,idx,8)``:
+    the dispatch, the table's address, the bounds check in front of it, its entries."""
     back = back_insns(insns, prev, jmp.address, 24)
+    dispatch = _dispatch(jmp, back)
+    if dispatch is None:
+        return None
+    kind, base_reg, idx_reg, loads = dispatch
+    lea = _table_lea(back, base_reg)
+    if lea is None:
+        return None
+    table = rip_target(lea, mem_ops(lea)[0])
+    bounds = _bounds(insns, back, idx_reg)
+    if bounds is None or bounds[0] > MAX_CASES * 4:
+        return None
+    count, default, bias, checks = bounds
+    entries = _entries(code, kind, table, count)
+    if entries is None:
+        return None
+    used = sorted([jmp, *loads, lea, *checks], key=lambda x: x.address)
+    return JumpTable(jmp.address, table, kind, idx_reg, count, bias, default, entries, used)
+
+
+def _dispatch(jmp: CsInsn, back: list[CsInsn]) -> tuple[str, str, str, list[CsInsn]] | None:
+    """How the jump reads its table: (kind, base register, index register, the instructions
+    that load the target). ``rel32``: ``movslq (base,idx,4),r; add base,r; jmp *r``;
+    ``abs64``: ``mov (base,idx,8),r; jmp *r`` or ``jmp *(base,idx,8)``."""
     op = jmp.operands[0] if jmp.operands else None
     if op is None:
         return None
-    used: list[CsInsn] = [jmp]
-    kind = ""
-    base_reg = idx_reg = ""
     if op.type == cx86.X86_OP_REG:
         target = fam(jmp, op.reg)
-        add = load = None
-        for b in back:
-            if add is None and b.mnemonic == "add" and len(b.operands) == 2 \
-                    and b.operands[0].type == cx86.X86_OP_REG \
-                    and fam(b, b.operands[0].reg) == target \
-                    and b.operands[1].type == cx86.X86_OP_REG:
-                add = b
-                base_reg = fam(b, b.operands[1].reg)
-                continue
-            if add is not None and load is None and b.mnemonic == "movsxd" \
-                    and fam(b, b.operands[0].reg) in (target, base_reg):
-                mo = mem_ops(b)
-                if mo and mo[0].mem.scale == 4:
-                    load = b
-                    other = fam(b, b.operands[0].reg)
-                    if other == base_reg:  # movslq (rax,rdx,4),rdx ; add rax? normalise
-                        base_reg = target
-                    if fam(b, mo[0].mem.base) != base_reg:
-                        return None
-                    idx_reg = fam(b, mo[0].mem.index)
-                    break
+        add, load = _rel32_insns(target, back)
         if add is None or load is None:
-            # mov (base,idx,8),r; jmp *r
-            for b in back:
-                if b.mnemonic == "mov" and b.operands[0].type == cx86.X86_OP_REG \
-                        and fam(b, b.operands[0].reg) == target:
-                    mo = mem_ops(b)
-                    if mo and mo[0].mem.scale == 8 and mo[0].mem.index:
-                        base_reg, idx_reg = fam(b, mo[0].mem.base), fam(b, mo[0].mem.index)
-                        used.append(b)
-                        kind = "abs64"
-                    break
-            if not kind:
-                return None
-        else:
-            used += [add, load]
-            kind = "rel32"
-    elif op.type == cx86.X86_OP_MEM and op.mem.scale == 8 and op.mem.index:
-        base_reg, idx_reg = fam(jmp, op.mem.base), fam(jmp, op.mem.index)
-        kind = "abs64"
-    else:
-        return None
-    table = None
+            return _abs64_load(target, back)
+        base_reg = fam(add, add.operands[1].reg)
+        if fam(load, load.operands[0].reg) == base_reg:  # movslq (rax,rdx,4),rdx; add rax?
+            base_reg = target
+        mem = mem_ops(load)[0].mem
+        if fam(load, mem.base) != base_reg:
+            return None
+        return "rel32", base_reg, fam(load, mem.index), [add, load]
+    if op.type == cx86.X86_OP_MEM and op.mem.scale == 8 and op.mem.index:
+        return "abs64", fam(jmp, op.mem.base), fam(jmp, op.mem.index), []
+    return None
+
+
+def _rel32_insns(target: str, back: list[CsInsn]) -> tuple[CsInsn | None, CsInsn | None]:
+    """The ``add %base,%target`` nearest the jump and the ``movslq (..,..,4)`` into %target
+    or %base before it: (add, load), None where not found."""
+    add = None
+    for b in back:
+        if add is None and b.mnemonic == "add" and len(b.operands) == 2 \
+                and b.operands[0].type == cx86.X86_OP_REG \
+                and fam(b, b.operands[0].reg) == target \
+                and b.operands[1].type == cx86.X86_OP_REG:
+            add = b
+            continue
+        if add is not None and b.mnemonic == "movsxd" \
+                and fam(b, b.operands[0].reg) in (target, fam(add, add.operands[1].reg)):
+            mo = mem_ops(b)
+            if mo and mo[0].mem.scale == 4:
+                return add, b
+    return add, None
+
+
+def _abs64_load(target: str, back: list[CsInsn]) -> tuple[str, str, str, list[CsInsn]] | None:
+    """``mov (base,idx,8),%target; jmp *%target``: the nearest write of %target must be it."""
+    for b in back:
+        if b.mnemonic == "mov" and b.operands[0].type == cx86.X86_OP_REG \
+                and fam(b, b.operands[0].reg) == target:
+            mo = mem_ops(b)
+            if mo and mo[0].mem.scale == 8 and mo[0].mem.index:
+                return "abs64", fam(b, mo[0].mem.base), fam(b, mo[0].mem.index), [b]
+            return None
+    return None
+
+
+def _table_lea(back: list[CsInsn], base_reg: str) -> CsInsn | None:
+    """The ``lea table(%rip),%base`` nearest the jump (None if the nearest lea into %base
+    is not rip-relative)."""
     for b in back:
         if b.mnemonic == "lea" and fam(b, b.operands[0].reg) == base_reg:
             mo = mem_ops(b)
             if mo and fam(b, mo[0].mem.base) == "rip" and not mo[0].mem.index:
-                table = rip_target(b, mo[0])
-                used.append(b)
-            break
-    if table is None:
-        return None
-    count = default = None
-    bias = 0
+                return b
+            return None
+    return None
+
+
+def _bounds(insns: dict[int, CsInsn], back: list[CsInsn],
+            idx_reg: str) -> tuple[int, int | None, int, list[CsInsn]] | None:
+    """The bounds check in front of the dispatch, ``cmp $N,%idx; ja default`` on the index or
+    a register copied into it, with the bias applied before it: (count, default, bias, the
+    instructions)."""
     copies = {idx_reg}
     for i, b in enumerate(back):
         m = b.mnemonic
@@ -191,30 +221,34 @@ def _jump_table(code: Code, jmp: CsInsn, insns: dict[int, CsInsn],
         if m == "cmp" and b.operands[0].type == cx86.X86_OP_REG \
                 and fam(b, b.operands[0].reg) in copies and b.operands[1].type == cx86.X86_OP_IMM:
             nxt = insns.get(b.address + b.size)
-            if nxt is not None and nxt.mnemonic == "ja":
-                count = b.operands[1].imm + 1
-                default = direct_target(nxt)
-                used += [b, nxt]
-                # a bias applied before the compare: lea -K(%r),%idx / sub $K,%idx
-                for c in back[i + 1:i + 6]:
-                    if c.operands and c.operands[0].type == cx86.X86_OP_REG \
-                            and fam(c, c.operands[0].reg) in copies:
-                        if c.mnemonic == "sub" and c.operands[1].type == cx86.X86_OP_IMM:
-                            bias = c.operands[1].imm
-                            used.append(c)
-                        elif c.mnemonic == "add" and c.operands[1].type == cx86.X86_OP_IMM:
-                            bias = -c.operands[1].imm
-                            used.append(c)
-                        elif c.mnemonic == "lea":
-                            mo = mem_ops(c)
-                            if mo and not mo[0].mem.index:
-                                bias = -mo[0].mem.disp
-                                copies.add(fam(c, mo[0].mem.base))
-                                used.append(c)
-                        break
-            break
-    if count is None or count > MAX_CASES * 4:
-        return None
+            if nxt is None or nxt.mnemonic != "ja":
+                return None
+            bias, biased = _bias(back[i + 1:i + 6], copies)
+            return b.operands[1].imm + 1, direct_target(nxt), bias, [b, nxt, *biased]
+    return None
+
+
+def _bias(before: list[CsInsn], copies: set[str]) -> tuple[int, list[CsInsn]]:
+    """A bias applied to the index before the compare, ``lea -K(%r),%idx`` or ``sub $K,%idx``
+    (or ``add``), in the nearest write of it: (K, [that instruction]), else (0, [])."""
+    for c in before:
+        if c.operands and c.operands[0].type == cx86.X86_OP_REG \
+                and fam(c, c.operands[0].reg) in copies:
+            if c.mnemonic == "sub" and c.operands[1].type == cx86.X86_OP_IMM:
+                return c.operands[1].imm, [c]
+            if c.mnemonic == "add" and c.operands[1].type == cx86.X86_OP_IMM:
+                return -c.operands[1].imm, [c]
+            if c.mnemonic == "lea":
+                mo = mem_ops(c)
+                if mo and not mo[0].mem.index:
+                    return -mo[0].mem.disp, [c]
+            return 0, []
+    return 0, []
+
+
+def _entries(code: Code, kind: str, table: int, count: int) -> list[int] | None:
+    """The table's ``count`` targets (rel32: offsets from the table; abs64: relocated
+    pointers), None unless each can be read and is executable."""
     entries = []
     for i in range(count):
         if kind == "rel32":
@@ -229,5 +263,4 @@ def _jump_table(code: Code, jmp: CsInsn, insns: dict[int, CsInsn],
             entries.append(p)
     if not all(code.image.is_exec(e) for e in entries):
         return None
-    used.sort(key=lambda x: x.address)
-    return JumpTable(jmp.address, table, kind, idx_reg, count, bias, default, entries, used)
+    return entries

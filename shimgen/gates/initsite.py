@@ -22,8 +22,8 @@ No group, or several, is reported, never guessed. To **mask** the bit, every wri
 it with an immediate loses the bit from that immediate; a ``computes`` writer cannot be fixed
 by one immediate and is named in the reason.
 
-`prove_patch` runs each changed path in the emulator (prove.py's Emulator) on a synthetic
-device struct, with the original and the patched bytes.
+`prove_patch` runs each changed path in the emulator (emulator.py) on a synthetic
+device struct, with the original and the patched bytes (the image mapped at facts.BASE).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from capstone import CsInsn
 from capstone import x86 as cx86
 
+from .facts import BASE, MASK, SET
 from .profile import ByteChange, InitPatch, InitSite, InsnRef
 from .x86 import Code, fam, is_jcc, mem_ops, written_families
 
 TRACE_BACK = 128  # bytes decoded before a store, to find the load of the field it rebuilds
-SET, MASK = "set", "mask"
 
 
 @dataclass
@@ -306,8 +306,6 @@ def prove_patch(emu, code: Code, patch: InitPatch, sites: list[InitSite],
     synthetic structs (empty: proven). The original must leave the bit as the driver decides
     (``set``: kept as it was; ``mask``: set), the patched bytes must give exactly the same
     struct except that bit, set (``set``) or as it was before (``mask``)."""
-    from .prove import BASE  # the emulator's load base
-
     problems: list[str] = []
     paths = _paths(code, patch, sites)
     if not paths or len(patch.changes) != len({c.vaddr for c in patch.changes}):
