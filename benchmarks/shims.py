@@ -14,6 +14,7 @@ from pathlib import Path
 
 from devtools.driverfetch import DriverFetchError, fetch_all
 from shimgen.probe.child import child_env
+from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 from .native import ROOT, BenchError
 from .stats import summary
@@ -76,10 +77,10 @@ def build(out: Path, driver: Path | None = None) -> tuple[Path, dict, float]:
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise BenchError(f"shimgen build failed: {proc.stderr.strip()}")
-    manifests = sorted(out.glob("cudashim-*/shim.json"))
+    manifests = sorted(out.glob(f"cudashim-*/{SHIM_MANIFEST}"))
     if len(manifests) != 1:
         raise BenchError(f"shimgen build left {len(manifests)} builds in {out}")
-    library = manifests[0].parent / "libcudashim.so"
+    library = manifests[0].parent / SHIM_LIBRARY
     if not library.is_file():
         raise BenchError(f"shimgen build left no {library}")
     return library, json.loads(manifests[0].read_text()), wall

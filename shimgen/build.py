@@ -43,10 +43,10 @@ from .elf import read_build_id
 from .errors import Interrupted, ShimgenError
 from .model import SONAME, ShimModel, output_name
 from .render import render
+from .runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
-LIBRARY = "libcudashim.so"
 STAGING_PREFIX = ".shimgen-staging-"
-INSTALLED = ("src", "shim.json", "build.log", LIBRARY)
+INSTALLED = ("src", SHIM_MANIFEST, "build.log", SHIM_LIBRARY)
 _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -256,7 +256,7 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
         bdir = staging / "meson"
         _run(_meson() + ["setup", str(bdir), str(src)], "meson setup", env, log, final.name)
         _run(_meson() + ["compile", "-C", str(bdir)], "compile", env, log, final.name)
-        built = bdir / LIBRARY
+        built = bdir / SHIM_LIBRARY
         if not built.is_file():
             raise ShimgenError(f"meson finished but {built} is missing")
         manifest = {
@@ -272,12 +272,12 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
             "data_symbols_left_in_driver": [d.name for d in model.driver.data],
             "gates": [g.name for g in model.gates.gates] if model.gates else [],
         }
-        shutil.copy2(built, new / LIBRARY)
-        manifest["library_build_id"] = read_build_id(new / LIBRARY)
-        manifest["library_size"] = (new / LIBRARY).stat().st_size
+        shutil.copy2(built, new / SHIM_LIBRARY)
+        manifest["library_build_id"] = read_build_id(new / SHIM_LIBRARY)
+        manifest["library_size"] = (new / SHIM_LIBRARY).stat().st_size
         if identity is not None:
             manifest["cache_key"] = identity
-        (new / "shim.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        (new / SHIM_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         _fsync_tree(new)
         installed = False
         try:
@@ -302,7 +302,7 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
         with _signals_held():
             _cleanup(staging, staging_fd)
         raise
-    return BuildResult(model, final, final / LIBRARY, time.monotonic() - start)
+    return BuildResult(model, final, final / SHIM_LIBRARY, time.monotonic() - start)
 
 
 def _cleanup(staging: Path | None, staging_fd: int) -> None:

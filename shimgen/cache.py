@@ -3,10 +3,10 @@
 
 A key is (the driver's GNU build-id, shimgen's version, the gate profile baked in: none,
 `auto`, or a profile file's digest). Each key has a directory of its own, so a gated shim and
-a plain one never replace each other. An entry is built by build.py (staging directory,
-complete directory put in place with one rename) under an flock(2) of the key's lock file, so
-two first runs build once; then sealed here: its shim.json gets the SHA-256 of the library
-and the library's stat (_seal).
+a plain one never replace each other. An entry is made by pipeline.make_shim (build.py:
+staging directory, complete directory put in place with one rename) under an flock(2) of the
+key's lock file, so two first runs build once; then sealed here: its shim.json gets the
+SHA-256 of the library and the library's stat (_seal).
 
 Trust. Every directory level shimgen relies on (the cache root, shims/, the entry) is
 opened without following a symlink and checked on its descriptor by one function,
@@ -52,10 +52,10 @@ from pathlib import Path
 from . import __version__
 from .elfnotes import EHDR, EM_X86_64, NT_GNU_BUILD_ID, PHDR, PT_NOTE, read_build_id
 from .errors import ShimgenError
+from .outfile import replacing
+from .runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 SHIMS = "shims"  # under $XDG_CACHE_HOME/shimgen, beside the drivers the tests fetch
-LIBRARY = "libcudashim.so"  # what build.py installs (build.LIBRARY, which imports jinja2)
-MANIFEST = "shim.json"
 SHIM_NOTE = b"shimgen"  # the mark every shim carries (runtime/selfcheck.c)
 DISCARDED = ".shimgen-discarded-"  # a bad entry moved aside (not build.py's staging prefix)
 
@@ -70,7 +70,6 @@ ADVICE = {NOT_A_DIRECTORY: "remove it", ANOTHER_USER: "remove it or set XDG_CACH
 
 _O_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def cache_root() -> Path:
@@ -140,7 +139,7 @@ class Entry:
                  seconds: float = 0.0) -> None:
         self.key = key
         self.directory = directory
-        self.library = directory / LIBRARY
+        self.library = directory / SHIM_LIBRARY
         self.gates = gates  # the gate names baked in (SHIMGEN_GATES chooses among them)
         self.how = how  # "cached", "built" or "rebuilt (...why...)"
         self.seconds = seconds  # the build's, when built
@@ -310,26 +309,11 @@ def default_driver() -> Path:
         with contextlib.suppress(OSError, ShimgenError):
             dirs = _cache_dirs(make=True)
             try:
-                _write_private(dirs[1], DEFAULT_DRIVER,
-                               json.dumps({"ld_so_cache": stamp, "driver": str(found)}))
+                with replacing(DEFAULT_DRIVER, dir_fd=dirs[1], sync=False) as fh:  # a memo
+                    fh.write(json.dumps({"ld_so_cache": stamp, "driver": str(found)}))
             finally:
                 _close(dirs)
     return found
-
-
-def _write_private(dir_fd: int, name: str, text: str) -> None:
-    """`name` in the directory `dir_fd` written whole (a new file of ours, 0600, renamed over
-    it)."""
-    tmp = f".{name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, _O_NEW, 0o600, dir_fd=dir_fd)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
 
 
 # ---- entries -------------------------------------------------------------------------------
@@ -351,26 +335,26 @@ def _check(shims_fd: int, key: Key) -> tuple[tuple[str, ...], str]:
     if why:
         return (), f"its directory: {why}"
     try:
-        mfd, _ = _open_file(fd, MANIFEST)
+        mfd, _ = _open_file(fd, SHIM_MANIFEST)
         with os.fdopen(mfd, "rb") as fh:
             manifest = json.loads(fh.read(1 << 20))
         if not isinstance(manifest, dict) or manifest.get("cache_key") != key.as_dict():
-            return (), f"{MANIFEST} records another key"
+            return (), f"{SHIM_MANIFEST} records another key"
         gates = manifest.get("gates", [])
         if not isinstance(gates, list) or not all(isinstance(g, str) for g in gates):
-            return (), f"{MANIFEST}: gates is not a list of names"
+            return (), f"{SHIM_MANIFEST}: gates is not a list of names"
         digest = manifest.get("library_sha256")
         if not isinstance(digest, str):
-            return (), f"{MANIFEST} records no digest of {LIBRARY}"
-        lfd, st = _open_file(fd, LIBRARY)
+            return (), f"{SHIM_MANIFEST} records no digest of {SHIM_LIBRARY}"
+        lfd, st = _open_file(fd, SHIM_LIBRARY)
         try:
             if st.st_size != manifest.get("library_size"):
-                return (), f"{LIBRARY} is not the size it was built"
+                return (), f"{SHIM_LIBRARY} is not the size it was built"
             # The seal matches: unchanged since it was sealed (the module's docstring), no
             # need to read it. Otherwise the bytes are what counts, read from this descriptor.
             if _stat_seal(st) != manifest.get("library_seal") and \
                     _sha256(_read_all(lfd, st.st_size)) != digest:
-                return (), f"{LIBRARY} has changed since it was built"
+                return (), f"{SHIM_LIBRARY} has changed since it was built"
         finally:
             os.close(lfd)
     except _Unusable as e:
@@ -437,40 +421,31 @@ def _seal(shims_fd: int, key: Key) -> None:
     fd, why = _open_dir(key.name, shims_fd)
     if why:
         raise ShimgenError(f"the shim built into {entry_dir(key)}: {why}")
-    tmp = f".{MANIFEST}.{os.getpid()}.tmp"
     try:
-        mfd, _ = _open_file(fd, MANIFEST)
+        mfd, _ = _open_file(fd, SHIM_MANIFEST)
         with os.fdopen(mfd, "rb") as fh:
             manifest = json.loads(fh.read(1 << 20))
-        lfd, before = _open_file(fd, LIBRARY)
+        lfd, before = _open_file(fd, SHIM_LIBRARY)
         try:
-            tfd = os.open(tmp, _O_NEW, 0o600, dir_fd=fd)
-            with os.fdopen(tfd, "w") as out:
-                past = _clock_past(tfd, before.st_ctime_ns)
+            with replacing(SHIM_MANIFEST, dir_fd=fd) as out:
+                past = _clock_past(out.fileno(), before.st_ctime_ns)
                 data = _read_all(lfd, before.st_size)
                 if _stat_seal(os.fstat(lfd)) != _stat_seal(before) or \
                         len(data) != before.st_size:
-                    raise ShimgenError(f"{entry_dir(key) / LIBRARY} changed while shimgen "
-                                       "read it; run again")
+                    raise ShimgenError(f"{entry_dir(key) / SHIM_LIBRARY} changed while "
+                                       "shimgen read it; run again")
                 if _shim_identity(data) != (manifest.get("library_build_id"), True):
-                    raise ShimgenError(f"{entry_dir(key) / LIBRARY} is not the shim that "
-                                       "was built")
+                    raise ShimgenError(f"{entry_dir(key) / SHIM_LIBRARY} is not the shim "
+                                       "that was built")
                 manifest["library_sha256"] = _sha256(data)
                 # without a clock past its ctime, no seal: each use hashes the library
                 manifest["library_seal"] = _stat_seal(before) if past else None
                 out.write(json.dumps(manifest, indent=2) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
         finally:
             os.close(lfd)
-        os.replace(tmp, MANIFEST, src_dir_fd=fd, dst_dir_fd=fd)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=fd)
-        if isinstance(e, (_Unusable, OSError, ValueError)):
-            raise ShimgenError(f"the shim built into {entry_dir(key)} cannot be sealed: "
-                               f"{e}") from None
-        raise
+    except (_Unusable, OSError, ValueError) as e:
+        raise ShimgenError(f"the shim built into {entry_dir(key)} cannot be sealed: "
+                           f"{e}") from None
     finally:
         os.close(fd)
 
@@ -597,23 +572,11 @@ def _remove_own(dir_fd: int, name: str, depth: int = 0) -> bool:
 
 def _build(driver: Path, key: Key, gates: str | None, root: Path) -> float:
     """Build the shim for `key` into `root/key.name` (owner-only files); its seconds."""
-    from .build import build
-    from .driver import read_driver
-    from .model import build_model
+    from .pipeline import make_shim
 
-    image = read_driver(driver)
-    if image.build_id and image.build_id != key.build_id:
-        raise ShimgenError(f"driver {driver} changed while shimgen read it; run again")
-    argv = ["shimgen", "build", "--driver", str(image.path)]
-    plan = None
-    if gates is not None:
-        from .gates.plan import load_plan
-
-        argv += ["--gates", gates]
-        plan = load_plan(image, gates)
-    model = build_model(image, argv, gates=plan)
     old = os.umask(0o077)
     try:
-        return build(model, root, name=key.name, identity=key.as_dict()).seconds
+        return make_shim(driver, root, gates=gates, name=key.name, identity=key.as_dict(),
+                         expect_build_id=key.build_id).seconds
     finally:
         os.umask(old)

@@ -10,6 +10,7 @@ from pathlib import Path
 from . import __version__
 from .errors import ERROR_PREFIX, Interrupted, ShimgenError, one_line, redeliver_swallowed
 from .gates import ALLOW_UNPROVEN
+from .runenv import DEBUG
 
 TYPE_CHECKING = False  # typing is not imported at run time: `shimgen run` starts faster
 if TYPE_CHECKING:
@@ -72,26 +73,15 @@ def _gates_summary(args: argparse.Namespace, plan) -> str:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from .build import build
-    from .driver import read_driver
-    from .model import build_model
+    from .pipeline import make_shim
 
     if args.allow_unproven_gates and args.gates is None:
         raise ShimgenError(f"{ALLOW_UNPROVEN} goes with --gates")
     out_root = _out_root(args.out)
-    driver = read_driver(_driver_path(args.driver))
-    argv = ["shimgen", "build", "--driver", str(driver.path)]
-    if args.out is not None:
-        argv += ["--out", str(args.out)]
-    plan = None
-    if args.gates is not None:
-        from .gates.plan import load_plan
-
-        gates_arg = args.gates if args.gates == "auto" else str(Path(args.gates).absolute())
-        argv += ["--gates", gates_arg] + ([ALLOW_UNPROVEN] if args.allow_unproven_gates else [])
-        plan = load_plan(driver, gates_arg, allow_unproven=args.allow_unproven_gates)
-    model = build_model(driver, argv, gates=plan)
-    result = build(model, out_root)
+    result = make_shim(_driver_path(args.driver), out_root, gates=args.gates,
+                       allow_unproven=args.allow_unproven_gates, out_option=args.out)
+    model, plan = result.model, result.model.gates
+    driver = model.driver
     data = ", ".join(d.name for d in driver.data) or "none"
     lines = [
         f"driver     {driver.real_path}",
@@ -398,7 +388,9 @@ def _parser_class() -> type:
 
 
 def _add_build(sub) -> None:
-    b = sub.add_parser("build", help="build libcudashim.so for a driver")
+    from .runenv import SHIM_LIBRARY
+
+    b = sub.add_parser("build", help=f"build {SHIM_LIBRARY} for a driver")
     b.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
     b.add_argument("--out", help="output root (default: ./build)")
     b.add_argument("--gates", metavar="auto|PROFILE", type=_gates_option,
@@ -558,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         if cause is not None:  # Python wrapped it (e.g. an error calling __set_name__)
             _say(cause.message(command))
             return 128 + cause.signum
-        if os.environ.get("SHIMGEN_DEBUG"):
+        if os.environ.get(DEBUG):
             raise
         _say(f"internal error, please report it: {type(e).__name__}: {e} "
              "(SHIMGEN_DEBUG=1 shows where)")

@@ -338,19 +338,14 @@ def _named_run_dir(out: Path) -> RunDir:
 
 def write_json(run_dir: RunDir, data: dict) -> None:
     """run.json, written whole: a new file of ours in the run directory (by its descriptor)
-    renamed over it."""
-    tmp = f".{RUN_JSON}.{os.getpid()}.tmp"
-    fd = os.open(tmp, _O_NEW_FILE, 0o600, dir_fd=run_dir.fd)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            st = os.fstat(fh.fileno())
-            fh.write(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, RUN_JSON, src_dir_fd=run_dir.fd, dst_dir_fd=run_dir.fd)
-        run_dir.replaced(RUN_JSON, st)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=run_dir.fd)
-        raise
+    renamed over it (outfile.replacing). Not fsynced: it is written before the command starts
+    and again after it ends, on every run's path."""
+    from .outfile import replacing
+
+    with replacing(RUN_JSON, dir_fd=run_dir.fd, sync=False) as fh:
+        st = os.fstat(fh.fileno())
+        fh.write(json.dumps(data, indent=2) + "\n")
+    run_dir.replaced(RUN_JSON, st)
 
 
 def _layout(run_dir: RunDir, trace: str) -> None:

@@ -17,10 +17,9 @@ import pytest
 from skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (CI's skips)
 
 from devtools.driverfetch import DriverFetchError, FetchedDriver, fetch_all
-from shimgen.build import build
-from shimgen.driver import read_driver
-from shimgen.model import build_model
+from shimgen.pipeline import make_shim
 from shimgen.probe.child import child_env
+from shimgen.runenv import SHIM_LIBRARY
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +102,7 @@ def shims(drivers, tmp_path_factory) -> list[BuiltShim]:
             capture_output=True, text=True, cwd=ROOT,
         )
         assert proc.returncode == 0, proc.stderr
-        lib = next(out_root.glob(f"cudashim-{d.version}-*/libcudashim.so"))
+        lib = next(out_root.glob(f"cudashim-{d.version}-*/{SHIM_LIBRARY}"))
         built.append(BuiltShim(d, lib, lib.parent, proc.stdout, driver_cuda_version(d.path)))
     return built
 
@@ -127,9 +126,7 @@ def fake_shim(probes, tmp_path_factory) -> Path:
     """A shim for the fake driver (tests/c/fake_libcuda.c), built through the Python API as in
     tests/test_timing.py: `shimgen build` refuses the fake, a stub by design."""
     fake = probes / "libfake_libcuda_for_tests.so"
-    img = read_driver(fake, require_real=False)
-    return build(build_model(img, ["shimgen", "build", "--driver", str(fake)]),
-                 tmp_path_factory.mktemp("fakeshim")).library
+    return make_shim(fake, tmp_path_factory.mktemp("fakeshim"), require_real=False).library
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +137,7 @@ def second_shim(drivers, tmp_path_factory) -> Path:
                            str(drivers[0].libdir / "libcuda.so.1"), "--out", str(out)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    return next(out.glob("cudashim-*/libcudashim.so"))
+    return next(out.glob(f"cudashim-*/{SHIM_LIBRARY}"))
 
 
 @pytest.fixture(scope="module")

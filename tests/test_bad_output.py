@@ -33,6 +33,8 @@ from shimgen import cli
 from shimgen.driver import read_driver
 from shimgen.errors import ShimgenError
 from shimgen.model import build_model
+from shimgen.pipeline import build_command
+from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 no_dac = pytest.fixture(scope="module", name="no_dac")(badinput.no_dac)
 
@@ -45,7 +47,7 @@ def test_read_only_output_root(drivers, tmp_path, no_dac):
     out = tmp_path / "out"
     ok = shimgen("build", "--driver", str(drivers[0].path), "--out", str(out))
     assert ok.returncode == 0, ok.stderr
-    lib = next(out.glob("*/libcudashim.so"))
+    lib = next(out.glob(f"*/{SHIM_LIBRARY}"))
     before = lib.read_bytes()
     out.chmod(0o555)
     try:
@@ -76,7 +78,7 @@ def test_output_name_taken_by_a_file(drivers, tmp_path):
 
 def _model(driver_path: Path):
     img = read_driver(driver_path)
-    return build_model(img, ["shimgen", "build", "--driver", str(img.path)])
+    return build_model(img, build_command(img.path))
 
 
 def test_disk_full_during_build_keeps_previous(drivers, tmp_path, monkeypatch):
@@ -108,7 +110,7 @@ def test_install_without_directory_swap(drivers, tmp_path, monkeypatch):
     second = build_mod.build(model, out)
     assert entries(second.out_dir) == sorted(build_mod.INSTALLED)
     assert entries(out) == [second.out_dir.name]
-    manifest = json.loads((second.out_dir / "shim.json").read_text())
+    manifest = json.loads((second.out_dir / SHIM_MANIFEST).read_text())
     assert manifest["functions"] == len(model.functions)
 
 
@@ -195,7 +197,7 @@ def test_interrupted_build_keeps_previous(drivers, tmp_path, how, sig):
     out = tmp_path / "out"
     ok = shimgen("build", "--driver", str(drivers[0].path), "--out", str(out))
     assert ok.returncode == 0, ok.stderr
-    lib = next(out.glob("*/libcudashim.so"))
+    lib = next(out.glob(f"*/{SHIM_LIBRARY}"))
     before = {p.name: p.read_bytes() for p in lib.parent.iterdir() if p.is_file()}
 
     marker = tmp_path / "compiling"
@@ -280,15 +282,15 @@ def test_concurrent_builds_into_one_place(drivers, tmp_path):
     out = tmp_path / "out"
     ok = shimgen("build", "--driver", str(d.path), "--out", str(out))
     assert ok.returncode == 0, ok.stderr
-    final = next(out.glob("*/libcudashim.so")).parent
+    final = next(out.glob(f"*/{SHIM_LIBRARY}")).parent
     seen, bad = [0], []
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.is_set():
             try:
-                data = (final / "libcudashim.so").read_bytes()
-                manifest = (final / "shim.json").read_text()
+                data = (final / SHIM_LIBRARY).read_bytes()
+                manifest = (final / SHIM_MANIFEST).read_text()
             except FileNotFoundError:
                 continue  # between the swap's two names on a fallback install
             seen[0] += 1
@@ -329,7 +331,7 @@ def test_concurrent_builds_into_one_place(drivers, tmp_path):
     env.update(LD_LIBRARY_PATH=str(d.libdir))
     plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, check=True)
-    env.update(LD_PRELOAD=str(final / "libcudashim.so"), SHIMGEN_TRACE="1")
+    env.update(LD_PRELOAD=str(final / SHIM_LIBRARY), SHIMGEN_TRACE="1")
     shimmed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                              text=True, check=True)
     assert shimmed.stdout == plain.stdout and int(plain.stdout) > 0

@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks.report import BUILD_BAR_S, CALL_BARS, STARTUP_BAR_MS
 from benchmarks.stats import summary
+from shimgen.runenv import SHIM_LIBRARY
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("direct", "shim", "count")
@@ -142,7 +143,7 @@ def test_quick_startup_and_build(quick):
             assert _sane(d["startup"][prog][k]), (prog, k)
     assert _sane(d["build"]["wall_s"]) and d["build"]["wall_s"]["min"] > 0
     assert d["build"]["functions"] > 500
-    assert Path(d["shim"]).name == "libcudashim.so"
+    assert Path(d["shim"]).name == SHIM_LIBRARY
 
 
 def test_quick_bars(quick):

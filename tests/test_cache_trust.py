@@ -31,11 +31,11 @@ from test_run import _record, base_env, shimgen_run
 from shimgen import cache as cachemod
 from shimgen.elf import read_build_id
 from shimgen.errors import ShimgenError
+from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 ROOT = Path(__file__).resolve().parent.parent
 OTHER = 65534  # the second user
-LIB = "libcudashim.so"
-MANIFEST = "shim.json"
+LIB, MANIFEST = SHIM_LIBRARY, SHIM_MANIFEST  # an entry's files
 REBUILT = "rebuilt (the cached one was unusable: "
 
 

@@ -25,6 +25,7 @@ from faultkit import (
 
 from shimgen.cuda import CUDA_ERROR_NOT_SUPPORTED
 from shimgen.driver import read_driver
+from shimgen.runenv import SHIM_LIBRARY
 
 # ---- the driver changed, older or newer than the shim ----
 
@@ -45,7 +46,7 @@ def test_changed_driver_forwards_by_name_and_says_so_once(shims, probes, tmp_pat
         proc = subprocess.run([sys.executable, "-m", "shimgen", "build", "--driver", str(path),
                                "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
         assert proc.returncode == 0, proc.stderr
-        shim_lib = next(out.glob("cudashim-*/libcudashim.so"))
+        shim_lib = next(out.glob(f"cudashim-*/{SHIM_LIBRARY}"))
         extra = {}
     else:
         shim_lib = s.library

@@ -28,6 +28,7 @@ from shimgen.cuda import CUDA_ERROR_SHARED_OBJECT_INIT_FAILED as NO_DRIVER
 from shimgen.cuda import returns_result
 from shimgen.driver import read_driver
 from shimgen.model import build_model
+from shimgen.pipeline import build_command
 
 # ---- trace files ----
 
@@ -174,8 +175,8 @@ def test_files_on_disk_are_never_modified(shims, probes, tmp_path):
 
     fake = probes / "libfake_libcuda_for_tests.so"
     img = read_driver(fake, require_real=False)
-    gate_lib = build(build_model(img, ["shimgen", "build", "--driver", str(fake), "--gates",
-                                       "PLAN"], gates=fake_plan(fake)), tmp_path).library
+    gate_lib = build(build_model(img, build_command(fake, gates="PLAN"), gates=fake_plan(fake)),
+                     tmp_path).library
     s = shims[0]
     files = [fake, gate_lib, s.driver.path, s.library]
 

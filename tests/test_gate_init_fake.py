@@ -21,6 +21,7 @@ from shimgen.driver import read_driver
 from shimgen.errors import ShimgenError
 from shimgen.gates.plan import GatePlan, PlanByte, PlanCheck
 from shimgen.model import build_model
+from shimgen.pipeline import build_command
 
 OR_IMM = 8  # fake_init_gate_byte: movzbl 0x40(%rdi),%eax (4); mov (2); or $0x40,%edx (83 ca 40)
 ORB_IMM = 3  # fake_gdr_check_ok: orb $0x20,0x40(%rdi) (80 4f 40 20)
@@ -47,8 +48,7 @@ def init_shim(probes, tmp_path_factory):
     fake = probes / "libfake_libcuda_for_tests.so"
     img = read_driver(fake, require_real=False)
     plan = init_plan(fake)
-    model = build_model(img, ["shimgen", "build", "--driver", str(fake), "--gates", "PLAN"],
-                        gates=plan)
+    model = build_model(img, build_command(fake, gates="PLAN"), gates=plan)
     return fake, build(model, tmp_path_factory.mktemp("initshim")).library, plan
 
 

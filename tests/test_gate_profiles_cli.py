@@ -16,6 +16,7 @@ from shimgen import cli
 from shimgen.gates import prove as proving
 from shimgen.gates import report
 from shimgen.gates.profile import load_profile
+from shimgen.runenv import SHIM_MANIFEST
 
 no_dac = pytest.fixture(scope="module", name="no_dac")(no_dac)
 
@@ -101,7 +102,7 @@ def test_allow_unproven_gates_bakes_and_says_so(driver, unproven, tmp_path):
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("gates "))
     assert "gdr (attributes" in line and f"from profile {unproven}, proof not run" in line
-    manifest = next((tmp_path / "out").glob("*/shim.json")).read_text()
+    manifest = next((tmp_path / "out").glob(f"*/{SHIM_MANIFEST}")).read_text()
     assert "--allow-unproven-gates" in manifest
 
 

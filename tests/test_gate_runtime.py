@@ -21,6 +21,7 @@ from shimgen.driver import read_driver
 from shimgen.errors import ShimgenError
 from shimgen.gates.plan import GatePlan, PlanCheck, PlanField, PlanGate, PlanGlobal
 from shimgen.model import build_model
+from shimgen.pipeline import build_command
 
 
 def symbols(path: Path) -> dict[str, tuple[int, int]]:
@@ -66,8 +67,7 @@ def gate_shim(probes, tmp_path_factory):
     fake = probes / "libfake_libcuda_for_tests.so"
     img = read_driver(fake, require_real=False)
     plan = fake_plan(fake)
-    model = build_model(img, ["shimgen", "build", "--driver", str(fake), "--gates", "PLAN"],
-                        gates=plan)
+    model = build_model(img, build_command(fake, gates="PLAN"), gates=plan)
     result = build(model, tmp_path_factory.mktemp("gateshim"))
     return fake, result.library, plan
 
@@ -230,8 +230,7 @@ def three_window_shim(probes, tmp_path_factory):
     header = PlanCheck(at, at, fake.read_bytes()[at:at + size])
     plan = dataclasses.replace(plan, checks=(*plan.checks, header))
     img = read_driver(fake, require_real=False)
-    model = build_model(img, ["shimgen", "build", "--driver", str(fake), "--gates", "PLAN"],
-                        gates=plan)
+    model = build_model(img, build_command(fake, gates="PLAN"), gates=plan)
     return fake, build(model, tmp_path_factory.mktemp("gateshim3")).library, plan
 
 

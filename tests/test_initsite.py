@@ -23,6 +23,7 @@ from shimgen.gates.initsite import MASK, SET, choose, prove_patch
 from shimgen.gates.profile import ByteChange
 from shimgen.gates.prove import Emulator, prove
 from shimgen.gates.x86 import Code
+from shimgen.runenv import SHIM_LIBRARY
 
 # What each Debian driver's gdr bit gets: (vaddr, old, new) per direction. The mask changes
 # the `or $0x20` after the driver's check and the merge of a bit computed at run time
@@ -297,7 +298,7 @@ def test_a_profile_files_init_change_is_proven_again_at_build(drivers, tmp_path)
                 str(tmp_path / "out"))
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "an init-site change failed its emulation proof" in r.stderr
-    assert not list((tmp_path / "out").glob("*/libcudashim.so"))
+    assert not list((tmp_path / "out").glob(f"*/{SHIM_LIBRARY}"))
 
 
 # ---- SHIMGEN_GATE_METHOD=init on a real driver: no GPU is needed to see the code change ----
@@ -329,7 +330,7 @@ def real_init_shim(drivers, tmp_path_factory):
     out = tmp_path_factory.mktemp("realinit")
     r = shimgen("build", "--driver", str(d.path), "--gates", "auto", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    return d, next(out.glob("*/libcudashim.so"))
+    return d, next(out.glob(f"*/{SHIM_LIBRARY}"))
 
 
 @pytest.mark.parametrize("spec", ["gdr", "-gdr"])

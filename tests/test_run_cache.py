@@ -19,6 +19,7 @@ from test_run import _record, base_env, run_argv, shimgen_run
 
 from shimgen.cache import Key, cache_root
 from shimgen.elf import read_build_id
+from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,18 +90,18 @@ def test_first_runs_at_once_build_once(driver, tmp_path):
 
 
 def _truncate(d: Path) -> None:
-    lib = d / "libcudashim.so"
+    lib = d / SHIM_LIBRARY
     lib.write_bytes(lib.read_bytes()[: lib.stat().st_size // 2])
 
 
 def _other_key(d: Path) -> None:
-    m = json.loads((d / "shim.json").read_text())
+    m = json.loads((d / SHIM_MANIFEST).read_text())
     m["cache_key"]["shimgen_version"] = "0.0.0"
-    (d / "shim.json").write_text(json.dumps(m))
+    (d / SHIM_MANIFEST).write_text(json.dumps(m))
 
 
 def _other_library(d: Path) -> None:  # a whole ELF library, of the same size, not the shim
-    lib = d / "libcudashim.so"
+    lib = d / SHIM_LIBRARY
     size = lib.stat().st_size
     other = Path("/usr/lib/x86_64-linux-gnu/libc.so.6").read_bytes()
     lib.write_bytes((other * (size // len(other) + 1))[:size])
@@ -112,11 +113,11 @@ def _into_symlink(d: Path) -> None:
 
 
 DAMAGE = {
-    "library-missing": lambda d: (d / "libcudashim.so").unlink(),
+    "library-missing": lambda d: (d / SHIM_LIBRARY).unlink(),
     "library-cut-short": _truncate,
     "library-another-file": _other_library,
-    "manifest-missing": lambda d: (d / "shim.json").unlink(),
-    "manifest-not-json": lambda d: (d / "shim.json").write_text("{"),
+    "manifest-missing": lambda d: (d / SHIM_MANIFEST).unlink(),
+    "manifest-not-json": lambda d: (d / SHIM_MANIFEST).write_text("{"),
     "manifest-another-key": _other_key,
     "entry-a-symlink": _into_symlink,
 }
@@ -132,9 +133,9 @@ def test_a_damaged_entry_is_rebuilt_never_used(driver, tmp_path, damage):
     assert proc.returncode == 0, proc.stderr
     rec = _record(tmp_path / "r2")
     assert rec["shim"]["how"].startswith("rebuilt (the cached one was unusable: "), rec
-    assert not entry.is_symlink() and (entry / "libcudashim.so").is_file()
-    assert read_build_id(entry / "libcudashim.so") == json.loads(
-        (entry / "shim.json").read_text())["library_build_id"]
+    assert not entry.is_symlink() and (entry / SHIM_LIBRARY).is_file()
+    assert read_build_id(entry / SHIM_LIBRARY) == json.loads(
+        (entry / SHIM_MANIFEST).read_text())["library_build_id"]
     third = shimgen_run(driver, cache, "-o", str(tmp_path / "r3"), "--", "true")
     assert _record(tmp_path / "r3")["shim"]["how"] == "cached", third.stderr
     assert Path("/tmp").is_dir() and os.path.isdir("/tmp")  # a symlink's target left alone
@@ -193,9 +194,9 @@ def test_build_keeps_gated_and_plain_builds_apart(drivers, tmp_path):
     names = sorted(os.listdir(out))
     plain_dir = next(n for n in names if not n.endswith("-gates"))
     assert names == [plain_dir, plain_dir + "-gates"]
-    assert json.loads((out / plain_dir / "shim.json").read_text())["gates"] == []
-    assert json.loads((out / names[1] / "shim.json").read_text())["gates"] == ["gdr", "dmabuf"]
-    assert f"shim       {out / names[1] / 'libcudashim.so'}" in gated.stdout
+    assert json.loads((out / plain_dir / SHIM_MANIFEST).read_text())["gates"] == []
+    assert json.loads((out / names[1] / SHIM_MANIFEST).read_text())["gates"] == ["gdr", "dmabuf"]
+    assert f"shim       {out / names[1] / SHIM_LIBRARY}" in gated.stdout
 
 
 def test_a_cache_path_that_ld_preload_cannot_carry_is_refused_before_building(driver,

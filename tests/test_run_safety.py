@@ -35,6 +35,8 @@ from pathlib import Path
 import pytest
 from test_run import _record, base_env, run_argv, shimgen_run
 
+from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
+
 OTHER = 65534  # the second user
 
 
@@ -302,8 +304,8 @@ def _usable_entry(xdg: Path) -> bool:
     """Whether the cache holds a built, sealed entry."""
     shims = xdg / "shimgen" / "shims"
     for e in shims.iterdir() if shims.is_dir() else ():
-        manifest = e / "shim.json"
-        if not e.name.startswith(".") and manifest.is_file() and (e / "libcudashim.so").is_file():
+        manifest = e / SHIM_MANIFEST
+        if not e.name.startswith(".") and manifest.is_file() and (e / SHIM_LIBRARY).is_file():
             with contextlib.suppress(ValueError):
                 if "library_sha256" in json.loads(manifest.read_text()):
                     return True

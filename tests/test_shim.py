@@ -21,6 +21,7 @@ from elftools.elf.elffile import ELFFile
 from shimgen.driver import read_driver
 from shimgen.hooks import HOOKS
 from shimgen.model import LOADER_EXPORTS
+from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 
 def run(cmd, env, **kw) -> subprocess.CompletedProcess:
@@ -69,7 +70,7 @@ def test_exports_match_driver_one_for_one(shim):
     assert expected - names == set(), "shim misses a driver function"
     # Data objects stay in the real library and are reported, not exported.
     assert {d.name for d in driver.data}.isdisjoint(names)
-    manifest = json.loads((shim.out_dir / "shim.json").read_text())
+    manifest = json.loads((shim.out_dir / SHIM_MANIFEST).read_text())
     assert manifest["functions"] == len(driver.functions)
     assert manifest["data_symbols_left_in_driver"] == [d.name for d in driver.data]
 
@@ -275,7 +276,7 @@ def test_driver_upgrade_after_build_loads_the_new_driver(drivers, probes, tmp_pa
                            str(libdir / "libcuda.so.1"), "--out", str(out)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    lib = next(out.glob("*/libcudashim.so"))
+    lib = next(out.glob(f"*/{SHIM_LIBRARY}"))
     (libdir / old.path.name).unlink()
     shutil.copy2(new.path, libdir / new.path.name)
     (libdir / "libcuda.so.1").unlink()

@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 from gpu.check_timeline import EPS_US, nesting_violations
 
-from shimgen.build import build
-from shimgen.driver import read_driver
-from shimgen.model import build_model
+from shimgen.pipeline import make_shim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,9 +24,7 @@ def fake_shim(probes, tmp_path_factory) -> tuple[Path, Path]:
     """The fake is refused by `shimgen build` (it is a stub by design), so the tests build
     its shim through the Python API with the stub rule off."""
     fake = probes / "libfake_libcuda_for_tests.so"
-    img = read_driver(fake, require_real=False)
-    result = build(build_model(img, ["shimgen", "build", "--driver", str(fake)]),
-                   tmp_path_factory.mktemp("fakeshim"))
+    result = make_shim(fake, tmp_path_factory.mktemp("fakeshim"), require_real=False)
     return fake, result.library
 
 

@@ -17,7 +17,9 @@ from shimgen.driver import read_driver
 from shimgen.errors import ShimgenError
 from shimgen.hooks import HOOKS, Hook
 from shimgen.model import build_model
+from shimgen.pipeline import build_command
 from shimgen.render import outputs, render
+from shimgen.runenv import SHIM_LIBRARY
 
 ROOT = Path(__file__).resolve().parent.parent
 # Export counts of the Debian builds, as read with pyelftools (535.261.03 matches the
@@ -61,7 +63,7 @@ def test_hook_table_names_only_driver_functions(drivers):
 
 def test_render_writes_every_output_with_banner(drivers, tmp_path):
     img = read_driver(drivers[0].path)
-    model = build_model(img, ["shimgen", "build", "--driver", str(img.path)])
+    model = build_model(img, build_command(img.path))
     written = render(model, tmp_path)
     assert sorted(p.name for p in written) == sorted(name for _, name in outputs(model))
     listed = re.findall(r"^SHIMGEN_FUNCTION\((\d+), (\w+)\)$",
@@ -146,7 +148,7 @@ def test_failed_build_keeps_previous_good_build(drivers, tmp_path, monkeypatch):
     out = tmp_path / "out"
     ok = shimgen("build", "--driver", str(drivers[0].path), "--out", str(out))
     assert ok.returncode == 0, ok.stderr
-    lib = next(out.glob("*/libcudashim.so"))
+    lib = next(out.glob(f"*/{SHIM_LIBRARY}"))
     before = lib.read_bytes()
     failing_cc = tmp_path / "failcc"
     failing_cc.write_text("#!/bin/sh\necho broken compiler >&2\nexit 1\n")

@@ -1,0 +1,72 @@
+"""The build pipeline, written once: a driver file and the options of `shimgen build` in, a
+built shim out. driver.py reads and checks the driver, gates/plan.py loads the gates (when
+asked), model.py makes the model, build.py renders it and builds it with meson.
+
+`shimgen build` (cli.py) and the shim cache of `shimgen run` (cache.py) make every shim with
+`make_shim`; `build_command` is the command line a shim records (its banners and shim.json:
+how to make it again). This module imports build.py, and with it jinja2 and pyelftools: it is
+imported only when a shim is built, never on `run`'s cached path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import build as _build
+from .driver import read_driver
+from .errors import ShimgenError
+from .gates import ALLOW_UNPROVEN
+from .hooks import HOOKS, Hook
+from .model import ShimModel, build_model
+
+
+def build_command(driver: Path | str, *, out: str | None = None, gates: str | None = None,
+                  allow_unproven: bool = False) -> list[str]:
+    """The `shimgen build` command line that makes the shim again: `driver` (the path as
+    read), `--out` as the user gave it, `--gates` ("auto" or a profile's path)."""
+    argv = ["shimgen", "build", "--driver", str(driver)]
+    if out is not None:
+        argv += ["--out", str(out)]
+    if gates is not None:
+        argv += ["--gates", gates] + ([ALLOW_UNPROVEN] if allow_unproven else [])
+    return argv
+
+
+@dataclass(frozen=True)
+class MadeShim:
+    """A shim made: its model (the driver and gate plan it was made from), where its library
+    is, and how long the build took."""
+
+    model: ShimModel
+    library: Path
+    seconds: float
+
+
+def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = None,
+              allow_unproven: bool = False, hooks: tuple[Hook, ...] = HOOKS,
+              require_real: bool = True, name: str | None = None,
+              identity: dict | None = None, out_option: str | None = None,
+              expect_build_id: str | None = None) -> MadeShim:
+    """Make the shim for the driver file `driver_path` in `out_root/name` (default:
+    model.output_name). `gates`: None (no gates), "auto" (found and proven now) or a
+    profile's path (its proof must have passed, unless `allow_unproven`). `require_real`
+    off skips the driver's stub rule (the tests' fake drivers). `identity` is recorded in
+    shim.json as "cache_key"; `out_option` is the --out text to record in the command line;
+    `expect_build_id`, when given, is the GNU build-id the driver must still have (when it
+    has one) once read."""
+    driver = read_driver(driver_path, require_real=require_real)
+    if expect_build_id is not None and driver.build_id and driver.build_id != expect_build_id:
+        raise ShimgenError(f"driver {driver_path} changed while shimgen read it; run again")
+    plan = None
+    if gates is not None:
+        from .gates.plan import load_plan
+
+        gates = gates if gates == "auto" else str(Path(gates).absolute())
+        plan = load_plan(driver, gates, allow_unproven=allow_unproven)
+    argv = build_command(driver.path, out=out_option, gates=gates,
+                         allow_unproven=allow_unproven)
+    model = build_model(driver, argv, hooks, gates=plan)
+    where = {k: v for k, v in (("name", name), ("identity", identity)) if v is not None}
+    result = _build.build(model, out_root, **where)
+    return MadeShim(model, result.library, result.seconds)
