@@ -4,15 +4,20 @@ the tests it names.
     python -m devtools.mutants [--list FILE] [--only NAME ...] [--repo DIR] [--keep]
 
 The repository's files (`git ls-files`: tracked, plus new files not ignored) are copied once
-to a scratch directory. Each mutation is applied there in turn (its old text must occur
-exactly once in its file, otherwise the entry is broken), only its named tests are run
-there with pytest, and the file is restored. A mutation is caught when every named test
-fails (for a test id without parameters: at least one of its cases); it survives when any
-of them passes. A line per mutation, then a summary; the exit status is 1 when any mutation
-survived or any entry is broken, 0 otherwise. The scratch copy keeps its C probe build
-between mutations, so only what a mutation touches is rebuilt. Run it where the test suite
-passes (CI runs it after the suite): a test that fails without any mutation would make every
-mutation that names it look caught.
+to a scratch directory, itself made a git checkout of them. First the tests that the
+mutations name, all of them together, are run there once without any mutation: an entry
+whose tests fail (or are not found) then is broken, since a test that fails anyway would
+make its mutation look caught. Then each mutation is applied there in turn (its old text
+must occur exactly once in its file, otherwise the entry is broken), only its named tests
+are run there with pytest, and the file is restored. A mutation is caught when every named
+test fails (for a test id without parameters: at least one of its cases); it survives when
+any of them passes. A mutation whose code no longer builds (the shim, a test probe or a
+unit that a test compiles: their "compile failed", "meson setup failed", ninja's "build
+stopped" or a compiler's "error:" in a failure's message) is broken, "does not build", not
+caught: an entry must be a mistake that compiles. A line per mutation, then a summary; the
+exit status is 1 when any mutation survived or any entry is broken, 0 otherwise. The
+scratch copy keeps its C probe build between runs, so only what a mutation touches is
+rebuilt.
 """
 
 from __future__ import annotations
@@ -90,6 +95,10 @@ def copy_repo(repo: Path, dest: Path) -> None:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target, follow_symlinks=False)
+    # a checkout of its own, its files in the index: tests that ask git which files the
+    # repository has (a wheel built from the tracked files) see the copy as a checkout
+    for cmd in (["init", "-q"], ["add", "-A"]):
+        subprocess.run(["git", "-C", str(dest), *cmd], capture_output=True, check=True)
 
 
 def check_entry(m: Mutation, scratch: Path) -> str | None:
@@ -107,23 +116,44 @@ def check_entry(m: Mutation, scratch: Path) -> str | None:
 
 FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
 PASSED = re.compile(r"^PASSED (\S+)", re.M)
+NOT_FOUND = re.compile(r"^ERROR: (?:file or directory )?not found: (\S+)", re.M)
+# What a failure says when code did not build: shimgen.build's ShimgenError ("compile
+# failed", "meson setup failed"), the tests' own compile steps ("compile failed: ..."), the
+# probes' meson output (ninja's "build stopped"), a compiler's error line. Only the lines
+# of failure messages ("E ..." in pytest's report) count, not a failing test's source.
+BUILD_FAILED = re.compile(r"^E\s.*?(\bcompile failed\b|\bmeson setup failed\b|"
+                          r"ninja: build stopped|[\w./-]+\.(?:c|cc|h|S):\d+(?::\d+)?: "
+                          r"(?:fatal )?error: .*)", re.M)
+
+
+def pytest(tests: list[str] | tuple[str, ...], scratch: Path, timeout: float,
+           *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(scratch), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("SHIMGEN_STRICT_SKIPS", None)  # a skip policy is for whole runs, not these
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEp", "-p", "no:cacheprovider",
+           "--no-header", *extra, *tests]
+    return subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def does_not_build(out: str) -> str | None:
+    """The line that says code did not build, in pytest's output; None when none does."""
+    m = BUILD_FAILED.search(out)
+    return m.group(1).strip()[:200] if m else None
 
 
 def run_tests(m: Mutation, scratch: Path, timeout: float) -> tuple[str, str]:
     """(verdict, detail) for the mutation applied in `scratch`."""
-    env = dict(os.environ, PYTHONPATH=str(scratch), PYTHONDONTWRITEBYTECODE="1")
-    env.pop("SHIMGEN_STRICT_SKIPS", None)  # a skip policy is for whole runs, not these
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEp", "-p", "no:cacheprovider",
-           "--no-header", *m.tests]
     try:
-        proc = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = pytest(m.tests, scratch, timeout)
     except subprocess.TimeoutExpired:
         return "caught", f"the tests did not finish in {timeout:.0f} s (a hang)"
     out = proc.stdout + proc.stderr
     if proc.returncode in (4, 5):
         last = (out.strip().splitlines() or ["no output"])[-1]
         return "BROKEN", f"pytest exit {proc.returncode} (test ids not found?): {last}"
+    if proc.returncode != 0 and (line := does_not_build(out)):
+        return "BROKEN", f"does not build: {line}"
     failed = FAILED.findall(out)
     passed = PASSED.findall(out)
     missed = [t for t in m.tests if not any(_covers(t, f) for f in failed)]
@@ -142,12 +172,73 @@ def _covers(test_id: str, reported: str) -> bool:
             or test_id.startswith(reported + "::"))
 
 
+def baseline(mutations: list[Mutation], scratch: Path, timeout: float) -> dict[str, str]:
+    """The union of the mutations' tests, run once in `scratch` without any mutation: for
+    each mutation whose tests do not all pass then (a failure, an error, or no case of it
+    passed: skipped, or never run), why (its entry is broken)."""
+    broken: dict[str, str] = {}
+    while True:
+        todo = [m for m in mutations if m.name not in broken]
+        tests = list(dict.fromkeys(t for m in todo for t in m.tests))
+        if not tests:
+            return broken
+        try:
+            # one module that cannot be collected must not keep the others from running
+            proc = pytest(tests, scratch, timeout, "--continue-on-collection-errors")
+        except subprocess.TimeoutExpired:
+            for m in todo:
+                broken[m.name] = (f"its tests, run without the mutation, did not finish in "
+                                  f"{timeout:.0f} s")
+            return broken
+        out = proc.stdout + proc.stderr
+        if proc.returncode == 4 and NOT_FOUND.search(out):
+            # pytest runs nothing when an id is not found: name those entries, run the rest
+            missing = [_relative(p, scratch) for p in NOT_FOUND.findall(out)]
+            gone = set()
+            for p in missing:
+                # pytest names a missing case without its parameters: when several ids
+                # share that name, each is collected alone to tell which is missing
+                ids = [t for t in tests if t == p or t.startswith((p + "[", p + "::"))]
+                if len(ids) > 1:
+                    ids = [t for t in ids if pytest([t], scratch, timeout,
+                                                    "--collect-only").returncode == 4]
+                gone |= {m.name for m in todo if set(m.tests) & set(ids)}
+            if not gone:
+                gone = {m.name for m in todo}
+            for name in gone:
+                broken[name] = "a test id it names is not found (pytest: not found)"
+            continue
+        failed, passed = FAILED.findall(out), PASSED.findall(out)
+        line = does_not_build(out) if proc.returncode else None
+        for m in todo:
+            bad = [t for t in m.tests if any(_covers(t, f) for f in failed)]
+            unrun = [t for t in m.tests if not any(_covers(t, p) for p in passed)]
+            if bad:
+                broken[m.name] = ("its tests fail without the mutation"
+                                  + (f" (does not build: {line})" if line else "")
+                                  + ": " + ", ".join(bad))
+            elif unrun:
+                last = (out.strip().splitlines() or ["no output"])[-1] if proc.returncode \
+                    not in (0, 1) else ""
+                broken[m.name] = ("its tests do not pass without the mutation (skipped or "
+                                  f"not run, pytest exit {proc.returncode}"
+                                  + (f": {last[:200]}" if last else "") + "): "
+                                  + ", ".join(unrun))
+        return broken
+
+
+def _relative(reported: str, scratch: Path) -> str:
+    """A test path pytest reported (absolute, parameters left out) relative to `scratch`."""
+    root = str(scratch.resolve()) + os.sep
+    return reported[len(root):] if reported.startswith(root) else reported
+
+
 def run_all(mutations: list[Mutation], scratch: Path, timeout: float,
-            say=print) -> list[Outcome]:
+            say=print, unmutated: dict[str, str] | None = None) -> list[Outcome]:
     outcomes = []
     for m in mutations:
         t0 = time.monotonic()
-        problem = check_entry(m, scratch)
+        problem = (unmutated or {}).get(m.name) or check_entry(m, scratch)
         if problem:
             outcomes.append(Outcome(m, "BROKEN", problem, 0.0))
         else:
@@ -171,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repo", type=Path, default=ROOT, help="the repository to copy")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutations")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per mutation")
+    ap.add_argument("--baseline-timeout", type=float, default=1800,
+                    help="seconds for the run of every named test without a mutation")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     a = ap.parse_args(argv)
 
@@ -182,13 +275,21 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         mutations = [m for m in mutations if m.name in a.only]
     t0 = time.monotonic()
-    scratch_root = Path(tempfile.mkdtemp(prefix="shimgen-mutants-"))
+    # A neutral name, without "shim" in it; the tests must not depend on the path either way
+    # (CI runs the suite from a path that has it).
+    scratch_root = Path(tempfile.mkdtemp(prefix="mut-"))
     try:
         scratch = scratch_root / "repo"
         copy_repo(a.repo.resolve(), scratch)
         print(f"mutants: {len(mutations)} mutations of {a.list.name}, in {scratch}", flush=True)
+        t1 = time.monotonic()
+        ntests = len({t for m in mutations for t in m.tests})
+        unmutated = baseline(mutations, scratch, a.baseline_timeout)
+        print(f"mutants: their {ntests} tests without any mutation: "
+              + (f"{len(unmutated)} entries broken" if unmutated else "all pass")
+              + f", in {time.monotonic() - t1:.0f} s", flush=True)
         outcomes = run_all(mutations, scratch, a.timeout,
-                           say=lambda line: print(line, flush=True))
+                           say=lambda line: print(line, flush=True), unmutated=unmutated)
     finally:
         if a.keep:
             print(f"mutants: scratch copy kept in {scratch_root}")

@@ -914,7 +914,9 @@ MUTATIONS = [
         "old": "        if (sum == h[b]) {\n",
         "new": "        if (0) {\n",
         "tests": ["tests/test_times_exact.py::test_one_call_reports_its_own_length_at_every_"
-                  "percentile[json]"],
+                  "percentile[json]",
+                  "tests/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "_ones[json-time-clusters]"],
         "why": "the shim's table and JSON give percentiles from the fine buckets",
     },
     {

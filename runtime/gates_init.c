@@ -89,7 +89,13 @@ static const struct gate_patch *selected_patches(unsigned g, unsigned *n)
  * identity check), and before any driver function runs. Every selected gate must have a
  * proven init site for its direction; the bytes are compared again, then written; any
  * failure puts back what was written. Returns 1, or 0 with the reason in `why` (nothing
- * changed). The struct method stays off: the caller does not call shimgen_gates_activate. */
+ * changed). The struct method stays off: the caller does not call shimgen_gates_activate.
+ * The comparison here is this writer's own guard, not only a repeat: plan validation
+ * (shimgen/gates/plan.py) puts every init-site byte in a window the identity check
+ * compares, but this code does not depend on it (a plan baked in through the Python API is
+ * not validated), and never stores a byte it has not just compared. tests/test_guards.py
+ * runs this file as a unit: a byte that differs (nothing written) and a store that fails
+ * (every byte put back). */
 int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
 {
     const struct gate_patch *done[GATE_MAX_PATCHES * 8];
