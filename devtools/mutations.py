@@ -1464,4 +1464,16 @@ MUTATIONS = [
         "tests": ["tests/test_gate_runtime.py::test_unknown_gate_name_is_refused"],
         "why": "a SHIMGEN_GATES naming a gate this shim lacks selects nothing and is refused",
     },
+    {
+        "name": "cache-key-blind-to-the-driver",
+        "file": "shimgen/cache.py",
+        "old": 'manifest.get("cache_key") != key.as_dict()',
+        "new": ('{k: v for k, v in (manifest.get("cache_key") or {}).items() '
+                'if k != "driver_build_id"} != {k: v for k, v in key.as_dict().items() '
+                'if k != "driver_build_id"}'),
+        "tests": ["tests/test_run_cache.py::test_an_entry_copied_under_another_drivers_key_is_"
+                  "rebuilt_not_used"],
+        "why": "an entry is used only for the driver its manifest names, whatever its "
+               "directory is called",
+    },
 ]

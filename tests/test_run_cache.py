@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_run import _record, base_env, run_argv, shimgen_run
 
-from shimgen.cache import Key, cache_root
+from shimgen.cache import Key, cache_root, key_for
 from shimgen.elf import read_build_id
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
@@ -297,3 +297,23 @@ def test_the_default_driver_is_remembered_until_the_loader_cache_changes(driver,
     memo.write_text(json.dumps(dict(saved, ld_so_cache=[0, 0, 0, 0])))
     assert run(4)["driver"]["path"] == str(driver)
     assert calls.read_text() == "x\nx\nx\n"
+
+
+def test_an_entry_copied_under_another_drivers_key_is_rebuilt_not_used(drivers, tmp_path):
+    """An entry's directory name holds its key, but only its manifest is checked: the shim
+    of one driver (535) copied whole under the name of another's key (550), as a moved or
+    planted entry would be, is rebuilt for the driver asked, never used for it."""
+    cache = tmp_path / "xdg"
+    d0, d1 = (d.libdir / "libcuda.so.1" for d in drivers[:2])
+    assert shimgen_run(d0, cache, "-o", str(tmp_path / "r0"), "--", "true").returncode == 0
+    entry0 = Path(_record(tmp_path / "r0")["shim"]["path"]).parent
+    entry1 = entry0.parent / key_for(d1, None).name
+    assert entry1 != entry0 and not entry1.exists()
+    shutil.copytree(entry0, entry1, symlinks=True)
+    proc = shimgen_run(d1, cache, "-o", str(tmp_path / "r1"), "--", "true")
+    assert proc.returncode == 0, proc.stderr
+    rec = _record(tmp_path / "r1")
+    assert rec["shim"]["how"].startswith("rebuilt (the cached one was unusable: "), rec
+    manifest = json.loads((entry1 / SHIM_MANIFEST).read_text())
+    assert manifest["cache_key"]["driver_build_id"] == read_build_id(d1)
+    assert read_build_id(entry1 / SHIM_LIBRARY) == manifest["library_build_id"]
