@@ -1476,4 +1476,23 @@ MUTATIONS = [
         "why": "an entry is used only for the driver its manifest names, whatever its "
                "directory is called",
     },
+    {
+        "name": "cache-entry-open-to-others-trusted",
+        "file": "shimgen/cache.py",
+        "old": "    if st.st_mode & 0o022:\n        return OPEN_TO_OTHERS\n",
+        "new": "",
+        "tests": ["tests/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt_"
+                  "never_loaded[open-to-others]",
+                  "tests/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt_"
+                  "never_loaded[library-open-to-others]"],
+        "why": "an entry, or a file in it, that group or others can write is never loaded",
+    },
+    {
+        "name": "cache-manifest-without-digest-trusted",
+        "file": "shimgen/cache.py",
+        "old": "        if not isinstance(digest, str):\n",
+        "new": "        if False:\n",
+        "tests": ["tests/test_cache_trust.py::test_an_entry_without_a_digest_is_rebuilt"],
+        "why": "an entry whose manifest records no digest of the library is rebuilt",
+    },
 ]
