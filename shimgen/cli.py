@@ -392,7 +392,7 @@ def _add_build(sub) -> None:
 
     b = sub.add_parser("build", help=f"build {SHIM_LIBRARY} for a driver")
     b.add_argument("--driver", help="real libcuda (default: the one ldconfig would pick)")
-    b.add_argument("--out", help="output root (default: ./build)")
+    b.add_argument("-o", "--out", metavar="DIR", help="output root (default: ./build)")
     b.add_argument("--gates", metavar="auto|PROFILE", type=_gates_option,
                    help="bake gates into the shim: 'auto' finds and proves them now, or a "
                         "profile written by `shimgen gates --json` (its proof must have "

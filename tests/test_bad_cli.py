@@ -168,3 +168,12 @@ def test_malformed_or_foreign_gate_profile(drivers, tmp_path, gates_option):
         proc = shimgen("build", "--driver", str(base.path), "--out", str(out), "--gates", path)
         assert_one_line_error(proc, needle)
         assert entries(out) == []
+
+
+def test_build_takes_dash_o_as_run_and_patch_do(drivers, tmp_path):
+    """`-o DIR` means the output in every command that writes one (build, run, patch)."""
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "build", "--driver",
+                           str(drivers[0].path), "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert list((tmp_path / "out").glob("cudashim-*/libcudashim.so")), proc.stdout
