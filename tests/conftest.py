@@ -151,3 +151,12 @@ def interposer(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stderr
     return out
 
+
+@pytest.fixture(scope="session")
+def other() -> list[str]:
+    """The command prefix that runs as the second user (faultkit.OTHER)."""
+    from faultkit import OTHER
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to act as a second user")
+    return ["setpriv", f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups"]

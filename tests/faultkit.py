@@ -87,3 +87,13 @@ def no_dac_prefix() -> list[str] | None:
     prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all"]
     probe = subprocess.run([*prefix, "true"], capture_output=True)
     return prefix if probe.returncode == 0 else None
+
+
+OTHER = 65534  # the second user of the tests that act as another local user (`other`)
+
+
+def as_other(other: list[str], script: str) -> None:
+    """Runs `script` (sh) as the second user, through the `other` fixture's prefix."""
+    proc = subprocess.run([*other, "sh", "-c", script], capture_output=True, text=True,
+                          cwd="/", timeout=30)
+    assert proc.returncode == 0, proc.stderr

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from faultkit import OTHER, as_other
 from test_run import _record, base_env, shimgen_run
 
 from shimgen import cache as cachemod
@@ -34,7 +35,6 @@ from shimgen.errors import ShimgenError
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 ROOT = Path(__file__).resolve().parent.parent
-OTHER = 65534  # the second user
 LIB, MANIFEST = SHIM_LIBRARY, SHIM_MANIFEST  # an entry's files
 REBUILT = "rebuilt (the cached one was unusable: "
 
@@ -42,20 +42,6 @@ REBUILT = "rebuilt (the cached one was unusable: "
 @pytest.fixture(scope="module")
 def driver(drivers) -> Path:
     return drivers[0].libdir / "libcuda.so.1"
-
-
-@pytest.fixture(scope="module")
-def other() -> list[str]:
-    """The command prefix that runs as the second user."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to act as a second user")
-    return ["setpriv", f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups"]
-
-
-def as_other(other: list[str], script: str) -> None:
-    proc = subprocess.run([*other, "sh", "-c", script], capture_output=True, text=True,
-                          cwd="/")
-    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.fixture

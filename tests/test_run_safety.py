@@ -33,11 +33,10 @@ import time
 from pathlib import Path
 
 import pytest
+from faultkit import OTHER, as_other
 from test_run import _record, base_env, run_argv, shimgen_run
 
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
-
-OTHER = 65534  # the second user
 
 
 @pytest.fixture(scope="module")
@@ -53,20 +52,6 @@ def cache(driver, tmp_path_factory) -> Path:
                        "true")
     assert proc.returncode == 0, proc.stderr
     return home
-
-
-@pytest.fixture(scope="module")
-def other() -> list[str]:
-    """The command prefix that runs as the second user."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to act as a second user")
-    return ["setpriv", f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups"]
-
-
-def as_other(other: list[str], script: str) -> None:
-    proc = subprocess.run([*other, "sh", "-c", script], capture_output=True, text=True,
-                          cwd="/", timeout=30)
-    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.fixture
