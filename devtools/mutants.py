@@ -257,7 +257,9 @@ def run_all(mutations: list[Mutation], scratch: Path, timeout: float,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m devtools.mutants",
-                                 description=__doc__.split("\n")[0])
+                                 description=__doc__.split("\n\n")[0].replace("\n", " "),
+                                 epilog="example: python -m devtools.mutants --only "
+                                        "NAME1 NAME2 (a few entries, while writing them)")
     ap.add_argument("--list", type=Path, default=DEFAULT_LIST, help="the list of mutations")
     ap.add_argument("--repo", type=Path, default=ROOT, help="the repository to copy")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutations")

@@ -566,9 +566,9 @@ MUTATIONS = [
     # ---- a documented option is not skipped away (shimgen/cli.py) ----
     {
         "name": "cli-gates-option-renamed",
-        "file": "shimgen/cli.py",
-        "old": 'b.add_argument("--gates", metavar="auto|PROFILE",',
-        "new": 'b.add_argument("--gate-profile", dest="gates", metavar="auto|PROFILE",',
+        "file": "shimgen/cliargs.py",
+        "old": '    which.add_argument("--gates", dest="gates",',
+        "new": '    which.add_argument("--gate-profiles", dest="gates",',
         "tests": ["tests/test_bad_cli.py::test_malformed_or_foreign_gate_profile"],
         "why": "`shimgen build --gates` is documented; its tests fail, not skip, without it",
     },
@@ -656,16 +656,43 @@ MUTATIONS = [
         "why": "a file that lost whole blocks is refused (its header says how many it mapped)",
     },
     {
+        "name": "held-signal-raised-at-once",
+        "file": "shimgen/errors.py",
+        "old": "    if _held:\n        _pending.append(signum)",
+        "new": "    if False:\n        _pending.append(signum)",
+        "tests": ["tests/test_bad_output.py::test_a_held_signal_waits_even_when_another_thread"
+                  "_takes_it"],
+        "why": "a signal held back during an install waits for its end, whichever thread the "
+               "kernel gave it to",
+    },
+    {
+        "name": "held-signal-raised-at-the-inner-end",
+        "file": "shimgen/errors.py",
+        "old": "        if not _held and _pending:",
+        "new": "        if _pending:",
+        "tests": ["tests/test_bad_output.py::test_a_held_signal_waits_even_when_another_thread"
+                  "_takes_it"],
+        "why": "nested holds: the signal comes at the end of the outermost one",
+    },
+    {
+        "name": "gates-json-stdout-prints-the-table-too",
+        "file": "shimgen/gates/report.py",
+        "old": "        print(text, end=\"\")\n        return 0\n",
+        "new": "        print(text, end=\"\")\n",
+        "tests": ["tests/test_gates.py::test_cli_json_without_a_file_prints_the_profile_alone"],
+        "why": "`gates --json` alone prints the profile and nothing else",
+    },
+    {
         "name": "run-fast-parser-differs-from-argparse",
-        "file": "shimgen/cli.py",
-        "old": '"gate_profile", "-o": "out", "--out": "out"}',
-        "new": '"gate_profile", "-o": "driver", "--out": "out"}',
+        "file": "shimgen/cliargs.py",
+        "old": " or (o.choices and value not in o.choices):",
+        "new": ":",
         "tests": ["tests/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
         "why": "`run`'s fast parser gives what argparse would, or leaves the line to argparse",
     },
     {
         "name": "run-fast-parser-takes-a-dash-value",
-        "file": "shimgen/cli.py",
+        "file": "shimgen/cliargs.py",
         "old": "            if i + 1 >= len(argv) or argv[i + 1].startswith(\"-\"):\n",
         "new": "            if i + 1 >= len(argv):\n",
         "tests": ["tests/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
@@ -784,16 +811,16 @@ MUTATIONS = [
     },
     {
         "name": "cli-empty-gates-builds-without",
-        "file": "shimgen/cli.py",
-        "old": "    if not value.strip():\n        raise _type_error",
-        "new": "    if False:\n        raise _type_error",
+        "file": "shimgen/cliargs.py",
+        "old": "    if not value.strip():\n        raise type_error",
+        "new": "    if False:\n        raise type_error",
         "tests": ["tests/test_gate_profiles_cli.py::test_empty_gates_is_a_usage_error"],
         "why": "an empty --gates is a usage error, not a build without gates",
     },
     {
         "name": "gates-json-checked-after-the-analysis",
-        "file": "shimgen/cli.py",
-        "old": "        check_target(json_out, \"--json\", report.is_profile)\n",
+        "file": "shimgen/gates/report.py",
+        "old": "        check_target(json_out, \"--json\", is_profile)\n",
         "new": "",
         "tests": ["tests/test_gate_profiles_cli.py::test_json_into_a_missing_or_wrong_directory"
                   "_fails_first",

@@ -33,21 +33,19 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .elf import read_build_id
-from .errors import Interrupted, ShimgenError
+from .errors import Interrupted, ShimgenError, signals_held
 from .model import SONAME, ShimModel, output_name
 from .render import render
 from .runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 STAGING_PREFIX = ".shimgen-staging-"
 INSTALLED = ("src", SHIM_MANIFEST, "build.log", SHIM_LIBRARY)
-_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,7 @@ def _run(cmd: list[str], what: str, env: dict[str, str], log: Path, name: str) -
         try:
             code = proc.wait()
         except BaseException:
-            with _signals_held():
+            with signals_held():
                 _kill_session(proc)
             raise
     if code != 0:
@@ -151,19 +149,6 @@ def _kill_session(proc: subprocess.Popen, seconds: float = 10.0) -> None:
         time.sleep(0.02)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold back SIGINT, SIGTERM and SIGHUP (they are delivered when the block ends)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager
@@ -239,7 +224,7 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
     staging: Path | None = None
     staging_fd = -1
     try:
-        with _dir_lock(out_root), _signals_held():
+        with _dir_lock(out_root), signals_held():
             _remove_stale_staging(out_root)
             staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{final.name}-",
                                             dir=out_root))
@@ -281,7 +266,7 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
         _fsync_tree(new)
         installed = False
         try:
-            with _signals_held():
+            with signals_held():
                 with _dir_lock(out_root):
                     _install(new, final, staging)
                 installed = True
@@ -292,14 +277,14 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
             e.installed = installed
             raise
     except OSError as e:
-        with _signals_held():
+        with signals_held():
             _cleanup(staging, staging_fd)
         where = f" ({e.filename})" if e.filename else ""
         raise ShimgenError(f"build into {out_root} failed: {e.strerror or e}{where}") from None
     except BaseException as e:
         if isinstance(e, Interrupted) and e.installed:
             raise
-        with _signals_held():
+        with signals_held():
             _cleanup(staging, staging_fd)
         raise
     return BuildResult(model, final, final / SHIM_LIBRARY, time.monotonic() - start)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 #: How every line of the command line's failures starts (cli.py writes them).
 ERROR_PREFIX = "shimgen: error: "
@@ -66,3 +70,50 @@ def redeliver_swallowed(old_hook):
         signal.setitimer(signal.ITIMER_REAL, 0.001)
 
     return hook
+
+
+#: The signals the command line turns into Interrupted (cli.py installs raise_interrupted).
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_held = 0  # depth of signals_held blocks on the main thread
+_pending: list[int] = []  # interrupts that arrived inside one
+
+
+def raise_interrupted(signum: int, _frame: object) -> None:
+    """The Python handler of INTERRUPTS: raise Interrupted now or, inside signals_held, at
+    the end of the outermost block. The mask alone does not hold a signal back when the
+    process has another thread (the kernel gives it to a thread that has it unblocked, and
+    Python runs the handler on the main thread all the same)."""
+    if _held:
+        _pending.append(signum)
+        return
+    raise Interrupted(signum)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold back INTERRUPTS: one that arrives inside is raised when the outermost block
+    ends. Only on the main thread, where Python runs signal handlers."""
+    global _held
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if not _held and _pending:
+            signum = _pending[0]
+            _pending.clear()
+            raise Interrupted(signum)
+
+
+def say(message: str) -> None:
+    """One line `shimgen: error: ...` on stderr. A closed or broken stderr is no reason for
+    a traceback."""
+    try:
+        print(f"{ERROR_PREFIX}{one_line(message)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass

@@ -70,3 +70,50 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     where = {k: v for k, v in (("name", name), ("identity", identity)) if v is not None}
     result = _build.build(model, out_root, **where)
     return MadeShim(model, result.library, result.seconds)
+
+
+def _init_directions(gate) -> str:
+    """Which directions of a baked gate SHIMGEN_GATE_METHOD=init can apply."""
+    got = [d for d, b in (("set", gate.init_set), ("mask", gate.init_mask)) if b]
+    return "/".join(got) or "none"
+
+
+def _gates_summary(asked: str | None, plan) -> str:
+    """The build summary's gates line: what was asked, what was found, the proof's status."""
+    if plan is None:
+        return "not asked (--gate-profile auto or --gate-profile PROFILE bakes them in)"
+    source = "--gate-profile auto" if asked == "auto" else f"profile {asked}"
+    found = ", ".join(f"{g.name} (attributes {', '.join(map(str, g.attributes))}; init site: "
+                      f"{_init_directions(g)})" for g in plan.gates)
+    return (f"{found} from {source}, proof {plan.proof}; select at run time with "
+            "SHIMGEN_GATES")
+
+
+def summary(result: MadeShim, gates: str | None) -> str:
+    """What `shimgen build` prints: the driver, what is forwarded, the gates, the shim."""
+    model = result.model
+    driver = model.driver
+    data = ", ".join(d.name for d in driver.data) or "none"
+    return "\n".join([
+        f"driver     {driver.real_path}",
+        f"version    {driver.version}   build-id {driver.build_id or 'none'}",
+        f"forwarded  {len(model.functions)} functions ({len(model.hooked)} with hooks: "
+        f"{', '.join(f.name for f in model.hooked)})",
+        f"data       {len(driver.data)} exported objects left in the real library "
+        f"(variables cannot be forwarded by code): {data}",
+        f"gates      {_gates_summary(gates, model.gates)}",
+        f"shim       {result.library}",
+        f"time       {result.seconds:.2f} s",
+    ])
+
+
+def command(args) -> int:
+    """`shimgen build`: make the shim, print the summary."""
+    from .options import driver_path, out_root
+
+    if args.allow_unproven_gates and args.gates is None:
+        raise ShimgenError(f"{ALLOW_UNPROVEN} goes with --gate-profile")
+    result = make_shim(driver_path(args.driver), out_root(args.out), gates=args.gates,
+                       allow_unproven=args.allow_unproven_gates, out_option=args.out)
+    print(summary(result, args.gates))
+    return 0

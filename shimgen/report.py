@@ -75,3 +75,15 @@ def summary_for_run(run_dir: Path) -> str:
 
     src = load_source(run_dir, explicit=False)
     return report_format.render([src], groups(src.processes, None), None, "text")
+
+
+def command(args) -> int:
+    """`shimgen report`."""
+    import sys
+
+    if any(not p.strip() for p in args.paths):
+        raise ShimgenError("report: empty path")
+    fmt = "json" if args.json else "csv" if args.csv else "text"
+    sys.stdout.write(report([Path(p) for p in args.paths], by=args.by, fmt=fmt))
+    sys.stdout.flush()
+    return 0

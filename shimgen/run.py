@@ -23,15 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__
-from .errors import Interrupted, ShimgenError
+from . import __version__, runenv
+from .errors import Interrupted, ShimgenError, say
 from .runenv import ENV, NOTICES, RUN_JSON, RUNS_DIR, TIMELINE, TRACES
 
 # --trace MODE -> the value of SHIMGEN_TRACE (runtime/config.c reads these names)
-TRACE_MODES = {"counts": "counts", "time": "time", "timeline": "timeline"}
-# `run`'s default: the time path, which also records every error return (counts does not:
-# docs/performance.md says why the default is not counts).
-DEFAULT_TRACE = "time"
+TRACE_MODES = {name: name for name in runenv.TRACE_MODES.values()}
 # The variables `run` gives the command (read by the shim: runtime/config.c; the names are
 # runenv.py's, which facts.h also has).
 ENV_PRELOAD = "LD_PRELOAD"
@@ -687,3 +684,36 @@ def run(opts: RunOptions) -> int:
     with contextlib.suppress(OSError, ValueError):
         print(report, file=sys.stderr, flush=True)
     return status
+
+
+def command(args) -> int:
+    """`shimgen run`: the options checked, then run()."""
+    from .options import driver_path, path_option
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
+    if args.gate_profile is not None and args.gates is None:
+        raise ShimgenError("run --gate-profile goes with --gates")
+    if args.gate_profile is not None and args.gate_profile != "auto":
+        path_option(args.gate_profile, "--gate-profile", "gate profile")
+    if args.driver is None:
+        from .cache import default_driver  # remembered: no `ldconfig -p` at every run
+
+        driver = default_driver()
+    else:
+        driver = driver_path(args.driver)
+    opts = RunOptions(
+        command=command,
+        driver=driver,
+        driver_given=args.driver is not None,
+        trace=args.trace,
+        gates=args.gates,
+        gate_profile=args.gate_profile,
+        out=path_option(args.out, "-o", "run directory") if args.out is not None else None,
+    )
+    try:
+        return run(opts)
+    except CommandError as e:  # like a shell: 127 not found, 126 cannot be run
+        say(str(e))
+        return e.status

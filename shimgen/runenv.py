@@ -35,6 +35,9 @@ SHIM_MANIFEST = "shim.json"
 # The trace modes, by the number the binary trace file records (its header's `mode`) and
 # the name SHIMGEN_TRACE takes (which also takes "1" for counts and "attrs").
 TRACE_MODES = {1: "counts", 2: "time", 3: "timeline"}
+# `shimgen run --trace`'s default: the time path, which also records every error return
+# (counts does not: docs/performance.md says why the default is not counts).
+DEFAULT_TRACE = "time"
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"

@@ -17,7 +17,7 @@ from badinput import ROOT, assert_one_line_error, copy_of, entries, shimgen
 
 from shimgen import cli
 from shimgen.driver import read_driver
-from shimgen.errors import ShimgenError
+from shimgen.errors import ShimgenError, raise_interrupted
 
 # --------------------------------------------------------------------------------------------
 # The command line itself
@@ -117,7 +117,7 @@ def test_signal_handlers_restored_and_ignored_signals_left_alone(monkeypatch):
         signal.signal(signal.SIGHUP, old_hup)
         signal.signal(signal.SIGINT, outer_int)
     assert seen[signal.SIGHUP] is signal.SIG_IGN
-    assert seen[signal.SIGINT] is cli._raise_interrupted
+    assert seen[signal.SIGINT] is raise_interrupted
     assert after is before
 
 

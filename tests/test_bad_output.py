@@ -236,6 +236,36 @@ def test_interrupted_build_keeps_previous(drivers, tmp_path, how, sig):
     assert _gone(pid), "the compiler started by meson is still running"
 
 
+def test_a_held_signal_waits_even_when_another_thread_takes_it():
+    """The mask holds a signal back only from the thread that blocked it: with another
+    thread alive (a pytest-xdist worker has one), the kernel gives SIGTERM to that thread,
+    and Python runs the handler on the main thread all the same. signals_held still raises
+    it only at the end of the outermost block, once."""
+    from shimgen.errors import Interrupted, raise_interrupted, signals_held
+
+    stop = threading.Event()
+    helper = threading.Thread(target=stop.wait)  # started before the block: SIGTERM open
+    helper.start()
+    old = signal.signal(signal.SIGTERM, raise_interrupted)
+    reached = []
+    try:
+        with pytest.raises(Interrupted) as got:
+            with signals_held():
+                with signals_held():
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    for _ in range(50):  # the handler runs between these bytecodes
+                        time.sleep(0.002)
+                reached.append("inner block ended")
+                time.sleep(0.02)
+                reached.append("outer block's end")
+        assert got.value.signum == signal.SIGTERM
+        assert reached == ["inner block ended", "outer block's end"]
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        stop.set()
+        helper.join()
+
+
 def test_signal_during_install_is_held_back(drivers, tmp_path, monkeypatch, capsys):
     """SIGTERM that lands while the build is being put in place waits for the install to
     finish: the new build is complete, no staging is left, and the line says so."""

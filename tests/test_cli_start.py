@@ -86,7 +86,7 @@ def test_backslash_in_the_output_path_is_refused(drivers, tmp_path, where):
     assert not any(odd.iterdir()), "nothing is written"
 
 
-# `shimgen run`'s command lines: the fast parser (cli._fast_run) must give what argparse
+# `shimgen run`'s command lines: the fast parser (cliargs.fast_run) must give what argparse
 # gives, or leave the line to argparse (None). The first group is what users type and must
 # take the fast path.
 USUAL_RUN_LINES = [
@@ -109,12 +109,27 @@ OTHER_RUN_LINES = [
 @pytest.mark.parametrize("argv", USUAL_RUN_LINES + OTHER_RUN_LINES,
                          ids=lambda a: " ".join(a) or "empty")
 def test_the_fast_run_parser_gives_what_argparse_gives(argv):
-    from shimgen import cli
+    from shimgen import cli, cliargs
 
-    fast = cli._fast_run(list(argv))
+    fast = cliargs.fast_run(list(argv))
     if argv in USUAL_RUN_LINES:
         assert fast is not None, "a usual `run` line must not need argparse"
     if fast is None:
         return
     slow = cli.parser("run").parse_args(list(argv))
     assert vars(fast) == vars(slow)
+
+
+@pytest.mark.parametrize("command", sorted(__import__("shimgen.cliargs").cliargs.COMMANDS))
+def test_every_command_has_a_description_and_an_example(command):
+    """`shimgen COMMAND --help`: a paragraph that says what the command does and an example
+    that starts with `shimgen COMMAND`; no option of the probe's own plumbing."""
+    proc = subprocess.run([sys.executable, "-m", "shimgen", command, "--help"],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "100"})
+    assert proc.returncode == 0, proc.stderr
+    usage, description, *rest = proc.stdout.split("\n\n")
+    assert usage.startswith(f"usage: shimgen {command}")
+    assert len(description.split()) >= 20, description
+    example = proc.stdout.split("\nexample:\n", 1)[1]
+    assert example.lstrip().startswith(f"shimgen {command} "), example
+    assert "--child" not in proc.stdout and "--table" not in proc.stdout

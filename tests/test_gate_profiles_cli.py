@@ -118,7 +118,7 @@ def test_auto_with_a_failed_proof_is_refused(driver, tmp_path, monkeypatch, caps
 
 def test_flag_without_gates_is_refused():
     assert_one_line_error(shimgen("build", "--driver", "/x", "--allow-unproven-gates"),
-                          "--allow-unproven-gates goes with --gates")
+                          "--allow-unproven-gates goes with --gate-profile")
 
 
 @pytest.mark.parametrize("value", ["", "  "])
@@ -146,14 +146,15 @@ def _summary_line(monkeypatch, capsys, argv) -> str:
 def test_summary_without_gates_says_not_asked(driver, tmp_path, monkeypatch, capsys):
     line = _summary_line(monkeypatch, capsys, ["build", "--driver", str(driver.path), "--out",
                                                str(tmp_path)])
-    assert line == "gates      not asked (--gates auto or --gates PROFILE bakes them in)"
+    assert line == ("gates      not asked (--gate-profile auto or --gate-profile PROFILE bakes "
+                    "them in)")
 
 
 def test_summary_with_auto_says_what_was_found(driver, tmp_path, monkeypatch, capsys):
     line = _summary_line(monkeypatch, capsys, ["build", "--driver", str(driver.path), "--out",
-                                               str(tmp_path), "--gates", "auto"])
+                                               str(tmp_path), "--gate-profile", "auto"])
     assert line.startswith("gates      gdr (attributes 110, 116, 124; init site: set/mask), "
-                           "dmabuf (attributes 124; init site: none) from --gates auto, "
+                           "dmabuf (attributes 124; init site: none) from --gate-profile auto, "
                            "proof passed;"), line
 
 

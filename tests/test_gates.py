@@ -288,6 +288,19 @@ def test_cli_writes_a_proven_profile(analysed, tmp_path):
     assert prof.build_id == _p.build_id
 
 
+def test_cli_json_without_a_file_prints_the_profile_alone(analysed, tmp_path, capsys):
+    """`gates --json` with no FILE: the profile on stdout, as the file would hold it, and
+    nothing else there (no table), as `report --json` prints JSON alone."""
+    d, _p, _ = analysed[0]
+    out = tmp_path / "profile.json"
+    assert cli.main(["gates", "--driver", str(d.path), "--json", str(out)]) == 0
+    capsys.readouterr()
+    assert cli.main(["gates", "--driver", str(d.path), "--json"]) == 0
+    printed = capsys.readouterr().out
+    assert json.loads(printed) == json.loads(out.read_text())
+    assert printed == out.read_text()
+
+
 def test_cli_writes_nothing_when_the_proof_fails(analysed, tmp_path, monkeypatch, capsys):
     d, _p, _ = analysed[0]
     out = tmp_path / "profile.json"

@@ -204,3 +204,17 @@ def run(driver: Path, gates: list[str], out: Path, mask: bool, profile_path: Pat
     print(f"manifest   {out / MANIFEST}")
     print(f"use        LD_LIBRARY_PATH={out} <program>   (roll back: unset LD_LIBRARY_PATH)")
     return 0
+
+
+def command(args) -> int:
+    """`shimgen patch`: a patched copy of the driver in -o DIR, the init sites changed,
+    nothing else."""
+    from ..errors import ShimgenError
+    from ..options import driver_path, path_option
+
+    gates = [g for g in args.gates.split(",") if g]
+    if not gates or len(set(gates)) != len(gates):
+        raise ShimgenError(f"--gates {args.gates!r}: name each gate once, comma-separated")
+    out = path_option(args.out, "-o", "output directory")
+    profile = path_option(args.profile, "--gate-profile", "profile")
+    return run(driver_path(args.driver), gates, out, args.mask, profile, args.site or [])

@@ -75,11 +75,16 @@ def is_profile(path: Path) -> bool:
     return isinstance(raw, dict) and raw.get("schema") == SCHEMA
 
 
-def run(image: DriverImage, json_out: Path | None, proof: bool = True) -> int:
+#: `gates --json` without a FILE: the profile on stdout, in place of the table.
+STDOUT = "-"
+
+
+def run(image: DriverImage, json_out: Path | str | None, proof: bool = True) -> int:
     """Discover the gates of a parsed driver, prove them (unless `proof` is False), print the
     table and, when the proof passes or was not asked for, write the profile to `json_out`
-    with its proof status. A layout not understood or a failed proof raises ShimgenError:
-    one line naming the proof's problems; nothing is printed or written then."""
+    with its proof status (STDOUT: print it instead of the table). A layout not understood
+    or a failed proof raises ShimgenError: one line naming the proof's problems; nothing is
+    printed or written then."""
     profile = discover(image)
     result = None
     if proof:
@@ -92,12 +97,33 @@ def run(image: DriverImage, json_out: Path | None, proof: bool = True) -> int:
     else:
         profile.proof = {"status": PROOF_NOT_RUN, "ok": False,
                          "note": "written by `shimgen gates --no-proof`: found, not proven"}
+    text = json.dumps(profile.to_json(), indent=2) + "\n"
+    if json_out == STDOUT:
+        print(text, end="")
+        return 0
     print(format_table(profile))
     if result is not None:
         print(result.summary())
     if json_out is not None:
-        write_whole(json_out, json.dumps(profile.to_json(), indent=2) + "\n")
+        write_whole(json_out, text)
         print(f"wrote {json_out}" + ("" if proof else
-              f" (proof status '{PROOF_NOT_RUN}': `shimgen build --gates` refuses it "
+              f" (proof status '{PROOF_NOT_RUN}': `shimgen build --gate-profile` refuses it "
               f"without {ALLOW_UNPROVEN})"))
     return 0
+
+
+def command(args) -> int:
+    """`shimgen gates`. Exit 0: the profile found (proven unless --no-proof), and written
+    with --json FILE; a failure is one line and exit 1 like every other command: a driver
+    refused or its layout not understood, a failed proof (nothing written), an output path
+    that cannot be written (checked before the analysis)."""
+    from ..elf import read_image
+    from ..options import driver_path, path_option
+    from ..outfile import check_target
+
+    path = driver_path(args.driver)
+    json_out = args.json
+    if json_out not in (None, STDOUT):
+        json_out = path_option(args.json, "--json", "profile")
+        check_target(json_out, "--json", is_profile)
+    return run(read_image(path), json_out, proof=not args.no_proof)

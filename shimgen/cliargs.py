@@ -1,0 +1,365 @@
+"""The command line's grammar: every command's options, its description and an example.
+An option that several commands take (`--driver`, `-o`, `--gates`, `--json`) is defined once
+here, with one meaning. cli.py parses with it and dispatches; each command's work is a
+`command(args)` function in the module that `COMMANDS` names, imported only when it runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from .gates import ALLOW_UNPROVEN
+from .runenv import DEFAULT_TRACE, SHIM_LIBRARY, TRACE_MODES
+
+TYPE_CHECKING = False  # typing is not imported at run time: `shimgen run` starts faster
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+EXIT_USAGE = 2
+
+#: command -> the function that does its work, "module:function" (imported when it runs).
+COMMANDS = {
+    "run": "shimgen.run:command",
+    "report": "shimgen.report:command",
+    "build": "shimgen.pipeline:command",
+    "gates": "shimgen.gates.report:command",
+    "patch": "shimgen.gates.patch:command",
+    "probe": "shimgen.probe:command",
+    "exports": "shimgen.driver:command",
+}
+
+_DRIVER_HELP = "the real libcuda (default: the one `ldconfig -p` would pick)"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of `shimgen run` (RUN_OPTIONS): argparse's parser and the fast parser of a
+    usual `run` line (fast_run) are both made from it."""
+
+    flags: tuple[str, ...]
+    dest: str
+    help: str
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    default: str | None = None
+    repeat: bool = False  # may be given more than once (action append)
+
+
+RUN_OPTIONS = (
+    Option(("--driver",), "driver", f"{_DRIVER_HELP}; also given to the shim as SHIMGEN_DRIVER",
+           metavar="P"),
+    Option(("--trace",), "trace", "counts (calls only), time (calls, times and error "
+           f"returns) or timeline (also a Chrome trace per process); default {DEFAULT_TRACE}",
+           choices=tuple(TRACE_MODES.values()), default=DEFAULT_TRACE),
+    Option(("--gates",), "gates", "gate selection, as SHIMGEN_GATES takes it (gdr,dmabuf or "
+           "-gdr,-dmabuf): runs a shim with gates baked in", metavar="SEL"),
+    Option(("--gate-profile",), "gate_profile", "with --gates: the gates baked in ('auto', "
+           "the default, finds and proves them on first use; or a profile from `shimgen gates "
+           "--json FILE`)", metavar="auto|PROFILE"),
+    Option(("-o", "--out"), "out", "run directory, new or empty (default: "
+           "./shimgen-runs/<date>-<time>-<command>)", metavar="DIR"),
+)
+
+_DESCRIPTIONS = {
+    "run": ("run a command under the shim and report its driver calls", """\
+Run COMMAND, and every process it starts, under the shim for this machine's
+driver (built once and cached). The trace goes to a run directory, and the
+report is printed on stderr when the command ends. Exit status: the command's
+(128+N if signal N killed it).""", """\
+example:
+  shimgen run -- python train.py
+  shimgen run --trace timeline -o runs/ddp -- torchrun --nproc-per-node 8 train.py"""),
+    "report": ("summarize the traces of a run, or compare two runs", """\
+Read a run directory (or trace files) and print every function's calls,
+times, percentiles and error returns; with two run directories, compare
+them. A file that cannot be read is named with why; the rest is reported.""", """\
+example:
+  shimgen report shimgen-runs/20261202-101500-python
+  shimgen report --by rank --json runs/ddp"""),
+    "build": (f"build {SHIM_LIBRARY} for a driver", """\
+Read every exported function of the driver, generate the forwarding shim and
+build it with meson into OUT/cudashim-<version>-<build-id>/. A rebuild
+replaces the earlier one whole, or leaves it as it was. Preload the library
+with LD_PRELOAD; unset it to roll back.""", f"""\
+example:
+  shimgen build --driver /usr/lib/x86_64-linux-gnu/libcuda.so.1 -o build
+  LD_PRELOAD=build/cudashim-<version>-<build-id>/{SHIM_LIBRARY} python train.py"""),
+    "gates": ("find the attribute gates in a driver binary", """\
+Find the device attributes the driver gates behind bits of its device
+state (GPUDirect RDMA, DMA-BUF), each bit's init site, and prove them by
+running the driver's own code in an emulator. Prints the table; with
+--json, the profile that `build --gate-profile` and `patch` take.""", """\
+example:
+  shimgen gates --driver /usr/lib/x86_64-linux-gnu/libcuda.so.1 --json gates.json"""),
+    "patch": ("write a copy of the driver with its gates' init sites changed", """\
+Write a copy of the driver whose gate bits are set (or, with --mask,
+never set) at their init sites, with the libcuda.so.1 and libcuda.so links
+and a manifest of every byte changed. The driver itself is only read. No
+shim is needed: LD_LIBRARY_PATH=DIR.""", """\
+example:
+  shimgen patch --gates gdr -o patched && LD_LIBRARY_PATH=patched ./perftest"""),
+    "probe": ("ask this machine's GPUs about gated features (cuda-python)", """\
+Ask this machine's GPUs, through cuda-python, for the gated attributes,
+DMA-BUF export and GPUDirect RDMA allocation, each in a fresh process; with
+--shim, also under that shim, side by side. With --p2p: peer access and
+measured copy bandwidth of every GPU pair.""", """\
+example:
+  shimgen probe --shim build/cudashim-580.159.04-<build-id>/libcudashim.so"""),
+    "exports": ("list the functions a driver exports", """\
+Print the name of every function the driver exports, one a line, in the
+order of its dynamic symbol table: the functions the shim forwards.""", """\
+example:
+  shimgen exports --driver /usr/lib/x86_64-linux-gnu/libcuda.so.1 | wc -l"""),
+}
+
+
+def _columns() -> int:
+    """The terminal's width as shutil.get_terminal_size gives it: COLUMNS, else the
+    terminal on stdout, else 80."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+def type_error(message: str) -> Exception:
+    import argparse
+
+    return argparse.ArgumentTypeError(message)
+
+
+def parser_class(say) -> type:
+    """argparse's parser, with a usage error as one line (`say`) and exit 2, and a help
+    formatter that keeps the descriptions as written and finds the terminal's width without
+    importing shutil (and zlib, bz2 and lzma with it): argparse makes a formatter for every
+    option it adds. argparse itself is imported here, when a command line needs it (`run`'s
+    usual one does not: fast_run)."""
+    import argparse
+
+    class _Formatter(argparse.RawDescriptionHelpFormatter):
+        def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                     width: int | None = None) -> None:
+            super().__init__(prog, indent_increment, max_help_position,
+                             _columns() - 2 if width is None else width)
+
+    class _Parser(argparse.ArgumentParser):
+        def __init__(self, *args, **kwargs) -> None:
+            kwargs.setdefault("formatter_class", _Formatter)
+            super().__init__(*args, **kwargs)
+
+        def error(self, message: str) -> NoReturn:
+            say(f"{message} (see `{self.prog} --help`)")
+            sys.exit(EXIT_USAGE)
+
+    return _Parser
+
+
+def _command(sub, name: str):
+    help_line, description, example = _DESCRIPTIONS[name]
+    p = sub.add_parser(name, help=help_line, description=description, epilog=example)
+    p.set_defaults(func=COMMANDS[name])
+    return p
+
+
+def _driver(p, extra: str = "") -> None:
+    p.add_argument("--driver", metavar="P", help=_DRIVER_HELP + extra)
+
+
+def _not_empty(value: str) -> str:
+    """--gates/--gate-profile of build: 'auto' or a profile's path, never empty (an empty
+    value would build without gates, which nobody asked for)."""
+    if not value.strip():
+        raise type_error("empty; give 'auto' or a gate profile's path")
+    return value
+
+
+def _site(value: str) -> int:
+    try:
+        v = int(value, 16)
+    except ValueError:
+        raise type_error(f"not a hex address: {value!r}") from None
+    if v <= 0:
+        raise type_error(f"not an instruction address: {value!r}")
+    return v
+
+
+def _add_run(sub) -> None:
+    r = _command(sub, "run")
+    for o in RUN_OPTIONS:
+        kw = {"metavar": o.metavar} if o.metavar else {}
+        if o.choices:
+            kw["choices"] = list(o.choices)
+        r.add_argument(*o.flags, dest=o.dest, default=[] if o.repeat else o.default,
+                       action="append" if o.repeat else "store", help=o.help, **kw)
+    r.add_argument("command", nargs="...", metavar="-- COMMAND ...",
+                   help="the command to run, after --")
+
+
+def _add_report(sub) -> None:
+    from .report_model import BY
+
+    r = _command(sub, "report")
+    r.add_argument("paths", nargs="+", metavar="PATH",
+                   help="one run directory, two run directories to compare, or trace files "
+                        "(*.shimtrace, JSON traces) to merge")
+    r.add_argument("--by", choices=BY, help="one table per rank or per process")
+    out = r.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="JSON (schema shimgen-report)")
+    out.add_argument("--csv", action="store_true", help="CSV: one row per group and function")
+
+
+def _add_build(sub) -> None:
+    b = _command(sub, "build")
+    _driver(b)
+    b.add_argument("-o", "--out", metavar="DIR", help="output root (default: ./build)")
+    which = b.add_mutually_exclusive_group()
+    which.add_argument("--gate-profile", dest="gates", metavar="auto|PROFILE", type=_not_empty,
+                       help="bake gates into the shim: 'auto' finds and proves them now, or a "
+                            "profile written by `shimgen gates --json FILE` (its proof must "
+                            "have passed); select them at run time with SHIMGEN_GATES")
+    which.add_argument("--gates", dest="gates", metavar="auto|PROFILE", type=_not_empty,
+                       help="the same as --gate-profile (its first name)")
+    b.add_argument(ALLOW_UNPROVEN, action="store_true",
+                   help="with --gate-profile: bake a profile whose emulation proof was not "
+                        "run (`shimgen gates --no-proof`) or failed. Unproven gates may "
+                        "write the wrong bits of the driver's device state")
+
+
+def _add_gates(sub) -> None:
+    g = _command(sub, "gates")
+    _driver(g)
+    g.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                   help="the profile as JSON: on stdout, instead of the table, or written "
+                        "to FILE (only if the proof passes, or marked unproven with "
+                        "--no-proof; replaces only an earlier profile)")
+    g.add_argument("--no-proof", action="store_true",
+                   help="skip the emulation proof; the profile records that it is unproven "
+                        f"and `build --gate-profile` refuses it without {ALLOW_UNPROVEN}")
+
+
+def _add_patch(sub) -> None:
+    pt = _command(sub, "patch")
+    _driver(pt, "; only read, never written")
+    pt.add_argument("--gates", required=True, metavar="SEL",
+                    help="the gates to set (or, with --mask, to mask), comma-separated, e.g. "
+                         "gdr or gdr,dmabuf")
+    pt.add_argument("--mask", action="store_true",
+                    help="the inverse copy: the driver never sets the gates' bits")
+    pt.add_argument("-o", "--out", required=True, metavar="DIR",
+                    help="where the copy, its libcuda.so.1/libcuda.so links and the manifest go "
+                         "(created owner-only; no existing file is replaced)")
+    pt.add_argument("--gate-profile", "--profile", dest="profile", metavar="PROFILE",
+                    help="a profile from `shimgen gates --json FILE` the driver must match "
+                         "(default: discover and prove now)")
+    pt.add_argument("--site", action="append", type=_site, metavar="0xADDR",
+                    help="change only the chosen instruction at this address (repeatable; "
+                         "for finding which site a GPU's driver runs)")
+
+
+def _add_probe(sub) -> None:
+    import argparse
+
+    pr = _command(sub, "probe")
+    pr.add_argument("--shim", metavar="LIB",
+                    help="also run with LD_PRELOAD of this shim and compare")
+    pr.add_argument("--p2p", action="store_true",
+                    help="peer-to-peer: cuDeviceCanAccessPeer, P2P attributes and measured "
+                         "peer vs host-bounce copy bandwidth for every GPU pair")
+    pr.add_argument("--size", type=int, help="with --p2p: bytes per copy (default 128 MiB)")
+    pr.add_argument("--count", type=int,
+                    help="with --p2p: timed copies per measurement (default 10)")
+    # What each probed process runs (shimgen/probe/child.py), and its table form: the probe's
+    # own plumbing, kept out of --help (docs/multigpu.md shows the one use a person has).
+    pr.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    pr.add_argument("--table", action="store_true", help=argparse.SUPPRESS)
+
+
+def _add_exports(sub) -> None:
+    _driver(_command(sub, "exports"))
+
+
+_ADD = {"run": _add_run, "report": _add_report, "build": _add_build, "gates": _add_gates,
+        "patch": _add_patch, "probe": _add_probe, "exports": _add_exports}
+
+
+def parser(say, version: str, command: str | None = None):
+    """The command line; with `command`, only that command's options (each parser argparse
+    makes costs about a millisecond, and `shimgen run` starts with every command it runs)."""
+    p = parser_class(say)(
+        prog="shimgen",
+        description="Generate and build a complete forwarding shim for libcuda, run\n"
+                    "programs under it, and report their driver calls.",
+        epilog="`shimgen COMMAND --help` describes each command, with an example.",
+    )
+    p.add_argument("--version", action="version", version=f"shimgen {version}")
+    # prog given: argparse would otherwise make a help formatter now, which imports shutil
+    sub = p.add_subparsers(dest="subcommand", required=True, prog="shimgen", metavar="COMMAND")
+    for name, add in _ADD.items():
+        if command in (None, name):
+            add(sub)
+    return p
+
+
+_RUN_VALUES = {flag: o for o in RUN_OPTIONS for flag in o.flags}
+
+
+def fast_run(argv: list[str]):
+    """`shimgen run`'s usual command line, parsed without argparse (whose import and parser
+    cost `run` 10 to 15 ms at every start), from the same RUN_OPTIONS: each option at most
+    once (a repeatable one any number of times), as `OPT VALUE` or `--opt=VALUE`, then the
+    command (after `--`, or from the first word that is no option). Anything else (help, an
+    abbreviation, a repeated option, a separate value that starts with '-', a value not
+    among the choices, no command) gives None, and argparse parses the line: it stays the
+    judge of every usage error. Gives what argparse would give."""
+    from types import SimpleNamespace
+
+    if argv[:1] != ["run"]:
+        return None
+    got: dict = {o.dest: [] if o.repeat else o.default for o in RUN_OPTIONS}
+    seen: set[str] = set()
+    i = 1
+    while i < len(argv) and argv[i] != "--" and argv[i].startswith("-"):
+        flag, eq, value = argv[i].partition("=")
+        o = _RUN_VALUES.get(flag)
+        if o is None or (eq and not flag.startswith("--")):
+            return None
+        if not eq:  # OPT VALUE: argparse takes a VALUE that starts with '-' for an option
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                return None
+            i += 1
+            value = argv[i]
+        if (o.dest in seen and not o.repeat) or (o.choices and value not in o.choices):
+            return None
+        seen.add(o.dest)
+        if o.repeat:
+            got[o.dest].append(value)
+        else:
+            got[o.dest] = value
+        i += 1
+    command = argv[i:]
+    if command in ([], ["--"]):
+        return None
+    return SimpleNamespace(**got, command=command, subcommand="run", func=COMMANDS["run"])
+
+
+def glue_dash_values(argv: list[str]) -> list[str]:
+    """`--gates -gdr,-dmabuf` as `--gates=-gdr,-dmabuf`: argparse would take a value that
+    starts with '-' for an option. Only before `--` (what follows is the command's)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--":
+            return out + argv[i:]
+        if argv[i] == "--gates" and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and argv[i + 1] != "--":
+            out.append(f"--gates={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out

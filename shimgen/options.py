@@ -1,0 +1,43 @@
+"""The values of options that name a path, checked as the commands take them: not empty,
+text a path can hold (elfnotes.check_path_text), and the default when none is given. A bad
+one is a ShimgenError: one line, exit 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import ShimgenError
+
+
+def path_option(value: str | None, option: str, what: str, default=lambda: None):
+    """A path given with `option`, checked as text; `default()` when it is not given."""
+    from .elfnotes import check_path_text  # not elf.py: nothing heavy on `run`'s path
+
+    if value is None:
+        return default()
+    if not value.strip():
+        raise ShimgenError(f"{option}: empty path")
+    check_path_text(value, what)
+    return Path(value)
+
+
+def driver_path(value: str | None) -> Path:
+    """--driver, or the driver `ldconfig -p` would pick."""
+    def default() -> Path:
+        from .driver import default_driver
+
+        return default_driver()
+
+    return path_option(value, "--driver", "driver", default)
+
+
+def out_root(value: str | None) -> Path:
+    """build's -o: the output root (default ./build), a path meson can take."""
+    from .model import default_output_root
+
+    root = path_option(value, "--out", "output directory", default_output_root)
+    if "\\" in str(root.absolute()):
+        raise ShimgenError(f"output directory {root.absolute()}: the path contains a "
+                           "backslash, which meson reads as a path separator; choose a path "
+                           "without one")
+    return root
