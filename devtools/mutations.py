@@ -17,7 +17,7 @@ MUTATIONS = [
         "old": ("            refs += [site.insn] + ([site.or_insn] if site.or_insn is not None "
                 "else [])\n"),
         "new": "            pass\n",
-        "tests": ["tests/test_gate_runtime.py::test_real_profile_with_one_byte_changed_is_refused"
+        "tests": ["tests/gates/test_gate_runtime.py::test_real_profile_with_one_byte_changed_is_refused"
                   "_by_build[init-site]"],
         "why": "a profile is refused unless every instruction it records is in the driver",
     },
@@ -27,7 +27,7 @@ MUTATIONS = [
         "file": "runtime/driver.c",
         "old": "if (ok && shimgen_cfg.gate_method_init) {",
         "new": "if (shimgen_cfg.gate_method_init) {",
-        "tests": ["tests/test_gate_init_fake.py::"
+        "tests": ["tests/gates/test_gate_init_fake.py::"
                   "test_init_method_writes_nothing_unless_every_byte_matches[other-window]"],
         "why": "the driver's code is changed only when build-id and every recorded byte match",
     },
@@ -36,7 +36,7 @@ MUTATIONS = [
         "file": "shimgen/gates/initsite.py",
         "old": "changes = [_change(code, o, (_imm(o) | mask) & 0xFF) for o in ors]",
         "new": "changes = [_change(code, o, (_imm(o) | 0x20) & 0xFF) for o in ors]",
-        "tests": ["tests/test_initsite.py::test_the_gates_own_bit_is_the_one_added"],
+        "tests": ["tests/gates/test_initsite.py::test_the_gates_own_bit_is_the_one_added"],
         "why": "the change adds the gate's own bit (0x40 | mask), not a fixed one",
     },
     {
@@ -44,8 +44,8 @@ MUTATIONS = [
         "file": "shimgen/gates/initsite.py",
         "old": "changes = [_change(code, i, _imm(i) & ~mask & 0xFF) for i in fixable]",
         "new": "changes = [_change(code, i, _imm(i) & ~(mask << 1) & 0xFF) for i in fixable]",
-        "tests": ["tests/test_initsite.py::test_mask_takes_the_bit_out_of_every_setter",
-                  "tests/test_initsite.py::test_debian_driver_init_sites_chosen_and_proven"],
+        "tests": ["tests/gates/test_initsite.py::test_mask_takes_the_bit_out_of_every_setter",
+                  "tests/gates/test_initsite.py::test_debian_driver_init_sites_chosen_and_proven"],
         "why": "the mask change takes the gate's bit out of every setter's immediate",
     },
     {
@@ -53,7 +53,7 @@ MUTATIONS = [
         "file": "shimgen/gates/initsite.py",
         "old": "ok = (b0 & patch.mask) == (before & patch.mask) and b1 == b0 | patch.mask",
         "new": "ok = (b0 & patch.mask) == (before & patch.mask) and bool(b1 & patch.mask)",
-        "tests": ["tests/test_initsite.py::"
+        "tests": ["tests/gates/test_initsite.py::"
                   "test_the_proof_catches_a_change_that_sets_another_bit_too"],
         "why": "the proof fails a change that sets any bit besides the gate's",
     },
@@ -63,7 +63,7 @@ MUTATIONS = [
         "old": "        _put(dfd, name, bytes(copy))\n",
         "new": ("        image.real_path.write_bytes(bytes(copy))\n"
                 "        _put(dfd, name, bytes(copy))\n"),
-        "tests": ["tests/test_initsite.py::"
+        "tests": ["tests/gates/test_initsite.py::"
                   "test_patch_copy_differs_in_exactly_the_manifest_bytes_and_loads[set]"],
         "why": "shimgen patch only reads the driver it copies",
     },
@@ -72,7 +72,7 @@ MUTATIONS = [
         "file": "shimgen/gates/patch.py",
         "old": "    for c in changes:\n        copy[c.byte.file_offset] = c.byte.new\n",
         "new": "    for c in changes[:1]:\n        copy[c.byte.file_offset] = c.byte.new\n",
-        "tests": ["tests/test_initsite.py::"
+        "tests": ["tests/gates/test_initsite.py::"
                   "test_patch_copy_differs_in_exactly_the_manifest_bytes_and_loads[set]"],
         "why": "the copy differs from the original in exactly the manifest's bytes",
     },
@@ -81,7 +81,7 @@ MUTATIONS = [
         "file": "shimgen/gates/patch.py",
         "old": "\"sha256\": _sha256(bytes(copy))",
         "new": "\"sha256\": _sha256(image.contents)",
-        "tests": ["tests/test_initsite.py::"
+        "tests": ["tests/gates/test_initsite.py::"
                   "test_patch_copy_differs_in_exactly_the_manifest_bytes_and_loads[set]"],
         "why": "the manifest's sha256 of the copy is the copy's",
     },
@@ -90,7 +90,7 @@ MUTATIONS = [
         "file": "shimgen/gates/patch.py",
         "old": "if wanted and all(h == c.byte.new for h, c in zip(have, wanted, strict=True)):",
         "new": "if False:",
-        "tests": ["tests/test_initsite.py::test_patch_refuses_foreign_and_already_patched_files"],
+        "tests": ["tests/gates/test_initsite.py::test_patch_refuses_foreign_and_already_patched_files"],
         "why": "a copy made earlier is named as already patched, not taken for a foreign file",
     },
     {
@@ -98,7 +98,7 @@ MUTATIONS = [
         "file": "shimgen/gates/plan.py",
         "old": "return c.data[b.vaddr - c.vaddr] == b.old",
         "new": "return True",
-        "tests": ["tests/test_gate_init_fake.py::test_plan_with_an_unchecked_init_byte_is_refused"],
+        "tests": ["tests/gates/test_gate_init_fake.py::test_plan_with_an_unchecked_init_byte_is_refused"],
         "why": "every byte the init method writes is compared, as shipped, before any write",
     },
     {
@@ -106,7 +106,7 @@ MUTATIONS = [
         "file": "shimgen/gates/plan.py",
         "old": "        if problems:\n",
         "new": "        if False:\n",
-        "tests": ["tests/test_initsite.py::"
+        "tests": ["tests/gates/test_initsite.py::"
                   "test_a_profile_files_init_change_is_proven_again_at_build"],
         "why": "an init-site change from a profile file is proven again before it is baked in",
     },
@@ -115,7 +115,7 @@ MUTATIONS = [
         "file": "shimgen/gates/initsite.py",
         "old": "if m is None or w.keep != (~mask & 0xFF) or len(m.bytes) != 2",
         "new": "if m is None or len(m.bytes) != 2",
-        "tests": ["tests/test_initsite.py::"
+        "tests": ["tests/gates/test_initsite.py::"
                   "test_mask_drops_the_merge_of_a_computed_bit_only_when_exact"],
         "why": "a merge is dropped only when the register it brings in can hold the gate's "
                "bit alone",
@@ -125,7 +125,7 @@ MUTATIONS = [
         "file": "shimgen/gates/initsite.py",
         "old": "        if {ins.reg_name(r) for r in read} & FLAG_REGS:\n            return None\n",
         "new": "",
-        "tests": ["tests/test_initsite.py::"
+        "tests": ["tests/gates/test_initsite.py::"
                   "test_mask_drops_the_merge_of_a_computed_bit_only_when_exact"],
         "why": "a merge whose flags are read afterwards is not changed",
     },
@@ -135,7 +135,7 @@ MUTATIONS = [
         "file": "runtime/timing.S",
         "old": "        mov     %rdx, FRAME_NEXT(%rsi)\n",
         "new": "",
-        "tests": ["tests/test_faults_timing.py::test_coroutines_suspended_inside_driver_calls"],
+        "tests": ["tests/runtime/test_faults_timing.py::test_coroutines_suspended_inside_driver_calls"],
         "why": "coroutines suspended inside timed calls return to the right place, counted",
     },
     # ---- valid JSON for any path (runtime/output.c) ----
@@ -144,7 +144,7 @@ MUTATIONS = [
         "file": "runtime/output.c",
         "old": "if (*p == '\"' || *p == '\\\\') {",
         "new": "if (*p == '\\\\') {",
-        "tests": ["tests/test_faults_output.py::test_any_driver_path_gives_valid_json"],
+        "tests": ["tests/runtime/test_faults_output.py::test_any_driver_path_gives_valid_json"],
         "why": "every trace and timeline is valid JSON whatever the driver's path holds",
     },
     # ---- gate identity at run time (runtime/gates.c) ----
@@ -153,7 +153,7 @@ MUTATIONS = [
         "file": "runtime/gates.c",
         "old": "for (unsigned i = 0; i < plan->nchecks; i++) {",
         "new": "for (unsigned i = 0; i < plan->nchecks && i < 1; i++) {",
-        "tests": ["tests/test_gate_runtime.py::test_a_window_other_than_the_first_is_checked"],
+        "tests": ["tests/gates/test_gate_runtime.py::test_a_window_other_than_the_first_is_checked"],
         "why": "no write to driver memory unless every recorded instruction window matches",
     },
     {
@@ -161,7 +161,7 @@ MUTATIONS = [
         "file": "runtime/gates.c",
         "old": "plan->checks[i].len) != 0) {",
         "new": "1) != 0) {",
-        "tests": ["tests/test_gate_runtime.py::test_a_window_other_than_the_first_is_checked"
+        "tests": ["tests/gates/test_gate_runtime.py::test_a_window_other_than_the_first_is_checked"
                   "[last-byte-of-last-window]"],
         "why": "every recorded byte is compared, not only the first of a window",
     },
@@ -170,8 +170,8 @@ MUTATIONS = [
         "file": "runtime/gates.c",
         "old": "for (unsigned i = 0; i < plan->nchecks; i++) {",
         "new": "for (unsigned i = plan->nchecks; i < plan->nchecks; i++) {",
-        "tests": ["tests/test_gate_runtime.py::test_mismatched_driver_writes_nothing[bytes]",
-                  "tests/test_gate_runtime.py::test_a_window_other_than_the_first_is_checked"],
+        "tests": ["tests/gates/test_gate_runtime.py::test_mismatched_driver_writes_nothing[bytes]",
+                  "tests/gates/test_gate_runtime.py::test_a_window_other_than_the_first_is_checked"],
         "why": "a driver with the right build-id but other code is not written to",
     },
     {
@@ -179,7 +179,7 @@ MUTATIONS = [
         "file": "runtime/gates.c",
         "old": "if (strcmp(loaded_build_id, plan->build_id) != 0) {",
         "new": "if (0) {",
-        "tests": ["tests/test_gate_runtime.py::test_mismatched_driver_writes_nothing[build-id]"],
+        "tests": ["tests/gates/test_gate_runtime.py::test_mismatched_driver_writes_nothing[build-id]"],
         "why": "a driver with another build-id is not written to",
     },
     # ---- gate identity at build time (shimgen/gates/plan.py) ----
@@ -188,7 +188,7 @@ MUTATIONS = [
         "file": "shimgen/gates/plan.py",
         "old": "if image.contents[c.file_offset:c.file_offset + len(c.data)] != c.data:",
         "new": "if False:",
-        "tests": ["tests/test_gate_runtime.py::"
+        "tests": ["tests/gates/test_gate_runtime.py::"
                   "test_profile_with_one_byte_changed_is_refused_at_build"],
         # end to end, the check of every recorded instruction refuses such a profile too
         # (gates-build-init-sites-unchecked guards that one)
@@ -199,7 +199,7 @@ MUTATIONS = [
         "file": "shimgen/gates/plan.py",
         "old": "    for c in plan.checks:\n",
         "new": "    for c in plan.checks[:1]:\n",
-        "tests": ["tests/test_gate_runtime.py::"
+        "tests": ["tests/gates/test_gate_runtime.py::"
                   "test_profile_with_one_byte_changed_is_refused_at_build[-1]"],
         "why": "every recorded window of a profile is compared with the driver file",
     },
@@ -208,7 +208,7 @@ MUTATIONS = [
         "file": "shimgen/gates/plan.py",
         "old": "if plan.build_id != image.build_id:",
         "new": "if False:",
-        "tests": ["tests/test_gate_runtime.py::test_plan_for_another_file_is_refused_at_build"],
+        "tests": ["tests/gates/test_gate_runtime.py::test_plan_for_another_file_is_refused_at_build"],
         "why": "a profile of another driver build is refused, naming the build-id",
     },
     # ---- the dlopen redirect's edges (runtime/dlopen.c) ----
@@ -217,7 +217,7 @@ MUTATIONS = [
         "file": "runtime/dlopen.c",
         "old": 'strncmp(base, "libcuda.so", 10) == 0',
         "new": 'strncmp(base, "libcuda", 7) == 0',
-        "tests": ["tests/test_redirect.py::test_other_bare_names_are_not_redirected"],
+        "tests": ["tests/runtime/test_redirect.py::test_other_bare_names_are_not_redirected"],
         "why": "libcudart.so.12, libcudadebugger.so.1 ... are never handed the shim",
     },
     {
@@ -225,7 +225,7 @@ MUTATIONS = [
         "file": "runtime/dlopen.c",
         "old": 'strncmp(base, "libcuda.so", 10) == 0',
         "new": 'strcmp(base, "libcuda.so.1") == 0',
-        "tests": ["tests/test_redirect.py::"
+        "tests": ["tests/runtime/test_redirect.py::"
                   "test_libcuda_names_and_paths_to_the_driver_are_redirected"],
         "why": "dlopen(\"libcuda.so\") (perftest) and other libcuda.so* names get the shim",
     },
@@ -234,7 +234,7 @@ MUTATIONS = [
         "file": "runtime/dlopen.c",
         "old": "    if (!slash)\n",
         "new": "    if (!slash || strncmp(base, \"libcuda.so\", 10) == 0)\n",
-        "tests": ["tests/test_redirect.py::"
+        "tests": ["tests/runtime/test_redirect.py::"
                   "test_paths_that_are_not_the_driver_are_not_redirected"],
         "why": "a path is redirected only when it is the driver's file, not for its name",
     },
@@ -243,7 +243,7 @@ MUTATIONS = [
         "file": "runtime/dlopen.c",
         "old": "st.st_ino == shimgen_cfg.driver_stat.st_ino)",
         "new": "st.st_ino == shimgen_cfg.driver_stat.st_ino + 1)",
-        "tests": ["tests/test_redirect.py::"
+        "tests": ["tests/runtime/test_redirect.py::"
                   "test_libcuda_names_and_paths_to_the_driver_are_redirected"],
         "why": "any path to the real driver's file, whatever its name, gets the shim",
     },
@@ -253,7 +253,7 @@ MUTATIONS = [
         "file": "runtime/hooks_proc_address.c",
         "old": "real(symbol, pfn, version, flags, status);",
         "new": "real(symbol, pfn, version, flags & ~2ull, status);",
-        "tests": ["tests/test_shim.py::test_cu_get_proc_address_matches_real_driver"],
+        "tests": ["tests/runtime/test_shim.py::test_cu_get_proc_address_matches_real_driver"],
         "why": "cuGetProcAddress_v2 hands out the _ptsz/_ptds variant the driver would",
     },
     {
@@ -261,7 +261,7 @@ MUTATIONS = [
         "file": "runtime/hooks_proc_address.c",
         "old": "real(symbol, pfn, version, flags);",
         "new": "real(symbol, pfn, version < 3020 ? version : 3010, flags);",
-        "tests": ["tests/test_shim.py::test_cu_get_proc_address_matches_real_driver"],
+        "tests": ["tests/runtime/test_shim.py::test_cu_get_proc_address_matches_real_driver"],
         "why": "cuGetProcAddress hands out cuMemAlloc_v2, not cuMemAlloc, at version 12000",
     },
     {
@@ -269,7 +269,7 @@ MUTATIONS = [
         "file": "runtime/procaddr.c",
         "old": "__atomic_fetch_add(&shimgen_unmapped_proc_addresses, 1, __ATOMIC_RELAXED);",
         "new": "__atomic_fetch_add(&shimgen_unmapped_proc_addresses, 0, __ATOMIC_RELAXED);",
-        "tests": ["tests/test_timing.py::test_shim_preserves_arguments_and_results[1]"],
+        "tests": ["tests/runtime/test_timing.py::test_shim_preserves_arguments_and_results[1]"],
         "why": "an answer that is no export is counted in unmapped_proc_addresses",
     },
     # ---- two shims: the promised message (runtime/driver.c) ----
@@ -278,7 +278,7 @@ MUTATIONS = [
         "file": "runtime/driver.c",
         "old": '        shimgen_say("shimgen: another shim (%s) is preloaded',
         "new": '        if (0) shimgen_say("shimgen: another shim (%s) is preloaded',
-        "tests": ["tests/test_redirect.py::test_two_shims_say_exactly_the_promised_line"],
+        "tests": ["tests/runtime/test_redirect.py::test_two_shims_say_exactly_the_promised_line"],
         "why": "with two shims, A says the one documented line naming B",
     },
     # ---- per-thread blocks, claimed and listed without a lock (runtime/stats.c) ----
@@ -289,7 +289,7 @@ MUTATIONS = [
                "__ATOMIC_ACQUIRE,\n                                        __ATOMIC_RELAXED)) {\n",
         "new": "        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == expected &&\n"
                "            (__atomic_store_n(&s->state, BLOCK_LIVE, __ATOMIC_RELAXED), 1)) {\n",
-        "tests": ["tests/test_races.py::test_threads_race_for_freed_blocks"],
+        "tests": ["tests/runtime/test_races.py::test_threads_race_for_freed_blocks"],
         "why": "two threads never share a block: a freed block is claimed by one thread only",
     },
     {
@@ -299,7 +299,7 @@ MUTATIONS = [
                "__ATOMIC_ACQUIRE,\n                                        __ATOMIC_RELAXED)) {\n",
         "new": "        if ((void)expected, __atomic_store_n(&s->state, BLOCK_LIVE, "
                "__ATOMIC_RELAXED), 1) {\n",
-        "tests": ["tests/test_races.py::test_threads_race_for_freed_blocks"],
+        "tests": ["tests/runtime/test_races.py::test_threads_race_for_freed_blocks"],
         "why": "a block in use by a live thread is never handed to another",
     },
     # ---- the driver is loaded once, by one of the threads of the first calls (runtime/driver.c)
@@ -310,7 +310,7 @@ MUTATIONS = [
                "__ATOMIC_ACQ_REL,\n                                        __ATOMIC_ACQUIRE)) {\n",
         "new": "        if ((void)expect, __atomic_store_n(&load_state, LOAD_RUNNING, "
                "__ATOMIC_RELEASE), 1) {\n",
-        "tests": ["tests/test_races.py::test_sixty_four_first_calls_load_the_driver_once"],
+        "tests": ["tests/runtime/test_races.py::test_sixty_four_first_calls_load_the_driver_once"],
         "why": "the driver is loaded once however many threads make the first call at once",
     },
     # ---- a forked child reports its own calls (runtime/stats.c) ----
@@ -319,7 +319,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "        shimgen_time_total[i] = 0;\n",
         "new": "",
-        "tests": ["tests/test_races.py::test_forked_child_times_only_its_own_calls"],
+        "tests": ["tests/runtime/test_races.py::test_forked_child_times_only_its_own_calls"],
         "why": "a forked child's trace times its own calls, not its parent's",
     },
     {
@@ -327,7 +327,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "        shimgen_time_max[i] = 0;\n",
         "new": "",
-        "tests": ["tests/test_races.py::test_forked_child_times_only_its_own_calls"],
+        "tests": ["tests/runtime/test_races.py::test_forked_child_times_only_its_own_calls"],
         "why": "a forked child's maximum call time is of its own calls",
     },
     # ---- builds into one output root at once (shimgen/build.py) ----
@@ -336,7 +336,7 @@ MUTATIONS = [
         "file": "shimgen/build.py",
         "old": "                fcntl.flock(staging_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n",
         "new": "                pass\n",
-        "tests": ["tests/test_bad_output.py::test_concurrent_builds_into_one_place"],
+        "tests": ["tests/pipeline/test_bad_output.py::test_concurrent_builds_into_one_place"],
         "why": "a build's staging directory is never taken for a stale one while it runs",
     },
     # ---- error returns and latency histograms of the time paths (runtime/timing.S, stats.c) ----
@@ -345,7 +345,7 @@ MUTATIONS = [
         "file": "runtime/timing.S",
         "old": "        jnz     .L\\name\\()_error\n",
         "new": "",
-        "tests": ["tests/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
+        "tests": ["tests/runtime/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
                   "_never[time]"],
         "why": "every non-success return of a CUresult function is counted",
     },
@@ -354,7 +354,7 @@ MUTATIONS = [
         "file": "runtime/timing.S",
         "old": "        cmpb    $0, (%rcx,%rdi)\n        je      2b\n",
         "new": "",
-        "tests": ["tests/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
+        "tests": ["tests/runtime/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
                   "_never[timeline]"],
         "why": "a function that returns no CUresult never has its eax counted as an error",
     },
@@ -363,7 +363,7 @@ MUTATIONS = [
         "file": "runtime/timing.S",
         "old": "        incq    TS_ERR_OVERFLOW(%r10)",
         "new": "        nop",
-        "tests": ["tests/test_errors.py::test_more_codes_than_slots_go_to_the_overflow"],
+        "tests": ["tests/runtime/test_errors.py::test_more_codes_than_slots_go_to_the_overflow"],
         "why": "error returns that find every slot taken are counted in error_overflow",
     },
     {
@@ -371,7 +371,7 @@ MUTATIONS = [
         "file": "runtime/timing.S",
         "old": "        bsr     %rdx, %rdx                          /* the bucket */\n",
         "new": "        bsr     %rdx, %rdx\n        inc     %rdx\n",
-        "tests": ["tests/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
+        "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
         "why": "a call of 2^b to 2^(b+1) ticks is counted in bucket b",
     },
     {
@@ -379,7 +379,7 @@ MUTATIONS = [
         "file": "runtime/output.c",
         "old": "O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);",
         "new": "O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);",
-        "tests": ["tests/test_faults_files.py::test_trace_file_is_created_0600_by_the_user"],
+        "tests": ["tests/runtime/test_faults_files.py::test_trace_file_is_created_0600_by_the_user"],
         "why": "a trace file is the user's alone",
     },
     {
@@ -387,7 +387,7 @@ MUTATIONS = [
         "file": "runtime/trace.c",
         "old": "            return lo + (hi - lo) * (want - below) / (double)s[k].n;\n",
         "new": "            return (lo ? lo : 1.0) * 1.4142135623730951;\n",
-        "tests": ["tests/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
+        "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
         "why": "the shim's p50 and p99 are computed as shimgen report computes them",
     },
     {
@@ -395,7 +395,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "        memset(s->hist[i], 0, sizeof s->hist[i]);\n",
         "new": "",
-        "tests": ["tests/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear[time]"],
+        "tests": ["tests/runtime/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear[time]"],
         "why": "a block reused by a later thread starts with empty histograms",
     },
     {
@@ -403,7 +403,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "    memset(s->err, 0, sizeof s->err);\n",
         "new": "",
-        "tests": ["tests/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear"
+        "tests": ["tests/runtime/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear"
                   "[timeline]"],
         "why": "a block reused by a later thread starts with no error slots",
     },
@@ -412,7 +412,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "            fold_error(s->err[e].key, s->err[e].count);",
         "new": "            (void)fold_error;",
-        "tests": ["tests/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
+        "tests": ["tests/runtime/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
                   "_never[time]"],
         "why": "a thread's error returns reach the trace written at exit",
     },
@@ -421,7 +421,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "            memset(shimgen_hist[i], 0, sizeof shimgen_hist[i]);\n",
         "new": "",
-        "tests": ["tests/test_races.py::test_forked_child_times_only_its_own_calls"],
+        "tests": ["tests/runtime/test_races.py::test_forked_child_times_only_its_own_calls"],
         "why": "a forked child's histograms hold its own calls only",
     },
     # ---- the benchmark's reported numbers (benchmarks/) ----
@@ -430,7 +430,7 @@ MUTATIONS = [
         "file": "benchmarks/suite.py",
         "old": 'if "not a known mode" in err:',
         "new": 'if "not a known mode" not in err:',
-        "tests": ["tests/test_benchmarks.py::test_quick_call_timings_are_sane"],
+        "tests": ["tests/devtools/test_benchmarks.py::test_quick_call_timings_are_sane"],
         "why": "the time variant is measured, not left out as 'unavailable'",
     },
     {
@@ -438,7 +438,7 @@ MUTATIONS = [
         "file": "benchmarks/report.py",
         "old": "if worst is None or added > worst[0]:",
         "new": "if worst is None or added < worst[0]:",
-        "tests": ["tests/test_benchmarks.py::test_quick_bars"],
+        "tests": ["tests/devtools/test_benchmarks.py::test_quick_bars"],
         "why": "a bar is judged on the worst case measured",
     },
     # ---- shimgen report (report_model.py, report_source.py, report_format.py,
@@ -448,7 +448,7 @@ MUTATIONS = [
         "file": "shimgen/report_model.py",
         "old": "    for p in processes:\n        counted = ",
         "new": "    for p in processes[1:]:\n        counted = ",
-        "tests": ["tests/test_report.py::test_merge_counts_every_process"],
+        "tests": ["tests/report/test_report.py::test_merge_counts_every_process"],
         "why": "a report sums every process of a run",
     },
     {
@@ -456,9 +456,9 @@ MUTATIONS = [
         "file": "shimgen/tracemodel.py",
         "old": "    return (0 if b == 0 else 1 << b), 1 << (b + 1)",
         "new": "    return (0 if b == 0 else 1 << b), 1 << (b + 2)",
-        "tests": ["tests/test_report.py::test_percentile_of_one_process_interpolates_within_the"
+        "tests": ["tests/report/test_report.py::test_percentile_of_one_process_interpolates_within_the"
                   "_bucket",
-                  "tests/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
+                  "tests/report/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
                   "_by_ns_edges"],
         "why": "p50 and p99 interpolate within the right log2 bucket's edges",
     },
@@ -467,7 +467,7 @@ MUTATIONS = [
         "file": "shimgen/report_model.py",
         "old": "        hi = max(lo, min(hi, max_ns))",
         "new": "        hi = max(lo, hi)",
-        "tests": ["tests/test_report.py::test_percentile_of_one_process_interpolates_within_the"
+        "tests": ["tests/report/test_report.py::test_percentile_of_one_process_interpolates_within_the"
                   "_bucket"],
         "why": "the top bucket ends at the largest call, so no percentile exceeds max",
     },
@@ -476,7 +476,7 @@ MUTATIONS = [
         "file": "shimgen/report_model.py",
         "old": "        for lo, hi, c in ticks[:-1]:\n            group[lo, hi]",
         "new": "        for lo, hi, c in ticks:\n            group[lo, hi]",
-        "tests": ["tests/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
+        "tests": ["tests/report/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
                   "_by_ns_edges"],
         "why": "each call of a merged histogram counts once",
     },
@@ -485,7 +485,7 @@ MUTATIONS = [
         "file": "shimgen/report_model.py",
         "old": "            density[hi] = density.get(hi, 0.0) - c / (hi - lo)",
         "new": "            density[hi] = density.get(hi, 0.0) - 0.0",
-        "tests": ["tests/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
+        "tests": ["tests/report/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
                   "_by_ns_edges"],
         "why": "overlapping ranges of merged processes add up only where they overlap",
     },
@@ -496,7 +496,7 @@ MUTATIONS = [
                "-_delta(row[\"calls_a\"], row[\"calls_b\"]),",
         "new": "    return (-_delta(row[\"calls_a\"], row[\"calls_b\"]), "
                "-_delta(row[\"errors_a\"], row[\"errors_b\"]),",
-        "tests": ["tests/test_report.py::test_compare_orders_errors_then_calls_then_time"],
+        "tests": ["tests/report/test_report.py::test_compare_orders_errors_then_calls_then_time"],
         "why": "two runs compared: what changed most in errors first, then calls, then time",
     },
     {
@@ -504,7 +504,7 @@ MUTATIONS = [
         "file": "shimgen/report_format.py",
         "old": "for name, m in functions.items() for code, n in m.errors.items() if n]",
         "new": "for name, m in functions.items() for code, n in list(m.errors.items())[:1] if n]",
-        "tests": ["tests/test_report.py::test_errors_section_names_every_code"],
+        "tests": ["tests/report/test_report.py::test_errors_section_names_every_code"],
         "why": "the errors section lists every (function, code) with non-success returns",
     },
     {
@@ -512,7 +512,7 @@ MUTATIONS = [
         "file": "shimgen/report_model.py",
         "old": 'key = str(p.pid) if by == "pid" else',
         "new": 'key = str(p.pid) if by != "pid" else',
-        "tests": ["tests/test_report.py::test_by_rank_and_by_pid_split_the_processes"],
+        "tests": ["tests/report/test_report.py::test_by_rank_and_by_pid_split_the_processes"],
         "why": "--by rank and --by pid split the processes by what they name",
     },
     {
@@ -520,7 +520,7 @@ MUTATIONS = [
         "file": "shimgen/tracejson.py",
         "old": "        if hist is not None:\n            fs.hist = hist + ",
         "new": "        if False:\n            fs.hist = hist + ",
-        "tests": ["tests/test_report.py::test_merge_counts_every_process"],
+        "tests": ["tests/report/test_report.py::test_merge_counts_every_process"],
         "why": "the extended JSON trace's histograms are read (p50 and p99 come from them)",
     },
     {
@@ -528,7 +528,7 @@ MUTATIONS = [
         "file": "shimgen/report_source.py",
         "old": "    for d in (directory, directory / TRACES):",
         "new": "    for d in (directory,):",
-        "tests": ["tests/test_report.py::test_directory_reads_traces_and_skips_other_json_by"
+        "tests": ["tests/report/test_report.py::test_directory_reads_traces_and_skips_other_json_by"
                   "_content"],
         "why": "a run directory's traces are under traces/",
     },
@@ -537,7 +537,7 @@ MUTATIONS = [
         "file": "shimgen/report_source.py",
         "old": "    except NotATrace:\n        if skip_other_json:",
         "new": "    except ShimgenError:\n        if skip_other_json:",
-        "tests": ["tests/test_report_trust.py::"
+        "tests": ["tests/report/test_report_trust.py::"
                   "test_an_unreadable_trace_in_a_run_is_named_and_the_rest_reported[broken-json]"],
         "why": "a damaged trace in a run is named as unreadable, never silently left out of the "
                "totals",
@@ -549,7 +549,7 @@ MUTATIONS = [
                 "                src.unreadable.append((str(f), _why(e, f)))\n"),
         "new": ("            except ImportError as e:\n"
                 "                src.unreadable.append((str(f), _why(e, f)))\n"),
-        "tests": ["tests/test_report_trust.py::"
+        "tests": ["tests/report/test_report_trust.py::"
                   "test_an_unreadable_trace_in_a_run_is_named_and_the_rest_reported[empty]"],
         "why": "one unreadable trace in a run is named, and every readable one is still reported",
     },
@@ -558,7 +558,7 @@ MUTATIONS = [
         "file": "shimgen/report_model.py",
         "old": "        if t.proc_start is None or not t.boot_id:\n",
         "new": "        if True:\n",
-        "tests": ["tests/test_report_trust.py::"
+        "tests": ["tests/report/test_report_trust.py::"
                   "test_a_process_that_execs_is_one_process_not_a_death"],
         "why": "the traces of a process that exec'd are one process, complete when its last "
                "program finished, not a death and another process",
@@ -569,7 +569,7 @@ MUTATIONS = [
         "file": "shimgen/cliargs.py",
         "old": '    which.add_argument("--gates", dest="gates",',
         "new": '    which.add_argument("--gate-profiles", dest="gates",',
-        "tests": ["tests/test_bad_cli.py::test_malformed_or_foreign_gate_profile"],
+        "tests": ["tests/cli/test_bad_cli.py::test_malformed_or_foreign_gate_profile"],
         "why": "`shimgen build --gates` is documented; its tests fail, not skip, without it",
     },
     # ---- the binary trace file (runtime/tracefile.c, shimgen/tracefile.py) ----
@@ -578,7 +578,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "    shimgen_tracefile_after_fork(shimgen_live_blocks);\n",
         "new": "",
-        "tests": ["tests/test_tracefile.py::"
+        "tests": ["tests/runtime/test_tracefile.py::"
                   "test_fork_and_exec_trees_give_each_process_its_own_file[fork]"],
         "why": "a forked child counts into its own file, never its parent's",
     },
@@ -587,7 +587,7 @@ MUTATIONS = [
         "file": "runtime/tracefile.c",
         "old": "PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);",
         "new": "PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, off);",
-        "tests": ["tests/test_tracefile.py::"
+        "tests": ["tests/runtime/test_tracefile.py::"
                   "test_sigkill_leaves_exact_counts_and_reused_blocks_count_once"],
         "why": "the stubs count into the file's pages: a process killed by SIGKILL loses no count",
     },
@@ -596,7 +596,7 @@ MUTATIONS = [
         "file": "runtime/tracefile.c",
         "old": "    if (fallocate(fd, 0, off, len) == 0)\n",
         "new": "    if (ftruncate(fd, off + len) == 0)\n",
-        "tests": ["tests/test_tracefile.py::"
+        "tests": ["tests/runtime/test_tracefile.py::"
                   "test_sixty_four_first_calls_at_once_make_one_file"],
         "why": "the file only grows: two threads adding blocks at once never cut each other's off",
     },
@@ -605,7 +605,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "        if (!shimgen_tracefile_ready()) {\n            fold_block(s);\n",
         "new": "        fold_block(s);\n        if (!shimgen_tracefile_ready()) {\n",
-        "tests": ["tests/test_tracefile.py::"
+        "tests": ["tests/runtime/test_tracefile.py::"
                   "test_sigkill_leaves_exact_counts_and_reused_blocks_count_once"],
         "why": "a retired thread's counts stay in its block, found in the file exactly once",
     },
@@ -614,7 +614,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "        if (!shimgen_tracefile_ready()) {\n            fold_block(s);\n",
         "new": "        if (1) {\n            fold_block(s);\n",
-        "tests": ["tests/test_tracefile.py::"
+        "tests": ["tests/runtime/test_tracefile.py::"
                   "test_sigkill_leaves_exact_counts_and_reused_blocks_count_once"],
         "why": "a retired thread's counts are in the file, not only in memory (lost on SIGKILL)",
     },
@@ -623,7 +623,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if m[:len(MAGIC)] != MAGIC:\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::"
+        "tests": ["tests/report/test_tracefile_reader.py::"
                   "test_corrupt_header_is_refused[magic-SHIMTRC\\x00-words0]"],
         "why": "a file without the magic is refused",
     },
@@ -632,7 +632,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if h[\"version\"] != VERSION:\n",
         "new": "    if h[\"version\"] > VERSION + 1:\n",
-        "tests": ["tests/test_tracefile_reader.py::"
+        "tests": ["tests/report/test_tracefile_reader.py::"
                   "test_corrupt_header_is_refused[version-3-words1]"],
         "why": "a file of another format version is refused, not misread",
     },
@@ -642,8 +642,8 @@ MUTATIONS = [
         "old": ("    if (size - boff) % stride and not h[\"blocks_mapped\"] <= n < "
                 "h[\"blocks_reserved\"]:\n"),
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_truncated_file_is_refused[mid-block]",
-                  "tests/test_tracefile_reader.py::test_truncated_file_is_refused[last-byte]"],
+        "tests": ["tests/report/test_tracefile_reader.py::test_truncated_file_is_refused[mid-block]",
+                  "tests/report/test_tracefile_reader.py::test_truncated_file_is_refused[last-byte]"],
         "why": "a file cut short in its blocks is refused",
     },
     {
@@ -651,7 +651,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if not h[\"blocks_mapped\"] <= n <= h[\"blocks_reserved\"]:\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::"
+        "tests": ["tests/report/test_tracefile_reader.py::"
                   "test_truncated_file_is_refused[whole-block]"],
         "why": "a file that lost whole blocks is refused (its header says how many it mapped)",
     },
@@ -660,7 +660,7 @@ MUTATIONS = [
         "file": "shimgen/errors.py",
         "old": "    if _held:\n        _pending.append(signum)",
         "new": "    if False:\n        _pending.append(signum)",
-        "tests": ["tests/test_bad_output.py::test_a_held_signal_waits_even_when_another_thread"
+        "tests": ["tests/pipeline/test_bad_output.py::test_a_held_signal_waits_even_when_another_thread"
                   "_takes_it"],
         "why": "a signal held back during an install waits for its end, whichever thread the "
                "kernel gave it to",
@@ -670,7 +670,7 @@ MUTATIONS = [
         "file": "shimgen/errors.py",
         "old": "        if not _held and _pending:",
         "new": "        if _pending:",
-        "tests": ["tests/test_bad_output.py::test_a_held_signal_waits_even_when_another_thread"
+        "tests": ["tests/pipeline/test_bad_output.py::test_a_held_signal_waits_even_when_another_thread"
                   "_takes_it"],
         "why": "nested holds: the signal comes at the end of the outermost one",
     },
@@ -679,7 +679,7 @@ MUTATIONS = [
         "file": "shimgen/gates/report.py",
         "old": "        print(text, end=\"\")\n        return 0\n",
         "new": "        print(text, end=\"\")\n",
-        "tests": ["tests/test_gates.py::test_cli_json_without_a_file_prints_the_profile_alone"],
+        "tests": ["tests/gates/test_gates.py::test_cli_json_without_a_file_prints_the_profile_alone"],
         "why": "`gates --json` alone prints the profile and nothing else",
     },
     {
@@ -687,7 +687,7 @@ MUTATIONS = [
         "file": "shimgen/cliargs.py",
         "old": " or (o.choices and value not in o.choices):",
         "new": ":",
-        "tests": ["tests/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
+        "tests": ["tests/cli/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
         "why": "`run`'s fast parser gives what argparse would, or leaves the line to argparse",
     },
     {
@@ -695,7 +695,7 @@ MUTATIONS = [
         "file": "shimgen/cliargs.py",
         "old": "            if i + 1 >= len(argv) or argv[i + 1].startswith(\"-\"):\n",
         "new": "            if i + 1 >= len(argv):\n",
-        "tests": ["tests/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
+        "tests": ["tests/cli/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
         "why": "a separate value that starts with '-' is left to argparse, as it reads it",
     },
     # ---- shimgen run: signals, exit status, the command's environment (shimgen/run.py) ----
@@ -704,7 +704,7 @@ MUTATIONS = [
         "file": "shimgen/run.py",
         "old": "                if info.si_code in SENT_BY_A_PROCESS:\n",
         "new": "                if True:\n",
-        "tests": ["tests/test_run.py::test_a_terminals_ctrl_c_reaches_the_command_once"],
+        "tests": ["tests/run/test_run.py::test_a_terminals_ctrl_c_reaches_the_command_once"],
         "why": "a terminal's Ctrl-C reaches the command once, not again from `run`",
     },
     {
@@ -712,7 +712,7 @@ MUTATIONS = [
         "file": "shimgen/run.py",
         "old": "                if info.si_code in SENT_BY_A_PROCESS:\n",
         "new": "                if info.si_code in SENT_BY_A_PROCESS and False:\n",
-        "tests": ["tests/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once"],
+        "tests": ["tests/run/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once"],
         "why": "SIGINT, SIGTERM and SIGHUP sent to `run` reach the command",
     },
     {
@@ -720,7 +720,7 @@ MUTATIONS = [
         "file": "shimgen/run.py",
         "old": "pid = os.posix_spawn(path, argv, env, setsigmask=old,",
         "new": "pid = os.posix_spawn(path, argv, env,",
-        "tests": ["tests/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once"],
+        "tests": ["tests/run/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once"],
         "why": "the command starts with the signal mask `run` was given, not the one it waits in",
     },
     {
@@ -728,7 +728,7 @@ MUTATIONS = [
         "file": "shimgen/run.py",
         "old": "        return 128 + os.WTERMSIG(wait_status)\n",
         "new": "        return os.WTERMSIG(wait_status)\n",
-        "tests": ["tests/test_run.py::test_exit_status_is_the_commands"],
+        "tests": ["tests/run/test_run.py::test_exit_status_is_the_commands"],
         "why": "a command killed by signal N makes `run` exit 128+N, as a shell",
     },
     {
@@ -736,7 +736,7 @@ MUTATIONS = [
         "file": "shimgen/run.py",
         "old": "env[ENV_PRELOAD] = f\"{shim}:{before}\" if before.strip() else str(shim)",
         "new": "env[ENV_PRELOAD] = str(shim)",
-        "tests": ["tests/test_run.py::test_the_command_gets_the_shim_first_and_the_run_directory"],
+        "tests": ["tests/run/test_run.py::test_the_command_gets_the_shim_first_and_the_run_directory"],
         "why": "what LD_PRELOAD held is kept, after the shim",
     },
     {
@@ -744,7 +744,7 @@ MUTATIONS = [
         "file": "shimgen/run.py",
         "old": "            elif os.listdir(fd):\n",
         "new": "            elif False:\n",
-        "tests": ["tests/test_run.py::test_an_existing_directory_with_files_is_refused"],
+        "tests": ["tests/run/test_run.py::test_an_existing_directory_with_files_is_refused"],
         "why": "`run -o DIR` never writes into a directory that holds files",
     },
     # ---- the shim cache (shimgen/cache.py) ----
@@ -753,8 +753,8 @@ MUTATIONS = [
         "file": "shimgen/cache.py",
         "old": "return f\"{self.build_id}-{self.version}-{self.gates or 'plain'}\"",
         "new": "return f\"{self.build_id}-{self.version}\"",
-        "tests": ["tests/test_run_cache.py::test_gated_and_plain_shims_live_side_by_side",
-                  "tests/test_run_cache.py::test_keys_differ_in_each_part"],
+        "tests": ["tests/run/test_run_cache.py::test_gated_and_plain_shims_live_side_by_side",
+                  "tests/run/test_run_cache.py::test_keys_differ_in_each_part"],
         "why": "a gated shim and a plain one have keys of their own and never replace each other",
     },
     {
@@ -762,7 +762,7 @@ MUTATIONS = [
         "file": "shimgen/cache.py",
         "old": "            if st.st_size != manifest.get(\"library_size\"):\n",
         "new": "            if False:\n",
-        "tests": ["tests/test_cache_trust.py::test_a_library_cut_short_is_rebuilt_before_it_is"
+        "tests": ["tests/run/test_cache_trust.py::test_a_library_cut_short_is_rebuilt_before_it_is"
                   "_read"],
         "why": "a cached library cut short is rebuilt, and said so, before it is read whole",
     },
@@ -771,7 +771,7 @@ MUTATIONS = [
         "file": "shimgen/cache.py",
         "old": "if not why and os.path.lexists(directory):  # another run built it meanwhile",
         "new": "if False:",
-        "tests": ["tests/test_run_cache.py::test_first_runs_at_once_build_once"],
+        "tests": ["tests/run/test_run_cache.py::test_first_runs_at_once_build_once"],
         "why": "first runs at once build once: the others use the entry they waited for",
     },
     {
@@ -779,7 +779,7 @@ MUTATIONS = [
         "file": "shimgen/cache.py",
         "old": "if stamp is not None and got[\"ld_so_cache\"] == stamp and os.path.exists(",
         "new": "if stamp is not None and os.path.exists(",
-        "tests": ["tests/test_run_cache.py::test_the_default_driver_is_remembered_until_the_loader"
+        "tests": ["tests/run/test_run_cache.py::test_the_default_driver_is_remembered_until_the_loader"
                   "_cache_changes"],
         "why": "the driver `run` picks by default is asked again once the loader's cache changed",
     },
@@ -789,7 +789,7 @@ MUTATIONS = [
         "file": "shimgen/gates/plan.py",
         "old": "    if plan.proof != PROOF_PASSED and not allow_unproven:\n",
         "new": "    if plan.proof == PROOF_FAILED and not allow_unproven:\n",
-        "tests": ["tests/test_gate_profiles_cli.py::test_unproven_or_failed_profiles_are_refused"],
+        "tests": ["tests/gates/test_gate_profiles_cli.py::test_unproven_or_failed_profiles_are_refused"],
         "why": "a profile whose proof was not run is never baked without --allow-unproven-gates",
     },
     {
@@ -797,7 +797,7 @@ MUTATIONS = [
         "file": "shimgen/gates/profile.py",
         "old": "(PROOF_PASSED if self.proof.get(\"ok\") is True",
         "new": "(PROOF_PASSED if self.proof.get(\"ok\") is not None",
-        "tests": ["tests/test_gate_profiles_cli.py::test_unproven_or_failed_profiles_are_refused"],
+        "tests": ["tests/gates/test_gate_profiles_cli.py::test_unproven_or_failed_profiles_are_refused"],
         "why": "a profile whose proof failed is never read as proven",
     },
     {
@@ -805,8 +805,8 @@ MUTATIONS = [
         "file": "shimgen/gates/report.py",
         "old": "profile.proof = {\"status\": PROOF_NOT_RUN, \"ok\": False,",
         "new": "profile.proof = {\"status\": \"passed\", \"ok\": True,",
-        "tests": ["tests/test_gate_profiles_cli.py::test_profiles_record_their_proof_status",
-                  "tests/test_gate_profiles_cli.py::test_unproven_or_failed_profiles_are_refused"],
+        "tests": ["tests/gates/test_gate_profiles_cli.py::test_profiles_record_their_proof_status",
+                  "tests/gates/test_gate_profiles_cli.py::test_unproven_or_failed_profiles_are_refused"],
         "why": "a profile written with --no-proof says that it is unproven",
     },
     {
@@ -814,7 +814,7 @@ MUTATIONS = [
         "file": "shimgen/cliargs.py",
         "old": "    if not value.strip():\n        raise type_error",
         "new": "    if False:\n        raise type_error",
-        "tests": ["tests/test_gate_profiles_cli.py::test_empty_gates_is_a_usage_error"],
+        "tests": ["tests/gates/test_gate_profiles_cli.py::test_empty_gates_is_a_usage_error"],
         "why": "an empty --gates is a usage error, not a build without gates",
     },
     {
@@ -822,9 +822,9 @@ MUTATIONS = [
         "file": "shimgen/gates/report.py",
         "old": "        check_target(json_out, \"--json\", is_profile)\n",
         "new": "",
-        "tests": ["tests/test_gate_profiles_cli.py::test_json_into_a_missing_or_wrong_directory"
+        "tests": ["tests/gates/test_gate_profiles_cli.py::test_json_into_a_missing_or_wrong_directory"
                   "_fails_first",
-                  "tests/test_gate_profiles_cli.py::test_json_never_clobbers_a_file_that_is_not"
+                  "tests/gates/test_gate_profiles_cli.py::test_json_never_clobbers_a_file_that_is_not"
                   "_a_profile"],
         "why": "shimgen gates refuses an output path before the analysis, and never clobbers "
                "a file that is not a profile",
@@ -834,7 +834,7 @@ MUTATIONS = [
         "file": "shimgen/probe/child.py",
         "old": "        if proc.returncode == 1 and said != last:",
         "new": "        if False:",
-        "tests": ["tests/test_probe_child.py::test_probe_on_a_machine_without_a_driver"],
+        "tests": ["tests/probe/test_probe_child.py::test_probe_on_a_machine_without_a_driver"],
         "why": "a probe child's one line is said once, with no doubled prefix",
     },
     {
@@ -843,7 +843,7 @@ MUTATIONS = [
         "old": "    except Exception:  # noqa: BLE001 - cuda-python could not load libcuda at all\n"
                "        raise ShimgenError(NO_DRIVER) from None\n",
         "new": "    except ImportError:\n        raise ShimgenError(NO_DRIVER) from None\n",
-        "tests": ["tests/test_probe_child.py::test_probe_without_a_driver_is_one_clear_line"],
+        "tests": ["tests/probe/test_probe_child.py::test_probe_without_a_driver_is_one_clear_line"],
         "why": "no driver is one line that says so, not an internal error naming a class",
     },
     # ---- the plain trace name: the first process of the job to write (runtime/claim.c) ----
@@ -852,7 +852,7 @@ MUTATIONS = [
         "file": "runtime/claim.c",
         "old": "    return S_ISREG(st.st_mode) && st.st_mtim.tv_sec == stored->tv_sec &&",
         "new": "    return 0 && st.st_mtim.tv_sec == stored->tv_sec &&",
-        "tests": ["tests/test_faults_process.py::test_wrapper_process_leaves_the_plain_name_to_"
+        "tests": ["tests/runtime/test_faults_process.py::test_wrapper_process_leaves_the_plain_name_to_"
                   "the_program"],
         "why": "one process of a job takes the plain name; the others write <name>.<pid>",
     },
@@ -861,7 +861,7 @@ MUTATIONS = [
         "file": "runtime/output.c",
         "old": "    int lock = shimgen_claim_lock(o->dirfd), e;",
         "new": "    int lock = -1, e;",
-        "tests": ["tests/test_faults_process.py::test_writers_at_the_same_moment_take_the_plain"
+        "tests": ["tests/runtime/test_faults_process.py::test_writers_at_the_same_moment_take_the_plain"
                   "_name_once"],
         "why": "two processes of a job that write at the same moment never both take the "
                "plain name (one trace would be lost)",
@@ -871,7 +871,7 @@ MUTATIONS = [
         "file": "runtime/output.c",
         "old": "    return getpid() != shimgen_cfg.load_pid;\n",
         "new": "    return 0;\n",
-        "tests": ["tests/test_shim.py::test_calls_in_forked_children"],
+        "tests": ["tests/runtime/test_shim.py::test_calls_in_forked_children"],
         "why": "a program's forked copies write <name>.<pid>; the program keeps the plain name",
     },
     {
@@ -879,7 +879,7 @@ MUTATIONS = [
         "file": "runtime/config.c",
         "old": "    if (v && *v >= '0' && *v <= '9') {",
         "new": "    if (0) {",
-        "tests": ["tests/test_faults_process.py::test_wrapper_process_leaves_the_plain_name_to_"
+        "tests": ["tests/runtime/test_faults_process.py::test_wrapper_process_leaves_the_plain_name_to_"
                   "the_program"],
         "why": "the processes a job's first process starts are of the same job",
     },
@@ -888,7 +888,7 @@ MUTATIONS = [
         "file": "runtime/trace.c",
         "old": "    shimgen_say(\"shimgen: trace written to %s\\n\", path);\n",
         "new": "",
-        "tests": ["tests/test_faults_process.py::test_wrapper_process_leaves_the_plain_name_to_"
+        "tests": ["tests/runtime/test_faults_process.py::test_wrapper_process_leaves_the_plain_name_to_"
                   "the_program"],
         "why": "every JSON trace written says where",
     },
@@ -897,7 +897,7 @@ MUTATIONS = [
         "file": "pyproject.toml",
         "old": 'license = "MIT"',
         "new": 'license = { text = "MIT" }',
-        "tests": ["tests/test_packaging.py::test_wheel_builds_without_warnings_and_carries_"
+        "tests": ["tests/pipeline/test_packaging.py::test_wheel_builds_without_warnings_and_carries_"
                   "templates_and_runtime"],
         "why": "pip install prints no setuptools deprecation warning",
     },
@@ -908,7 +908,7 @@ MUTATIONS = [
         "old": "if (at >= 0 && strcmp(line + at, path) == 0)",
         "new": ("if (at >= 0 && strstr(line + at, strrchr(path, '/') + 1) "
                 '&& !strstr(line + at, "shim"))'),
-        "tests": ["tests/test_gate_init_fake.py::"
+        "tests": ["tests/gates/test_gate_init_fake.py::"
                   "test_driver_mappings_are_found_by_the_whole_path_wherever_the_files_lie"],
         "why": "a file's mappings are picked by its whole path, so a checkout or scratch copy "
                "in a directory named like the shim neither hides the driver's nor passes "
@@ -920,9 +920,9 @@ MUTATIONS = [
         "file": "runtime/timing.S",
         "old": "        incl    TS_FINE+4(%r10,%rcx,8)\n",
         "new": "        nop\n",
-        "tests": ["tests/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+        "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]",
-                  "tests/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[dir-timeline-clusters]"],
         "why": "p50, p90 and p99 come from the fine buckets, within 3% of the exact values",
     },
@@ -931,7 +931,7 @@ MUTATIONS = [
         "file": "runtime/timing.S",
         "old": "        sub     $TS_FINE_SUB_SHIFT, %ecx            /* e - 6 */\n",
         "new": "        sub     $(TS_FINE_SUB_SHIFT - 1), %ecx      /* e - 6 */\n",
-        "tests": ["tests/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+        "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]"],
         "why": "a call is counted in the fine bucket that holds its length",
     },
@@ -940,9 +940,9 @@ MUTATIONS = [
         "file": "runtime/trace.c",
         "old": "        if (sum == h[b]) {\n",
         "new": "        if (0) {\n",
-        "tests": ["tests/test_times_exact.py::test_one_call_reports_its_own_length_at_every_"
+        "tests": ["tests/runtime/test_times_exact.py::test_one_call_reports_its_own_length_at_every_"
                   "percentile[json]",
-                  "tests/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]"],
         "why": "the shim's table and JSON give percentiles from the fine buckets",
     },
@@ -951,7 +951,7 @@ MUTATIONS = [
         "file": "shimgen/tracemodel.py",
         "old": "        if fines and sum(n for _, n in fines) == calls:\n",
         "new": "        if False:\n",
-        "tests": ["tests/test_times_exact.py::test_one_call_reports_its_own_length_at_every_"
+        "tests": ["tests/runtime/test_times_exact.py::test_one_call_reports_its_own_length_at_every_"
                   "percentile[dir]"],
         "why": "shimgen report gives percentiles from the fine buckets",
     },
@@ -960,7 +960,7 @@ MUTATIONS = [
         "file": "shimgen/tracemodel.py",
         "old": "        if fines and sum(n for _, n in fines) == calls:\n",
         "new": "        if fines:\n",
-        "tests": ["tests/test_report_fine.py::test_an_octave_the_fine_table_missed_falls_back_"
+        "tests": ["tests/report/test_report_fine.py::test_an_octave_the_fine_table_missed_falls_back_"
                   "to_its_log2_bucket"],
         "why": "an octave whose fine buckets lack some calls uses its log2 bucket",
     },
@@ -971,7 +971,7 @@ MUTATIONS = [
                 "CALIB_MAX_NS)\n"),
         "new": ("        if (1 || (span && widths <= span / CALIB_PARTS) || end->ns - start->ns >= "
                 "CALIB_MAX_NS)\n"),
-        "tests": ["tests/test_tracefile_reader.py::test_the_calibration_made_with_the_file_"
+        "tests": ["tests/report/test_tracefile_reader.py::test_the_calibration_made_with_the_file_"
                   "stands_in_for_a_torn_or_bad_last_one"],
         "why": "the reading made with the file is far enough from the first to be exact alone "
                "(a process killed early gets times exact to 0.5%)",
@@ -981,7 +981,7 @@ MUTATIONS = [
         "file": "runtime/stats.c",
         "old": "        if (!s)\n            return n ? n : 1;\n    }\n",
         "new": "        return n ? n : 1;\n    }\n",
-        "tests": ["tests/test_trace_disk_full.py::test_calls_of_threads_that_found_the_disk_full_"
+        "tests": ["tests/runtime/test_trace_disk_full.py::test_calls_of_threads_that_found_the_disk_full_"
                   "are_in_the_file_at_exit[counts]"],
         "why": "calls counted in memory once the disk is full are added to the file at exit",
     },
@@ -990,7 +990,7 @@ MUTATIONS = [
         "file": "runtime/tracefile.c",
         "old": "        unlinkat(dirfd, name, 0);\n",
         "new": "",
-        "tests": ["tests/test_trace_disk_full.py::test_a_file_that_cannot_be_grown_is_removed_and"
+        "tests": ["tests/runtime/test_trace_disk_full.py::test_a_file_that_cannot_be_grown_is_removed_and"
                   "_the_trace_printed"],
         "why": "a trace file the disk had no room for is removed, never left as damage",
     },
@@ -1004,9 +1004,9 @@ MUTATIONS = [
                 "os.O_PATH)) if os.path.isdir(cache_root() / SHIMS) else None\n"
                 "    if dirs is None:\n        return None\n"
                 "    try:\n        gates, why = _check(dirs[1], key)\n"),
-        "tests": ["tests/test_cache_trust.py::test_a_cache_directory_not_to_be_trusted_is_"
+        "tests": ["tests/run/test_cache_trust.py::test_a_cache_directory_not_to_be_trusted_is_"
                   "refused_on_both_paths[shims-symlink-cached]",
-                  "tests/test_cache_trust.py::test_a_cache_directory_not_to_be_trusted_is_"
+                  "tests/run/test_cache_trust.py::test_a_cache_directory_not_to_be_trusted_is_"
                   "refused_on_both_paths[root-another-user-cached]"],
         "why": "the cached path refuses a cache root or shims/ that building would refuse",
     },
@@ -1015,7 +1015,7 @@ MUTATIONS = [
         "file": "shimgen/cache.py",
         "old": "    if st.st_uid != os.geteuid():\n        return ANOTHER_USER\n",
         "new": "    if False:\n        return ANOTHER_USER\n",
-        "tests": ["tests/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt"
+        "tests": ["tests/run/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt"
                   "_never_loaded[library-another-users-copy]"],
         "why": "a library another user owns is never preloaded, even with the right bytes",
     },
@@ -1024,7 +1024,7 @@ MUTATIONS = [
         "file": "shimgen/cache.py",
         "old": "    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]\n",
         "new": "    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]\n",
-        "tests": ["tests/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run"
+        "tests": ["tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run"
                   "[mtime-put-back]"],
         "why": "a library changed in place, its mtime put back, is never preloaded",
     },
@@ -1034,7 +1034,7 @@ MUTATIONS = [
         "file": "runtime/config.c",
         "old": "(fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())",
         "new": "(fstat(fd, &st) != 0 || st.st_uid != geteuid())",
-        "tests": ["tests/test_special_files.py::test_a_fifo_as_the_notice_file_never_blocks_and_"
+        "tests": ["tests/runtime/test_special_files.py::test_a_fifo_as_the_notice_file_never_blocks_and_"
                   "is_never_written[reader]"],
         "why": "the shim writes its notices only into a regular file",
     },
@@ -1043,7 +1043,7 @@ MUTATIONS = [
         "file": "runtime/driver.c",
         "old": "    if (strchr(path, '/') && !S_ISREG(st.st_mode)) {\n",
         "new": "    if (0) {\n",
-        "tests": ["tests/test_special_files.py::test_a_special_file_as_the_driver_fails_the_"
+        "tests": ["tests/runtime/test_special_files.py::test_a_special_file_as_the_driver_fails_the_"
                   "calls_at_once[device]"],
         "why": "only a regular file is handed to dlopen as the driver (a FIFO would block it)",
     },
@@ -1052,7 +1052,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "        if not stat.S_ISREG(st.st_mode):\n",
         "new": "        if stat.S_ISDIR(st.st_mode):\n",
-        "tests": ["tests/test_tracefile_reader.py::test_a_fifo_or_a_device_is_refused_at_once"],
+        "tests": ["tests/report/test_tracefile_reader.py::test_a_fifo_or_a_device_is_refused_at_once"],
         "why": "the binary reader reads regular files only, and never blocks on a FIFO",
     },
     {
@@ -1060,7 +1060,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "            data = os.lseek(fd, boff + b * stride, os.SEEK_DATA)\n",
         "new": "            data = boff + b * stride\n",
-        "tests": ["tests/test_tracefile_reader.py::test_a_sparse_file_of_16_gib_is_read_in_the_"
+        "tests": ["tests/report/test_tracefile_reader.py::test_a_sparse_file_of_16_gib_is_read_in_the_"
                   "time_of_its_data"],
         "why": "the reader's time is that of the data present, not of a sparse file's size",
     },
@@ -1069,7 +1069,7 @@ MUTATIONS = [
         "file": "runtime/tracefile.c",
         "old": "    if (fd >= 0)\n        tf_hdr->blocks_reserved = n;\n",
         "new": "",
-        "tests": ["tests/test_report_runs.py::test_children_killed_while_they_make_their_files_"
+        "tests": ["tests/report/test_report_runs.py::test_children_killed_while_they_make_their_files_"
                   "never_hide_the_others"],
         "why": "a child killed while its file grows leaves a file whose blocks its header "
                "accounts for",
@@ -1081,9 +1081,9 @@ MUTATIONS = [
         "old": ("    driver = check_driver(opts.driver)  # every command's check, in the same "
                 "words\n"),
         "new": "    driver = opts.driver.resolve()\n",
-        "tests": ["tests/test_cli_inputs.py::test_a_bad_driver_is_the_same_line_in_every_command"
+        "tests": ["tests/cli/test_cli_inputs.py::test_a_bad_driver_is_the_same_line_in_every_command"
                   "[dangling-symlink]",
-                  "tests/test_cli_inputs.py::test_a_bad_driver_is_the_same_line_in_every_command"
+                  "tests/cli/test_cli_inputs.py::test_a_bad_driver_is_the_same_line_in_every_command"
                   "[symlink-to-directory]"],
         "why": "`run` refuses a bad --driver in the words every other command uses",
     },
@@ -1092,9 +1092,9 @@ MUTATIONS = [
         "file": "shimgen/__main__.py",
         "old": "        if sys.stderr is None:\n",
         "new": "        if False:\n",
-        "tests": ["tests/test_cli_inputs.py::test_with_stderr_closed_run_leaves_stdout_to_the_"
+        "tests": ["tests/cli/test_cli_inputs.py::test_with_stderr_closed_run_leaves_stdout_to_the_"
                   "command",
-                  "tests/test_cli_inputs.py::test_with_stderr_closed_an_error_line_never_reaches_"
+                  "tests/cli/test_cli_inputs.py::test_with_stderr_closed_an_error_line_never_reaches_"
                   "stdout[exports]"],
         "why": "with stderr closed, nothing of shimgen's reaches stdout, the command's",
     },
@@ -1103,17 +1103,17 @@ MUTATIONS = [
         "file": "shimgen/__main__.py",
         "old": "try:\n    # The handler below uses _interrupted",
         "new": "import signal  # noqa: F401\ntry:\n    # The handler below uses _interrupted",
-        "tests": ["tests/test_cli_inputs.py::test_sigint_at_any_moment_of_shimgens_start_is_never_"
+        "tests": ["tests/cli/test_cli_inputs.py::test_sigint_at_any_moment_of_shimgens_start_is_never_"
                   "its_traceback"],
         "why": "an interrupt at any moment of shimgen's start is one line, never a traceback",
     },
-    # ---- guards a black-box run does not reach, tested where they are (tests/test_guards.py) ----
+    # ---- guards a black-box run does not reach, tested where they are (tests/runtime/test_guards.py) ----
     {
         "name": "init-site-byte-not-compared-before-the-store",
         "file": "runtime/gates_init.c",
         "old": "            if (*(const uint8_t *)(base + p[k].vaddr) != p[k].old) {\n",
         "new": "            if (0 && *(const uint8_t *)(base + p[k].vaddr) != p[k].old) {\n",
-        "tests": ["tests/test_guards.py::test_init_site_bytes_are_compared_before_any_store"],
+        "tests": ["tests/runtime/test_guards.py::test_init_site_bytes_are_compared_before_any_store"],
         "why": "the init-site writer stores nothing unless every selected byte holds the plan's "
                "old value, whatever the checks before it let through",
     },
@@ -1122,7 +1122,7 @@ MUTATIONS = [
         "file": "runtime/gates_init.c",
         "old": "                while (ndone--)\n",
         "new": "                while (0 && ndone--)\n",
-        "tests": ["tests/test_guards.py::test_a_failed_store_puts_back_every_byte_already_"
+        "tests": ["tests/runtime/test_guards.py::test_a_failed_store_puts_back_every_byte_already_"
                   "written"],
         "why": "when a store fails, every init-site byte already written holds its shipped "
                "value again: all the selection is changed, or none of it",
@@ -1132,8 +1132,8 @@ MUTATIONS = [
         "file": "runtime/procaddr.c",
         "old": "    if (lo < addr_map_len && addr_map[lo].addr == a)\n",
         "new": "    if (lo + 1 < addr_map_len && addr_map[lo].addr == a)\n",
-        "tests": ["tests/test_guards.py::test_proc_address_map_at_its_edges[1]",
-                  "tests/test_guards.py::test_proc_address_map_at_its_edges[64]"],
+        "tests": ["tests/runtime/test_guards.py::test_proc_address_map_at_its_edges[1]",
+                  "tests/runtime/test_guards.py::test_proc_address_map_at_its_edges[64]"],
         "why": "every export's address, the highest-addressed one included, is handed out as "
                "the shim's trampoline",
     },
@@ -1145,7 +1145,7 @@ MUTATIONS = [
         "new": ("    uint64_t outside = in_file ? put_outside_counts() : 0;\n"
                 "    shimgen_tracefile_finish(outside); /* and again after the fold */\n"
                 "    for (struct tstats *s = shimgen_live_blocks; s; s = s->next) {\n"),
-        "tests": ["tests/test_guards.py::test_a_process_that_dies_while_its_exit_folds_the_"
+        "tests": ["tests/runtime/test_guards.py::test_a_process_that_dies_while_its_exit_folds_the_"
                   "blocks_is_never_complete[die]"],
         "why": "a trace file is marked complete only after the exit counted every call into "
                "it: a process that dies in the fold leaves a file that says it died",
@@ -1157,7 +1157,7 @@ MUTATIONS = [
                 "                    stat(shimgen_cfg.driver_path, &shimgen_cfg.driver_stat) "
                 "== 0;\n"),
         "new": "",
-        "tests": ["tests/test_guards.py::test_after_a_driver_upgrade_a_path_to_the_new_driver_"
+        "tests": ["tests/runtime/test_guards.py::test_after_a_driver_upgrade_a_path_to_the_new_driver_"
                   "opens_the_shim"],
         "why": "after the fallback search loaded another driver, a path to that file opens the "
                "shim, not the real driver beside it",
@@ -1169,7 +1169,7 @@ MUTATIONS = [
         "file": "shimgen/run.py",
         "old": "    if st.st_mode & 0o022:\n        return OPEN_TO_OTHERS\n",
         "new": "    if st.st_mode & 0o002:\n        return OPEN_TO_OTHERS\n",
-        "tests": ["tests/test_run_safety.py::test_a_runs_directory_others_can_write_or_not_a_"
+        "tests": ["tests/run/test_run_safety.py::test_a_runs_directory_others_can_write_or_not_a_"
                   "directory_is_refused[0770]"],
         "why": "the default runs directory is used only when nobody but the user can write it",
     },
@@ -1178,7 +1178,7 @@ MUTATIONS = [
         "file": "shimgen/run.py",
         "old": '    if "$" in text:\n',
         "new": '    if "$LIB" in text or "$ORIGIN" in text:\n',
-        "tests": ["tests/test_run_safety.py::test_a_loader_token_in_the_shims_path_is_refused_"
+        "tests": ["tests/run/test_run_safety.py::test_a_loader_token_in_the_shims_path_is_refused_"
                   "before_anything[${ORIGIN}]"],
         "why": "any '$' in the shim's path is refused: the loader reads ${ORIGIN} too",
     },
@@ -1187,7 +1187,7 @@ MUTATIONS = [
         "file": "shimgen/run.py",
         "old": "        if not started_pid:  # nothing ran: nothing of this run is left\n",
         "new": "        if False:\n",
-        "tests": ["tests/test_run_safety.py::test_a_command_that_cannot_start_is_one_line_and_"
+        "tests": ["tests/run/test_run_safety.py::test_a_command_that_cannot_start_is_one_line_and_"
                   "leaves_nothing[not-a-program]"],
         "why": "a command that cannot start leaves no run directory",
     },
@@ -1199,7 +1199,7 @@ MUTATIONS = [
         "new": ("            if signals is not None:\n"
                 "                signals.append(_received(info, False))\n"
                 "        signal.pthread_sigmask(signal.SIG_SETMASK, old)\n"),
-        "tests": ["tests/test_run_safety.py::test_sigterm_to_the_group_at_any_moment_is_said_"
+        "tests": ["tests/run/test_run_safety.py::test_sigterm_to_the_group_at_any_moment_is_said_"
                   "truly"],
         "why": "a command that ran keeps its run directory and report, whatever signal comes",
     },
@@ -1208,9 +1208,9 @@ MUTATIONS = [
         "file": "shimgen/report_output.py",
         "old": "    if isinstance(v, str):\n        return shown(v)\n",
         "new": "    if isinstance(v, str):\n        return v\n",
-        "tests": ["tests/test_report_escaping.py::test_the_csv_escapes_every_string_and_stays_one_"
+        "tests": ["tests/report/test_report_escaping.py::test_the_csv_escapes_every_string_and_stays_one_"
                   "row_per_function",
-                  "tests/test_report_escaping.py::test_two_runs_compared_escape_every_string_they_"
+                  "tests/report/test_report_escaping.py::test_two_runs_compared_escape_every_string_they_"
                   "read[csv]"],
         "why": "no control character read from a trace reaches the terminal through the CSV",
     },
@@ -1220,9 +1220,9 @@ MUTATIONS = [
         "file": "runtime/gates.c",
         "old": "    if (!active)\n        return;\n    unsigned n = device_count();\n",
         "new": "    unsigned n = device_count();\n",
-        "tests": ["tests/test_guards.py::test_an_attribute_hook_writes_no_gate_bit_unless_the_"
+        "tests": ["tests/runtime/test_guards.py::test_an_attribute_hook_writes_no_gate_bit_unless_the_"
                   "struct_method_is_on[init-method]",
-                  "tests/test_guards.py::test_an_attribute_hook_writes_no_gate_bit_unless_the_"
+                  "tests/runtime/test_guards.py::test_an_attribute_hook_writes_no_gate_bit_unless_the_"
                   "struct_method_is_on[identity-refused]"],
         "why": "the struct method writes only once the identity check accepted the driver, and "
                "never alongside the init method, whichever hook reaches it",
@@ -1232,8 +1232,8 @@ MUTATIONS = [
         "file": "runtime/driver.c",
         "old": "        } else if (ok) {\n            shimgen_gates_activate();\n",
         "new": "        } else {\n            shimgen_gates_activate();\n",
-        "tests": ["tests/test_gate_runtime.py::test_mismatched_driver_writes_nothing[bytes]",
-                  "tests/test_gate_runtime.py::test_mismatched_driver_writes_nothing[build-id]"],
+        "tests": ["tests/gates/test_gate_runtime.py::test_mismatched_driver_writes_nothing[bytes]",
+                  "tests/gates/test_gate_runtime.py::test_mismatched_driver_writes_nothing[build-id]"],
         "why": "the struct method is switched on only for the driver the profile describes",
     },
     {
@@ -1241,7 +1241,7 @@ MUTATIONS = [
         "file": "runtime/gates_init.c",
         "old": "        if (!n) {\n",
         "new": "        if (0) {\n",
-        "tests": ["tests/test_gate_init_fake.py::test_gate_without_an_init_site_refuses_the_whole_"
+        "tests": ["tests/gates/test_gate_init_fake.py::test_gate_without_an_init_site_refuses_the_whole_"
                   "selection"],
         "why": "a selected gate without a proven init site refuses the whole selection",
     },
@@ -1250,7 +1250,7 @@ MUTATIONS = [
         "file": "runtime/gates_init.c",
         "old": "    if (total > sizeof done / sizeof done[0]) {\n",
         "new": "    if (0) {\n",
-        "tests": ["tests/test_guards.py::test_more_bytes_than_a_selection_may_change_are_refused"],
+        "tests": ["tests/runtime/test_guards.py::test_more_bytes_than_a_selection_may_change_are_refused"],
         "why": "a selection changes no more bytes than the writer can put back",
     },
     {
@@ -1258,7 +1258,7 @@ MUTATIONS = [
         "file": "runtime/gates_init.c",
         "old": "    if (q.prot < 0) {\n",
         "new": "    if (0) {\n",
-        "tests": ["tests/test_guards.py::test_a_failed_store_puts_back_every_byte_already_"
+        "tests": ["tests/runtime/test_guards.py::test_a_failed_store_puts_back_every_byte_already_"
                   "written"],
         "why": "no byte outside the driver's loaded segments is made writable or written",
     },
@@ -1268,7 +1268,7 @@ MUTATIONS = [
         "old": ("        __atomic_store_n((uint8_t *)addr, old, __ATOMIC_RELEASE); /* still "
                 "writable */\n"),
         "new": "        (void)old;\n",
-        "tests": ["tests/test_guards.py::test_a_protection_that_cannot_be_put_back_undoes_the_"
+        "tests": ["tests/runtime/test_guards.py::test_a_protection_that_cannot_be_put_back_undoes_the_"
                   "whole_selection"],
         "why": "a byte whose page cannot be given its protection back is restored at once",
     },
@@ -1277,7 +1277,7 @@ MUTATIONS = [
         "file": "runtime/driver.c",
         "old": "        if (!shimgen_cfg.driver_from_env &&\n            fallback_driver(",
         "new": "        if (fallback_driver(",
-        "tests": ["tests/test_shim.py::test_missing_driver_at_run_time_fails_calls_not_process"
+        "tests": ["tests/runtime/test_shim.py::test_missing_driver_at_run_time_fails_calls_not_process"
                   "[535.261.03]"],
         "why": "a SHIMGEN_DRIVER that cannot be loaded fails the calls; no other driver is "
                "searched for in its place",
@@ -1287,9 +1287,9 @@ MUTATIONS = [
         "file": "runtime/driver.c",
         "old": "    if (shimgen_file_is_shim(path)) {\n",
         "new": "    if (0) {\n",
-        "tests": ["tests/test_faults_loading.py::test_shim_named_as_the_driver_fails_calls_at_"
+        "tests": ["tests/runtime/test_faults_loading.py::test_shim_named_as_the_driver_fails_calls_at_"
                   "once[copy]",
-                  "tests/test_faults_loading.py::test_a_shim_is_never_loaded_as_the_driver"],
+                  "tests/runtime/test_faults_loading.py::test_a_shim_is_never_loaded_as_the_driver"],
         "why": "a copy of a shim is refused from its file, before it is loaded",
     },
     {
@@ -1297,7 +1297,7 @@ MUTATIONS = [
         "file": "runtime/driver.c",
         "old": "    if (dlsym(h, shimgen_names[0]) == (void *)shimgen_entry_stubs[0]) {\n",
         "new": "    if (0) {\n",
-        "tests": ["tests/test_faults_loading.py::test_shim_named_as_the_driver_fails_calls_at_"
+        "tests": ["tests/runtime/test_faults_loading.py::test_shim_named_as_the_driver_fails_calls_at_"
                   "once[soname]"],
         "why": "a name that the loader resolves to the loaded shim is refused as the driver",
     },
@@ -1306,9 +1306,9 @@ MUTATIONS = [
         "file": "runtime/selfcheck.c",
         "old": "            found = notes_have_mark(buf, ph.p_filesz);\n",
         "new": "            found = 0 && notes_have_mark(buf, ph.p_filesz);\n",
-        "tests": ["tests/test_faults_loading.py::test_shim_named_as_the_driver_fails_calls_at_"
+        "tests": ["tests/runtime/test_faults_loading.py::test_shim_named_as_the_driver_fails_calls_at_"
                   "once[copy]",
-                  "tests/test_faults_loading.py::test_a_shim_is_never_loaded_as_the_driver"],
+                  "tests/runtime/test_faults_loading.py::test_a_shim_is_never_loaded_as_the_driver"],
         "why": "every shim's file is known by its mark before it could be loaded as the driver",
     },
     {
@@ -1316,7 +1316,7 @@ MUTATIONS = [
         "file": "shimgen/report_model.py",
         "old": "        if not self.hists or self.hist_calls != self.calls:\n",
         "new": "        if not self.hists:\n",
-        "tests": ["tests/test_report.py::test_percentiles_need_every_call_in_a_histogram"],
+        "tests": ["tests/report/test_report.py::test_percentiles_need_every_call_in_a_histogram"],
         "why": "merged percentiles are given only when every call is in a histogram",
     },
     {
@@ -1324,7 +1324,7 @@ MUTATIONS = [
         "file": "shimgen/report_model.py",
         "old": "            if not counted:\n                m.errors_known = False\n",
         "new": "            if False:\n                m.errors_known = False\n",
-        "tests": ["tests/test_report.py::test_table_header_and_counts_only_dashes"],
+        "tests": ["tests/report/test_report.py::test_table_header_and_counts_only_dashes"],
         "why": "errors of counts-only traces are not recorded, never reported as none",
     },
     {
@@ -1335,7 +1335,7 @@ MUTATIONS = [
                 "                m.total_ns += fs.total_ns\n"),
         "new": ("            m.timed_calls += fs.calls\n            if fs.total_ns is not None:\n"
                 "                m.total_ns += fs.total_ns\n"),
-        "tests": ["tests/test_report.py::test_table_header_and_counts_only_dashes"],
+        "tests": ["tests/report/test_report.py::test_table_header_and_counts_only_dashes"],
         "why": "a mean is over the calls that were timed; counts-only calls show no time",
     },
     {
@@ -1344,7 +1344,7 @@ MUTATIONS = [
         "old": ("        if not isfinite(m.total_ns) or (m.max_ns is not None and not "
                 "isfinite(m.max_ns)):\n"),
         "new": "        if False:\n",
-        "tests": ["tests/test_report_trust_numbers.py::test_times_that_add_up_past_a_float_are_"
+        "tests": ["tests/report/test_report_trust_numbers.py::test_times_that_add_up_past_a_float_are_"
                   "one_line"],
         "why": "a total that cannot be added up is one line naming the function and the trace",
     },
@@ -1353,7 +1353,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if h[\"byte_order\"] != BYTE_ORDER:\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[byte_order-578437695752307201-words7]"],
         "why": "a file of another byte order is refused, not misread",
     },
@@ -1362,7 +1362,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if h[\"header_size\"] != HEADER_SIZE:\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[header_size-4664-words6]"],
         "why": "a header of another size is refused",
     },
@@ -1371,7 +1371,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if not 0 < nf < 1 << 16:\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[nfuncs-0-words8]"],
         "why": "a function count out of range is refused by name",
     },
@@ -1380,7 +1380,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if page < 4096 or page & (page - 1):\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[page_size-4095-words10]"],
         "why": "a page size that is no power of two from 4096 is refused",
     },
@@ -1389,7 +1389,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if not 0 < bs <= stride or stride % page or stride > 1 << 32:\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[block_stride-4096-words11]"],
         "why": "blocks that do not fit their stride are refused, never read across",
     },
@@ -1398,7 +1398,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if boff % page or boff < h[\"names_off\"] + h[\"names_size\"]:\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[blocks_off-4096-words12]"],
         "why": "blocks that overlap the names, or are not page-aligned, are refused",
     },
@@ -1407,7 +1407,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if h[\"hist_buckets\"] != HIST_BUCKETS or h[\"off_count\"] != 0:\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[hist_buckets-32-words17]"],
         "why": "histograms of another size are refused, not misread",
     },
@@ -1416,9 +1416,9 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "        if off % (4 if name in (\"tid\", \"state\") else 8) or end > bs:\n",
         "new": "        if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[off_hist-1073741824-words14]",
-                  "tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+                  "tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[off_fn-8388608-words15]"],
         "why": "a block field outside the block is refused, never read from the next one",
     },
@@ -1428,9 +1428,9 @@ MUTATIONS = [
         "old": ("    if (not 0 < fs <= 1 << 24 or fs & (fs - 1) or h[\"fine_sub_shift\"] != "
                 "FINE_SUB_SHIFT\n"),
         "new": "    if (False\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[fine_sub_shift-5-words2]",
-                  "tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+                  "tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[fine_slots-3000-words4]"],
         "why": "a fine table of another shape is refused, never read as this one",
     },
@@ -1439,7 +1439,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if h[\"mode\"] not in MODES:\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[mode-7-words18]"],
         "why": "an unknown trace mode is refused",
     },
@@ -1448,7 +1448,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "    if h[\"state\"] not in (RUNNING, COMPLETE):\n",
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[state-9-words19]"],
         "why": "an unknown state is refused, never read as complete or running",
     },
@@ -1458,7 +1458,7 @@ MUTATIONS = [
         "old": ("    if h[\"state\"] == COMPLETE and (not h[\"end_ns\"] or h[\"end_ns\"] < "
                 "h[\"start_ns\"]):\n"),
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[end_ns-0-words22]"],
         "why": "a file marked complete without an end time is refused",
     },
@@ -1468,9 +1468,9 @@ MUTATIONS = [
         "old": ("    if names[-1] != b\"\" or len(names) != h[\"nfuncs\"] + 1 or not "
                 "all(names[:-1]):\n"),
         "new": "    if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_names_and_error_slots_are_"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_names_and_error_slots_are_"
                   "refused",
-                  "tests/test_tracefile_reader.py::test_corrupt_header_is_refused"
+                  "tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
                   "[nfuncs-599-words9]"],
         "why": "a names table that does not hold exactly nfuncs names is refused",
     },
@@ -1479,7 +1479,7 @@ MUTATIONS = [
         "file": "shimgen/tracefile.py",
         "old": "                if not 0 <= idx < nf:\n",
         "new": "                if False:\n",
-        "tests": ["tests/test_tracefile_reader.py::test_corrupt_names_and_error_slots_are_"
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_names_and_error_slots_are_"
                   "refused"],
         "why": "an error slot for a function the file does not have is refused",
     },
@@ -1488,7 +1488,7 @@ MUTATIONS = [
         "file": "runtime/gates.c",
         "old": "        if (i == plan->ngates) {\n",
         "new": "        if (0) {\n",
-        "tests": ["tests/test_gate_runtime.py::test_unknown_gate_name_is_refused"],
+        "tests": ["tests/gates/test_gate_runtime.py::test_unknown_gate_name_is_refused"],
         "why": "a SHIMGEN_GATES naming a gate this shim lacks selects nothing and is refused",
     },
     {
@@ -1498,7 +1498,7 @@ MUTATIONS = [
         "new": ('{k: v for k, v in (manifest.get("cache_key") or {}).items() '
                 'if k != "driver_build_id"} != {k: v for k, v in key.as_dict().items() '
                 'if k != "driver_build_id"}'),
-        "tests": ["tests/test_run_cache.py::test_an_entry_copied_under_another_drivers_key_is_"
+        "tests": ["tests/run/test_run_cache.py::test_an_entry_copied_under_another_drivers_key_is_"
                   "rebuilt_not_used"],
         "why": "an entry is used only for the driver its manifest names, whatever its "
                "directory is called",
@@ -1508,9 +1508,9 @@ MUTATIONS = [
         "file": "shimgen/cache.py",
         "old": "    if st.st_mode & 0o022:\n        return OPEN_TO_OTHERS\n",
         "new": "",
-        "tests": ["tests/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt_"
+        "tests": ["tests/run/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt_"
                   "never_loaded[open-to-others]",
-                  "tests/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt_"
+                  "tests/run/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt_"
                   "never_loaded[library-open-to-others]"],
         "why": "an entry, or a file in it, that group or others can write is never loaded",
     },
@@ -1519,7 +1519,7 @@ MUTATIONS = [
         "file": "shimgen/cache.py",
         "old": "        if not isinstance(digest, str):\n",
         "new": "        if False:\n",
-        "tests": ["tests/test_cache_trust.py::test_an_entry_without_a_digest_is_rebuilt"],
+        "tests": ["tests/run/test_cache_trust.py::test_an_entry_without_a_digest_is_rebuilt"],
         "why": "an entry whose manifest records no digest of the library is rebuilt",
     },
 ]

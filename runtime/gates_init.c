@@ -93,7 +93,7 @@ static const struct gate_patch *selected_patches(unsigned g, unsigned *n)
  * The comparison here is this writer's own guard, not only a repeat: plan validation
  * (shimgen/gates/plan.py) puts every init-site byte in a window the identity check
  * compares, but this code does not depend on it (a plan baked in through the Python API is
- * not validated), and never stores a byte it has not just compared. tests/test_guards.py
+ * not validated), and never stores a byte it has not just compared. tests/runtime/test_guards.py
  * runs this file as a unit: a byte that differs (nothing written) and a store that fails
  * (every byte put back). */
 int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)

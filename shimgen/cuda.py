@@ -2,7 +2,7 @@
 the gated attributes, where libcuda is installed, and the shim's run-time feature bits.
 
 The numbers are cuda.h's (CUDA 13.x), as cuda-python's `cuda.bindings.driver` enums give them;
-`tests/test_cuda_facts.py` checks every entry against those enums. Python imports the names
+`tests/pipeline/test_cuda_facts.py` checks every entry against those enums. Python imports the names
 from here; the C runtime and the assembly get them through the generated `facts.h`
 (templates/facts.h.j2). When NVIDIA adds codes or attributes, regenerate the two tables with
     python -c "from cuda.bindings import driver as d; [print(int(e), e.name) for e in d.CUresult]"
@@ -143,7 +143,7 @@ def result_name(code: int) -> str:
 # ---- which exports return a CUresult (the time paths count their error returns) -----------------
 # Every function of the driver API is named cu<Capital>... and returns a CUresult: cuda.h and
 # its interop headers (cudaGL.h, cudaEGL.h, cudaVDPAU.h, cudaProfiler.h) declare no other
-# kind, and cuda-python's driver bindings return a CUresult from each (tests/test_cuda_facts.py
+# kind, and cuda-python's driver bindings return a CUresult from each (tests/pipeline/test_cuda_facts.py
 # checks every export of the real drivers against them). ABI variants keep the rule (_v2,
 # _ptds, _ptsz). Not counted: exports outside that naming (cudbg*: the debugger's interface,
 # in no public header; cudbgMain and cudbgApiInit return nothing) and the cu<Capital> exports

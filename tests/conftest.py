@@ -124,7 +124,7 @@ def shim(request, shims) -> BuiltShim:
 @pytest.fixture(scope="module")
 def fake_shim(probes, tmp_path_factory) -> Path:
     """A shim for the fake driver (tests/c/fake_libcuda.c), built through the Python API as in
-    tests/test_timing.py: `shimgen build` refuses the fake, a stub by design."""
+    tests/runtime/test_timing.py: `shimgen build` refuses the fake, a stub by design."""
     fake = probes / "libfake_libcuda_for_tests.so"
     return make_shim(fake, tmp_path_factory.mktemp("fakeshim"), require_real=False).library
 

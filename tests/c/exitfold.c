@@ -1,4 +1,4 @@
-/* The trace file of a process that dies while its exit folds the blocks (tests/test_guards.py).
+/* The trace file of a process that dies while its exit folds the blocks (tests/runtime/test_guards.py).
  * argv[1]: the library to dlopen; argv[2]: "exit" or "die".
  * A thread calls cuLaunchHostFunc, whose callback (run at once by the FAKE driver) waits for
  * ever: a call in progress at exit, which the exit counts from its frame. The main thread

@@ -1,5 +1,5 @@
 /* Unit test of the init-site writer, runtime/gates_init.c, compiled with it and a build's
- * generated headers (tests/test_guards.py). The "driver" is this program itself: its code
+ * generated headers (tests/runtime/test_guards.py). The "driver" is this program itself: its code
  * bytes at `unit_site` (in .text, so in its r-x segment) stand for an init site, and a
  * plan made here says which bytes shimgen_gates_patch_init is to change. One case a run:
  *   write     gate 0 sets site+1 and site+2, gate 1 (masked) changes site+3: all written

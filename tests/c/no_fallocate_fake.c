@@ -1,4 +1,4 @@
-/* A fake file system without fallocate, preloaded before the shim (tests/test_tracefile.py):
+/* A fake file system without fallocate, preloaded before the shim (tests/runtime/test_tracefile.py):
  * fallocate() fails with EOPNOTSUPP, as on a file system that cannot reserve space, so the
  * shim takes its other way to add a block to the trace file (zeros written over it). */
 #undef _FILE_OFFSET_BITS /* both names defined here, neither redirected */

@@ -1,4 +1,4 @@
-/* A fake file system limit, preloaded before the shim (tests/test_faults_output.py):
+/* A fake file system limit, preloaded before the shim (tests/runtime/test_faults_output.py):
  * openat() with O_TMPFILE fails with EOPNOTSUPP, as on a file system that cannot make an
  * unnamed file, so the shim takes its other way to write an output whole (a named
  * temporary file). Every other openat() is passed on unchanged. */

@@ -1,5 +1,5 @@
 /* Unit test of the cuGetProcAddress map, runtime/procaddr.c, compiled with it and a build's
- * generated headers (tests/test_guards.py). argv[1]: N, the exports the map holds (1 to 64);
+ * generated headers (tests/runtime/test_guards.py). argv[1]: N, the exports the map holds (1 to 64);
  * argv[2]: a seed. N synthetic addresses, 16 apart, are added in a shuffled order, each with
  * its own slot index (also shuffled), and sorted; then every address is looked up, and the
  * addresses around them: between two exports, below the first, above the last, 0 and the

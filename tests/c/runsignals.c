@@ -1,4 +1,4 @@
-/* The command that tests/test_run.py runs under `shimgen run`: it says how it started (the
+/* The command that tests/run/test_run.py runs under `shimgen run`: it says how it started (the
  * signals blocked, and whether SIGPIPE, SIGINT, SIGTERM and SIGHUP are at their defaults),
  * then counts every SIGINT, SIGTERM and SIGHUP it receives until SIGUSR1 (or 60 s), and
  * prints the counts each time they change, and once more 200 ms after SIGUSR1 (time for a

@@ -1,4 +1,4 @@
-/* A fake slow file system, preloaded before the shim (tests/test_faults_process.py):
+/* A fake slow file system, preloaded before the shim (tests/runtime/test_faults_process.py):
  * renameat() and renameat2() wait a pseudo-random 0 to 999 us before they are passed on,
  * which widens the moment between the shim's look at a shared trace name and its rename,
  * so that processes of one job that write together meet there often. Nothing else

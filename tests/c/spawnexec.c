@@ -1,4 +1,4 @@
-/* Process trees for the run-level report tests (tests/test_report_runs.py), on libcuda.so.1:
+/* Process trees for the run-level report tests (tests/report/test_report_runs.py), on libcuda.so.1:
  *   execs LIB N: a call, then N children one after another, each forked and exec'ing this
  *     program as "child LIB" (which makes 3 calls and exits 0); every process exits 0.
  *   kills LIB N MAXUS SEED: N children one after another, each calling cuDriverGetVersion

@@ -1,4 +1,4 @@
-/* Driver calls for the binary trace file tests (tests/test_tracefile.py), made so that a test
+/* Driver calls for the binary trace file tests (tests/runtime/test_tracefile.py), made so that a test
  * can kill the process with SIGKILL and compare the file's counts with the calls made.
  *   rounds LIB R T SEED: R rounds of 1..T threads, each making 1..200 calls of
  *     cuDriverGetVersion and exiting (later rounds reuse the freed blocks), then T threads

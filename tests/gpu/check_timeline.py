@@ -23,7 +23,7 @@ EPS_US = 0.0015  # ts and dur carry three decimals of a microsecond
 def nesting_violations(events: list[dict], name: str | None = None) -> tuple[int, int]:
     """For the events of one thread: (events that end after the call that encloses their
     start, deepest nesting). With `name`, the deepest chain counts only `name` events.
-    tests/test_timing.py uses this too."""
+    tests/runtime/test_timing.py uses this too."""
     stack: list[dict] = []
     bad = deepest = 0
     for e in sorted(events, key=lambda e: (e["ts"], -e["dur"])):

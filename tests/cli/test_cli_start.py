@@ -1,0 +1,135 @@
+"""The command line at its start: an interrupt while shimgen imports its command line and
+starts a build ends in one line and exit status 130, never a traceback; and an output path
+that meson cannot take is refused in one line.
+
+What is not shimgen's: a SIGINT that arrives while the Python interpreter itself is still
+starting (its `site` import, the console script's own imports) ends the way Python ends it.
+The probe below therefore signals only once `shimgen.__main__` is imported, and from then on
+at random moments over the next 60 ms: the import of the command line (about 25 ms) and the
+start of the build."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+# Python is up and shimgen's entry module is imported: say so on stdout, then run the entry.
+# An interrupt that lands in these lines before the entry runs (a busy machine can hold the
+# process there for milliseconds) is the probe's, not shimgen's: it exits 99 and the run is
+# not counted.
+START = """import os, sys, shimgen.__main__ as m
+try:
+    os.write(1, b'R')
+    entry = m.entry
+except KeyboardInterrupt:
+    sys.exit(99)
+sys.exit(entry())"""
+
+
+def _sigint_default() -> None:
+    """SIGINT as a terminal gives it, even when the test runner was started with it ignored
+    (a background job of a non-interactive shell); an ignored SIGINT stays ignored in
+    shimgen by design (tests/cli/test_bad_cli.py)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+INTERRUPTED = ("shimgen: error: interrupted by SIGINT; nothing was installed, any earlier "
+               "build is as it was")
+
+
+def test_sigint_at_any_moment_of_the_start_is_one_line_and_130(drivers, tmp_path):
+    rng = random.Random(os.getpid())
+    counted = 0
+    for i in range(110):
+        out = tmp_path / f"out{i % 4}"
+        proc = subprocess.Popen([sys.executable, "-c", START, "build", "--driver",
+                                 str(drivers[0].path), "--out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=_sigint_default)
+        assert proc.stdout.read(1) == b"R"
+        delay = rng.uniform(0, 0.06)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        if proc.returncode == 99:
+            continue
+        counted += 1
+        text = err.decode(errors="replace")
+        lines = text.strip().splitlines()
+        assert "Traceback" not in text and "Fatal Python error" not in text, (delay, text)
+        assert proc.returncode == 130, (delay, proc.returncode, text)
+        assert lines == [INTERRUPTED], (delay, text)
+    assert counted >= 100
+
+
+@pytest.mark.parametrize("where", ["out", "cwd"])
+def test_backslash_in_the_output_path_is_refused(drivers, tmp_path, where):
+    odd = tmp_path / "a\\b"
+    odd.mkdir()
+    args = ["build", "--driver", str(drivers[0].path)]
+    cwd = tmp_path
+    if where == "out":
+        args += ["--out", str(odd / "o")]
+    else:
+        cwd = odd  # the default output directory, build/, is under it
+    proc = subprocess.run([sys.executable, "-m", "shimgen", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "backslash" in lines[0] and str(odd) in lines[0], proc.stderr
+    assert not any(odd.iterdir()), "nothing is written"
+
+
+# `shimgen run`'s command lines: the fast parser (cliargs.fast_run) must give what argparse
+# gives, or leave the line to argparse (None). The first group is what users type and must
+# take the fast path.
+USUAL_RUN_LINES = [
+    ["run", "--", "python", "train.py"],
+    ["run", "python", "train.py", "--epochs", "3"],
+    ["run", "--trace", "time", "--gates=-gdr,-dmabuf", "-o", "runs/masked", "--", "p", "-x"],
+    ["run", "--driver", "/lib/libcuda.so.1", "--out=runs/a", "--trace=timeline", "--", "t"],
+    ["run", "--gates", "gdr", "--gate-profile", "auto", "--", "a", "--", "b"],
+    ["run", "-o", "d", "--driver=x", "cmd"],
+]
+OTHER_RUN_LINES = [
+    ["run"], ["run", "--"], ["run", "-h"], ["run", "--dri", "x", "--", "t"],
+    ["run", "--trace", "bogus", "--", "t"], ["run", "-o", "a", "-o", "b", "--", "t"],
+    ["run", "-oDIR", "--", "t"], ["run", "-o=DIR", "--", "t"], ["run", "--driver"],
+    ["run", "--trace", "--", "t"], ["run", "--unknown", "--", "t"], ["run", "-o", "d"],
+    ["build", "--driver", "x"], ["run", "--gates", "-gdr", "--", "t"],
+]
+
+
+@pytest.mark.parametrize("argv", USUAL_RUN_LINES + OTHER_RUN_LINES,
+                         ids=lambda a: " ".join(a) or "empty")
+def test_the_fast_run_parser_gives_what_argparse_gives(argv):
+    from shimgen import cli, cliargs
+
+    fast = cliargs.fast_run(list(argv))
+    if argv in USUAL_RUN_LINES:
+        assert fast is not None, "a usual `run` line must not need argparse"
+    if fast is None:
+        return
+    slow = cli.parser("run").parse_args(list(argv))
+    assert vars(fast) == vars(slow)
+
+
+@pytest.mark.parametrize("command", sorted(__import__("shimgen.cliargs").cliargs.COMMANDS))
+def test_every_command_has_a_description_and_an_example(command):
+    """`shimgen COMMAND --help`: a paragraph that says what the command does and an example
+    that starts with `shimgen COMMAND`; no option of the probe's own plumbing."""
+    proc = subprocess.run([sys.executable, "-m", "shimgen", command, "--help"],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "100"})
+    assert proc.returncode == 0, proc.stderr
+    usage, description, *rest = proc.stdout.split("\n\n")
+    assert usage.startswith(f"usage: shimgen {command}")
+    assert len(description.split()) >= 20, description
+    example = proc.stdout.split("\nexample:\n", 1)[1]
+    assert example.lstrip().startswith(f"shimgen {command} "), example
+    assert "--child" not in proc.stdout and "--table" not in proc.stdout

@@ -1,0 +1,178 @@
+"""The mutation check itself (devtools/mutants.py) on a tiny repository made here: a mutation
+its test catches, one that survives, and broken entries (old text missing or twice, a test
+id that does not exist) must each be reported as such, with the right exit status."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CALC = '''def add(a, b):
+    return a + b
+
+
+def unused(a):
+    return a * 2  # twice: a * 2
+'''
+
+TEST = '''from calc import add
+
+
+def test_add():
+    assert add(2, 3) == 5
+'''
+
+LIST = '''MUTATIONS = [
+    {"name": "caught", "file": "calc.py", "old": "return a + b", "new": "return a - b",
+     "tests": ["test_calc.py::test_add"], "why": "add adds"},
+    {"name": "survives", "file": "calc.py", "old": "return a * 2", "new": "return a * 3",
+     "tests": ["test_calc.py::test_add"], "why": "nothing tests unused()"},
+    {"name": "twice", "file": "calc.py", "old": "a * 2", "new": "a * 4",
+     "tests": ["test_calc.py::test_add"], "why": "an ambiguous entry"},
+    {"name": "missing", "file": "calc.py", "old": "return a / b", "new": "return 0",
+     "tests": ["test_calc.py::test_add"], "why": "text that is not there"},
+    {"name": "no-such-test", "file": "calc.py", "old": "return a + b", "new": "return b + a",
+     "tests": ["test_calc.py::test_sub"], "why": "a test id that does not exist"},
+]
+'''
+
+
+def tiny_repo(where: Path) -> Path:
+    repo = where / "tiny"
+    repo.mkdir()
+    (repo / "calc.py").write_text(CALC)
+    (repo / "test_calc.py").write_text(TEST)
+    (repo / "mutations.py").write_text(LIST)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    return repo
+
+
+def mutants(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "devtools.mutants", "--repo", str(repo),
+                           "--list", str(repo / "mutations.py"), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def verdicts(stdout: str) -> dict[str, str]:
+    out = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in ("caught", "SURVIVED", "BROKEN"):
+            out[parts[1]] = parts[0]
+    return out
+
+
+def test_caught_survived_and_broken_entries(tmp_path):
+    repo = tiny_repo(tmp_path)
+    proc = mutants(repo)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert verdicts(proc.stdout) == {"caught": "caught", "survives": "SURVIVED",
+                                     "twice": "BROKEN", "missing": "BROKEN",
+                                     "no-such-test": "BROKEN"}
+    assert "the old text occurs 2 times" in proc.stdout
+    assert "the old text occurs 0 times" in proc.stdout
+    assert "mutants: 1 caught, 1 survived, 3 broken entries" in proc.stdout
+    assert (repo / "calc.py").read_text() == CALC  # the repository itself is never touched
+
+
+def test_all_caught_exits_zero(tmp_path):
+    repo = tiny_repo(tmp_path)
+    proc = mutants(repo, "--only", "caught")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert verdicts(proc.stdout) == {"caught": "caught"}
+    proc = mutants(repo, "--only", "survives")
+    assert proc.returncode == 1 and verdicts(proc.stdout) == {"survives": "SURVIVED"}
+
+
+def test_the_repository_list_is_well_formed():
+    """Every entry of devtools/mutations.py applies to this tree (its old text occurs exactly
+    once) and names test files that exist; running them is the job of the check itself."""
+    from devtools.mutants import DEFAULT_LIST, check_entry, load
+
+    mutations, problems = load(DEFAULT_LIST)
+    assert problems == []
+    assert len(mutations) >= 15
+    for m in mutations:
+        assert check_entry(m, ROOT) is None, m.name
+        for t in m.tests:
+            assert (ROOT / t.split("::")[0]).is_file(), (m.name, t)
+
+
+# A second tiny repository: a C file that a test compiles, a test that fails without any
+# mutation, and a parametrized test one of whose named cases does not exist.
+ONE_C = "int main(void) { return 1; }\n"
+
+TESTS_2 = '''import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from calc import add
+
+
+def test_one_builds_and_returns_1(tmp_path):
+    exe = tmp_path / "one"
+    cc = shlex.split(os.environ.get("CC", "cc"))
+    proc = subprocess.run([*cc, "-Wall", "-Werror", "-o", str(exe),
+                           str(Path(__file__).parent / "one.c")], capture_output=True, text=True)
+    assert proc.returncode == 0, f"compile failed: {proc.stderr}"
+    assert subprocess.run([str(exe)]).returncode == 1
+
+
+def test_always_fails():
+    assert add(1, 1) == 3
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(n):
+    assert add(n, 0) == n
+'''
+
+LIST_2 = '''MUTATIONS = [
+    {"name": "compiles-and-caught", "file": "one.c", "old": "return 1;", "new": "return 2;",
+     "tests": ["test_two.py::test_one_builds_and_returns_1"], "why": "it returns 1"},
+    {"name": "does-not-build", "file": "one.c", "old": "return 1;", "new": "return 1",
+     "tests": ["test_two.py::test_one_builds_and_returns_1"], "why": "not C"},
+    {"name": "fails-unmutated", "file": "calc.py", "old": "return a + b", "new": "return b",
+     "tests": ["test_two.py::test_always_fails"], "why": "its test fails anyway"},
+    {"name": "param-ok", "file": "calc.py", "old": "return a + b", "new": "return a - b - 1",
+     "tests": ["test_two.py::test_param[1]"], "why": "a case that exists"},
+    {"name": "no-such-case", "file": "calc.py", "old": "return a + b", "new": "return 0",
+     "tests": ["test_two.py::test_param[9]"], "why": "a case that does not exist"},
+]
+'''
+
+
+def test_tests_that_fail_unmutated_and_code_that_does_not_build_are_broken(tmp_path):
+    """The named tests run once without any mutation first: an entry whose test fails then
+    (which would make any mutation look caught), or names a case that is not there, is
+    broken; a mutation whose code no longer compiles is broken ("does not build"), never
+    caught; the entries around them are judged as usual."""
+    repo = tmp_path / "two"
+    repo.mkdir()
+    (repo / "calc.py").write_text(CALC)
+    (repo / "one.c").write_text(ONE_C)
+    (repo / "test_two.py").write_text(TESTS_2)
+    (repo / "mutations.py").write_text(LIST_2)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    proc = mutants(repo)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert verdicts(proc.stdout) == {"compiles-and-caught": "caught",
+                                     "does-not-build": "BROKEN", "fails-unmutated": "BROKEN",
+                                     "param-ok": "caught", "no-such-case": "BROKEN"}
+    lines = {ln.split()[1]: ln for ln in proc.stdout.splitlines()
+             if ln.split()[:1] in (["caught"], ["BROKEN"])}
+    assert "does not build: compile failed" in lines["does-not-build"]
+    assert ("its tests fail without the mutation: test_two.py::test_always_fails"
+            in lines["fails-unmutated"])
+    assert "not found" in lines["no-such-case"]
+    assert "mutants: their 4 tests without any mutation: 2 entries broken" in proc.stdout
+    assert "mutants: 2 caught, 0 survived, 3 broken entries" in proc.stdout
+    assert (repo / "one.c").read_text() == ONE_C

@@ -1,0 +1,304 @@
+"""shimgen/tracefile.py, the reader of the binary trace file: real files written by a shim
+on a real Debian driver, then cut short, changed byte by byte or swapped for foreign files.
+Every one is refused with one line naming the file and what is wrong; the error slots and
+histograms (which the time paths fill) are summed over blocks, written here into a real
+file's blocks; a thousand files load in well under two seconds."""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from faultkit import run
+
+from shimgen import tracefile
+from shimgen.errors import ShimgenError
+from shimgen.runenv import trace_header_layout
+from shimgen.tracefile import HEADER_SIZE, load
+
+FIELD_OFFSETS = {name: (offset, code) for name, _, _, offset, code in trace_header_layout()}
+
+
+@pytest.fixture(scope="module")
+def real_file(shims, probes, tmp_path_factory) -> Path:
+    """A complete trace file of a timed process with several blocks (threads that stay),
+    alive 100 ms after its calls so that its tick calibration gives times."""
+    d = tmp_path_factory.mktemp("reader") / "traces"
+    run(["sh", "-c", '(sleep 0.1; echo) | "$0" libcuda.so.1 rounds 2 3 11', probes / "tracekill"],
+        shims[0].env(SHIMGEN_TRACE="time", SHIMGEN_TRACE_DIR=str(d)))
+    (f,) = d.glob("*.shimtrace")
+    return f
+
+
+def header(data: bytes) -> dict:
+    return dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(data, 0), strict=True))
+
+
+def put(data: bytearray, field: str, value) -> None:
+    at, code = FIELD_OFFSETS[field]
+    struct.pack_into("<" + code, data, at, value)
+
+
+def refused(path: Path, *words: str) -> str:
+    with pytest.raises(ShimgenError) as e:
+        load(path)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: "), msg
+    for w in words:
+        assert w in msg, msg
+    return msg
+
+
+def test_real_file_reads(real_file):
+    t = load(real_file)
+    assert t.source == "shimtrace" and t.complete and t.mode == "time"
+    assert t.functions["cuDriverGetVersion"].calls > 0
+    assert t.functions["cuDriverGetVersion"].total_ns > 0
+    h = header(real_file.read_bytes())
+    assert (real_file.stat().st_size - h["blocks_off"]) // h["block_stride"] >= 3
+
+
+@pytest.mark.parametrize("cut", ["empty", "magic", "half-header", "names", "mid-block",
+                                 "last-byte", "whole-block"])
+def test_truncated_file_is_refused(real_file, tmp_path, cut):
+    data = real_file.read_bytes()
+    h = header(data)
+    end = {"empty": 0, "magic": 5, "half-header": HEADER_SIZE // 2,
+           "names": h["names_off"] + 10, "mid-block": h["blocks_off"] + 100,
+           "last-byte": len(data) - 1, "whole-block": len(data) - h["block_stride"]}[cut]
+    p = tmp_path / "cut.shimtrace"
+    p.write_bytes(data[:end])
+    words = {"empty": "empty: the process died", "magic": "not a shimgen trace",
+             "mid-block": "not a whole number", "last-byte": "not a whole number",
+             "whole-block": "it holds"}.get(cut, "truncated")
+    refused(p, "truncated" if "shimgen" not in words and "empty" not in words else words, words)
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("magic", b"SHIMTRC\0", ["wrong magic"]),
+    ("version", 3, ["format version 3", "reads version 2"]),
+    ("fine_sub_shift", 5, ["fine histogram"]),
+    ("off_fine", 1 << 30, ["fine histogram"]),
+    ("fine_slots", 3000, ["fine histogram"]),
+    ("fine_probes", 0, ["fine histogram"]),
+    ("header_size", HEADER_SIZE + 8, ["header"]),
+    ("byte_order", 0x0807060504030201, ["byte order"]),
+    ("nfuncs", 0, ["0 functions"]),
+    ("nfuncs", 599, ["names table"]),
+    ("page_size", 4095, ["page size"]),
+    ("block_stride", 4096, ["stride"]),
+    ("blocks_off", 4096, ["blocks start"]),
+    ("names_off", 0, ["names table"]),
+    ("off_hist", 1 << 30, ["hist"]),
+    ("off_fn", 8 << 20, ["fn"]),
+    ("err_slots", 1 << 24, ["err"]),
+    ("hist_buckets", 32, ["histogram buckets"]),
+    ("mode", 7, ["trace mode 7"]),
+    ("state", 9, ["state 9"]),
+    ("blocks_reserved", 1, ["holds"]),
+    ("blocks_mapped", 99, ["holds"]),
+    ("end_ns", 0, ["complete without an end"]),
+])
+def test_corrupt_header_is_refused(real_file, tmp_path, field, value, words):
+    data = bytearray(real_file.read_bytes())
+    put(data, field, value)
+    p = tmp_path / "bad.shimtrace"
+    p.write_bytes(bytes(data))
+    refused(p, *words)
+
+
+def test_corrupt_names_and_error_slots_are_refused(real_file, tmp_path):
+    data = bytearray(real_file.read_bytes())
+    h = header(data)
+    bad = bytearray(data)
+    bad[h["names_off"] + 3] = 0  # one name becomes two: one name too many
+    p = tmp_path / "names.shimtrace"
+    p.write_bytes(bytes(bad))
+    refused(p, "names table")
+    bad = bytearray(data)
+    struct.pack_into("<QQ", bad, h["blocks_off"] + h["off_err"], (h["nfuncs"] + 1) << 32 | 1, 1)
+    p = tmp_path / "err.shimtrace"
+    p.write_bytes(bytes(bad))
+    refused(p, "error slot")
+
+
+@pytest.mark.parametrize("what", ["driver", "json", "directory", "missing", "zeros"])
+def test_foreign_file_is_refused(shims, tmp_path, what):
+    p = tmp_path / "x.shimtrace"
+    if what == "driver":
+        p = shims[0].driver.path
+    elif what == "json":
+        p.write_text('{"calls": {}}\n' * 400)
+    elif what == "directory":
+        p.mkdir()
+    elif what == "zeros":
+        p.write_bytes(bytes(HEADER_SIZE + 4096))
+    refused(p)
+
+
+def test_error_slots_and_histograms_are_summed_over_blocks(real_file, tmp_path):
+    """The time paths' error returns and histograms, cleared in every block of a real file
+    (whatever its calls put there) and then written into two blocks: the reader sums them
+    per function and code, and adds the slots' overflow."""
+    data = bytearray(real_file.read_bytes())
+    h = header(data)
+    names = bytes(data[h["names_off"]:h["names_off"] + h["names_size"]]).split(b"\0")
+    idx = names.index(b"cuDriverGetVersion")
+    other = names.index(b"cuInit")
+    for b in range((len(data) - h["blocks_off"]) // h["block_stride"]):
+        base = h["blocks_off"] + b * h["block_stride"]
+        data[base + h["off_err"]:base + h["off_err"] + 16 * 256] = bytes(16 * 256)
+        struct.pack_into("<Q", data, base + h["off_err_overflow"], 0)
+        for fn in (idx, other):
+            row = base + h["off_hist"] + fn * 64 * 8
+            data[row:row + 64 * 8] = bytes(64 * 8)
+    for b, (n100, n2) in enumerate([(3, 0), (4, 5)]):
+        base = h["blocks_off"] + b * h["block_stride"]
+        slots = [((idx + 1) << 32 | 100, n100), ((other + 1) << 32 | 2, n2)]
+        for k, (key, cnt) in enumerate(slots):
+            struct.pack_into("<QQ", data, base + h["off_err"] + 16 * (k + 3 * b), key, cnt)
+        struct.pack_into("<Q", data, base + h["off_err_overflow"], 7)
+        hist = base + h["off_hist"] + idx * 64 * 8
+        struct.pack_into("<QQ", data, hist + 8 * 5, 10 + b, 1)
+    p = tmp_path / "filled.shimtrace"
+    p.write_bytes(bytes(data))
+    t = load(p)
+    f = t.functions["cuDriverGetVersion"]
+    assert f.errors == {100: 7}
+    assert t.functions["cuInit"].errors == {2: 5}
+    assert f.hist[5] == 21 and f.hist[6] == 2 and sum(f.hist) == 23
+    assert t.errors_overflow == 14
+
+
+def rate(h: dict, end: str) -> float:
+    return (h["calib_ns" + end] - h["calib_ns0"]) / (h["calib_ticks" + end] - h["calib_ticks0"])
+
+
+def test_the_calibration_made_with_the_file_stands_in_for_a_torn_or_bad_last_one(
+        real_file, tmp_path):
+    """Pair a (made with the file) is exact on its own; pair 1 (the longest span) is used
+    unless it was being rewritten when the process died (calib_seq odd) or is no pair."""
+    data = bytearray(real_file.read_bytes())
+    h = header(data)
+    assert h["calib_seq"] % 2 == 0 and h["calib_ns_a"] > h["calib_ns0"]
+    assert load(real_file).ns_per_tick == pytest.approx(rate(h, "1"), rel=1e-12)
+    assert (h["calib_width0"] + h["calib_width_a"]) * 4000 <= h["calib_ticks_a"] - h["calib_ticks0"]
+    for field, value in (("calib_seq", h["calib_seq"] + 1), ("calib_ns1", h["calib_ns0"]),
+                         ("calib_ticks1", h["calib_ticks0"] + 1)):
+        bad = bytearray(data)
+        put(bad, field, value)
+        p = tmp_path / f"{field}.shimtrace"
+        p.write_bytes(bytes(bad))
+        t = load(p)
+        assert t.ns_per_tick == pytest.approx(rate(h, "_a"), rel=1e-12), field
+        assert t.functions["cuDriverGetVersion"].total_ns > 0 and not t.notes, t.notes
+    put(data, "calib_ns1", h["calib_ns0"])
+    put(data, "calib_ns_a", h["calib_ns0"])
+    p = tmp_path / "both.shimtrace"
+    p.write_bytes(bytes(data))
+    t = load(p)
+    assert t.ns_per_tick is None and t.functions["cuDriverGetVersion"].total_ns is None
+    assert any("clock readings are corrupt" in n for n in t.notes)
+
+
+def test_a_wide_calibration_still_gives_times_and_says_how_exact(real_file, tmp_path):
+    data = bytearray(real_file.read_bytes())
+    h = header(data)
+    span = h["calib_ticks1"] - h["calib_ticks0"]
+    put(data, "calib_width1", span // 50)  # 2% of the span
+    put(data, "calib_width_a", h["calib_ticks_a"] - h["calib_ticks0"])
+    p = tmp_path / "wide.shimtrace"
+    p.write_bytes(bytes(data))
+    t = load(p)
+    assert t.ns_per_tick == pytest.approx(rate(h, "1"), rel=1e-12)
+    assert any("exact to 2" in n for n in t.notes), t.notes
+
+
+def test_a_thousand_files_load_in_under_two_seconds(real_file, tmp_path):
+    paths = []
+    for i in range(1000):
+        q = tmp_path / f"{i}.shimtrace"
+        os.link(real_file, q)
+        paths.append(q)
+    t0 = time.perf_counter()
+    total = sum(load(q).functions["cuDriverGetVersion"].calls for q in paths)
+    took = time.perf_counter() - t0
+    assert total == 1000 * load(real_file).functions["cuDriverGetVersion"].calls
+    assert took < 2.0, took
+
+
+def test_import_is_cheap():
+    code = "import sys, shimgen.tracefile; print('elftools' in sys.modules)"
+    proc = run([sys.executable, "-c", code], dict(os.environ))
+    assert proc.stdout.strip() == "False"
+
+
+def test_a_fifo_or_a_device_is_refused_at_once(tmp_path):
+    """Opened without blocking and checked to be a regular file: a FIFO with no writer, a
+    device or a directory is one line, never a reader blocked for ever."""
+    fifo = tmp_path / "x.shimtrace"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    refused(fifo, "not a regular file")
+    refused(Path("/dev/zero"), "not a regular file")
+    refused(tmp_path, "a directory")
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_symbolic_link_is_not_followed_when_asked_not_to(real_file, tmp_path):
+    link = tmp_path / "l.shimtrace"
+    link.symlink_to(real_file)
+    assert load(link).functions  # named by the user: followed
+    with pytest.raises(ShimgenError, match="symbolic link"):
+        load(link, follow=False)
+
+
+def test_a_sparse_file_of_16_gib_is_read_in_the_time_of_its_data(real_file, tmp_path):
+    """The header says blocks up to the end of a 16 GiB file that is a hole past its real
+    blocks (a few hundred KiB on disk): the reader skips the holes (SEEK_DATA), so the time
+    is that of the data, and the counts are the real blocks' own."""
+    data = bytearray(real_file.read_bytes())
+    h = header(data)
+    size = 16 << 30
+    size -= (size - h["blocks_off"]) % h["block_stride"]
+    put(data, "blocks_reserved", (size - h["blocks_off"]) // h["block_stride"])
+    p = tmp_path / "sparse.shimtrace"
+    with open(p, "wb") as f:
+        f.write(data)
+        f.truncate(size)
+    assert p.stat().st_blocks * 512 < 64 << 20
+    t0 = time.monotonic()
+    t = load(p)
+    took = time.monotonic() - t0
+    assert t.functions["cuDriverGetVersion"].calls == load(real_file).functions[
+        "cuDriverGetVersion"].calls
+    assert took < 2.0, took
+
+
+def test_a_names_table_larger_than_its_names_can_be_is_refused(real_file, tmp_path):
+    data = bytearray(real_file.read_bytes())
+    put(data, "names_size", 1 << 30)
+    put(data, "blocks_off", HEADER_SIZE + (1 << 30) + 4096 - (HEADER_SIZE % 4096))
+    p = tmp_path / "names.shimtrace"
+    with open(p, "wb") as f:
+        f.write(data)
+        f.truncate(2 << 30)
+    refused(p, "names table")
+
+
+def test_the_documented_header_is_the_format_s_own():
+    """docs/traceformat.md's header table lists every field of runenv.TRACE_HEADER, in order,
+    at its offset and with its type (the C struct is checked against the same list when the
+    shim compiles)."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "traceformat.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (\w+(?:\[\d+\])?) \| `(\w+)` \|", doc, re.M)
+    kinds = {"uint32_t": "u32", "uint64_t": "u64", "int64_t": "i64"}
+    want = [(str(off), f"char[{n}]" if ctype == "char" else kinds[ctype], name)
+            for name, ctype, n, off, _ in trace_header_layout()]
+    assert rows == want

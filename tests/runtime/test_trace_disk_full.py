@@ -1,0 +1,118 @@
+"""SHIMGEN_TRACE_DIR on a disk that fills (a small tmpfs, mounted in a mount namespace of the
+test's own): a file that cannot be grown is never left to read as damage, and calls counted
+in memory once no block can be added are put into the file at exit, as the notice says.
+Real Debian drivers on the CPU; the probe is tests/c/tracekill.c."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from faultkit import run
+from test_tracefile_reader import put
+
+from shimgen import tracefile
+from shimgen.errors import ShimgenError
+from shimgen.tracefile import load
+
+V = "cuDriverGetVersion"
+MOUNT_REFUSED = "this machine refuses a tmpfs mount in a mount namespace"
+
+
+def in_small_disk(kib: int, script: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """Runs `script` (sh) with a fresh tmpfs of `kib` KiB mounted at ./disk, in a mount
+    namespace of its own (a user namespace when not root)."""
+    (cwd / "disk").mkdir(exist_ok=True)
+    inner = (f"mount -t tmpfs -o size={kib}k,mode=0700 shimgen-test disk && cd disk && "
+             f"{script}")
+    ns = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
+    return subprocess.run([*ns, "sh", "-c", inner], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def sizes(shims, probes, tmp_path_factory) -> tuple[int, int]:
+    """Where block 0 starts and how long a block is, from a file made on a roomy disk."""
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) is needed to mount a small tmpfs")
+    probe = in_small_disk(64, "true", dict(os.environ), tmp_path_factory.mktemp("mount"))
+    if probe.returncode != 0:
+        pytest.skip(f"{MOUNT_REFUSED}: {probe.stderr.strip()[:200]}")
+    d = tmp_path_factory.mktemp("roomy") / "traces"
+    run(["sh", "-c", 'echo | "$0" libcuda.so.1 rounds 1 1 7', probes / "tracekill"],
+        shims[0].env(SHIMGEN_TRACE="time", SHIMGEN_TRACE_DIR=str(d)))
+    (f,) = d.glob("*.shimtrace")
+    h = dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(f.read_bytes(), 0),
+                 strict=True))
+    return h["blocks_off"], h["block_stride"]
+
+
+def calls_made(stdout: str) -> int:
+    return int(next(line.split()[1] for line in stdout.splitlines()
+                    if line.startswith("calls ")))
+
+
+@pytest.mark.parametrize("mode", ["counts", "time"])
+def test_calls_of_threads_that_found_the_disk_full_are_in_the_file_at_exit(
+        shims, probes, tmp_path, sizes, mode):
+    """Room for the header and one block: the main thread's block is made, every other
+    thread's is refused (ENOSPC). Their calls are counted in memory and added to the main
+    thread's block at exit: the file holds every call, with nothing missing. (The file is
+    read inside the namespace: the tmpfs goes with it.)"""
+    boff, stride = sizes
+    probe = shlex.quote(str(probes / "tracekill"))
+    read = ("import sys; from shimgen.tracefile import load; t = load(sys.argv[1]); "
+            f"print('file', t.functions['{V}'].calls, t.complete, len(t.notes))")
+    script = (f"echo | {probe} libcuda.so.1 rounds 3 4 11 && "
+              f"{shlex.quote(sys.executable)} -c {shlex.quote(read)} traces/*.shimtrace")
+    env = dict(shims[0].env(SHIMGEN_TRACE=mode, SHIMGEN_TRACE_DIR="traces"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = in_small_disk((boff + stride) // 1024 + 64, script, env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "cannot add a block to the trace file" in proc.stderr, proc.stderr
+    assert "added to a block of the file at exit" in proc.stderr, proc.stderr
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("file ")]
+    _, got, complete, notes = line.split()
+    assert int(got) == calls_made(proc.stdout) and complete == "True" and notes == "0", (
+        line, proc.stdout)
+
+
+def test_a_file_that_cannot_be_grown_is_removed_and_the_trace_printed(shims, probes,
+                                                                       tmp_path, sizes):
+    """No room even for the header: the file made is removed (no empty or partial file is
+    left to read as damage), and the trace is printed at exit instead, as the notice says."""
+    probe = shlex.quote(str(probes / "tracekill"))
+    proc = in_small_disk(4, f"echo | {probe} libcuda.so.1 rounds 1 2 5 && ls -A traces",
+                         shims[0].env(SHIMGEN_TRACE="counts", SHIMGEN_TRACE_DIR="traces"),
+                         tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "cannot write the trace file" in proc.stderr, proc.stderr
+    assert "kept in memory and written at exit" in proc.stderr
+    made = calls_made(proc.stdout)
+    assert [x for x in proc.stdout.splitlines() if x.endswith(".shimtrace")] == []
+    assert any(line.split() == [str(made), V] for line in proc.stderr.splitlines()), proc.stderr
+
+
+def test_load_of_a_file_with_a_block_the_disk_could_not_take(shims, probes, tmp_path):
+    """A part of a block beyond the last whole one, where the header reserved one more block
+    than it mapped (fallocate failed mid-way): read as the blocks before it."""
+    d = tmp_path / "traces"
+    run(["sh", "-c", 'echo | "$0" libcuda.so.1 rounds 1 1 7', probes / "tracekill"],
+        shims[0].env(SHIMGEN_TRACE="counts", SHIMGEN_TRACE_DIR=str(d)))
+    (f,) = d.glob("*.shimtrace")
+    whole = load(f).functions[V].calls
+    data = bytearray(f.read_bytes())
+    h = dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(data, 0), strict=True))
+    put(data, "blocks_reserved", h["blocks_reserved"] + 1)
+    p = tmp_path / "partial.shimtrace"
+    p.write_bytes(bytes(data) + bytes(4096 * 3))
+    assert load(p).functions[V].calls == whole
+    put(data, "blocks_reserved", h["blocks_reserved"])  # nothing reserved: damage
+    p.write_bytes(bytes(data) + bytes(4096 * 3))
+    with pytest.raises(ShimgenError, match="not a whole number"):
+        load(p)
