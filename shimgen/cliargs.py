@@ -26,7 +26,7 @@ COMMANDS = {
     "gates": "shimgen.gates.report:command",
     "patch": "shimgen.gates.patch:command",
     "probe": "shimgen.probe:command",
-    "exports": "shimgen.driver:command",
+    "exports": "shimgen.exports:command",
 }
 
 _DRIVER_HELP = "the real libcuda (default: the one `ldconfig -p` would pick)"

@@ -143,11 +143,12 @@ def result_name(code: int) -> str:
 # ---- which exports return a CUresult (the time paths count their error returns) -----------------
 # Every function of the driver API is named cu<Capital>... and returns a CUresult: cuda.h and
 # its interop headers (cudaGL.h, cudaEGL.h, cudaVDPAU.h, cudaProfiler.h) declare no other
-# kind, and cuda-python's driver bindings return a CUresult from each (tests/pipeline/test_cuda_facts.py
-# checks every export of the real drivers against them). ABI variants keep the rule (_v2,
-# _ptds, _ptsz). Not counted: exports outside that naming (cudbg*: the debugger's interface,
-# in no public header; cudbgMain and cudbgApiInit return nothing) and the cu<Capital> exports
-# that no public header declares, whose prototype is unknown:
+# kind, and cuda-python's driver bindings return a CUresult from each
+# (tests/pipeline/test_cuda_facts.py checks every export of the real drivers against them).
+# ABI variants keep the rule (_v2, _ptds, _ptsz). Not counted: exports outside that naming
+# (cudbg*: the debugger's interface, in no public header; cudbgMain and cudbgApiInit return
+# nothing) and the cu<Capital> exports that no public header declares, whose prototype is
+# unknown:
 RESULT_NAME_PATTERN = r"cu[A-Z][A-Za-z0-9_]*"
 NO_RESULT_EXPORTS = frozenset({
     "cuEGLApiInit",          # internal to the EGL interop, in no header

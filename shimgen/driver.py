@@ -147,11 +147,3 @@ def default_driver() -> Path:
         "no libcuda.so.1 found (ldconfig -p and the usual NVIDIA locations); pass --driver PATH"
     )
 
-
-def command(args) -> int:
-    """`shimgen exports`: one exported function a line."""
-    from .options import driver_path
-
-    for f in read_driver(driver_path(args.driver)).functions:
-        print(f.name)
-    return 0

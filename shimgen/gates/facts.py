@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..cuda import ATTR_DMABUF, ATTR_GDR
+from ..errors import ShimgenError
 
 SET, MASK = "set", "mask"  # the driver made to set a gate's bit, or never to set it
 
@@ -30,3 +31,8 @@ GATE_RULES = (
     GateRule("gdr", ATTR_GDR, required=True),  # GPU_DIRECT_RDMA_SUPPORTED
     GateRule("dmabuf", ATTR_DMABUF, required=False),  # DMA_BUF_SUPPORTED: its extra bits
 )
+
+
+class GateDiscoveryError(ShimgenError):
+    """The driver's layout is not the one this analyser knows, or a profile is malformed; the
+    message says what is missing."""

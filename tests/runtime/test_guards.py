@@ -132,7 +132,8 @@ def test_more_bytes_than_a_selection_may_change_are_refused(gates_init_unit):
 
 @pytest.fixture(scope="module")
 def init_site_shim(probes, tmp_path_factory):
-    """The fake driver's shim with the gates and their init sites (tests/gates/test_gate_init_fake.py)."""
+    """The fake driver's shim with the gates and their init sites
+    (tests/gates/test_gate_init_fake.py)."""
     fake = probes / "libfake_libcuda_for_tests.so"
     plan = init_plan(fake)
     model = build_model(read_driver(fake, require_real=False),
