@@ -442,8 +442,41 @@ def _add_exports(sub) -> None:
     e.set_defaults(func=_cmd_exports)
 
 
+def _cmd_diff(args: argparse.Namespace) -> int:
+    """Exit status as diff(1): 0 no differences, 1 differences, 2 trouble (any failure)."""
+    from .diff import TROUBLE, run
+
+    gates = "yes" if args.gates else "no" if args.no_gates else "default"
+    try:
+        return run(args.old, args.new, json_out=args.json, gates=gates,
+                   hook_files=args.hook or [])
+    except BrokenPipeError:
+        raise  # main's: whoever read the output went away
+    except (ShimgenError, OSError) as e:
+        _say(f"{e.strerror or e}: {e.filename}" if isinstance(e, OSError) and e.filename
+             else str(e))
+        return TROUBLE
+
+
+def _add_diff(sub) -> None:
+    d = sub.add_parser("diff", help="what a driver upgrade changes: exports, cuGetProcAddress "
+                       "answers, gates and hooks (exit 0 same, 1 different, 2 trouble)")
+    d.add_argument("old", metavar="OLD", help="the driver now (a file, or a directory "
+                   "holding libcuda.so.1)")
+    d.add_argument("new", metavar="NEW", help="the driver after the upgrade")
+    d.add_argument("--json", action="store_true", help="JSON (schema shimgen-diff/1)")
+    d.add_argument("--hook", action="append", metavar="FILE.c",
+                   help="a hook file: which of its names vanish or change (repeatable)")
+    on = d.add_mutually_exclusive_group()
+    on.add_argument("--gates", action="store_true",
+                    help="compare the gates (the default: about a second per driver)")
+    on.add_argument("--no-gates", action="store_true", help="do not compare the gates")
+    d.set_defaults(func=_cmd_diff)
+
+
 COMMANDS = {"run": _add_run, "report": _add_report, "build": _add_build, "gates": _add_gates,
-            "patch": _add_patch, "probe": _add_probe, "exports": _add_exports}
+            "patch": _add_patch, "probe": _add_probe, "exports": _add_exports,
+            "diff": _add_diff}
 
 
 def parser(command: str | None = None):
