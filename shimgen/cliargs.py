@@ -27,6 +27,7 @@ COMMANDS = {
     "patch": "shimgen.gates.patch:command",
     "probe": "shimgen.probe:command",
     "exports": "shimgen.exports:command",
+    "diff": "shimgen.diff:command",
 }
 
 _DRIVER_HELP = "the real libcuda (default: the one `ldconfig -p` would pick)"
@@ -111,6 +112,15 @@ Print the name of every function the driver exports, one a line, in the
 order of its dynamic symbol table: the functions the shim forwards.""", """\
 example:
   shimgen exports --driver /usr/lib/x86_64-linux-gnu/libcuda.so.1 | wc -l"""),
+    "diff": ("what a driver upgrade changes: exports, cuGetProcAddress answers, gates, hooks",
+             """\
+Compare two drivers as a shim sees them: the functions and objects added and
+removed, the cuGetProcAddress queries whose answer changes (another variant,
+a new _ptsz, a query that now fails), each gate's offset, bit, proof and init
+sites, and the hooked names that vanish or change. Exit status as diff(1):
+0 no differences, 1 differences, 2 trouble.""", """\
+example:
+  shimgen diff /usr/lib/x86_64-linux-gnu/libcuda.so.1 new-driver/ --hook memlimit.c"""),
 }
 
 
@@ -283,8 +293,22 @@ def _add_exports(sub) -> None:
     _driver(_command(sub, "exports"))
 
 
+def _add_diff(sub) -> None:
+    d = _command(sub, "diff")
+    d.add_argument("old", metavar="OLD", help="the driver now (a file, or a directory "
+                   "holding libcuda.so.1)")
+    d.add_argument("new", metavar="NEW", help="the driver after the upgrade")
+    d.add_argument("--json", action="store_true", help="JSON (schema shimgen-diff/1)")
+    d.add_argument("--hook", action="append", metavar="FILE.c",
+                   help="a hook file: which of its names vanish or change (repeatable)")
+    on = d.add_mutually_exclusive_group()
+    on.add_argument("--gates", action="store_true",
+                    help="compare the gates (the default: about a second per driver)")
+    on.add_argument("--no-gates", action="store_true", help="do not compare the gates")
+
+
 _ADD = {"run": _add_run, "report": _add_report, "build": _add_build, "gates": _add_gates,
-        "patch": _add_patch, "probe": _add_probe, "exports": _add_exports}
+        "patch": _add_patch, "probe": _add_probe, "exports": _add_exports, "diff": _add_diff}
 
 
 def parser(say, version: str, command: str | None = None):

@@ -97,7 +97,7 @@ def test_signal_handlers_restored_and_ignored_signals_left_alone(monkeypatch):
     """`main` turns SIGINT/SIGTERM/SIGHUP into a clean exit while it runs, restores the
     handlers after, and leaves an ignored signal ignored (`nohup shimgen build` must survive
     a hang-up)."""
-    from shimgen import driver
+    from shimgen import exports
 
     seen = {}
 
@@ -105,7 +105,7 @@ def test_signal_handlers_restored_and_ignored_signals_left_alone(monkeypatch):
         seen.update({s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGHUP)})
         raise ShimgenError("stop here")
 
-    monkeypatch.setattr(driver, "read_driver", look)
+    monkeypatch.setattr(exports, "read_driver", look)
     # SIGINT as a terminal gives it, even if the test runner inherited it ignored
     outer_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     before = signal.getsignal(signal.SIGINT)

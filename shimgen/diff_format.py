@@ -1,0 +1,171 @@
+"""The text of `shimgen diff`: a short summary first (one line per comparison), then a
+section per comparison (docs/diff.md says what each means)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from .diff_procaddr import APIS, FAR_VERSION, FLAGS, Span
+
+if TYPE_CHECKING:  # diff.py imports this module to print
+    from .diff import Diff
+    from .diff_gates import GateSide, GatesOf
+
+KINDS = (("fails", "now fail"), ("moved", "give another export"), ("new", "newly found"),
+         ("changed", "fail another way"))
+
+
+def _names(spans: list[Span], kind: str) -> set[str]:
+    return {s.name for s in spans if s.kind == kind}
+
+
+def shown(spans: list[Span]) -> list[Span]:
+    """The spans the text lists: a name's other failure at low versions ("not found" ->
+    "version not sufficient") is left out when the name is listed for a bigger change (the
+    JSON has every span)."""
+    big = {s.name for s in spans if s.kind != "changed"}
+    return [s for s in spans if s.kind != "changed" or s.name not in big]
+
+
+def _where(combos: set[tuple[int, int]]) -> str:
+    """Which (api, flags) a change was seen with, unless it was all of them."""
+    apis = sorted({a for a, _ in combos})
+    flags = sorted({f for _, f in combos})
+    if len(combos) != len(apis) * len(flags):  # not a product: list every pair
+        return " [" + ", ".join(f"{APIS[a]} flags {f}" for a, f in sorted(combos)) + "]"
+    parts = []
+    if len(apis) < len(APIS):
+        parts.append(" and ".join(APIS[a] for a in apis) + " only")
+    if len(flags) < len(FLAGS):
+        parts.append("flags " + ",".join(map(str, flags)))
+    return f" [{'; '.join(parts)}]" if parts else ""
+
+
+def procaddr_lines(spans: list[Span], indent: str = "  ") -> dict[str, list[str]]:
+    """One line per name and change, by kind; a change seen with several APIs and flags is
+    one line that says which."""
+    groups: dict[tuple, set[tuple[int, int]]] = defaultdict(set)
+    for s in spans:
+        groups[(s.kind, s.name, s.low, s.high, s.old.text(), s.new.text())].add(
+            (s.api, s.flags))
+    out: dict[str, list[str]] = defaultdict(list)
+    for (kind, name, low, high, old, new), combos in sorted(groups.items()):
+        when = f"{low} and up" if high is None else (
+            str(low) if high == low else f"{low}-{high}")
+        out[kind].append(f"{indent}{name}  {when}: {old} -> {new}{_where(combos)}")
+    return out
+
+
+def _summary(d: Diff) -> list[str]:
+    ex = (f"+{len(d.added())} -{len(d.removed())} functions, +{len(d.added('data'))} "
+          f"-{len(d.removed('data'))} objects")
+    names, spans = {s.name for s in d.spans}, shown(d.spans)
+    pa = "no differences" if not names else (
+        f"{len(names)} names answer differently: "
+        + ", ".join(f"{len(_names(spans, k))} {w}" for k, w in KINDS))
+    hooks = "not asked (--hook FILE.c)"
+    if d.hooks:
+        changed = sum(bool(h.what) for hs in d.hooks.values() for h in hs)
+        total = sum(len(hs) for hs in d.hooks.values())
+        hooks = f"{changed} of {total} hooked or declared names change"
+    return [
+        f"shimgen diff: {d.old.version} -> {d.new.version}: "
+        + ("differences" if d.differs() else "no differences"),
+        f"  exports   {ex}",
+        f"  procaddr  {pa}",
+        f"  gates     {_gates_summary(d)}",
+        f"  hooks     {hooks}",
+        f"OLD  {d.old.real_path}  (version {d.old.version}, CUDA {d.cuda[0]}, build-id "
+        f"{d.old.build_id or 'none'})",
+        f"NEW  {d.new.real_path}  (version {d.new.version}, CUDA {d.cuda[1]}, build-id "
+        f"{d.new.build_id or 'none'})",
+    ]
+
+
+def _gates_summary(d: Diff) -> str:
+    if not d.gates_compared:
+        return "not compared (--gates compares them)"
+    o, n = d.old_gates, d.new_gates
+    if o.error and n.error:
+        return "not found on either driver (see the Gates section)"
+    if o.error or n.error:
+        return f"found only on {'NEW' if o.error else 'OLD'} (see the Gates section)"
+    parts = [f"{g.name}: {', '.join(g.what) or 'same'}" for g in d.gate_diffs()]
+    return "; ".join(parts) + f"; proof on NEW {'passed' if _all_proven(n) else 'FAILED'}"
+
+
+def _all_proven(g: GatesOf) -> bool:
+    return not g.error and all(s.proven for s in g.gates.values())
+
+
+def _side(label: str, g: GateSide | None) -> list[str]:
+    if g is None:
+        return [f"  {label}  no such gate"]
+    fields = ", ".join(f"[{o:#x}]&{m:#x}" for o, m in g.fields)
+    globs = ", ".join(f"base+{v:#x}/{s}" for v, s in g.globals)
+    lines = [f"  {label}  struct {fields}" + (f", globals {globs}" if globs else "")
+             + f"; proof {'passed' if g.proven else 'FAILED'}"]
+    for i in g.init:
+        bytes_ = ", ".join(f"file {o:#x} {a:02x}->{b:02x}" for o, a, b in i.changes)
+        lines.append(f"       {i.direction:<4} {i.status}{', proven' if i.proven else ''}"
+                     + (f": {bytes_}" if bytes_ else f" ({i.why})"))
+        lines += [f"              at file {o:#x}: {h} {t}" for o, h, t in i.insns]
+    return lines
+
+
+def _gates_section(d: Diff) -> list[str]:
+    lines = ["", "Gates (struct offset and bit, proof, the init-site bytes `shimgen patch` "
+             "changes)"]
+    if not d.gates_compared:
+        return lines + ["  not compared: `shimgen diff OLD NEW --gates` compares them"]
+    for label, g in (("OLD", d.old_gates), ("NEW", d.new_gates)):
+        took = f" ({g.seconds:.1f} s)"
+        lines.append(f"  {label}: {g.error}{took}" if g.error
+                     else f"  {label}: {len(g.gates)} gates found and proven{took}")
+    for g in d.gate_diffs():
+        lines.append(f"{g.name}: " + (", ".join(g.what) + " differ" if g.what else "same"))
+        lines += _side("OLD", g.old) + _side("NEW", g.new)
+    return lines
+
+
+def _exports_section(d: Diff) -> list[str]:
+    lines = ["", "Exports (.dynsym)"]
+    for what, label in (("functions", "functions"), ("data", "objects")):
+        for verb, names in (("added", d.added(what)), ("removed", d.removed(what))):
+            if names or what == "functions":
+                lines.append(f"{verb} {label} ({len(names)})" + (":" if names else ""))
+                lines += [f"  {n}" for n in names]
+    return lines
+
+
+def _procaddr_section(d: Diff) -> list[str]:
+    lines = ["", f"cuGetProcAddress answers (versions 0 to {FAR_VERSION}, flags 0 default, "
+             "1 legacy stream, 2 per-thread stream; OLD -> NEW)"]
+    if not d.spans:
+        return lines + ["  no differences"]
+    spans = shown(d.spans)
+    by = procaddr_lines(spans)
+    for kind, label in KINDS:
+        if by.get(kind):
+            lines.append(f"{label} ({len(_names(spans, kind))} names):")
+            lines += by[kind]
+    return lines
+
+
+def _hooks_section(d: Diff) -> list[str]:
+    lines = []
+    for path, hooked in d.hooks.items():
+        lines += ["", f"Hooks of {path} ({len(hooked)} names)"]
+        for h in hooked:
+            where = ("" if h.in_old and h.in_new else " (exported by neither)"
+                     if not (h.in_old or h.in_new) else "")
+            lines.append(f"  {h.name} ({h.kind}){where}: {'; '.join(h.what) or 'same'}")
+            gone = procaddr_lines(list(h.bypassed), "      ")
+            lines += [ln for kind, _ in KINDS for ln in gone.get(kind, [])]
+    return lines
+
+
+def format_text(d: Diff) -> str:
+    return "\n".join(_summary(d) + _exports_section(d) + _procaddr_section(d)
+                     + _gates_section(d) + _hooks_section(d))
