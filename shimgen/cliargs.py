@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 
 from .gates import ALLOW_UNPROVEN
 from .runenv import DEFAULT_TRACE, SHIM_LIBRARY, TRACE_MODES
@@ -33,18 +32,19 @@ COMMANDS = {
 _DRIVER_HELP = "the real libcuda (default: the one `ldconfig -p` would pick)"
 
 
-@dataclass(frozen=True)
 class Option:
     """One option of `shimgen run` (RUN_OPTIONS): argparse's parser and the fast parser of a
-    usual `run` line (fast_run) are both made from it."""
+    usual `run` line (fast_run) are both made from it. (A plain class: dataclasses is not
+    imported on `run`'s cached path.)"""
 
-    flags: tuple[str, ...]
-    dest: str
-    help: str
-    metavar: str | None = None
-    choices: tuple[str, ...] | None = None
-    default: str | None = None
-    repeat: bool = False  # may be given more than once (action append)
+    __slots__ = ("flags", "dest", "help", "metavar", "choices", "default", "repeat")
+
+    def __init__(self, flags: tuple[str, ...], dest: str, help: str, *,
+                 metavar: str | None = None, choices: tuple[str, ...] | None = None,
+                 default: str | None = None, repeat: bool = False) -> None:
+        self.flags, self.dest, self.help, self.metavar = flags, dest, help, metavar
+        self.choices, self.default = choices, default
+        self.repeat = repeat  # may be given more than once (action append)
 
 
 RUN_OPTIONS = (
