@@ -36,16 +36,13 @@ round, so a run stopped by a time limit keeps the rounds it finished.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks import shims
+from benchmarks.allreduce_launch import ROOT, build_shim, child_env, launch, why_skip, worker
 from benchmarks.allreduce_stats import (
     VARIANTS,
     aggregate,
@@ -54,187 +51,20 @@ from benchmarks.allreduce_stats import (
     check_traces,
     format_table,
     human,
-    iterations,
     launch_stats,
     parse_size,
-    rank_cpus,
     round_order,
     sizes,
 )
-from benchmarks.native import BenchError
-from shimgen.probe.child import child_env as probe_child_env
-from shimgen.probe.child import mapped_libraries
 
-ROOT = Path(__file__).resolve().parent.parent
+# One launch (the environment, torchrun, the rank's worker) is in allreduce_launch.py; its
+# names are this module's too: main calls launch and why_skip by these names.
+__all__ = ["Rounds", "child_env", "launch", "main", "print_report", "why_skip", "worker"]
+
 MIN_ROUNDS = 5
 # The measured cost of one traced call on the H200 host, the worst medians of the call
 # benchmark in docs/performance.md: counting +2.39 ns, timing +49.6 ns (a busy host).
 PER_CALL_NS = {"count": 2.39, "time": 49.6}
-
-
-# ---- worker: one rank of one launch --------------------------------------------------------
-
-def worker(out: Path, size_list: list[int], reps: int, warmup: int, pin: int = 0) -> int:
-    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    cpus = None
-    if pin:  # before any thread exists: NCCL's and PyTorch's threads inherit the set
-        cpus = rank_cpus(sorted(os.sched_getaffinity(0)), local,
-                         int(os.environ["LOCAL_WORLD_SIZE"]), pin)
-        os.sched_setaffinity(0, cpus)
-
-    import datetime
-
-    import torch
-    import torch.distributed as dist
-
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=180))
-    n = dist.get_world_size()
-    buf = torch.zeros(max(size_list) // 4, dtype=torch.float32, device=dev)
-
-    # one exact result first: sum of (rank + 1) over ranks, on the largest size
-    buf.fill_(rank + 1)
-    dist.all_reduce(buf)
-    torch.cuda.synchronize()
-    want = n * (n + 1) / 2
-    check = "ok" if bool((buf == want).all()) else f"FAIL: all_reduce result is not {want}"
-    buf.zero_()
-    allreduces = 1
-
-    res: dict = {"rank": rank, "local_rank": local, "world_size": n, "pid": os.getpid(),
-                 "shim_mapped": mapped_libraries()["shim_mapped"],
-                 "device": torch.cuda.get_device_name(dev),
-                 "torch": torch.__version__, "cuda": torch.version.cuda,
-                 "nccl": ".".join(map(str, torch.cuda.nccl.version())), "check": check,
-                 "cpus": cpus, "sizes": {}}
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for size in size_list:
-        t = buf[: size // 4]
-        iters = iterations(size)
-        for _ in range(max(warmup, iters // 5)):
-            dist.all_reduce(t)
-        allreduces += max(warmup, iters // 5) + reps * iters
-        blocks, host = [], []
-        for _ in range(reps):
-            torch.cuda.synchronize()
-            dist.barrier(device_ids=[local])
-            torch.cuda.synchronize()
-            start.record()
-            h0 = time.perf_counter()
-            for _ in range(iters):
-                dist.all_reduce(t)
-            h1 = time.perf_counter()
-            stop.record()
-            stop.synchronize()
-            blocks.append(start.elapsed_time(stop) / 1e3 / iters)
-            host.append((h1 - h0) / iters)
-        # host: the time to issue one all-reduce; close to the block's time = bound by the CPU
-        res["sizes"][str(size)] = {"iters": iters, "block_seconds": blocks,
-                                   "host_seconds": host}
-    dist.barrier(device_ids=[local])
-    dist.destroy_process_group()
-    res["allreduces"] = allreduces
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"rank{rank}.json").write_text(json.dumps(res, indent=1) + "\n")
-    return 0 if check == "ok" else 1
-
-
-# ---- driver: interleaved launches ----------------------------------------------------------
-
-def child_env(shim: Path | None, trace: str | None = None,
-              trace_file: str | None = None) -> dict[str, str]:
-    """The environment of a launch (shimgen.probe.child): no SHIMGEN_*/LD_PRELOAD from the
-    caller, multicast off; LD_PRELOAD=shim for the shim variants, SHIMGEN_TRACE=trace and
-    its file when given; one OpenMP thread per rank unless the caller set otherwise."""
-    variables = {}
-    if trace is not None:
-        variables["SHIMGEN_TRACE"] = trace
-        if trace_file is not None:
-            variables["SHIMGEN_TRACE_FILE"] = trace_file
-    env = probe_child_env(shim, **variables)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    return env
-
-
-def why_skip(nproc: int | None) -> tuple[str | None, int]:
-    """(None, GPU count) when PyTorch sees at least 2 GPUs (and nproc of them), else why not."""
-    if importlib.util.find_spec("torch") is None:
-        return "PyTorch is not installed", 0
-    probe = ("import torch,sys; print(torch.cuda.device_count() if torch.cuda.is_available() "
-             "else 0)")
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          env=child_env(None))
-    if proc.returncode != 0:
-        return f"importing torch failed: {proc.stderr.strip()[-300:]}", 0
-    count = int(proc.stdout.strip().splitlines()[-1])
-    if count < 2:
-        return f"PyTorch sees {count} CUDA GPU(s); an all-reduce between GPUs needs 2", count
-    if nproc is not None and nproc > count:
-        return f"--nproc {nproc} but PyTorch sees only {count} GPUs", count
-    return None, count
-
-
-def build_shim() -> Path:
-    try:
-        shim, _manifest, _wall = shims.build(ROOT / "build" / "bench" / "gpu")
-    except BenchError as e:
-        raise SystemExit(f"allreduce: {e}") from None
-    return shim
-
-
-def launch(variant: str, shim: Path, nproc: int, out: Path, size_list: list[int], reps: int,
-           warmup: int, timeout: float, pin: int = 0) -> list[dict]:
-    """One torchrun launch into `out` (rank JSON, launch.log, trace/ for the traced
-    variants); returns the ranks' results (checked)."""
-    out.mkdir(parents=True, exist_ok=True)
-    for old in [*out.glob("rank*.json"), *out.glob("trace/*")]:
-        old.unlink()
-    trace = VARIANTS[variant][1]
-    trace_file = None
-    if trace is not None:
-        (out / "trace").mkdir(exist_ok=True)
-        trace_file = str(out / "trace" / "trace.%r.json")
-    env = child_env(None if variant == "direct" else shim, trace, trace_file)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={nproc}", "--module", "benchmarks.allreduce", "--worker",
-           "--out", str(out), "--sizes", ",".join(map(str, size_list)),
-           "--reps", str(reps), "--warmup", str(warmup), "--pin", str(pin)]
-    log = out / "launch.log"
-    with open(log, "w") as lf:
-        lf.write(" ".join(cmd) + "\n")
-        lf.flush()
-        proc = subprocess.Popen(cmd, env=env, stdout=lf, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=ROOT)
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise SystemExit(f"allreduce: {variant} launch timed out after {timeout:.0f} s; "
-                             f"see {log}") from None
-        except BaseException:  # SIGTERM (see main), Ctrl-C: take the launch down with us
-            _kill_group(proc)
-            raise
-    if rc != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-15:]
-        raise SystemExit(f"allreduce: {variant} launch exited {rc}; {log}:\n" + "\n".join(tail))
-    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]
-    for r in ranks:
-        if r["check"] != "ok":
-            raise SystemExit(f"allreduce: {variant} rank {r['rank']}: {r['check']}")
-        if r["shim_mapped"] != (variant != "direct"):
-            raise SystemExit(f"allreduce: {variant} rank {r['rank']}: shim "
-                             f"{'not ' if variant != 'direct' else ''}mapped")
-    return ranks
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the launch's own process group (torchrun and its workers), then reap it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 def _terminate(signum, frame) -> None:
@@ -250,7 +80,7 @@ def _variants(text: str) -> list[str]:
     return names
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.allreduce",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--shim", type=Path, help="libcudashim.so built for this machine's driver "
@@ -282,6 +112,128 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--sizes", help=argparse.SUPPRESS)
+    return p
+
+
+def _write_json(path: Path, r: dict) -> None:
+    """Replace `path` with `r` as JSON, whole: a run stopped mid-write keeps the last one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(r, indent=2) + "\n")
+    tmp.replace(path)
+
+
+class Rounds:
+    """The interleaved launches of one run: what each launch measured, the traces checked,
+    and the results built from them."""
+
+    def __init__(self, args: argparse.Namespace, argv: list[str] | None, shim: Path, nproc: int,
+                 work: Path, size_list: list[int], variants: list[str],
+                 per_call: dict[str, float]) -> None:
+        self.args, self.argv, self.shim, self.nproc, self.work = args, argv, shim, nproc, work
+        self.size_list, self.variants, self.per_call = size_list, variants, per_call
+        self.t0 = time.monotonic()
+        self.launches: list[dict] = []
+        self.traces: dict[str, list[dict]] = {}
+        self.info: dict = {}
+
+    def run_all(self) -> dict:
+        """--rounds rounds, then more while --time-budget allows another (at most
+        --max-rounds); the JSON is rewritten after every round. The final results."""
+        args = self.args
+        rounds_done = 0
+        want = max(1, args.rounds)
+        limit = max(want, args.max_rounds) if args.time_budget is not None else want
+        for rnd in range(limit):
+            if rnd >= want:
+                per_round = (time.monotonic() - self.t0) / rounds_done
+                if time.monotonic() - self.t0 + per_round > args.time_budget:
+                    break
+            for v in round_order(rnd, self.variants):
+                self.run(v, rnd)
+            rounds_done += 1
+            self.save(self.results(rounds_done))
+        r = self.results(rounds_done)
+        self.save(r)
+        return r
+
+    def run(self, variant: str, rnd: int) -> None:
+        """One launch of `variant` in round `rnd`: its stats, its traces checked, one line."""
+        args = self.args
+        ts = time.monotonic()
+        out = self.work / f"{variant}-{rnd}"
+        ranks = launch(variant, self.shim, self.nproc, out, self.size_list, args.reps,
+                       args.warmup, args.launch_timeout, args.pin)
+        for k in ("device", "torch", "cuda", "nccl"):
+            self.info.setdefault(k, ranks[0][k])
+        stats = launch_stats(ranks)
+        self.launches.append({"variant": variant, "round": rnd, "stats": stats,
+                              "wall_s": time.monotonic() - ts,
+                              "pids": [r["pid"] for r in ranks]})
+        if VARIANTS[variant][1] is not None:
+            self.traces.setdefault(variant, []).append(check_traces(out / "trace", ranks))
+        big, small = max(stats), min(stats)
+        print(f"  round {rnd + 1} {VARIANTS[variant][0]:<26} busbw {human(big)} "
+              f"{stats[big]['busbw']:.1f} GB/s, {human(small)} {stats[small]['busbw']:.2f} "
+              f"GB/s ({time.monotonic() - ts:.0f} s)", file=sys.stderr, flush=True)
+
+    def results(self, rounds_done: int) -> dict:
+        """Everything measured so far, as the JSON written."""
+        argv, variants = self.argv, self.variants
+        summary = aggregate(self.launches)
+        budget = call_budget({v: t[0] for v, t in self.traces.items()}, summary, self.per_call)
+        return {
+            "command": " ".join(["python", "-m", "benchmarks.allreduce",
+                                 *(argv if argv is not None else sys.argv[1:])]),
+            "shim": str(self.shim), "world_size": self.nproc, **self.info,
+            "rounds": rounds_done, "variants": variants, "reps": self.args.reps,
+            "sizes": self.size_list,
+            "bars": {v: VARIANTS[v][2] for v in variants if v != "direct"},
+            "met": all_met(summary),
+            "summary": {str(k): v for k, v in summary.items()},
+            "traces": {v: {"ok": all(t["ok"] for t in ts), "launches": len(ts),
+                           "first": ts[0]} for v, ts in self.traces.items()},
+            "call_budget": {v: b | {"expected_ratio": {str(k): r for k, r in
+                                                       b["expected_ratio"].items()}}
+                            for v, b in budget.items()},
+            "launches": [ln | {"stats": {str(k): v for k, v in ln["stats"].items()}}
+                         for ln in self.launches],
+            "wall_s": time.monotonic() - self.t0, "work": str(self.work)}
+
+    def save(self, r: dict) -> None:
+        if self.args.json:
+            _write_json(self.args.json, r)
+
+
+def print_report(r: dict, launches: list[dict]) -> None:
+    """The results on stdout: the table, the bars, the traces and the cost bound."""
+    nproc = r["world_size"]
+    print(f"device {r.get('device')} x {nproc}, torch {r.get('torch')}, CUDA "
+          f"{r.get('cuda')}, NCCL {r.get('nccl')}; {r['rounds']} interleaved rounds of "
+          f"{', '.join(r['variants'])}; {r['reps']} timed blocks per size")
+    print(format_table(aggregate(launches)))
+    print("bars: " + ", ".join(f"{VARIANTS[v][0]} {b}" for v, b in r["bars"].items())
+          + f": {'met at every size' if r['met'] else 'NOT met at every size'}")
+    for v, t in r["traces"].items():
+        first = t["first"]
+        print(f"traces ({VARIANTS[v][0]}): {'ok' if t['ok'] else 'FAIL: ' + first['why']} in "
+              f"{t['launches']} launches; first launch: {first['distinct_rank_files']} "
+              f"distinct files for {nproc} ranks: "
+              f"{', '.join(f for e in first['per_rank'].values() for f in e['files'])}")
+        for rk, e in first["per_rank"].items():
+            if "calls" in e:
+                print(f"  rank {rk} pid {e['pid']}: {e['calls']} calls to {e['functions']} "
+                      f"functions, cuInit {e['cuInit']}, "
+                      f"{e.get('calls_per_allreduce', 0):.2f} calls per all-reduce; top "
+                      + ", ".join(f"{k} {n}" for k, n in e["top"][:4]))
+    for v, b in r["call_budget"].items():
+        exp = ", ".join(f"{human(int(k))} {x:.5f}" for k, x in b["expected_ratio"].items())
+        print(f"cost bound ({VARIANTS[v][0]}): {b['calls_per_allreduce']:.2f} calls per "
+              f"all-reduce x {b['per_call_ns']} ns -> expected ratio at most 1 - cost: {exp}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
 
     if args.worker:
@@ -313,92 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     work = (args.work or ROOT / "build" / "allreduce").resolve()
     work.mkdir(parents=True, exist_ok=True)
 
-    t0 = time.monotonic()
-    launches: list[dict] = []
-    traces: dict[str, list[dict]] = {}
-    info: dict = {}
-
-    def run(variant: str, rnd: int) -> None:
-        ts = time.monotonic()
-        out = work / f"{variant}-{rnd}"
-        ranks = launch(variant, shim, nproc, out, size_list, args.reps, args.warmup,
-                       args.launch_timeout, args.pin)
-        for k in ("device", "torch", "cuda", "nccl"):
-            info.setdefault(k, ranks[0][k])
-        stats = launch_stats(ranks)
-        launches.append({"variant": variant, "round": rnd, "stats": stats,
-                         "wall_s": time.monotonic() - ts, "pids": [r["pid"] for r in ranks]})
-        if VARIANTS[variant][1] is not None:
-            traces.setdefault(variant, []).append(check_traces(out / "trace", ranks))
-        big, small = max(stats), min(stats)
-        print(f"  round {rnd + 1} {VARIANTS[variant][0]:<26} busbw {human(big)} "
-              f"{stats[big]['busbw']:.1f} GB/s, {human(small)} {stats[small]['busbw']:.2f} "
-              f"GB/s ({time.monotonic() - ts:.0f} s)", file=sys.stderr, flush=True)
-
-    def results(rounds_done: int) -> dict:
-        summary = aggregate(launches)
-        budget = call_budget({v: t[0] for v, t in traces.items()}, summary, per_call)
-        return {
-            "command": " ".join(["python", "-m", "benchmarks.allreduce",
-                                 *(argv if argv is not None else sys.argv[1:])]),
-            "shim": str(shim), "world_size": nproc, **info, "rounds": rounds_done,
-            "variants": variants, "reps": args.reps, "sizes": size_list,
-            "bars": {v: VARIANTS[v][2] for v in variants if v != "direct"},
-            "met": all_met(summary),
-            "summary": {str(k): v for k, v in summary.items()},
-            "traces": {v: {"ok": all(t["ok"] for t in ts), "launches": len(ts),
-                           "first": ts[0]} for v, ts in traces.items()},
-            "call_budget": {v: b | {"expected_ratio": {str(k): r for k, r in
-                                                       b["expected_ratio"].items()}}
-                            for v, b in budget.items()},
-            "launches": [ln | {"stats": {str(k): v for k, v in ln["stats"].items()}}
-                         for ln in launches],
-            "wall_s": time.monotonic() - t0, "work": str(work)}
-
-    def save(r: dict) -> None:
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            tmp = args.json.with_name(args.json.name + ".tmp")
-            tmp.write_text(json.dumps(r, indent=2) + "\n")
-            tmp.replace(args.json)
-
-    rounds_done = 0
-    want = max(1, args.rounds)
-    limit = max(want, args.max_rounds) if args.time_budget is not None else want
-    for rnd in range(limit):
-        if rnd >= want:
-            per_round = (time.monotonic() - t0) / rounds_done
-            if time.monotonic() - t0 + per_round > args.time_budget:
-                break
-        for v in round_order(rnd, variants):
-            run(v, rnd)
-        rounds_done += 1
-        save(results(rounds_done))
-
-    r = results(rounds_done)
-    save(r)
-    print(f"device {info.get('device')} x {nproc}, torch {info.get('torch')}, CUDA "
-          f"{info.get('cuda')}, NCCL {info.get('nccl')}; {rounds_done} interleaved rounds of "
-          f"{', '.join(variants)}; {args.reps} timed blocks per size")
-    print(format_table(aggregate(launches)))
-    print("bars: " + ", ".join(f"{VARIANTS[v][0]} {b}" for v, b in r["bars"].items())
-          + f": {'met at every size' if r['met'] else 'NOT met at every size'}")
-    for v, t in r["traces"].items():
-        first = t["first"]
-        print(f"traces ({VARIANTS[v][0]}): {'ok' if t['ok'] else 'FAIL: ' + first['why']} in "
-              f"{t['launches']} launches; first launch: {first['distinct_rank_files']} "
-              f"distinct files for {nproc} ranks: "
-              f"{', '.join(f for e in first['per_rank'].values() for f in e['files'])}")
-        for rk, e in first["per_rank"].items():
-            if "calls" in e:
-                print(f"  rank {rk} pid {e['pid']}: {e['calls']} calls to {e['functions']} "
-                      f"functions, cuInit {e['cuInit']}, "
-                      f"{e.get('calls_per_allreduce', 0):.2f} calls per all-reduce; top "
-                      + ", ".join(f"{k} {n}" for k, n in e["top"][:4]))
-    for v, b in r["call_budget"].items():
-        exp = ", ".join(f"{human(int(k))} {x:.5f}" for k, x in b["expected_ratio"].items())
-        print(f"cost bound ({VARIANTS[v][0]}): {b['calls_per_allreduce']:.2f} calls per "
-              f"all-reduce x {b['per_call_ns']} ns -> expected ratio at most 1 - cost: {exp}")
+    rounds = Rounds(args, argv, shim, nproc, work, size_list, variants, per_call)
+    print_report(rounds.run_all(), rounds.launches)
     return 0  # bars missed are a result, not an error: multigpu_validation.sh judges them
 
 

@@ -150,7 +150,7 @@ def _summary(vals: list[float]) -> dict:
             "runs": vals}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_step",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--shim", type=Path, help="libcudashim.so built for this machine's driver")
@@ -160,6 +160,55 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--configs", default="small,large", help=f"of {', '.join(CONFIGS)}")
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--child", metavar="CONFIG", help=argparse.SUPPRESS)
+    return p
+
+
+def measure_config(shim: Path, config: str, args: argparse.Namespace, results: dict) -> dict:
+    """--runs interleaved runs of each variant of one config: its entry of results["configs"].
+    The first run's device, torch and CUDA versions go into `results`."""
+    times: dict[str, list[float]] = {"direct": [], "shim": []}
+    startup: dict[str, list[float]] = {"direct": [], "shim": []}
+    for r in range(args.runs):
+        order = ["direct", "shim"] if r % 2 == 0 else ["shim", "direct"]
+        for v in order:
+            res = run_child(shim if v == "shim" else None, config, args.steps, args.warmup)
+            times[v].append(res["ms_per_step"])
+            startup[v].append(res["startup_s"])
+            results.setdefault("device", res["device"])
+            results.setdefault("torch", res["torch"])
+            results.setdefault("cuda", res["cuda"])
+            print(f"  {config} run {r + 1}/{args.runs} {v:<6} "
+                  f"{res['ms_per_step']:.3f} ms/step", file=sys.stderr, flush=True)
+    ratio = statistics.median(times["shim"]) / statistics.median(times["direct"])
+    paired = [a / b for a, b in zip(times["shim"], times["direct"], strict=True)]
+    return {
+        "ms_per_step": {v: _summary(t) for v, t in times.items()},
+        "ratio_of_medians": ratio,
+        "median_paired_ratio": statistics.median(paired),
+        "bar": GPU_BAR,
+        "met": ratio <= GPU_BAR,
+        "startup_to_first_cuda_op_s": {v: _summary(t) for v, t in startup.items()},
+        "startup_added_s": statistics.median(startup["shim"])
+        - statistics.median(startup["direct"]),
+    }
+
+
+def print_table(results: dict) -> None:
+    """The table on stdout: one row per config."""
+    print(f"device {results.get('device')}, torch {results.get('torch')}, "
+          f"CUDA {results.get('cuda')}; {results['runs']} interleaved runs each, "
+          f"{results['steps']} steps")
+    print(f"{'config':<8}{'no shim ms/step':>18}{'shim ms/step':>15}{'ratio':>9}"
+          f"{'paired':>9}{'bar':>7}  met   start-up added")
+    for config, c in results["configs"].items():
+        d, s = c["ms_per_step"]["direct"], c["ms_per_step"]["shim"]
+        print(f"{config:<8}{d['median']:>18.3f}{s['median']:>15.3f}{c['ratio_of_medians']:>9.4f}"
+              f"{c['median_paired_ratio']:>9.4f}{GPU_BAR:>7}  {'yes' if c['met'] else 'NO':<5} "
+              f"{c['startup_added_s'] * 1e3:+.1f} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
 
     if args.child:
@@ -187,41 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                      "shim": str(shim), "steps": args.steps, "warmup": args.warmup,
                      "runs": args.runs, "configs": {}}
     for config in configs:
-        times: dict[str, list[float]] = {"direct": [], "shim": []}
-        startup: dict[str, list[float]] = {"direct": [], "shim": []}
-        for r in range(args.runs):
-            order = ["direct", "shim"] if r % 2 == 0 else ["shim", "direct"]
-            for v in order:
-                res = run_child(shim if v == "shim" else None, config, args.steps, args.warmup)
-                times[v].append(res["ms_per_step"])
-                startup[v].append(res["startup_s"])
-                results.setdefault("device", res["device"])
-                results.setdefault("torch", res["torch"])
-                results.setdefault("cuda", res["cuda"])
-                print(f"  {config} run {r + 1}/{args.runs} {v:<6} "
-                      f"{res['ms_per_step']:.3f} ms/step", file=sys.stderr, flush=True)
-        ratio = statistics.median(times["shim"]) / statistics.median(times["direct"])
-        paired = [a / b for a, b in zip(times["shim"], times["direct"], strict=True)]
-        results["configs"][config] = {
-            "ms_per_step": {v: _summary(t) for v, t in times.items()},
-            "ratio_of_medians": ratio,
-            "median_paired_ratio": statistics.median(paired),
-            "bar": GPU_BAR,
-            "met": ratio <= GPU_BAR,
-            "startup_to_first_cuda_op_s": {v: _summary(t) for v, t in startup.items()},
-            "startup_added_s": statistics.median(startup["shim"])
-            - statistics.median(startup["direct"]),
-        }
-
-    print(f"device {results.get('device')}, torch {results.get('torch')}, "
-          f"CUDA {results.get('cuda')}; {args.runs} interleaved runs each, {args.steps} steps")
-    print(f"{'config':<8}{'no shim ms/step':>18}{'shim ms/step':>15}{'ratio':>9}"
-          f"{'paired':>9}{'bar':>7}  met   start-up added")
-    for config, c in results["configs"].items():
-        d, s = c["ms_per_step"]["direct"], c["ms_per_step"]["shim"]
-        print(f"{config:<8}{d['median']:>18.3f}{s['median']:>15.3f}{c['ratio_of_medians']:>9.4f}"
-              f"{c['median_paired_ratio']:>9.4f}{GPU_BAR:>7}  {'yes' if c['met'] else 'NO':<5} "
-              f"{c['startup_added_s'] * 1e3:+.1f} ms")
+        results["configs"][config] = measure_config(shim, config, args, results)
+    print_table(results)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n")

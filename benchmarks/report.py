@@ -114,6 +114,21 @@ def _count(x: float | None) -> str:
 
 def table(result: dict) -> str:
     st = result["settings"]
+    lines = _header_lines(result)
+    for d in result["drivers"]:
+        lines += _driver_lines(d, st)
+    if result.get("gpu_step", {}).get("table"):
+        lines += ["", "== PyTorch training step (benchmarks/gpu_step.py) ==",
+                  result["gpu_step"]["table"]]
+    lines += ["", "== bars =="]
+    lines += _bar_lines(result["bars"])
+    lines.append(f"\ntook {result.get('seconds', '?')} s")
+    return "\n".join(lines)
+
+
+def _header_lines(result: dict) -> list[str]:
+    """The command, the commit, the machine and how calls and instructions were measured."""
+    st = result["settings"]
     m = result["machine"]
     lines = [
         f"shimgen benchmark ({'quick' if st['quick'] else 'full'}): {result['command']}",
@@ -130,63 +145,82 @@ def table(result: dict) -> str:
     lines.append("instructions: " + (
         f"callgrind, exact (perf: {meth['perf_stat_instructions']})"
         if meth["instructions"] else f"unavailable ({meth['instructions_unavailable']})"))
-    for d in result["drivers"]:
-        b = d["build"]
-        lines += [
-            "",
-            f"== driver {d['version']} ({b['functions']} functions) ==",
-            f"shimgen build: {b['wall_s']['median']:.2f} s wall (median of {b['wall_s']['n']})",
-        ]
-        if not d["time_mode"]["available"]:
-            lines.append(f"time variant unavailable: {d['time_mode']['reason']}")
-        hdr = (f"{'function':<24}{'variant':<8}{'ns/call':>22}{'added ns':>24}{'ratio':>8}"
-               f"{'added in process':>26}{'instr':>8}{'+instr':>8}")
-        lines += [hdr, "-" * len(hdr)]
-        for func, c in d["calls"].items():
-            label = func + (" (hook)" if c["hooked"] else "")
-            for i, v in enumerate(d["variants"]):
-                e = c["variants"][v]
-                ins = (d["instructions"] or {}).get(func, {}).get(v, {})
-                col1 = label if i == 0 else (f"  rc {c['rc']}" if i == 1 else "")
-                lines.append(
-                    f"{col1:<24}{v:<8}{_ns(e['ns_per_call']):>22}"
-                    f"{_signed(e['added_ns']) if 'added_ns' in e else '':>24}"
-                    f"{e['ratio']['median'] if 'ratio' in e else 1.0:>8.3f}"
-                    f"{_signed(e['added_in_process_ns']) if 'added_in_process_ns' in e else '':>26}"
-                    f"{_count(ins.get('per_call')):>8}{_count(ins.get('added')):>8}")
-        fl = d.get("clock_floor")
-        if fl:
-            lines.append(f"clock floor: two inline rdtsc around a direct {fl['function']} add "
-                         f"{_signed(fl['tsc2_added_ns'])} ns, one adds "
-                         f"{_signed(fl['tsc1_added_ns'])} (benchmarks/c/clockfloor.c)")
-        t = d["threads"]
-        lines.append(f"{st['threads']} threads x {st['thread_calls']} calls of {t['function']}:")
-        for v, e in t["by_variant"].items():
-            counted = (f"counted {e['calls_counted']} -> "
-                       f"{'exact' if e['exact'] else 'NOT EXACT'}" if "exact" in e else
-                       "(not counted)")
-            extra = ""
-            if e.get("timed_calls") is not None:
-                extra = f", timed {e['timed_calls']}, untimed {e.get('untimed_calls')}"
-            lines.append(f"  {v:<6} made {e['calls_made']}, wrong results {e['bad_results']}, "
-                         f"{e['wall_ns_per_call']:.2f} ns/call (wall, all threads), "
-                         f"{counted}{extra}")
-        su = d["startup"]
-        lines.append(f"start-up, ms per process (median [p25..p75] of {su['rounds']}):")
-        for p, what in (("nop", "startnop  (no driver call)"),
-                        ("call", "startcall (one cuDriverGetVersion)")):
-            e = su[p]
-            lines.append(f"  {what:<36} direct {_ns(e['direct_ms'], 3)}  "
-                         f"shim {_ns(e['shim_ms'], 3)}  added {_signed(e['added_ms'], 3)}")
-    if result.get("gpu_step", {}).get("table"):
-        lines += ["", "== PyTorch training step (benchmarks/gpu_step.py) ==",
-                  result["gpu_step"]["table"]]
-    lines += ["", "== bars =="]
-    for bar in result["bars"]:
+    return lines
+
+
+def _driver_lines(d: dict, st: dict) -> list[str]:
+    """One driver's section: its build, the call table, the clock floor, threads, start-up."""
+    b = d["build"]
+    lines = [
+        "",
+        f"== driver {d['version']} ({b['functions']} functions) ==",
+        f"shimgen build: {b['wall_s']['median']:.2f} s wall (median of {b['wall_s']['n']})",
+    ]
+    if not d["time_mode"]["available"]:
+        lines.append(f"time variant unavailable: {d['time_mode']['reason']}")
+    lines += _call_lines(d)
+    fl = d.get("clock_floor")
+    if fl:
+        lines.append(f"clock floor: two inline rdtsc around a direct {fl['function']} add "
+                     f"{_signed(fl['tsc2_added_ns'])} ns, one adds "
+                     f"{_signed(fl['tsc1_added_ns'])} (benchmarks/c/clockfloor.c)")
+    return lines + _thread_lines(d["threads"], st) + _startup_lines(d["startup"])
+
+
+def _call_lines(d: dict) -> list[str]:
+    """The per-call table: one row per function and variant."""
+    hdr = (f"{'function':<24}{'variant':<8}{'ns/call':>22}{'added ns':>24}{'ratio':>8}"
+           f"{'added in process':>26}{'instr':>8}{'+instr':>8}")
+    lines = [hdr, "-" * len(hdr)]
+    for func, c in d["calls"].items():
+        label = func + (" (hook)" if c["hooked"] else "")
+        for i, v in enumerate(d["variants"]):
+            e = c["variants"][v]
+            ins = (d["instructions"] or {}).get(func, {}).get(v, {})
+            col1 = label if i == 0 else (f"  rc {c['rc']}" if i == 1 else "")
+            lines.append(
+                f"{col1:<24}{v:<8}{_ns(e['ns_per_call']):>22}"
+                f"{_signed(e['added_ns']) if 'added_ns' in e else '':>24}"
+                f"{e['ratio']['median'] if 'ratio' in e else 1.0:>8.3f}"
+                f"{_signed(e['added_in_process_ns']) if 'added_in_process_ns' in e else '':>26}"
+                f"{_count(ins.get('per_call')):>8}{_count(ins.get('added')):>8}")
+    return lines
+
+
+def _thread_lines(t: dict, st: dict) -> list[str]:
+    """The threads' run: calls made, wrong results, wall time and the counts of each variant."""
+    lines = [f"{st['threads']} threads x {st['thread_calls']} calls of {t['function']}:"]
+    for v, e in t["by_variant"].items():
+        counted = (f"counted {e['calls_counted']} -> "
+                   f"{'exact' if e['exact'] else 'NOT EXACT'}" if "exact" in e else
+                   "(not counted)")
+        extra = ""
+        if e.get("timed_calls") is not None:
+            extra = f", timed {e['timed_calls']}, untimed {e.get('untimed_calls')}"
+        lines.append(f"  {v:<6} made {e['calls_made']}, wrong results {e['bad_results']}, "
+                     f"{e['wall_ns_per_call']:.2f} ns/call (wall, all threads), "
+                     f"{counted}{extra}")
+    return lines
+
+
+def _startup_lines(su: dict) -> list[str]:
+    """Process start-up without and with the shim."""
+    lines = [f"start-up, ms per process (median [p25..p75] of {su['rounds']}):"]
+    for p, what in (("nop", "startnop  (no driver call)"),
+                    ("call", "startcall (one cuDriverGetVersion)")):
+        e = su[p]
+        lines.append(f"  {what:<36} direct {_ns(e['direct_ms'], 3)}  "
+                     f"shim {_ns(e['shim_ms'], 3)}  added {_signed(e['added_ms'], 3)}")
+    return lines
+
+
+def _bar_lines(bar_list: list[dict]) -> list[str]:
+    """One line per bar: met or not, its limit, what was measured and where."""
+    lines = []
+    for bar in bar_list:
         limit = f"{bar['limit']:g} {bar['unit']}"
         measured = "-" if bar["measured"] is None else f"{bar['measured']:g}"
         met = {True: "met", False: "NOT MET", None: "n/a"}[bar["met"]]
         lines.append(f"  {bar['bar']:<52} {met:<8} limit {limit:<18} measured {measured:<8} "
                      f"{bar['detail']}")
-    lines.append(f"\ntook {result.get('seconds', '?')} s")
-    return "\n".join(lines)
+    return lines

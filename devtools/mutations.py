@@ -741,7 +741,7 @@ MUTATIONS = [
     },
     {
         "name": "run-directory-with-files-taken",
-        "file": "shimgen/run.py",
+        "file": "shimgen/rundir.py",
         "old": "            elif os.listdir(fd):\n",
         "new": "            elif False:\n",
         "tests": ["tests/run/test_run.py::test_an_existing_directory_with_files_is_refused"],
@@ -1012,7 +1012,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-another-users-file-loaded",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/owned.py",
         "old": "    if st.st_uid != os.geteuid():\n        return ANOTHER_USER\n",
         "new": "    if False:\n        return ANOTHER_USER\n",
         "tests": ["tests/run/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt"
@@ -1166,7 +1166,7 @@ MUTATIONS = [
     # ---- signals around the command, and what the report prints ----
     {
         "name": "run-runs-directory-group-may-write",
-        "file": "shimgen/run.py",
+        "file": "shimgen/owned.py",
         "old": "    if st.st_mode & 0o022:\n        return OPEN_TO_OTHERS\n",
         "new": "    if st.st_mode & 0o002:\n        return OPEN_TO_OTHERS\n",
         "tests": ["tests/run/test_run_safety.py::test_a_runs_directory_others_can_write_or_not_a_"
@@ -1505,7 +1505,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-entry-open-to-others-trusted",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/owned.py",
         "old": "    if st.st_mode & 0o022:\n        return OPEN_TO_OTHERS\n",
         "new": "",
         "tests": ["tests/run/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt_"
@@ -1591,7 +1591,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-trouble-exit-1",
-        "file": "shimgen/cli.py",
+        "file": "shimgen/diff.py",
         "old": "        return TROUBLE\n",
         "new": "        return EXIT_ERROR\n",
         "tests": ["tests/diff/test_diff.py::test_bad_path_is_trouble"],

@@ -13,7 +13,8 @@ opened without following a symlink and checked on its descriptor by one function
 _open_dir, on the cached path and when building alike: a directory, the user's own, that
 neither group nor others can write. The cache root and shims/ failing it is an error (one
 line; what is there is left alone); an entry failing it is rebuilt. The entry's shim.json and
-library are opened with O_NOFOLLOW and checked the same way on their descriptors (_distrust).
+library are opened with O_NOFOLLOW and checked the same way on their descriptors
+(owned.distrust).
 An entry is used only when it checks out: its shim.json records this key, and the library
 is the one sealed (below); anything else (a build killed half-way, a file changed or cut
 short, a file of another user's) is rebuilt, and the banner says why. A bad entry is moved
@@ -53,17 +54,13 @@ from . import __version__
 from .elfnotes import EHDR, EM_X86_64, NT_GNU_BUILD_ID, PHDR, PT_NOTE, read_build_id
 from .errors import ShimgenError
 from .outfile import replacing
+from .owned import ANOTHER_USER, NOT_A_DIRECTORY, NOT_A_FILE, OPEN_TO_OTHERS, distrust
 from .runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 SHIMS = "shims"  # under $XDG_CACHE_HOME/shimgen, beside the drivers the tests fetch
 SHIM_NOTE = b"shimgen"  # the mark every shim carries (runtime/selfcheck.c)
 DISCARDED = ".shimgen-discarded-"  # a bad entry moved aside (not build.py's staging prefix)
 
-# Why a directory or file of the cache is not trusted (_open_dir, _distrust).
-NOT_A_DIRECTORY = "not a directory (a symlink or a file)"
-NOT_A_FILE = "not a regular file (a symlink, a directory or a device)"
-ANOTHER_USER = "owned by another user"
-OPEN_TO_OTHERS = "group or others can write it"
 # What to do about a cache root or shims/ that is not trusted (an error, never repaired).
 ADVICE = {NOT_A_DIRECTORY: "remove it", ANOTHER_USER: "remove it or set XDG_CACHE_HOME",
           OPEN_TO_OTHERS: "chmod go-w it (or remove it)"}
@@ -147,16 +144,6 @@ class Entry:
 
 # ---- trust: one check for every directory level, one for every file ----------------------
 
-def _distrust(st: os.stat_result) -> str:
-    """Why a directory or file of the cache (its fstat) is not to be trusted: "" when it is
-    the user's own and neither group nor others can write it."""
-    if st.st_uid != os.geteuid():
-        return ANOTHER_USER
-    if st.st_mode & 0o022:
-        return OPEN_TO_OTHERS
-    return ""
-
-
 def _open_dir(name: str | Path, dir_fd: int | None = None) -> tuple[int, str]:
     """The check of every directory level of the cache that shimgen relies on (the cache
     root, shims/, an entry), the same on the cached path and when building: `name` (relative
@@ -171,7 +158,7 @@ def _open_dir(name: str | Path, dir_fd: int | None = None) -> tuple[int, str]:
             return -1, NOT_A_DIRECTORY
         raise
     st = os.fstat(fd)
-    why = _distrust(st) if stat.S_ISDIR(st.st_mode) else NOT_A_DIRECTORY
+    why = distrust(st)
     if why:
         os.close(fd)
         return -1, why
@@ -244,7 +231,7 @@ def _open_file(dir_fd: int, name: str) -> tuple[int, os.stat_result]:
         raise _Unusable(f"{name}: {NOT_A_FILE if e.errno == errno.ELOOP else e.strerror}") \
             from None
     st = os.fstat(fd)
-    why = _distrust(st) if stat.S_ISREG(st.st_mode) else NOT_A_FILE
+    why = distrust(st, kind=stat.S_ISREG)
     if why:
         os.close(fd)
         raise _Unusable(f"{name}: {why}")

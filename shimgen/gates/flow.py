@@ -66,34 +66,16 @@ def walk_function(code: Code, entry: int, limit: int = MAX_FUNC_INSNS) -> Functi
                 break
             if m == "call":
                 t = direct_target(ins)
+                op = _rip_operand(ins) if t is None else None
+                if op is not None:
+                    t = code.image.pointer_at(rip_target(ins, op))
                 if t is not None:
                     calls.append((va, t))
-                else:
-                    mo = mem_ops(ins)
-                    if mo and fam(ins, mo[0].mem.base) == "rip":
-                        p = code.image.pointer_at(rip_target(ins, mo[0]))
-                        if p is not None:
-                            calls.append((va, p))
                 prev[nxt] = va
                 va = nxt
                 continue
             if m == "jmp":
-                t = direct_target(ins)
-                if t is not None:
-                    work.append(t)
-                    break
-                mo = mem_ops(ins)
-                if mo and fam(ins, mo[0].mem.base) == "rip" and not mo[0].mem.index:
-                    p = code.image.pointer_at(rip_target(ins, mo[0]))
-                    if p is not None:
-                        tails.append(p)
-                    break
-                jt = _jump_table(code, ins, insns, prev)
-                if jt is not None:
-                    tables.append(jt)
-                    work.extend(jt.entries)
-                    if jt.default is not None:
-                        work.append(jt.default)
+                _follow_jmp(code, ins, insns, prev, work, tails, tables)
                 break
             if is_jcc(ins):
                 t = direct_target(ins)
@@ -102,6 +84,37 @@ def walk_function(code: Code, entry: int, limit: int = MAX_FUNC_INSNS) -> Functi
             prev[nxt] = va
             va = nxt
     return Function(entry, insns, prev, calls, tails, tables, truncated)
+
+
+def _rip_operand(ins: CsInsn):
+    """The memory operand of `ins` when it is rip-relative (a pointer in the image), or
+    None."""
+    mo = mem_ops(ins)
+    if mo and fam(ins, mo[0].mem.base) == "rip" and not mo[0].mem.index:
+        return mo[0]
+    return None
+
+
+def _follow_jmp(code: Code, ins: CsInsn, insns: dict[int, CsInsn], prev: dict[int, int],
+                work: list[int], tails: list[int], tables: list[JumpTable]) -> None:
+    """Where a `jmp` goes: a direct target (walked on), a pointer in the image (a tail
+    call), or the entries of a jump table it reads (walked on, with its default)."""
+    t = direct_target(ins)
+    if t is not None:
+        work.append(t)
+        return
+    op = _rip_operand(ins)
+    if op is not None:
+        p = code.image.pointer_at(rip_target(ins, op))
+        if p is not None:
+            tails.append(p)
+        return
+    jt = _jump_table(code, ins, insns, prev)
+    if jt is not None:
+        tables.append(jt)
+        work.extend(jt.entries)
+        if jt.default is not None:
+            work.append(jt.default)
 
 
 def back_insns(insns: dict[int, CsInsn], prev: dict[int, int], va: int, n: int) -> list[CsInsn]:

@@ -288,40 +288,55 @@ def collect_p2p(size: int = SIZE, count: int = COUNT, cu=None) -> dict:
     data["driver_version"] = int(version) if int(e) == CUDA_SUCCESS else None
     if int(err) != CUDA_SUCCESS:
         return data
-    devs = []
     try:
-        count_dev = _ck(cu, cu.cuDeviceGetCount(), "cuDeviceGetCount")
-        for ordinal in range(int(count_dev)):
-            dev = _ck(cu, cu.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
-            name = _ck(cu, cu.cuDeviceGetName(64, dev), f"cuDeviceGetName({ordinal})")
-            if isinstance(name, bytes):
-                name = name.split(b"\0", 1)[0].decode(errors="replace")
-            devs.append(dev)
-            data["devices"].append({"ordinal": ordinal, "name": name})
+        devs = _list_devices(cu, data["devices"])
     except _CudaFail as e:
         data["error"] = str(e)
         return data
     if len(devs) < 2:
         return data
+    data["pairs"] = [_pair_attributes(cu, devs, i, j)
+                     for i in range(len(devs)) for j in range(len(devs)) if i != j]
+    data["error"] = _measure_pairs(cu, devs, size, count, data["pairs"])
+    return data
 
-    pairs = [(i, j) for i in range(len(devs)) for j in range(len(devs)) if i != j]
-    for i, j in pairs:
-        p: dict = {"src": i, "dst": j, "attributes": {}}
-        e, can = cu.cuDeviceCanAccessPeer(devs[i], devs[j])
-        p["can_access_peer"] = int(can) if int(e) == CUDA_SUCCESS else f"error {int(e)}"
-        for key, names, value in P2P_ATTRIBUTES:
-            attr = _p2p_attribute(cu, names, value)
-            if attr is None:
-                p["attributes"][key] = "unknown to cuda-python"
-                continue
-            e, v = cu.cuDeviceGetP2PAttribute(attr, devs[i], devs[j])
-            p["attributes"][key] = int(v) if int(e) == CUDA_SUCCESS else f"error {int(e)}"
-        data["pairs"].append(p)
 
+def _list_devices(cu, out: list) -> list:
+    """The driver's devices; each one's ordinal and name appended to `out` as it is found."""
+    devs = []
+    count_dev = _ck(cu, cu.cuDeviceGetCount(), "cuDeviceGetCount")
+    for ordinal in range(int(count_dev)):
+        dev = _ck(cu, cu.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
+        name = _ck(cu, cu.cuDeviceGetName(64, dev), f"cuDeviceGetName({ordinal})")
+        if isinstance(name, bytes):
+            name = name.split(b"\0", 1)[0].decode(errors="replace")
+        devs.append(dev)
+        out.append({"ordinal": ordinal, "name": name})
+    return devs
+
+
+def _pair_attributes(cu, devs: list, i: int, j: int) -> dict:
+    """What the driver says about the pair i -> j: can-access-peer and the P2P attributes."""
+    p: dict = {"src": i, "dst": j, "attributes": {}}
+    e, can = cu.cuDeviceCanAccessPeer(devs[i], devs[j])
+    p["can_access_peer"] = int(can) if int(e) == CUDA_SUCCESS else f"error {int(e)}"
+    for key, names, value in P2P_ATTRIBUTES:
+        attr = _p2p_attribute(cu, names, value)
+        if attr is None:
+            p["attributes"][key] = "unknown to cuda-python"
+            continue
+        e, v = cu.cuDeviceGetP2PAttribute(attr, devs[i], devs[j])
+        p["attributes"][key] = int(v) if int(e) == CUDA_SUCCESS else f"error {int(e)}"
+    return p
+
+
+def _measure_pairs(cu, devs: list, size: int, count: int, pairs: list[dict]) -> str | None:
+    """Enable peer access where the driver allows it, then measure the peer copy and the
+    host bounce of every pair into its dict. None, or the failure that stopped it all."""
     res = _Devices(cu, devs, size)
     try:
         res.open()
-        for p in data["pairs"]:
+        for p in pairs:
             if p["can_access_peer"] == 1:
                 rc = res.enable_peer(p["src"], p["dst"])
                 p["peer_enable"] = rc
@@ -329,7 +344,7 @@ def collect_p2p(size: int = SIZE, count: int = COUNT, cu=None) -> dict:
             else:
                 p["peer_enable"] = None
                 p["peer_access"] = False
-        for p in data["pairs"]:
+        for p in pairs:
             i, j = p["src"], p["dst"]
             for key, fn in (("peer", res.peer_copy), ("bounce", res.host_bounce)):
                 try:
@@ -337,10 +352,10 @@ def collect_p2p(size: int = SIZE, count: int = COUNT, cu=None) -> dict:
                 except _CudaFail as e:
                     p[key] = {"error": str(e)}
     except _CudaFail as e:
-        data["error"] = str(e)
+        return str(e)
     finally:
         res.close()
-    return data
+    return None
 
 
 # ---- the child processes -----------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""The NCCL all-reduce benchmark (benchmarks/allreduce.py, benchmarks/allreduce_stats.py) on
-the CPU (CI has no GPU): busbw, the per-launch statistics, the rotation of variants over
-rounds, the aggregation into ratios with their spread, the trace-file check, the calls per
-all-reduce and what they can cost, and the driver loop with its launches faked."""
+"""The NCCL all-reduce benchmark (benchmarks/allreduce.py, allreduce_launch.py,
+allreduce_stats.py) on the CPU (CI has no GPU): busbw, the per-launch statistics, the
+rotation of variants over rounds, the aggregation into ratios with their spread, the
+trace-file check, the calls per all-reduce and what they can cost, and the driver loop with
+its launches faked."""
 
 from __future__ import annotations
 

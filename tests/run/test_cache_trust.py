@@ -138,7 +138,7 @@ def _make_others(other: list[str], shared: Path, level: Path) -> None:
 
 
 KINDS = ["symlink", "another-user", "group-can-write", "others-can-write"]
-WHY = {"symlink": "not a directory (a symlink or a file); remove it",
+WHY = {"symlink": "not a directory (a symbolic link or a file); remove it",
        "another-user": "owned by another user; remove it or set XDG_CACHE_HOME",
        "group-can-write": "group or others can write it; chmod go-w it (or remove it)",
        "others-can-write": "group or others can write it; chmod go-w it (or remove it)"}
@@ -281,7 +281,7 @@ ENTRY_WHY = {
     "manifest-another-users-copy": f"{MANIFEST}: owned by another user",
     "library-open-to-others": f"{LIB}: group or others can write it",
     "manifest-open-to-others": f"{MANIFEST}: group or others can write it",
-    "library-a-symlink": f"{LIB}: not a regular file (a symlink, a directory or a device)",
+    "library-a-symlink": f"{LIB}: not a regular file (a symbolic link, a directory or a device)",
 }
 
 

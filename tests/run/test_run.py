@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shimgen.run import make_run_dir
+from shimgen.rundir import make_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -224,7 +224,8 @@ def test_a_cache_directory_that_is_not_a_directory_is_refused(driver, tmp_path, 
     proc = shimgen_run(driver, cache, "--", "true", cwd=tmp_path)
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [
-        f"shimgen: error: shim cache {shims}: not a directory (a symlink or a file); remove it"]
+        f"shimgen: error: shim cache {shims}: not a directory (a symbolic link or a file); "
+        "remove it"]
     assert kind == "file" and shims.read_text() == "mine" or \
         os.listdir(tmp_path / "elsewhere") == []
 
