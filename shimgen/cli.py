@@ -220,6 +220,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         gate_profile=args.gate_profile,
         out=_path_option(args.out, "-o", "run directory", lambda: None)
         if args.out is not None else None,
+        inject=args.inject,
     )
     try:
         return run(opts)
@@ -250,6 +251,10 @@ def _add_run(sub) -> None:
     r.add_argument("-o", "--out", metavar="DIR",
                    help="run directory, new or empty (default: "
                         "./shimgen-runs/<date>-<time>-<command>)")
+    r.add_argument("--inject", action="append", metavar="RULE",
+                   help="fail chosen driver calls on purpose: PATTERN=RESULT[,KEY=VALUE...], "
+                        "e.g. cuMemAlloc_v2=CUDA_ERROR_OUT_OF_MEMORY,nth=3 (repeatable; "
+                        "docs/inject.md)")
     r.add_argument("command", nargs="...", metavar="-- COMMAND ...",
                    help="the command to run, after --")
     r.set_defaults(func=_cmd_run)
@@ -350,7 +355,7 @@ def _fast_run(argv: list[str]):
     return SimpleNamespace(command=command, driver=got.get("driver"),
                            trace=got.get("trace", DEFAULT_TRACE), gates=got.get("gates"),
                            gate_profile=got.get("gate_profile"), out=got.get("out"),
-                           func=_cmd_run)
+                           inject=None, func=_cmd_run)
 
 
 def _type_error(message: str) -> Exception:
