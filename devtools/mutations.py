@@ -633,7 +633,7 @@ MUTATIONS = [
         "old": "    if h[\"version\"] != VERSION:\n",
         "new": "    if h[\"version\"] > VERSION + 1:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
-                  "test_corrupt_header_is_refused[version-3-words1]"],
+                  "test_corrupt_header_is_refused[version-4-words1]"],
         "why": "a file of another format version is refused, not misread",
     },
     {
@@ -1477,7 +1477,7 @@ MUTATIONS = [
     {
         "name": "tracefile-reader-error-slot-function-unchecked",
         "file": "shimgen/tracefile.py",
-        "old": "                if not 0 <= idx < nf:\n",
+        "old": "        if not 0 <= idx < nf:\n",
         "new": "                if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_names_and_error_slots_are_"
                   "refused"],
@@ -1604,5 +1604,114 @@ MUTATIONS = [
         "new": "        if rc > 0:\n",
         "tests": ["tests/diff/test_diff.py::test_a_driver_that_crashes_its_process_is_trouble"],
         "why": "a driver that kills its query process is named as the cause",
+    },
+    # ---- fault injection (SHIMGEN_INJECT): the keys, matching, refusals, the record ----
+    {
+        "name": "inject-nth-off-by-one",
+        "file": "runtime/inject.c",
+        "old": "        return n == ru->v[K_NTH];\n",
+        "new": "        return n + 1 == ru->v[K_NTH];\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key[cuDriverGetVersion=2,nth=3-want1]"],
+        "why": "nth=N fails the Nth matching call, counted from 1",
+    },
+    {
+        "name": "inject-every-ignored",
+        "file": "runtime/inject.c",
+        "old": "    if (ru->has[K_EVERY] && n % ru->v[K_EVERY])\n",
+        "new": "    if (0)\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key[cuDriverGetVersion=2,every=3-want2]"],
+        "why": "every=N fails calls N, 2N, ... only",
+    },
+    {
+        "name": "inject-after-off-by-one",
+        "file": "runtime/inject.c",
+        "old": "    if (ru->has[K_AFTER] && n <= ru->v[K_AFTER])\n",
+        "new": "    if (ru->has[K_AFTER] && n < ru->v[K_AFTER])\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key[cuDriverGetVersion=2,after=5-want3]"],
+        "why": "after=N spares the first N calls, all of them",
+    },
+    {
+        "name": "inject-times-one-more",
+        "file": "runtime/inject.c",
+        "old": "        if (!ru->has[K_TIMES] || k < ru->v[K_TIMES])\n",
+        "new": "        if (!ru->has[K_TIMES] || k <= ru->v[K_TIMES])\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key[cuDriverGetVersion=2,times=2-want4]"],
+        "why": "times=K injects at most K failures",
+    },
+    {
+        "name": "inject-seed-ignored",
+        "file": "runtime/inject.c",
+        "old": "    uint64_t h = mix(mix(mix(ru->v[K_SEED]) ^ r) ^ n);\n",
+        "new": "    uint64_t h = mix(mix(mix(0) ^ r) ^ n);\n",
+        "tests": ["tests/runtime/test_inject.py::test_seed_decides_and_python_predicts"],
+        "why": "p draws from the seed: another seed, other failing calls",
+    },
+    {
+        "name": "inject-c-variant-not-stripped",
+        "file": "runtime/inject.c",
+        "old": "        v[d - 2] = '\\0';\n        return fnmatch(p, v, 0) == 0;\n",
+        "new": "        return 0;\n",
+        "tests": ["tests/runtime/test_inject.py::test_c_and_python_agree"],
+        "why": "the shim matches cuMemAlloc to cuMemAlloc_v2 too, as Python does",
+    },
+    {
+        "name": "inject-python-variant-not-stripped",
+        "file": "shimgen/inject.py",
+        "old": ("    bare = stem if sep and stem and digits.isascii() and digits.isdigit() "
+                "else base\n"),
+        "new": "    bare = base\n",
+        "tests": ["tests/runtime/test_inject.py::test_variants_match_as_documented"],
+        "why": "a name matches its _v<N> variants (what cuGetProcAddress hands out)",
+    },
+    {
+        "name": "inject-reader-no-subtraction",
+        "file": "shimgen/tracefile.py",
+        "old": ("    if timed:  # the time path counted the injected failures among the "
+                "returns too\n"),
+        "new": "    if False:\n",
+        "tests": ["tests/runtime/test_inject.py::test_trace_file_and_json_record_injected[time]"],
+        "why": "the report's driver errors are the returns less the injected failures",
+    },
+    {
+        "name": "inject-json-no-subtraction",
+        "file": "runtime/trace.c",
+        "old": ("        uint64_t inj = injected ? 0 : error_count(key | "
+                "SHIMGEN_TRACEFILE_ERR_INJECTED);\n"),
+        "new": "        uint64_t inj = 0 * error_count(key);\n",
+        "tests": ["tests/runtime/test_inject.py::test_trace_file_and_json_record_injected[time]"],
+        "why": "the shim's JSON errors are the driver's own, injected ones apart",
+    },
+    {
+        "name": "inject-c-refusal-ignored",
+        "file": "runtime/inject.c",
+        "old": "    if (err) {\n        snprintf(refusal",
+        "new": "    if (0) {\n        snprintf(refusal",
+        "tests": ["tests/runtime/test_inject.py::test_a_refused_spec_arms_nothing_and_says_so_once"],
+        "why": "a bad rule arms nothing and says so once",
+    },
+    {
+        "name": "inject-c-nth-combination-accepted",
+        "file": "runtime/inject.c",
+        "old": "    if (r->has[K_NTH] && (r->has[K_EVERY]",
+        "new": "    if (0 && (r->has[K_EVERY]",
+        "tests": ["tests/runtime/test_inject.py::test_c_and_python_agree"],
+        "why": "the shim refuses what Python refuses (nth with every, after, times, p)",
+    },
+    {
+        "name": "inject-fork-keeps-counts",
+        "file": "runtime/inject.c",
+        "old": "        rules[r].calls = rules[r].injected = 0;\n",
+        "new": "        continue;\n",
+        "tests": ["tests/runtime/test_inject.py::test_a_forked_child_counts_afresh"],
+        "why": "a forked child counts its calls afresh",
+    },
+    {
+        "name": "inject-run-unchecked",
+        "file": "shimgen/run.py",
+        "old": "        check(opts.inject, exports_of(entry.directory))\n",
+        "new": "        pass\n",
+        "tests": ["tests/runtime/test_inject.py::test_run_refuses_a_bad_rule_before_anything_runs"
+                  "[no-match]"],
+        "why": "run refuses a rule that matches no export before anything runs",
     },
 ]

@@ -1,8 +1,8 @@
 /*
  * config.c: the shim's configuration, read once from SHIMGEN_* when the shim is loaded
  * (a constructor; or at the first call that comes earlier): trace mode and files, the
- * timeline size, attribute overrides, gates, the job rank and stamp (SHIMGEN_TRACE_JOB), and
- * where the shim itself lives.
+ * timeline size, attribute overrides, gates, the job rank and stamp (SHIMGEN_TRACE_JOB), the
+ * fault injection rules (SHIMGEN_INJECT, parsed by inject.c), and where the shim itself lives.
  * Also the one way the runtime says something: one line on stderr (or appended to
  * SHIMGEN_NOTICE_FILE, "[pid N] " first), unless SHIMGEN_QUIET.
  */
@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "inject.h"
 #include "runtime.h"
 
 struct shimgen_config shimgen_cfg;
@@ -328,6 +329,7 @@ static void read_config(void)
         if (r && *r && strspn(r, "0123456789") == strlen(r))
             shimgen_copy_str(shimgen_cfg.rank, sizeof shimgen_cfg.rank, r);
     }
+    shimgen_inject_configure(secure_getenv(SHIMGEN_ENV_INJECT)); /* after the rank */
     shimgen_cfg.load_pid = getpid();
     if (shimgen_cfg.trace != TRACE_OFF && (shimgen_shared_name(shimgen_cfg.trace_file) ||
                                            shimgen_shared_name(shimgen_cfg.timeline_file)))

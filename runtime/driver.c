@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "inject.h"
 #include "runtime.h"
 
 /* The load's state: one word, which waiting threads poll (async-signal-safe). pthread_once
@@ -162,6 +163,7 @@ static void fill_slots(void *handle)
                            : shimgen_real[i];
         __atomic_store_n(&shimgen_targets[i], target, __ATOMIC_RELEASE);
     }
+    shimgen_inject_arm(shimgen_targets); /* in front of whatever each target is */
     if (shimgen_cfg.trace != TRACE_OFF)
         shimgen_stats_start();
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {

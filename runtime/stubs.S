@@ -9,6 +9,10 @@
  *                           or shimgen_targets[i] (hook or real)
  *   lazy stub i:            r11 = i; save argument registers; ask the C runtime for the
  *                           target (loads the driver once, thread-safe); restore; jump
+ *   inject stub i:          (SHIMGEN_INJECT, only in shimgen_targets[i] of a function a
+ *                           rule matches) r11 = i; save argument registers; ask
+ *                           shimgen_inject_decide(i): 0, restore and jump through
+ *                           shimgen_inject_next[i]; else return that code in eax
  *
  * The timing stubs (SHIMGEN_TRACE=time, timeline) are in timing.S.
  *
@@ -117,6 +121,46 @@ shimgen_lazy_common:
         .cfi_endproc
         .size   shimgen_lazy_common, .-shimgen_lazy_common
 
+/* ---- inject stubs (SHIMGEN_INJECT, inject.c): a matched function's target ---- */
+.macro inject_stub i
+        .balign 16
+.Linject_\i:
+        ENDBR
+        mov     $\i, %r11d
+        jmp     shimgen_inject_common
+.endm
+#define SHIMGEN_FUNCTION(i, name) inject_stub i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+
+/* i is kept at 192(%rsp), above the saved registers (the frame has 208 bytes). The
+ * decision's code is returned as the function's own; a call it lets through reaches the
+ * target with every argument register as the caller left it. */
+        .balign 16
+        .type   shimgen_inject_common, @function
+shimgen_inject_common:
+        .cfi_startproc
+        save_argument_registers
+        mov     %r11, 192(%rsp)
+        mov     %r11d, %edi
+        call    shimgen_inject_decide
+        test    %eax, %eax
+        jnz     1f
+        mov     192(%rsp), %r11
+        lea     shimgen_inject_next(%rip), %rax
+        mov     (%rax,%r11,8), %r11
+        .cfi_remember_state
+        restore_argument_registers
+        jmp     *%r11
+1:
+        .cfi_restore_state
+        leave
+        .cfi_def_cfa rsp, 8
+        .cfi_restore rbp
+        ret
+        .cfi_endproc
+        .size   shimgen_inject_common, .-shimgen_inject_common
+
 /* ---- failure stubs: used when the driver cannot be loaded or lacks a function ---- */
         .globl  shimgen_fail_init
         .hidden shimgen_fail_init
@@ -167,6 +211,10 @@ shimgen_fail_missing:
 #undef SHIMGEN_FUNCTION
         table_start shimgen_count_stubs
 #define SHIMGEN_FUNCTION(i, name) .quad .Lcount_##i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+        table_start shimgen_inject_stubs
+#define SHIMGEN_FUNCTION(i, name) .quad .Linject_##i
 #include "functions.inc"
 #undef SHIMGEN_FUNCTION
         table_start shimgen_entry_stubs

@@ -124,24 +124,39 @@ static int by_count(const void *a, const void *b)
     return by_function_then_code(a, b);
 }
 
-static unsigned gather_errors(int (*order)(const void *, const void *))
+/* How often the process's errors hold `key` (0 when they do not). */
+static uint64_t error_count(uint64_t key)
+{
+    for (unsigned e = 0; e < ERRORS_SLOTS; e++)
+        if (__atomic_load_n(&shimgen_errors[e].key, __ATOMIC_RELAXED) == key)
+            return __atomic_load_n(&shimgen_errors[e].count, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* The driver's own error returns (injected 0: the returns counted less the injected ones
+ * among them, docs/traceformat.md), or the injected failures (injected 1). */
+static unsigned gather_errors(int (*order)(const void *, const void *), int injected)
 {
     unsigned n = 0;
     for (unsigned e = 0; e < ERRORS_SLOTS; e++) {
         uint64_t key = __atomic_load_n(&shimgen_errors[e].key, __ATOMIC_RELAXED);
         uint64_t count = __atomic_load_n(&shimgen_errors[e].count, __ATOMIC_RELAXED);
-        if (key && count && (key >> 32) - 1 < SHIMGEN_NFUNCS)
-            err_list[n++] = (struct err_entry){(unsigned)(key >> 32) - 1, (uint32_t)key, count};
+        uint64_t k = key & ~SHIMGEN_TRACEFILE_ERR_INJECTED;
+        if (!key || !count || (k != key) != injected || (k >> 32) - 1 >= SHIMGEN_NFUNCS)
+            continue;
+        uint64_t inj = injected ? 0 : error_count(key | SHIMGEN_TRACEFILE_ERR_INJECTED);
+        if (count > inj)
+            err_list[n++] = (struct err_entry){(unsigned)(k >> 32) - 1, (uint32_t)k, count - inj};
     }
     qsort(err_list, n, sizeof err_list[0], order);
     return n;
 }
 
-/* "errors": {"<function>": {"<code>": count, ...}, ...}, "error_overflow": n */
-static void write_json_errors(struct shimgen_out *f)
+/* "errors" (or "injected"): {"<function>": {"<code>": count, ...}, ...} */
+static void write_json_codes(struct shimgen_out *f, const char *name, int injected)
 {
-    unsigned n = gather_errors(by_function_then_code);
-    shimgen_out_printf(f, ",\n  \"errors\": {");
+    unsigned n = gather_errors(by_function_then_code, injected);
+    shimgen_out_printf(f, ",\n  \"%s\": {", name);
     for (unsigned e = 0; e < n; e++) {
         int first_of_fn = e == 0 || err_list[e].fn != err_list[e - 1].fn;
         if (first_of_fn) {
@@ -152,8 +167,7 @@ static void write_json_errors(struct shimgen_out *f)
         shimgen_out_printf(f, "%s\"%u\": %llu", first_of_fn ? "" : ", ", err_list[e].code,
                            (unsigned long long)err_list[e].count);
     }
-    shimgen_out_printf(f, "%s},\n  \"error_overflow\": %llu", n ? "}\n  " : "",
-                       (unsigned long long)shimgen_error_overflow);
+    shimgen_out_printf(f, "%s}", n ? "}\n  " : "");
 }
 
 /* "hist": the counts of the function's log2 buckets, up to its last non-zero one; "fine":
@@ -231,11 +245,14 @@ static int write_json(void)
         first = 0;
     }
     shimgen_out_printf(f, "%s}", first ? "" : "\n  ");
+    write_json_codes(f, "injected", 1);
     if (shimgen_cfg.trace == TRACE_TIME) {
         double k = shimgen_ns_per_tick();
         shimgen_out_printf(f, ",\n  \"ns_per_tick\": %.9g,\n  \"untimed_calls\": %llu", k,
                            (unsigned long long)shimgen_untimed_calls);
-        write_json_errors(f);
+        write_json_codes(f, "errors", 0);
+        shimgen_out_printf(f, ",\n  \"error_overflow\": %llu",
+                           (unsigned long long)shimgen_error_overflow);
         shimgen_out_printf(f, ",\n  \"time\": {");
         first = 1;
         for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
@@ -301,7 +318,7 @@ static void write_table(void)
                     shimgen_time_total[x] * k / (double)shimgen_counts[x], p[0] * k, p[1] * k,
                     p[2] * k, shimgen_time_max[x] * k, shimgen_names[x]);
         }
-        unsigned ne = gather_errors(by_count);
+        unsigned ne = gather_errors(by_count, 0);
         if (ne || shimgen_error_overflow)
             fprintf(stderr, "shimgen errors returned (pid %ld):\n%14s  %6s  %-40s  %s\n",
                     (long)getpid(), "count", "code", "name", "function");
@@ -321,6 +338,13 @@ static void write_table(void)
             fprintf(stderr, "%14llu  %s\n", (unsigned long long)shimgen_counts[order[i]],
                     shimgen_names[order[i]]);
     }
+    unsigned ni = gather_errors(by_count, 1);
+    if (ni)
+        fprintf(stderr, "shimgen injected failures (pid %ld, SHIMGEN_INJECT):\n%14s  %6s  "
+                "%-40s  %s\n", (long)getpid(), "count", "code", "name", "function");
+    for (unsigned e = 0; e < ni; e++)
+        fprintf(stderr, "%14llu  %6u  %-40s  %s\n", (unsigned long long)err_list[e].count,
+                err_list[e].code, result_name(err_list[e].code), shimgen_names[err_list[e].fn]);
     if (shimgen_unmapped_proc_addresses)
         fprintf(stderr, "%14llu  (cuGetProcAddress answers that are no export, passed through)\n",
                 (unsigned long long)shimgen_unmapped_proc_addresses);

@@ -252,6 +252,7 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
             "build_id": model.driver.build_id,
             "soname": SONAME,
             "functions": len(model.functions),
+            "exports": [f.name for f in model.functions],  # in slot order (--inject)
             "hooks": [f.name for f in model.hooked],
             "extra_exports": list(model.extra_exports),
             "data_symbols_left_in_driver": [d.name for d in model.driver.data],

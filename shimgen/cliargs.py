@@ -60,6 +60,9 @@ RUN_OPTIONS = (
            "--json FILE`)", metavar="auto|PROFILE"),
     Option(("-o", "--out"), "out", "run directory, new or empty (default: "
            "./shimgen-runs/<date>-<time>-<command>)", metavar="DIR"),
+    Option(("--inject",), "inject", "fail chosen driver calls on purpose: "
+           "PATTERN=RESULT[,KEY=VALUE...], e.g. cuMemAlloc_v2=CUDA_ERROR_OUT_OF_MEMORY,nth=3 "
+           "(repeatable; docs/inject.md)", metavar="RULE", repeat=True),
 )
 
 _DESCRIPTIONS = {

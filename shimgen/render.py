@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import __version__, runenv
+from . import __version__, inject, runenv
 from .cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, LIBCUDA_DIRS, RESULTS
 from .errors import ShimgenError
 from .model import SONAME, ShimModel
@@ -121,6 +121,10 @@ def render(model: ShimModel, dest: Path) -> list[Path]:
         "trace_modes": runenv.TRACE_MODES,
         "trace_header": runenv.trace_header_layout(),
         "trace_header_size": runenv.trace_header_size(),
+        "trace_err_injected": runenv.TRACE_ERR_INJECTED,
+        "inject_keys": inject.KEYS,
+        "inject_limits": {"MAX_RULES": inject.MAX_RULES, "MAX_LEN": inject.MAX_LEN,
+                          "NUMBER_MAX": inject.NUMBER_MAX, "RESULT_MAX": inject.RESULT_MAX},
     }
     written = []
     runtime = runtime_dir()

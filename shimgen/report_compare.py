@@ -17,6 +17,7 @@ from .report_format import (
     source_json,
     unreadable_json,
 )
+from .report_inject import compare_rows, compare_section
 from .report_model import Merged, check_sums, merge, processes_of
 from .report_output import csv_value, dump_json, printable, shown
 from .report_source import Source
@@ -26,7 +27,7 @@ SCHEMA_VERSION = 1
 ORDER = ("by the absolute change in errors, then in calls, then in total time, largest "
          "first; then by name")
 CSV_COLUMNS = ("function", "status", "calls_a", "calls_b", "total_ns_a", "total_ns_b",
-               "errors_a", "errors_b")
+               "errors_a", "errors_b", "injected_a", "injected_b")
 NEW, GONE = "new", "gone"
 
 
@@ -48,6 +49,8 @@ def function_rows(fa: dict[str, Merged], fb: dict[str, Merged]) -> list[dict]:
             "total_ns_a": a.total_ns if a and a.timed else None,
             "total_ns_b": b.total_ns if b and b.timed else None,
             "errors_a": a.error_count if a else 0, "errors_b": b.error_count if b else 0,
+            "injected_a": a.injected_count if a else 0,
+            "injected_b": b.injected_count if b else 0,
         })
     return sorted(rows, key=change_order)
 
@@ -85,7 +88,8 @@ def _side(label: str, s: Source) -> str:
             + (f", driver {', '.join(versions)}" if versions else ""))
 
 
-def _text(a: Source, b: Source, frows: list[dict], erows: list[dict]) -> str:
+def _text(a: Source, b: Source, frows: list[dict], erows: list[dict],
+          irows: list[dict]) -> str:
     lines = source_header([a, b])
     lines += [_side("A", a), _side("B", b), "", f"sorted {ORDER}", ""]
     lines.append(f"{'calls A':>12} {'calls B':>12} {'change':>12} {'total ms A':>12} "
@@ -110,6 +114,7 @@ def _text(a: Source, b: Source, frows: list[dict], erows: list[dict]) -> str:
             lines.append(f"{shown(r['function']):<{width}}  {r['code']:>5}  {r['name']:<40} "
                          f"{r['count_a']:>10} {r['count_b']:>10} "
                          f"{r['count_b'] - r['count_a']:>+10}{mark}")
+    lines += compare_section(irows)
     return "\n".join(lines) + "\n"
 
 
@@ -117,13 +122,14 @@ def render(a: Source, b: Source, fmt: str) -> str:
     fa, fb = merge(a.processes), merge(b.processes)
     check_sums(fa, a.processes)
     check_sums(fb, b.processes)
-    frows, erows = function_rows(fa, fb), error_rows(fa, fb)
+    frows, erows, irows = function_rows(fa, fb), error_rows(fa, fb), compare_rows(fa, fb)
     if fmt == "json":
         side = [dict(source_json(s), processes=len(processes_of(s.processes)),
                      unreadable=unreadable_json([s]), notices=notices_json(s.notices))
                 for s in (a, b)]
         return dump_json({"schema": SCHEMA, "version": SCHEMA_VERSION, "a": side[0],
-                          "b": side[1], "order": ORDER, "functions": frows, "errors": erows})
+                          "b": side[1], "order": ORDER, "functions": frows, "errors": erows,
+                          "injected": irows})
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -133,4 +139,4 @@ def render(a: Source, b: Source, fmt: str) -> str:
             w.writerow([r[c] if isinstance(r[c], (int, float)) else csv_value(r[c])
                         for c in CSV_COLUMNS])
         return printable(buf.getvalue())
-    return printable(_text(a, b, frows, erows))
+    return printable(_text(a, b, frows, erows, irows))

@@ -1,5 +1,6 @@
 """How `shimgen report` prints one run (or merged trace files): the header, the per-function
-table (calls, total, mean, p50, p90, p99, max, errors), the errors section, and the same data
+table (calls, total, mean, p50, p90, p99, max, errors, and injected when there are any), the
+errors section, the injected failures (report_inject.py), and the same data
 as JSON (schema `shimgen-report`, docs/report.md) or CSV. Every string read from a file is
 shown escaped in the table and in the CSV, exact in the JSON (report_output.py)."""
 
@@ -11,6 +12,7 @@ from math import isfinite
 # csv, io, shlex and the table of CUDA facts are imported where they are used: the plain
 # table of a run with no errors (what `shimgen run` prints) needs none of them.
 from .errors import ShimgenError
+from .report_inject import any_injected, injected_rows, injected_section, rules, rules_line
 from .report_model import Group, Merged, sorted_functions
 from .report_output import csv_value, dump_json, printable, shown
 from .report_source import NOTICES_MAX_BYTES, Notices, Source
@@ -18,7 +20,7 @@ from .report_source import NOTICES_MAX_BYTES, Notices, Source
 SCHEMA = "shimgen-report"
 SCHEMA_VERSION = 1
 CSV_COLUMNS = ("by", "group", "function", "calls", "total_ns", "mean_ns", "p50_ns", "p90_ns",
-               "p99_ns", "max_ns", "errors")
+               "p99_ns", "max_ns", "errors", "injected")
 QUANTILES = (0.50, 0.90, 0.99)  # p50, p90, p99
 DIED = "counts exact up to its last call"
 LISTED = 8  # pids or ranks named before "... (N in all)"
@@ -44,7 +46,7 @@ def function_row(name: str, m: Merged) -> dict:
     return {"function": name, "calls": m.calls,
             "total_ns": m.total_ns if m.timed else None, "mean_ns": m.mean_ns,
             "p50_ns": p50, "p90_ns": p90, "p99_ns": p99,
-            "max_ns": m.max_ns, "errors": m.error_count}
+            "max_ns": m.max_ns, "errors": m.error_count, "injected": m.injected_count}
 
 
 def error_rows(functions: dict[str, Merged]) -> list[dict]:
@@ -211,10 +213,13 @@ def _num(value: float | None, scale: float = 1.0, digits: int = 0) -> str:
     return "-" if value is None else f"{value / scale:.{digits}f}"
 
 
-def function_table(functions: dict[str, Merged]) -> list[str]:
+def function_table(functions: dict[str, Merged], injecting: bool = False) -> list[str]:
+    """The table; with a column 'injected' when the run armed rules or a trace has some."""
+    inj = injecting or any_injected(functions)
     grand = sum(m.total_ns for m in functions.values() if m.timed)
     head = (f"{'time %':>7} {'total ms':>12} {'calls':>12} {'mean ns':>11} {'p50 ns':>11} "
-            f"{'p90 ns':>11} {'p99 ns':>11} {'max ns':>12} {'errors':>8}  function")
+            f"{'p90 ns':>11} {'p99 ns':>11} {'max ns':>12} {'errors':>8} "
+            + (f"{'injected':>8}  " if inj else " ") + "function")
     lines = [head]
     for name, m in sorted_functions(functions):
         r = function_row(name, m)
@@ -222,7 +227,8 @@ def function_table(functions: dict[str, Merged]) -> list[str]:
         lines.append(f"{_num(share, digits=1):>7} {_num(r['total_ns'], 1e6, 3):>12} "
                      f"{r['calls']:>12} {_num(r['mean_ns'], digits=1):>11} "
                      f"{_num(r['p50_ns']):>11} {_num(r['p90_ns']):>11} {_num(r['p99_ns']):>11} "
-                     f"{_num(r['max_ns']):>12} {_num(r['errors']):>8}  {shown(name, CUT)}")
+                     f"{_num(r['max_ns']):>12} {_num(r['errors']):>8} "
+                     + (f"{r['injected']:>8}  " if inj else " ") + shown(name, CUT))
     return lines
 
 
@@ -289,6 +295,7 @@ def source_header(sources: list[Source]) -> list[str]:
         if s.run_problem:
             lines.append(f"run        metadata not read: {shown(s.run_problem)}")
         lines += unreadable_lines(s)
+        lines += rules_line(s)
         lines += notice_lines(s.notices)
     return lines
 
@@ -305,9 +312,10 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
             lines.append(f"== {by} {shown(g.key, CUT)} ==")
         lines += group_header(g)
         lines.append("")
-        lines += function_table(g.functions)
+        lines += function_table(g.functions, any(rules(s) for s in sources))
         lines.append("")
         lines += errors_section(g.functions)
+        lines += injected_section(g.functions)
     return "\n".join(lines) + "\n"
 
 
@@ -329,11 +337,12 @@ def group_json(g: Group) -> dict:
         "notes": _notes(g),
         "functions": [function_row(n, m) for n, m in sorted_functions(g.functions)],
         "errors": error_rows(g.functions),
+        "injected": injected_rows(g.functions),
     }
 
 
 def source_json(s: Source) -> dict:
-    out = {"path": s.name, "run": s.is_run}
+    out = {"path": s.name, "run": s.is_run, "inject": rules(s)}
     if s.is_run:
         status, sig, error = run_exit(s)
         run = s.run or {}

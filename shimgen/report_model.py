@@ -78,7 +78,7 @@ class Merged:
     """One function over the processes of a group."""
 
     __slots__ = ("calls", "timed_calls", "total_ns", "max_ns", "hists", "hist_calls", "errors",
-                 "errors_known")
+                 "errors_known", "injected")
 
     def __init__(self) -> None:
         self.calls = 0
@@ -89,6 +89,7 @@ class Merged:
         self.hist_calls = 0  # calls that the histograms cover
         self.errors: dict[int, int] = {}
         self.errors_known = True  # every process that called it counted its errors
+        self.injected: dict[int, int] = {}  # code -> failures SHIMGEN_INJECT returned
 
     @property
     def timed(self) -> bool:
@@ -101,6 +102,10 @@ class Merged:
     @property
     def error_count(self) -> int | None:
         return sum(self.errors.values()) if self.errors_known else None
+
+    @property
+    def injected_count(self) -> int:
+        return sum(self.injected.values())
 
     def percentiles(self, *qs: float) -> tuple[float | None, ...]:
         """p(100q) for each q over every call of the group; None unless every call is in a
@@ -234,6 +239,8 @@ def merge(processes: list[ProcessTrace]) -> dict[str, Merged]:
                 m.errors_known = False
             for code, n in fs.errors.items():
                 m.errors[code] = m.errors.get(code, 0) + n
+            for code, n in fs.injected.items():
+                m.injected[code] = m.injected.get(code, 0) + n
     return out
 
 

@@ -37,9 +37,11 @@ ENV_NOTICE_FILE = ENV["NOTICE_FILE"]
 ENV_TIMELINE_FILE = ENV["TIMELINE_FILE"]
 ENV_DRIVER = ENV["DRIVER"]
 ENV_GATES = ENV["GATES"]
+ENV_INJECT = ENV["INJECT"]
 # Inherited, they would send this run's record elsewhere or make a process think another
-# owns the trace file: never passed on.
-ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"])
+# owns the trace file: never passed on. SHIMGEN_INJECT: only --inject's rules, which the
+# run checks and records.
+ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT)
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # si_code of a signal sent by a process (kill, sigqueue, tgkill). A terminal's Ctrl-C or
@@ -54,7 +56,8 @@ class RunOptions:
     """What `shimgen run` was asked (a plain class: a dataclass costs milliseconds to make)."""
 
     def __init__(self, command: list[str], driver: Path, driver_given: bool, trace: str,
-                 gates: str | None, gate_profile: str | None, out: Path | None) -> None:
+                 gates: str | None, gate_profile: str | None, out: Path | None,
+                 inject: list[str] | None = None) -> None:
         self.command = command
         self.driver = driver  # as given or found
         self.driver_given = driver_given  # --driver: also SHIMGEN_DRIVER
@@ -62,6 +65,7 @@ class RunOptions:
         self.gates = gates  # the SHIMGEN_GATES selection, e.g. "-gdr,-dmabuf"
         self.gate_profile = gate_profile  # with gates: "auto" or a profile file
         self.out = out  # -o DIR
+        self.inject = inject or []  # --inject RULE, each (shimgen/inject.py)
 
 
 class CommandError(ShimgenError):
@@ -129,6 +133,8 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts: Run
         env[ENV_GATES] = opts.gates
     else:
         env.pop(ENV_GATES, None)
+    if opts.inject:
+        env[ENV_INJECT] = ";".join(opts.inject)
     return env
 
 
@@ -313,6 +319,11 @@ def _prepare(opts: RunOptions) -> tuple[str, Path, str | None, object]:
 
     if opts.gates is not None:
         check_selection(opts.gates, None)
+    if opts.inject:
+        from .inject import parse
+
+        for rule in opts.inject:  # its form now, before any build; its names below
+            parse(rule)
     path = find_command(opts.command[0], os.environ.get("PATH"))
     driver = check_driver(opts.driver)  # every command's check, in the same words
     profile = None
@@ -372,12 +383,20 @@ def run(opts: RunOptions) -> int:
         raise RunInterrupted(_signum(e), _not_started(entry)) from None
     if opts.gates is not None:
         check_selection(opts.gates, entry.gates)
+    if opts.inject:
+        from .inject import check, exports_of
+
+        check(opts.inject, exports_of(entry.directory))
     start = time.time()
     run_dir = open_run_dir(opts.out, opts.command[0], start)
     how = entry.how if entry.how == "cached" else f"{entry.how} in {entry.seconds:.1f} s"
     gates = f", gates {opts.gates}" if opts.gates else ""
+    gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
     banner = _shown(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
                     f"run directory {run_dir.path}")
+    if ENV_INJECT in os.environ and not opts.inject:
+        banner += (f"\nshimgen: run: {ENV_INJECT} from the environment is not passed on "
+                   "(give the rules with --inject, which checks and records them)")
     started_pid: list[int] = []
 
     def started(pid: int) -> None:
@@ -398,10 +417,11 @@ def run(opts: RunOptions) -> int:
             "shim": {"path": str(entry.library), "key": key.as_dict(),
                      "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
             "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
+            "inject": opts.inject,
             "shimgen_version": __version__, "host": os.uname().nodename,
             "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
                                                 ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
-                                                ENV_GATES) if k in env},
+                                                ENV_GATES, ENV_INJECT) if k in env},
             "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
         }
         write_json(run_dir, record)
@@ -464,6 +484,7 @@ def command(args) -> int:
         gates=args.gates,
         gate_profile=args.gate_profile,
         out=path_option(args.out, "-o", "run directory") if args.out is not None else None,
+        inject=args.inject,
     )
     try:
         return run(opts)

@@ -19,6 +19,7 @@ ENV = {
     "ATTR_OVERRIDE": "SHIMGEN_ATTR_OVERRIDE",
     "GATES": "SHIMGEN_GATES",
     "GATE_METHOD": "SHIMGEN_GATE_METHOD",
+    "INJECT": "SHIMGEN_INJECT",
 }
 
 # The `shimgen` command's own variable (not the shim's): a traceback for an internal error.
@@ -41,10 +42,13 @@ DEFAULT_TRACE = "time"
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
-TRACE_VERSION = 2
+TRACE_VERSION = 3
 TRACE_SUFFIX = ".shimtrace"
 TRACE_BYTE_ORDER = 0x0102030405060708
 TRACE_STATES = {"running": 1, "complete": 2}
+# An error slot's key with this bit set counts failures that SHIMGEN_INJECT returned without
+# calling the driver (the rest of the key as usual: (function index + 1) << 32 | code).
+TRACE_ERR_INJECTED = 1 << 63
 # Its header, field by field in order: (name, type, count), the type one of u32, u64, i64,
 # char. runtime/tracefile.h declares its struct from this list (rendered into facts.h, with
 # each field's offset checked) and shimgen/tracefile.py reads it with the same one; every

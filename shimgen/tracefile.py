@@ -23,6 +23,7 @@ import struct
 from shimgen.errors import ShimgenError
 from shimgen.runenv import (
     TRACE_BYTE_ORDER,
+    TRACE_ERR_INJECTED,
     TRACE_MAGIC,
     TRACE_MODES,
     TRACE_STATES,
@@ -41,6 +42,7 @@ from shimgen.tracemodel import (
 
 MAGIC = TRACE_MAGIC
 VERSION = TRACE_VERSION
+ERR_INJECTED = TRACE_ERR_INJECTED
 BYTE_ORDER = TRACE_BYTE_ORDER
 SUFFIX = TRACE_SUFFIX
 MODES = TRACE_MODES
@@ -194,6 +196,7 @@ def _sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int
     fshift, fbits, fhash = fslots.bit_length() - 1, h["fine_bits"], h["fine_hash"]
     fmaskb = (1 << fbits) - 1
     errors: dict[int, dict[int, int]] = {}
+    injected: dict[int, dict[int, int]] = {}
     untimed = overflow = 0
     mv = memoryview(m)
     try:
@@ -218,30 +221,54 @@ def _sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int
                     row.release()
             fn.release()
             untimed += struct.unpack_from("<Q", m, base + h["off_untimed"])[0]
-            if not timed:
-                continue
             overflow += struct.unpack_from("<Q", m, base + h["off_err_overflow"])[0]
             eo = base + h["off_err"]
             slots = mv[eo:eo + h["err_slots"] * ERRSLOT_SIZE].cast("Q")
-            for s in range(0, len(slots), 2):
-                key, cnt = slots[s], slots[s + 1]
-                if not key:
-                    continue
-                idx = (key >> 32) - 1
-                if not 0 <= idx < nf:
-                    slots.release()
-                    raise _Bad(f"block {b} has an error slot for function {idx}, of {nf}")
-                code = key & 0xFFFFFFFF
-                per = errors.setdefault(idx, {})
-                per[code] = per.get(code, 0) + cnt
-            slots.release()
+            try:
+                _read_errors(slots, b, nf, errors, injected)
+            finally:
+                slots.release()
     finally:
         mv.release()
+    if timed:  # the time path counted the injected failures among the returns too
+        _less_injected(errors, injected)
     functions: dict = {}
-    for i in sorted(set(i for i in range(nf) if counts[i]) | set(errors)):
+    for i in sorted(set(i for i in range(nf) if counts[i]) | set(errors) | set(injected)):
         functions[i] = (counts[i], totals[i], maxes[i], hists.get(i), errors.get(i, {}),
-                        fines.get(i))
+                        fines.get(i), injected.get(i, {}))
     return functions, untimed, overflow
+
+
+def _read_errors(slots, b: int, nf: int, errors: dict, injected: dict) -> None:
+    """One block's error slots added to `errors` (the returns the time path counted) and
+    `injected` (the failures SHIMGEN_INJECT returned: keys with ERR_INJECTED)."""
+    for s in range(0, len(slots), 2):
+        key, cnt = slots[s], slots[s + 1]
+        if not key:
+            continue
+        into = injected if key & ERR_INJECTED else errors
+        key &= ~ERR_INJECTED
+        idx = (key >> 32) - 1
+        if not 0 <= idx < nf:
+            raise _Bad(f"block {b} has an error slot for function {idx}, of {nf}")
+        code = key & 0xFFFFFFFF
+        per = into.setdefault(idx, {})
+        per[code] = per.get(code, 0) + cnt
+
+
+def _less_injected(errors: dict, injected: dict) -> None:
+    """The driver's own errors: the returns counted less the injected failures among them
+    (never below 0: a call counted but not timed has no return counted)."""
+    for idx, per in injected.items():
+        own = errors.get(idx, {})
+        for code, n in per.items():
+            left = own.get(code, 0) - n
+            if left > 0:
+                own[code] = left
+            else:
+                own.pop(code, None)
+        if idx in errors and not own:
+            del errors[idx]
 
 
 def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift: int,
@@ -333,8 +360,8 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
     if not complete:
         notes.append(NOT_FINISHED)
     stats = {}
-    for i, (calls, total, mx, hist, errs, fine) in functions.items():
-        fs = FunctionStats(calls=calls, hist=hist, errors=errs, fine=fine)
+    for i, (calls, total, mx, hist, errs, fine, inj) in functions.items():
+        fs = FunctionStats(calls=calls, hist=hist, errors=errs, fine=fine, injected=inj)
         if k is not None:
             fs.total_ns, fs.max_ns = total * k, mx * k
         stats[names[i].decode("ascii", "replace")] = fs

@@ -1,11 +1,11 @@
 """The reader of the JSON trace the shim writes at exit (`SHIMGEN_TRACE_FILE`, runtime/trace.c
 `write_json`) into a `tracemodel.ProcessTrace`. It takes the first form (counts, and per
 function calls, total, mean and max in `time` mode) and the extended one (`mode`, `rank`,
-`ns_per_tick`, per-function `hist`, `errors`, `error_overflow`): a key that is missing is
-information the trace does not have. Nothing in it is trusted: counts are whole numbers in the
-range of the shim's (uint64), times finite and not negative, histograms no longer than the
-shim's, names and other strings text (no control character, nothing undecodable). Anything
-else is refused with one line that names the file and the key."""
+`ns_per_tick`, per-function `hist`, `errors`, `error_overflow`, `injected`): a key that is
+missing is information the trace does not have. Nothing in it is trusted: counts are whole
+numbers in the range of the shim's (uint64), times finite and not negative, histograms no
+longer than the shim's, names and other strings text (no control character, nothing
+undecodable). Anything else is refused with one line that names the file and the key."""
 
 from __future__ import annotations
 
@@ -257,7 +257,7 @@ def _time_fast(functions: dict[str, FunctionStats], timed) -> bool:
     return True
 
 
-def _errors(fs: FunctionStats, entry, what: str) -> None:
+def _errors(into: dict[int, int], entry, what: str) -> None:
     for code, count in _obj(entry, what).items():
         # as the shim writes it: decimal digits, no sign, space or leading zero
         if not (code.isascii() and code.isdigit() and len(code) <= 10
@@ -265,7 +265,7 @@ def _errors(fs: FunctionStats, entry, what: str) -> None:
             raise ShimgenError(f"{what}: {_show(code)} is not a result code (a whole number "
                                f"from 0 to {CODE_MAX})")
         number = int(code)
-        fs.errors[number] = fs.errors.get(number, 0) + _int(count, f"{what}.{code}")
+        into[number] = into.get(number, 0) + _int(count, f"{what}.{code}")
 
 
 def parse(data, path: str) -> ProcessTrace:
@@ -308,12 +308,12 @@ def parse(data, path: str) -> ProcessTrace:
             if fs is None:
                 raise ShimgenError(f"time.{_key(name)}: the function is not in calls")
             _timed(fs, entry, f"time.{name}", fs.calls)
-    if "errors" in data:
-        for name, entry in _obj(data["errors"], "errors").items():
+    for what in ("errors", "injected"):  # the driver's own errors; SHIMGEN_INJECT's failures
+        for name, entry in _obj(data.get(what, {}), what).items():
             fs = trace.functions.get(name)
             if fs is None:
-                raise ShimgenError(f"errors.{_key(name)}: the function is not in calls")
-            _errors(fs, entry, f"errors.{name}")
+                raise ShimgenError(f"{what}.{_key(name)}: the function is not in calls")
+            _errors(fs.errors if what == "errors" else fs.injected, entry, f"{what}.{name}")
     if any(fs.hist is not None for fs in trace.functions.values()) and trace.ns_per_tick is None:
         raise ShimgenError("it has latency histograms but no ns_per_tick")
     return trace

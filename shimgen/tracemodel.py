@@ -75,18 +75,22 @@ def tick_segments(hist: list[int], fine: dict[int, int] | None) -> list[tuple[in
 
 
 class FunctionStats:
-    __slots__ = ("calls", "total_ns", "max_ns", "hist", "errors", "fine")
+    __slots__ = ("calls", "total_ns", "max_ns", "hist", "errors", "fine", "injected")
 
     def __init__(self, calls: int = 0, total_ns: float | None = None,
                  max_ns: float | None = None, hist: list[int] | None = None,
                  errors: dict[int, int] | None = None,
-                 fine: dict[int, int] | None = None) -> None:
+                 fine: dict[int, int] | None = None,
+                 injected: dict[int, int] | None = None) -> None:
         self.calls = calls
         self.total_ns = total_ns  # None: the process was not timed
         self.max_ns = max_ns
         self.hist = hist  # HIST_BUCKETS counts, or None: no histogram
         self.errors = {} if errors is None else errors  # CUresult code -> returns
         self.fine = fine  # fine bucket -> calls (a refinement of hist), or None
+        # CUresult code -> failures SHIMGEN_INJECT returned without calling the driver (not
+        # in `errors`, which are the driver's own)
+        self.injected = {} if injected is None else injected
 
 
 class ProcessTrace:

@@ -197,15 +197,15 @@ def test_json_schema(tmp_path, capsys):
                   {"command": ["torchrun", "train.py"], "start": "s", "end": "e",
                    "exit": {"status": 3, "code": 3, "signal": None, "signal_name": None}})
     data = report_json(capsys, d)
-    assert data["sources"] == [{"path": str(d), "run": True, "command": "torchrun train.py",
-                                "exit_status": 3, "signal": None, "error": None,
-                                "start": "s", "end": "e"}]
+    assert data["sources"] == [{"path": str(d), "run": True, "inject": [],
+                                "command": "torchrun train.py", "exit_status": 3,
+                                "signal": None, "error": None, "start": "s", "end": "e"}]
     g = data["groups"][0]
     assert set(g) == {"group", "processes", "complete", "died", "execs", "traces", "ranks",
                       "driver_versions", "modes", "untimed_calls", "unmapped_proc_addresses",
-                      "errors_overflow", "notes", "functions", "errors"}
+                      "errors_overflow", "notes", "functions", "errors", "injected"}
     assert set(g["functions"][0]) == {"function", "calls", "total_ns", "mean_ns", "p50_ns",
-                                      "p90_ns", "p99_ns", "max_ns", "errors"}
+                                      "p90_ns", "p99_ns", "max_ns", "errors", "injected"}
     assert g["errors"][0] == {"function": "cuMemAlloc_v2", "code": 2,
                               "name": "CUDA_ERROR_OUT_OF_MEMORY", "count": 4}
 

@@ -80,7 +80,8 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
 
 @pytest.mark.parametrize("field,value,words", [
     ("magic", b"SHIMTRC\0", ["wrong magic"]),
-    ("version", 3, ["format version 3", "reads version 2"]),
+    ("version", tracefile.VERSION + 1, [f"format version {tracefile.VERSION + 1}",
+                                        f"reads version {tracefile.VERSION}"]),
     ("fine_sub_shift", 5, ["fine histogram"]),
     ("off_fine", 1 << 30, ["fine histogram"]),
     ("fine_slots", 3000, ["fine histogram"]),
@@ -102,6 +103,8 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
     ("blocks_reserved", 1, ["holds"]),
     ("blocks_mapped", 99, ["holds"]),
     ("end_ns", 0, ["complete without an end"]),
+    # version 2 had no injected failures in its error slots: refused, never misread
+    ("version", tracefile.VERSION - 1, [f"format version {tracefile.VERSION - 1}"]),
 ])
 def test_corrupt_header_is_refused(real_file, tmp_path, field, value, words):
     data = bytearray(real_file.read_bytes())

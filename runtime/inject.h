@@ -1,0 +1,24 @@
+/*
+ * inject.h: fault injection (SHIMGEN_INJECT, docs/inject.md): the rules parsed once with
+ * the rest of the configuration, the slots of the matched functions pointed at their inject
+ * stubs (stubs.S), and the decision of each call the stubs ask for.
+ */
+#ifndef SHIMGEN_INJECT_H
+#define SHIMGEN_INJECT_H
+
+#include "runtime.h"
+
+/* stubs.S: inject stub i saves the argument registers, asks shimgen_inject_decide(i), and
+ * returns its code, or restores them and jumps through shimgen_inject_next[i]. */
+extern void *const shimgen_inject_stubs[];
+extern void *shimgen_inject_next[];
+
+/* config.c: SHIMGEN_INJECT (NULL or "": nothing). One notice: the rules armed, or the rule
+ * refused (then nothing is armed). */
+void shimgen_inject_configure(const char *spec);
+/* driver.c, once every target is filled: each matched function's target goes behind its
+ * inject stub. Nothing when no rule is armed. */
+void shimgen_inject_arm(void *targets[]);
+/* The inject stub's question: 0 to call the target, else the code to return. */
+int shimgen_inject_decide(unsigned idx);
+#endif
