@@ -162,6 +162,7 @@ static void fill_slots(void *handle)
                            : shimgen_real[i];
         __atomic_store_n(&shimgen_targets[i], target, __ATOMIC_RELEASE);
     }
+    shimgen_user_hooks_install(handle != NULL); /* the user's hooks in front (userhooks.c) */
     if (shimgen_cfg.trace != TRACE_OFF)
         shimgen_stats_start();
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {

@@ -79,7 +79,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise ShimgenError(f"{ALLOW_UNPROVEN} goes with --gates")
     out_root = _out_root(args.out)
     result = make_shim(_driver_path(args.driver), out_root, gates=args.gates,
-                       allow_unproven=args.allow_unproven_gates, out_option=args.out)
+                       allow_unproven=args.allow_unproven_gates, out_option=args.out,
+                       user_hooks=tuple(args.hook or ()))
     model, plan = result.model, result.model.gates
     driver = model.driver
     data = ", ".join(d.name for d in driver.data) or "none"
@@ -91,11 +92,33 @@ def _cmd_build(args: argparse.Namespace) -> int:
         f"data       {len(driver.data)} exported objects left in the real library "
         f"(variables cannot be forwarded by code): {data}",
         f"gates      {_gates_summary(args, plan)}",
+        *_user_hooks_summary(model),
         f"shim       {result.library}",
         f"time       {result.seconds:.2f} s",
     ]
     print("\n".join(lines))
     return 0
+
+
+def _user_hooks_summary(model) -> list[str]:
+    if model.user is None:
+        return []
+    from .userhooks import summary
+
+    return summary(model)
+
+
+def _cmd_hook_header(args: argparse.Namespace) -> int:
+    from .render import hook_header
+
+    sys.stdout.write(hook_header())
+    return 0
+
+
+def _add_hook_header(sub) -> None:
+    h = sub.add_parser("hook-header", help="print shimgen/hook.h, the header of user hooks "
+                                           "(--hook FILE.c; docs/hooks.md)")
+    h.set_defaults(func=_cmd_hook_header)
 
 
 def _cmd_gates(args: argparse.Namespace) -> int:
@@ -220,6 +243,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         gate_profile=args.gate_profile,
         out=_path_option(args.out, "-o", "run directory", lambda: None)
         if args.out is not None else None,
+        hooks=tuple(args.hook or ()),
     )
     try:
         return run(opts)
@@ -250,6 +274,9 @@ def _add_run(sub) -> None:
     r.add_argument("-o", "--out", metavar="DIR",
                    help="run directory, new or empty (default: "
                         "./shimgen-runs/<date>-<time>-<command>)")
+    r.add_argument("--hook", action="append", metavar="FILE.c",
+                   help="a user hook file compiled into the shim (repeatable; the cached "
+                        "shim is keyed by their contents; docs/hooks.md)")
     r.add_argument("command", nargs="...", metavar="-- COMMAND ...",
                    help="the command to run, after --")
     r.set_defaults(func=_cmd_run)
@@ -350,7 +377,7 @@ def _fast_run(argv: list[str]):
     return SimpleNamespace(command=command, driver=got.get("driver"),
                            trace=got.get("trace", DEFAULT_TRACE), gates=got.get("gates"),
                            gate_profile=got.get("gate_profile"), out=got.get("out"),
-                           func=_cmd_run)
+                           hook=None, func=_cmd_run)
 
 
 def _type_error(message: str) -> Exception:
@@ -401,6 +428,8 @@ def _add_build(sub) -> None:
                    help="with --gates: bake a profile whose emulation proof was not run "
                         "(`shimgen gates --no-proof`) or failed. Unproven gates may write "
                         "the wrong bits of the driver's device state")
+    b.add_argument("--hook", action="append", metavar="FILE.c",
+                   help="a user hook file compiled into the shim (repeatable; docs/hooks.md)")
     b.set_defaults(func=_cmd_build)
 
 
@@ -443,7 +472,8 @@ def _add_exports(sub) -> None:
 
 
 COMMANDS = {"run": _add_run, "report": _add_report, "build": _add_build, "gates": _add_gates,
-            "patch": _add_patch, "probe": _add_probe, "exports": _add_exports}
+            "patch": _add_patch, "probe": _add_probe, "exports": _add_exports,
+            "hook-header": _add_hook_header}
 
 
 def parser(command: str | None = None):

@@ -58,7 +58,8 @@ class RunOptions:
     """What `shimgen run` was asked (a plain class: a dataclass costs milliseconds to make)."""
 
     def __init__(self, command: list[str], driver: Path, driver_given: bool, trace: str,
-                 gates: str | None, gate_profile: str | None, out: Path | None) -> None:
+                 gates: str | None, gate_profile: str | None, out: Path | None,
+                 hooks: tuple[str, ...] = ()) -> None:
         self.command = command
         self.driver = driver  # as given or found
         self.driver_given = driver_given  # --driver: also SHIMGEN_DRIVER
@@ -66,6 +67,7 @@ class RunOptions:
         self.gates = gates  # the SHIMGEN_GATES selection, e.g. "-gdr,-dmabuf"
         self.gate_profile = gate_profile  # with gates: "auto" or a profile file
         self.out = out  # -o DIR
+        self.hooks = hooks  # --hook FILE.c, in order (userhooks.py)
 
 
 class CommandError(ShimgenError):
@@ -569,7 +571,7 @@ def _prepare(opts: RunOptions) -> tuple[str, Path, str | None, object]:
     if opts.gates is not None:
         profile = opts.gate_profile or "auto"
         profile = profile if profile == "auto" else str(Path(profile).absolute())
-    key = key_for(driver, profile)
+    key = key_for(driver, profile, opts.hooks)
     _check_preload_path(entry_dir(key))
     return path, driver, profile, key
 
@@ -609,7 +611,7 @@ def run(opts: RunOptions) -> int:
         raise RunInterrupted(_signum(e), f"{NOT_RUN}, and no shim was built") from None
     if entry is None:
         try:
-            entry = ensure(driver, key, profile)
+            entry = ensure(driver, key, profile, opts.hooks)
         except KeyboardInterrupt as e:
             _hold_for_good(forwarded)
             raise RunInterrupted(_signum(e), "while the shim was being built, before the "
@@ -626,6 +628,7 @@ def run(opts: RunOptions) -> int:
     run_dir = open_run_dir(opts.out, opts.command[0], start)
     how = entry.how if entry.how == "cached" else f"{entry.how} in {entry.seconds:.1f} s"
     gates = f", gates {opts.gates}" if opts.gates else ""
+    gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
     banner = _shown(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
                     f"run directory {run_dir.path}")
     started_pid: list[int] = []
@@ -648,6 +651,7 @@ def run(opts: RunOptions) -> int:
             "shim": {"path": str(entry.library), "key": key.as_dict(),
                      "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
             "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
+            "hooks": [str(Path(h).absolute()) for h in opts.hooks],
             "shimgen_version": __version__, "host": os.uname().nodename,
             "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
                                                 ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
