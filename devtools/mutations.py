@@ -751,8 +751,8 @@ MUTATIONS = [
     {
         "name": "cache-key-without-gates",
         "file": "shimgen/cache.py",
-        "old": "return f\"{self.build_id}-{self.version}-{self.gates or 'plain'}\"",
-        "new": "return f\"{self.build_id}-{self.version}\"",
+        "old": "return f\"{self.build_id}-{self.version}-{self.gates or 'plain'}{hooks}\"",
+        "new": "return f\"{self.build_id}-{self.version}{hooks}\"",
         "tests": ["tests/run/test_run_cache.py::test_gated_and_plain_shims_live_side_by_side",
                   "tests/run/test_run_cache.py::test_keys_differ_in_each_part"],
         "why": "a gated shim and a plain one have keys of their own and never replace each other",
@@ -1713,5 +1713,62 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_inject.py::test_run_refuses_a_bad_rule_before_anything_runs"
                   "[no-match]"],
         "why": "run refuses a rule that matches no export before anything runs",
+    },
+    # ---- user hooks (shimgen/userhooks.py, runtime/userhooks.c, examples/hooks/) ----
+    {
+        "name": "userhooks-procaddr-answer-bypasses-hook",
+        "file": "runtime/hooks_proc_address.c",
+        "old": ("    shimgen_CUresult rc = real(symbol, pfn, version, flags, status);\n"
+                "    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn)\n"
+                "        *pfn = shimgen_map_proc_address(*pfn);\n"),
+        "new": "    shimgen_CUresult rc = real(symbol, pfn, version, flags, status);\n",
+        "tests": ["tests/run/test_userhooks.py::test_hook_reached_by_every_route[555.58.02]",
+                  "tests/run/test_userhooks.py::test_memlimit_accounts_and_refuses[procaddr]"],
+        "why": "every address cuGetProcAddress_v2 hands out for a hooked export reaches the hook",
+    },
+    {
+        "name": "userhooks-exports-unchecked-at-the-line",
+        "file": "shimgen/userhooks.py",
+        "old": ('"-fvisibility=hidden",\n'
+                '          "-DSHIMGEN_CHECK_EXPORTS")\n'),
+        "new": '"-fvisibility=hidden")\n',
+        "tests": ["tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[unexported]"],
+        "why": "a hook of a name the driver does not export is refused at the user's file and "
+               "line (the exports header's check, in the compile before the build)",
+    },
+    {
+        "name": "userhooks-cache-key-by-path-not-content",
+        "file": "shimgen/userhooks.py",
+        "old": '    return _sha256("\\n".join(f.sha256 for f in files).encode())\n',
+        "new": '    return _sha256("\\n".join(str(f.path) for f in files).encode())\n',
+        "tests": ["tests/run/test_userhooks.py::test_run_rebuilds_when_the_hook_file_changes"],
+        "why": "the cached shim of `shimgen run --hook` is keyed by the hook file's contents: "
+               "a changed file is a rebuild",
+    },
+    {
+        "name": "userhooks-real-skips-shimgens-own-hook",
+        "file": "runtime/userhooks.c",
+        "old": "        void *next = __atomic_load_n(&shimgen_targets[i], __ATOMIC_ACQUIRE);\n",
+        "new": "        void *next = shimgen_real[i];\n",
+        "tests": ["tests/run/test_userhooks.py::test_chain_keeps_shimgens_own_hook"],
+        "why": "SHIMGEN_REAL reaches shimgen's own hook where it has one (gates, overrides "
+               "keep working under a user hook)",
+    },
+    {
+        "name": "memlimit-free-not-credited",
+        "file": "examples/hooks/memlimit.c",
+        "old": "        erase(s);\n        used -= size;\n",
+        "new": "        erase(s);\n",
+        "tests": ["tests/run/test_userhooks.py::test_memlimit_accounts_and_refuses[dlsym]",
+                  "tests/run/test_userhooks.py::test_memlimit_table_as_a_unit"],
+        "why": "memlimit.c gives back what cuMemFree_v2, cuMemFreeAsync and cuMemRelease free",
+    },
+    {
+        "name": "memlimit-erase-leaves-a-hole",
+        "file": "examples/hooks/memlimit.c",
+        "old": "        if (i < j ? (h <= i || h > j) : (h <= i && h > j)) {\n",
+        "new": "        if (h > SLOTS) {\n",
+        "tests": ["tests/run/test_userhooks.py::test_memlimit_table_as_a_unit"],
+        "why": "a freed slot never hides the allocations after it in the table",
     },
 ]

@@ -163,6 +163,7 @@ static void fill_slots(void *handle)
                            : shimgen_real[i];
         __atomic_store_n(&shimgen_targets[i], target, __ATOMIC_RELEASE);
     }
+    shimgen_user_hooks_install(handle != NULL); /* the user's hooks in front (userhooks.c) */
     shimgen_inject_arm(shimgen_targets); /* in front of whatever each target is */
     if (shimgen_cfg.trace != TRACE_OFF)
         shimgen_stats_start();

@@ -92,6 +92,10 @@ extern char shimgen_loaded_build_id[129];
  * "unknown" when the loaded file's name has none. */
 extern char shimgen_loaded_version[32];
 
+/* ---- the user's hooks (userhooks.c): put in front of their exports' targets, once the
+ * targets are filled; `loaded` 0 when the driver failed to load (none is installed) ---- */
+void shimgen_user_hooks_install(int loaded);
+
 /* ---- loading the driver safely (driver.c, selfcheck.c, stubs.S) ---- */
 extern char shimgen_fail_loading[];  /* returns CUDA_ERROR_NOT_INITIALIZED */
 int shimgen_file_is_shim(const char *path);

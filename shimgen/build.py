@@ -220,7 +220,8 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
     start = time.monotonic()
     out_root = out_root.absolute()
     _check_writable(out_root)
-    final = out_root / (name or output_name(model.driver, model.gates is not None))
+    final = out_root / (name or output_name(model.driver, model.gates is not None,
+                                            model.user is not None))
     staging: Path | None = None
     staging_fd = -1
     try:
@@ -258,6 +259,10 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
             "data_symbols_left_in_driver": [d.name for d in model.driver.data],
             "gates": [g.name for g in model.gates.gates] if model.gates else [],
         }
+        if model.user is not None:  # the user's hook files (--hook), as built
+            manifest["user_hooks"] = [{"file": str(f.path), "sha256": f.sha256,
+                                       "hooks": list(f.hooks), "calls": list(f.calls)}
+                                      for f in model.user.files]
         shutil.copy2(built, new / SHIM_LIBRARY)
         manifest["library_build_id"] = read_build_id(new / SHIM_LIBRARY)
         manifest["library_size"] = (new / SHIM_LIBRARY).stat().st_size

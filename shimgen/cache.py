@@ -2,7 +2,8 @@
 `$XDG_CACHE_HOME/shimgen/shims/` (default `~/.cache/shimgen/shims/`).
 
 A key is (the driver's GNU build-id, shimgen's version, the gate profile baked in: none,
-`auto`, or a profile file's digest). Each key has a directory of its own, so a gated shim and
+`auto`, or a profile file's digest, and the user's hook files: none, or the digest of their
+contents in order, userhooks.digest). Each key has a directory of its own, so a gated shim and
 a plain one never replace each other. An entry is made by pipeline.make_shim (build.py:
 staging directory, complete directory put in place with one rename) under an flock(2) of the
 key's lock file, so two first runs build once; then sealed here: its shim.json gets the
@@ -81,20 +82,25 @@ class Key:
     """What a cached shim is for. (Plain classes here, not dataclasses: creating those costs
     milliseconds at import, and this module is on the cached path.)"""
 
-    __slots__ = ("build_id", "version", "gates")
+    __slots__ = ("build_id", "version", "gates", "hooks")
 
-    def __init__(self, build_id: str, version: str, gates: str) -> None:
+    def __init__(self, build_id: str, version: str, gates: str, hooks: str = "") -> None:
         self.build_id = build_id  # the driver's GNU build-id, or "sha256-<digest of the file>"
         self.version = version  # shimgen's
         self.gates = gates  # "" (no gates), "auto", or "profile-<digest of the profile file>"
+        self.hooks = hooks  # "" (no user hooks), or the digest of the hook files' contents
 
     @property
     def name(self) -> str:
-        return f"{self.build_id}-{self.version}-{self.gates or 'plain'}"
+        hooks = f"-hooks-{self.hooks[:32]}" if self.hooks else ""
+        return f"{self.build_id}-{self.version}-{self.gates or 'plain'}{hooks}"
 
     def as_dict(self) -> dict[str, str]:
-        return {"driver_build_id": self.build_id, "shimgen_version": self.version,
-                "gates": self.gates}
+        key = {"driver_build_id": self.build_id, "shimgen_version": self.version,
+               "gates": self.gates}
+        if self.hooks:  # absent without hooks: the entries made before hooks keep their key
+            key["user_hooks"] = self.hooks
+        return key
 
 
 def _sha256(data: bytes) -> str:
@@ -111,9 +117,10 @@ def _digest(path: Path, what: str) -> str:
         raise ShimgenError(f"{what} {path}: cannot read it ({e.strerror})") from None
 
 
-def key_for(driver: Path, gates: str | None) -> Key:
+def key_for(driver: Path, gates: str | None, hooks: tuple[str, ...] = ()) -> Key:
     """The key of the shim for the driver file `driver` (symlinks resolved), with gates from
-    `gates` (None: no gates; "auto"; or a profile file)."""
+    `gates` (None: no gates; "auto"; or a profile file) and the user's hook files `hooks`
+    (their contents, read now, in order)."""
     try:
         build_id = read_build_id(driver)
     except ShimgenError as e:
@@ -124,7 +131,12 @@ def key_for(driver: Path, gates: str | None) -> Key:
         tag = "auto"
     elif gates is not None:
         tag = "profile-" + _digest(Path(gates), "gate profile")[:32]
-    return Key(build_id, __version__, tag)
+    hooked = ""
+    if hooks:
+        from .userhooks import file_digest
+
+        hooked = file_digest(hooks)
+    return Key(build_id, __version__, tag, hooked)
 
 
 class Entry:
@@ -482,10 +494,10 @@ def _key_lock(shims_fd: int, key: Key) -> Iterator[None]:
         os.close(fd)
 
 
-def ensure(driver: Path, key: Key, gates: str | None) -> Entry:
+def ensure(driver: Path, key: Key, gates: str | None, hooks: tuple[str, ...] = ()) -> Entry:
     """The entry for `key`, from the cache or built now (for the driver file `driver`, with
-    the gate profile `gates`: None, "auto" or a file). Never returns an entry that does not
-    check out."""
+    the gate profile `gates`: None, "auto" or a file, and the user's hook files `hooks`).
+    Never returns an entry that does not check out."""
     found = lookup(key)
     if found is not None:
         return found
@@ -498,7 +510,7 @@ def ensure(driver: Path, key: Key, gates: str | None) -> Entry:
             if not why and os.path.lexists(directory):  # another run built it meanwhile
                 return Entry(key, directory, got, "cached")
             kept = _discard(dirs[1], key.name) if _exists(dirs[1], key.name) else ""
-            seconds = _build(driver, key, gates, root)
+            seconds = _build(driver, key, gates, root, hooks)
             _seal(dirs[1], key)
             got, after = _check(dirs[1], key)
             if after or not _exists(dirs[1], key.name):
@@ -557,13 +569,16 @@ def _remove_own(dir_fd: int, name: str, depth: int = 0) -> bool:
         return False
 
 
-def _build(driver: Path, key: Key, gates: str | None, root: Path) -> float:
-    """Build the shim for `key` into `root/key.name` (owner-only files); its seconds."""
+def _build(driver: Path, key: Key, gates: str | None, root: Path,
+           hooks: tuple[str, ...] = ()) -> float:
+    """Build the shim for `key` into `root/key.name` (owner-only files); its seconds. The
+    hook files must still have the contents the key was made from."""
     from .pipeline import make_shim
 
     old = os.umask(0o077)
     try:
         return make_shim(driver, root, gates=gates, name=key.name, identity=key.as_dict(),
-                         expect_build_id=key.build_id).seconds
+                         expect_build_id=key.build_id, user_hooks=tuple(hooks),
+                         expect_hooks_digest=key.hooks or None).seconds
     finally:
         os.umask(old)

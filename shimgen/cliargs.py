@@ -27,6 +27,7 @@ COMMANDS = {
     "probe": "shimgen.probe:command",
     "exports": "shimgen.exports:command",
     "diff": "shimgen.diff:command",
+    "hook-header": "shimgen.userhooks:header_command",
 }
 
 _DRIVER_HELP = "the real libcuda (default: the one `ldconfig -p` would pick)"
@@ -63,6 +64,9 @@ RUN_OPTIONS = (
     Option(("--inject",), "inject", "fail chosen driver calls on purpose: "
            "PATTERN=RESULT[,KEY=VALUE...], e.g. cuMemAlloc_v2=CUDA_ERROR_OUT_OF_MEMORY,nth=3 "
            "(repeatable; docs/inject.md)", metavar="RULE", repeat=True),
+    Option(("--hook",), "hook", "a user hook file compiled into the shim (repeatable; the "
+           "cached shim is keyed by their contents; docs/hooks.md)", metavar="FILE.c",
+           repeat=True),
 )
 
 _DESCRIPTIONS = {
@@ -115,6 +119,13 @@ Print the name of every function the driver exports, one a line, in the
 order of its dynamic symbol table: the functions the shim forwards.""", """\
 example:
   shimgen exports --driver /usr/lib/x86_64-linux-gnu/libcuda.so.1 | wc -l"""),
+    "hook-header": ("print shimgen/hook.h, the header user hooks include", """\
+Print the header that a user hook file includes (#include <shimgen/hook.h>):
+SHIMGEN_HOOK, SHIMGEN_REAL, SHIMGEN_DECLARE and the common CUDA types and
+result names, so that a hook compiles without a CUDA toolkit. Every build with
+--hook has the same header in its src/include/shimgen/.""", """\
+example:
+  shimgen hook-header > include/shimgen/hook.h   # for an editor; builds need not"""),
     "diff": ("what a driver upgrade changes: exports, cuGetProcAddress answers, gates, hooks",
              """\
 Compare two drivers as a shim sees them: the functions and objects added and
@@ -241,6 +252,8 @@ def _add_build(sub) -> None:
                    help="with --gate-profile: bake a profile whose emulation proof was not "
                         "run (`shimgen gates --no-proof`) or failed. Unproven gates may "
                         "write the wrong bits of the driver's device state")
+    b.add_argument("--hook", action="append", metavar="FILE.c",
+                   help="a user hook file compiled into the shim (repeatable; docs/hooks.md)")
 
 
 def _add_gates(sub) -> None:
@@ -296,6 +309,10 @@ def _add_exports(sub) -> None:
     _driver(_command(sub, "exports"))
 
 
+def _add_hook_header(sub) -> None:
+    _command(sub, "hook-header")
+
+
 def _add_diff(sub) -> None:
     d = _command(sub, "diff")
     d.add_argument("old", metavar="OLD", help="the driver now (a file, or a directory "
@@ -311,7 +328,8 @@ def _add_diff(sub) -> None:
 
 
 _ADD = {"run": _add_run, "report": _add_report, "build": _add_build, "gates": _add_gates,
-        "patch": _add_patch, "probe": _add_probe, "exports": _add_exports, "diff": _add_diff}
+        "patch": _add_patch, "probe": _add_probe, "exports": _add_exports, "diff": _add_diff,
+        "hook-header": _add_hook_header}
 
 
 def parser(say, version: str, command: str | None = None):

@@ -356,3 +356,19 @@ LD_SO_CACHE = "/etc/ld.so.cache"
 
 # ---- the shim's run-time features: which hooks are installed (see hooks.py) ----------------------
 FEATURES = {"always": 1, "attrs": 2, "gates": 4}
+
+# ---- the CUDA types a user hook needs (shimgen/hook.h, templates/hook.h.j2) ----------------------
+# (name, C declaration) as cuda.h declares them for x86-64: hook.h typedefs each unless cuda.h
+# came first. The struct types are left incomplete: a hook passes them on, it never lays them out.
+HOOK_TYPES: tuple[tuple[str, str], ...] = (
+    ("CUdevice", "int"),
+    ("CUdeviceptr", "unsigned long long"),
+    ("CUmemGenericAllocationHandle", "unsigned long long"),
+    ("CUcontext", "struct CUctx_st *"),
+    ("CUmodule", "struct CUmod_st *"),
+    ("CUfunction", "struct CUfunc_st *"),
+    ("CUstream", "struct CUstream_st *"),
+    ("CUevent", "struct CUevent_st *"),
+    ("CUmemoryPool", "struct CUmemPoolHandle_st *"),
+    ("CUmemAllocationProp", "struct CUmemAllocationProp_st"),
+)

@@ -11,6 +11,9 @@ hook can never recurse into itself. A build compiles the hook files its hooks na
   gates   - SHIMGEN_GATES is set and the loaded driver matches the baked-in gate profile
 When its feature is off, the slot points straight at the real function: no cost.
 
+`wrappable` False: a user hook (docs/hooks.md) may not wrap the function: the
+cuGetProcAddress hooks are how every address the driver hands out reaches the shim.
+
 Generation fails when this table names a function the driver does not export.
 """
 
@@ -29,13 +32,16 @@ class Hook:
     source: str  # file under runtime/
     why: str
     feature: str = "always"
+    # False: a user hook (shimgen/userhooks.py) may not wrap it; shimgen must keep it as it is
+    wrappable: bool = True
 
 
 HOOKS: tuple[Hook, ...] = (
     Hook("cuGetProcAddress", "hooks_proc_address.c",
-         "answer with the shim's forwarder of the variant the real driver picked"),
+         "answer with the shim's forwarder of the variant the real driver picked",
+         wrappable=False),
     Hook("cuGetProcAddress_v2", "hooks_proc_address.c",
-         "same, keeping the driver's query-result out-parameter"),
+         "same, keeping the driver's query-result out-parameter", wrappable=False),
     Hook("cuDeviceGetAttribute", "hooks_attributes.c",
          "apply gates, then report (SHIMGEN_TRACE=attrs) or override the value", "attrs"),
     Hook("cuInit", "hooks_gates.c", "apply gates to every device once the driver is up", "gates"),

@@ -17,8 +17,9 @@ from .hooks import FEATURES, HOOKS, Hook
 # absolute path) gets the shim instead of the real library the shim already loaded.
 LOADER_EXPORTS: tuple[str, ...] = ("dlopen",)
 
-# Appended to the output directory's name of a shim built with gates.
+# Appended to the output directory's name of a shim built with gates, and with user hooks.
 GATED_SUFFIX = "-gates"
+HOOKED_SUFFIX = "-hooks"
 
 # The shim's SONAME: the name every program and library loads the driver by.
 SONAME = "libcuda.so.1"
@@ -30,6 +31,31 @@ class Function:
     name: str
     hook: Hook | None
     returns_result: bool  # its non-zero eax is a CUresult error (cuda.returns_result)
+    user_hook: int | None = None  # the UserHooks.files index of the file that hooks it
+
+
+@dataclass(frozen=True)
+class UserHookFile:
+    """One `--hook FILE.c`, read once: its bytes are what is digested, checked and built."""
+
+    path: Path  # absolute, as given
+    data: bytes
+    sha256: str
+    hooks: tuple[str, ...] = ()  # the exports it defines SHIMGEN_HOOK for
+    calls: tuple[str, ...] = ()  # the exports it calls through SHIMGEN_REAL
+
+
+@dataclass(frozen=True)
+class UserHooks:
+    """The user's hook files of a build (shimgen/userhooks.py), in the order given."""
+
+    files: tuple[UserHookFile, ...]
+
+    @property
+    def real_names(self) -> list[str]:
+        """Every export that needs a SHIMGEN_REAL trampoline: hooked or called, each once."""
+        names = {n for f in self.files for n in f.hooks + f.calls}
+        return sorted(names)
 
 
 @dataclass(frozen=True)
@@ -39,6 +65,16 @@ class ShimModel:
     command: str  # the command line that regenerates this shim
     gates: GatePlan | None = None
     extra_exports: tuple[str, ...] = field(default=LOADER_EXPORTS)
+    user: UserHooks | None = None  # the user's hook files (--hook), None without
+
+    @property
+    def user_hooked(self) -> list[Function]:
+        return [f for f in self.functions if f.user_hook is not None]
+
+    @property
+    def unwrappable(self) -> list[str]:
+        """The exports shimgen hooks itself and a user hook may not wrap."""
+        return [f.name for f in self.hooked if f.hook is not None and not f.hook.wrappable]
 
     @property
     def hooked(self) -> list[Function]:
@@ -85,12 +121,13 @@ def build_model(
     return ShimModel(driver=driver, functions=functions, command=shlex.join(argv), gates=gates)
 
 
-def output_name(driver: DriverImage, gated: bool = False) -> str:
-    """Directory name under the output root: version plus a short build-id, and `-gates` for
-    a shim with gates baked in, so that a gated build and a plain one never replace each
-    other."""
+def output_name(driver: DriverImage, gated: bool = False, hooked: bool = False) -> str:
+    """Directory name under the output root: version plus a short build-id, `-gates` for
+    a shim with gates baked in and `-hooks` for one with user hooks, so that a gated build,
+    a hooked one and a plain one never replace each other."""
     bid = driver.build_id[:12] or "nobuildid"
-    return f"cudashim-{driver.version}-{bid}{GATED_SUFFIX if gated else ''}"
+    return (f"cudashim-{driver.version}-{bid}{GATED_SUFFIX if gated else ''}"
+            f"{HOOKED_SUFFIX if hooked else ''}")
 
 
 def default_output_root() -> Path:

@@ -22,14 +22,17 @@ from .model import ShimModel, build_model
 
 
 def build_command(driver: Path | str, *, out: str | None = None, gates: str | None = None,
-                  allow_unproven: bool = False) -> list[str]:
+                  allow_unproven: bool = False, hooks: tuple[Path, ...] = ()) -> list[str]:
     """The `shimgen build` command line that makes the shim again: `driver` (the path as
-    read), `--out` as the user gave it, `--gates` ("auto" or a profile's path)."""
+    read), `--out` as the user gave it, `--gates` ("auto" or a profile's path), each
+    `--hook` file (absolute) in order."""
     argv = ["shimgen", "build", "--driver", str(driver)]
     if out is not None:
         argv += ["--out", str(out)]
     if gates is not None:
         argv += ["--gates", gates] + ([ALLOW_UNPROVEN] if allow_unproven else [])
+    for hook in hooks:
+        argv += ["--hook", str(hook)]
     return argv
 
 
@@ -47,15 +50,25 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
               allow_unproven: bool = False, hooks: tuple[Hook, ...] = HOOKS,
               require_real: bool = True, name: str | None = None,
               identity: dict | None = None, out_option: str | None = None,
-              expect_build_id: str | None = None) -> MadeShim:
+              expect_build_id: str | None = None, user_hooks: tuple[str, ...] = (),
+              expect_hooks_digest: str | None = None) -> MadeShim:
     """Make the shim for the driver file `driver_path` in `out_root/name` (default:
     model.output_name). `gates`: None (no gates), "auto" (found and proven now) or a
     profile's path (its proof must have passed, unless `allow_unproven`). `require_real`
     off skips the driver's stub rule (the tests' fake drivers). `identity` is recorded in
     shim.json as "cache_key"; `out_option` is the --out text to record in the command line;
     `expect_build_id`, when given, is the GNU build-id the driver must still have (when it
-    has one) once read."""
+    has one) once read. `user_hooks`: the user's hook files (--hook FILE.c, in order:
+    userhooks.py), each compiled and checked before anything is built; `expect_hooks_digest`,
+    when given, is the digest (userhooks.digest) their contents must still have."""
     driver = read_driver(driver_path, require_real=require_real)
+    files = ()
+    if user_hooks:
+        from . import userhooks
+
+        files = userhooks.load(user_hooks)
+        if expect_hooks_digest is not None and userhooks.digest(files) != expect_hooks_digest:
+            raise ShimgenError("a hook file changed while shimgen read it; run again")
     if expect_build_id is not None and driver.build_id and driver.build_id != expect_build_id:
         raise ShimgenError(f"driver {driver_path} changed while shimgen read it; run again")
     plan = None
@@ -65,8 +78,10 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
         gates = gates if gates == "auto" else str(Path(gates).absolute())
         plan = load_plan(driver, gates, allow_unproven=allow_unproven)
     argv = build_command(driver.path, out=out_option, gates=gates,
-                         allow_unproven=allow_unproven)
+                         allow_unproven=allow_unproven, hooks=tuple(f.path for f in files))
     model = build_model(driver, argv, hooks, gates=plan)
+    if files:
+        model = userhooks.attach(model, files)
     where = {k: v for k, v in (("name", name), ("identity", identity)) if v is not None}
     result = _build.build(model, out_root, **where)
     return MadeShim(model, result.library, result.seconds)
@@ -89,6 +104,16 @@ def _gates_summary(asked: str | None, plan) -> str:
             "SHIMGEN_GATES")
 
 
+def _user_hooks_summary(model) -> list[str]:
+    """The summary's lines of the user's hooks: each hooked function, and the variants of
+    its name the driver exports that the hook does not reach."""
+    if model.user is None:
+        return []
+    from .userhooks import summary as hooks_summary
+
+    return hooks_summary(model)
+
+
 def summary(result: MadeShim, gates: str | None) -> str:
     """What `shimgen build` prints: the driver, what is forwarded, the gates, the shim."""
     model = result.model
@@ -102,6 +127,7 @@ def summary(result: MadeShim, gates: str | None) -> str:
         f"data       {len(driver.data)} exported objects left in the real library "
         f"(variables cannot be forwarded by code): {data}",
         f"gates      {_gates_summary(gates, model.gates)}",
+        *_user_hooks_summary(model),
         f"shim       {result.library}",
         f"time       {result.seconds:.2f} s",
     ])
@@ -114,6 +140,7 @@ def command(args) -> int:
     if args.allow_unproven_gates and args.gates is None:
         raise ShimgenError(f"{ALLOW_UNPROVEN} goes with --gate-profile")
     result = make_shim(driver_path(args.driver), out_root(args.out), gates=args.gates,
-                       allow_unproven=args.allow_unproven_gates, out_option=args.out)
+                       allow_unproven=args.allow_unproven_gates, out_option=args.out,
+                       user_hooks=tuple(args.hook or ()))
     print(summary(result, args.gates))
     return 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 
 from . import __version__, inject, runenv
-from .cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, LIBCUDA_DIRS, RESULTS
+from .cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, HOOK_TYPES, LIBCUDA_DIRS, RESULTS
 from .errors import ShimgenError
 from .model import SONAME, ShimModel
 
@@ -22,6 +22,9 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("functions.inc.j2", "functions.inc"),
     ("table.c.j2", "table.c"),
     ("gateplan.c.j2", "gateplan.c"),
+    ("userreal.S.j2", "userreal.S"),
+    ("hook.h.j2", "include/shimgen/hook.h"),
+    ("hook_exports.h.j2", "include/shimgen/exports.h"),
     ("libcudashim.map.j2", "libcudashim.map"),
     ("meson.build.j2", "meson.build"),
 )
@@ -30,6 +33,11 @@ HOOK_PREFIX = "hooks_"
 # the init-site method's code writer: only in a shim whose gate plan has init-site bytes
 INIT_SOURCE = "gates_init.c"
 RUNTIME_SUFFIXES = (".c", ".h", ".S")
+# The user's hook files (--hook): copied under user/, compiled apart (no -Werror), each
+# starting with a #line that names the user's file, so the compiler's messages name it.
+USER_SOURCE = "user:"
+USER_DIR = "user"
+INCLUDE_DIR = "include"
 
 
 def _data_dir(name: str, marker: str) -> Path:
@@ -87,24 +95,54 @@ def copied(model: ShimModel) -> list[str]:
             and (n != INIT_SOURCE or init)]
 
 
+def user_file_name(index: int, path: Path) -> str:
+    """Where the user's hook file `index` goes in the source tree (its name kept readable)."""
+    stem = "".join(c if c.isalnum() or c in "_-" else "_" for c in path.stem)[:40] or "hook"
+    return f"{USER_DIR}/{index}-{stem}.c"
+
+
 def outputs(model: ShimModel) -> list[tuple[str, str]]:
     """(source, output file) pairs: the whole source tree of a shim. A source is a template
-    (rendered) or runtime/<file> (copied as it is)."""
-    return list(GENERATED) + [(f"runtime/{n}", n) for n in copied(model)]
+    (rendered), runtime/<file> (copied as it is) or user:<index> (the user's hook file)."""
+    user = [(f"{USER_SOURCE}{i}", user_file_name(i, f.path))
+            for i, f in enumerate(model.user.files if model.user else ())]
+    return list(GENERATED) + [(f"runtime/{n}", n) for n in copied(model)] + user
 
 
 def compiled(model: ShimModel) -> list[str]:
-    """The files meson compiles (the rest are headers and the included function list)."""
-    return [name for _, name in outputs(model) if name.endswith((".c", ".S"))]
+    """The files meson compiles into the shim with -Werror (the rest are headers, the
+    included function list and the user's hook files)."""
+    return [name for _, name in outputs(model)
+            if name.endswith((".c", ".S")) and not name.startswith(USER_DIR + "/")]
 
 
-def render(model: ShimModel, dest: Path) -> list[Path]:
-    """Write every file of the shim's source tree into `dest`; returns the paths written."""
-    env = environment()
-    context = {
+def user_compiled(model: ShimModel) -> list[str]:
+    """The user's hook files in the source tree, compiled apart (warnings, no -Werror)."""
+    return [name for source, name in outputs(model) if source.startswith(USER_SOURCE)]
+
+
+def user_source_text(path: Path, data: bytes) -> bytes:
+    """A user's hook file as the build compiles it: a #line naming the user's file first."""
+    return f"#line 1 {c_string(path)}\n".encode() + data
+
+
+def hook_header() -> str:
+    """shimgen/hook.h: the same for every driver (`shimgen hook-header` prints it)."""
+    return environment().get_template("hook.h.j2").render(
+        shimgen_version=__version__, result_names=sorted(RESULTS.items()),
+        hook_types=HOOK_TYPES)
+
+
+def render_context(model: ShimModel) -> dict:
+    """What every template of a shim is rendered with."""
+    return {
         "model": model,
         "shimgen_version": __version__,
         "sources": compiled(model),
+        "user_sources": user_compiled(model),
+        "include_dir": INCLUDE_DIR,
+        "hook_types": HOOK_TYPES,
+        "reserved": model.unwrappable,
         "soname": SONAME,
         "features": FEATURES,
         "c_results": [(name, CODES[name]) for name in C_RESULTS],
@@ -126,11 +164,22 @@ def render(model: ShimModel, dest: Path) -> list[Path]:
         "inject_limits": {"MAX_RULES": inject.MAX_RULES, "MAX_LEN": inject.MAX_LEN,
                           "NUMBER_MAX": inject.NUMBER_MAX, "RESULT_MAX": inject.RESULT_MAX},
     }
+
+
+def render(model: ShimModel, dest: Path) -> list[Path]:
+    """Write every file of the shim's source tree into `dest`; returns the paths written."""
+    env = environment()
+    context = render_context(model)
     written = []
     runtime = runtime_dir()
     for source, name in outputs(model):
         path = dest / name
-        if source.startswith("runtime/"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if source.startswith(USER_SOURCE):
+            assert model.user is not None
+            hook = model.user.files[int(source[len(USER_SOURCE):])]
+            path.write_bytes(user_source_text(hook.path, hook.data))
+        elif source.startswith("runtime/"):
             shutil.copyfile(runtime / name, path)
         else:
             path.write_text(env.get_template(source).render(**context))

@@ -57,7 +57,7 @@ class RunOptions:
 
     def __init__(self, command: list[str], driver: Path, driver_given: bool, trace: str,
                  gates: str | None, gate_profile: str | None, out: Path | None,
-                 inject: list[str] | None = None) -> None:
+                 inject: list[str] | None = None, hooks: tuple[str, ...] = ()) -> None:
         self.command = command
         self.driver = driver  # as given or found
         self.driver_given = driver_given  # --driver: also SHIMGEN_DRIVER
@@ -66,6 +66,7 @@ class RunOptions:
         self.gate_profile = gate_profile  # with gates: "auto" or a profile file
         self.out = out  # -o DIR
         self.inject = inject or []  # --inject RULE, each (shimgen/inject.py)
+        self.hooks = hooks  # --hook FILE.c, in order (userhooks.py)
 
 
 class CommandError(ShimgenError):
@@ -330,7 +331,7 @@ def _prepare(opts: RunOptions) -> tuple[str, Path, str | None, object]:
     if opts.gates is not None:
         profile = opts.gate_profile or "auto"
         profile = profile if profile == "auto" else str(Path(profile).absolute())
-    key = key_for(driver, profile)
+    key = key_for(driver, profile, opts.hooks)
     _check_preload_path(entry_dir(key))
     return path, driver, profile, key
 
@@ -370,7 +371,7 @@ def run(opts: RunOptions) -> int:
         raise RunInterrupted(_signum(e), f"{NOT_RUN}, and no shim was built") from None
     if entry is None:
         try:
-            entry = ensure(driver, key, profile)
+            entry = ensure(driver, key, profile, opts.hooks)
         except KeyboardInterrupt as e:
             _hold_for_good(forwarded)
             raise RunInterrupted(_signum(e), "while the shim was being built, before the "
@@ -392,6 +393,7 @@ def run(opts: RunOptions) -> int:
     how = entry.how if entry.how == "cached" else f"{entry.how} in {entry.seconds:.1f} s"
     gates = f", gates {opts.gates}" if opts.gates else ""
     gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
+    gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
     banner = _shown(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
                     f"run directory {run_dir.path}")
     if ENV_INJECT in os.environ and not opts.inject:
@@ -418,6 +420,7 @@ def run(opts: RunOptions) -> int:
                      "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
             "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
             "inject": opts.inject,
+            "hooks": [str(Path(h).absolute()) for h in opts.hooks],
             "shimgen_version": __version__, "host": os.uname().nodename,
             "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
                                                 ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
@@ -485,6 +488,7 @@ def command(args) -> int:
         gate_profile=args.gate_profile,
         out=path_option(args.out, "-o", "run directory") if args.out is not None else None,
         inject=args.inject,
+        hooks=tuple(args.hook or ()),
     )
     try:
         return run(opts)

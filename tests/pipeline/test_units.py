@@ -65,7 +65,8 @@ def test_render_writes_every_output_with_banner(drivers, tmp_path):
     img = read_driver(drivers[0].path)
     model = build_model(img, build_command(img.path))
     written = render(model, tmp_path)
-    assert sorted(p.name for p in written) == sorted(name for _, name in outputs(model))
+    assert sorted(str(p.relative_to(tmp_path)) for p in written) == \
+        sorted(name for _, name in outputs(model))
     listed = re.findall(r"^SHIMGEN_FUNCTION\((\d+), (\w+)\)$",
                         (tmp_path / "functions.inc").read_text(), re.M)
     assert listed == [(str(i), f.name) for i, f in enumerate(img.functions)]
@@ -77,7 +78,7 @@ def test_render_writes_every_output_with_banner(drivers, tmp_path):
     again.mkdir()
     render(model, again)
     for p in written:
-        assert p.read_bytes() == (again / p.name).read_bytes()
+        assert p.read_bytes() == (again / p.relative_to(tmp_path)).read_bytes()
 
 
 def shimgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
