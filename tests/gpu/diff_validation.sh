@@ -18,7 +18,9 @@ failed() { say "FAIL $*"; fail=1; }
 NEW=${DIFF_NEW:-$($PY -c 'from shimgen.driver import default_driver as d; print(d().resolve())')} \
   || { say "FAIL no installed driver found by shimgen's default search"; exit 1; }
 [ -n "$NEW" ] || { say "FAIL no installed driver found"; exit 1; }
-OLD=$($PY -m devtools.driverfetch 2>"$OUT/diff-fetch.err" | awk '$1 == "555.58.02" {print $2}')
+# OLD: Debian's 555.58.02 (DIFF_OLD=PATH gives a copy, for a machine without the network)
+OLD=${DIFF_OLD:-$($PY -m devtools.driverfetch 2>"$OUT/diff-fetch.err" \
+  | awk '$1 == "555.58.02" {print $2}')}
 if [ -z "$OLD" ]; then
   cat "$OUT/diff-fetch.err"
   say "FAIL cannot fetch Debian's 555.58.02 (copy ~/.cache/shimgen/drivers from a machine"
