@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (CI's skips)
+from tiers import SLOW
 
 from devtools.driverfetch import DriverFetchError, FetchedDriver, fetch_all
 from shimgen.pipeline import make_shim
@@ -160,3 +161,17 @@ def other() -> list[str]:
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to act as a second user")
     return ["setpriv", f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """The second tier (tests/tiers.py): each test it names is marked `slow`. A name there
+    that no test has is an error when the whole suite is collected."""
+    seen = set()
+    for item in items:
+        if item.nodeid in SLOW:
+            item.add_marker(pytest.mark.slow)
+            seen.add(item.nodeid)
+    if not config.args or config.args == ["tests"]:
+        missing = sorted(SLOW - seen)
+        if missing and not config.getoption("keyword"):
+            raise pytest.UsageError(f"tests/tiers.py names tests that do not exist: {missing}")

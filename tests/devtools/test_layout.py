@@ -17,3 +17,16 @@ def test_every_test_folder_is_on_pytests_path():
                if d.is_dir() and any(d.glob("test_*.py"))}
     assert folders and folders <= path, folders - path
     assert not list((ROOT / "tests").glob("test_*.py")), "tests live in the folders"
+
+
+def test_the_second_tier_holds_no_test_a_mutation_names():
+    """The mutation check runs the default tier: a test in tests/tiers.py that an entry of
+    devtools/mutations.py names would never run there (its mistake reported as broken)."""
+    from tiers import SLOW
+
+    from devtools.mutations import MUTATIONS
+
+    named = {t for m in MUTATIONS for t in m["tests"]}
+    clash = sorted(t for t in SLOW if t in named or t.split("[")[0] in named
+                   or t.split("::")[0] in named)
+    assert not clash, clash
