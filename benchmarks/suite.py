@@ -70,7 +70,7 @@ SCHEMA = "shimgen.bench/1"
 
 def make_settings(args: argparse.Namespace) -> Settings:
     if args.quick:
-        s = Settings(True, 3, 100_000, 3, 16, 10_000, 10, 1, 1_000)
+        s = Settings(True, 3, 100_000, 3, 16, 10_000, 10, 1, 10_000)
     else:
         s = Settings(False, 11, 1_000_000, 5, 16, 100_000, 100, 3, 20_000)
     if args.pin is not None:
