@@ -1591,9 +1591,9 @@ MUTATIONS = [
     },
     {
         "name": "diff-trouble-exit-1",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff_format.py",
         "old": "        return TROUBLE\n",
-        "new": "        return EXIT_ERROR\n",
+        "new": "        return 1\n",
         "tests": ["tests/diff/test_diff.py::test_bad_path_is_trouble"],
         "why": "trouble is exit 2 for diff, as diff(1), not shimgen's usual 1",
     },

@@ -329,7 +329,9 @@ static void read_config(void)
         if (r && *r && strspn(r, "0123456789") == strlen(r))
             shimgen_copy_str(shimgen_cfg.rank, sizeof shimgen_cfg.rank, r);
     }
-    shimgen_inject_configure(secure_getenv(SHIMGEN_ENV_INJECT)); /* after the rank */
+    const char *inject = secure_getenv(SHIMGEN_ENV_INJECT); /* parsed by inject.c at the load */
+    if (inject) /* one byte more than a rule may take: a longer one is refused, not cut */
+        shimgen_copy_str(shimgen_cfg.inject, sizeof shimgen_cfg.inject, inject);
     shimgen_cfg.load_pid = getpid();
     if (shimgen_cfg.trace != TRACE_OFF && (shimgen_shared_name(shimgen_cfg.trace_file) ||
                                            shimgen_shared_name(shimgen_cfg.timeline_file)))

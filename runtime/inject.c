@@ -42,7 +42,7 @@ static const char *const key_names[K_COUNT] = {
 #define MAX_LEN ((size_t)SHIMGEN_INJECT_MAX_LEN)
 
 struct rule {
-    const char *text; /* in shown[] */
+    const char *text; /* in rules_text[] */
     int code;
     int has[K_COUNT];
     uint64_t v[K_COUNT];
@@ -55,7 +55,7 @@ struct rule {
 
 static struct rule rules[MAX_RULES];
 static unsigned nrules;
-static char shown[MAX_LEN]; /* the rules, each NUL-terminated */
+static char rules_text[MAX_LEN]; /* the rules, each NUL-terminated */
 static char refusal[1024]; /* the notice of a refused SHIMGEN_INJECT */
 static uint32_t fn_rules[SHIMGEN_NFUNCS]; /* bit r: rule r matches function i */
 void *shimgen_inject_next[SHIMGEN_NFUNCS];
@@ -241,7 +241,7 @@ static void say_armed(void)
     shimgen_say("shimgen: SHIMGEN_INJECT armed: %s\n", line);
 }
 
-void shimgen_inject_configure(const char *spec)
+static void configure(const char *spec)
 {
     if (!spec || !*spec)
         return;
@@ -252,8 +252,8 @@ void shimgen_inject_configure(const char *spec)
     if (err)
         snprintf(why, sizeof why, "SHIMGEN_INJECT is longer than %zu bytes", MAX_LEN - 1);
     else
-        memcpy(shown, spec, n + 1);
-    for (char *t = shown, *next; !err && t; t = next) {
+        memcpy(rules_text, spec, n + 1);
+    for (char *t = rules_text, *next; !err && t; t = next) {
         next = strchr(t, ';');
         if (next)
             *next++ = '\0';
@@ -289,6 +289,10 @@ void shimgen_inject_configure(const char *spec)
  * driver (a shell that inherits LD_PRELOAD) says nothing. */
 void shimgen_inject_arm(void *targets[])
 {
+    static int configured;
+    if (configured++)
+        return;
+    configure(shimgen_cfg.inject);
     if (refusal[0])
         shimgen_say("%s", refusal);
     if (nrules)

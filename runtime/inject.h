@@ -13,11 +13,9 @@
 extern void *const shimgen_inject_stubs[];
 extern void *shimgen_inject_next[];
 
-/* config.c: SHIMGEN_INJECT (NULL or "": nothing). One notice: the rules armed, or the rule
- * refused (then nothing is armed). */
-void shimgen_inject_configure(const char *spec);
-/* driver.c, once every target is filled: each matched function's target goes behind its
- * inject stub. Nothing when no rule is armed. */
+/* driver.c, once every target is filled: SHIMGEN_INJECT (shimgen_cfg.inject, as config.c
+ * read it) parsed, and each matched function's target put behind its inject stub. One
+ * notice: the rules armed, or the rule refused (then nothing is armed). */
 void shimgen_inject_arm(void *targets[]);
 /* The inject stub's question: 0 to call the target, else the code to return. */
 int shimgen_inject_decide(unsigned idx);

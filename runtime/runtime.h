@@ -65,6 +65,7 @@ struct shimgen_config {
     int gate_method_init; /* SHIMGEN_GATE_METHOD=init: init sites patched, not the structs */
     char gates_spec[256];
     char rank[16];
+    char inject[SHIMGEN_INJECT_MAX_LEN + 1]; /* SHIMGEN_INJECT as given (inject.c parses it) */
     unsigned features; /* SHIMGEN_FEATURE_* whose hooks are installed */
     unsigned noverrides;
     struct {

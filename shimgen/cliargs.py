@@ -26,7 +26,7 @@ COMMANDS = {
     "patch": "shimgen.gates.patch:command",
     "probe": "shimgen.probe:command",
     "exports": "shimgen.exports:command",
-    "diff": "shimgen.diff:command",
+    "diff": "shimgen.diff_format:command",
     "hook-header": "shimgen.userhooks:header_command",
 }
 

@@ -240,35 +240,3 @@ def compare(old_path: Path, new_path: Path, gates: str = "default",
     result.seconds = time.monotonic() - start
     return result
 
-
-def run(old: str, new: str, *, json_out: bool, gates: str,
-        hook_files: list[str]) -> int:
-    """The command: the comparison printed (text or JSON); the exit status."""
-    import json
-
-    from .diff_format import format_text
-
-    result = compare(driver_file(old), driver_file(new), gates,
-                     [Path(h) for h in hook_files])
-    if json_out:
-        print(json.dumps(result.to_json(), indent=2))
-    else:
-        print(format_text(result))
-    return result.status()
-
-
-def command(args) -> int:
-    """`shimgen diff`. Exit status as diff(1): 0 no differences, 1 differences, 2 trouble
-    (any failure: one line, as every command says it)."""
-    from .errors import say
-
-    gates = "yes" if args.gates else "no" if args.no_gates else "default"
-    try:
-        return run(args.old, args.new, json_out=args.json, gates=gates,
-                   hook_files=args.hook or [])
-    except BrokenPipeError:
-        raise  # the command line's: whoever read the output went away
-    except (ShimgenError, OSError) as e:
-        say(f"{e.strerror or e}: {e.filename}" if isinstance(e, OSError) and e.filename
-            else str(e))
-        return TROUBLE

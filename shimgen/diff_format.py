@@ -1,15 +1,18 @@
-"""The text of `shimgen diff`: a short summary first (one line per comparison), then a
-section per comparison (docs/diff.md says what each means)."""
+"""`shimgen diff`'s command and its text: the comparison (diff.py) printed as JSON or as a
+short summary first (one line per comparison), then a section per comparison (docs/diff.md
+says what each means); the exit status as diff(1)'s."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .diff import TROUBLE, Diff, compare, driver_file
 from .diff_procaddr import APIS, FAR_VERSION, FLAGS, Span
+from .errors import ShimgenError, say
 
-if TYPE_CHECKING:  # diff.py imports this module to print
-    from .diff import Diff
+if TYPE_CHECKING:
     from .diff_gates import GateSide, GatesOf
 
 KINDS = (("fails", "now fail"), ("moved", "give another export"), ("new", "newly found"),
@@ -169,3 +172,32 @@ def _hooks_section(d: Diff) -> list[str]:
 def format_text(d: Diff) -> str:
     return "\n".join(_summary(d) + _exports_section(d) + _procaddr_section(d)
                      + _gates_section(d) + _hooks_section(d))
+
+
+def run(old: str, new: str, *, json_out: bool, gates: str,
+        hook_files: list[str]) -> int:
+    """The command: the comparison printed (text or JSON); the exit status."""
+    import json
+
+    result = compare(driver_file(old), driver_file(new), gates,
+                     [Path(h) for h in hook_files])
+    if json_out:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(format_text(result))
+    return result.status()
+
+
+def command(args) -> int:
+    """`shimgen diff`. Exit status as diff(1): 0 no differences, 1 differences, 2 trouble
+    (any failure: one line, as every command says it)."""
+    gates = "yes" if args.gates else "no" if args.no_gates else "default"
+    try:
+        return run(args.old, args.new, json_out=args.json, gates=gates,
+                   hook_files=args.hook or [])
+    except BrokenPipeError:
+        raise  # the command line's: whoever read the output went away
+    except (ShimgenError, OSError) as e:
+        say(f"{e.strerror or e}: {e.filename}" if isinstance(e, OSError) and e.filename
+            else str(e))
+        return TROUBLE
