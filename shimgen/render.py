@@ -25,7 +25,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("userreal.S.j2", "userreal.S"),
     ("hook.h.j2", "include/shimgen/hook.h"),
     ("hook_exports.h.j2", "include/shimgen/exports.h"),
-    ("libcudashim.map.j2", "libcudashim.map"),
+    ("libcudashim.map.j2", f"lib{runenv.SHIM_TARGET}.map"),
     ("meson.build.j2", "meson.build"),
 )
 # runtime/ files named so are hooks: a shim gets those of its hooks (model.hook_sources).
@@ -157,6 +157,7 @@ def render_context(model: ShimModel) -> dict:
         "trace_byte_order": runenv.TRACE_BYTE_ORDER,
         "trace_states": runenv.TRACE_STATES,
         "trace_modes": runenv.TRACE_MODES,
+        "shim_target": runenv.SHIM_TARGET,
         "trace_header": runenv.trace_header_layout(),
         "trace_header_size": runenv.trace_header_size(),
         "trace_err_injected": runenv.TRACE_ERR_INJECTED,

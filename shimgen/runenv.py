@@ -30,7 +30,9 @@ RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PRO
              "LOCAL_RANK")
 
 # What a build installs: the shim's file name and its manifest's.
-SHIM_LIBRARY = "libcudashim.so"
+# meson's library target: the file is lib<target>.so, its version script lib<target>.map
+SHIM_TARGET = "cudashim"
+SHIM_LIBRARY = f"lib{SHIM_TARGET}.so"
 SHIM_MANIFEST = "shim.json"
 
 # The trace modes, by the number the binary trace file records (its header's `mode`) and
