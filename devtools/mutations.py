@@ -1478,7 +1478,7 @@ MUTATIONS = [
         "name": "tracefile-reader-error-slot-function-unchecked",
         "file": "shimgen/tracefile.py",
         "old": "        if not 0 <= idx < nf:\n",
-        "new": "                if False:\n",
+        "new": "        if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_names_and_error_slots_are_"
                   "refused"],
         "why": "an error slot for a function the file does not have is refused",
