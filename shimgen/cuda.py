@@ -372,3 +372,20 @@ HOOK_TYPES: tuple[tuple[str, str], ...] = (
     ("CUmemoryPool", "struct CUmemPoolHandle_st *"),
     ("CUmemAllocationProp", "struct CUmemAllocationProp_st"),
 )
+
+
+# The ABI variants of one function: cuMemAlloc and cuMemAlloc_v2; cuStreamSynchronize and
+# cuStreamSynchronize_ptsz. The variant suffixes, in the order the driver's names use them.
+_VARIANT = re.compile(r"(_v\d+)?(_ptds|_ptsz)?$")
+
+
+def base_name(name: str) -> str:
+    """The name without its _v<N>, _ptds or _ptsz suffixes."""
+    return _VARIANT.sub("", name)
+
+
+def variants(name: str, names) -> list[str]:
+    """The other names among `names`, in their order, that are the same function as `name`:
+    `name` with _v<N>, _ptsz or _ptds suffixes added or removed."""
+    base = base_name(name)
+    return [n for n in names if n != name and base_name(n) == base]

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cuda import variants as _same_function
 from .diff_gates import GateDiff, GatesOf
-from .diff_procaddr import Span, base_name
+from .diff_procaddr import Span
 from .elf import DriverImage
 from .errors import ShimgenError
 
 SCHEMA = "shimgen-diff/1"
 NO_DIFFERENCES, DIFFERENCES, TROUBLE = 0, 1, 2
-MAX_HOOK_FILE = 4 << 20
 _HOOK = re.compile(r"\bSHIMGEN_(HOOK|DECLARE)\s*\(\s*[^,()]+?\s*,\s*([A-Za-z_]\w*)\s*,")
 # comments and string or character literals, in the order C reads them
 _C_TOKENS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
@@ -70,21 +70,15 @@ def hook_names(text: str) -> list[tuple[str, str]]:
 
 
 def _read_hook_file(path: Path) -> str:
-    from .infile import read_regular
+    """The text of a hook file, read as `--hook` reads it for a build (userhooks.load)."""
+    from .userhooks import load
 
-    try:
-        data = read_regular(path, MAX_HOOK_FILE)
-    except OSError as e:
-        raise ShimgenError(f"hook file {path}: cannot read it ({e.strerror})") from None
-    if len(data) > MAX_HOOK_FILE:
-        raise ShimgenError(f"hook file {path}: larger than {MAX_HOOK_FILE} bytes")
-    return data.decode("utf-8", errors="replace")
+    return load([str(path)])[0].data.decode("utf-8", errors="replace")
 
 
 def variants(name: str, exports: set[str]) -> list[str]:
     """The exports that are `name` with _v<N>, _ptsz or _ptds suffixes added or removed."""
-    base = base_name(name)
-    return sorted(e for e in exports if base_name(e) == base and e != name)
+    return sorted(_same_function(name, exports))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cuda import base_name
 from .errors import ShimgenError
 
 FAR_VERSION = 99999  # the highest version asked: what a future runtime would ask
@@ -33,7 +34,6 @@ FLAGS = (0, 1, 2)  # CU_GET_PROC_ADDRESS_DEFAULT, _LEGACY_STREAM, _PER_THREAD_DE
 APIS = {1: "cuGetProcAddress", 2: "cuGetProcAddress_v2"}
 QUERY_SECONDS = 120  # one driver's whole grid takes under a second
 SOURCE = Path(__file__).with_name("diff_query.c")
-_VARIANT = re.compile(r"(_v\d+)?(_ptds|_ptsz)?$")
 
 
 @dataclass(frozen=True, order=True)
@@ -89,11 +89,6 @@ class Span:
 
 
 Steps = dict[tuple[str, int, int], list[tuple[int, Answer]]]
-
-
-def base_name(name: str) -> str:
-    """The name without its _v<N>, _ptds or _ptsz suffixes."""
-    return _VARIANT.sub("", name)
 
 
 def query_names(*exports: list[str]) -> list[str]:

@@ -30,8 +30,6 @@ MAX_BYTES = 1 << 20  # a hook file larger than this is refused
 # What the compiler is given besides the file: the shim's own build flags that matter to C.
 CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-Wall", "-Wextra", "-fvisibility=hidden",
           "-DSHIMGEN_CHECK_EXPORTS")
-# The ABI variants of one function: cuMemAlloc, cuMemAlloc_v2; cuStreamSynchronize_ptsz.
-_VARIANT = re.compile(r"(_v\d+)?(_ptds|_ptsz)?$")
 
 
 def _sha256(data: bytes) -> str:
@@ -210,9 +208,9 @@ def attach(model: ShimModel, files: tuple[UserHookFile, ...]) -> ShimModel:
 
 def variants(model: ShimModel, name: str) -> list[str]:
     """The driver's other exports of the same function as `name` (its ABI variants)."""
-    base = _VARIANT.sub("", name)
-    return [f.name for f in model.functions
-            if f.name != name and _VARIANT.sub("", f.name) == base]
+    from .cuda import variants as same_function
+
+    return same_function(name, [f.name for f in model.functions])
 
 
 def summary(model: ShimModel) -> list[str]:
