@@ -698,10 +698,10 @@ MUTATIONS = [
         "tests": ["tests/cli/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
         "why": "a separate value that starts with '-' is left to argparse, as it reads it",
     },
-    # ---- shimgen run: signals, exit status, the command's environment (shimgen/run.py) ----
+    # ---- shimgen run: signals, exit status (shimgen/runchild.py), the environment (run.py) ----
     {
         "name": "run-terminal-signal-forwarded-again",
-        "file": "shimgen/run.py",
+        "file": "shimgen/runchild.py",
         "old": "                if info.si_code in SENT_BY_A_PROCESS:\n",
         "new": "                if True:\n",
         "tests": ["tests/run/test_run.py::test_a_terminals_ctrl_c_reaches_the_command_once"],
@@ -709,7 +709,7 @@ MUTATIONS = [
     },
     {
         "name": "run-signal-not-forwarded",
-        "file": "shimgen/run.py",
+        "file": "shimgen/runchild.py",
         "old": "                if info.si_code in SENT_BY_A_PROCESS:\n",
         "new": "                if info.si_code in SENT_BY_A_PROCESS and False:\n",
         "tests": ["tests/run/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once"],
@@ -717,7 +717,7 @@ MUTATIONS = [
     },
     {
         "name": "run-command-starts-with-signals-blocked",
-        "file": "shimgen/run.py",
+        "file": "shimgen/runchild.py",
         "old": "pid = os.posix_spawn(path, argv, env, setsigmask=old,",
         "new": "pid = os.posix_spawn(path, argv, env,",
         "tests": ["tests/run/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once"],
@@ -725,7 +725,7 @@ MUTATIONS = [
     },
     {
         "name": "run-signalled-status-not-128-plus",
-        "file": "shimgen/run.py",
+        "file": "shimgen/runchild.py",
         "old": "        return 128 + os.WTERMSIG(wait_status)\n",
         "new": "        return os.WTERMSIG(wait_status)\n",
         "tests": ["tests/run/test_run.py::test_exit_status_is_the_commands"],
@@ -747,7 +747,7 @@ MUTATIONS = [
         "tests": ["tests/run/test_run.py::test_an_existing_directory_with_files_is_refused"],
         "why": "`run -o DIR` never writes into a directory that holds files",
     },
-    # ---- the shim cache (shimgen/cache.py) ----
+    # ---- the shim cache (shimgen/cache.py; the default driver: driver_memo.py) ----
     {
         "name": "cache-key-without-gates",
         "file": "shimgen/cache.py",
@@ -776,7 +776,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-default-driver-kept-after-ldconfig",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/driver_memo.py",
         "old": "if stamp is not None and got[\"ld_so_cache\"] == stamp and os.path.exists(",
         "new": "if stamp is not None and os.path.exists(",
         "tests": ["tests/run/test_run_cache.py::test_the_default_driver_is_remembered_until_the_loader"
@@ -994,11 +994,11 @@ MUTATIONS = [
                   "_the_trace_printed"],
         "why": "a trace file the disk had no room for is removed, never left as damage",
     },
-    # ---- trust in the shim cache (shimgen/cache.py): directories, owners, the seal ----
+    # ---- trust in the shim cache: its checks (shimgen/cache_trust.py, owned.py), the seal ----
     {
         "name": "cache-cached-path-skips-the-directory-checks",
         "file": "shimgen/cache.py",
-        "old": ("    dirs = _cache_dirs(make=False)\n    if dirs is None:\n        return None\n"
+        "old": ("    dirs = cache_dirs(make=False)\n    if dirs is None:\n        return None\n"
                 "    try:\n        gates, why = _check(dirs[1], key)\n"),
         "new": ("    dirs = (os.open(cache_root(), os.O_PATH), os.open(cache_root() / SHIMS, "
                 "os.O_PATH)) if os.path.isdir(cache_root() / SHIMS) else None\n"
@@ -1021,7 +1021,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-seal-without-ctime",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/cache_seal.py",
         "old": "    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]\n",
         "new": "    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]\n",
         "tests": ["tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run"
@@ -1193,7 +1193,7 @@ MUTATIONS = [
     },
     {
         "name": "run-signals-raised-again-after-the-command",
-        "file": "shimgen/run.py",
+        "file": "shimgen/runchild.py",
         "old": ("            if signals is not None:\n"
                 "                signals.append(_received(info, False))\n"),
         "new": ("            if signals is not None:\n"

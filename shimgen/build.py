@@ -213,6 +213,52 @@ def _remove_stale_staging(root: Path) -> None:
                 _rmtree(Path(entry.path))
 
 
+def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
+    """Render `model` into `new/src` and build it with meson in `bdir`, the log in
+    `new/build.log`; the library built."""
+    new.mkdir()
+    src = new / "src"
+    src.mkdir()
+    render(model, src)
+    env = _tool_env()
+    log = new / "build.log"
+    _run(_meson() + ["setup", str(bdir), str(src)], "meson setup", env, log, name)
+    _run(_meson() + ["compile", "-C", str(bdir)], "compile", env, log, name)
+    built = bdir / SHIM_LIBRARY
+    if not built.is_file():
+        raise ShimgenError(f"meson finished but {built} is missing")
+    return built
+
+
+def _write_output(model: ShimModel, built: Path, new: Path, identity: dict | None) -> None:
+    """The library `built` copied into `new`, and `new/shim.json` written: what was built,
+    from what, and the library's build-id and size (and `identity`, when given)."""
+    manifest = {
+        "shimgen_command": model.command,
+        "driver": str(model.driver.real_path),
+        "driver_given": str(model.driver.path),
+        "driver_version": model.driver.version,
+        "build_id": model.driver.build_id,
+        "soname": SONAME,
+        "functions": len(model.functions),
+        "exports": [f.name for f in model.functions],  # in slot order (--inject)
+        "hooks": [f.name for f in model.hooked],
+        "extra_exports": list(model.extra_exports),
+        "data_symbols_left_in_driver": [d.name for d in model.driver.data],
+        "gates": [g.name for g in model.gates.gates] if model.gates else [],
+    }
+    if model.user is not None:  # the user's hook files (--hook), as built
+        manifest["user_hooks"] = [{"file": str(f.path), "sha256": f.sha256,
+                                   "hooks": list(f.hooks), "calls": list(f.calls)}
+                                  for f in model.user.files]
+    shutil.copy2(built, new / SHIM_LIBRARY)
+    manifest["library_build_id"] = read_build_id(new / SHIM_LIBRARY)
+    manifest["library_size"] = (new / SHIM_LIBRARY).stat().st_size
+    if identity is not None:
+        manifest["cache_key"] = identity
+    (new / SHIM_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
 def build(model: ShimModel, out_root: Path, name: str | None = None,
           identity: dict | None = None) -> BuildResult:
     """Build `model` into `out_root/name` (default: output_name). `identity`, when given, is
@@ -233,42 +279,8 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
             with contextlib.suppress(OSError):
                 fcntl.flock(staging_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         new = staging / "out"
-        new.mkdir()
-        src = new / "src"
-        src.mkdir()
-        render(model, src)
-        env = _tool_env()
-        log = new / "build.log"
-        bdir = staging / "meson"
-        _run(_meson() + ["setup", str(bdir), str(src)], "meson setup", env, log, final.name)
-        _run(_meson() + ["compile", "-C", str(bdir)], "compile", env, log, final.name)
-        built = bdir / SHIM_LIBRARY
-        if not built.is_file():
-            raise ShimgenError(f"meson finished but {built} is missing")
-        manifest = {
-            "shimgen_command": model.command,
-            "driver": str(model.driver.real_path),
-            "driver_given": str(model.driver.path),
-            "driver_version": model.driver.version,
-            "build_id": model.driver.build_id,
-            "soname": SONAME,
-            "functions": len(model.functions),
-            "exports": [f.name for f in model.functions],  # in slot order (--inject)
-            "hooks": [f.name for f in model.hooked],
-            "extra_exports": list(model.extra_exports),
-            "data_symbols_left_in_driver": [d.name for d in model.driver.data],
-            "gates": [g.name for g in model.gates.gates] if model.gates else [],
-        }
-        if model.user is not None:  # the user's hook files (--hook), as built
-            manifest["user_hooks"] = [{"file": str(f.path), "sha256": f.sha256,
-                                       "hooks": list(f.hooks), "calls": list(f.calls)}
-                                      for f in model.user.files]
-        shutil.copy2(built, new / SHIM_LIBRARY)
-        manifest["library_build_id"] = read_build_id(new / SHIM_LIBRARY)
-        manifest["library_size"] = (new / SHIM_LIBRARY).stat().st_size
-        if identity is not None:
-            manifest["cache_key"] = identity
-        (new / SHIM_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        built = _compile(model, new, staging / "meson", final.name)
+        _write_output(model, built, new, identity)
         _fsync_tree(new)
         installed = False
         try:

@@ -131,7 +131,7 @@ def querier(tmp: Path) -> Path:
     """The compiled querier: the cached one (`<cache>/tools/diff-query-<digest>`, made once,
     in a directory of this user's that nobody else can write), or, when the cache cannot be
     used, one compiled into `tmp`."""
-    from .cache import cache_root
+    from .cache_trust import cache_root
 
     try:
         source = SOURCE.read_bytes()

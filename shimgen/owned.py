@@ -1,5 +1,5 @@
 """Whether a directory or file that shimgen relies on is the user's alone: the user's own,
-and neither group nor others can write it. One rule, for the shim cache (cache.py: every
+and neither group nor others can write it. One rule, for the shim cache (cache_trust.py: every
 level, and the library) and the runs directory of `shimgen run` (rundir.py); each says
 what to do about it in its own words."""
 

@@ -2,10 +2,11 @@
 
 The shim for this machine's driver comes from the per-user cache (cache.py: built once, then
 reused). The command runs with the shim first in LD_PRELOAD and the trace going to a run
-directory; `run` forwards the signals sent to it, writes run.json at the start and the end,
-prints the report and exits with the command's status, as a shell would. The run directory
+directory; `run` forwards the signals sent to it (runchild.py: the command's process),
+writes run.json at the start and the end, prints the report (runreport.py) and exits with
+the command's status, as a shell would. The run directory
 is made and written through one descriptor of it, in a runs directory nobody else can write
-(below); an interrupt before the command started says what it interrupted, and a command
+(rundir.py); an interrupt before the command started says what it interrupted, and a command
 that started always keeps its run directory and its report (the signals: below).
 
 Kept light: the cached path imports nothing heavy (no jinja2, pyelftools or meson).
@@ -14,7 +15,6 @@ Kept light: the cached path imports nothing heavy (no jinja2, pyelftools or meso
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import sys
@@ -23,8 +23,20 @@ from pathlib import Path
 
 from . import __version__, runenv
 from .errors import Interrupted, ShimgenError, say
-from .rundir import layout, open_run_dir, write_json
+from .runchild import (
+    FORWARDED,
+    CommandError,
+    block_signals,
+    exit_status,
+    find_command,
+    hold_for_good,
+    signal_name,
+    spawn_and_wait,
+    take_pending,
+)
+from .rundir import RunDir, layout, open_run_dir, write_json
 from .runenv import ENV, NOTICES, RUN_JSON, TIMELINE, TRACES
+from .runreport import one_line, run_report
 
 # --trace MODE -> the value of SHIMGEN_TRACE (runtime/config.c reads these names)
 TRACE_MODES = {name: name for name in runenv.TRACE_MODES.values()}
@@ -43,14 +55,6 @@ ENV_INJECT = ENV["INJECT"]
 # run checks and records.
 ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT)
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# si_code of a signal sent by a process (kill, sigqueue, tgkill). A terminal's Ctrl-C or
-# hang-up comes from the kernel (SI_KERNEL) and reaches the command's process group itself,
-# so forwarding it would deliver it twice.
-SI_USER, SI_QUEUE, SI_TKILL = 0, -1, -6
-SENT_BY_A_PROCESS = (SI_USER, SI_QUEUE, SI_TKILL)
-EXIT_NOT_FOUND, EXIT_CANNOT_RUN = 127, 126  # as a shell
-
 
 class RunOptions:
     """What `shimgen run` was asked (a plain class: a dataclass costs milliseconds to make)."""
@@ -67,38 +71,6 @@ class RunOptions:
         self.out = out  # -o DIR
         self.inject = inject or []  # --inject RULE, each (shimgen/inject.py)
         self.hooks = hooks  # --hook FILE.c, in order (userhooks.py)
-
-
-class CommandError(ShimgenError):
-    """The command cannot be started: one line, and a shell's exit status."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def find_command(name: str, path: str | None) -> str:
-    """The file the command `name` runs, searched in `path` like a shell (a name with a
-    slash is taken as it is). CommandError 127 when there is none, 126 when it cannot run."""
-    if not name:
-        raise CommandError("run: the command is an empty string", EXIT_NOT_FOUND)
-    if "/" in name:
-        candidates = [name]
-    else:
-        candidates = [os.path.join(d or ".", name) for d in (path or os.defpath).split(":")]
-    denied = None
-    for c in candidates:
-        if os.path.isfile(c):
-            if os.access(c, os.X_OK):
-                return c
-            denied = denied or c
-        elif "/" in name and os.path.isdir(c):
-            raise CommandError(f"{name}: is a directory", EXIT_CANNOT_RUN)
-    if denied:
-        raise CommandError(f"{denied}: permission denied", EXIT_CANNOT_RUN)
-    if "/" in name:
-        raise CommandError(f"{name}: no such file", EXIT_NOT_FOUND)
-    raise CommandError(f"{name}: command not found", EXIT_NOT_FOUND)
 
 
 def check_selection(selection: str, gates: tuple[str, ...] | None) -> None:
@@ -164,138 +136,8 @@ def _signum(e: KeyboardInterrupt) -> int:
     return e.signum if isinstance(e, Interrupted) else signal.SIGINT
 
 
-def _hold_for_good(sigs: set[int]) -> None:
-    """Block `sigs` for the rest of the process: the interrupt being said is the one said;
-    another (`timeout` sends two) is not raised over it."""
-    while True:
-        try:
-            signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-            return
-        except KeyboardInterrupt:  # it came before the block did: the block stands
-            continue
-
-
-def _block(sigs: set[int]) -> set[int]:
-    """Block `sigs`; the mask before. An interrupt that came just before is raised (by
-    pthread_sigmask, once `sigs` are blocked)."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, ())
-    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    return old
-
-
-def _pending(sigs: set[int]) -> int | None:
-    """A signal of `sigs` that is pending (blocked), taken; None when there is none."""
-    if not signal.sigpending() & sigs:
-        return None
-    info = signal.sigtimedwait(sigs, 0)
-    return info.si_signo if info is not None else None
-
-
-def _received(info, passed_on: bool) -> dict:
-    return {"signal": _signal_name(info.si_signo), "si_code": info.si_code,
-            "sender_pid": info.si_pid, "passed_on": passed_on}
-
-
-def spawn_and_wait(path: str, argv: list[str], env: dict[str, str], old, forwarded: set[int],
-                   started=None, signals: list[dict] | None = None) -> int:
-    """Run the command and wait for it, forwarding SIGINT, SIGTERM and SIGHUP sent to this
-    process by another one (never a terminal's: those reach the command already). Called with
-    `forwarded` (those of the three not ignored) and SIGCHLD blocked, `old` the mask before;
-    they stay blocked. Returns the wait status; each signal received is appended to `signals`
-    (for run.json), one received after the command ended too, not passed on. The command
-    starts with the signal mask `old`, and with SIGPIPE and SIGXFSZ at their defaults (Python
-    ignores them). CommandError when it cannot be started."""
-    # An ignored one (nohup, a background job) stays ignored: neither waited for nor passed
-    # on; the command inherits it ignored, as from a shell.
-    watched = {*forwarded, signal.SIGCHLD}
-    try:
-        pid = os.posix_spawn(path, argv, env, setsigmask=old,
-                             setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
-    except OSError as e:
-        status = EXIT_NOT_FOUND if e.errno == errno.ENOENT else EXIT_CANNOT_RUN
-        raise CommandError(f"{argv[0]}: cannot run it ({e.strerror})", status) from None
-    if started is not None:
-        started(pid)
-    try:
-        while True:
-            info = signal.sigwaitinfo(watched)
-            if info.si_signo != signal.SIGCHLD:
-                passed_on = False
-                if info.si_code in SENT_BY_A_PROCESS:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, info.si_signo)
-                    passed_on = True
-                if signals is not None:
-                    signals.append(_received(info, passed_on))
-                continue
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done == pid:
-                return status
-    finally:
-        # what arrived after the command ended is for nobody: recorded, never raised here
-        while forwarded:
-            info = signal.sigtimedwait(forwarded, 0)
-            if info is None:
-                break
-            if signals is not None:
-                signals.append(_received(info, False))
-
-
-def exit_status(wait_status: int) -> int:
-    """A shell's `$?`: the exit code, or 128 + N for a command killed by signal N."""
-    if os.WIFSIGNALED(wait_status):
-        return 128 + os.WTERMSIG(wait_status)
-    return os.WEXITSTATUS(wait_status)
-
-
-def _signal_name(sig: int | None) -> str | None:
-    try:
-        return signal.Signals(sig).name if sig else None
-    except ValueError:  # a real-time signal
-        return f"SIG{sig}"
-
-
 def _stamp(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
-
-
-def _shown(text: str) -> str:
-    """`text` as one printable line, control characters escaped (report_format.shown's
-    rule; that module is not imported before the report)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _notices_written(run_dir: Path) -> str:
-    """Where the shim's notices are, when it wrote any: said also when there is no report
-    (the report shows them)."""
-    import stat
-
-    path = run_dir / NOTICES
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return ""
-    return (f"; the shim wrote notices: {_shown(str(path))}"
-            if stat.S_ISREG(st.st_mode) and st.st_size else "")
-
-
-def _report(run_dir: Path) -> str:
-    """The end-of-run report (shimgen/report.py, which shows the shim's notices too), or
-    where to get it and where the notices are."""
-    where = f"shimgen report {_shown(str(run_dir))}"
-    try:
-        from .report import summary_for_run
-    except ImportError:
-        return f"report: {where}{_notices_written(run_dir)}"
-    try:
-        return summary_for_run(run_dir)
-    except ShimgenError as e:
-        return f"report: {_shown(str(e))}; {where}{_notices_written(run_dir)}"
-    except Exception as e:  # the command's exit status matters more than the report
-        return (f"report: internal error, please report it: {type(e).__name__}: "
-                f"{_shown(str(e))}; {where}{_notices_written(run_dir)}")
 
 
 def _check_preload_path(directory: Path) -> None:
@@ -355,32 +197,105 @@ def _not_started(entry) -> str:
                "the shim built now is in the cache"))
 
 
-def run(opts: RunOptions) -> int:
-    """Run the command under the shim (the signals: above); the command's exit status."""
+def _shim(opts: RunOptions, forwarded: set[int]) -> tuple[str, Path, str | None, object, object]:
+    """The checks, then the shim from the cache or built now: (the command's file, the
+    driver's real path, the gate profile, the cache key, the cache entry). An interrupt
+    meanwhile is said with what it interrupted, the signals then held for good."""
     from .cache import ensure, lookup
-    from .elfnotes import version_from_name
 
-    if not opts.command:
-        raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
-    forwarded = {s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         path, driver, profile, key = _prepare(opts)
         entry = lookup(key)
     except KeyboardInterrupt as e:
-        _hold_for_good(forwarded)
+        hold_for_good(forwarded)
         raise RunInterrupted(_signum(e), f"{NOT_RUN}, and no shim was built") from None
     if entry is None:
         try:
             entry = ensure(driver, key, profile, opts.hooks)
         except KeyboardInterrupt as e:
-            _hold_for_good(forwarded)
+            hold_for_good(forwarded)
             raise RunInterrupted(_signum(e), "while the shim was being built, before the "
                                  "command started: the command did not run; "
                                  + _in_cache_now(lookup, key)) from None
+    return path, driver, profile, key, entry
+
+
+def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
+    """What `run` says once the command started: the shim, how it came, the trace, the run
+    directory."""
+    how = entry.how if entry.how == "cached" else f"{entry.how} in {entry.seconds:.1f} s"
+    gates = f", gates {opts.gates}" if opts.gates else ""
+    gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
+    gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
+    banner = one_line(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
+                    f"run directory {run_dir}")
+    if ENV_INJECT in os.environ and not opts.inject:
+        banner += (f"\nshimgen: run: {ENV_INJECT} from the environment is not passed on "
+                   "(give the rules with --inject, which checks and records them)")
+    return banner
+
+
+def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
+            env: dict[str, str], start: float) -> dict:
+    """run.json as written at the start: the command, the driver, the shim, the selection,
+    the environment given; its end, pid, exit and signals still to come."""
+    from .elfnotes import version_from_name
+
+    return {
+        "command": opts.command, "cwd": os.getcwd(),
+        "driver": {"path": str(opts.driver), "real_path": str(driver),
+                   "version": version_from_name(driver), "build_id": key.build_id},
+        "shim": {"path": str(entry.library), "key": key.as_dict(),
+                 "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
+        "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
+        "inject": opts.inject,
+        "hooks": [str(Path(h).absolute()) for h in opts.hooks],
+        "shimgen_version": __version__, "host": os.uname().nodename,
+        "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
+                                            ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
+                                            ENV_GATES, ENV_INJECT) if k in env},
+        "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
+    }
+
+
+def _finish(run_dir: RunDir, record: dict, wait: int) -> int:
+    """After the command ended: run.json's end written, the report printed; the command's
+    exit status."""
+    status = exit_status(wait)
+    code = os.WEXITSTATUS(wait) if os.WIFEXITED(wait) else None
+    sig = os.WTERMSIG(wait) if os.WIFSIGNALED(wait) else None
+    record.update(end=_stamp(time.time()),
+                  exit={"status": status, "code": code, "signal": sig,
+                        "signal_name": signal_name(sig)})
     try:
-        old = _block({*forwarded, signal.SIGCHLD})  # for as long as this process lives
+        write_json(run_dir, record)
+    except OSError as e:  # the command ran: its status is still what `run` exits with
+        with contextlib.suppress(OSError, ValueError):
+            print(f"shimgen: error: {one_line(str(run_dir.path / RUN_JSON))}: not updated at "
+                  f"the end ({e.strerror})", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    if run_dir.still_named():
+        report = run_report(run_dir.path)
+    else:
+        report = (f"report: {one_line(str(run_dir.path))} is no longer this run's directory "
+                  "(it was moved or replaced while the command ran); not read")
+    run_dir.close()
+    with contextlib.suppress(OSError, ValueError):
+        print(report, file=sys.stderr, flush=True)
+    return status
+
+
+def run(opts: RunOptions) -> int:
+    """Run the command under the shim (the signals: above); the command's exit status."""
+    if not opts.command:
+        raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
+    forwarded = {s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN}
+    path, driver, profile, key, entry = _shim(opts, forwarded)
+    try:
+        old = block_signals({*forwarded, signal.SIGCHLD})  # for as long as this process lives
     except KeyboardInterrupt as e:
-        _hold_for_good(forwarded)
+        hold_for_good(forwarded)
         raise RunInterrupted(_signum(e), _not_started(entry)) from None
     if opts.gates is not None:
         check_selection(opts.gates, entry.gates)
@@ -390,15 +305,7 @@ def run(opts: RunOptions) -> int:
         check(opts.inject, exports_of(entry.directory))
     start = time.time()
     run_dir = open_run_dir(opts.out, opts.command[0], start)
-    how = entry.how if entry.how == "cached" else f"{entry.how} in {entry.seconds:.1f} s"
-    gates = f", gates {opts.gates}" if opts.gates else ""
-    gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
-    gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
-    banner = _shown(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
-                    f"run directory {run_dir.path}")
-    if ENV_INJECT in os.environ and not opts.inject:
-        banner += (f"\nshimgen: run: {ENV_INJECT} from the environment is not passed on "
-                   "(give the rules with --inject, which checks and records them)")
+    banner = _banner(opts, entry, run_dir.path)
     started_pid: list[int] = []
 
     def started(pid: int) -> None:
@@ -412,23 +319,9 @@ def run(opts: RunOptions) -> int:
     try:
         layout(run_dir, opts.trace)
         env = child_environment(dict(os.environ), entry.library, run_dir.path, opts)
-        record = {
-            "command": opts.command, "cwd": os.getcwd(),
-            "driver": {"path": str(opts.driver), "real_path": str(driver),
-                       "version": version_from_name(driver), "build_id": key.build_id},
-            "shim": {"path": str(entry.library), "key": key.as_dict(),
-                     "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
-            "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
-            "inject": opts.inject,
-            "hooks": [str(Path(h).absolute()) for h in opts.hooks],
-            "shimgen_version": __version__, "host": os.uname().nodename,
-            "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
-                                                ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
-                                                ENV_GATES, ENV_INJECT) if k in env},
-            "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
-        }
+        record = _record(opts, driver, profile, key, entry, env, start)
         write_json(run_dir, record)
-        waiting = _pending(forwarded)
+        waiting = take_pending(forwarded)
         if waiting is not None:  # it came before the command could start: not started
             raise RunInterrupted(waiting, _not_started(entry))
         wait = spawn_and_wait(path, opts.command, env, old, forwarded, started,
@@ -437,29 +330,7 @@ def run(opts: RunOptions) -> int:
         if not started_pid:  # nothing ran: nothing of this run is left
             run_dir.discard()
         raise
-    status = exit_status(wait)
-    code = os.WEXITSTATUS(wait) if os.WIFEXITED(wait) else None
-    sig = os.WTERMSIG(wait) if os.WIFSIGNALED(wait) else None
-    record.update(end=_stamp(time.time()),
-                  exit={"status": status, "code": code, "signal": sig,
-                        "signal_name": _signal_name(sig)})
-    try:
-        write_json(run_dir, record)
-    except OSError as e:  # the command ran: its status is still what `run` exits with
-        with contextlib.suppress(OSError, ValueError):
-            print(f"shimgen: error: {_shown(str(run_dir.path / RUN_JSON))}: not updated at "
-                  f"the end ({e.strerror})", file=sys.stderr, flush=True)
-    with contextlib.suppress(OSError, ValueError):
-        sys.stdout.flush()
-    if run_dir.still_named():
-        report = _report(run_dir.path)
-    else:
-        report = (f"report: {_shown(str(run_dir.path))} is no longer this run's directory "
-                  "(it was moved or replaced while the command ran); not read")
-    run_dir.close()
-    with contextlib.suppress(OSError, ValueError):
-        print(report, file=sys.stderr, flush=True)
-    return status
+    return _finish(run_dir, record, wait)
 
 
 def command(args) -> int:
@@ -474,7 +345,7 @@ def command(args) -> int:
     if args.gate_profile is not None and args.gate_profile != "auto":
         path_option(args.gate_profile, "--gate-profile", "gate profile")
     if args.driver is None:
-        from .cache import default_driver  # remembered: no `ldconfig -p` at every run
+        from .driver_memo import default_driver  # remembered: no `ldconfig -p` at every run
 
         driver = default_driver()
     else:

@@ -230,13 +230,12 @@ def test_a_binary_trace_with_control_characters_is_escaped_in_every_view(capsys,
 def test_the_report_at_the_end_of_a_run_says_a_bad_name_escaped(monkeypatch, tmp_path):
     """When the report cannot be made, the line `shimgen run` prints instead (which comes
     from the traces: a function's name) is escaped too."""
-    from shimgen import report
-    from shimgen import run as run_mod
+    from shimgen import report, runreport
     from shimgen.errors import ShimgenError
 
     def refuse(d):
         raise ShimgenError(f"report: {NAME}: its total time is too large to add up")
 
     monkeypatch.setattr(report, "summary_for_run", refuse)
-    line = run_mod._report(tmp_path / f"r{CLEAR}")
+    line = runreport.run_report(tmp_path / f"r{CLEAR}")
     assert line.isprintable() and escaped(NAME) in line and escaped(CLEAR) in line, line

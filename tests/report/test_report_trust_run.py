@@ -40,8 +40,7 @@ def test_the_shims_warning_is_in_the_report_at_the_end(driver, tmp_path):
 
 
 def test_when_there_is_no_report_the_notices_are_pointed_at(monkeypatch, tmp_path):
-    from shimgen import report
-    from shimgen import run as run_mod
+    from shimgen import report, runreport
     from shimgen.errors import ShimgenError
 
     def refuse(d):
@@ -49,10 +48,10 @@ def test_when_there_is_no_report_the_notices_are_pointed_at(monkeypatch, tmp_pat
 
     monkeypatch.setattr(report, "summary_for_run", refuse)
     (tmp_path / "notices.log").write_text("")
-    assert run_mod._report(tmp_path) == (
+    assert runreport.run_report(tmp_path) == (
         f"report: report: cuInit: its total time is too large to add up; "
         f"shimgen report {tmp_path}")
     (tmp_path / "notices.log").write_text(f"[pid 5] {WARNING}\n")
-    assert run_mod._report(tmp_path) == (
+    assert runreport.run_report(tmp_path) == (
         f"report: report: cuInit: its total time is too large to add up; "
         f"shimgen report {tmp_path}; the shim wrote notices: {tmp_path / 'notices.log'}")

@@ -1,5 +1,6 @@
-"""Trust in the shim cache of `shimgen run` (shimgen/cache.py), against a real Debian libcuda,
-tried as another local user would try it (uid 65534 through setpriv; the tests run as root):
+"""Trust in the shim cache of `shimgen run` (shimgen/cache.py, with its checks in
+cache_trust.py and its seal in cache_seal.py), against a real Debian libcuda, tried as
+another local user would try it (uid 65534 through setpriv; the tests run as root):
 
 - every directory level (the cache root, shims/, the entry) is checked by one function, on
   the cached path as when building: a symlink, another user's directory, or one that group
@@ -30,6 +31,7 @@ from faultkit import OTHER, as_other
 from test_run import _record, base_env, shimgen_run
 
 from shimgen import cache as cachemod
+from shimgen import cache_seal, cache_trust
 from shimgen.elf import read_build_id
 from shimgen.errors import ShimgenError
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
@@ -78,7 +80,7 @@ class Cache:
 
     def discarded(self) -> list[Path]:
         return sorted(p for p in self.shims.iterdir()
-                      if p.name.startswith(cachemod.DISCARDED))
+                      if p.name.startswith(cache_trust.DISCARDED))
 
 
 def copy_of(template: Path, where: Path) -> Cache:
@@ -462,9 +464,9 @@ def _key_of(c: Cache) -> cachemod.Key:
 def _sealed(c: Cache, monkeypatch) -> None:
     """Seal the entry again, in this process, as a build ends."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(c.xdg))
-    root_fd, shims_fd = cachemod._cache_dirs(make=False)
+    root_fd, shims_fd = cache_trust.cache_dirs(make=False)
     try:
-        cachemod._seal(shims_fd, _key_of(c))
+        cache_seal.seal(shims_fd, _key_of(c).name)
     finally:
         os.close(root_fd)
         os.close(shims_fd)
@@ -479,10 +481,10 @@ def test_a_seal_is_taken_once_the_clock_is_past_the_library(driver, tmp_path, mo
     fd = os.open(tmp_path / "clock", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         ahead = os.fstat(fd).st_ctime_ns + 50_000_000
-        assert cachemod._clock_past(fd, ahead)
+        assert cache_seal._clock_past(fd, ahead)
         assert os.fstat(fd).st_ctime_ns > ahead
-        monkeypatch.setattr(cachemod, "SEAL_WAIT_S", 0.05)
-        assert not cachemod._clock_past(fd, os.fstat(fd).st_ctime_ns + 10 * 10**9)
+        monkeypatch.setattr(cache_seal, "SEAL_WAIT_S", 0.05)
+        assert not cache_seal._clock_past(fd, os.fstat(fd).st_ctime_ns + 10 * 10**9)
     finally:
         os.close(fd)
     c = built(driver, tmp_path)
@@ -494,7 +496,7 @@ def test_a_seal_is_taken_once_the_clock_is_past_the_library(driver, tmp_path, mo
         probe = c.entry / f"probe{i}"
         probe.write_text("")
         seal = json.loads(c.manifest.read_text())["library_seal"]
-        assert seal == cachemod._stat_seal(c.lib.stat())
+        assert seal == cache_seal.stat_seal(c.lib.stat())
         assert probe.stat().st_ctime_ns > seal[4], i
         probe.unlink()
 
@@ -504,7 +506,7 @@ def test_a_library_sealed_without_its_stat_is_hashed_at_each_use(driver, tmp_pat
     """When the clock never passed the library's ctime, the seal records no stat: every use
     computes the digest (hashlib loaded), and a change is still caught."""
     c = built(driver, tmp_path)
-    monkeypatch.setattr(cachemod, "_clock_past", lambda fd, ns: False)
+    monkeypatch.setattr(cache_seal, "_clock_past", lambda fd, ns: False)
     _sealed(c, monkeypatch)
     m = json.loads(c.manifest.read_text())
     assert m["library_seal"] is None

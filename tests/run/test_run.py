@@ -320,18 +320,18 @@ def test_the_report_at_the_end(monkeypatch, tmp_path):
     module is missing, or when it fails, one line says how to get the report."""
     import types
 
-    from shimgen import run as run_mod
+    from shimgen import runreport
     from shimgen.errors import ShimgenError
 
     monkeypatch.setitem(sys.modules, "shimgen.report", None)  # not there: ImportError
-    assert run_mod._report(tmp_path) == f"report: shimgen report {tmp_path}"
+    assert runreport.run_report(tmp_path) == f"report: shimgen report {tmp_path}"
     fake = types.ModuleType("shimgen.report")
     monkeypatch.setitem(sys.modules, "shimgen.report", fake)
     fake.summary_for_run = lambda d: f"table of {d}"
-    assert run_mod._report(tmp_path) == f"table of {tmp_path}"
+    assert runreport.run_report(tmp_path) == f"table of {tmp_path}"
 
     def refuse(d):
         raise ShimgenError("no traces in it")
 
     fake.summary_for_run = refuse
-    assert run_mod._report(tmp_path) == f"report: no traces in it; shimgen report {tmp_path}"
+    assert runreport.run_report(tmp_path) == f"report: no traces in it; shimgen report {tmp_path}"

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from test_run import _record, base_env, run_argv, shimgen_run
 
-from shimgen.cache import Key, cache_root, key_for
+from shimgen.cache import Key, key_for
+from shimgen.cache_trust import cache_root
 from shimgen.elf import read_build_id
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
