@@ -313,10 +313,10 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_races.py::test_sixty_four_first_calls_load_the_driver_once"],
         "why": "the driver is loaded once however many threads make the first call at once",
     },
-    # ---- a forked child reports its own calls (runtime/stats.c) ----
+    # ---- a forked child reports its own calls (runtime/totals.c) ----
     {
         "name": "fork-child-keeps-parent-time-totals",
-        "file": "runtime/stats.c",
+        "file": "runtime/totals.c",
         "old": "        shimgen_time_total[i] = 0;\n",
         "new": "",
         "tests": ["tests/runtime/test_races.py::test_forked_child_times_only_its_own_calls"],
@@ -324,7 +324,7 @@ MUTATIONS = [
     },
     {
         "name": "fork-child-keeps-parent-time-max",
-        "file": "runtime/stats.c",
+        "file": "runtime/totals.c",
         "old": "        shimgen_time_max[i] = 0;\n",
         "new": "",
         "tests": ["tests/runtime/test_races.py::test_forked_child_times_only_its_own_calls"],
@@ -339,7 +339,7 @@ MUTATIONS = [
         "tests": ["tests/pipeline/test_bad_output.py::test_concurrent_builds_into_one_place"],
         "why": "a build's staging directory is never taken for a stale one while it runs",
     },
-    # ---- error returns and latency histograms of the time paths (runtime/timing.S, stats.c) ----
+    # ---- error returns and latency histograms of the time paths (runtime/timing.S, totals.c) ----
     {
         "name": "errors-path-skipped",
         "file": "runtime/timing.S",
@@ -384,7 +384,7 @@ MUTATIONS = [
     },
     {
         "name": "percentile-not-the-reports",
-        "file": "runtime/trace.c",
+        "file": "runtime/quantiles.c",
         "old": "            return lo + (hi - lo) * (want - below) / (double)s[k].n;\n",
         "new": "            return (lo ? lo : 1.0) * 1.4142135623730951;\n",
         "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
@@ -392,7 +392,7 @@ MUTATIONS = [
     },
     {
         "name": "hist-not-cleared-on-reuse",
-        "file": "runtime/stats.c",
+        "file": "runtime/totals.c",
         "old": "        memset(s->hist[i], 0, sizeof s->hist[i]);\n",
         "new": "",
         "tests": ["tests/runtime/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear[time]"],
@@ -400,7 +400,7 @@ MUTATIONS = [
     },
     {
         "name": "errors-not-cleared-on-reuse",
-        "file": "runtime/stats.c",
+        "file": "runtime/totals.c",
         "old": "    memset(s->err, 0, sizeof s->err);\n",
         "new": "",
         "tests": ["tests/runtime/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear"
@@ -409,7 +409,7 @@ MUTATIONS = [
     },
     {
         "name": "fold-forgets-errors",
-        "file": "runtime/stats.c",
+        "file": "runtime/totals.c",
         "old": "            fold_error(s->err[e].key, s->err[e].count);",
         "new": "            (void)fold_error;",
         "tests": ["tests/runtime/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
@@ -418,7 +418,7 @@ MUTATIONS = [
     },
     {
         "name": "fork-keeps-parent-hist",
-        "file": "runtime/stats.c",
+        "file": "runtime/totals.c",
         "old": "            memset(shimgen_hist[i], 0, sizeof shimgen_hist[i]);\n",
         "new": "",
         "tests": ["tests/runtime/test_races.py::test_forked_child_times_only_its_own_calls"],
@@ -603,8 +603,8 @@ MUTATIONS = [
     {
         "name": "tracefile-reused-block-counted-twice",
         "file": "runtime/stats.c",
-        "old": "        if (!shimgen_tracefile_ready()) {\n            fold_block(s);\n",
-        "new": "        fold_block(s);\n        if (!shimgen_tracefile_ready()) {\n",
+        "old": "        if (!shimgen_tracefile_ready()) {\n            shimgen_fold_block(s);\n",
+        "new": "        shimgen_fold_block(s);\n        if (!shimgen_tracefile_ready()) {\n",
         "tests": ["tests/runtime/test_tracefile.py::"
                   "test_sigkill_leaves_exact_counts_and_reused_blocks_count_once"],
         "why": "a retired thread's counts stay in its block, found in the file exactly once",
@@ -612,8 +612,8 @@ MUTATIONS = [
     {
         "name": "tracefile-retired-counts-kept-in-memory",
         "file": "runtime/stats.c",
-        "old": "        if (!shimgen_tracefile_ready()) {\n            fold_block(s);\n",
-        "new": "        if (1) {\n            fold_block(s);\n",
+        "old": "        if (!shimgen_tracefile_ready()) {\n            shimgen_fold_block(s);\n",
+        "new": "        if (1) {\n            shimgen_fold_block(s);\n",
         "tests": ["tests/runtime/test_tracefile.py::"
                   "test_sigkill_leaves_exact_counts_and_reused_blocks_count_once"],
         "why": "a retired thread's counts are in the file, not only in memory (lost on SIGKILL)",
@@ -698,7 +698,7 @@ MUTATIONS = [
         "tests": ["tests/cli/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
         "why": "a separate value that starts with '-' is left to argparse, as it reads it",
     },
-    # ---- shimgen run: signals, exit status (shimgen/runchild.py), the environment (run.py) ----
+    # ---- shimgen run: signals, exit status, the environment (shimgen/runchild.py) ----
     {
         "name": "run-terminal-signal-forwarded-again",
         "file": "shimgen/runchild.py",
@@ -733,7 +733,7 @@ MUTATIONS = [
     },
     {
         "name": "run-preload-replaced-not-prepended",
-        "file": "shimgen/run.py",
+        "file": "shimgen/runchild.py",
         "old": "env[ENV_PRELOAD] = f\"{shim}:{before}\" if before.strip() else str(shim)",
         "new": "env[ENV_PRELOAD] = str(shim)",
         "tests": ["tests/run/test_run.py::test_the_command_gets_the_shim_first_and_the_run_directory"],
@@ -868,7 +868,7 @@ MUTATIONS = [
     },
     {
         "name": "claim-forked-copy-takes-the-plain-name",
-        "file": "runtime/output.c",
+        "file": "runtime/output_name.c",
         "old": "    return getpid() != shimgen_cfg.load_pid;\n",
         "new": "    return 0;\n",
         "tests": ["tests/runtime/test_shim.py::test_calls_in_forked_children"],
@@ -937,7 +937,7 @@ MUTATIONS = [
     },
     {
         "name": "shim-percentiles-ignore-fine-buckets",
-        "file": "runtime/trace.c",
+        "file": "runtime/quantiles.c",
         "old": "        if (sum == h[b]) {\n",
         "new": "        if (0) {\n",
         "tests": ["tests/runtime/test_times_exact.py::test_one_call_reports_its_own_length_at_every_"

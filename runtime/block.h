@@ -2,8 +2,9 @@
  * block.h: a thread's counter block (struct tstats), its shadow frames and timeline events,
  * as the counting and timing stubs (stubs.S, timing.S) update them, and the fine histogram's
  * bucket arithmetic. The offsets the assembly uses are in layout.h, checked here against the
- * structs. Types and inline helpers only: shared by stats.c (the blocks' life), tracefile.c
- * (blocks in the trace file), timeline.c (rings of events) and trace.c (output at exit).
+ * structs. Types and inline helpers only: shared by stats.c (the blocks' life), totals.c
+ * (their fold into the process's totals), tracefile.c and tracefile_header.c (blocks in the
+ * trace file), timeline.c (rings of events), trace.c and quantiles.c (output at exit).
  */
 #ifndef SHIMGEN_BLOCK_H
 #define SHIMGEN_BLOCK_H

@@ -2,7 +2,7 @@
  * claim.c: which process of a job writes the plain SHIMGEN_TRACE_FILE (or
  * SHIMGEN_TIMELINE_FILE) name, one without %p or %r. The first process of the job to write
  * its file takes the plain name; every other one writes "<name>.<pid>". (A fork without exec
- * is a copy of a program of the job: it always writes "<name>.<pid>", trace.c.)
+ * is a copy of a program of the job: it always writes "<name>.<pid>", output_name.c.)
  *
  * A job is every process started under the first one that loaded the shim: that process
  * sets SHIMGEN_TRACE_JOB=<sec>.<nsec> (its start, CLOCK_REALTIME) and the others inherit it
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "output.h"
+#include "claim.h"
 #include "runtime.h"
 
 #define LOCK_WAIT_MS 2000

@@ -270,6 +270,26 @@ static void read_job(void)
     setenv(SHIMGEN_ENV_TRACE_JOB, stamp, 1);
 }
 
+/* SHIMGEN_GATES (parsed now, applied once the driver is loaded) and SHIMGEN_GATE_METHOD. */
+static void read_gates(const char *v)
+{
+    char err[256] = "";
+    int r = shimgen_gates_configure(v, err, sizeof err);
+    if (r < 0)
+        shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", v, err);
+    shimgen_cfg.gates_requested = r > 0;
+    shimgen_copy_str(shimgen_cfg.gates_spec, sizeof shimgen_cfg.gates_spec, v);
+    const char *m = secure_getenv(SHIMGEN_ENV_GATE_METHOD);
+    if (m && *m && strcmp(m, "struct") != 0) {
+        shimgen_cfg.gate_method_init = strcmp(m, "init") == 0;
+        if (!shimgen_cfg.gate_method_init && r > 0) {
+            shimgen_say("shimgen: SHIMGEN_GATE_METHOD=%s ignored (struct or init); "
+                        "SHIMGEN_GATES=%s is not applied, nothing is written\n", m, v);
+            shimgen_cfg.gates_requested = 0;
+        }
+    }
+}
+
 static void read_config(void)
 {
     const char *v = secure_getenv(SHIMGEN_ENV_QUIET);
@@ -291,23 +311,8 @@ static void read_config(void)
     if (v && *v)
         parse_overrides(v);
     v = secure_getenv(SHIMGEN_ENV_GATES);
-    if (v && *v) {
-        char err[256] = "";
-        int r = shimgen_gates_configure(v, err, sizeof err);
-        if (r < 0)
-            shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", v, err);
-        shimgen_cfg.gates_requested = r > 0;
-        shimgen_copy_str(shimgen_cfg.gates_spec, sizeof shimgen_cfg.gates_spec, v);
-        const char *m = secure_getenv(SHIMGEN_ENV_GATE_METHOD);
-        if (m && *m && strcmp(m, "struct") != 0) {
-            shimgen_cfg.gate_method_init = strcmp(m, "init") == 0;
-            if (!shimgen_cfg.gate_method_init && r > 0) {
-                shimgen_say("shimgen: SHIMGEN_GATE_METHOD=%s ignored (struct or init); "
-                            "SHIMGEN_GATES=%s is not applied, nothing is written\n", m, v);
-                shimgen_cfg.gates_requested = 0;
-            }
-        }
-    }
+    if (v && *v)
+        read_gates(v);
     v = secure_getenv(SHIMGEN_ENV_TRACE_FILE);
     if (v && *v)
         parse_file_name("SHIMGEN_TRACE_FILE", v, shimgen_cfg.trace_file,

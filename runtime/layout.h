@@ -1,7 +1,7 @@
 /*
- * layout.h: the byte layout of a thread's counter block (struct tstats, stats.h) and of a
+ * layout.h: the byte layout of a thread's counter block (struct tstats, block.h) and of a
  * shadow frame, which the assembly in stubs.S and timing.S reads and writes by offset. Included by
- * stubs.S and by stats.h, whose _Static_asserts check every offset against the struct,
+ * stubs.S and by block.h, whose _Static_asserts check every offset against the struct,
  * so the two can never disagree. Needs SHIMGEN_NFUNCS (shim.h).
  */
 #ifndef SHIMGEN_LAYOUT_H

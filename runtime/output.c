@@ -10,12 +10,12 @@
  * target. A name the user did not give (another process's "<name>.<pid>") never replaces a
  * file: RENAME_NOREPLACE, or a hard link where that is missing. A name the processes of a
  * job share is taken by the first of them to write (claim.c); the others write
- * "<name>.<pid>". A symbolic link at the
- * target is refused (ELOOP), never followed or replaced. An existing device or FIFO
- * (/dev/full, a pipe to a reader) is written in place. Every write and the close are
- * checked: a failure is one line on stderr, the temporary file is removed, and the target
- * is left as it was. One output is open at a time (the trace and the timeline are written
- * one after the other, at exit).
+ * "<name>.<pid>" (the names: output_name.c). A symbolic link at the target is refused
+ * (ELOOP), never followed or replaced. An existing device or FIFO (/dev/full, a pipe to a
+ * reader) is written in place. Every write and the close are checked: a failure is one
+ * line on stderr, the temporary file is removed, and the target is left as it was. One
+ * output is open at a time (the trace and the timeline are written one after the other, at
+ * exit).
  */
 
 #define _GNU_SOURCE
@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "claim.h"
 #include "output.h"
 #include "runtime.h"
 
@@ -172,6 +173,57 @@ static struct shimgen_out *out_fail(struct shimgen_out *o, int e)
     return NULL;
 }
 
+/* The target as it is: absent, or what the output may replace; a device or FIFO is kept
+ * open, written in place (o->in_place). 0, or the error that refuses it. */
+static int check_target(struct shimgen_out *o)
+{
+    struct stat st;
+    if (fstatat(o->dirfd, o->base, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno != ENOENT ? errno : 0;
+    if (S_ISLNK(st.st_mode))
+        return ELOOP;
+    if (o->derived)
+        return EEXIST;
+    if (S_ISDIR(st.st_mode))
+        return EISDIR;
+    /* The user must be able to write the file that is replaced (no truncation here);
+     * a device or FIFO is written in place, and a FIFO without a reader fails now. */
+    int fd = openat(o->dirfd, o->base,
+                    O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return errno;
+    if (!S_ISREG(st.st_mode)) {
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        o->fd = fd;
+        o->in_place = 1;
+        return 0;
+    }
+    close(fd);
+    return 0;
+}
+
+/* The temporary file beside the target, unnamed or else named. 0, or the error. */
+static int open_temp(struct shimgen_out *o)
+{
+    o->fd = openat(o->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (o->fd >= 0) {
+        o->unnamed = 1;
+        return 0;
+    }
+    for (unsigned n = 0; n < TEMP_TRIES; n++) {
+        temp_name(o, n);
+        o->fd = openat(o->dirfd, o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       0600);
+        if (o->fd >= 0 || errno != EEXIST)
+            break;
+    }
+    if (o->fd < 0) {
+        o->tmp[0] = '\0';
+        return errno;
+    }
+    return 0;
+}
+
 struct shimgen_out *shimgen_out_open(const char *path, enum shimgen_out_name name,
                                      const char *what)
 {
@@ -201,46 +253,10 @@ struct shimgen_out *shimgen_out_open(const char *path, enum shimgen_out_name nam
     o->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (o->dirfd < 0)
         return out_fail(o, errno);
-    struct stat st;
-    if (fstatat(o->dirfd, o->base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        if (S_ISLNK(st.st_mode))
-            return out_fail(o, ELOOP);
-        if (o->derived)
-            return out_fail(o, EEXIST);
-        if (S_ISDIR(st.st_mode))
-            return out_fail(o, EISDIR);
-        /* The user must be able to write the file that is replaced (no truncation here);
-         * a device or FIFO is written in place, and a FIFO without a reader fails now. */
-        int fd = openat(o->dirfd, o->base,
-                        O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-        if (fd < 0)
-            return out_fail(o, errno);
-        if (!S_ISREG(st.st_mode)) {
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-            o->fd = fd;
-            o->in_place = 1;
-            return o;
-        }
-        close(fd);
-    } else if (errno != ENOENT)
-        return out_fail(o, errno);
-    o->fd = openat(o->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-    if (o->fd >= 0) {
-        o->unnamed = 1;
-        return o;
-    }
-    for (unsigned n = 0; n < TEMP_TRIES; n++) {
-        temp_name(o, n);
-        o->fd = openat(o->dirfd, o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       0600);
-        if (o->fd >= 0 || errno != EEXIST)
-            break;
-    }
-    if (o->fd < 0) {
-        o->tmp[0] = '\0';
-        return out_fail(o, errno);
-    }
-    return o;
+    int e = check_target(o);
+    if (!e && !o->in_place)
+        e = open_temp(o);
+    return e ? out_fail(o, e) : o;
 }
 
 /* Give the complete unnamed file a temporary name (the link through /proc needs no
@@ -336,69 +352,4 @@ int shimgen_out_close(struct shimgen_out *o, char *path, size_t cap)
         shimgen_copy_str(path, cap, o->path);
     out_release(o);
     return e ? -1 : 0;
-}
-
-/* A fork (without exec) of the process that loaded the shim: a copy of a program of the job,
- * which never takes a shared name (the program may write its own trace). */
-static int forked_copy(void)
-{
-    return getpid() != shimgen_cfg.load_pid;
-}
-
-/* In SHIMGEN_TRACE_FILE (and SHIMGEN_TIMELINE_FILE), "%p" becomes the process id and "%r"
- * the rank (or "p<pid>" in a process that has none, such as a launcher). A name with
- * neither is shared by the processes of a job: the first to write takes it, the others
- * write "<name>.<pid>" (claim.c), so the name must fit with that added; a forked copy
- * always writes "<name>.<pid>". -1 when the result does not fit in `cap`: a name is never
- * cut short. */
-static int trace_path(const char *pattern, char *out, size_t cap)
-{
-    long pid = (long)getpid();
-    char piece[32];
-    size_t o = 0;
-    for (const char *s = pattern;; s++) {
-        if (!*s) {
-            if (!shimgen_shared_name(pattern))
-                break;
-            snprintf(piece, sizeof piece, ".%ld", pid); /* room for it, not written */
-        } else if (s[0] == '%' && s[1] == 'p')
-            snprintf(piece, sizeof piece, "%ld", pid), s++;
-        else if (s[0] == '%' && s[1] == 'r') {
-            if (shimgen_cfg.rank[0])
-                snprintf(piece, sizeof piece, "%s", shimgen_cfg.rank);
-            else
-                snprintf(piece, sizeof piece, "p%ld", pid);
-            s++;
-        } else
-            piece[0] = *s, piece[1] = '\0';
-        size_t n = strlen(piece);
-        if (o + n >= cap)
-            return -1;
-        memcpy(out + o, piece, n);
-        o += n;
-        if (!*s) {
-            o -= forked_copy() ? 0 : n;
-            break;
-        }
-    }
-    out[o] = '\0';
-    return 0;
-}
-
-struct shimgen_out *shimgen_open_output(const char *pattern, const char *what, int *too_long)
-{
-    char path[PATH_MAX];
-    *too_long = trace_path(pattern, path, sizeof path) != 0;
-    if (*too_long) {
-        shimgen_say("shimgen: not writing the %s: its name, with %%p, %%r or .<pid> added, is "
-                    "longer than the %d bytes a path may have\n", what, PATH_MAX - 1);
-        return NULL;
-    }
-    if (getuid() != geteuid() || getgid() != getegid()) {
-        shimgen_say("shimgen: not writing %s %s: set-user-ID or set-group-ID process\n", what,
-                    path);
-        return NULL;
-    }
-    return shimgen_out_open(path, !shimgen_shared_name(pattern) ? OUT_NAMED
-                                  : forked_copy() ? OUT_DERIVED : OUT_SHARED, what);
 }

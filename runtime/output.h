@@ -35,13 +35,7 @@ void shimgen_out_printf(struct shimgen_out *o, const char *fmt, ...)
  * surrogateescape (os.fsdecode) reads it, so the bytes of a path can be recovered. */
 void shimgen_out_json_str(struct shimgen_out *o, const char *s);
 
-/* claim.c: the plain name of OUT_SHARED, taken by one process of a job. */
-struct timespec;
-int shimgen_claim_stamp(int fd, struct timespec *stored);
-int shimgen_claim_lock(int dirfd);
-int shimgen_claim_taken(int dirfd, const char *base, const struct timespec *stored);
-
-/* trace.c: the output named by a SHIMGEN_TRACE_FILE or SHIMGEN_TIMELINE_FILE pattern (%p,
+/* output_name.c: the output named by a SHIMGEN_TRACE_FILE or SHIMGEN_TIMELINE_FILE pattern (%p,
  * %r, and the name each process of a job writes). NULL when it cannot be written (said);
  * *too_long set when the expanded name does not fit. */
 struct shimgen_out *shimgen_open_output(const char *pattern, const char *what, int *too_long);

@@ -8,13 +8,12 @@
  * (compare-and-swap). That path takes no lock and calls no malloc, so a signal handler
  * that calls the driver at any moment of it, on the same thread, cannot deadlock; if the
  * handler gives the thread a block first, the interrupted path hands its own back. When
- * the thread exits (pthread key destructor), its block is folded into the global totals,
- * with the calls it left in progress (pthread_exit inside a call, or a longjmp or
- * exception out of one), and freed for the next thread, whatever way its calls ended.
- * The error returns and latency histograms that the time paths keep in a block are folded
- * the same way (process-wide tables below), and cleared when the block is reused.
- * At process exit the global totals plus every live block give the trace. If a block
- * cannot be mapped, the thread counts into the globals with atomics.
+ * the thread exits (pthread key destructor), its block is folded into the process's totals
+ * (totals.c: counts, times, error returns, histograms), with the calls it left in progress
+ * (pthread_exit inside a call, or a longjmp or exception out of one), cleared, and freed
+ * for the next thread, whatever way its calls ended. At process exit the totals plus every
+ * live block give the trace. If a block cannot be mapped, the thread counts into the
+ * globals with atomics.
  *
  * The fast paths are in stubs.S and timing.S; this file has the C paths they take on a
  * thread's first call, and what the trace needs at thread exit, at exit and after fork.
@@ -30,6 +29,7 @@
 #include "calib.h"
 #include "stats.h"
 #include "timeline.h"
+#include "totals.h"
 #include "tracefile.h"
 
 __thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
@@ -38,114 +38,6 @@ struct tstats *shimgen_live_blocks;
 static unsigned long free_block_count; /* blocks in state BLOCK_FREE */
 static pthread_key_t stats_key;
 static int stats_key_ok;
-uint64_t shimgen_time_total[SHIMGEN_NFUNCS];
-uint64_t shimgen_time_max[SHIMGEN_NFUNCS];
-uint64_t shimgen_untimed_calls;
-struct errslot shimgen_errors[ERRORS_SLOTS];
-uint64_t shimgen_error_overflow;
-uint64_t shimgen_hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
-struct finepair shimgen_fine[FINE_PROC_SLOTS];
-
-/* Add n returns of `key` to the process's errors: open addressing, a free slot claimed
- * with a compare-and-swap (threads exit at once); every slot taken: the overflow. */
-static void fold_error(uint64_t key, uint64_t n)
-{
-    unsigned h = (unsigned)((key * TS_ERR_HASH) >> 32);
-    for (unsigned probe = 0; probe < ERRORS_SLOTS; probe++) {
-        struct errslot *e = &shimgen_errors[(h + probe) & (ERRORS_SLOTS - 1)];
-        uint64_t k = 0;
-        if (__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED) || k == key) {
-            __atomic_fetch_add(&e->count, n, __ATOMIC_RELAXED);
-            return;
-        }
-    }
-    __atomic_fetch_add(&shimgen_error_overflow, n, __ATOMIC_RELAXED);
-}
-
-/* Add n calls of fine key `key` to the process's fine histograms: like fold_error, from the
- * key's own slot (its function's home + its bucket), FINE_PROC_PROBES slots at most; none
- * free: the log2 histogram still has the calls. */
-static int fine_used;
-
-static void fold_fine(uint32_t key, uint64_t n)
-{
-    __atomic_store_n(&fine_used, 1, __ATOMIC_RELAXED);
-    unsigned idx = (key >> TS_FINE_BITS) - 1, f = key & ((1u << TS_FINE_BITS) - 1);
-    unsigned home = fine_home(idx, FINE_PROC_SLOTS_SHIFT) + f;
-    for (unsigned probe = 0; probe < FINE_PROC_PROBES; probe++) {
-        struct finepair *e = &shimgen_fine[(home + probe) & (FINE_PROC_SLOTS - 1)];
-        uint64_t k = 0;
-        if (__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED) || k == key) {
-            __atomic_fetch_add(&e->count, n, __ATOMIC_RELAXED);
-            return;
-        }
-    }
-}
-
-/* Every slot of a thread's fine table that can hold a key of function i in log2 bucket b:
- * from the home of i plus the bucket's first fine bucket to its last plus the probes. */
-#define FOR_FINE_SLOTS(slot, i, b)                                                         \
-    for (unsigned slot##_n = fine_home(i, TS_FINE_SLOTS_SHIFT) + fine_first(b),            \
-                  slot##_end = fine_home(i, TS_FINE_SLOTS_SHIFT) + fine_end(b) + TS_FINE_PROBES - 1, \
-                  slot = slot##_n & (TS_FINE_SLOTS - 1);                                   \
-         slot##_n < slot##_end; slot##_n++, slot = slot##_n & (TS_FINE_SLOTS - 1))
-
-
-static void fold_block(struct tstats *s)
-{
-    for (unsigned e = 0; e < TS_ERR_SLOTS; e++)
-        if (s->err[e].key && s->err[e].count)
-            fold_error(s->err[e].key, s->err[e].count);
-    __atomic_fetch_add(&shimgen_error_overflow, s->err_overflow, __ATOMIC_RELAXED);
-    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
-        const struct fstats *fs = &s->fn[i];
-        if (!fs->count)
-            continue;
-        /* A timed call's return counts it before its bucket: a row with calls holds them all. */
-        for (unsigned b = 0; b < TS_HIST_BUCKETS; b++) {
-            if (!s->hist[i][b])
-                continue;
-            __atomic_fetch_add(&shimgen_hist[i][b], s->hist[i][b], __ATOMIC_RELAXED);
-            FOR_FINE_SLOTS(k, i, b) {
-                uint32_t key = __atomic_load_n(&s->fine[k].key, __ATOMIC_RELAXED);
-                if (fine_key_in(key, i, b) && s->fine[k].count)
-                    fold_fine(key, s->fine[k].count);
-            }
-        }
-        __atomic_fetch_add(&shimgen_counts[i], fs->count, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&shimgen_time_total[i], fs->total, __ATOMIC_RELAXED);
-        uint64_t m = __atomic_load_n(&shimgen_time_max[i], __ATOMIC_RELAXED);
-        while (fs->max > m && !__atomic_compare_exchange_n(&shimgen_time_max[i], &m, fs->max,
-                                                             1, __ATOMIC_RELAXED,
-                                                             __ATOMIC_RELAXED))
-            ;
-    }
-    __atomic_fetch_add(&shimgen_untimed_calls, s->untimed, __ATOMIC_RELAXED);
-}
-
-/* Only the histograms of functions with calls can hold counts: the rest stay untouched
- * (most of a block's 300-odd KiB of histograms is never written, so never paged in). */
-static void clear_block(struct tstats *s)
-{
-    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
-        if (!s->fn[i].count)
-            continue;
-        /* A fine slot is taken only after its call's log2 bucket is counted: the slots of
-         * the non-empty buckets hold every key there is. */
-        for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
-            if (s->hist[i][b])
-                FOR_FINE_SLOTS(k, i, b)
-                    if (fine_key_in(s->fine[k].key, i, b))
-                        s->fine[k] = (struct fineslot){0, 0};
-        memset(s->hist[i], 0, sizeof s->hist[i]);
-    }
-    memset(s->err, 0, sizeof s->err);
-    s->err_overflow = 0;
-    memset(s->fn, 0, sizeof s->fn);
-    s->untimed = 0;
-}
 
 /* Every frame free, in order. */
 static void reset_frames(struct tstats *s)
@@ -299,8 +191,8 @@ static void stats_retire(void *p)
         /* With a trace file the block is the record: its counts stay in the file, and the
          * next thread that claims it adds to them; they are folded once, at exit. */
         if (!shimgen_tracefile_ready()) {
-            fold_block(s);
-            clear_block(s);
+            shimgen_fold_block(s);
+            shimgen_clear_block(s);
         }
         reset_frames(s);
         if (shimgen_cfg.timeline)
@@ -378,9 +270,9 @@ void shimgen_collect_stats(void)
          * (a thread blocked in the driver, or exit() from a callback) from their frames. */
         if (live)
             count_calls_in_progress(s);
-        fold_block(s);
+        shimgen_fold_block(s);
         if (!in_file)
-            clear_block(s); /* a trace file keeps its counts: it is the record */
+            shimgen_clear_block(s); /* a trace file keeps its counts: it is the record */
     }
     if (locked)
         pthread_mutex_unlock(&shimgen_stats_lock);
@@ -451,26 +343,14 @@ void shimgen_stats_after_fork(void)
 {
     /* First of all: the blocks onto the child's own trace file (never the parent's). */
     shimgen_tracefile_after_fork(shimgen_live_blocks);
-    if (fine_used) /* the parent folded fine counts (its pages are touched only then) */
-        memset(shimgen_fine, 0, sizeof shimgen_fine);
-    fine_used = 0;
-    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
-        if (shimgen_counts[i]) /* a histogram of the parent's holds counts only then */
-            memset(shimgen_hist[i], 0, sizeof shimgen_hist[i]);
-        shimgen_counts[i] = 0;
-        shimgen_time_total[i] = 0;
-        shimgen_time_max[i] = 0;
-    }
-    shimgen_untimed_calls = 0;
-    memset(shimgen_errors, 0, sizeof shimgen_errors);
-    shimgen_error_overflow = 0;
+    shimgen_totals_after_fork();
     /* Only the forking thread lives on in the child: its block keeps its shadow frames;
      * every block restarts from zero, and the lock may have been held by a thread that
      * is gone. */
     pthread_mutex_init(&shimgen_stats_lock, NULL);
     unsigned long nfree = 0;
     for (struct tstats *s = shimgen_live_blocks; s; s = s->next) {
-        clear_block(s);
+        shimgen_clear_block(s);
         s->ev_head = 0;
         /* Other threads' blocks are free here: those threads do not exist, and their calls
          * in progress are the parent's, not to be counted at this process's exit. */

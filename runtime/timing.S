@@ -36,7 +36,7 @@
  * it found it. The return reads the whole frame before giving it back (its next first,
  * then the head).
  *
- * Offsets into struct tstats and the shadow frames are layout.h's (stats.h checks them
+ * Offsets into struct tstats and the shadow frames are layout.h's (block.h checks them
  * against the structs with _Static_assert).
  *
  * A timed call is counted on its return, with its total and maximum (one cache line,

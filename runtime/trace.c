@@ -1,9 +1,9 @@
 /*
  * trace.c: the trace written at exit (SHIMGEN_TRACE=1, time, timeline), as late as the
  * exit sequence allows (the shim's ELF destructor): the JSON file of SHIMGEN_TRACE_FILE
- * (written whole, through output.c), or a table on stderr, most called first; the output
- * file names (%p, %r, and the name each process of a job writes), never cut short; and
- * what a forked child resets so that it reports its own calls only.
+ * (written whole, through output.c, under the name output_name.c gives it), or a table on
+ * stderr, most called first, with each function's percentiles (quantiles.c); and what a
+ * forked child resets so that it reports its own calls only (stats.c).
  */
 
 #define _GNU_SOURCE
@@ -17,78 +17,11 @@
 
 #include "calib.h"
 #include "output.h"
+#include "quantiles.h"
 #include "stats.h"
 #include "timeline.h"
+#include "totals.h"
 #include "tracefile.h"
-
-/* A function's latency distribution as ranges of ticks, in order: per non-empty log2
- * bucket b, its fine buckets when the process's fine table holds every call of b, else b's
- * own range (bucket 0: [0, 2) ticks; bucket b: [2^b, 2^(b+1))). docs/traceformat.md. */
-struct seg {
-    uint64_t lo, hi, n;
-};
-#define MAX_SEGS (TS_HIST_BUCKETS << TS_FINE_SUB_SHIFT)
-static struct seg segs[MAX_SEGS];
-
-static unsigned function_segments(unsigned i, struct seg *out)
-{
-    const uint64_t *h = shimgen_hist[i];
-    unsigned n = 0, home = fine_home(i, FINE_PROC_SLOTS_SHIFT);
-    for (unsigned b = 0; b < TS_HIST_BUCKETS; b++) {
-        if (!h[b])
-            continue;
-        unsigned first = fine_first(b), width = fine_end(b) - first;
-        uint64_t per[1u << TS_FINE_SUB_SHIFT] = {0}, sum = 0;
-        for (unsigned k = 0; k < width + FINE_PROC_PROBES - 1; k++) {
-            const struct finepair *e = &shimgen_fine[(home + first + k) & (FINE_PROC_SLOTS - 1)];
-            uint64_t key = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
-            if (fine_key_in(key, i, b)) {
-                uint64_t c = __atomic_load_n(&e->count, __ATOMIC_RELAXED);
-                per[(key & ((1u << TS_FINE_BITS) - 1)) - first] += c;
-                sum += c;
-            }
-        }
-        if (sum == h[b]) {
-            for (unsigned f = 0; f < width; f++)
-                if (per[f])
-                    out[n++] = (struct seg){fine_lo(first + f), fine_hi(first + f), per[f]};
-        } else
-            out[n++] = (struct seg){b ? 1ull << b : 0, b < 63 ? 2ull << b : UINT64_MAX, h[b]};
-    }
-    return n;
-}
-
-/* The q-quantile (0 < q <= 1) of `n` ranges, in ticks, as docs/report.md defines it (the
- * same as `shimgen report`, shimgen/report.py percentiles): each range's calls spread
- * evenly over it, the top range ending at the maximum `max` (never below its lower edge);
- * the value below which q * calls of the calls lie. 0 for no calls. */
-static double quantile_ticks(const struct seg *s, unsigned n, double q, double max)
-{
-    double total = 0.0, below = 0.0;
-    for (unsigned k = 0; k < n; k++)
-        total += (double)s[k].n;
-    if (!n || total <= 0.0)
-        return 0.0;
-    double want = q * total;
-    for (unsigned k = 0; k < n; k++) {
-        double lo = (double)s[k].lo, hi = (double)s[k].hi;
-        if (k == n - 1)
-            hi = max < lo ? lo : max < hi ? max : hi;
-        if (below + (double)s[k].n >= want)
-            return lo + (hi - lo) * (want - below) / (double)s[k].n;
-        below += (double)s[k].n;
-    }
-    return 0.0;
-}
-
-/* p50, p90 and p99 of function i, in ticks. */
-static void function_quantiles(unsigned i, double out[3])
-{
-    static const double qs[3] = {0.5, 0.9, 0.99};
-    unsigned n = function_segments(i, segs);
-    for (int k = 0; k < 3; k++)
-        out[k] = quantile_ticks(segs, n, qs[k], (double)shimgen_time_max[i]);
-}
 
 static const char *result_name(uint32_t code)
 {
@@ -202,14 +135,9 @@ static void write_json_hist(struct shimgen_out *f, unsigned i)
     shimgen_out_printf(f, "]");
 }
 
-/* SHIMGEN_TRACE_FILE: the counts (and times) as JSON. 0 when it is written, 1 when its
- * name is too long (the table is written instead), -1 otherwise. */
-static int write_json(void)
+/* The JSON trace's fields up to its "calls": the shim, the driver, the mode, the process. */
+static void write_json_head(struct shimgen_out *f)
 {
-    int too_long;
-    struct shimgen_out *f = shimgen_open_output(shimgen_cfg.trace_file, "trace file", &too_long);
-    if (!f)
-        return too_long ? 1 : -1;
     shimgen_out_printf(f, "{\n  \"shimgen\": ");
     shimgen_out_json_str(f, SHIMGEN_VERSION);
     shimgen_out_printf(f, ",\n  \"driver\": ");
@@ -230,10 +158,54 @@ static int write_json(void)
         shimgen_out_json_str(f, shimgen_cfg.rank);
     else
         shimgen_out_printf(f, "null");
-    shimgen_out_printf(f, ",\n  \"pid\": %ld,\n  \"unmapped_proc_addresses\": %llu,\n"
-                          "  \"calls\": {", (long)getpid(),
+    shimgen_out_printf(f, ",\n  \"pid\": %ld,\n  \"unmapped_proc_addresses\": %llu",
+                       (long)getpid(),
                        (unsigned long long)__atomic_load_n(&shimgen_unmapped_proc_addresses,
                                                            __ATOMIC_RELAXED));
+}
+
+/* SHIMGEN_TRACE=time: the times, the errors and each function's latency, in ns. */
+static void write_json_times(struct shimgen_out *f)
+{
+    double k = shimgen_ns_per_tick();
+    shimgen_out_printf(f, ",\n  \"ns_per_tick\": %.9g,\n  \"untimed_calls\": %llu", k,
+                       (unsigned long long)shimgen_untimed_calls);
+    write_json_codes(f, "errors", 0);
+    shimgen_out_printf(f, ",\n  \"error_overflow\": %llu",
+                       (unsigned long long)shimgen_error_overflow);
+    shimgen_out_printf(f, ",\n  \"time\": {");
+    int first = 1;
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
+        uint64_t c = shimgen_counts[i];
+        if (!c)
+            continue;
+        shimgen_out_printf(f, "%s\n    ", first ? "" : ",");
+        shimgen_out_json_str(f, shimgen_names[i]);
+        double mx = (double)shimgen_time_max[i], p[3];
+        shimgen_function_quantiles(i, p);
+        shimgen_out_printf(f, ": {\"calls\": %llu, \"total_ns\": %.0f, \"mean_ns\": %.1f, "
+                              "\"max_ns\": %.0f, \"p50_ns\": %.1f, \"p90_ns\": %.1f, "
+                              "\"p99_ns\": %.1f",
+                           (unsigned long long)c, shimgen_time_total[i] * k,
+                           shimgen_time_total[i] * k / (double)c, mx * k, p[0] * k, p[1] * k,
+                           p[2] * k);
+        write_json_hist(f, i);
+        shimgen_out_printf(f, "}");
+        first = 0;
+    }
+    shimgen_out_printf(f, "%s}", first ? "" : "\n  ");
+}
+
+/* SHIMGEN_TRACE_FILE: the counts (and times) as JSON. 0 when it is written, 1 when its
+ * name is too long (the table is written instead), -1 otherwise. */
+static int write_json(void)
+{
+    int too_long;
+    struct shimgen_out *f = shimgen_open_output(shimgen_cfg.trace_file, "trace file", &too_long);
+    if (!f)
+        return too_long ? 1 : -1;
+    write_json_head(f);
+    shimgen_out_printf(f, ",\n  \"calls\": {");
     int first = 1;
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
         uint64_t c = __atomic_load_n(&shimgen_counts[i], __ATOMIC_RELAXED);
@@ -246,41 +218,45 @@ static int write_json(void)
     }
     shimgen_out_printf(f, "%s}", first ? "" : "\n  ");
     write_json_codes(f, "injected", 1);
-    if (shimgen_cfg.trace == TRACE_TIME) {
-        double k = shimgen_ns_per_tick();
-        shimgen_out_printf(f, ",\n  \"ns_per_tick\": %.9g,\n  \"untimed_calls\": %llu", k,
-                           (unsigned long long)shimgen_untimed_calls);
-        write_json_codes(f, "errors", 0);
-        shimgen_out_printf(f, ",\n  \"error_overflow\": %llu",
-                           (unsigned long long)shimgen_error_overflow);
-        shimgen_out_printf(f, ",\n  \"time\": {");
-        first = 1;
-        for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
-            uint64_t c = shimgen_counts[i];
-            if (!c)
-                continue;
-            shimgen_out_printf(f, "%s\n    ", first ? "" : ",");
-            shimgen_out_json_str(f, shimgen_names[i]);
-            double mx = (double)shimgen_time_max[i], p[3];
-            function_quantiles(i, p);
-            shimgen_out_printf(f, ": {\"calls\": %llu, \"total_ns\": %.0f, \"mean_ns\": %.1f, "
-                                  "\"max_ns\": %.0f, \"p50_ns\": %.1f, \"p90_ns\": %.1f, "
-                                  "\"p99_ns\": %.1f",
-                               (unsigned long long)c, shimgen_time_total[i] * k,
-                               shimgen_time_total[i] * k / (double)c, mx * k, p[0] * k, p[1] * k,
-                               p[2] * k);
-            write_json_hist(f, i);
-            shimgen_out_printf(f, "}");
-            first = 0;
-        }
-        shimgen_out_printf(f, "%s}", first ? "" : "\n  ");
-    }
+    if (shimgen_cfg.trace == TRACE_TIME)
+        write_json_times(f);
     shimgen_out_printf(f, "\n}\n");
     char path[PATH_MAX];
     if (shimgen_out_close(f, path, sizeof path) != 0)
         return -1;
     shimgen_say("shimgen: trace written to %s\n", path);
     return 0;
+}
+
+/* SHIMGEN_TRACE=time: the table's rows, in `order`, with times; the errors returned. */
+static void write_table_times(const unsigned *order, unsigned n)
+{
+    double k = shimgen_ns_per_tick();
+    fprintf(stderr, "%14s  %14s  %12s  %12s  %12s  %12s  %12s  %s\n", "calls", "total ms",
+            "mean ns", "p50 ns", "p90 ns", "p99 ns", "max ns", "function");
+    for (unsigned i = 0; i < n; i++) {
+        unsigned x = order[i];
+        double p[3];
+        shimgen_function_quantiles(x, p);
+        fprintf(stderr, "%14llu  %14.3f  %12.1f  %12.0f  %12.0f  %12.0f  %12.0f  %s\n",
+                (unsigned long long)shimgen_counts[x], shimgen_time_total[x] * k / 1e6,
+                shimgen_time_total[x] * k / (double)shimgen_counts[x], p[0] * k, p[1] * k,
+                p[2] * k, shimgen_time_max[x] * k, shimgen_names[x]);
+    }
+    unsigned ne = gather_errors(by_count, 0);
+    if (ne || shimgen_error_overflow)
+        fprintf(stderr, "shimgen errors returned (pid %ld):\n%14s  %6s  %-40s  %s\n",
+                (long)getpid(), "count", "code", "name", "function");
+    for (unsigned e = 0; e < ne; e++)
+        fprintf(stderr, "%14llu  %6u  %-40s  %s\n", (unsigned long long)err_list[e].count,
+                err_list[e].code, result_name(err_list[e].code),
+                shimgen_names[err_list[e].fn]);
+    if (shimgen_error_overflow)
+        fprintf(stderr, "%14llu  (error returns not kept: too many distinct codes)\n",
+                (unsigned long long)shimgen_error_overflow);
+    if (shimgen_untimed_calls)
+        fprintf(stderr, "%14llu  (calls counted but not timed: shadow stack full)\n",
+                (unsigned long long)shimgen_untimed_calls);
 }
 
 /* Without SHIMGEN_TRACE_FILE: a table on stderr, most called first. */
@@ -305,34 +281,9 @@ static void write_table(void)
     }
     fprintf(stderr, "shimgen trace (pid %ld, libcuda %s): %llu calls to %u functions\n",
             (long)getpid(), shimgen_loaded_version, (unsigned long long)total, n);
-    if (shimgen_cfg.trace == TRACE_TIME) {
-        double k = shimgen_ns_per_tick();
-        fprintf(stderr, "%14s  %14s  %12s  %12s  %12s  %12s  %12s  %s\n", "calls", "total ms",
-                "mean ns", "p50 ns", "p90 ns", "p99 ns", "max ns", "function");
-        for (unsigned i = 0; i < n; i++) {
-            unsigned x = order[i];
-            double p[3];
-            function_quantiles(x, p);
-            fprintf(stderr, "%14llu  %14.3f  %12.1f  %12.0f  %12.0f  %12.0f  %12.0f  %s\n",
-                    (unsigned long long)shimgen_counts[x], shimgen_time_total[x] * k / 1e6,
-                    shimgen_time_total[x] * k / (double)shimgen_counts[x], p[0] * k, p[1] * k,
-                    p[2] * k, shimgen_time_max[x] * k, shimgen_names[x]);
-        }
-        unsigned ne = gather_errors(by_count, 0);
-        if (ne || shimgen_error_overflow)
-            fprintf(stderr, "shimgen errors returned (pid %ld):\n%14s  %6s  %-40s  %s\n",
-                    (long)getpid(), "count", "code", "name", "function");
-        for (unsigned e = 0; e < ne; e++)
-            fprintf(stderr, "%14llu  %6u  %-40s  %s\n", (unsigned long long)err_list[e].count,
-                    err_list[e].code, result_name(err_list[e].code),
-                    shimgen_names[err_list[e].fn]);
-        if (shimgen_error_overflow)
-            fprintf(stderr, "%14llu  (error returns not kept: too many distinct codes)\n",
-                    (unsigned long long)shimgen_error_overflow);
-        if (shimgen_untimed_calls)
-            fprintf(stderr, "%14llu  (calls counted but not timed: shadow stack full)\n",
-                    (unsigned long long)shimgen_untimed_calls);
-    } else {
+    if (shimgen_cfg.trace == TRACE_TIME)
+        write_table_times(order, n);
+    else {
         fprintf(stderr, "%14s  %s\n", "calls", "function");
         for (unsigned i = 0; i < n; i++)
             fprintf(stderr, "%14llu  %s\n", (unsigned long long)shimgen_counts[order[i]],

@@ -4,17 +4,18 @@
  * At a process's first traced call its file is made in the directory (made 0700 if missing;
  * a symbolic link or someone else's is refused, once): "[r<rank>-]<pid>[-<k>].shimtrace"
  * (k when the name is taken: an exec keeps the pid), O_EXCL|O_NOFOLLOW, mode 0600. A
- * header, the function names, then the per-thread blocks (struct tstats): block k is the
- * page-aligned region at blocks_off + k * stride, mapped MAP_SHARED, so the stubs count into
- * the file's pages in place and a SIGKILL loses no count. The file only grows (fallocate,
- * or zeros written): two threads adding blocks at once never cut each other's off.
+ * header and the function names (written by tracefile_header.c), then the per-thread
+ * blocks (struct tstats): block k is the page-aligned region at blocks_off + k * stride,
+ * mapped MAP_SHARED, so the stubs count into the file's pages in place and a SIGKILL loses
+ * no count. The file only grows (fallocate, or zeros written): two threads adding blocks at
+ * once never cut each other's off.
  *
  * What a first call may run here is async-signal-safe (open, pwrite, fallocate, mmap; no
  * malloc, stdio or lock). One thread makes the file (a compare-and-swap), others wait with
  * nanosleep; a signal handler on that thread does not wait: its calls are counted with
  * atomics and put in the file at exit. A forked child moves every block onto its own file
  * at the same address (MAP_FIXED), so a timed call's frame stays valid; it never writes
- * its parent's file. At exit the header is finished (trace.c).
+ * its parent's file. At exit the header is finished (stats.c, shimgen_collect_stats).
  */
 
 #define _GNU_SOURCE
@@ -28,8 +29,8 @@
 #include <unistd.h>
 
 #include "block.h"
-#include "calib.h"
 #include "tracefile.h"
+#include "tracefile_header.h"
 
 #define TF_SUFFIX SHIMGEN_TRACEFILE_SUFFIX /* shimgen/runenv.py, through facts.h */
 #define TF_NAME_TRIES 1000u
@@ -44,13 +45,6 @@ static pid_t tf_owner; /* the process the file belongs to */
 static struct stat tf_st; /* its device and inode */
 static char tf_path[PATH_MAX];
 static int tf_said;
-
-static uint64_t tf_clock(clockid_t c)
-{
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Appends decimal n at p (no stdio: async-signal-safe). */
 static char *put_num(char *p, unsigned long n)
@@ -150,92 +144,6 @@ static int create_file(int dirfd, char *name)
     return -1;
 }
 
-static int tf_calib_busy;
-
-/* Pair 1 replaced by a new reading when that one is better (calib.h); one thread at a time
- * (another's update is skipped: it is as good), with calib_seq odd meanwhile, so that a
- * reader of a file whose process died in between uses pair a. */
-static void update_calibration(struct tf_header *h)
-{
-    if (__atomic_exchange_n(&tf_calib_busy, 1, __ATOMIC_ACQUIRE))
-        return;
-    struct shimgen_calib start = {h->calib_ticks0, h->calib_ns0, h->calib_width0};
-    struct shimgen_calib now, cur = {h->calib_ticks1, h->calib_ns1, h->calib_width1};
-    shimgen_calib_read(&now);
-    if (shimgen_calib_better(&start, &cur, &now)) {
-        __atomic_store_n(&h->calib_seq, h->calib_seq + 1, __ATOMIC_RELAXED);
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        h->calib_ticks1 = now.ticks;
-        h->calib_ns1 = now.ns;
-        h->calib_width1 = now.width;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        __atomic_store_n(&h->calib_seq, h->calib_seq + 1, __ATOMIC_RELAXED);
-    }
-    __atomic_store_n(&tf_calib_busy, 0, __ATOMIC_RELEASE);
-}
-
-/* The first two pairs of a new file: pair 0 now, pair a (and 1) once far enough on. */
-static void start_calibration(struct tf_header *h)
-{
-    struct shimgen_calib c0, ca;
-    shimgen_calib_read(&c0);
-    shimgen_calib_after(&c0, &ca);
-    h->calib_ticks0 = c0.ticks, h->calib_ns0 = c0.ns, h->calib_width0 = c0.width;
-    h->calib_ticks_a = ca.ticks, h->calib_ns_a = ca.ns, h->calib_width_a = ca.width;
-    h->calib_ticks1 = ca.ticks, h->calib_ns1 = ca.ns, h->calib_width1 = ca.width;
-}
-
-/* Reads a small /proc file into buf (NUL-terminated); its length, 0 when it cannot. */
-static size_t read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    size_t n = 0;
-    while (n + 1 < cap) {
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-    }
-    close(fd);
-    buf[n] = '\0';
-    return n;
-}
-
-/* The process's start time (field 22 of /proc/self/stat, after the name in parentheses,
- * which may hold anything but ends at the last ')'); 0 when it cannot be read. */
-static uint64_t proc_start_time(void)
-{
-    char st[1024];
-    if (!read_small("/proc/self/stat", st, sizeof st))
-        return 0;
-    char *p = strrchr(st, ')');
-    if (!p)
-        return 0;
-    /* ") S ppid ...": field 3 is the state; field 22 is 19 fields further on */
-    for (int field = 2; field < 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (!p)
-            return 0;
-    }
-    uint64_t v = 0;
-    for (p++; *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (uint64_t)(*p - '0');
-    return v;
-}
-
-static void boot_id(char *out, size_t cap)
-{
-    char b[64];
-    size_t n = read_small("/proc/sys/kernel/random/boot_id", b, sizeof b);
-    while (n && (b[n - 1] == '\n' || b[n - 1] == ' '))
-        b[--n] = '\0';
-    shimgen_copy_str(out, cap, b);
-}
-
 /* Make and map this process's file: header, names, no block yet. 0, or -1 (said). */
 static int make_file(void)
 {
@@ -270,48 +178,14 @@ static int make_file(void)
     }
     close(fd);
     close(dirfd);
-    struct tf_header *h = m;
     tf_stride = (sizeof(struct tstats) + page - 1) & ~(page - 1);
-    *h = (struct tf_header){
-        .version = TF_VERSION, .header_size = sizeof *h, .byte_order = TF_BYTE_ORDER,
-        .nfuncs = SHIMGEN_NFUNCS, .page_size = (uint32_t)page,
-        .block_size = sizeof(struct tstats), .block_stride = tf_stride,
-        .names_off = sizeof *h, .names_size = names, .blocks_off = hlen,
-        .off_fn = offsetof(struct tstats, fn), .fstats_size = TS_FSTATS_SIZE,
-        .off_count = TS_COUNT, .off_untimed = TS_UNTIMED, .off_err_overflow = TS_ERR_OVERFLOW,
-        .off_err = TS_ERR, .err_slots = TS_ERR_SLOTS, .errslot_size = TS_ERRSLOT_SIZE,
-        .off_hist = TS_HIST, .hist_buckets = TS_HIST_BUCKETS,
-        .off_tid = offsetof(struct tstats, tid), .off_state = offsetof(struct tstats, state),
-        .pid = getpid(), .ppid = getppid(), .state = TF_RUNNING,
-        .mode = shimgen_cfg.timeline              ? SHIMGEN_TRACEFILE_MODE_TIMELINE
-                : shimgen_cfg.trace == TRACE_TIME ? SHIMGEN_TRACEFILE_MODE_TIME
-                                                  : SHIMGEN_TRACEFILE_MODE_COUNTS,
-        .start_ns = tf_clock(CLOCK_REALTIME),
-        .off_fine = TS_FINE, .fine_slots = TS_FINE_SLOTS, .fine_bits = TS_FINE_BITS,
-        .fine_sub_shift = TS_FINE_SUB_SHIFT, .fine_probes = TS_FINE_PROBES,
-        .fine_hash = TS_FINE_HASH, .proc_start = proc_start_time(),
-    };
-    shimgen_copy_str(h->rank, sizeof h->rank, shimgen_cfg.rank);
-    boot_id(h->boot_id, sizeof h->boot_id);
-    start_calibration(h);
-    shimgen_copy_str(h->shimgen_version, sizeof h->shimgen_version, SHIMGEN_VERSION);
-    shimgen_copy_str(h->driver_version, sizeof h->driver_version, shimgen_loaded_version);
-    shimgen_copy_str(h->driver_build_id, sizeof h->driver_build_id, shimgen_loaded_build_id);
-    shimgen_copy_str(h->driver_path, sizeof h->driver_path, shimgen_cfg.driver_path);
-    char *np = (char *)h + h->names_off;
-    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
-        size_t n = strlen(shimgen_names[i]) + 1;
-        memcpy(np, shimgen_names[i], n);
-        np += n;
-    }
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    memcpy(h->magic, TF_MAGIC, sizeof h->magic); /* last: a file cut short has none */
+    shimgen_tracefile_header_init(m, page, names, hlen, tf_stride);
     size_t dn = strlen(shimgen_cfg.trace_dir);
     memcpy(tf_path, shimgen_cfg.trace_dir, dn);
     tf_path[dn] = '/';
     shimgen_copy_str(tf_path + dn + 1, sizeof tf_path - dn - 1, name);
     tf_st = st;
-    tf_hdr = h;
+    tf_hdr = m;
     tf_hdr_len = hlen;
     tf_owner = getpid();
     return 0;
@@ -389,7 +263,7 @@ void *shimgen_tracefile_block(int *anon)
         return say_once("cannot add a block to the trace file", e, ADDED_AT_EXIT), NULL;
     __atomic_fetch_add(&tf_hdr->blocks_mapped, 1, __ATOMIC_RELEASE);
     ((struct tstats *)p)->in_file = 1;
-    update_calibration(tf_hdr);
+    shimgen_tracefile_calibrate(tf_hdr);
     __atomic_store_n(&tf_hdr->unmapped_proc_addresses,
                      __atomic_load_n(&shimgen_unmapped_proc_addresses, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
@@ -404,14 +278,27 @@ int shimgen_tracefile_finish(uint64_t calls_missing)
     shimgen_calls_missing = calls_missing;
     if (!shimgen_tracefile_ready())
         return 0;
-    struct tf_header *h = tf_hdr;
-    h->unmapped_proc_addresses =
-        __atomic_load_n(&shimgen_unmapped_proc_addresses, __ATOMIC_RELAXED);
-    h->calls_missing = calls_missing;
-    h->end_ns = tf_clock(CLOCK_REALTIME);
-    update_calibration(h);
-    __atomic_store_n(&h->state, TF_COMPLETE, __ATOMIC_RELEASE);
+    shimgen_tracefile_header_finish(tf_hdr, calls_missing);
     return 1;
+}
+
+/* A forked child's block b, block k of its new file `fd` (-1: none), moved there at the same
+ * address, or else onto anonymous memory. */
+static void move_block(struct tstats *b, uint64_t k, int fd)
+{
+    /* The bookkeeping (untimed to tid) is kept aside, since the new mapping replaces
+     * the block's bytes; the counters after it start from zero, as the child's own. */
+    static char keep[TS_ERR_OVERFLOW - TS_UNTIMED];
+    memcpy(keep, (char *)b + TS_UNTIMED, sizeof keep);
+    off_t off = fd >= 0 ? (off_t)(tf_hdr->blocks_off + k * tf_stride) : 0;
+    int moved = fd >= 0 &&
+                pwrite(fd, keep, sizeof keep, off + TS_UNTIMED) == (ssize_t)sizeof keep &&
+                mmap(b, tf_stride, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                     off) != MAP_FAILED;
+    if (!moved && mmap(b, tf_stride, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+        memcpy((char *)b + TS_UNTIMED, keep, sizeof keep);
+    b->in_file = (uint64_t)moved;
 }
 
 /* A forked child: every block moves onto the child's own file at the same address, its
@@ -458,20 +345,8 @@ void shimgen_tracefile_after_fork(struct tstats *blocks)
     }
     uint64_t k = 0;
     for (struct tstats *b = blocks; b; k++) {
-        /* The bookkeeping (untimed to tid) is kept aside, since the new mapping replaces
-         * the block's bytes; the counters after it start from zero, as the child's own. */
-        static char keep[TS_ERR_OVERFLOW - TS_UNTIMED];
-        memcpy(keep, (char *)b + TS_UNTIMED, sizeof keep);
         struct tstats *next = b->next;
-        off_t off = fd >= 0 ? (off_t)(tf_hdr->blocks_off + k * tf_stride) : 0;
-        int moved = fd >= 0 &&
-                    pwrite(fd, keep, sizeof keep, off + TS_UNTIMED) == (ssize_t)sizeof keep &&
-                    mmap(b, tf_stride, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-                         off) != MAP_FAILED;
-        if (!moved && mmap(b, tf_stride, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
-            memcpy((char *)b + TS_UNTIMED, keep, sizeof keep);
-        b->in_file = (uint64_t)moved;
+        move_block(b, k, fd);
         b = next;
     }
     if (fd >= 0) {

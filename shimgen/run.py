@@ -21,12 +21,21 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__, runenv
+from . import __version__
 from .errors import Interrupted, ShimgenError, say
 from .runchild import (
+    ENV_DRIVER,
+    ENV_GATES,
+    ENV_INJECT,
+    ENV_NOTICE_FILE,
+    ENV_PRELOAD,
+    ENV_TIMELINE_FILE,
+    ENV_TRACE,
+    ENV_TRACE_DIR,
     FORWARDED,
     CommandError,
     block_signals,
+    child_environment,
     exit_status,
     find_command,
     hold_for_good,
@@ -35,25 +44,8 @@ from .runchild import (
     take_pending,
 )
 from .rundir import RunDir, layout, open_run_dir, write_json
-from .runenv import ENV, NOTICES, RUN_JSON, TIMELINE, TRACES
+from .runenv import RUN_JSON
 from .runreport import one_line, run_report
-
-# --trace MODE -> the value of SHIMGEN_TRACE (runtime/config.c reads these names)
-TRACE_MODES = {name: name for name in runenv.TRACE_MODES.values()}
-# The variables `run` gives the command (read by the shim: runtime/config.c; the names are
-# runenv.py's, which facts.h also has).
-ENV_PRELOAD = "LD_PRELOAD"
-ENV_TRACE = ENV["TRACE"]
-ENV_TRACE_DIR = ENV["TRACE_DIR"]
-ENV_NOTICE_FILE = ENV["NOTICE_FILE"]
-ENV_TIMELINE_FILE = ENV["TIMELINE_FILE"]
-ENV_DRIVER = ENV["DRIVER"]
-ENV_GATES = ENV["GATES"]
-ENV_INJECT = ENV["INJECT"]
-# Inherited, they would send this run's record elsewhere or make a process think another
-# owns the trace file: never passed on. SHIMGEN_INJECT: only --inject's rules, which the
-# run checks and records.
-ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT)
 
 
 class RunOptions:
@@ -65,7 +57,7 @@ class RunOptions:
         self.command = command
         self.driver = driver  # as given or found
         self.driver_given = driver_given  # --driver: also SHIMGEN_DRIVER
-        self.trace = trace  # a key of TRACE_MODES
+        self.trace = trace  # a key of runchild.TRACE_MODES
         self.gates = gates  # the SHIMGEN_GATES selection, e.g. "-gdr,-dmabuf"
         self.gate_profile = gate_profile  # with gates: "auto" or a profile file
         self.out = out  # -o DIR
@@ -84,31 +76,6 @@ def check_selection(selection: str, gates: tuple[str, ...] | None) -> None:
         if gates is not None and name not in gates:
             raise ShimgenError(f"--gates {selection!r}: unknown gate {name!r} (this driver's "
                                f"shim has: {', '.join(gates) or 'none'})")
-
-
-def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts: RunOptions
-                      ) -> dict[str, str]:
-    """`base` with the shim first in LD_PRELOAD (what was there kept after it) and the
-    trace sent to `run_dir`."""
-    env = {k: v for k, v in base.items() if k not in ENV_DROPPED}
-    before = base.get(ENV_PRELOAD, "")
-    env[ENV_PRELOAD] = f"{shim}:{before}" if before.strip() else str(shim)
-    env[ENV_TRACE] = TRACE_MODES[opts.trace]
-    env[ENV_TRACE_DIR] = str(run_dir / TRACES)
-    env[ENV_NOTICE_FILE] = str(run_dir / NOTICES)
-    if opts.trace == "timeline":
-        env[ENV_TIMELINE_FILE] = str(run_dir / TIMELINE / "%p.json")
-    else:
-        env.pop(ENV_TIMELINE_FILE, None)
-    if opts.driver_given:
-        env[ENV_DRIVER] = str(opts.driver.absolute())
-    if opts.gates:
-        env[ENV_GATES] = opts.gates
-    else:
-        env.pop(ENV_GATES, None)
-    if opts.inject:
-        env[ENV_INJECT] = ";".join(opts.inject)
-    return env
 
 
 # ---- running it ----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The command's process, for `shimgen run` (run.py): its file found as a shell finds it
+"""The command's process, for `shimgen run` (run.py): its environment (child_environment: the
+shim first in LD_PRELOAD, the trace sent to the run directory), its file found as a shell finds it
 (find_command), started with posix_spawn and waited for with the signals sent to `run`
 passed on (spawn_and_wait), its wait status as a shell's `$?` (exit_status); and the
 blocking of those signals in `run` itself.
@@ -19,8 +20,28 @@ import contextlib
 import errno
 import os
 import signal
+from pathlib import Path
 
+from . import runenv
 from .errors import ShimgenError
+from .runenv import ENV, NOTICES, TIMELINE, TRACES
+
+# --trace MODE -> the value of SHIMGEN_TRACE (runtime/config.c reads these names)
+TRACE_MODES = {name: name for name in runenv.TRACE_MODES.values()}
+# The variables `run` gives the command (read by the shim: runtime/config.c; the names are
+# runenv.py's, which facts.h also has).
+ENV_PRELOAD = "LD_PRELOAD"
+ENV_TRACE = ENV["TRACE"]
+ENV_TRACE_DIR = ENV["TRACE_DIR"]
+ENV_NOTICE_FILE = ENV["NOTICE_FILE"]
+ENV_TIMELINE_FILE = ENV["TIMELINE_FILE"]
+ENV_DRIVER = ENV["DRIVER"]
+ENV_GATES = ENV["GATES"]
+ENV_INJECT = ENV["INJECT"]
+# Inherited, they would send this run's record elsewhere or make a process think another
+# owns the trace file: never passed on. SHIMGEN_INJECT: only --inject's rules, which the
+# run checks and records.
+ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT)
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # si_code of a signal sent by a process (kill, sigqueue, tgkill). A terminal's Ctrl-C or
@@ -152,3 +173,28 @@ def signal_name(sig: int | None) -> str | None:
         return signal.Signals(sig).name if sig else None
     except ValueError:  # a real-time signal
         return f"SIG{sig}"
+
+
+def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts
+                      ) -> dict[str, str]:
+    """`base` with the shim first in LD_PRELOAD (what was there kept after it) and the
+    trace sent to `run_dir`, as `opts` (run.RunOptions) asks."""
+    env = {k: v for k, v in base.items() if k not in ENV_DROPPED}
+    before = base.get(ENV_PRELOAD, "")
+    env[ENV_PRELOAD] = f"{shim}:{before}" if before.strip() else str(shim)
+    env[ENV_TRACE] = TRACE_MODES[opts.trace]
+    env[ENV_TRACE_DIR] = str(run_dir / TRACES)
+    env[ENV_NOTICE_FILE] = str(run_dir / NOTICES)
+    if opts.trace == "timeline":
+        env[ENV_TIMELINE_FILE] = str(run_dir / TIMELINE / "%p.json")
+    else:
+        env.pop(ENV_TIMELINE_FILE, None)
+    if opts.driver_given:
+        env[ENV_DRIVER] = str(opts.driver.absolute())
+    if opts.gates:
+        env[ENV_GATES] = opts.gates
+    else:
+        env.pop(ENV_GATES, None)
+    if opts.inject:
+        env[ENV_INJECT] = ";".join(opts.inject)
+    return env

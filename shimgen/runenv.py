@@ -52,9 +52,9 @@ TRACE_STATES = {"running": 1, "complete": 2}
 # calling the driver (the rest of the key as usual: (function index + 1) << 32 | code).
 TRACE_ERR_INJECTED = 1 << 63
 # Its header, field by field in order: (name, type, count), the type one of u32, u64, i64,
-# char. runtime/tracefile.h declares its struct from this list (rendered into facts.h, with
-# each field's offset checked) and shimgen/tracefile.py reads it with the same one; every
-# field lies at a multiple of its own size, so the C struct has no padding.
+# char. runtime/tracefile_header.h declares its struct from this list (rendered into facts.h,
+# with each field's offset checked) and shimgen/tracefile.py reads it with the same one;
+# every field lies at a multiple of its own size, so the C struct has no padding.
 TRACE_HEADER = (
     ("magic", "char", 8), ("version", "u32", 1), ("header_size", "u32", 1),
     ("byte_order", "u64", 1), ("nfuncs", "u32", 1), ("page_size", "u32", 1),

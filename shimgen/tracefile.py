@@ -1,5 +1,5 @@
 """The reader of the binary trace file that the shim writes with SHIMGEN_TRACE_DIR
-(docs/traceformat.md; the shim's side is runtime/tracefile.c and runtime/tracefile.h).
+(docs/traceformat.md; the shim's side is runtime/tracefile.c and runtime/tracefile_header.c).
 
 `load(path)` checks everything before it trusts it: the magic, the format version, the
 byte order, every size and offset (inside the header, inside a block, inside the file),
@@ -54,7 +54,7 @@ NS_PER_TICK_RANGE = (0.05, 20.0)
 # A calibration less exact than this is used, with a note saying how exact it is.
 CALIBRATION_NOTE_ABOVE = 0.001
 
-# The header (runtime/tracefile.h), from the one list of its fields, little-endian.
+# The header (runtime/tracefile_header.h), from the one list of its fields, little-endian.
 _LAYOUT = trace_header_layout()
 _HEADER = struct.Struct("<" + "".join(code for *_, code in _LAYOUT))
 _FIELDS = [name for name, *_ in _LAYOUT]
@@ -274,7 +274,7 @@ def _less_injected(errors: dict, injected: dict) -> None:
 def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift: int,
                mask: int, probes: int, bits: int, maskb: int, mult: int) -> None:
     """Adds to `acc` the fine buckets of function i in one block's fine table at `off`: for
-    each non-empty log2 bucket, only the slots its keys can be in (runtime/stats.c), each
+    each non-empty log2 bucket, only the slots its keys can be in (runtime/totals.c), each
     key taken once, by the bucket it belongs to."""
     table = mv[off:off + (mask + 1) * 8].cast("I")
     try:

@@ -53,7 +53,7 @@ def log2_range(b: int) -> tuple[int, int]:
 def tick_segments(hist: list[int], fine: dict[int, int] | None) -> list[tuple[int, int, int]]:
     """A function's calls as (lo, hi, calls) ranges of ticks, in order: per non-empty log2
     bucket, its fine buckets when they hold every call of that bucket, else the log2 bucket
-    itself (a fine table that was full, or a count that wrapped). runtime/trace.c does the
+    itself (a fine table that was full, or a count that wrapped). runtime/quantiles.c does the
     same for the shim's own table."""
     by_octave: dict[int, list[tuple[int, int]]] = {}
     for f, n in (fine or {}).items():

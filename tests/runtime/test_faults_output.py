@@ -2,7 +2,8 @@
 (quotes, backslashes, control characters, invalid UTF-8), names too long for the shim,
 driver calls made while the process exits (atexit handlers, C++ static destructors), write
 errors (/dev/full, RLIMIT_FSIZE), and a process killed while it writes (runtime/output.c,
-runtime/trace.c). docs/reliability.md, "Trace output", lists what each test shows."""
+runtime/output_name.c, runtime/trace.c). docs/reliability.md, "Trace output", lists what each
+test shows."""
 
 
 import json
