@@ -20,19 +20,28 @@ uint64_t shimgen_error_overflow;
 uint64_t shimgen_hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
 struct finepair shimgen_fine[FINE_PROC_SLOTS];
 
-/* Add n returns of `key` to the process's errors: open addressing, a free slot claimed
- * with a compare-and-swap (threads exit at once); every slot taken: the overflow. */
+/* Add n to the (key, count) slot at `slot_key`/`slot_count` when it holds `key` or is free
+ * (claimed with a compare-and-swap: threads exit at once). 1 when added, 0 when the slot
+ * holds another key. */
+static int slot_add(uint64_t *slot_key, uint64_t *slot_count, uint64_t key, uint64_t n)
+{
+    uint64_t k = 0;
+    if (!__atomic_compare_exchange_n(slot_key, &k, key, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)
+        && k != key)
+        return 0;
+    __atomic_fetch_add(slot_count, n, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Add n returns of `key` to the process's errors: open addressing (slot_add); every slot
+ * taken: the overflow. */
 static void fold_error(uint64_t key, uint64_t n)
 {
     unsigned h = (unsigned)((key * TS_ERR_HASH) >> 32);
     for (unsigned probe = 0; probe < ERRORS_SLOTS; probe++) {
         struct errslot *e = &shimgen_errors[(h + probe) & (ERRORS_SLOTS - 1)];
-        uint64_t k = 0;
-        if (__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED) || k == key) {
-            __atomic_fetch_add(&e->count, n, __ATOMIC_RELAXED);
+        if (slot_add(&e->key, &e->count, key, n))
             return;
-        }
     }
     __atomic_fetch_add(&shimgen_error_overflow, n, __ATOMIC_RELAXED);
 }
@@ -49,12 +58,8 @@ static void fold_fine(uint32_t key, uint64_t n)
     unsigned home = fine_home(idx, FINE_PROC_SLOTS_SHIFT) + f;
     for (unsigned probe = 0; probe < FINE_PROC_PROBES; probe++) {
         struct finepair *e = &shimgen_fine[(home + probe) & (FINE_PROC_SLOTS - 1)];
-        uint64_t k = 0;
-        if (__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED) || k == key) {
-            __atomic_fetch_add(&e->count, n, __ATOMIC_RELAXED);
+        if (slot_add(&e->key, &e->count, key, n))
             return;
-        }
     }
 }
 

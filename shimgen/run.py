@@ -57,7 +57,7 @@ class RunOptions:
         self.command = command
         self.driver = driver  # as given or found
         self.driver_given = driver_given  # --driver: also SHIMGEN_DRIVER
-        self.trace = trace  # a key of runchild.TRACE_MODES
+        self.trace = trace  # a name of runenv.TRACE_MODES, also SHIMGEN_TRACE's value
         self.gates = gates  # the SHIMGEN_GATES selection, e.g. "-gdr,-dmabuf"
         self.gate_profile = gate_profile  # with gates: "auto" or a profile file
         self.out = out  # -o DIR

@@ -22,12 +22,9 @@ import os
 import signal
 from pathlib import Path
 
-from . import runenv
 from .errors import ShimgenError
 from .runenv import ENV, NOTICES, TIMELINE, TRACES
 
-# --trace MODE -> the value of SHIMGEN_TRACE (runtime/config.c reads these names)
-TRACE_MODES = {name: name for name in runenv.TRACE_MODES.values()}
 # The variables `run` gives the command (read by the shim: runtime/config.c; the names are
 # runenv.py's, which facts.h also has).
 ENV_PRELOAD = "LD_PRELOAD"
@@ -182,7 +179,7 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts
     env = {k: v for k, v in base.items() if k not in ENV_DROPPED}
     before = base.get(ENV_PRELOAD, "")
     env[ENV_PRELOAD] = f"{shim}:{before}" if before.strip() else str(shim)
-    env[ENV_TRACE] = TRACE_MODES[opts.trace]
+    env[ENV_TRACE] = opts.trace  # --trace MODE is the value (runenv.TRACE_MODES)
     env[ENV_TRACE_DIR] = str(run_dir / TRACES)
     env[ENV_NOTICE_FILE] = str(run_dir / NOTICES)
     if opts.trace == "timeline":
