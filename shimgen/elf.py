@@ -95,6 +95,8 @@ class DriverImage:
     sections: tuple[Section, ...] = field(default=(), repr=False, compare=False)
     segments: tuple[Segment, ...] = field(default=(), repr=False, compare=False)
     contents: bytes = field(default=b"", repr=False, compare=False)  # the whole file
+    # where PT_GNU_EH_FRAME puts .eh_frame_hdr (its table of function starts), if anywhere
+    eh_frame_hdr: int | None = field(default=None, repr=False, compare=False)
 
     def function_names(self) -> list[str]:
         return [f.name for f in self.functions]
@@ -157,7 +159,7 @@ class DriverImage:
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 (SHT_NULL, SHT_STRTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS,
  SHT_DYNSYM) = 0, 3, 4, 6, 7, 8, 11
-PT_LOAD, PF_X, PF_W = 1, 1, 2
+PT_LOAD, PT_GNU_EH_FRAME, PF_X, PF_W = 1, 0x6474E550, 1, 2
 R_X86_64_RELATIVE = 8
 MAX_SECTIONS = 0x10000
 MAX_DYNAMIC_SYMBOLS = 200_000  # a real libcuda has about 700
@@ -168,6 +170,7 @@ MAX_SMALL_SECTION = 1 << 20  # .dynamic and build-id notes are a few hundred byt
 class _Layout:
     sections: tuple[Section, ...]
     segments: tuple[Segment, ...]
+    eh_frame_hdr: int | None = None
 
 
 def _check_layout(fh, size: int, path: Path) -> _Layout:
@@ -219,8 +222,11 @@ def _check_layout(fh, size: int, path: Path) -> _Layout:
     fh.seek(e_phoff)
     table = fh.read(e_phnum * _PHDR.size)
     loads = []
+    eh_frame_hdr = None
     for i in range(e_phnum):
         typ, flags, off, vaddr, _, filesz, memsz, _ = _PHDR.unpack_from(table, i * _PHDR.size)
+        if typ == PT_GNU_EH_FRAME:
+            eh_frame_hdr = vaddr
         if typ != PT_LOAD:
             continue
         if off + filesz > size:
@@ -228,7 +234,7 @@ def _check_layout(fh, size: int, path: Path) -> _Layout:
                       f"the file has {size} bytes")
         loads.append(Segment(vaddr, off, filesz, memsz, flags))
     fh.seek(0)
-    return _Layout(tuple(sections), tuple(loads))
+    return _Layout(tuple(sections), tuple(loads), eh_frame_hdr)
 
 
 def _build_id(elf, layout: _Layout) -> str:
@@ -281,6 +287,7 @@ def read_image(path: Path | str) -> DriverImage:
         sections=layout.sections,
         segments=layout.segments,
         contents=contents,
+        eh_frame_hdr=layout.eh_frame_hdr,
     )
 
 

@@ -277,6 +277,13 @@ def _init_sites(code: Code, offset: int, mask: int) -> list[InitSite]:
                 break
             start = hit + 1
             hit_va = seg_va + hit
+            ins = code.covering(hit_va)
+            if ins is not None:  # its function's own decode says where the instruction is
+                site = _classify_write(code, ins, offset, mask) \
+                    if ins.address + ins.size > hit_va + 3 else None
+                if site is not None:
+                    out[ins.address] = site
+                continue
             for back in range(2, 5):
                 ins = code.insn(hit_va - back)
                 if ins is None or ins.address + ins.size <= hit_va:

@@ -146,17 +146,22 @@ class Emulator:
             # blocks translated before the hook existed would not call it
             self.uc.ctl_remove_cache(BASE + t, BASE + t + 1)
 
-    def fall_through(self, jumps: list[Any]) -> None:
-        """Make these conditional jumps fall through, whatever the flags say (a decoded
-        straight-line path is run as it was decoded)."""
+    def follow(self, path: list[Any] | tuple[Any, ...]) -> None:
+        """Run this decoded path as it was decoded: each branch in it goes to the next
+        instruction of the path, whatever the flags say, and each call in it is stepped
+        over (its callee is not part of what is proven)."""
 
-        def hook(uc: Uc, address: int, size: int, _data: Any) -> None:
-            uc.reg_write(UC_X86_REG_RIP, address + size)
+        def hook(uc: Uc, address: int, size: int, data: Any) -> None:
+            uc.reg_write(UC_X86_REG_RIP, BASE + data)
 
-        for j in jumps:
-            self._hooks.append(self.uc.hook_add(UC_HOOK_CODE, hook, begin=BASE + j.address,
-                                                end=BASE + j.address))
-            self.uc.ctl_remove_cache(BASE + j.address, BASE + j.address + 1)
+        for ins, nxt in zip(path[:-1], path[1:], strict=True):
+            m = ins.mnemonic
+            if not (m.startswith("j") or m == "call"):
+                continue
+            self._hooks.append(self.uc.hook_add(UC_HOOK_CODE, hook, nxt.address,
+                                                begin=BASE + ins.address,
+                                                end=BASE + ins.address))
+            self.uc.ctl_remove_cache(BASE + ins.address, BASE + ins.address + 1)
 
     def run(self, start: int, regs: dict[str, int], until: int | None = None) -> Run:
         """Run from image address ``start`` until it returns (or reaches ``until``)."""

@@ -37,9 +37,8 @@ from capstone import x86 as cx86
 
 from .facts import BASE, MASK, SET
 from .profile import ByteChange, InitPatch, InitSite, InsnRef
-from .x86 import Code, fam, is_jcc, mem_ops, written_families
-
-TRACE_BACK = 128  # bytes decoded before a store, to find the load of the field it rebuilds
+from .stored import trace_store
+from .x86 import Code, fam, mem_ops
 
 
 @dataclass
@@ -50,9 +49,11 @@ class Writer:
     effect: str  # sets, keeps, clears, computes, unknown
     load: CsInsn | None = None  # the movzbl of the field (register stores)
     ors: tuple[CsInsn, ...] = ()  # the or $imm instructions applied to that register
-    path: tuple[CsInsn, ...] = ()  # the fall-through path from the load (or site) to the store
+    path: tuple[CsInsn, ...] = ()  # a path from the load (or the site) to the store
     merge: CsInsn | None = None  # computes: the `or %src,%dst` that brings the bit in
     keep: int = 0xFF  # computes: the field's bits kept (by `and`) before the merge
+    merged_into: bool = False  # computes: the merge wrote the other register
+    why: str = ""  # unknown: why the stored value is not traced
 
 
 def _imm(ins: CsInsn) -> int | None:
@@ -72,78 +73,18 @@ def _imm_byte_index(ins: CsInsn) -> int | None:
     return None
 
 
-def _path_to(code: Code, store: CsInsn) -> list[CsInsn]:
-    """The longest fall-through sequence of instructions (up to TRACE_BACK bytes) that ends
-    exactly at ``store`` (inclusive), decoded forward."""
-    for back in range(TRACE_BACK, 0, -1):
-        va, seq = store.address - back, []
-        while va < store.address:
-            ins = code.insn(va)
-            if ins is None or ins.mnemonic in ("jmp", "call") or ins.mnemonic.startswith("ret"):
-                break
-            seq.append(ins)
-            va += ins.size
-        if va == store.address and seq:
-            return seq + [store]
-    return [store]
-
-
-def _trace_store(code: Code, store: CsInsn, offset: int, mask: int) -> Writer | None:
-    """Classify ``mov %r8,off(%base)`` by following the register back to ``movzbl off(%base)``."""
-    dst = next(o for o in mem_ops(store) if o.mem.disp == offset)
-    base = fam(store, dst.mem.base)
-    src = next((o for o in store.operands if o.type == cx86.X86_OP_REG), None)
-    if src is None:
-        return None
-    path = _path_to(code, store)
-    loads = [i for i, ins in enumerate(path[:-1]) if ins.mnemonic == "movzx"
-             and any(o.mem.disp == offset and fam(ins, o.mem.base) == base and not o.mem.index
-                     for o in mem_ops(ins) if o.size == 1)]
-    if not loads:
-        return None
-    start = loads[-1]
-    load = path[start]
-    # per register family: (or bits, and-kept bits, the or instructions), or for a register
-    # or'ed with another: ("computed", and-kept bits, that or)
-    state: dict[str, tuple] = {
-        fam(load, load.operands[0].reg): (0, 0xFF, ())}
-    for ins in path[start + 1:-1]:
-        wrote = written_families(ins) - {"rflags", ""}
-        if base in wrote:
-            return None
-        ops = ins.operands
-        dst_f = fam(ins, ops[0].reg) if ops and ops[0].type == cx86.X86_OP_REG else None
-        if dst_f is None or dst_f not in wrote:
-            for f in wrote:
-                state.pop(f, None)
-            continue
-        cur = state.get(dst_f)
-        two_regs = len(ops) == 2 and ops[1].type == cx86.X86_OP_REG
-        if ins.mnemonic == "mov" and two_regs:
-            other = state.get(fam(ins, ops[1].reg))
-            if other is None:
-                state.pop(dst_f, None)
-            else:
-                state[dst_f] = other
-        elif ins.mnemonic in ("or", "and") and len(ops) == 2 and ops[1].type == cx86.X86_OP_IMM \
-                and cur is not None and cur[0] != "computed":
-            imm = ops[1].imm & 0xFF
-            ob, keep, ors = cur
-            state[dst_f] = (ob | imm, keep, ors + (ins,)) if ins.mnemonic == "or" \
-                else (ob & imm, keep & imm, ors)
-        elif ins.mnemonic == "or" and two_regs and cur is not None and cur[0] != "computed":
-            state[dst_f] = ("computed", cur[1], ins)
-        else:
-            state.pop(dst_f, None)
-    got = state.get(fam(store, src.reg))
-    if got is None:
-        return None
-    if got[0] == "computed":
-        return Writer(None, "computes", load, (), tuple(path[start:]),  # type: ignore[arg-type]
-                      merge=got[2], keep=got[1])
-    ob, keep, ors = got
-    effect = "sets" if ob & mask else ("keeps" if keep & mask else "clears")
-    return Writer(None, effect, load, ors, tuple(path[start:]))  # type: ignore[arg-type]
+def _trace_store(code: Code, store: CsInsn, offset: int, mask: int) -> Writer:
+    """Classify ``mov %r8,off(%base)`` by what its register holds there (stored.py)."""
+    got = trace_store(code, store, offset)
+    if isinstance(got, str):
+        return Writer(None, "unknown", why=got)  # type: ignore[arg-type]
+    val = got.val
+    load = got.path[0]
+    if val.merge is not None:
+        return Writer(None, "computes", load, (), got.path,  # type: ignore[arg-type]
+                      merge=got.merge, keep=val.keep, merged_into=val.merged_into)
+    effect = "sets" if val.ob & mask else ("keeps" if val.keep & mask else "clears")
+    return Writer(None, effect, load, got.ors, got.path)  # type: ignore[arg-type]
 
 
 def classify(code: Code, site: InitSite, mask: int) -> Writer:
@@ -157,10 +98,11 @@ def classify(code: Code, site: InitSite, mask: int) -> Writer:
         return Writer(site, effect, path=(ins,))
     if site.kind == "store":
         w = _trace_store(code, ins, site.offset, mask)
-        if w is not None:
-            w.site = site
-            return w
-    return Writer(site, "unknown", path=(ins,))
+        w.site = site
+        if w.effect == "unknown":
+            w.path = (ins,)
+        return w
+    return Writer(site, "unknown", path=(ins,), why="not a store this analysis reads")
 
 
 def _change(code: Code, ins: CsInsn, new_imm_byte: int) -> ByteChange:
@@ -182,8 +124,8 @@ def _merge_fix(code: Code, w: Writer, mask: int) -> ByteChange | None:
     a plain two-byte register ``or`` (09 /r or 0b /r, no prefix), and no instruction reads
     the flags it sets before something else sets them (or a call or return)."""
     m = w.merge
-    if m is None or w.keep != (~mask & 0xFF) or len(m.bytes) != 2 or m.bytes[0] not in (9, 11) \
-            or m.bytes[1] >> 6 != 3:
+    if m is None or w.merged_into or w.keep != (~mask & 0xFF) or len(m.bytes) != 2 \
+            or m.bytes[0] not in (9, 11) or m.bytes[1] >> 6 != 3:
         return None
     va = m.address + m.size
     for _ in range(FLAGS_LOOK_AHEAD):
@@ -224,9 +166,8 @@ def choose(code: Code, sites: list[InitSite], offset: int, mask: int,
     unknown = [w for w in writers if w.effect == "unknown"]
     note = ("; the bit is computed from run-time data at "
             f"{', '.join(_at(w.site.insn) for w in computes)} (not changed)") if computes else ""
-    note += ("; the value stored at "
-             f"{', '.join(_at(w.site.insn) for w in unknown)} is not traced (not changed)"
-             ) if unknown else ""
+    note += "".join(f"; the value stored at {_at(w.site.insn)} is not traced ({w.why}; not "
+                    "changed)" for w in unknown)
     if direction == SET:
         groups: dict[int, list[Writer]] = {}
         for w in writers:
@@ -333,7 +274,7 @@ def prove_patch(emu, code: Code, patch: InitPatch, sites: list[InitSite],
                 for c in patch.changes:
                     uc.mem_write(BASE + c.vaddr, bytes([c.new if patched else c.old]))
                     uc.ctl_remove_cache(BASE + c.vaddr, BASE + c.vaddr + 1)
-                emu.fall_through([i for i in path if is_jcc(i)])
+                emu.follow(path)
                 regs = {r: emu.dev for r in ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8",
                                              "r9", "r10", "r11", "r12", "r13", "r14", "r15")}
                 regs[base] = emu.dev

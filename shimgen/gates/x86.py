@@ -4,6 +4,7 @@ families, memory operands, branch targets)."""
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 from capstone import CS_ARCH_X86, CS_MODE_64, Cs, CsError, CsInsn
@@ -11,6 +12,9 @@ from capstone import x86 as cx86
 
 from ..elf import DriverImage
 from .profile import InsnRef
+from .unwind import function_bounds
+
+MAX_FUNCTION_INSNS = 40_000  # instructions of one function decoded
 
 
 class Code:
@@ -21,6 +25,7 @@ class Code:
         self.md = Cs(CS_ARCH_X86, CS_MODE_64)
         self.md.detail = True
         self._cache: dict[int, CsInsn | None] = {}
+        self._functions: dict[int, list[CsInsn]] = {}
 
     def insn(self, va: int) -> CsInsn | None:
         """The instruction at `va`, or None when `va` is not executable or does not decode."""
@@ -34,6 +39,38 @@ class Code:
                 got = None
         self._cache[va] = got
         return got
+
+    def function(self, va: int) -> list[CsInsn] | None:
+        """Every instruction of the function that holds `va`, decoded in one pass from its
+        start as its unwind entry gives it (unwind.py); None when no entry covers `va`. This
+        is where the instructions really begin: a decode that starts at a guessed address
+        can take a prefix or an immediate for the start of an instruction."""
+        bounds = function_bounds(self.image, va)
+        if bounds is None:
+            return None
+        start, end = bounds
+        got = self._functions.get(start)
+        if got is None:
+            got, at = [], start
+            while at < end and len(got) < MAX_FUNCTION_INSNS:
+                ins = self.insn(at)
+                if ins is None:
+                    break
+                got.append(ins)
+                at += ins.size
+            self._functions[start] = got
+        return got
+
+    def covering(self, va: int) -> CsInsn | None:
+        """The instruction of its function's decode whose bytes hold `va` (None: no
+        unwind entry, or no such instruction)."""
+        insns = self.function(va)
+        if not insns:
+            return None
+        k = bisect.bisect_right([i.address for i in insns], va) - 1
+        if k >= 0 and insns[k].address + insns[k].size > va:
+            return insns[k]
+        return None
 
     def ref(self, ins: CsInsn) -> InsnRef:
         """The record of `ins` that a profile keeps: where it is and its bytes."""
