@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from functools import lru_cache
+from dataclasses import dataclass
 
 from ..elf import DriverImage
 
@@ -22,7 +22,43 @@ DW_EH_PE_DATAREL_SDATA4 = 0x3B
 MAX_FUNCTION = 1 << 20  # bytes: a length above this is not believed
 
 
-@lru_cache(maxsize=8)
+@dataclass(frozen=True)
+class Unwind:
+    """The table of one image: function starts, sorted, and their FDEs' addresses."""
+
+    image: DriverImage
+    starts: list[int]
+    fdes: list[int]
+
+    def bounds(self, va: int) -> tuple[int, int] | None:
+        """[start, end) of the function whose code holds `va`, or None when the table does
+        not cover it."""
+        i = bisect.bisect_right(self.starts, va) - 1
+        if i < 0:
+            return None
+        start, fde = self.starts[i], self.fdes[i]
+        raw = self.image.read(fde, 16)
+        if len(raw) < 16:
+            return None
+        length, cie, begin, size = struct.unpack("<IIiI", raw)
+        if length in (0, 0xFFFFFFFF) or cie == 0 or fde + 8 + begin != start \
+                or not 0 < size <= MAX_FUNCTION or not start <= va < start + size:
+            return None
+        return start, start + size
+
+
+def read_unwind(image: DriverImage) -> Unwind:
+    """The image's table (empty when it has none, or one this module does not read)."""
+    starts, fdes = _table(image)
+    return Unwind(image, starts, fdes)
+
+
+def function_bounds(image: DriverImage, va: int) -> tuple[int, int] | None:
+    """[start, end) of the function holding `va` (reads the table each time: for one
+    question; Code keeps one Unwind per image)."""
+    return read_unwind(image).bounds(va)
+
+
 def _table(image: DriverImage) -> tuple[list[int], list[int]]:
     """(function starts, their FDEs' addresses), sorted by start; empty when unreadable."""
     hdr = image.eh_frame_hdr
@@ -44,21 +80,3 @@ def _table(image: DriverImage) -> tuple[list[int], list[int]]:
         starts.append(hdr + loc)
         fdes.append(hdr + fde)
     return starts, fdes
-
-
-def function_bounds(image: DriverImage, va: int) -> tuple[int, int] | None:
-    """[start, end) of the function whose code holds `va`, or None when the unwind table
-    does not cover it (or cannot be read)."""
-    starts, fdes = _table(image)
-    i = bisect.bisect_right(starts, va) - 1
-    if i < 0:
-        return None
-    start, fde = starts[i], fdes[i]
-    raw = image.read(fde, 16)
-    if len(raw) < 16:
-        return None
-    length, cie, begin, size = struct.unpack("<IIiI", raw)
-    if length in (0, 0xFFFFFFFF) or cie == 0 or fde + 8 + begin != start \
-            or not 0 < size <= MAX_FUNCTION or not start <= va < start + size:
-        return None
-    return start, start + size

@@ -12,7 +12,7 @@ from capstone import x86 as cx86
 
 from ..elf import DriverImage
 from .profile import InsnRef
-from .unwind import function_bounds
+from .unwind import Unwind, read_unwind
 
 MAX_FUNCTION_INSNS = 40_000  # instructions of one function decoded
 
@@ -26,6 +26,7 @@ class Code:
         self.md.detail = True
         self._cache: dict[int, CsInsn | None] = {}
         self._functions: dict[int, list[CsInsn]] = {}
+        self._unwind: Unwind | None = None
 
     def insn(self, va: int) -> CsInsn | None:
         """The instruction at `va`, or None when `va` is not executable or does not decode."""
@@ -45,7 +46,9 @@ class Code:
         start as its unwind entry gives it (unwind.py); None when no entry covers `va`. This
         is where the instructions really begin: a decode that starts at a guessed address
         can take a prefix or an immediate for the start of an instruction."""
-        bounds = function_bounds(self.image, va)
+        if self._unwind is None:
+            self._unwind = read_unwind(self.image)
+        bounds = self._unwind.bounds(va)
         if bounds is None:
             return None
         start, end = bounds
