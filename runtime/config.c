@@ -280,13 +280,18 @@ static void read_gates(const char *v)
     shimgen_cfg.gates_requested = r > 0;
     shimgen_copy_str(shimgen_cfg.gates_spec, sizeof shimgen_cfg.gates_spec, v);
     const char *m = secure_getenv(SHIMGEN_ENV_GATE_METHOD);
-    if (m && *m && strcmp(m, "struct") != 0) {
-        shimgen_cfg.gate_method_init = strcmp(m, "init") == 0;
-        if (!shimgen_cfg.gate_method_init && r > 0) {
-            shimgen_say("shimgen: SHIMGEN_GATE_METHOD=%s ignored (struct or init); "
-                        "SHIMGEN_GATES=%s is not applied, nothing is written\n", m, v);
-            shimgen_cfg.gates_requested = 0;
-        }
+    shimgen_cfg.gate_method = SHIMGEN_GATE_METHOD_STRUCT;
+    if (!m || !*m || strcmp(m, SHIMGEN_GATE_METHOD_NAME_STRUCT) == 0)
+        return;
+    if (strcmp(m, SHIMGEN_GATE_METHOD_NAME_INIT) == 0) {
+        shimgen_cfg.gate_method = SHIMGEN_GATE_METHOD_INIT;
+    } else if (strcmp(m, SHIMGEN_GATE_METHOD_NAME_INIT_ALL) == 0) {
+        shimgen_cfg.gate_method = SHIMGEN_GATE_METHOD_INIT_ALL;
+    } else if (r > 0) {
+        shimgen_say("shimgen: SHIMGEN_GATE_METHOD=%s ignored (" SHIMGEN_GATE_METHOD_NAME_STRUCT
+                    ", " SHIMGEN_GATE_METHOD_NAME_INIT " or " SHIMGEN_GATE_METHOD_NAME_INIT_ALL
+                    "); SHIMGEN_GATES=%s is not applied, nothing is written\n", m, v);
+        shimgen_cfg.gates_requested = 0;
     }
 }
 

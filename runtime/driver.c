@@ -116,27 +116,8 @@ static void check_identity(void *handle)
                     "both\n", got);
         return;
     }
-    if (shimgen_cfg.gates_requested) {
-        char why[256] = "";
-        int ok = shimgen_gates_verify((uintptr_t)lm->l_addr, q.hex, why, sizeof why);
-        if (ok && shimgen_cfg.gate_method_init) {
-            /* before any driver function runs: the driver's own cuInit sees the bits */
-            if (shimgen_gates_patch_init((uintptr_t)lm->l_addr, why, sizeof why)) {
-                shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s): init "
-                            "sites changed before cuInit\n", shimgen_cfg.gates_spec,
-                            shimgen_cfg.driver_path, q.hex);
-                why[0] = '\0';
-            }
-        } else if (ok) {
-            shimgen_gates_activate();
-            shimgen_cfg.features |= SHIMGEN_FEATURE_GATES | SHIMGEN_FEATURE_ATTRS;
-            shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s)\n",
-                        shimgen_cfg.gates_spec, shimgen_cfg.driver_path, q.hex);
-        }
-        if (why[0])
-            shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n",
-                        shimgen_cfg.gates_spec, why);
-    }
+    if (shimgen_cfg.gates_requested) /* before any driver function runs */
+        shimgen_gates_arm((uintptr_t)lm->l_addr, q.hex);
     if (SHIMGEN_DRIVER_BUILD_ID[0] && strcmp(q.hex, SHIMGEN_DRIVER_BUILD_ID) != 0)
         shimgen_say("shimgen: %s has build-id %s, the shim was built for %s (libcuda %s); "
                     "forwarding by name, rebuild the shim\n",

@@ -6,8 +6,10 @@
  * unless the loaded driver has the profile's build-id and every recorded instruction byte
  * matches the image in memory; otherwise the shim says so once and only forwards. The
  * hooks that apply the gates are in hooks_gates.c and hooks_attributes.c.
- * SHIMGEN_GATE_METHOD=init changes the driver's code instead (gates_init.c); then the
- * structs are never written here (shimgen_gates_activate is not called).
+ * SHIMGEN_GATE_METHOD=init changes the driver's code instead (gates_init.c) for each gate
+ * that has a proven init site, and this file writes the structs of the others only;
+ * =init-all changes every selected gate's code or nothing. shimgen_gates_arm decides, once,
+ * while the driver is loaded, and says in one line which gate went which way.
  */
 
 #define _GNU_SOURCE
@@ -91,11 +93,59 @@ int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, cha
     return 1;
 }
 
-/* The struct method: from now on the hooks' shimgen_gates_apply writes the selection. Called
- * only after shimgen_gates_verify accepted the loaded driver. */
-void shimgen_gates_activate(void)
+/* "gdr set at its init site, dmabuf set in the device structs": how each selected gate is
+ * applied, for the notice. */
+static void describe(char *out, size_t cap)
 {
-    active = 1;
+    size_t o = 0;
+    out[0] = '\0';
+    for (unsigned g = 0; g < plan->ngates && o < cap; g++) {
+        if (!plan->selection[g])
+            continue;
+        o += (size_t)snprintf(out + o, cap - o, "%s%s %s %s", o ? ", " : "", plan->gates[g].name,
+                              plan->selection[g] > 0 ? "set" : "masked",
+                              plan->at_init[g] ? "at its init site (changed before cuInit)"
+                                               : "in the device structs");
+    }
+}
+
+/* Called once, while the driver is loaded and before any of its functions runs, when
+ * SHIMGEN_GATES selected gates: the identity check, then each gate applied by the method
+ * SHIMGEN_GATE_METHOD asks for (the init site now, or the structs from cuInit on, through
+ * the hooks' shimgen_gates_apply). One notice says what was done, or why nothing was. */
+void shimgen_gates_arm(uintptr_t driver_base, const char *loaded_build_id)
+{
+    char why[256] = "", how[256];
+    const char *spec = shimgen_cfg.gates_spec;
+    if (!shimgen_gates_verify(driver_base, loaded_build_id, why, sizeof why)) {
+        shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", spec, why);
+        return;
+    }
+    int method = shimgen_cfg.gate_method;
+    if (method != SHIMGEN_GATE_METHOD_STRUCT &&
+        shimgen_gates_patch_init(driver_base, method == SHIMGEN_GATE_METHOD_INIT_ALL, why,
+                                 sizeof why) < 0) {
+        if (method == SHIMGEN_GATE_METHOD_INIT_ALL) {
+            shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", spec,
+                        why);
+            return;
+        }
+        shimgen_say("shimgen: SHIMGEN_GATE_METHOD=" SHIMGEN_GATE_METHOD_NAME_INIT ": no init "
+                    "site changed (%s); every gate goes to the device structs\n", why);
+    }
+    for (unsigned g = 0; g < plan->ngates; g++)
+        if (plan->selection[g] && !plan->at_init[g])
+            active = 1;
+    if (active)
+        shimgen_cfg.features |= SHIMGEN_FEATURE_GATES | SHIMGEN_FEATURE_ATTRS;
+    if (method == SHIMGEN_GATE_METHOD_STRUCT) {
+        shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s)\n", spec,
+                    shimgen_cfg.driver_path, loaded_build_id);
+        return;
+    }
+    describe(how, sizeof how);
+    shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s): %s\n", spec,
+                shimgen_cfg.driver_path, loaded_build_id, how);
 }
 
 static void write_global(uintptr_t addr, unsigned size, int set)
@@ -131,7 +181,7 @@ void shimgen_gates_apply(void)
         return;
     unsigned n = device_count();
     for (unsigned g = 0; g < plan->ngates; g++) {
-        if (!plan->selection[g])
+        if (!plan->selection[g] || plan->at_init[g])
             continue;
         for (unsigned k = 0; k < plan->gates[g].nglobals; k++)
             write_global(base + plan->gates[g].globals[k].vaddr, plan->gates[g].globals[k].size,

@@ -51,6 +51,7 @@ struct gate_plan {
     const struct gate_check *checks;
     unsigned nchecks;
     int *selection;             /* per gate: +1 set, -1 mask, 0 leave alone */
+    unsigned char *at_init;     /* per gate: 1 once applied at its init site (gates_init.c) */
 };
 
 extern const struct gate_plan shimgen_gate_plan;

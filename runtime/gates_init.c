@@ -86,20 +86,21 @@ static const struct gate_patch *selected_patches(unsigned g, unsigned *n)
 
 /* Called once, in the driver's load, only after shimgen_gates_verify accepted the loaded
  * image (build-id and every recorded byte, init sites included: the caller's check is the
- * identity check), and before any driver function runs. Every selected gate must have a
- * proven init site for its direction; the bytes are compared again, then written; any
- * failure puts back what was written. Returns 1, or 0 with the reason in `why` (nothing
- * changed). The struct method stays off: the caller does not call shimgen_gates_activate.
+ * identity check), and before any driver function runs. The gates changed are the selected
+ * ones with a proven init site for their direction; with `all`, every selected gate must
+ * have one. Their bytes are compared again, then written; any failure puts back what was
+ * written. Returns how many gates were changed, each marked in plan->at_init (the struct
+ * method leaves those alone), or -1 with the reason in `why` (nothing changed).
  * The comparison here is this writer's own guard, not only a repeat: plan validation
  * (shimgen/gates/plan.py) puts every init-site byte in a window the identity check
  * compares, but this code does not depend on it (a plan baked in through the Python API is
  * not validated), and never stores a byte it has not just compared. tests/runtime/test_guards.py
  * runs this file as a unit: a byte that differs (nothing written) and a store that fails
  * (every byte put back). */
-int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
+int shimgen_gates_patch_init(uintptr_t driver_base, int all, char *why, size_t whycap)
 {
     const struct gate_patch *done[GATE_MAX_PATCHES * 8];
-    unsigned ndone = 0, total = 0;
+    unsigned ndone = 0, total = 0, changed = 0;
     base = driver_base;
     for (unsigned g = 0; g < plan->ngates; g++) {
         if (!plan->selection[g])
@@ -107,22 +108,22 @@ int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
         const struct gate *gt = &plan->gates[g];
         unsigned n;
         const struct gate_patch *p = selected_patches(g, &n);
-        if (!n) {
+        if (!n && all) {
             snprintf(why, whycap, "gate %s has no proven init site to %s on this driver "
                      "(shimgen gates says why)", gt->name, plan->selection[g] > 0 ? "set" : "mask");
-            return 0;
+            return -1;
         }
         total += n;
         for (unsigned k = 0; k < n; k++)
             if (*(const uint8_t *)(base + p[k].vaddr) != p[k].old) {
                 snprintf(why, whycap, "the init-site byte at 0x%lx is not the profile's",
                          (unsigned long)p[k].vaddr);
-                return 0;
+                return -1;
             }
     }
     if (total > sizeof done / sizeof done[0]) {
         snprintf(why, whycap, "more init-site bytes (%u) than one selection may change", total);
-        return 0;
+        return -1;
     }
     for (unsigned g = 0; g < plan->ngates; g++) {
         if (!plan->selection[g])
@@ -135,10 +136,17 @@ int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap)
                 while (ndone--)
                     poke_code(done[ndone]->vaddr, done[ndone]->old, done[ndone]->new_, ignored,
                               sizeof ignored);
-                return 0;
+                return -1;
             }
             done[ndone++] = &p[k];
         }
+        changed += n > 0;
     }
-    return 1;
+    /* marked only once every byte is in: a failure above leaves every gate to the caller */
+    for (unsigned g = 0; g < plan->ngates; g++) {
+        unsigned n;
+        if (plan->selection[g] && (selected_patches(g, &n), n))
+            plan->at_init[g] = 1;
+    }
+    return (int)changed;
 }

@@ -62,7 +62,7 @@ struct shimgen_config {
     int driver_from_env;
     pid_t load_pid;
     int gates_requested;
-    int gate_method_init; /* SHIMGEN_GATE_METHOD=init: init sites patched, not the structs */
+    int gate_method; /* SHIMGEN_GATE_METHOD: SHIMGEN_GATE_METHOD_STRUCT, _INIT or _INIT_ALL */
     char gates_spec[256];
     char rank[16];
     char inject[SHIMGEN_INJECT_MAX_LEN + 1]; /* SHIMGEN_INJECT as given (inject.c parses it) */
@@ -134,7 +134,7 @@ int shimgen_gates_configure(const char *spec, char *err, size_t errcap);
 int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, char *why,
                          size_t whycap);
 void shimgen_gates_apply(void);
-void shimgen_gates_activate(void);
-int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap);
+void shimgen_gates_arm(uintptr_t driver_base, const char *loaded_build_id);
+int shimgen_gates_patch_init(uintptr_t driver_base, int all, char *why, size_t whycap);
 
 #endif

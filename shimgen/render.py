@@ -150,6 +150,7 @@ def render_context(model: ShimModel) -> dict:
         "attribute_names": sorted(ATTRIBUTES.items()),
         "result_names": sorted(RESULTS.items()),
         "env": runenv.ENV,
+        "gate_methods": runenv.GATE_METHODS,
         "rank_vars": runenv.RANK_VARS,
         "trace_magic": runenv.TRACE_MAGIC.decode(),
         "trace_version": runenv.TRACE_VERSION,

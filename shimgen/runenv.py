@@ -22,6 +22,13 @@ ENV = {
     "INJECT": "SHIMGEN_INJECT",
 }
 
+# SHIMGEN_GATE_METHOD's values, by the number the shim's configuration keeps (facts.h:
+# SHIMGEN_GATE_METHOD_<NAME> and its name): "struct", the default, writes the selected gates'
+# bits into the device structs; "init" applies each selected gate at its proven init site,
+# and by the struct method a gate that has none for its direction; "init-all" applies every
+# selected gate at its init site, or none at all (docs/gates.md).
+GATE_METHODS = {0: "struct", 1: "init", 2: "init-all"}
+
 # The `shimgen` command's own variable (not the shim's): a traceback for an internal error.
 DEBUG = "SHIMGEN_DEBUG"
 

@@ -9,8 +9,10 @@
  *   restore   gate 0 sets site+1 and site+2; the protection cannot be put back after the
  *             second store (mprotect, defined here, fails once): both bytes are put back
  *   toomany   9 gates of 8 bytes each, more than one selection may change: nothing written
- * Prints "rc R", "why TEXT", "bytes B1 B2 B3 B4 OUTSIDE" (hex) and "prot PERMS" (the
- * protection of the page that holds the site, from /proc/self/maps). */
+ *   partial   gate 0 sets site+1, gate 1 (set) has no init site: gate 0 written alone
+ *   all       the same, every gate asked at its init site (=init-all): nothing written
+ * Prints "rc R", "why TEXT", "bytes B1 B2 B3 B4 OUTSIDE" (hex), "at_init A0 A1" and "prot
+ * PERMS" (the protection of the page that holds the site, from /proc/self/maps). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <link.h>
@@ -33,9 +35,10 @@ extern const unsigned char unit_site[];
 #define NGATES 9
 static struct gate gates[NGATES] = {{.name = "first"}, {.name = "second"}};
 static int selection[NGATES];
+static unsigned char at_init[NGATES];
 const struct gate_plan shimgen_gate_plan = {
     .build_id = "00", .driver_version = "unit", .gates = gates, .ngates = NGATES,
-    .selection = selection};
+    .selection = selection, .at_init = at_init};
 
 /* The writer's mprotect (this definition is the one gates_init.c calls): the n-th call that
  * puts a protection without PROT_WRITE back fails, once, when fail_restore is n. */
@@ -125,12 +128,18 @@ int main(int argc, char **argv)
                 gates[g].set[k] = (struct gate_patch){site + 1, 0xca, 0xcb};
             selection[g] = 1;
         }
+    } else if (strcmp(argv[1], "partial") == 0 || strcmp(argv[1], "all") == 0) {
+        gates[0].nset = 1;
+        gates[0].set[0] = (struct gate_patch){site + 1, 0xca, 0xcb};
+        selection[0] = 1;
+        selection[1] = 1;
     } else {
         return 2;
     }
     char why[256] = "";
-    int rc = shimgen_gates_patch_init(base, why, sizeof why);
+    int rc = shimgen_gates_patch_init(base, strcmp(argv[1], "partial") != 0, why, sizeof why);
     printf("rc %d\nwhy %s\n", rc, why);
+    printf("at_init %u %u\n", at_init[0], at_init[1]);
     printf("bytes %02x %02x %02x %02x %02x\n", unit_site[0], unit_site[1], unit_site[2],
            unit_site[3], outside[0]);
     page_prot((uintptr_t)unit_site);

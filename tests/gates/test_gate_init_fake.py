@@ -69,7 +69,7 @@ def test_init_method_sets_the_bit_in_the_drivers_own_init(probes, init_shim):
         # the driver built 0x18 | 0x60: the bit is the driver's own; dmabuf byte untouched
         assert r["devs"][d]["b40"] == 0x78 and r["devs"][d]["b44"] == 0x04
     assert r["global"] == 0  # the init method writes code only, never the globals
-    assert err.count("init sites changed before cuInit") == 1
+    assert err.count("at its init site (changed before cuInit)") == 1
     maps = driver_maps(out, fake)
     assert maps and all("w" not in p or "x" not in p for p in maps)  # never left W+X
     assert any(p.startswith("r-x") for p in maps)  # the code's own protection is back
@@ -88,7 +88,8 @@ def test_driver_mappings_are_found_by_the_whole_path_wherever_the_files_lie(prob
     shutil.copy2(fake, copy)
     out, err = run_probe(probes, shim, SHIMGEN_DRIVER=str(copy), SHIMGEN_GATES="gdr",
                          SHIMGEN_GATE_METHOD="init", GATEPROBE_MAPS=str(copy))
-    assert parse(out)["devs"][0]["b40"] == 0x78 and "init sites changed before cuInit" in err
+    assert parse(out)["devs"][0]["b40"] == 0x78
+    assert "at its init site (changed before cuInit)" in err
     maps = driver_maps(out, copy)
     assert maps and all("w" not in p or "x" not in p for p in maps)
     assert any(p.startswith("r-x") for p in maps)
@@ -106,7 +107,7 @@ def test_init_method_mask_on_datacenter_part(probes, init_shim):
     for d in (0, 1):
         assert r["devs"][d] == {**DATACENTER, 110: 0, 116: 0, 124: 0, "b40": 0x58}
     assert (r["global"], r["export"], r["alloc"]) == (1, 801, 801)
-    assert "init sites changed before cuInit" in err
+    assert "at its init site (changed before cuInit)" in err
 
 
 def test_default_method_is_still_the_struct_one(probes, init_shim):
@@ -114,7 +115,7 @@ def test_default_method_is_still_the_struct_one(probes, init_shim):
     out, err = run_probe(probes, shim, FAKE_LIBCUDA_DATACENTER="1", SHIMGEN_GATES="-gdr")
     r = parse(out)
     assert r["devs"][0]["b40"] == 0x58 and r["global"] == 0  # the struct method wrote both
-    assert "init sites changed" not in err
+    assert "changed before cuInit" not in err
 
 
 @pytest.mark.parametrize("where", ["set-byte", "mask-byte", "other-window"])
@@ -142,9 +143,25 @@ def test_init_method_writes_nothing_unless_every_byte_matches(probes, init_shim,
     assert err.count("nothing is written") == 1 and "differ from the profile" in err
 
 
-def test_gate_without_an_init_site_refuses_the_whole_selection(probes, init_shim):
+def test_each_gate_goes_by_the_best_method_it_has(probes, init_shim):
+    """SHIMGEN_GATE_METHOD=init with a gate that has no init site: gdr is changed at its init
+    site (the driver sets its bit; the struct method writes none of gdr's), dmabuf goes to
+    the device structs, and one line says which went which way."""
     _, shim, _ = init_shim
-    out, err = run_probe(probes, shim, SHIMGEN_GATES="gdr,dmabuf", SHIMGEN_GATE_METHOD="init")
+    out, err = run_probe(probes, shim, SHIMGEN_GATES="gdr,dmabuf", SHIMGEN_GATE_METHOD="init",
+                         SHIMGEN_TRACE="attrs")
+    r = parse(out)
+    assert (r["devs"][0]["b40"], r["devs"][0]["b44"]) == (0x78, 0x0C)
+    assert r["global"] == 0  # gdr's global is the struct method's, and gdr is not its
+    lines = [ln for ln in err.splitlines() if "SHIMGEN_GATES=" in ln]
+    assert len(lines) == 1 and lines[0].endswith(
+        "gdr set at its init site (changed before cuInit), dmabuf set in the device structs")
+
+
+def test_init_all_refuses_the_whole_selection(probes, init_shim):
+    _, shim, _ = init_shim
+    out, err = run_probe(probes, shim, SHIMGEN_GATES="gdr,dmabuf",
+                         SHIMGEN_GATE_METHOD="init-all")
     assert parse(out)["devs"][0] == CONSUMER  # gdr was not changed either
     assert "gate dmabuf has no proven init site to set" in err
     assert err.count("nothing is written") == 1
@@ -180,13 +197,13 @@ def test_threads_racing_into_cuinit_all_see_the_patched_init(probes, init_shim):
                              GATEPROBE_JITTER_US=str(rng.randint(0, 300)))
         assert re.search(r"^threads \d+ init-ok \d+$", out, re.M), out
         assert parse(out)["devs"][0]["b40"] == 0x78, out
-        assert err.count("init sites changed before cuInit") == 1
+        assert err.count("at its init site (changed before cuInit)") == 1
 
 
 def test_only_a_shim_with_init_sites_can_change_code(probes, init_shim, tmp_path):
     """mprotect is imported by a shim whose plan has init-site bytes, called only in
     runtime/gates_init.c; a gate shim without them has no such import and refuses the
-    method in one line."""
+    all-or-nothing method in one line."""
     from test_faults_files import imported_functions
 
     fake, shim, _ = init_shim
@@ -197,6 +214,11 @@ def test_only_a_shim_with_init_sites_can_change_code(probes, init_shim, tmp_path
     img = read_driver(fake, require_real=False)
     plain = build(build_model(img, ["shimgen"], gates=fake_plan(fake)), tmp_path).library
     assert "mprotect" not in imported_functions(plain)
-    out, err = run_probe(probes, plain, SHIMGEN_GATES="gdr", SHIMGEN_GATE_METHOD="init")
+    out, err = run_probe(probes, plain, SHIMGEN_GATES="gdr", SHIMGEN_GATE_METHOD="init-all")
     assert parse(out)["devs"][0] == CONSUMER
     assert "this shim has no init sites" in err and err.count("nothing is written") == 1
+    # =init takes the best method each gate has: here the structs
+    out, err = run_probe(probes, plain, SHIMGEN_GATES="gdr", SHIMGEN_GATE_METHOD="init")
+    d = parse(out)["devs"][0]
+    assert (d[110], d[116], d["b40"], d["b44"]) == (1, 1, 0x78, CONSUMER["b44"])
+    assert err.count("gdr set in the device structs") == 1

@@ -348,7 +348,7 @@ def test_init_method_changes_exactly_the_chosen_bytes_of_a_real_driver(real_init
     assert got["rc"] == 0 and got["version"] > 0
     want = EXPECTED[d.version][MASK if spec.startswith("-") else SET]
     assert got["diffs"] == [[hex(va), old, new] for va, old, new in want]
-    assert "init sites changed before cuInit" in r.stderr
+    assert "at its init site (changed before cuInit)" in r.stderr
     assert all(not ("w" in p and "x" in p) for p in got["perms"])
     # without the method: the code is exactly the file's
     env.pop("SHIMGEN_GATE_METHOD")

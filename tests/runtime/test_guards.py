@@ -73,6 +73,7 @@ def patch_init(unit: Path, case: str) -> dict:
     return {"rc": int(re.search(r"^rc (-?\d+)$", out, re.M).group(1)),
             "why": re.search(r"^why (.*)$", out, re.M).group(1),
             "bytes": re.search(r"^bytes (.*)$", out, re.M).group(1).split(),
+            "at_init": re.search(r"^at_init (.*)$", out, re.M).group(1).split(),
             "prot": re.findall(r"^prot (\S+)$", out, re.M)}
 
 
@@ -84,8 +85,9 @@ def test_init_site_writer_writes_every_selected_byte_and_puts_the_protection_bac
     """The control of the cases below: both gates' bytes (a set and a mask) are written, and
     the code's page is r-x again, never left writable."""
     r = patch_init(gates_init_unit, "write")
-    assert (r["rc"], r["why"]) == (1, "")
+    assert (r["rc"], r["why"]) == (2, "")
     assert r["bytes"] == ["8b", "cb", "60", "91", "11"]
+    assert r["at_init"] == ["1", "1"]
     assert r["prot"] == ["r-xp"]
 
 
@@ -95,7 +97,7 @@ def test_init_site_bytes_are_compared_before_any_store(gates_init_unit):
     guard: shimgen_gates_verify and plan validation would refuse such a plan before, but
     gates_init.c does not write a byte it has not just compared."""
     r = patch_init(gates_init_unit, "differs")
-    assert r["rc"] == 0
+    assert r["rc"] == -1 and r["at_init"] == ["0", "0"]
     assert re.fullmatch(r"the init-site byte at 0x[0-9a-f]+ is not the profile's", r["why"])
     assert r["bytes"] == SHIPPED
     assert r["prot"] == ["r-xp"]
@@ -106,7 +108,7 @@ def test_a_failed_store_puts_back_every_byte_already_written(gates_init_unit):
     of the "driver" (an anonymous page): its store is refused, and the two bytes written
     before it hold their shipped values again."""
     r = patch_init(gates_init_unit, "rollback")
-    assert r["rc"] == 0
+    assert r["rc"] == -1 and r["at_init"] == ["0", "0"]
     assert re.fullmatch(r"no loaded segment of the driver holds 0x[0-9a-f]+", r["why"])
     assert r["bytes"] == SHIPPED
     assert r["prot"] == ["r-xp"]
@@ -117,7 +119,7 @@ def test_a_protection_that_cannot_be_put_back_undoes_the_whole_selection(gates_i
     back: that byte is restored while the page is still writable, the protection is put
     back after all, and the first byte is put back too."""
     r = patch_init(gates_init_unit, "restore")
-    assert r["rc"] == 0
+    assert r["rc"] == -1 and r["at_init"] == ["0", "0"]
     assert re.fullmatch(r"cannot restore the protection of the driver's code at 0x[0-9a-f]+ "
                         r"\(errno 13\)", r["why"])
     assert r["bytes"] == SHIPPED
@@ -126,8 +128,21 @@ def test_a_protection_that_cannot_be_put_back_undoes_the_whole_selection(gates_i
 
 def test_more_bytes_than_a_selection_may_change_are_refused(gates_init_unit):
     r = patch_init(gates_init_unit, "toomany")
-    assert (r["rc"], r["why"]) == (0, "more init-site bytes (72) than one selection may change")
+    assert (r["rc"], r["why"]) == (-1, "more init-site bytes (72) than one selection may change")
     assert r["bytes"] == SHIPPED
+
+
+def test_a_gate_without_an_init_site_is_left_to_the_structs_unless_all_are_asked(
+        gates_init_unit):
+    """SHIMGEN_GATE_METHOD=init: the gate with a site is changed and marked, the other is
+    left (unmarked) for the struct method; =init-all: neither, and the reason names it."""
+    r = patch_init(gates_init_unit, "partial")
+    assert (r["rc"], r["why"], r["at_init"]) == (1, "", ["1", "0"])
+    assert r["bytes"] == ["8b", "cb", "40", "90", "11"]
+    r = patch_init(gates_init_unit, "all")
+    assert (r["rc"], r["at_init"], r["bytes"]) == (-1, ["0", "0"], SHIPPED)
+    assert r["why"] == ("gate second has no proven init site to set on this driver (shimgen "
+                        "gates says why)")
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +169,7 @@ def test_an_attribute_hook_writes_no_gate_bit_unless_the_struct_method_is_on(
                              SHIMGEN_TRACE="attrs")
         r = parse(out)
         assert r["devs"][0]["b40"] == 0x78 and r["global"] == 0
-        assert "init sites changed before cuInit" in err
+        assert "at its init site (changed before cuInit)" in err
     else:
         other = tampered_copy(fake, tmp_path, plan, "bytes")
         out, err = run_probe(probes, shim, SHIMGEN_DRIVER=str(other), SHIMGEN_GATES="gdr",
