@@ -24,9 +24,9 @@ MUTATIONS = [
     # ---- the init site: chosen, proven, written only to the exact build, or to a copy ----
     {
         "name": "init-write-without-identity-check",
-        "file": "runtime/driver.c",
-        "old": "if (ok && shimgen_cfg.gate_method_init) {",
-        "new": "if (shimgen_cfg.gate_method_init) {",
+        "file": "runtime/gates.c",
+        "old": "    if (!shimgen_gates_verify(driver_base, loaded_build_id, why, sizeof why)) {\n",
+        "new": "    if (!shimgen_gates_verify(driver_base, loaded_build_id, why, sizeof why)\n        && shimgen_cfg.gate_method == SHIMGEN_GATE_METHOD_STRUCT) {\n",
         "tests": ["tests/gates/test_gate_init_fake.py::"
                   "test_init_method_writes_nothing_unless_every_byte_matches[other-window]"],
         "why": "the driver's code is changed only when build-id and every recorded byte match",
@@ -154,8 +154,8 @@ MUTATIONS = [
     {
         "name": "init-merge-of-more-than-the-bit-dropped",
         "file": "shimgen/gates/initsite.py",
-        "old": "if m is None or w.keep != (~mask & 0xFF) or len(m.bytes) != 2",
-        "new": "if m is None or len(m.bytes) != 2",
+        "old": "w.keep != (~mask & 0xFF) or len(m.bytes) != 2",
+        "new": "len(m.bytes) != 2",
         "tests": ["tests/gates/test_initsite.py::"
                   "test_mask_drops_the_merge_of_a_computed_bit_only_when_exact"],
         "why": "a merge is dropped only when the register it brings in can hold the gate's "
@@ -1270,9 +1270,9 @@ MUTATIONS = [
     },
     {
         "name": "struct-gates-activated-without-identity-check",
-        "file": "runtime/driver.c",
-        "old": "        } else if (ok) {\n            shimgen_gates_activate();\n",
-        "new": "        } else {\n            shimgen_gates_activate();\n",
+        "file": "runtime/gates.c",
+        "old": "    if (!shimgen_gates_verify(driver_base, loaded_build_id, why, sizeof why)) {\n",
+        "new": "    if (!shimgen_gates_verify(driver_base, loaded_build_id, why, sizeof why)\n        && shimgen_cfg.gate_method != SHIMGEN_GATE_METHOD_STRUCT) {\n",
         "tests": ["tests/gates/test_gate_runtime.py::test_mismatched_driver_writes_nothing[bytes]",
                   "tests/gates/test_gate_runtime.py::test_mismatched_driver_writes_nothing[build-id]"],
         "why": "the struct method is switched on only for the driver the profile describes",
@@ -1280,11 +1280,36 @@ MUTATIONS = [
     {
         "name": "init-gate-without-a-site-skipped",
         "file": "runtime/gates_init.c",
-        "old": "        if (!n) {\n",
-        "new": "        if (0) {\n",
-        "tests": ["tests/gates/test_gate_init_fake.py::test_gate_without_an_init_site_refuses_the_whole_"
-                  "selection"],
-        "why": "a selected gate without a proven init site refuses the whole selection",
+        "old": "        if (!n && all) {\n",
+        "new": "        if (!n && all && 0) {\n",
+        "tests": ["tests/gates/test_gate_init_fake.py::test_init_all_refuses_the_whole_selection",
+                  "tests/runtime/test_guards.py::test_a_gate_without_an_init_site_is_left_to_the_structs_unless_all_are_asked"],
+        "why": "SHIMGEN_GATE_METHOD=init-all: a selected gate without a proven init site refuses the whole selection",
+    },
+    {
+        "name": "init-gate-without-a-site-refuses-every-gate",
+        "file": "runtime/gates_init.c",
+        "old": "        if (!n && all) {\n",
+        "new": "        if (!n && (all || 1)) {\n",
+        "tests": ["tests/gates/test_gate_init_fake.py::test_each_gate_goes_by_the_best_method_it_has",
+                  "tests/runtime/test_guards.py::test_a_gate_without_an_init_site_is_left_to_the_structs_unless_all_are_asked"],
+        "why": "SHIMGEN_GATE_METHOD=init: a gate without an init site goes to the structs, the others to their sites",
+    },
+    {
+        "name": "init-gate-written-in-the-structs-too",
+        "file": "runtime/gates.c",
+        "old": "        if (!plan->selection[g] || plan->at_init[g])\n",
+        "new": "        if (!plan->selection[g])\n",
+        "tests": ["tests/gates/test_gate_init_fake.py::test_each_gate_goes_by_the_best_method_it_has"],
+        "why": "a gate applied at its init site is left to the driver: the struct method writes none of it (its global neither)",
+    },
+    {
+        "name": "setsite-merge-into-the-other-register-dropped",
+        "file": "shimgen/gates/initsite.py",
+        "old": "if m is None or w.merged_into or",
+        "new": "if m is None or",
+        "tests": ["tests/gates/test_setsite.py::test_a_merge_into_the_other_register_is_not_dropped_by_the_mask"],
+        "why": "a merge is dropped only when the run-time register is the source of the or",
     },
     {
         "name": "init-site-bytes-beyond-the-record",

@@ -272,3 +272,18 @@ def test_mask_of_the_580_shape_is_unchanged_by_the_set_sites(tmp_path):
     body = assemble(VARIANTS["two-stores-580"][0], tmp_path)
     p = set_patch(image({0x3B4970: body}), MASK)[2]
     assert p.status == "none" and not p.changes
+
+
+def test_a_merge_into_the_other_register_is_not_dropped_by_the_mask(tmp_path):
+    """`or %edx,%ecx` with the field's byte in %edx: the run-time register is the
+    destination, so `or %ecx,%ecx` would drop the field, not the run-time bit. The store is
+    read as computed, and the mask leaves it (and says so)."""
+    text = """
+        movzbl 0x5f14(%rdi),%edx
+        and $0xffffffdf,%edx
+        or %edx,%ecx
+        mov %cl,0x5f14(%rdi)
+        ret"""
+    p = set_patch(image({0x3B4970: assemble(text, tmp_path)}), MASK)[2]
+    assert p.status == "none" and not p.changes, p.why
+    assert "computed from run-time data at 0x3b497c" in p.why  # the store
