@@ -40,7 +40,7 @@ def distrust_code(fd: int, path: str | os.PathLike) -> str:
     st = os.fstat(fd)
     if st.st_uid not in (me, 0):
         return f"{ANOTHER_USER} (uid {st.st_uid})"
-    if st.st_mode & 0o022:
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return OPEN_TO_OTHERS
     real = os.path.realpath(path)
     try:
