@@ -20,6 +20,7 @@ ENV = {
     "GATES": "SHIMGEN_GATES",
     "GATE_METHOD": "SHIMGEN_GATE_METHOD",
     "INJECT": "SHIMGEN_INJECT",
+    "RUN_DIR": "SHIMGEN_RUN_DIR",
 }
 
 # The `shimgen` command's own variable (not the shim's): a traceback for an internal error.
