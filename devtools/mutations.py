@@ -1858,6 +1858,46 @@ MUTATIONS = [
                   "test_hook_say_writes_one_line_in_the_notice_file_from_a_constructor_too"],
         "why": "a hook's notice with a CR is one line: it cannot overwrite a line on a terminal",
     },
+    {
+        "name": "run-dir-swap-notice-by-path",
+        "file": "runtime/config.c",
+        "old": "    int at = shimgen_at_run_dir(shimgen_cfg.notice_file, &rel);\n",
+        "new": "    int at = AT_FDCWD;\n    rel = shimgen_cfg.notice_file;\n",
+        "tests": ["tests/run/test_run_safety.py::"
+                  "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
+        "why": "a program of the job never makes its notice file in a run directory put in "
+               "place of its own",
+    },
+    {
+        "name": "run-dir-swap-traces-by-path",
+        "file": "runtime/tracefile.c",
+        "old": "    int at = shimgen_at_run_dir(dir, &rel);\n",
+        "new": "    int at = AT_FDCWD;\n    rel = dir;\n",
+        "tests": ["tests/run/test_run_safety.py::"
+                  "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
+        "why": "a program of the job never makes traces/ in a run directory put in place of its "
+               "own",
+    },
+    {
+        "name": "run-dir-swap-timeline-by-path",
+        "file": "runtime/output.c",
+        "old": "    int at = shimgen_at_run_dir(dir, &rel);\n",
+        "new": "    int at = AT_FDCWD;\n    rel = dir;\n",
+        "tests": ["tests/run/test_run_safety.py::"
+                  "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
+        "why": "a program of the job never writes its timeline in a run directory put in place "
+               "of its own",
+    },
+    {
+        "name": "run-dir-identity-not-passed",
+        "file": "shimgen/run.py",
+        "old": ("        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,\n"
+                "                                (st.st_dev, st.st_ino))\n"),
+        "new": "        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts)\n",
+        "tests": ["tests/run/test_run_safety.py::"
+                  "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
+        "why": "run tells the job's processes which run directory is theirs",
+    },
     # ---- fault injection (SHIMGEN_INJECT): the keys, matching, refusals, the record ----
     {
         "name": "inject-nth-off-by-one",
