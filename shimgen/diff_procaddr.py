@@ -250,8 +250,7 @@ class Query:
                         return
                     self._got += len(part)
                     if self._got > self.cap:
-                        self._over = True
-                        self._kill()
+                        self._over = True  # result() stops it: only it kills, and reaps
                         return
                     self._chunks.append(part)
         finally:
