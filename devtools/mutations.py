@@ -1790,7 +1790,7 @@ MUTATIONS = [
         "old": "        check_path_text(path, \"hook file\")\n",
         "new": "",
         "tests": ["tests/run/test_userhooks_trust.py::"
-                  "test_a_hook_path_with_a_control_character_is_refused"],
+                  "test_a_link_with_a_control_character_to_a_plain_hook_path_is_refused"],
         "why": "a hook path with a control character is refused in one line, shown escaped",
     },
     {

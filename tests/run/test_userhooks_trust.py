@@ -148,6 +148,16 @@ def test_a_hook_path_with_a_control_character_is_refused(evil, tmp_path, case):
     _refused_in_one_line(proc, "the path contains a control character", 2)
 
 
+def test_a_link_with_a_control_character_to_a_plain_hook_path_is_refused(tmp_path):
+    """The path as given is what the build writes (the copy's #line, the summary, shim.json),
+    so a control character there is refused, wherever the link leads."""
+    target = tmp_path / "plain.c"
+    target.write_text(HOOK)
+    (tmp_path / "l\rnk.c").symlink_to(target)
+    with pytest.raises(ShimgenError, match="the path contains a control character"):
+        userhooks.load([str(tmp_path / "l\rnk.c")])
+
+
 def test_a_link_to_a_hook_path_with_a_control_character_is_refused(tmp_path):
     target = tmp_path / "a\rb.c"
     target.write_text(HOOK)
