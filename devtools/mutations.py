@@ -1666,7 +1666,7 @@ MUTATIONS = [
         "why": "the versions asked stop at the far one, whatever version the driver says",
     },
     {
-        "name": "diff-querier-timeout-on-eof",
+        "name": "diff-querier-hang-taken-for-an-exit",
         "file": "shimgen/diff_procaddr.py",
         "old": "            if left <= 0 or self._over:\n                return False\n",
         "new": "            if left <= 0 or self._over:\n                return True\n",

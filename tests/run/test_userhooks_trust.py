@@ -89,7 +89,8 @@ def _shared_hook(tmp_path: Path, case: str) -> Path:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_hook_file_another_user_could_change_is_refused(evil, tmp_path, case):
-    """build (exit 1) and diff (exit 2): one line that says why, nothing built."""
+    """build and run (exit 1) and diff (exit 2): one line that says why, nothing built or
+    run."""
     _as_root()
     hook = _shared_hook(tmp_path, case)
     out = tmp_path / "out"
@@ -98,6 +99,11 @@ def test_a_hook_file_another_user_could_change_is_refused(evil, tmp_path, case):
     assert "a hook file runs as you" in line
     assert not out.exists() or list(out.iterdir()) == []
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    ran = tmp_path / "ran"
+    proc = shimgen("run", "--driver", str(evil), "--hook", str(hook), "-o", str(tmp_path / "r"),
+                   "--", "touch", str(ran), env=env)
+    _refused_in_one_line(proc, CASES[case][0], 1)
+    assert not ran.exists() and not (tmp_path / "xdg" / "shimgen" / "shims").exists()
     proc = shimgen("diff", "--no-gates", "--hook", str(hook), str(evil), str(evil), env=env)
     _refused_in_one_line(proc, CASES[case][0], 2)
 
