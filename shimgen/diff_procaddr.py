@@ -5,13 +5,17 @@ The querier is a small C program (diff_query.c), compiled once per user into
 `$XDG_CACHE_HOME/shimgen/tools/` (named by the digest of its source, so a changed source gets
 a new binary) and run once per driver: the real driver answers cuGetProcAddress without a
 GPU. Two drivers never share a process, and a driver that crashes its process is trouble for
-the command, not for shimgen. Both queriers run at once (`start`, then `Query.result`).
+the command, not for shimgen. Both queriers run at once (`Query`, then `Query.result`).
 
 For a name, an API (1: cuGetProcAddress, 2: cuGetProcAddress_v2) and flags (0, 1, 2), the
 answer is a step function of the CUDA version asked: the querier asks at every multiple of
-10 from 0 to the driver's own cuDriverGetVersion + 10 and at FAR_VERSION, and finds by
-bisection the exact first version of every new answer between two neighbouring points. Every
-version CUDA has used is a multiple of 10 (major * 1000 + minor * 10), so no step is missed.
+10 from 0 to the driver's own cuDriverGetVersion + 10 (never above FAR_VERSION) and at
+FAR_VERSION, and finds by bisection the exact first version of every new answer between two
+neighbouring points. Every version CUDA has used is a multiple of 10 (major * 1000 + minor *
+10), so no step is missed. More than MAX_STEPS steps for one query is not a driver's step
+function: the querier stops, so its work and output are bounded by the names (the export
+lists), whatever the answers do. The querier runs the driver's code: what it may reach and
+how long it may take are Query's.
 """
 
 from __future__ import annotations
