@@ -1671,6 +1671,299 @@ MUTATIONS = [
         "tests": ["tests/diff/test_diff.py::test_a_driver_that_crashes_its_process_is_trouble"],
         "why": "a driver that kills its query process is named as the cause",
     },
+    # ---- diff and hooks as an attacker sees them: code that runs as the user ----
+    {
+        "name": "diff-querier-inherits-stdin",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "                stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.DEVNULL,\n",
+        "new": "                stdout=write_end, stderr=subprocess.DEVNULL,\n",
+        "tests": ["tests/diff/test_diff_hostile.py::test_the_querier_has_only_its_pipe"],
+        "why": "the process that runs a driver's code for diff has stdin on /dev/null",
+    },
+    {
+        "name": "diff-querier-inherits-stderr",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "                stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.DEVNULL,\n",
+        "new": "                stdin=subprocess.DEVNULL, stdout=write_end,\n",
+        "tests": ["tests/diff/test_diff_hostile.py::test_the_querier_has_only_its_pipe"],
+        "why": "the querier's stderr is /dev/null: what a driver prints is not shimgen's",
+    },
+    {
+        "name": "diff-querier-inherits-descriptors",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "                close_fds=True, start_new_session=True, env=child_env())\n",
+        "new": "                close_fds=False, start_new_session=True, env=child_env())\n",
+        "tests": ["tests/diff/test_diff_hostile.py::test_the_querier_has_only_its_pipe"],
+        "why": "no descriptor of shimgen's reaches the driver's code but the answer pipe",
+    },
+    {
+        "name": "diff-querier-group-not-killed",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "                os.killpg(self._proc.pid, signal.SIGKILL)\n",
+        "new": "                os.kill(self._proc.pid, signal.SIGKILL)\n",
+        "tests": ["tests/diff/test_diff_hostile.py::"
+                  "test_what_the_driver_started_is_killed_and_does_not_stall_diff"],
+        "why": "what a driver's code started is killed with the querier when diff is done",
+    },
+    {
+        "name": "diff-querier-output-uncapped",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "                    if self._got > self.cap:\n",
+        "new": "                    if False:\n",
+        "tests": ["tests/diff/test_diff_hostile.py::test_a_flood_on_the_answer_pipe_is_capped"],
+        "why": "the querier's output is read up to a cap set by the names, never held whole",
+    },
+    {
+        "name": "diff-querier-steps-unbounded",
+        "file": "shimgen/diff_query.c",
+        "old": "    if (++steps_of_query > MAX_STEPS)\n",
+        "new": "    if (++steps_of_query > MAX_STEPS * 100000)\n",
+        "tests": ["tests/diff/test_diff_hostile.py::"
+                  "test_answers_that_change_without_end_are_bounded"],
+        "why": "the steps of one query are bounded, so the work is bounded by the names",
+    },
+    {
+        "name": "diff-querier-versions-unbounded",
+        "file": "shimgen/diff_query.c",
+        "old": "        top = cuda > far - 10 ? far : cuda + 10;\n",
+        "new": "        top = cuda + 10;\n",
+        "tests": ["tests/diff/test_diff_hostile.py::"
+                  "test_a_driver_version_far_out_bounds_the_versions_asked"],
+        "why": "the versions asked stop at the far one, whatever version the driver says",
+    },
+    {
+        "name": "diff-querier-hang-taken-for-an-exit",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "            if left <= 0 or self._over:\n                return False\n",
+        "new": "            if left <= 0 or self._over:\n                return True\n",
+        "tests": ["tests/diff/test_diff_hostile.py::"
+                  "test_a_driver_that_hangs_is_stopped_and_said_truly"],
+        "why": "a querier that did not exit in time is said as what was measured, and stopped",
+    },
+    {
+        "name": "diff-driver-of-another-user-loaded",
+        "file": "shimgen/diff.py",
+        "old": "        why = distrust_code(fd, image.real_path)\n",
+        "new": "        why = \"\"\n",
+        "tests": ["tests/diff/test_diff_hostile.py::"
+                  "test_a_driver_another_user_could_change_is_refused_before_it_runs"],
+        "why": "diff runs a driver's code only from a file that only the user or root can change",
+    },
+    {
+        "name": "diff-shim-compared-as-a-driver",
+        "file": "shimgen/diff.py",
+        "old": "    check_not_a_shim(image)\n",
+        "new": "    pass\n",
+        "tests": ["tests/diff/test_diff_hostile.py::test_a_shim_is_refused_as_either_driver"],
+        "why": "diff refuses a shim as OLD or NEW, as build and run refuse it (exit 2)",
+    },
+    {
+        "name": "diff-cached-querier-of-another-user-run",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "            fd, _ = open_file(fds[-1], name)\n",
+        "new": "            fd = os.open(name, os.O_RDONLY, dir_fd=fds[-1])\n",
+        "tests": ["tests/diff/test_diff_hostile.py::"
+                  "test_a_cached_querier_another_user_owns_is_never_run"],
+        "why": "the cached querier in tools/ is run only when it is the user's own, as every "
+               "cache file",
+    },
+    {
+        "name": "diff-hook-declared-after-hooked-wins",
+        "file": "shimgen/diff.py",
+        "old": ("        out[m.group(2)] = \"hook\" if \"hook\" in (kind, out.get(m.group(2))) "
+                "else kind\n"),
+        "new": "        out[m.group(2)] = kind\n",
+        "tests": ["tests/diff/test_diff_hooks.py::test_a_name_hooked_and_declared_counts_as_hooked"
+                  "[hooked-first]"],
+        "why": "a name a hook file hooks and then declares counts as hooked",
+    },
+    {
+        "name": "diff-hook-first-kind-wins",
+        "file": "shimgen/diff.py",
+        "old": ("        out[m.group(2)] = \"hook\" if \"hook\" in (kind, out.get(m.group(2))) "
+                "else kind\n"),
+        "new": "        out.setdefault(m.group(2), kind)\n",
+        "tests": ["tests/diff/test_diff_hooks.py::test_a_name_hooked_and_declared_counts_as_hooked"
+                  "[declared-first]"],
+        "why": "a name a hook file declares and then hooks counts as hooked",
+    },
+    {
+        "name": "code-trust-file-owner-unchecked",
+        "file": "shimgen/owned.py",
+        "old": "    if st.st_uid not in (me, 0):\n        return f\"{ANOTHER_USER} (uid {st.st_uid})\"\n",
+        "new": "    if False:\n        return f\"{ANOTHER_USER} (uid {st.st_uid})\"\n",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_a_hook_file_another_user_could_change_is_refused[file-of-another-user]",
+                  "tests/diff/test_diff_hostile.py::"
+                  "test_a_driver_another_user_could_change_is_refused_before_it_runs"
+                  "[OLD-file-of-another-user]"],
+        "why": "a hook file or a driver diff loads is refused when another user owns it",
+    },
+    {
+        "name": "code-trust-file-mode-unchecked",
+        "file": "shimgen/owned.py",
+        "old": "    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):\n",
+        "new": "    if st.st_mode & stat.S_IWOTH:\n",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_a_hook_file_another_user_could_change_is_refused[file-group-can-write]"],
+        "why": "a hook file that group or others can write is refused",
+    },
+    {
+        "name": "code-trust-directory-mode-unchecked",
+        "file": "shimgen/owned.py",
+        "old": "        if d.st_mode & 0o022 and not d.st_mode & stat.S_ISVTX:\n",
+        "new": "        if False:\n",
+        "tests": ["tests/run/test_userhooks_trust.py::test_a_hook_file_another_user_could_change_is_"
+                  "refused[directory-others-can-write]",
+                  "tests/run/test_userhooks_trust.py::"
+                  "test_a_link_to_a_hook_file_in_a_shared_directory_is_refused",
+                  "tests/diff/test_diff_hostile.py::test_a_driver_another_user_could_change_is_"
+                  "refused_before_it_runs[NEW-directory-others-can-write]"],
+        "why": "a file in a directory others can write (without the sticky bit) is refused",
+    },
+    {
+        "name": "code-trust-sticky-refused",
+        "file": "shimgen/owned.py",
+        "old": "        if d.st_mode & 0o022 and not d.st_mode & stat.S_ISVTX:\n",
+        "new": "        if d.st_mode & 0o022:\n",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_a_hook_file_of_the_users_own_in_a_sticky_directory_is_used",
+                  "tests/diff/test_diff_hostile.py::"
+                  "test_a_driver_in_a_sticky_shared_directory_is_used"],
+        "why": "a sticky directory (others cannot rename or remove the user's file) is fine",
+    },
+    {
+        "name": "code-trust-directory-owner-unchecked",
+        "file": "shimgen/owned.py",
+        "old": "        if d.st_uid not in (me, 0):\n",
+        "new": "        if False:\n",
+        "tests": ["tests/run/test_userhooks_trust.py::test_a_hook_file_another_user_could_change_is_"
+                  "refused[directory-of-another-user]"],
+        "why": "a file in a directory another user owns (who can swap it) is refused",
+    },
+    {
+        "name": "userhooks-file-of-another-user-built",
+        "file": "shimgen/userhooks.py",
+        "old": "        why = distrust_code(fd, path)\n",
+        "new": "        why = \"\"\n",
+        "tests": ["tests/run/test_userhooks_trust.py::test_a_hook_file_another_user_could_change_is_"
+                  "refused"],
+        "why": "a hook file another user could change is refused by build, run and diff",
+    },
+    {
+        "name": "userhooks-control-character-in-path",
+        "file": "shimgen/userhooks.py",
+        "old": "        check_path_text(path, \"hook file\")\n",
+        "new": "",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_a_link_with_a_control_character_to_a_plain_hook_path_is_refused"],
+        "why": "a hook path with a control character is refused in one line, shown escaped",
+    },
+    {
+        "name": "userhooks-control-character-in-real-path",
+        "file": "shimgen/userhooks.py",
+        "old": "        check_path_text(os.path.realpath(path), \"hook file\")\n",
+        "new": "",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_a_link_to_a_hook_path_with_a_control_character_is_refused"],
+        "why": "a link to a hook path with a control character is refused too",
+    },
+    {
+        "name": "userhooks-over-the-limit-cut",
+        "file": "shimgen/userhooks.py",
+        "old": "    if len(data) > MAX_BYTES:\n        raise",
+        "new": "    data = data[:MAX_BYTES]\n    if False:\n        raise",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_a_hook_file_over_its_limit_is_refused_never_cut"],
+        "why": "a hook file over its limit is refused, never cut (two would share a cached shim)",
+    },
+    {
+        "name": "gates-profile-over-the-limit-cut",
+        "file": "shimgen/gates/profile.py",
+        "old": "        if len(data) > MAX_PROFILE_BYTES:\n",
+        "new": "        if False:\n",
+        "tests": ["tests/gates/test_profile_limit.py::"
+                  "test_a_profile_one_byte_over_its_limit_is_refused_never_cut"],
+        "why": "a gate profile over its limit is refused, never cut and used",
+    },
+    {
+        "name": "userhooks-copy-more-readable",
+        "file": "shimgen/render.py",
+        "old": "            write_private(path, user_source_text(hook.path, hook.data), hook.mode)\n",
+        "new": "            path.write_bytes(user_source_text(hook.path, hook.data))\n",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_a_builds_copy_of_a_hook_file_is_never_more_readable"],
+        "why": "a build's copy of a hook file is never more readable than the file",
+    },
+    {
+        "name": "userhooks-say-before-config",
+        "file": "runtime/userhooks.c",
+        "old": "    shimgen_config();\n    char line[1024];\n",
+        "new": "    char line[1024];\n",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_hook_say_writes_one_line_in_the_notice_file_from_a_constructor_too",
+                  "tests/run/test_userhooks_trust.py::test_hook_say_is_silent_under_shimgen_quiet"],
+        "why": "shimgen_hook_say from a hook's constructor goes where notices go, and keeps "
+               "quiet under SHIMGEN_QUIET",
+    },
+    {
+        "name": "userhooks-say-keeps-a-newline",
+        "file": "runtime/userhooks.c",
+        "old": "        if (line[k] == '\\n' || line[k] == '\\r')\n",
+        "new": "        if (line[k] == '\\r')\n",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_hook_say_writes_one_line_in_the_notice_file_from_a_constructor_too"],
+        "why": "a hook's notice with an LF is one line: it cannot forge a line of the shim's",
+    },
+    {
+        "name": "userhooks-say-keeps-a-carriage-return",
+        "file": "runtime/userhooks.c",
+        "old": "        if (line[k] == '\\n' || line[k] == '\\r')\n",
+        "new": "        if (line[k] == '\\n')\n",
+        "tests": ["tests/run/test_userhooks_trust.py::"
+                  "test_hook_say_writes_one_line_in_the_notice_file_from_a_constructor_too"],
+        "why": "a hook's notice with a CR is one line: it cannot overwrite a line on a terminal",
+    },
+    {
+        "name": "run-dir-swap-notice-by-path",
+        "file": "runtime/config.c",
+        "old": "    int at = shimgen_at_run_dir(shimgen_cfg.notice_file, &rel);\n",
+        "new": "    int at = AT_FDCWD;\n    rel = shimgen_cfg.notice_file;\n",
+        "tests": ["tests/run/test_run_safety.py::"
+                  "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
+        "why": "a program of the job never makes its notice file in a run directory put in "
+               "place of its own",
+    },
+    {
+        "name": "run-dir-swap-traces-by-path",
+        "file": "runtime/tracefile.c",
+        "old": "    int at = shimgen_at_run_dir(dir, &rel);\n",
+        "new": "    int at = AT_FDCWD;\n    rel = dir;\n",
+        "tests": ["tests/run/test_run_safety.py::"
+                  "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
+        "why": "a program of the job never makes traces/ in a run directory put in place of its "
+               "own",
+    },
+    {
+        "name": "run-dir-swap-timeline-by-path",
+        "file": "runtime/output.c",
+        "old": "    int at = shimgen_at_run_dir(dir, &rel);\n",
+        "new": "    int at = AT_FDCWD;\n    rel = dir;\n",
+        "tests": ["tests/run/test_run_safety.py::"
+                  "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
+        "why": "a program of the job never writes its timeline in a run directory put in place "
+               "of its own",
+    },
+    {
+        "name": "run-dir-identity-not-passed",
+        "file": "shimgen/run.py",
+        "old": ("        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,\n"
+                "                                (st.st_dev, st.st_ino))\n"),
+        "new": "        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts)\n",
+        "tests": ["tests/run/test_run_safety.py::"
+                  "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
+        "why": "run tells the job's processes which run directory is theirs",
+    },
     # ---- fault injection (SHIMGEN_INJECT): the keys, matching, refusals, the record ----
     {
         "name": "inject-nth-off-by-one",

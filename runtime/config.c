@@ -178,17 +178,93 @@ int shimgen_attr_override(int attribute, int *value)
     return 0;
 }
 
+/* SHIMGEN_RUN_DIR (set by `shimgen run`): "<device>:<inode>:<path>" of the run directory
+ * the job was started with. A file the shim opens under that path is reached through the
+ * directory opened and checked to be that one (shimgen_at_run_dir), never through a
+ * directory put in its place while the job runs. */
+static void parse_run_dir(const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long dev = strtoull(v, &end, 10);
+    if (errno || *end != ':' || *v < '0' || *v > '9')
+        goto bad;
+    const char *at = end + 1;
+    unsigned long long ino = strtoull(at, &end, 10);
+    if (errno || *end != ':' || *at < '0' || *at > '9' || end[1] != '/' ||
+        strlen(end + 1) >= sizeof shimgen_cfg.run_dir)
+        goto bad;
+    shimgen_cfg.run_dev = (dev_t)dev;
+    shimgen_cfg.run_ino = (ino_t)ino;
+    shimgen_copy_str(shimgen_cfg.run_dir, sizeof shimgen_cfg.run_dir, end + 1);
+    size_t n = strlen(shimgen_cfg.run_dir);
+    while (n > 1 && shimgen_cfg.run_dir[n - 1] == '/')
+        shimgen_cfg.run_dir[--n] = '\0';
+    return;
+bad:
+    shimgen_say("shimgen: SHIMGEN_RUN_DIR=%s is not <device>:<inode>:<absolute path>; "
+                "ignored\n", v);
+}
+
+/* Where to open `path` from: AT_FDCWD (and `path` itself) when it is not under the run
+ * directory; a descriptor of the run directory (close it) and the name under it, once that
+ * directory is checked to be the one the run made; -1 (errno ESTALE) when the run
+ * directory's path now names another directory (or none). */
+int shimgen_at_run_dir(const char *path, const char **rel)
+{
+    size_t n = strlen(shimgen_cfg.run_dir);
+    *rel = path;
+    if (!n || strncmp(path, shimgen_cfg.run_dir, n) != 0 || (path[n] && path[n] != '/'))
+        return AT_FDCWD;
+    int fd = open(shimgen_cfg.run_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != shimgen_cfg.run_dev ||
+                    st.st_ino != shimgen_cfg.run_ino)) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        errno = ESTALE;
+        return -1;
+    }
+    for (*rel = path + n; **rel == '/'; (*rel)++)
+        ;
+    if (!**rel)
+        *rel = ".";
+    return fd;
+}
+
+static int notice_dir_replaced;
+
 /* SHIMGEN_NOTICE_FILE: opened for each notice (notices are few; a descriptor kept open
  * could be closed or reused by the program), -1 when it cannot be: stderr then. Only a
  * regular file of this user's is written: opened without blocking (a FIFO with no reader
- * fails at once, one with a reader is refused by the check) and never through a link. */
+ * fails at once, one with a reader is refused by the check), never through a link, and
+ * under the run directory only through that directory (shimgen_at_run_dir). */
 static int open_notice_file(void)
 {
     if (!shimgen_cfg.notice_file[0])
         return -1;
-    int fd = open(shimgen_cfg.notice_file,
-                  O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-                  0600);
+    const char *rel;
+    int at = shimgen_at_run_dir(shimgen_cfg.notice_file, &rel);
+    if (at == -1) {
+        if (!__atomic_exchange_n(&notice_dir_replaced, 1, __ATOMIC_RELAXED)) {
+            char line[PATH_MAX + 160];
+            int n = snprintf(line, sizeof line, "shimgen: SHIMGEN_NOTICE_FILE=%s: the run "
+                             "directory %s is no longer the one this job started with; "
+                             "notices go to stderr\n", shimgen_cfg.notice_file,
+                             shimgen_cfg.run_dir);
+            if (n > 0)
+                (void)!write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n
+                                                                           : sizeof line - 1);
+        }
+        return -1;
+    }
+    int fd = openat(at, rel,
+                    O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                    0600);
+    if (at >= 0)
+        close(at);
     struct stat st;
     if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
         close(fd);
@@ -299,6 +375,9 @@ static void read_config(void)
 {
     const char *v = secure_getenv(SHIMGEN_ENV_QUIET);
     shimgen_cfg.quiet = v && *v && strcmp(v, "0") != 0;
+    v = secure_getenv(SHIMGEN_ENV_RUN_DIR);
+    if (v && *v)
+        parse_run_dir(v);
     v = secure_getenv(SHIMGEN_ENV_NOTICE_FILE);
     if (v && *v)
         parse_abs_name("SHIMGEN_NOTICE_FILE", v, shimgen_cfg.notice_file);

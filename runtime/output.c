@@ -250,10 +250,15 @@ struct shimgen_out *shimgen_out_open(const char *path, enum shimgen_out_name nam
     char dir[PATH_MAX] = ".";
     if (slash)
         shimgen_copy_str(dir, slash == path ? 2 : (size_t)(slash - path) + 1, path);
-    o->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    const char *rel; /* under the run directory: only through the one the job started with */
+    int at = shimgen_at_run_dir(dir, &rel);
+    o->dirfd = at == -1 ? -1 : openat(at, rel, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int e = errno;
+    if (at >= 0)
+        close(at);
     if (o->dirfd < 0)
-        return out_fail(o, errno);
-    int e = check_target(o);
+        return out_fail(o, e);
+    e = check_target(o);
     if (!e && !o->in_place)
         e = open_temp(o);
     return e ? out_fail(o, e) : o;

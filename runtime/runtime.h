@@ -52,6 +52,9 @@ struct shimgen_config {
     char timeline_file[PATH_MAX];
     char trace_dir[PATH_MAX];   /* SHIMGEN_TRACE_DIR, absolute; "" when unset */
     char notice_file[PATH_MAX]; /* SHIMGEN_NOTICE_FILE, absolute; "" when unset */
+    char run_dir[PATH_MAX];     /* SHIMGEN_RUN_DIR's path, absolute; "" when unset */
+    dev_t run_dev;              /* ... and the run directory's device and inode */
+    ino_t run_ino;
     enum trace_mode trace;
     int timeline;                  /* SHIMGEN_TRACE=timeline: TRACE_TIME plus events */
     unsigned long timeline_events; /* per-thread ring, a power of two */
@@ -74,6 +77,7 @@ struct shimgen_config {
     struct stat driver_stat;
 };
 extern struct shimgen_config shimgen_cfg;
+int shimgen_at_run_dir(const char *path, const char **rel);
 extern int shimgen_attr_trace;
 
 void shimgen_config(void);

@@ -93,17 +93,22 @@ static int grow(int fd, off_t off, off_t len)
 }
 
 /* The directory, made 0700 when it is missing; a symbolic link or someone else's is
- * refused. -1 (said once) when it cannot be used. */
+ * refused; under the run directory, reached only through the run directory the job started
+ * with (shimgen_at_run_dir). -1 (said once) when it cannot be used. */
 static int open_dir(void)
 {
-    const char *dir = shimgen_cfg.trace_dir;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && (mkdir(dir, 0700) == 0 || errno == EEXIST))
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const char *dir = shimgen_cfg.trace_dir, *rel;
+    int at = shimgen_at_run_dir(dir, &rel);
+    int fd = at == -1 ? -1 : openat(at, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && at != -1 && errno == ENOENT && (mkdir(dir, 0700) == 0 || errno == EEXIST))
+        fd = openat(at, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    if (at >= 0)
+        close(at);
     if (fd < 0) {
-        int e = errno;
-        say_once(e == ELOOP || e == ENOTDIR ? "not a directory (a symbolic link is refused)"
-                                            : "cannot open the directory", e, IN_MEMORY);
+        say_once(at == -1 ? "the run directory is no longer the one this job started with"
+                 : e == ELOOP || e == ENOTDIR ? "not a directory (a symbolic link is refused)"
+                                              : "cannot open the directory", e, IN_MEMORY);
         return -1;
     }
     struct stat st;

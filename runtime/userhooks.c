@@ -30,6 +30,9 @@ void shimgen_user_hooks_install(int loaded)
 __attribute__((format(printf, 1, 2))) void shimgen_hook_say(const char *fmt, ...);
 void shimgen_hook_say(const char *fmt, ...)
 {
+    /* A hook's constructor (priority 101) runs before the shim's: the notice file and
+     * SHIMGEN_QUIET are read first, once, as for every notice. */
+    shimgen_config();
     char line[1024];
     va_list ap;
     va_start(ap, fmt);

@@ -68,7 +68,12 @@ Compare two drivers as a shim sees them: the functions and objects added and
 removed, the cuGetProcAddress queries whose answer changes (another variant,
 a new _ptsz, a query that now fails), each gate's offset, bit, proof and init
 sites, and the hooked names that vanish or change. Exit status as diff(1):
-0 no differences, 1 differences, 2 trouble.""", """\
+0 no differences, 1 differences, 2 trouble.
+
+diff loads both drivers and runs their code as you (to ask their
+cuGetProcAddress): only compare drivers you would run. Each must be a file
+that only you or root can change, in directories only you or root can
+change; a shim built by shimgen is refused.""", """\
 example:
   shimgen diff /usr/lib/x86_64-linux-gnu/libcuda.so.1 new-driver/ --hook memlimit.c"""),
 }

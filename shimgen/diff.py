@@ -14,6 +14,7 @@ command line turns a ShimgenError into exit 2 for this command).
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import time
@@ -50,6 +51,29 @@ def driver_file(arg: str | Path) -> Path:
                            + (f" and with {len(found)} libcuda.so.<version> files"
                               if found else ""))
     return found[0]
+
+
+def check_runnable(image: DriverImage) -> None:
+    """diff loads each driver and runs its code (its constructors, its cuGetProcAddress) as
+    the user: a driver file is held to the rule of a hook file (owned.distrust_code), and a
+    shim (which `build` and `run` refuse as a driver too) is refused."""
+    from .infile import open_regular
+    from .model import check_not_a_shim
+    from .owned import distrust_code
+
+    check_not_a_shim(image)
+    try:
+        fd = open_regular(image.real_path)
+    except OSError as e:
+        raise ShimgenError(f"driver {image.path}: {e.strerror or e}") from None
+    try:
+        why = distrust_code(fd, image.real_path)
+    finally:
+        os.close(fd)
+    if why:
+        where = "" if image.real_path == image.path else f" ({image.real_path})"
+        raise ShimgenError(f"driver {image.path}{where}: {why}; diff loads it and runs its "
+                           "code as you, so only you (or root) may be able to change it")
 
 
 # ---- hooks: the names a hook file hooks or declares ---------------------------------------
@@ -212,6 +236,8 @@ def compare(old_path: Path, new_path: Path, gates: str = "default",
 
     start = time.monotonic()
     old, new = read_driver(old_path), read_driver(new_path)
+    for d in (old, new):
+        check_runnable(d)
     hook_files = hook_files or []
     for h in hook_files:
         _read_hook_file(h)  # a bad hook file is trouble before any work
@@ -221,7 +247,8 @@ def compare(old_path: Path, new_path: Path, gates: str = "default",
         queries: list[pa.Query] = []
         try:
             for d in (old, new):
-                queries.append(pa.Query(exe, d.real_path, d.function_names(), names))
+                queries.append(pa.Query(exe, d.real_path, d.function_names(), names,
+                                          Path(tmp)))
             found = [analyse(d) for d in (old, new)] if gates != "no" else [None, None]
             (va, sa), (vb, sb) = (q.result() for q in queries)
         finally:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .diff import TROUBLE, Diff, compare, driver_file
 from .diff_procaddr import APIS, FAR_VERSION, FLAGS, Span
 from .errors import ShimgenError, say
+from .report_output import shown as shown_text
 
 if TYPE_CHECKING:
     from .diff_gates import GateSide, GatesOf
@@ -79,10 +80,9 @@ def _summary(d: Diff) -> list[str]:
         f"  procaddr  {pa}",
         f"  gates     {_gates_summary(d)}",
         f"  hooks     {hooks}",
-        f"OLD  {d.old.real_path}  (version {d.old.version}, CUDA {d.cuda[0]}, build-id "
-        f"{d.old.build_id or 'none'})",
-        f"NEW  {d.new.real_path}  (version {d.new.version}, CUDA {d.cuda[1]}, build-id "
-        f"{d.new.build_id or 'none'})",
+        *(f"{label}  {shown_text(str(side.real_path))}  (version {side.version}, CUDA {cuda}, "
+          f"build-id {side.build_id or 'none'})"
+          for label, side, cuda in (("OLD", d.old, d.cuda[0]), ("NEW", d.new, d.cuda[1]))),
     ]
 
 
@@ -159,7 +159,7 @@ def _procaddr_section(d: Diff) -> list[str]:
 def _hooks_section(d: Diff) -> list[str]:
     lines = []
     for path, hooked in d.hooks.items():
-        lines += ["", f"Hooks of {path} ({len(hooked)} names)"]
+        lines += ["", f"Hooks of {shown_text(path)} ({len(hooked)} names)"]
         for h in hooked:
             where = ("" if h.in_old and h.in_new else " (exported by neither)"
                      if not (h.in_old or h.in_new) else "")

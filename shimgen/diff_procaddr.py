@@ -5,24 +5,32 @@ The querier is a small C program (diff_query.c), compiled once per user into
 `$XDG_CACHE_HOME/shimgen/tools/` (named by the digest of its source, so a changed source gets
 a new binary) and run once per driver: the real driver answers cuGetProcAddress without a
 GPU. Two drivers never share a process, and a driver that crashes its process is trouble for
-the command, not for shimgen. Both queriers run at once (`start`, then `Query.result`).
+the command, not for shimgen. Both queriers run at once (`Query`, then `Query.result`).
 
 For a name, an API (1: cuGetProcAddress, 2: cuGetProcAddress_v2) and flags (0, 1, 2), the
 answer is a step function of the CUDA version asked: the querier asks at every multiple of
-10 from 0 to the driver's own cuDriverGetVersion + 10 and at FAR_VERSION, and finds by
-bisection the exact first version of every new answer between two neighbouring points. Every
-version CUDA has used is a multiple of 10 (major * 1000 + minor * 10), so no step is missed.
+10 from 0 to the driver's own cuDriverGetVersion + 10 (never above FAR_VERSION) and at
+FAR_VERSION, and finds by bisection the exact first version of every new answer between two
+neighbouring points. Every version CUDA has used is a multiple of 10 (major * 1000 + minor *
+10), so no step is missed. More than MAX_STEPS steps for one query is not a driver's step
+function: the querier stops, so its work and output are bounded by the names (the export
+lists), whatever the answers do. The querier runs the driver's code: what it may reach and
+how long it may take are Query's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import selectors
 import shlex
-import stat
+import signal
 import subprocess
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +40,8 @@ from .errors import ShimgenError
 FAR_VERSION = 99999  # the highest version asked: what a future runtime would ask
 FLAGS = (0, 1, 2)  # CU_GET_PROC_ADDRESS_DEFAULT, _LEGACY_STREAM, _PER_THREAD_DEFAULT_STREAM
 APIS = {1: "cuGetProcAddress", 2: "cuGetProcAddress_v2"}
-QUERY_SECONDS = 120  # one driver's whole grid takes under a second
+QUERY_SECONDS = 120  # one driver's load and whole grid take under a second
+MAX_STEPS = 64  # diff_query.c: the most steps of one name, api and flags (a driver has a few)
 SOURCE = Path(__file__).with_name("diff_query.c")
 
 
@@ -99,16 +108,6 @@ def query_names(*exports: list[str]) -> list[str]:
 
 # ---- the querier: compiled once, run per driver ------------------------------------------
 
-def _private_dir(path: Path) -> bool:
-    """Whether `path` is a real directory of this user that nobody else can write."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
-            and not st.st_mode & 0o022)
-
-
 def _compile(source: bytes, out: Path) -> None:
     cc = shlex.split(os.environ.get("CC") or "cc")
     with tempfile.TemporaryDirectory(prefix=".diff-query-", dir=out.parent) as tmp:
@@ -127,84 +126,203 @@ def _compile(source: bytes, out: Path) -> None:
         os.rename(exe, out)  # whole, under its final name, or not at all
 
 
+def querier_name(source: bytes) -> str:
+    """The cached querier's file name: the digest of its source."""
+    return f"diff-query-{hashlib.sha256(source).hexdigest()[:16]}"
+
+
 def querier(tmp: Path) -> Path:
-    """The compiled querier: the cached one (`<cache>/tools/diff-query-<digest>`, made once,
-    in a directory of this user's that nobody else can write), or, when the cache cannot be
-    used, one compiled into `tmp`."""
+    """The compiled querier: the cached one (`<cache>/tools/diff-query-<digest>`, made once),
+    used only as the shim cache's files are (cache_trust: the cache root and tools/ opened
+    without following a symlink, each a directory of this user's that nobody else can
+    write, the program a regular file of this user's that nobody else can write); otherwise
+    one compiled into `tmp`, which is private."""
     from .cache_trust import cache_root
 
     try:
         source = SOURCE.read_bytes()
     except OSError as e:
         raise ShimgenError(f"shimgen's {SOURCE.name} is missing ({e.strerror})") from None
-    name = f"diff-query-{hashlib.sha256(source).hexdigest()[:16]}"
+    name = querier_name(source)
     tools = cache_root() / "tools"
-    try:
+    with contextlib.suppress(OSError):
         tools.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tools.mkdir(exist_ok=True, mode=0o700)
-    except OSError:
-        pass
-    if _private_dir(tools.parent) and _private_dir(tools):
-        exe = tools / name
-        try:
-            st = os.lstat(exe)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() \
-                    and not st.st_mode & 0o022:
-                return exe
-        except FileNotFoundError:
-            _compile(source, exe)
-            return exe
-        except OSError:
-            pass
+    cached = _cached_querier(tools, name)
+    if cached == "missing":
+        _compile(source, tools / name)
+        return tools / name
+    if cached == "ok":
+        return tools / name
     exe = tmp / name
     _compile(source, exe)
     return exe
 
 
-class Query:
-    """One driver's querier process, started at once; `result()` waits for its steps."""
+def _cached_querier(tools: Path, name: str) -> str:
+    """"ok" when `tools/name` may be run, "missing" when it may be made there, else why
+    neither (the cache's own checks, cache_trust.open_dir and open_file)."""
+    from .cache_trust import Unusable, open_dir, open_file
 
-    def __init__(self, exe: Path, driver: Path, exports: list[str], names: list[str]) -> None:
+    fds: list[int] = []
+    try:
+        for level in (tools.parent, tools.name):
+            fd, why = open_dir(level, fds[-1] if fds else None)
+            if why:
+                return why
+            fds.append(fd)
+        try:
+            os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+        except FileNotFoundError:
+            return "missing"
+        try:
+            fd, _ = open_file(fds[-1], name)
+        except Unusable as e:
+            return str(e)
+        os.close(fd)
+        return "ok"
+    except OSError as e:
+        return e.strerror or str(e)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+class Query:
+    """One driver's querier process, started at once; `result()` waits for its steps.
+
+    The querier runs the driver's code, so it gets no more than it needs: a process group
+    of its own (killed whole by `stop`, with whatever the driver started), stdin and stderr
+    /dev/null, no descriptor of shimgen's but the pipe it writes its answers to, and the
+    names in a file it reads before it loads the driver. A thread reads the pipe as it comes,
+    up to a cap that the number of names sets (MAX_STEPS lines per name, api and flags), so
+    a driver that floods it is stopped, never held in memory. The time limit is on the
+    querier's own exit: a process the driver left holding the pipe does not stall diff."""
+
+    def __init__(self, exe: Path, driver: Path, exports: list[str], names: list[str],
+                 work: Path) -> None:
         from .probe.child import child_env
 
         self.driver = driver
         have, asked = set(exports), set(names)
         lines = [("b " if n in have and n in asked else "e " if n in have else "q ") + n
                  for n in sorted(have | asked)]
-        self._out = tempfile.TemporaryFile()
+        self.cap = output_cap(lines)
+        fd, name = tempfile.mkstemp(prefix="names-", dir=work)
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        listing = Path(name)
+        self._reaped = False
+        self._chunks: list[bytes] = []
+        self._got = 0
+        self._over = False
+        self._done = threading.Event()
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
         try:
-            self._proc = subprocess.Popen([str(exe), str(driver), "0", str(FAR_VERSION)],
-                                          stdin=subprocess.PIPE, stdout=self._out,
-                                          stderr=subprocess.PIPE, env=child_env())
+            self._proc = subprocess.Popen(
+                [str(exe), str(driver), "0", str(FAR_VERSION), str(listing)],
+                stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.DEVNULL,
+                close_fds=True, start_new_session=True, env=child_env())
         except OSError as e:
-            self._out.close()
+            os.close(read_end)
             raise ShimgenError(f"cannot run the cuGetProcAddress querier {exe}: "
                                f"{e.strerror}") from None
-        self._input = ("\n".join(lines) + "\n").encode()
+        finally:
+            os.close(write_end)
+        self._started = time.monotonic()
+        self._reader = threading.Thread(target=self._read, args=(read_end,), daemon=True)
+        self._reader.start()
+
+    def _read(self, fd: int) -> None:
+        """The pipe read as it comes, until EOF, the cap, or the querier's exit (then what it
+        wrote before it exited, which is all in the pipe, and no more)."""
+        try:
+            os.set_blocking(fd, False)
+            with selectors.DefaultSelector() as sel:
+                sel.register(fd, selectors.EVENT_READ)
+                while True:
+                    exited = self._done.is_set()
+                    if not exited:
+                        sel.select(0.05)
+                    try:
+                        part = os.read(fd, 1 << 16)
+                    except BlockingIOError:
+                        if exited:
+                            return
+                        continue
+                    if not part:
+                        return
+                    self._got += len(part)
+                    if self._got > self.cap:
+                        self._over = True  # result() stops it: only it kills, and reaps
+                        return
+                    self._chunks.append(part)
+        finally:
+            os.close(fd)
+
+    def _kill(self) -> None:
+        """SIGKILL to the querier's process group (itself and all the driver started in it),
+        while the querier is not reaped: its id is still its own."""
+        if not self._reaped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+
+    def _end(self) -> None:
+        self._kill()
+        self._proc.wait()
+        self._reaped = True
+        self._done.set()
+        self._reader.join()
+
+    def _wait_exit(self, seconds: float) -> bool:
+        """Whether the querier exited within `seconds`; it is left a zombie (not reaped), so
+        its process group's id cannot be taken by another process before it is killed."""
+        deadline = self._started + seconds
+        while True:
+            try:
+                if os.waitid(os.P_PID, self._proc.pid,
+                             os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return True
+            except ChildProcessError:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0 or self._over:
+                return False
+            time.sleep(min(0.01, left))
 
     def result(self) -> tuple[int, Steps]:
         """(the driver's cuDriverGetVersion, its steps), or a ShimgenError of one line."""
-        try:
-            _, err = self._proc.communicate(self._input, timeout=QUERY_SECONDS)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-            raise ShimgenError(f"driver {self.driver}: its cuGetProcAddress answers took "
-                               f"over {QUERY_SECONDS} s; stopped") from None
+        exited = self._wait_exit(QUERY_SECONDS)
+        self._end()
+        if self._over:
+            raise ShimgenError(f"driver {self.driver}: the process asking its cuGetProcAddress "
+                               f"wrote more than {self.cap} bytes (the answers for its names "
+                               "take far less); stopped")
+        if not exited:
+            raise ShimgenError(f"driver {self.driver}: the process asking its cuGetProcAddress "
+                               f"(the driver's load and its answers) had not finished after "
+                               f"{QUERY_SECONDS} s; stopped")
+        text = b"".join(self._chunks).decode(errors="replace")
         rc = self._proc.returncode
         if rc != 0:
-            why = (err.decode(errors="replace").strip().splitlines() or [""])[-1]
+            said = [ln[2:] for ln in text.splitlines() if ln.startswith("x ")]
+            why = said[-1] if said else ""
             what = f"died of signal {-rc}" if rc < 0 else f"failed ({why or f'exit {rc}'})"
             raise ShimgenError(f"driver {self.driver}: the process asking its "
                                f"cuGetProcAddress {what}")
-        self._out.seek(0)
-        return parse(self._out.read().decode(errors="replace"), self.driver)
+        return parse(text, self.driver)
 
     def stop(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        self._out.close()
+        """The querier's process group killed, the querier reaped, the reader ended."""
+        self._end()
+
+
+def output_cap(lines: list[str]) -> int:
+    """The most the querier may write for these names: MAX_STEPS + 1 lines per name, api and
+    flags, each at most the longest line a name can give (both numbers at their widest)."""
+    longest = max((len(ln) for ln in lines), default=0)
+    line = 2 * longest + 64
+    return 64 + len(lines) * len(APIS) * len(FLAGS) * (MAX_STEPS + 1) * line
 
 
 def parse(text: str, driver: Path) -> tuple[int, Steps]:

@@ -43,6 +43,7 @@ class UserHookFile:
     sha256: str
     hooks: tuple[str, ...] = ()  # the exports it defines SHIMGEN_HOOK for
     calls: tuple[str, ...] = ()  # the exports it calls through SHIMGEN_REAL
+    mode: int = 0o600  # its permission bits: a copy is never more readable than the file
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,14 @@ class ShimModel:
         return [f.name for f in self.functions] + list(self.extra_exports)
 
 
+def check_not_a_shim(driver: DriverImage) -> None:
+    """Refuse a library that exports what only the shim does (a shim given as the driver,
+    `build`, `run` and `diff` alike)."""
+    clash = [n for n in LOADER_EXPORTS if n in set(driver.function_names())]
+    if clash:
+        raise ShimgenError(f"driver {driver.path} exports {clash[0]}, which the shim needs")
+
+
 def build_model(
     driver: DriverImage,
     argv: list[str],
@@ -113,9 +122,7 @@ def build_model(
         if hook.feature not in FEATURES:
             raise ShimgenError(f"hook table: {hook.name} has unknown feature {hook.feature!r}")
         by_name[hook.name] = hook
-    clash = [n for n in LOADER_EXPORTS if n in known]
-    if clash:
-        raise ShimgenError(f"driver {driver.path} exports {clash[0]}, which the shim needs")
+    check_not_a_shim(driver)
     functions = tuple(Function(i, n, by_name.get(n), returns_result(n))
                       for i, n in enumerate(names))
     return ShimModel(driver=driver, functions=functions, command=shlex.join(argv), gates=gates)

@@ -5,6 +5,7 @@ C runtime and assembly (runtime/), so that a build directory is complete on its 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -126,6 +127,16 @@ def user_source_text(path: Path, data: bytes) -> bytes:
     return f"#line 1 {c_string(path)}\n".encode() + data
 
 
+def write_private(path: Path, data: bytes, mode: int) -> None:
+    """A copy of a user's file: never more readable than the file (`mode`, its permission
+    bits), whatever the umask; the owner may always read and write it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o600 | (mode & 0o044))
+        f.write(data)
+
+
 def hook_header() -> str:
     """shimgen/hook.h: the same for every driver (`shimgen hook-header` prints it)."""
     return environment().get_template("hook.h.j2").render(
@@ -180,7 +191,7 @@ def render(model: ShimModel, dest: Path) -> list[Path]:
         if source.startswith(USER_SOURCE):
             assert model.user is not None
             hook = model.user.files[int(source[len(USER_SOURCE):])]
-            path.write_bytes(user_source_text(hook.path, hook.data))
+            write_private(path, user_source_text(hook.path, hook.data), hook.mode)
         elif source.startswith("runtime/"):
             shutil.copyfile(runtime / name, path)
         else:

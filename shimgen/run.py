@@ -285,7 +285,9 @@ def run(opts: RunOptions) -> int:
 
     try:
         layout(run_dir, opts.trace)
-        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts)
+        st = os.fstat(run_dir.fd)
+        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,
+                                (st.st_dev, st.st_ino))
         record = _record(opts, driver, profile, key, entry, env, start)
         write_json(run_dir, record)
         waiting = take_pending(forwarded)

@@ -35,6 +35,7 @@ ENV_TIMELINE_FILE = ENV["TIMELINE_FILE"]
 ENV_DRIVER = ENV["DRIVER"]
 ENV_GATES = ENV["GATES"]
 ENV_INJECT = ENV["INJECT"]
+ENV_RUN_DIR = ENV["RUN_DIR"]
 # Inherited, they would send this run's record elsewhere or make a process think another
 # owns the trace file: never passed on. SHIMGEN_INJECT: only --inject's rules, which the
 # run checks and records.
@@ -172,11 +173,17 @@ def signal_name(sig: int | None) -> str | None:
         return f"SIG{sig}"
 
 
-def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts
-                      ) -> dict[str, str]:
+def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
+                      ident: tuple[int, int] | None = None) -> dict[str, str]:
     """`base` with the shim first in LD_PRELOAD (what was there kept after it) and the
-    trace sent to `run_dir`, as `opts` (run.RunOptions) asks."""
+    trace sent to `run_dir`, as `opts` (run.RunOptions) asks. `ident`, the run directory's
+    (device, inode): the shim reaches what it makes under the run directory only through
+    that directory (SHIMGEN_RUN_DIR), never through one put in its place."""
     env = {k: v for k, v in base.items() if k not in ENV_DROPPED}
+    if ident is not None:
+        env[ENV_RUN_DIR] = f"{ident[0]}:{ident[1]}:{os.path.abspath(run_dir)}"
+    else:
+        env.pop(ENV_RUN_DIR, None)
     before = base.get(ENV_PRELOAD, "")
     env[ENV_PRELOAD] = f"{shim}:{before}" if before.strip() else str(shim)
     env[ENV_TRACE] = opts.trace  # --trace MODE is the value (runenv.TRACE_MODES)

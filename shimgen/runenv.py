@@ -20,6 +20,7 @@ ENV = {
     "GATES": "SHIMGEN_GATES",
     "GATE_METHOD": "SHIMGEN_GATE_METHOD",
     "INJECT": "SHIMGEN_INJECT",
+    "RUN_DIR": "SHIMGEN_RUN_DIR",
 }
 
 # SHIMGEN_GATE_METHOD's values, by the number the shim's configuration keeps (facts.h:

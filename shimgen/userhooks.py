@@ -17,10 +17,12 @@ import dataclasses
 import os
 import re
 import shlex
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
+from .elfnotes import check_path_text
 from .errors import ShimgenError
 from .model import ShimModel, UserHookFile, UserHooks
 
@@ -39,26 +41,45 @@ def _sha256(data: bytes) -> str:
 
 
 def load(paths: list[str] | tuple[str, ...]) -> tuple[UserHookFile, ...]:
-    """The hook files named by --hook, read once each (a regular file, at most MAX_BYTES)."""
-    from .infile import read_regular
-
+    """The hook files named by --hook, read once each: a regular file of at most MAX_BYTES,
+    its path plain text, and trusted as code (owned.distrust_code: it runs as the user)."""
     files = []
     for given in paths:
         if not str(given).strip():
             raise ShimgenError("--hook: empty path")
         path = Path(given).absolute()
+        check_path_text(path, "hook file")
+        check_path_text(os.path.realpath(path), "hook file")
         if path.suffix != ".c":
-            raise ShimgenError(f"hook file {given}: not a C file (FILE.c)")
-        try:
-            data = read_regular(path, MAX_BYTES)
-        except OSError as e:
-            raise ShimgenError(f"hook file {given}: {e.strerror or e}") from None
-        if len(data) > MAX_BYTES:
-            raise ShimgenError(f"hook file {given}: larger than {MAX_BYTES} bytes")
+            raise ShimgenError(f"hook file {path}: not a C file (FILE.c)")
+        data, mode = _read_trusted(path)
         if any(f.path == path for f in files):
-            raise ShimgenError(f"hook file {given} is given twice")
-        files.append(UserHookFile(path, data, _sha256(data)))
+            raise ShimgenError(f"hook file {path} is given twice")
+        files.append(UserHookFile(path, data, _sha256(data), mode=mode))
     return tuple(files)
+
+
+def _read_trusted(path: Path) -> tuple[bytes, int]:
+    """The bytes of the hook file at `path` and its permission bits, read from one
+    descriptor that was checked: a regular file, not over MAX_BYTES, that only this user (or
+    root) can change, in directories that only they can change (a sticky one aside)."""
+    from .infile import open_regular
+    from .owned import distrust_code
+
+    try:
+        fd = open_regular(path)
+    except OSError as e:
+        raise ShimgenError(f"hook file {path}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        why = distrust_code(fd, path)
+        if why:
+            raise ShimgenError(f"hook file {path}: {why}; a hook file runs as you, so only "
+                               "you (or root) may be able to change it")
+        data = f.read(MAX_BYTES + 1)
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    if len(data) > MAX_BYTES:
+        raise ShimgenError(f"hook file {path}: larger than {MAX_BYTES} bytes")
+    return data, mode
 
 
 def digest(files: tuple[UserHookFile, ...]) -> str:
@@ -216,6 +237,8 @@ def variants(model: ShimModel, name: str) -> list[str]:
 def summary(model: ShimModel) -> list[str]:
     """The build summary's lines for the user's hooks: each hooked function, and the other
     variants the driver exports, which the hook does not reach."""
+    from .report_output import shown
+
     if model.user is None:
         return []
     lines = []
@@ -224,7 +247,8 @@ def summary(model: ShimModel) -> list[str]:
         others = variants(model, f.name)
         also = (f"; not hooked: {', '.join(others)} (other exports; hook each one you need)"
                 if others else "")
-        lines.append(f"user hook  {f.name} from {model.user.files[f.user_hook].path}{also}")
+        lines.append(f"user hook  {f.name} from {shown(str(model.user.files[f.user_hook].path))}"
+                     f"{also}")
     return lines
 
 

@@ -28,6 +28,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -174,6 +175,47 @@ def test_a_run_directory_swapped_while_the_command_runs_gets_nothing_of_run(driv
     assert all(p.stat().st_uid == OTHER for p in (out, out / "notices.log", out / "traces"))
     assert (f"report: {out} is no longer this run's directory (it was moved or replaced while "
             "the command ran); not read") in err.splitlines(), err
+
+
+def test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there(
+        driver, cache, other, shared, tmp_path):
+    """As above, but the other user's directory is empty but for their timeline/ (0777),
+    and after the swap the command starts a program that loads the shim (a notice at its
+    load), makes a traced call and writes a timeline: the program's shim reaches the files of
+    the run only through the run directory it was started with (SHIMGEN_RUN_DIR), so
+    nothing of it lands in theirs; its notice goes to stderr, with one line that says why."""
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    out = shared / "open" / "run"
+    moved = shared / "open" / "moved"
+    os.mkfifo(go)
+    program = ("import ctypes; v = ctypes.c_int(); "
+               "ctypes.CDLL('libcuda.so.1').cuDriverGetVersion(ctypes.byref(v))")
+    q = shlex.quote
+    script = (f"touch {q(str(ready))}; read x < {q(str(go))}; "
+              f"exec {q(sys.executable)} -c {q(program)}")
+    env = base_env(cache, SHIMGEN_ATTR_OVERRIDE="foo")  # a notice from each shim's load
+    proc = subprocess.Popen(run_argv(driver, "--trace", "timeline", "-o", str(out), "--", "sh",
+                                     "-c", script),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.01)
+        as_other(other, f"mv {q(str(out))} {q(str(moved))} && mkdir -m 777 {q(str(out))} && "
+                        f"mkdir -m 777 {q(str(out / 'timeline'))}")
+        with open(go, "w") as fh:
+            fh.write("go\n")
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert sorted(os.listdir(out)) == ["timeline"] and os.listdir(out / "timeline") == [], err
+    assert f"SHIMGEN_NOTICE_FILE={moved.parent / 'run' / 'notices.log'}: the run directory " \
+        f"{out} is no longer the one this job started with; notices go to stderr" in err, err
+    assert _record(moved)["exit"]["status"] == 0
 
 
 # ---- the shim's path in LD_PRELOAD ---------------------------------------------------------
