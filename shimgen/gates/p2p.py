@@ -24,70 +24,26 @@ code has no such compare gets `P2PGate.status` "none" and the reason."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from capstone import CsInsn
 from capstone import x86 as cx86
 
 from ..elf import DriverImage
 from .flow import Function, walk_function
-from .profile import ByteChange, InsnRef
+from .p2p_profile import FOUND, NONE, P2P_GATE, P2PCheck, P2PGate
+from .profile import ByteChange
 from .x86 import Code, fam, is_jcc
 
-P2P_GATE = "p2p-mixed"
 #: the entry points walked for the field, in order: the first that reaches a compare names it
 ENTRIES = ("cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuDeviceGetP2PAttribute",
            "cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync")
 MAX_DEPTH = 4
 MAX_FUNCTIONS = 48
-FOUND, NONE = "found", "none"
 
 _REX = range(0x40, 0x50)
 #: what the branch after the compare becomes: (old opcode bytes) -> new bytes, per length
 _JE8, _JE32, _JNE8, _JNE32 = b"\x74", b"\x0f\x84", b"\x75", b"\x0f\x85"
-
-
-@dataclass(frozen=True)
-class P2PCheck:
-    """One compare of the field between two device structs and the branch after it.
-    ``equal_target``: where the branch sends equal fields (the compatible side);
-    ``reached_from``: the entry points whose direct-call walk reaches this function."""
-
-    loads: list[InsnRef]
-    compare: InsnRef
-    branch: InsnRef
-    struct_regs: list[str]  # the registers that hold the two structs, in the loads' order
-    equal_target: int = field(metadata={"json": "hex"})
-    changes: list[ByteChange]
-    reached_from: list[str] = field(default_factory=list)
-
-
-@dataclass
-class P2PGate:
-    """The ``p2p-mixed`` gate of one build: the field, every check, their proof
-    (p2p_prove.py). status: "found" or "none" (``why`` says what is missing)."""
-
-    JSON_EXTRA = {"kind": "name"}
-
-    name: str
-    status: str
-    why: str
-    offset: int | None = field(metadata={"json": "hex"})
-    size: int
-    found_from: list[str]
-    checks: list[P2PCheck]
-    proof: dict[str, Any] | None = None
-
-    kind = "branch"
-
-    @property
-    def changes(self) -> list[ByteChange]:
-        return [c for k in self.checks for c in k.changes]
-
-    @property
-    def proven(self) -> bool:
-        return bool(self.proof) and self.proof.get("ok") is True
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from unicorn import UC_HOOK_CODE, Uc
 from ..elf import DriverImage
 from .emulator import PAGE, SCRATCH, STACK, STACK_SIZE, Emulator
 from .facts import BASE
-from .p2p import P2PCheck, P2PGate
+from .p2p_profile import FOUND, P2PCheck, P2PGate
 from .x86 import Code
 
 #: the field's values in the two structs: equal, then different (two generations' codes the
@@ -128,7 +128,7 @@ def prove_p2p(image: DriverImage, gate: P2PGate, code: Code | None = None) -> di
     if bad:
         problems.append(f"{len(bad)} recorded instructions differ from the file "
                         f"(first at {bad[0].vaddr:#x})")
-    elif gate.checks:
+    elif gate.status == FOUND and gate.checks:
         emu = Emulator(code or Code(image), max((gate.offset or 0) + 0x1000, STRUCT_SIZE))
         for k in gate.checks:
             p = prove_check(emu, k, gate.offset or 0)
