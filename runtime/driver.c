@@ -127,7 +127,7 @@ static void check_identity(void *handle)
                             shimgen_cfg.driver_path, q.hex);
                 why[0] = '\0';
             }
-        } else if (ok) {
+        } else if (ok && shimgen_gates_struct_possible(why, sizeof why)) {
             shimgen_gates_activate();
             shimgen_cfg.features |= SHIMGEN_FEATURE_GATES | SHIMGEN_FEATURE_ATTRS;
             shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s)\n",

@@ -91,6 +91,20 @@ int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, cha
     return 1;
 }
 
+/* Whether the struct method can apply the selection: a selected gate with no field and no
+ * global (p2p-mixed, a branch of the driver's code) is applied only by
+ * SHIMGEN_GATE_METHOD=init. Returns 1, or 0 with the reason in `why`. */
+int shimgen_gates_struct_possible(char *why, size_t whycap)
+{
+    for (unsigned g = 0; g < plan->ngates; g++)
+        if (plan->selection[g] && !plan->gates[g].nfields && !plan->gates[g].nglobals) {
+            snprintf(why, whycap, "gate %s changes the driver's code only (give "
+                     "SHIMGEN_GATE_METHOD=init)", plan->gates[g].name);
+            return 0;
+        }
+    return 1;
+}
+
 /* The struct method: from now on the hooks' shimgen_gates_apply writes the selection. Called
  * only after shimgen_gates_verify accepted the loaded driver. */
 void shimgen_gates_activate(void)
