@@ -20,7 +20,7 @@ import pytest
 
 from shimgen.elf import DriverImage, Segment, read_image
 from shimgen.gates.emulator import Emulator
-from shimgen.gates.p2p import _compare_at, discover_p2p
+from shimgen.gates.p2p import _change, _compare_at, discover_p2p
 from shimgen.gates.p2p_prove import STRUCT_SIZE, prove_check, prove_p2p
 from shimgen.gates.plan import load_plan
 from shimgen.gates.profile import ByteChange, load_profile
@@ -148,6 +148,29 @@ def test_the_finder_wants_two_structs_one_field_and_a_branch_on_it():
     }
     for what, code in variants.items():
         assert _at(code) is None, what
+
+
+@pytest.mark.parametrize("raw", ["7410", "0f8410000000", "7510", "0f8510000000"])
+def test_the_change_always_takes_the_equal_side(raw):
+    """je becomes a jmp to the same place (``74`` -> ``eb``; ``0f 84`` -> ``90 e9``, the
+    rel32 unchanged); jne becomes a no-op of its own length: equal fields' way."""
+    from capstone import CS_ARCH_X86, CS_MODE_64, Cs
+
+    at = 0x1000
+    old = bytes.fromhex(raw)
+    md = Cs(CS_ARCH_X86, CS_MODE_64)
+    (branch,) = md.disasm(old, at)
+    new = bytearray(old)
+    for i, _, b in _change(branch):
+        new[i] = b
+    got = list(md.disasm(bytes(new), at))
+    assert sum(i.size for i in got) == len(old)
+    if branch.mnemonic == "je":
+        assert [i.mnemonic for i in got][-1] == "jmp"
+        assert got[-1].operands[0].imm == branch.operands[0].imm
+        assert all(i.mnemonic == "nop" for i in got[:-1])
+    else:
+        assert all(i.mnemonic == "nop" for i in got)
 
 
 # ---- the gate in the profile, the plan, `shimgen patch`, `shimgen diff` ----
