@@ -42,7 +42,7 @@ MAX_DEPTH = 4
 MAX_FUNCTIONS = 48
 
 _REX = range(0x40, 0x50)
-#: what the branch after the compare becomes: (old opcode bytes) -> new bytes, per length
+#: the branch forms after a compare that the change knows (the opcode bytes)
 _JE8, _JE32, _JNE8, _JNE32 = b"\x74", b"\x0f\x84", b"\x75", b"\x0f\x85"
 
 
@@ -60,8 +60,8 @@ class _Compare:
 
 def _load(ins: CsInsn) -> tuple[str, int] | None:
     """``mov disp(%base),%r64`` (no index, not rip/rsp): (base register, disp)."""
-    if ins.mnemonic != "mov" or len(ins.operands) != 2 or ins.bytes[0] in _REX \
-            and ins.bytes[1] in _REX:
+    if ins.mnemonic != "mov" or len(ins.operands) != 2 \
+            or (ins.bytes[0] in _REX and ins.bytes[1] in _REX):  # a stray byte decoded as REX
         return None
     dst, src = ins.operands
     if dst.type != cx86.X86_OP_REG or dst.size != 8 or src.type != cx86.X86_OP_MEM \
@@ -200,9 +200,9 @@ def _field(code: Code) -> tuple[int | None, list[str], str, dict[int, list[str]]
 # Every check of the field
 
 
-def _change(branch: CsInsn) -> list[ByteChange] | None:
-    """The bytes that make `branch` always take the equal side (None: not a je/jne form
-    this knows)."""
+def _change(branch: CsInsn) -> list[tuple[int, int, int]] | None:
+    """The bytes that make `branch` always take the equal side, as (index in the
+    instruction, old, new); None for a form this does not know."""
     raw = bytes(branch.bytes)
     if raw[:1] == _JE8 and len(raw) == 2:
         new = b"\xeb" + raw[1:]
@@ -214,7 +214,7 @@ def _change(branch: CsInsn) -> list[ByteChange] | None:
         new = b"\x66\x0f\x1f\x44\x00\x00"
     else:
         return None
-    return [(i, a, b) for i, (a, b) in enumerate(zip(raw, new, strict=True)) if a != b]  # type: ignore[misc]
+    return [(i, a, b) for i, (a, b) in enumerate(zip(raw, new, strict=True)) if a != b]
 
 
 def _checks(code: Code, offset: int, reach: dict[int, list[str]],
