@@ -159,6 +159,7 @@ def test_the_change_always_takes_the_equal_side(raw):
     at = 0x1000
     old = bytes.fromhex(raw)
     md = Cs(CS_ARCH_X86, CS_MODE_64)
+    md.detail = True
     (branch,) = md.disasm(old, at)
     new = bytearray(old)
     for i, _, b in _change(branch):
