@@ -1818,4 +1818,14 @@ MUTATIONS = [
         "why": "SHIMGEN_GATES=p2p-mixed without the init method is refused, not said to be in "
                "effect while nothing is written",
     },
+    {
+        "name": "p2p-plan-branch-bytes-unchecked",
+        "file": "shimgen/gates/plan.py",
+        "old": "        refs += profile.p2p.insns()\n",
+        "new": "        pass\n",
+        "tests": ["tests/gates/test_p2p.py::"
+                  "test_gates_json_has_the_p2p_gate_and_a_changed_byte_is_proven_again"],
+        "why": "the shim compares each P2P check's loads, compare and branch with the loaded "
+               "driver before it changes a branch byte",
+    },
 ]
