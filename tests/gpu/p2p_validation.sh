@@ -103,10 +103,13 @@ sys.exit(0 if ok else 1)
 PY
 
 say "the five workloads of docs/validation.md, in each way"
+set +e
 W=$(mktemp -d /tmp/shimgen-p2p.XXXXXX)
 CUDA_INC=/usr/local/cuda/include
-gcc -O2 -Wall -Wextra -o "$W/driver_api" tests/gpu/driver_api.c -I"$CUDA_INC" "$DRIVER"
-gcc -O2 -Wall -Wextra -o "$W/cudart_entry" tests/c/cudart_entry.c -ldl
+gcc -O2 -Wall -Wextra -o "$W/driver_api" tests/gpu/driver_api.c -I"$CUDA_INC" "$DRIVER" \
+  || { say "FAIL driver_api.c did not compile"; fail=1; }
+gcc -O2 -Wall -Wextra -o "$W/cudart_entry" tests/c/cudart_entry.c -ldl \
+  || { say "FAIL cudart_entry.c did not compile"; fail=1; }
 NVPY=$($PY -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
 CUDART=$( { [ -n "$NVPY" ] && find "$NVPY" -name 'libcudart.so.13*' 2>/dev/null; ls /usr/local/cuda/lib64/libcudart.so.13* 2>/dev/null; } | head -1)
 NRANKS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
@@ -132,7 +135,6 @@ workload() {
   [ $same = yes ] || fail=1
   echo "| $name | ${res[*]} | same result lines: $same | $(head -c 120 "$W/$name.plain.lines" | tr '\n' ' ') |" | tee -a "$LOG"
 }
-set +e
 workload driver_api '^(DRIVER_API_OK|driver )' "$W/driver_api"
 workload cudart_entry '^cudaGetDriverEntryPoint(ByVersion)? rc 0 call_rc 0' "$W/cudart_entry" "$CUDART"
 workload train '^(FINAL_LOSS|PARAM_SUM|TRAIN_ACC)' $PY tests/gpu/train.py
