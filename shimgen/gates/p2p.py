@@ -2,10 +2,11 @@
 devices whose per-device 64-bit generation field differs, found by analysis of one build
 (docs/gates.md, "The P2P gate").
 
-1. **The field.** From ``cuDeviceCanAccessPeer`` (then ``cuCtxEnablePeerAccess``,
-   ``cuDeviceGetP2PAttribute`` and the peer copies, when the first reaches none), the
-   functions reached through direct calls and relocated tail jumps are walked breadth first
-   (at most 4 levels, 48 functions). The first level holding a *field compare* gives the
+1. **The field.** From ``cuDeviceCanAccessPeer``, the functions reached through direct
+   calls and relocated tail jumps are walked breadth first (at most 4 levels, 48
+   functions); the other peer entry points (``cuCtxEnablePeerAccess``,
+   ``cuDeviceGetP2PAttribute``, the peer copies) are walked the same way to say which
+   checks they reach. The first level holding a *field compare* gives the
    field: ``mov off(%a),%r1; mov off(%b),%r2; cmp %r2,%r1`` (two 8-byte loads of one
    displacement through two different struct registers, compared, the next instruction a
    ``je``/``jne``). All compares of that level must name the same displacement.
@@ -35,7 +36,8 @@ from .p2p_profile import FOUND, NONE, P2P_GATE, P2PCheck, P2PGate
 from .profile import ByteChange
 from .x86 import Code, fam, is_jcc
 
-#: the entry points walked for the field, in order: the first that reaches a compare names it
+#: the entry points walked: the first (the peer query) names the field; each check says which
+#: of them reach it by direct calls
 ENTRIES = ("cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuDeviceGetP2PAttribute",
            "cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync")
 MAX_DEPTH = 4
@@ -73,10 +75,11 @@ def _load(ins: CsInsn) -> tuple[str, int] | None:
     return base, src.mem.disp
 
 
-def _compare_at(code: Code, first: CsInsn) -> _Compare | None:
+def _compare_at(code: Code, first: CsInsn, changed: bool = False) -> _Compare | None:
     """The field compare starting at `first` (the first load), or None: the second load of
     the same displacement through another register within the next three instructions,
-    then ``cmp`` of the two loaded registers, then ``je``/``jne``."""
+    then ``cmp`` of the two loaded registers, then ``je``/``jne`` (with `changed`: the
+    branch as this module changes it, ``jmp`` or ``nop; jmp``, as in a patched copy)."""
     one = _load(first)
     if one is None:
         return None
@@ -95,7 +98,7 @@ def _compare_at(code: Code, first: CsInsn) -> _Compare | None:
             second = ins
             continue
         if ins.mnemonic == "cmp" and second is not None:
-            return _cmp(code, first, second, ins, one[1])
+            return _cmp(code, first, second, ins, one[1], changed)
         if is_jcc(ins) or ins.mnemonic in ("call", "jmp", "ret") or ins.mnemonic.startswith("cmp"):
             return None
         written = {fam(ins, o.reg) for o in ins.operands[:1] if o.type == cx86.X86_OP_REG}
@@ -105,22 +108,25 @@ def _compare_at(code: Code, first: CsInsn) -> _Compare | None:
     return None
 
 
-def _cmp(code: Code, first: CsInsn, second: CsInsn, cmp: CsInsn, offset: int) -> _Compare | None:
+def _cmp(code: Code, first: CsInsn, second: CsInsn, cmp: CsInsn, offset: int,
+         changed: bool) -> _Compare | None:
     regs = {fam(first, first.operands[0].reg), fam(second, second.operands[0].reg)}
     ops = cmp.operands
     if len(ops) != 2 or any(o.type != cx86.X86_OP_REG or o.size != 8 for o in ops) \
             or {fam(cmp, o.reg) for o in ops} != regs:
         return None
     branch = code.insn(cmp.address + cmp.size)
-    if branch is None or branch.mnemonic not in ("je", "jne"):
+    if branch is not None and changed and branch.mnemonic == "nop" and branch.size == 1:
+        branch = code.insn(branch.address + 1)
+    if branch is None or branch.mnemonic not in (("jmp",) if changed else ("je", "jne")):
         return None
     return _Compare((first, second), cmp, branch, offset)
 
 
-def _compares_in(code: Code, fn: Function) -> list[_Compare]:
+def _compares_in(code: Code, fn: Function, changed: bool = False) -> list[_Compare]:
     out = []
     for va in sorted(fn.insns):
-        got = _compare_at(code, fn.insns[va])
+        got = _compare_at(code, fn.insns[va], changed)
         if got is not None:
             out.append(got)
     return out
@@ -159,41 +165,40 @@ def _walk(code: Code, entry: int, name: str) -> tuple[list[list[Function]], dict
 def _field(code: Code) -> tuple[int | None, list[str], str, dict[int, list[str]],
                                 list[Function]]:
     """(offset, how it was reached, why not, function -> entry points reaching it, every
-    function walked)."""
+    function walked). The field comes from the peer query (`ENTRIES[0]`) alone: another
+    entry point's first compare could be of anything."""
     reach: dict[int, list[str]] = {}
     walked: list[Function] = []
-    found: tuple[int, list[str]] | None = None
-    missing = []
-    why = ""
+    levels_of: dict[str, tuple[list[list[Function]], dict[int, str]]] = {}
     for name in ENTRIES:
         sym = code.image.function(name)
         if sym is None or not sym.address:
-            missing.append(name)
             continue
-        levels, how = _walk(code, sym.address, name)
+        levels, how = levels_of[name] = _walk(code, sym.address, name)
         for level in levels:
             for fn in level:
                 reach.setdefault(fn.entry, []).append(name)
                 walked.append(fn)
-        if found is not None:
+    query = ENTRIES[0]
+    if query not in levels_of:
+        return None, [], f"the driver does not export {query}", reach, walked
+    levels, how = levels_of[query]
+    for level in levels:
+        hits = [(fn, c) for fn in level for c in _compares_in(code, fn)]
+        if not hits:
             continue
-        for level in levels:
-            hits = [(fn, c) for fn in level for c in _compares_in(code, fn)]
-            if not hits:
-                continue
-            offsets = sorted({c.offset for _, c in hits})
-            if len(offsets) > 1:
-                why = (f"{name}: the functions at one level compare more than one field "
-                       f"({', '.join(map(hex, offsets))})")
-                break
-            found = offsets[0], sorted({how[fn.entry] for fn, _ in hits})
-            break
-    if found is None:
-        why = why or ("no function within reach of " + ", ".join(
-            n for n in ENTRIES if n not in missing) + " compares one 8-byte field of two "
-            "structs and branches on it")
-        return None, [], why, reach, walked
-    return found[0], found[1], "", reach, walked
+        offsets = sorted({c.offset for _, c in hits})
+        if len(offsets) > 1:
+            return None, [], (f"{query}: the functions at one level compare more than one "
+                              f"field ({', '.join(map(hex, offsets))})"), reach, walked
+        return offsets[0], sorted({how[fn.entry] for fn, _ in hits}), "", reach, walked
+    done = [c for level in levels for fn in level for c in _compares_in(code, fn, True)]
+    if done:
+        return None, [], (f"the branch after {query}'s compare of [{done[0].offset:#x}] at "
+                          f"{done[0].cmp.address:#x} is already unconditional (a patched "
+                          "copy?)"), reach, walked
+    return None, [], (f"no function within reach of {query} compares one 8-byte field of "
+                      "two structs and branches on it"), reach, walked
 
 
 # --------------------------------------------------------------------------------------------
