@@ -142,8 +142,9 @@ def plan_from_profile(profile: Profile) -> GatePlan:
             )
         )
     p2p = profile.p2p
-    if p2p is not None and p2p.proven:
+    if p2p is not None and p2p.proven and len(p2p.changes) <= MAX_INIT_BYTES:
         # a branch of the driver's code, not a struct bit: only its bytes, for the init method
+        # (more bytes than the shim's writer takes: not baked; `shimgen patch` still writes them)
         gates.append(PlanGate(p2p.name, (), (), (), tuple(PlanByte(c.vaddr, c.old, c.new)
                                                           for c in p2p.changes)))
     checks: dict[int, PlanCheck] = {}
