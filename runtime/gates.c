@@ -93,6 +93,25 @@ int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, cha
     return 1;
 }
 
+/* Whether the struct method can apply the selected gates that it would be given (every one,
+ * or with `without_init` those that have no init site for their direction): a gate with no
+ * field and no global (p2p-mixed, a branch of the driver's code) is applied only at its init
+ * site. Returns 1, or 0 with the reason in `why`. */
+static int struct_possible(int without_init, char *why, size_t whycap)
+{
+    for (unsigned g = 0; g < plan->ngates; g++) {
+        const struct gate *gt = &plan->gates[g];
+        if (!plan->selection[g] || gt->nfields || gt->nglobals)
+            continue;
+        if (without_init && (plan->selection[g] > 0 ? gt->nset : gt->nmask))
+            continue;
+        snprintf(why, whycap, "gate %s changes the driver's code only (give "
+                 "SHIMGEN_GATE_METHOD=" SHIMGEN_GATE_METHOD_NAME_INIT ")", gt->name);
+        return 0;
+    }
+    return 1;
+}
+
 /* "gdr set at its init site, dmabuf set in the device structs": how each selected gate is
  * applied, for the notice. */
 static void describe(char *out, size_t cap)
@@ -122,6 +141,11 @@ void shimgen_gates_arm(uintptr_t driver_base, const char *loaded_build_id)
         return;
     }
     int method = shimgen_cfg.gate_method;
+    if (method != SHIMGEN_GATE_METHOD_INIT_ALL &&
+        !struct_possible(method == SHIMGEN_GATE_METHOD_INIT, why, sizeof why)) {
+        shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", spec, why);
+        return;
+    }
     if (method != SHIMGEN_GATE_METHOD_STRUCT &&
         shimgen_gates_patch_init(driver_base, method == SHIMGEN_GATE_METHOD_INIT_ALL, why,
                                  sizeof why) < 0) {
@@ -130,8 +154,15 @@ void shimgen_gates_arm(uintptr_t driver_base, const char *loaded_build_id)
                         why);
             return;
         }
+        char init_why[256];
+        shimgen_copy_str(init_why, sizeof init_why, why);
+        if (!struct_possible(0, why, sizeof why)) {
+            shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; %s; nothing is written\n", spec,
+                        init_why, why);
+            return;
+        }
         shimgen_say("shimgen: SHIMGEN_GATE_METHOD=" SHIMGEN_GATE_METHOD_NAME_INIT ": no init "
-                    "site changed (%s); every gate goes to the device structs\n", why);
+                    "site changed (%s); every gate goes to the device structs\n", init_why);
     }
     for (unsigned g = 0; g < plan->ngates; g++)
         if (plan->selection[g] && !plan->at_init[g])

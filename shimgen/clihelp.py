@@ -31,14 +31,16 @@ example:
   LD_PRELOAD=build/cudashim-<version>-<build-id>/{SHIM_LIBRARY} python train.py"""),
     "gates": ("find the attribute gates in a driver binary", """\
 Find the device attributes the driver gates behind bits of its device
-state (GPUDirect RDMA, DMA-BUF), each bit's init site, and prove them by
-running the driver's own code in an emulator. Prints the table; with
+state (GPUDirect RDMA, DMA-BUF), each bit's init site, and the checks
+that refuse peer access between two GPU generations (p2p-mixed), and prove
+them by running the driver's own code in an emulator. Prints the table; with
 --json, the profile that `build --gate-profile` and `patch` take.""", """\
 example:
   shimgen gates --driver /usr/lib/x86_64-linux-gnu/libcuda.so.1 --json gates.json"""),
     "patch": ("write a copy of the driver with its gates' init sites changed", """\
 Write a copy of the driver whose gate bits are set (or, with --mask,
-never set) at their init sites, with the libcuda.so.1 and libcuda.so links
+never set) at their init sites, or (p2p-mixed) whose peer checks accept two
+GPU generations, with the libcuda.so.1 and libcuda.so links
 and a manifest of every byte changed. The driver itself is only read. No
 shim is needed: LD_LIBRARY_PATH=DIR.""", """\
 example:

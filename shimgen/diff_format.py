@@ -105,7 +105,8 @@ def _all_proven(g: GatesOf) -> bool:
 def _side(label: str, g: GateSide | None) -> list[str]:
     if g is None:
         return [f"  {label}  no such gate"]
-    fields = ", ".join(f"[{o:#x}]&{m:#x}" for o, m in g.fields)
+    fields = ", ".join(f"[{o:#x}]" + (f"&{m:#x}" if m else " of both devices, compared")
+                       for o, m in g.fields)
     globs = ", ".join(f"base+{v:#x}/{s}" for v, s in g.globals)
     lines = [f"  {label}  struct {fields}" + (f", globals {globs}" if globs else "")
              + f"; proof {'passed' if g.proven else 'FAILED'}"]

@@ -1,7 +1,7 @@
 """`shimgen diff`'s gates: each driver's gates found and proven (gates/discover.py,
 gates/prove.py), and what differs for each gate: its struct fields (offset and bit), its
 globals, whether the proof passes, and the init-site bytes `shimgen patch` would change,
-per direction (set, mask)."""
+per direction (set, mask); the P2P gate's field, proof and branch bytes (gates/p2p.py)."""
 
 from __future__ import annotations
 
@@ -119,10 +119,25 @@ def analyse(image: DriverImage) -> GatesOf:
             g.name, tuple((f.offset, f.mask) for f in g.fields),
             tuple((x.vaddr, x.size) for x in g.globals),
             table_ok and bool(proofs) and all(a.ok for a in proofs), init)
+    if profile.p2p is not None:
+        out.gates[profile.p2p.name] = p2p_side(profile.p2p)
     if not result.ok:
         out.error = "the emulation proof failed: " + ("; ".join(result.problems)
                                                        or "no gate proven")
     return out
+
+
+def p2p_side(g) -> GateSide:
+    """The P2P gate (gates/p2p.py) as a side of the diff: its field (mask 0: the whole 8-byte
+    field is compared), its proof, and as its one "set" change every check's compare and
+    branch with the branch bytes `shimgen patch --gates p2p-mixed` changes."""
+    found = g.status == "found"
+    init = InitBytes("set", "chosen" if found else "none", g.why, g.proven,
+                     tuple((c.file_offset, c.old, c.new) for c in g.changes),
+                     tuple((r.file_offset, r.hex, r.text) for k in g.checks
+                           for r in (k.compare, k.branch)))
+    return GateSide(g.name, ((g.offset, 0),) if g.offset is not None else (), (), g.proven,
+                    (init,))
 
 
 def compare(old: GatesOf, new: GatesOf) -> list[GateDiff]:

@@ -99,7 +99,9 @@ def _gates_summary(asked: str | None, plan) -> str:
         return "not asked (--gate-profile auto or --gate-profile PROFILE bakes them in)"
     source = "--gate-profile auto" if asked == "auto" else f"profile {asked}"
     found = ", ".join(f"{g.name} (attributes {', '.join(map(str, g.attributes))}; init site: "
-                      f"{_init_directions(g)})" for g in plan.gates)
+                      f"{_init_directions(g)})" if g.attributes or g.fields else
+                      f"{g.name} (code only, SHIMGEN_GATE_METHOD=init: {len(g.init_set)} "
+                      "bytes)" for g in plan.gates)
     return (f"{found} from {source}, proof {plan.proof}; select at run time with "
             "SHIMGEN_GATES")
 

@@ -70,7 +70,8 @@ def check_selection(selection: str, gates: tuple[str, ...] | None) -> None:
     or - (clear). With `gates` (the names the shim has), every name must be one of them."""
     for tok in selection.split(","):
         name = tok[1:] if tok[:1] in "+-" and tok else tok
-        if not name or not all(c.isascii() and (c.isalnum() or c == "_") for c in name):
+        if not name or not name[0].isalnum() \
+                or not all(c.isascii() and (c.isalnum() or c in "_-") for c in name):
             raise ShimgenError(f"--gates {selection!r}: {tok!r} is not a gate name, +name or "
                                "-name (e.g. gdr,dmabuf or -gdr,-dmabuf)")
         if gates is not None and name not in gates:

@@ -74,8 +74,10 @@ def discover(image: DriverImage) -> Profile:
                     jt.default if jt.default is not None else 0,
                     [code.ref(i) for i in jt.insns], chain)
     version = None if image.version == "unknown" else image.version
+    from .p2p import discover_p2p
+
     return Profile(name, version, image.build_id, export.address, reader, table,
-                   [cases[a] for a in sorted(cases)], gates)
+                   [cases[a] for a in sorted(cases)], gates, p2p=discover_p2p(image, code))
 
 
 def _gates(code: Code, cases: dict[int, AttrCase]) -> list[Gate]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..elf import DriverImage
 from ..errors import ShimgenError
 from .initsite import MASK, SET
+from .p2p_profile import FOUND, P2P_GATE
 from .profile import ByteChange, Profile, load_profile
 
 MANIFEST = "shimgen-patch.json"
@@ -58,10 +59,14 @@ def select_changes(image: DriverImage, profile: Profile, gates: list[str], mask:
     direction = MASK if mask else SET
     wanted: list[Change] = []
     for name in gates:
+        if name == P2P_GATE:
+            wanted += _p2p_changes(profile, mask)
+            continue
         gate = profile.gate(name)
         if gate is None:
             raise ShimgenError(f"unknown gate '{name}' (this driver has: "
-                               f"{' '.join(g.name for g in profile.gates)})")
+                               f"{' '.join(g.name for g in profile.gates)}"
+                               f"{' ' + P2P_GATE if profile.p2p is not None else ''})")
         for p in gate.init_patches:
             if p.direction == direction and p.status != "chosen":
                 raise ShimgenError(f"gate {name} has no init site to {direction} on this driver: "
@@ -96,13 +101,32 @@ def select_changes(image: DriverImage, profile: Profile, gates: list[str], mask:
                                "nothing written")
     verify_profile_against_image(profile, image)
     result = prove(image, profile)
-    for name in gates:
+    if P2P_GATE in gates and not profile.p2p.proven:
+        raise ShimgenError(f"gate {P2P_GATE}: a check failed its emulation proof "
+                           f"({'; '.join(result.problems) or 'not proven'}); nothing written")
+    for name in (g for g in gates if g != P2P_GATE):
         for p in profile.gate(name).init_patches:  # type: ignore[union-attr]
             if p.direction == direction and not p.proven:
                 raise ShimgenError(f"gate {name}: the init-site change failed its emulation "
                                    f"proof ({'; '.join(result.problems) or 'not proven'}); "
                                    "nothing written")
     return wanted
+
+
+def _p2p_changes(profile: Profile, mask: bool) -> list[Change]:
+    """The P2P gate's branch bytes (gates/p2p.py): every check's, or a refusal."""
+    g = profile.p2p
+    if g is None:
+        raise ShimgenError(f"unknown gate '{P2P_GATE}' (this profile has no P2P gate: "
+                           "written by an older shimgen); nothing written")
+    if mask:
+        raise ShimgenError(f"gate {P2P_GATE} has nothing to mask: the driver's own checks are "
+                           "the masked state; nothing written")
+    if g.status != FOUND:
+        raise ShimgenError(f"gate {P2P_GATE} was not found on this driver: {g.why}; "
+                           "nothing written")
+    return [Change(P2P_GATE, k.branch.vaddr, k.branch.text, c) for k in g.checks
+            for c in k.changes]
 
 
 def _out_dir(out: Path) -> int:

@@ -20,7 +20,7 @@ from ..errors import ShimgenError
 from . import ALLOW_UNPROVEN
 from .profile import PROOF_FAILED, PROOF_PASSED, InsnRef, Profile, load_profile
 
-GATE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
+GATE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
 MAX_CHECK_BYTES = 16
 MAX_INIT_BYTES = 8  # per gate and direction (runtime/gates.h: GATE_MAX_PATCHES)
 
@@ -99,7 +99,7 @@ class GatePlan:
         for g in self.gates:
             if not GATE_NAME.match(g.name):
                 raise ShimgenError(f"gate plan: gate name {g.name!r} is not a short identifier")
-            if not g.fields and not g.globals:
+            if not g.fields and not g.globals and not g.init_set:
                 raise ShimgenError(f"gate plan: gate {g.name} changes nothing")
             for f in g.fields:
                 if not (0 <= f.offset < 1 << 20) or not (0 < f.mask < 256):
@@ -141,6 +141,12 @@ def plan_from_profile(profile: Profile) -> GatePlan:
                 init_mask=init["mask"],
             )
         )
+    p2p = profile.p2p
+    if p2p is not None and p2p.proven and len(p2p.changes) <= MAX_INIT_BYTES:
+        # a branch of the driver's code, not a struct bit: only its bytes, for the init method
+        # (more bytes than the shim's writer takes: not baked; `shimgen patch` still writes them)
+        gates.append(PlanGate(p2p.name, (), (), (), tuple(PlanByte(c.vaddr, c.old, c.new)
+                                                          for c in p2p.changes)))
     checks: dict[int, PlanCheck] = {}
     for r in checked_insns(profile):
         data = bytes.fromhex(r.hex)[:MAX_CHECK_BYTES]
@@ -190,6 +196,8 @@ def checked_insns(profile: Profile) -> list[InsnRef]:
             refs += [site.insn] + ([site.or_insn] if site.or_insn is not None else [])
         for p in g.init_patches:
             refs += p.insns
+    if profile.p2p is not None:
+        refs += profile.p2p.insns()
     return refs
 
 
@@ -213,6 +221,7 @@ def load_plan(image: DriverImage, source: str, allow_unproven: bool = False) -> 
     """`--gates auto`: discover and prove now; `--gates FILE`: a profile from `shimgen gates`.
     A profile whose proof did not pass (not run, or failed) is refused unless
     `allow_unproven`."""
+    p2p_proof = None
     if source == "auto":
         # discovery and the proof need capstone and unicorn: imported only when used
         from .discover import discover
@@ -226,6 +235,9 @@ def load_plan(image: DriverImage, source: str, allow_unproven: bool = False) -> 
         what = f"gate profile {source}"
         for p in (p for g in profile.gates for p in g.init_patches):
             p.proven = False  # proven again below, once the file is known to be this driver
+        p2p_proof = profile.p2p.proof if profile.p2p is not None else None
+        if profile.p2p is not None:
+            profile.p2p.proof = None  # the same
     plan = plan_from_profile(profile)
     # the build-id first, then the windows the shim checks, which hold every instruction the
     # profile records (checked_insns; `shimgen patch` checks them without a plan)
@@ -239,6 +251,14 @@ def load_plan(image: DriverImage, source: str, allow_unproven: bool = False) -> 
             raise ShimgenError(f"gate profile {source}: an init-site change failed its "
                                f"emulation proof ({problems[0]}); not used")
         plan = plan_from_profile(profile)  # with the init bytes that were proven now
+    if source != "auto" and p2p_proof is not None and profile.p2p.status == "found":
+        from .p2p_prove import prove_p2p
+
+        got = prove_p2p(image, profile.p2p)
+        if not got["ok"]:
+            raise ShimgenError(f"gate profile {source}: the p2p-mixed gate failed its "
+                               f"emulation proof ({got['problems'][0]}); not used")
+        plan = plan_from_profile(profile)  # with the P2P branch bytes proven now
     if plan.proof != PROOF_PASSED and not allow_unproven:
         how = "failed" if plan.proof == PROOF_FAILED else "was not run"
         raise ShimgenError(f"{what}: its emulation proof {how}; not baking unproven gates "

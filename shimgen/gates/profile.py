@@ -226,6 +226,9 @@ class Profile:
     cases: list[AttrCase]
     gates: list[Gate]
     proof: dict[str, Any] | None = None
+    # the mixed-generation P2P gate (gates/p2p_profile.py), a branch of the driver's code, not
+    # a struct bit: written into "gates" with "kind": "branch"; None where not looked for
+    p2p: Any = None
 
     @property
     def proof_status(self) -> str:
@@ -251,7 +254,8 @@ class Profile:
             "export": {"name": EXPORT, "vaddr": hex(self.export_vaddr)},
             "reader": to_json(self.reader),
             "device_table": to_json(self.device_table),
-            "gates": [to_json(g) for g in self.gates],
+            "gates": [to_json(g) for g in self.gates]
+            + ([to_json(self.p2p)] if self.p2p is not None else []),
             "attributes": [to_json(c) for c in self.cases],
             "proof": self.proof,
         }
@@ -304,7 +308,10 @@ def profile_from_json(raw: Any) -> Profile:
     if not table.insns:
         raise GateDiscoveryError("profile: device_table.insns is empty")
     cases = _decode(list[AttrCase], raw["attributes"], "attributes", None)
-    gates = _decode(list[Gate], raw["gates"], "gates", None)
+    from .p2p_profile import split_gates
+
+    attr_gates, p2p = split_gates(raw["gates"])
+    gates = _decode(list[Gate], attr_gates, "gates", None)
     for i, g in enumerate(gates):
         if not g.fields:
             raise GateDiscoveryError(f"profile: gates[{i}] has no fields")
@@ -326,5 +333,5 @@ def profile_from_json(raw: Any) -> Profile:
     return Profile(
         driver_file=_decode(str, drv["file"], "driver.file", None), driver_version=ver,
         build_id=bid, export_vaddr=_int(exp["vaddr"], "export.vaddr", "hex"), reader=reader,
-        device_table=table, cases=cases, gates=gates, proof=proof,
+        device_table=table, cases=cases, gates=gates, proof=proof, p2p=p2p,
     )

@@ -70,6 +70,7 @@ class ProofResult:
     device_table: TableProof | None = None
     problems: list[str] = field(default_factory=list)
     init_sites: list[str] = field(default_factory=list)
+    p2p: list[str] = field(default_factory=list)  # one line per P2P check (p2p_prove.py)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +98,7 @@ class ProofResult:
                          + ", ".join(f"{k} -> {v}" for k, v in t.runs.items()) + (
                              f" ({t.note})" if t.note else ""))
         lines += [f"  init site: {x}" for x in self.init_sites]
+        lines += [f"  {x}" for x in self.p2p]
         lines += [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines)
 
@@ -219,6 +221,19 @@ def _prove_init_patches(emu: Emulator, profile: Profile, result: ProofResult) ->
             result.problems += [f"gate {gate.name} init site: {x}" for x in problems]
 
 
+def _prove_p2p(img: DriverImage, code: Code, profile: Profile, result: ProofResult) -> None:
+    """The P2P gate's checks (p2p_prove.py), when it was found; a failed one fails the proof."""
+    gate = profile.p2p
+    if gate is None or gate.status != "found":
+        return
+    from .p2p_prove import prove_p2p
+
+    got = prove_p2p(img, gate, code)
+    result.p2p = [f"{gate.name} check {c['compare']}: " + ("OK" if c["ok"] else "FAILED")
+                  for c in got["checks"]]
+    result.problems += [f"gate {gate.name}: {x}" for x in got["problems"]]
+
+
 def prove_init_patches(img: DriverImage, profile: Profile) -> list[str]:
     """Only the init-site changes, proven again now (a profile file's own "proven" is not
     taken on trust); each patch's ``proven`` is set from this run. The problems, if any."""
@@ -260,6 +275,7 @@ def prove(img: DriverImage, profile: Profile) -> ProofResult:
                                    f"clear {a.clear_value.show()})")
     if not result.device_table.ok:
         result.problems.append("device table: the driver's own lookup did not pick the slot")
+    _prove_p2p(img, emu.code, profile, result)
     required = {g.name for g in profile.gates}
     proven = {a.gate for a in result.attributes if a.ok}
     result.ok = not result.problems and required <= proven

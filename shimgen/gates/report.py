@@ -44,6 +44,7 @@ def format_table(profile: Profile) -> str:
             lines.append(f"         {p.direction:<4} [{p.offset:#x}]&{p.mask:#x}: {p.status}"
                          f"{': ' + change if change else ''}")
             lines.append(f"              why: {p.why}")
+    lines += p2p_lines(profile)
     lines += ["", "attr  kind          what the case reads (* = must be set / non-zero for a "
               "non-zero value)"]
     for c in profile.cases:
@@ -62,6 +63,24 @@ def format_table(profile: Profile) -> str:
     if profile.proof is not None:
         lines.append("")
     return "\n".join(lines)
+
+
+def p2p_lines(profile: Profile) -> list[str]:
+    """The P2P gate: its field, and per check the compare, the branch and its change."""
+    g = profile.p2p
+    if g is None:
+        return []
+    if g.status != "found":
+        return [f"{g.name:<8} none: {g.why}"]
+    out = [f"{g.name:<8} field [{g.offset:#x}] ({g.size} bytes) of the two devices, found "
+           f"from {'; '.join(g.found_from)}"]
+    for k in g.checks:
+        change = ", ".join(f"{c.vaddr:#x} (file {c.file_offset:#x}) {c.old:#04x} -> "
+                           f"{c.new:#04x}" for c in k.changes)
+        out.append(f"         check {k.compare.vaddr:#x} {k.compare.text}; branch "
+                   f"{k.branch.vaddr:#x} {k.branch.hex} {k.branch.text}: {change}"
+                   + (f"  (reached from {', '.join(k.reached_from)})" if k.reached_from else ""))
+    return out
 
 
 def is_profile(path: Path) -> bool:

@@ -154,8 +154,9 @@ def test_summary_with_auto_says_what_was_found(driver, tmp_path, monkeypatch, ca
     line = _summary_line(monkeypatch, capsys, ["build", "--driver", str(driver.path), "--out",
                                                str(tmp_path), "--gate-profile", "auto"])
     assert line.startswith("gates      gdr (attributes 110, 116, 124; init site: set/mask), "
-                           "dmabuf (attributes 124; init site: none) from --gate-profile auto, "
-                           "proof passed;"), line
+                           "dmabuf (attributes 124; init site: none), "
+                           "p2p-mixed (code only, SHIMGEN_GATE_METHOD=init: 3 bytes) from "
+                           "--gate-profile auto, proof passed;"), line
 
 
 # --------------------------------------------------------------------------------------------

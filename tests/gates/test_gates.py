@@ -398,5 +398,5 @@ def test_the_driver_is_opened_and_parsed_once(analysed, tmp_path, monkeypatch):
     parsed.clear()
     assert cli.main(["build", "--driver", str(d.path), "--out", str(tmp_path / "out"),
                      "--gates", "auto"]) == 1
-    assert models and [g.name for g in models[0].gates.gates] == ["gdr", "dmabuf"]
+    assert models and [g.name for g in models[0].gates.gates] == ["gdr", "dmabuf", "p2p-mixed"]
     assert (len(opened), len(parsed)) == (1, 1), opened

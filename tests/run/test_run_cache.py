@@ -153,7 +153,7 @@ def test_gated_and_plain_shims_live_side_by_side(driver, tmp_path):
     assert proc.returncode == 0, proc.stderr
     gated = _record(tmp_path / "g1")["shim"]
     assert gated["how"] == "built" and gated["path"] != plain["path"]
-    assert gated["key"]["gates"] == "auto" and set(gated["gates"]) == {"gdr", "dmabuf"}
+    assert gated["key"]["gates"] == "auto" and set(gated["gates"]) == {"gdr", "dmabuf", "p2p-mixed"}
     assert "SHIMGEN_GATES=-gdr,-dmabuf" in proc.stdout.splitlines()
     assert _record(tmp_path / "g1")["gates"] == "-gdr,-dmabuf"
     assert shimgen_run(driver, cache, "-o", str(tmp_path / "p2"), "--", "true").returncode == 0
@@ -196,7 +196,8 @@ def test_build_keeps_gated_and_plain_builds_apart(drivers, tmp_path):
     plain_dir = next(n for n in names if not n.endswith("-gates"))
     assert names == [plain_dir, plain_dir + "-gates"]
     assert json.loads((out / plain_dir / SHIM_MANIFEST).read_text())["gates"] == []
-    assert json.loads((out / names[1] / SHIM_MANIFEST).read_text())["gates"] == ["gdr", "dmabuf"]
+    assert json.loads((out / names[1] / SHIM_MANIFEST).read_text())["gates"] == [
+        "gdr", "dmabuf", "p2p-mixed"]
     assert f"shim       {out / names[1] / SHIM_LIBRARY}" in gated.stdout
 
 
