@@ -25,6 +25,7 @@
 
 #include "inject.h"
 #include "stats.h"
+#include "totals.h"
 
 enum {
 #define KEY_ENUM(KEY, name) K_##KEY,
@@ -332,26 +333,18 @@ static int fires(const struct rule *ru, unsigned r, uint64_t n)
 /* The failure in the calling thread's error slots, like the timing path's error return
  * (timing.S) but in C: the slot holding the key, or the first free one claimed with a
  * compare-and-swap, from the key's hash; none free: the block's overflow. The key has the
- * injected bit (docs/traceformat.md). A thread without a block (untraced, or its block could
- * not be mapped: its calls are then counted with atomics, and its errors not) records
- * nothing. */
+ * injected bit (docs/traceformat.md). A traced thread without a block (none could be
+ * added: a full disk, or no memory; its calls are then counted with atomics) counts it in
+ * the process's errors, which the table at exit shows and which go into a block of the
+ * trace file at exit. */
 static void record(unsigned idx, int code)
 {
-    struct tstats *s = shimgen_tls_stats;
-    if (!s)
-        return;
     uint64_t key = SHIMGEN_TRACEFILE_ERR_INJECTED | ((uint64_t)idx + 1) << 32 | (uint32_t)code;
-    unsigned h = (unsigned)((key * TS_ERR_HASH) >> (64 - TS_ERR_SLOTS_SHIFT));
-    for (unsigned probe = 0; probe < TS_ERR_SLOTS; probe++) {
-        struct errslot *e = &s->err[(h + probe) & (TS_ERR_SLOTS - 1)];
-        uint64_t k = 0;
-        if (__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED) || k == key) {
-            __atomic_fetch_add(&e->count, 1, __ATOMIC_RELAXED);
-            return;
-        }
-    }
-    __atomic_fetch_add(&s->err_overflow, 1, __ATOMIC_RELAXED);
+    struct tstats *s = shimgen_tls_stats;
+    if (s)
+        shimgen_block_add_error(s, key, 1);
+    else if (shimgen_cfg.trace != TRACE_OFF)
+        shimgen_count_error(key);
 }
 
 int shimgen_inject_decide(unsigned idx)
