@@ -273,11 +273,11 @@ def _possible(name: str, fs: FunctionStats) -> None:
     CUDA_SUCCESS (0) among them: the shim writes its JSON at exit, every call counted."""
     for what, per in (("errors", fs.errors), ("injected", fs.injected)):
         if 0 in per:
-            raise ShimgenError(f"{what}.{_key(name)}: CUDA_SUCCESS (0) is no failure")
+            raise ShimgenError(f"{what}.{_key(name)}.0 is CUDA_SUCCESS, which is no failure")
     failed = sum(fs.errors.values()) + sum(fs.injected.values())
     if failed > fs.calls:
-        raise ShimgenError(f"errors and injected of {_key(name)}: {failed} failures of a "
-                           f"function with {fs.calls} calls")
+        raise ShimgenError(f"errors.{_key(name)} and injected.{_key(name)} count {failed} "
+                           f"failures, more than its {fs.calls} calls")
 
 
 def parse(data, path: str) -> ProcessTrace:
