@@ -698,6 +698,163 @@ MUTATIONS = [
         "tests": ["tests/cli/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
         "why": "a separate value that starts with '-' is left to argparse, as it reads it",
     },
+    # ---- a full disk said per process, impossible numbers refused (runtime/stats.c,
+    # ---- tracefile.c, inject.c; shimgen/tracefile.py, tracejson.py, report_format.py) ----
+    {
+        "name": "disk-full-calls-in-memory-not-in-the-header",
+        "file": "runtime/stats.c",
+        "old": "    shimgen_tracefile_missed(1);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_calls_in_memory_of_a_process_that_leaves_by__exit_are_said_missing"],
+        "why": "calls counted in memory for want of a block are said in the file's header as "
+               "they are counted: a process that leaves by _exit leaves a file that says so",
+    },
+    {
+        "name": "disk-full-header-calls-missing-not-set-at-exit",
+        "file": "runtime/tracefile_header.c",
+        "old": "    h->calls_missing = calls_missing;\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_calls_of_threads_that_found_the_disk_full_are_in_the_file_at_exit"],
+        "why": "at exit the header says the calls the file lacks: none once the calls counted "
+               "in memory are in a block",
+    },
+    {
+        "name": "disk-full-reader-drops-calls-missing",
+        "file": "shimgen/tracefile.py",
+        "old": "        calls_missing=h[\"calls_missing\"],\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_calls_in_memory_of_a_process_that_leaves_by__exit_are_said_missing"],
+        "why": "the reader gives the calls a file lacks, so the report says them per process",
+    },
+    {
+        "name": "disk-full-no-note-of-a-process-without-a-file",
+        "file": "runtime/tracefile.c",
+        "old": "            leave_note(dirfd, name);\n",
+        "new": "            (void)leave_note;\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_a_process_with_no_room_for_its_file_leaves_a_note"],
+        "why": "a process with no room for its trace file leaves <name>.nospace: the run knows "
+               "it existed",
+    },
+    {
+        "name": "disk-full-injected-failures-without-a-block-dropped",
+        "file": "runtime/inject.c",
+        "old": "    else if (shimgen_cfg.trace != TRACE_OFF)\n        shimgen_count_error(key);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_failures_injected_with_no_room_for_a_block_are_in_the_table_at_exit",
+                  "tests/runtime/test_trace_disk_full.py::"
+                  "test_failures_injected_on_threads_without_a_block_are_in_the_file_at_exit"],
+        "why": "a failure injected on a thread without a block is counted in memory: in the "
+               "table at exit, or in the file",
+    },
+    {
+        "name": "disk-full-injected-failures-not-put-in-the-file",
+        "file": "runtime/stats.c",
+        "old": "    shimgen_move_errors(s); /* the injected failures of those calls */\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_failures_injected_on_threads_without_a_block_are_in_the_file_at_exit"],
+        "why": "at exit the injected failures counted in memory go into a block with their calls",
+    },
+    {
+        "name": "disk-full-untimed-blamed-on-the-shadow-stack",
+        "file": "runtime/trace.c",
+        "old": "    uint64_t full = shimgen_untimed_calls > blockless ? shimgen_untimed_calls - "
+               "blockless : 0;\n",
+        "new": "    uint64_t full = shimgen_untimed_calls;\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_failures_injected_with_no_room_for_a_block_are_in_the_table_at_exit"],
+        "why": "the table at exit says calls were not timed for want of a block, not that the "
+               "shadow stack was full",
+    },
+    {
+        "name": "report-calls-missing-said-exact",
+        "file": "shimgen/report_format.py",
+        "old": "    exact = [p.last for p in g.procs if not p.complete and p not in short]\n",
+        "new": "    exact = [p.last for p in g.procs if not p.complete]\n",
+        "tests": ["tests/report/test_report_trust.py::"
+                  "test_a_process_with_calls_missing_is_never_said_exact"],
+        "why": "a process whose calls are not all in its trace is never said to have counts "
+               "exact",
+    },
+    {
+        "name": "report-nospace-note-not-read",
+        "file": "shimgen/report_source.py",
+        "old": "                if e.name.endswith((TRACE_SUFFIX, TRACE_NOSPACE_SUFFIX)) or (\n",
+        "new": "                if e.name.endswith(TRACE_SUFFIX) or (\n",
+        "tests": ["tests/report/test_report_trust.py::"
+                  "test_a_note_of_no_room_is_a_process_without_a_trace"],
+        "why": "a run's <name>.nospace notes are processes without a trace",
+    },
+    {
+        "name": "report-exec-drops-the-last-images-note",
+        "file": "shimgen/report_model.py",
+        "old": "            for t in p.traces[:-1]:  # ended by exec: not a death, no note of one\n",
+        "new": "            for t in p.traces:  # ended by exec: not a death, no note of one\n",
+        "tests": ["tests/report/test_report_trust.py::"
+                  "test_a_process_whose_last_program_was_killed_did_not_finish"],
+        "why": "a process whose last program was killed keeps its did-not-finish note",
+    },
+    {
+        "name": "reader-failures-above-calls-accepted",
+        "file": "shimgen/tracefile.py",
+        "old": "        if failed > calls + in_progress:\n",
+        "new": "        if failed > calls + in_progress + (1 << 64):\n",
+        "tests": ["tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
+                  "[injected-above]",
+                  "tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
+                  "[injected-2**64-1]"],
+        "why": "a binary trace with more failures of a function than calls is refused",
+    },
+    {
+        "name": "reader-failures-of-a-running-file-unbounded",
+        "file": "shimgen/tracefile.py",
+        "old": "    _check_possible(functions, names, 0 if complete else nblocks)\n",
+        "new": "    _check_possible(functions, names, 0 if complete else 1 << 64)\n",
+        "tests": ["tests/report/test_tracefile_reader.py::test_failures_as_many_as_calls_are_read"],
+        "why": "a file not finished may count one failure in progress per block, no more",
+    },
+    {
+        "name": "reader-success-as-a-failure-accepted",
+        "file": "shimgen/tracefile.py",
+        "old": "            if per.get(0):\n",
+        "new": "            if per.get(0) and False:\n",
+        "tests": ["tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
+                  "[injected-success]",
+                  "tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
+                  "[error-success]"],
+        "why": "a binary trace that lists CUDA_SUCCESS as a failure is refused",
+    },
+    {
+        "name": "json-failures-above-calls-accepted",
+        "file": "shimgen/tracejson.py",
+        "old": "    if failed > fs.calls:\n",
+        "new": "    if failed > fs.calls + (1 << 64):\n",
+        "tests": ["tests/report/test_report_trust_numbers.py::"
+                  "test_a_value_out_of_range_is_one_line_naming_the_file_and_key"
+                  "[injected-above-calls]",
+                  "tests/report/test_report_trust_numbers.py::"
+                  "test_a_value_out_of_range_is_one_line_naming_the_file_and_key"
+                  "[failures-2**64-1-of-3-calls]"],
+        "why": "a JSON trace with more failures of a function than calls is refused",
+    },
+    {
+        "name": "json-success-as-a-failure-accepted",
+        "file": "shimgen/tracejson.py",
+        "old": "        if 0 in per:\n",
+        "new": "        if 0 in per and False:\n",
+        "tests": ["tests/report/test_report_trust_numbers.py::"
+                  "test_a_value_out_of_range_is_one_line_naming_the_file_and_key"
+                  "[injected-success]",
+                  "tests/report/test_report_trust_numbers.py::"
+                  "test_a_value_out_of_range_is_one_line_naming_the_file_and_key"
+                  "[error-success]"],
+        "why": "a JSON trace that lists CUDA_SUCCESS as a failure is refused",
+    },
     # ---- shimgen run: signals, exit status, the environment (shimgen/runchild.py) ----
     {
         "name": "run-terminal-signal-forwarded-again",
