@@ -855,6 +855,25 @@ MUTATIONS = [
                   "[error-success]"],
         "why": "a JSON trace that lists CUDA_SUCCESS as a failure is refused",
     },
+    {
+        "name": "driver-larger-than-any-libcuda-read",
+        "file": "shimgen/elfnotes.py",
+        "old": "        if st.st_size > MAX_LIBRARY_SIZE:\n",
+        "new": "        if st.st_size > MAX_LIBRARY_SIZE << 40:\n",
+        "tests": ["tests/cli/test_cli_inputs.py::"
+                  "test_a_driver_larger_than_any_libcuda_is_one_line_in_every_command"],
+        "why": "a driver file larger than any libcuda could be is refused in one line, before "
+               "anything reads it",
+    },
+    {
+        "name": "driver-read-whole",
+        "file": "shimgen/elf.py",
+        "old": "        contents = mmap.mmap(fd, size, prot=mmap.PROT_READ)\n",
+        "new": "        contents = os.pread(fd, size, 0)\n",
+        "tests": ["tests/cli/test_cli_inputs.py::"
+                  "test_a_driver_is_read_by_what_is_looked_at_not_by_its_size"],
+        "why": "a driver is mapped, not read whole: memory is what is looked at",
+    },
     # ---- shimgen run: signals, exit status, the environment (shimgen/runchild.py) ----
     {
         "name": "run-terminal-signal-forwarded-again",
