@@ -874,6 +874,41 @@ MUTATIONS = [
                   "test_a_driver_is_read_by_what_is_looked_at_not_by_its_size"],
         "why": "a driver is mapped, not read whole: memory is what is looked at",
     },
+    {
+        "name": "inject-c-result-counts-leading-zeros",
+        "file": "runtime/inject.c",
+        "old": "        unsigned long long v = strlen(significant(s)) <= 10 ? strtoull(s, NULL, 10) : 0;\n",
+        "new": "        unsigned long long v = n <= 10 ? strtoull(s, NULL, 10) : 0;\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key"
+                  "[cuDriverGetVersion=00000000002,nth=000000000000000000003-want14]"],
+        "why": "a result written with leading zeros is its number (00000000002 is 2)",
+    },
+    {
+        "name": "inject-c-number-counts-leading-zeros",
+        "file": "runtime/inject.c",
+        "old": "    if (n == 0 || strlen(significant(s)) > 19 || strspn(s, \"0123456789\") != n)\n",
+        "new": "    if (n == 0 || n > 19 || strspn(s, \"0123456789\") != n)\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key"
+                  "[cuDriverGetVersion=00000000002,nth=000000000000000000003-want14]"],
+        "why": "a key's value written with leading zeros is its number",
+    },
+    {
+        "name": "inject-python-result-counts-leading-zeros",
+        "file": "shimgen/inject.py",
+        "old": "        code = int(text) if len(_significant(text)) <= 10 else RESULT_MAX + 1\n",
+        "new": "        code = int(text) if len(text) <= 10 else RESULT_MAX + 1\n",
+        "tests": ["tests/runtime/test_inject.py::test_leading_zeros_are_no_digits_of_the_number",
+                  "tests/runtime/test_inject.py::test_c_and_python_agree"],
+        "why": "`--inject` reads 00000000002 as 2, as the shim does",
+    },
+    {
+        "name": "inject-refusal-printed-raw",
+        "file": "runtime/inject.c",
+        "old": "        escape_controls(shown, sizeof shown, bad, 300);\n",
+        "new": "        snprintf(shown, sizeof shown, \"%.300s\", bad);\n",
+        "tests": ["tests/runtime/test_inject.py::test_a_refused_rule_is_said_on_one_line_escaped"],
+        "why": "a refused SHIMGEN_INJECT is one notice line, its control characters escaped",
+    },
     # ---- shimgen run: signals, exit status, the environment (shimgen/runchild.py) ----
     {
         "name": "run-terminal-signal-forwarded-again",

@@ -57,7 +57,7 @@ struct rule {
 static struct rule rules[MAX_RULES];
 static unsigned nrules;
 static char rules_text[MAX_LEN]; /* the rules, each NUL-terminated */
-static char refusal[1024]; /* the notice of a refused SHIMGEN_INJECT */
+static char refusal[4096]; /* the notice of a refused SHIMGEN_INJECT */
 static uint32_t fn_rules[SHIMGEN_NFUNCS]; /* bit r: rule r matches function i */
 void *shimgen_inject_next[SHIMGEN_NFUNCS];
 
@@ -71,11 +71,20 @@ __attribute__((format(printf, 3, 4))) static int refuse(char *why, size_t cap,
     return -1;
 }
 
+/* Decimal digits without their leading zeros (00000000002 is 2): what a length limit is
+ * about; "0" stays. */
+static const char *significant(const char *s)
+{
+    while (s[0] == '0' && s[1])
+        s++;
+    return s;
+}
+
 /* Decimal digits only, from `low` to SHIMGEN_INJECT_NUMBER_MAX. */
 static int parse_number(const char *s, uint64_t low, uint64_t *out)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > 19 || strspn(s, "0123456789") != n)
+    if (n == 0 || strlen(significant(s)) > 19 || strspn(s, "0123456789") != n)
         return 0;
     unsigned long long v = strtoull(s, NULL, 10);
     if (v < low || v > SHIMGEN_INJECT_NUMBER_MAX)
@@ -106,7 +115,7 @@ static int parse_result(const char *s, int *code, char *why, size_t cap)
 {
     size_t n = strlen(s);
     if (n && strspn(s, "0123456789") == n) {
-        unsigned long long v = n <= 10 ? strtoull(s, NULL, 10) : 0;
+        unsigned long long v = strlen(significant(s)) <= 10 ? strtoull(s, NULL, 10) : 0;
         if (v < 1 || v > SHIMGEN_INJECT_RESULT_MAX)
             return refuse(why, cap, "result %.200s is out of a CUresult's range", s);
         *code = (int)v;
@@ -242,6 +251,30 @@ static void say_armed(void)
     shimgen_say("shimgen: SHIMGEN_INJECT armed: %s\n", line);
 }
 
+/* src (at most `max` bytes of it) with each control character escaped (\n, \r, \t,
+ * \xNN), as shimgen's Python side shows a name: a notice is one line, whatever the
+ * environment held. */
+static void escape_controls(char *dst, size_t cap, const char *src, size_t max)
+{
+    size_t o = 0;
+    for (size_t i = 0; src[i] && i < max && o + 5 < cap; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (c >= 0x20 && c != 0x7f) {
+            dst[o++] = (char)c;
+            continue;
+        }
+        dst[o++] = '\\';
+        if (c == '\n' || c == '\r' || c == '\t') {
+            dst[o++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else {
+            dst[o++] = 'x';
+            dst[o++] = "0123456789abcdef"[c >> 4];
+            dst[o++] = "0123456789abcdef"[c & 15];
+        }
+    }
+    dst[o] = '\0';
+}
+
 static void configure(const char *spec)
 {
     if (!spec || !*spec)
@@ -269,8 +302,11 @@ static void configure(const char *spec)
         nrules++;
     }
     if (err) {
-        snprintf(refusal, sizeof refusal, "shimgen: SHIMGEN_INJECT rule '%.300s' refused: "
-                 "%s; no fault is injected\n", bad, why);
+        char shown[4 * 300 + 1], reason[4 * sizeof why];
+        escape_controls(shown, sizeof shown, bad, 300);
+        escape_controls(reason, sizeof reason, why, sizeof why);
+        snprintf(refusal, sizeof refusal, "shimgen: SHIMGEN_INJECT rule '%s' refused: "
+                 "%s; no fault is injected\n", shown, reason);
         memset(fn_rules, 0, sizeof fn_rules);
         memset(rules, 0, sizeof rules);
         nrules = 0;
