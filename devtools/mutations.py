@@ -909,6 +909,15 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_inject.py::test_a_refused_rule_is_said_on_one_line_escaped"],
         "why": "a refused SHIMGEN_INJECT is one notice line, its control characters escaped",
     },
+    {
+        "name": "diff-full-tmpdir-said-as-compilation-terminated",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "    if any(\"No space left on device\" in line for line in lines):\n",
+        "new": "    if False:\n",
+        "tests": ["tests/diff/test_diff_full_tmpdir.py::"
+                  "test_a_full_tmpdir_is_said_with_its_directory"],
+        "why": "a compiler with no room for its temporary files is said as such, with TMPDIR",
+    },
     # ---- shimgen run: signals, exit status, the environment (shimgen/runchild.py) ----
     {
         "name": "run-terminal-signal-forwarded-again",
