@@ -1904,8 +1904,8 @@ MUTATIONS = [
     {
         "name": "inject-c-refusal-ignored",
         "file": "runtime/inject.c",
-        "old": "    if (err) {\n        snprintf(refusal",
-        "new": "    if (0) {\n        snprintf(refusal",
+        "old": "    if (err) {\n        char shown[",
+        "new": "    if (0) {\n        char shown[",
         "tests": ["tests/runtime/test_inject.py::test_a_refused_spec_arms_nothing_and_says_so_once"],
         "why": "a bad rule arms nothing and says so once",
     },
