@@ -740,6 +740,17 @@ MUTATIONS = [
                "it existed",
     },
     {
+        "name": "disk-full-forked-child-keeps-an-empty-file",
+        "file": "runtime/tracefile.c",
+        "old": "        unlink(tf_path);\n        if (e == ENOSPC || e == EDQUOT)\n"
+               "            leave_note(AT_FDCWD, tf_path);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_a_forked_child_with_no_room_for_its_blocks_leaves_a_note"],
+        "why": "a forked child with no room for its blocks leaves the note of no room, not a "
+               "file that says it died with no calls",
+    },
+    {
         "name": "disk-full-injected-failures-without-a-block-dropped",
         "file": "runtime/inject.c",
         "old": "    else if (shimgen_cfg.trace != TRACE_OFF)\n        shimgen_count_error(key);\n",

@@ -145,10 +145,13 @@ static int create_file(int dirfd, char *name)
 }
 
 /* "<name>.nospace" for the "<name>.shimtrace" that the disk had no room for: empty,
- * O_EXCL, 0600, never through a symbolic link (docs/traceformat.md). */
+ * O_EXCL, 0600, never through a symbolic link (docs/traceformat.md). `name` is relative to
+ * dirfd (or a path, with AT_FDCWD). */
 static void leave_note(int dirfd, const char *name)
 {
-    char note[96];
+    char note[PATH_MAX];
+    if (strlen(name) + sizeof SHIMGEN_TRACEFILE_NOSPACE_SUFFIX > sizeof note)
+        return;
     size_t n = strlen(name) - (sizeof TF_SUFFIX - 1);
     memcpy(note, name, n);
     memcpy(note + n, SHIMGEN_TRACEFILE_NOSPACE_SUFFIX, sizeof SHIMGEN_TRACEFILE_NOSPACE_SUFFIX);
@@ -365,9 +368,15 @@ void shimgen_tracefile_after_fork(struct tstats *blocks)
     if (fd >= 0)
         tf_hdr->blocks_reserved = n;
     if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
-        say_once("cannot write the trace file", errno, IN_MEMORY);
+        /* (a full disk): the file, which would say nothing of the child's calls, goes; the
+         * note of no room takes its place, as for a file that could not take its header */
+        int e = errno;
+        say_once("cannot write the trace file", e, IN_MEMORY);
         close(fd);
         fd = -1;
+        unlink(tf_path);
+        if (e == ENOSPC || e == EDQUOT)
+            leave_note(AT_FDCWD, tf_path);
     }
     uint64_t k = 0;
     for (struct tstats *b = blocks; b; k++) {

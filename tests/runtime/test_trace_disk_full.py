@@ -245,3 +245,40 @@ def test_failures_injected_with_no_room_for_a_block_are_in_the_table_at_exit(
                for line in proc.stderr.splitlines()), proc.stderr
     assert f"{total}  (calls counted but not timed: their thread got no block" in proc.stderr
     assert "shadow stack full" not in proc.stderr, proc.stderr
+
+
+FORKED = """
+import ctypes, os, sys
+lib = ctypes.CDLL("libcuda.so.1")
+v = ctypes.c_int()
+for _ in range(100):
+    lib.cuDriverGetVersion(ctypes.byref(v))
+child = os.fork()
+if child == 0:
+    for _ in range(200):
+        lib.cuDriverGetVersion(ctypes.byref(v))
+    os._exit(0)
+os.waitpid(child, 0)
+print("child", child, flush=True)
+"""
+
+
+def test_a_forked_child_with_no_room_for_its_blocks_leaves_a_note(shims, tmp_path, sizes):
+    """Room for the parent's file and block and for the child's header, not for the child's
+    block: the child's file, which could hold none of its calls, is removed and the note of
+    no room takes its place, so a child that leaves by _exit (as a multiprocessing worker
+    does) is a process without a trace in the report, never a process that died with no
+    calls."""
+    boff, stride = sizes
+    (tmp_path / "forked.py").write_text(FORKED)
+    env = dict(shims[0].env(SHIMGEN_TRACE="time", SHIMGEN_TRACE_DIR="traces"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = in_small_disk((2 * boff + stride) // 1024 + 64,
+                         f"{PY} ../forked.py && ls traces && {REPORT}", env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    child = next(x.split()[1] for x in proc.stdout.splitlines() if x.startswith("child "))
+    files = [x for x in proc.stdout.splitlines() if x.endswith((".shimtrace", ".nospace"))]
+    assert f"{child}.nospace" in files and f"{child}.shimtrace" not in files, proc.stdout
+    report = report_of(proc)
+    assert "processes  2: 1 complete, 1 with no trace (no room on the disk for one)" in report
+    assert f"pid {child} (no trace)" in report and "counts exact" not in report, report
