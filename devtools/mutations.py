@@ -807,7 +807,9 @@ MUTATIONS = [
         "old": "            for t in p.traces[:-1]:  # ended by exec: not a death, no note of one\n",
         "new": "            for t in p.traces:  # ended by exec: not a death, no note of one\n",
         "tests": ["tests/report/test_report_trust.py::"
-                  "test_a_process_whose_last_program_was_killed_did_not_finish"],
+                  "test_a_process_whose_last_program_was_killed_did_not_finish",
+                  "tests/report/test_report_runs.py::"
+                  "test_a_process_whose_last_program_is_killed_after_exec_died"],
         "why": "a process whose last program was killed keeps its did-not-finish note",
     },
     {
