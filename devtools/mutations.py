@@ -751,6 +751,16 @@ MUTATIONS = [
                "file that says it died with no calls",
     },
     {
+        "name": "disk-full-child-of-a-blockless-parent-grows-nothing",
+        "file": "runtime/tracefile.c",
+        "old": "    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
+        "new": "    if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_a_child_forked_from_a_process_without_a_block_says_its_calls_missing"],
+        "why": "a child forked with no block to move keeps its file (fallocate of 0 bytes is "
+               "EINVAL, no failure of the disk)",
+    },
+    {
         "name": "disk-full-injected-failures-without-a-block-dropped",
         "file": "runtime/inject.c",
         "old": "    else if (shimgen_cfg.trace != TRACE_OFF)\n        shimgen_count_error(key);\n",

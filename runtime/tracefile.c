@@ -367,7 +367,7 @@ void shimgen_tracefile_after_fork(struct tstats *blocks)
      * in between leaves a file whose blocks its header accounts for. */
     if (fd >= 0)
         tf_hdr->blocks_reserved = n;
-    if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
+    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
         /* (a full disk): the file, which would say nothing of the child's calls, goes; the
          * note of no room takes its place, as for a file that could not take its header */
         int e = errno;

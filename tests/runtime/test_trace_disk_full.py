@@ -282,3 +282,30 @@ def test_a_forked_child_with_no_room_for_its_blocks_leaves_a_note(shims, tmp_pat
     report = report_of(proc)
     assert "processes  2: 1 complete, 1 with no trace (no room on the disk for one)" in report
     assert f"pid {child} (no trace)" in report and "counts exact" not in report, report
+
+
+def test_a_child_forked_from_a_process_without_a_block_says_its_calls_missing(
+        shims, tmp_path, sizes):
+    """Room for two headers and no block: the parent's file has no block when it forks, so
+    the child has no block to move; its own file is made (a header) and its calls, counted in
+    memory, are said in it as they are counted. The child leaves by _exit: the report has
+    both processes and every call they made as missing, none "counts exact"."""
+    boff, _ = sizes
+    (tmp_path / "forked.py").write_text(FORKED)
+    read = ("import sys; from shimgen.tracefile import load\n"
+            "for p in sys.argv[1:]:\n"
+            "    t = load(p); print('file', t.pid, t.calls_missing, t.complete)")
+    env = dict(shims[0].env(SHIMGEN_TRACE="counts", SHIMGEN_TRACE_DIR="traces"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = in_small_disk((2 * boff) // 1024 + 64,
+                         f"{PY} ../forked.py && {PY} -c {shlex.quote(read)} traces/*.shimtrace"
+                         f" && {REPORT}", env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    child = int(next(x.split()[1] for x in proc.stdout.splitlines() if x.startswith("child ")))
+    files = {int(x.split()[1]): x.split()[2:] for x in proc.stdout.splitlines()
+             if x.startswith("file ")}
+    assert len(files) == 2 and files[child] == ["200", "False"], proc.stdout
+    assert [v for k, v in files.items() if k != child] == [["100", "True"]], proc.stdout
+    report = report_of(proc)
+    assert "processes  2: 1 complete, 1 died with calls not in their traces" in report, report
+    assert f"pid {child} (200 calls at least)" in report and "counts exact" not in report
