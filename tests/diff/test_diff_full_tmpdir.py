@@ -36,6 +36,10 @@ def test_a_full_tmpdir_is_said_with_its_directory(drivers, tmp_path):
     proc = subprocess.run([*ns, "sh", "-c", inner], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 2 and proc.stdout == "", (proc.returncode, proc.stderr)
+    # (the compiler's own line is not shown here: its "file.c:N: fatal error:" reads as a
+    # build failure to devtools/mutants.py)
+    said_no_space = "no space left on the device of the compiler's temporary files" in proc.stderr
+    assert said_no_space, "the compiler's failure for want of space is not said as such"
     assert proc.stderr == ("shimgen: error: cannot compile the cuGetProcAddress querier: no "
                            "space left on the device of the compiler's temporary files, in "
                            f"TMPDIR={full}\n"), proc.stderr
