@@ -389,7 +389,7 @@ def missing_note(n: int, complete: bool) -> str:
     return (f"{n} calls are not in the file (no room on the disk for its blocks: counted in "
             "memory, with their errors and injected failures"
             + ("; its table at exit on stderr has them)" if complete else
-               ", and lost when the process died)"))
+               ", lost: the process did not reach its exit)"))
 
 
 def _check_possible(functions: dict, names: list[bytes], in_progress: int) -> None:
