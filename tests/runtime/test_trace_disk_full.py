@@ -195,6 +195,7 @@ def test_calls_in_memory_of_a_process_that_leaves_by__exit_are_said_missing(
     assert "counts exact" not in report, report
     assert "1 died with calls not in their traces" in report, report
     assert f"({blockless} calls at least)" in report, report
+    assert f"note       {blockless} calls are not in the file (no room on the disk" in report
 
 
 def test_a_process_with_no_room_for_its_file_leaves_a_note(shims, tmp_path, sizes):
