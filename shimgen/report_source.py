@@ -188,7 +188,8 @@ def _why(e: Exception, path: Path | str) -> str:
 
 
 def _trace_files(directory: Path, unreadable: list[tuple[str, str]]) -> list[Path]:
-    """The binary traces by their suffix; the JSON traces by content, whatever their name
+    """The binary traces and the notes of no room (`.nospace`) by their suffix; the JSON
+    traces by content, whatever their name
     (the shim names a process's trace `<name>.<pid>` when SHIMGEN_TRACE_FILE has no %p).
     What cannot be looked at (traces/ or a file that cannot be listed or opened) goes to
     `unreadable`."""
