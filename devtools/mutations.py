@@ -739,6 +739,267 @@ MUTATIONS = [
         "tests": ["tests/cli/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
         "why": "a separate value that starts with '-' is left to argparse, as it reads it",
     },
+    # ---- a full disk said per process, impossible numbers refused (runtime/stats.c,
+    # ---- tracefile.c, inject.c; shimgen/tracefile.py, tracejson.py, report_format.py) ----
+    {
+        "name": "disk-full-calls-in-memory-not-in-the-header",
+        "file": "runtime/stats.c",
+        "old": "    shimgen_tracefile_missed(1);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_calls_in_memory_of_a_process_that_leaves_by__exit_are_said_missing"],
+        "why": "calls counted in memory for want of a block are said in the file's header as "
+               "they are counted: a process that leaves by _exit leaves a file that says so",
+    },
+    {
+        "name": "disk-full-header-calls-missing-not-set-at-exit",
+        "file": "runtime/tracefile_header.c",
+        "old": "    h->calls_missing = calls_missing;\n",
+        "new": "    (void)calls_missing;\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_calls_of_threads_that_found_the_disk_full_are_in_the_file_at_exit"],
+        "why": "at exit the header says the calls the file lacks: none once the calls counted "
+               "in memory are in a block",
+    },
+    {
+        "name": "disk-full-reader-drops-calls-missing",
+        "file": "shimgen/tracefile.py",
+        "old": "        calls_missing=h[\"calls_missing\"],\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_calls_in_memory_of_a_process_that_leaves_by__exit_are_said_missing"],
+        "why": "the reader gives the calls a file lacks, so the report says them per process",
+    },
+    {
+        "name": "disk-full-no-note-of-a-process-without-a-file",
+        "file": "runtime/tracefile.c",
+        "old": "            leave_note(dirfd, name);\n",
+        "new": "            (void)leave_note;\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_a_process_with_no_room_for_its_file_leaves_a_note"],
+        "why": "a process with no room for its trace file leaves <name>.nospace: the run knows "
+               "it existed",
+    },
+    {
+        "name": "disk-full-forked-child-keeps-an-empty-file",
+        "file": "runtime/tracefile.c",
+        "old": "        unlink(tf_path);\n        if (e == ENOSPC || e == EDQUOT)\n"
+               "            leave_note(AT_FDCWD, tf_path);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_a_forked_child_with_no_room_for_its_blocks_leaves_a_note"],
+        "why": "a forked child with no room for its blocks leaves the note of no room, not a "
+               "file that says it died with no calls",
+    },
+    {
+        "name": "disk-full-child-of-a-blockless-parent-grows-nothing",
+        "file": "runtime/tracefile.c",
+        "old": "    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
+        "new": "    if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_a_child_forked_from_a_process_without_a_block_says_its_calls_missing"],
+        "why": "a child forked with no block to move keeps its file (fallocate of 0 bytes is "
+               "EINVAL, no failure of the disk)",
+    },
+    {
+        "name": "disk-full-calls-missing-at-exit-said-zero",
+        "file": "runtime/stats.c",
+        "old": "    shimgen_tracefile_finish(outside);\n",
+        "new": "    shimgen_tracefile_finish(0 * outside);\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_failures_injected_with_no_room_for_a_block_are_in_the_table_at_exit"],
+        "why": "at exit the header says the calls no block could take, and the table is printed",
+    },
+    {
+        "name": "reader-calls-missing-note-dropped",
+        "file": "shimgen/tracefile.py",
+        "old": "        notes.append(missing_note(h[\"calls_missing\"], complete))\n",
+        "new": "        pass\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_calls_in_memory_of_a_process_that_leaves_by__exit_are_said_missing"],
+        "why": "a file that lacks calls has a note that says how many and why",
+    },
+    {
+        "name": "disk-full-injected-failures-without-a-block-dropped",
+        "file": "runtime/inject.c",
+        "old": "    else if (shimgen_cfg.trace != TRACE_OFF)\n        shimgen_count_error(key);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_failures_injected_with_no_room_for_a_block_are_in_the_table_at_exit",
+                  "tests/runtime/test_trace_disk_full.py::"
+                  "test_failures_injected_on_threads_without_a_block_are_in_the_file_at_exit"],
+        "why": "a failure injected on a thread without a block is counted in memory: in the "
+               "table at exit, or in the file",
+    },
+    {
+        "name": "disk-full-injected-failures-not-put-in-the-file",
+        "file": "runtime/stats.c",
+        "old": "    shimgen_move_errors(s); /* the injected failures of those calls */\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_failures_injected_on_threads_without_a_block_are_in_the_file_at_exit"],
+        "why": "at exit the injected failures counted in memory go into a block with their calls",
+    },
+    {
+        "name": "disk-full-untimed-blamed-on-the-shadow-stack",
+        "file": "runtime/trace.c",
+        "old": "    uint64_t full = shimgen_untimed_calls > blockless ? shimgen_untimed_calls - "
+               "blockless : 0;\n",
+        "new": "    uint64_t full = shimgen_untimed_calls;\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_failures_injected_with_no_room_for_a_block_are_in_the_table_at_exit"],
+        "why": "the table at exit says calls were not timed for want of a block, not that the "
+               "shadow stack was full",
+    },
+    {
+        "name": "report-calls-missing-said-exact",
+        "file": "shimgen/report_format.py",
+        "old": "    exact = [p.last for p in g.procs if not p.complete and p not in short]\n",
+        "new": "    exact = [p.last for p in g.procs if not p.complete]\n",
+        "tests": ["tests/report/test_report_trust.py::"
+                  "test_a_process_with_calls_missing_is_never_said_exact"],
+        "why": "a process whose calls are not all in its trace is never said to have counts "
+               "exact",
+    },
+    {
+        "name": "report-nospace-note-not-read",
+        "file": "shimgen/report_source.py",
+        "old": "                if e.name.endswith((TRACE_SUFFIX, TRACE_NOSPACE_SUFFIX)) or (\n",
+        "new": "                if e.name.endswith(TRACE_SUFFIX) or (\n",
+        "tests": ["tests/report/test_report_trust.py::"
+                  "test_a_note_of_no_room_is_a_process_without_a_trace"],
+        "why": "a run's <name>.nospace notes are processes without a trace",
+    },
+    {
+        "name": "report-exec-drops-the-last-images-note",
+        "file": "shimgen/report_model.py",
+        "old": "            for t in p.traces[:-1]:  # ended by exec: not a death, no note of one\n",
+        "new": "            for t in p.traces:  # ended by exec: not a death, no note of one\n",
+        "tests": ["tests/report/test_report_trust.py::"
+                  "test_a_process_whose_last_program_was_killed_did_not_finish",
+                  "tests/report/test_report_runs.py::"
+                  "test_a_process_whose_last_program_is_killed_after_exec_died"],
+        "why": "a process whose last program was killed keeps its did-not-finish note",
+    },
+    {
+        "name": "reader-failures-above-calls-accepted",
+        "file": "shimgen/tracefile.py",
+        "old": "        if failed > calls + in_progress:\n",
+        "new": "        if failed > calls + in_progress + (1 << 64):\n",
+        "tests": ["tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
+                  "[injected-above]",
+                  "tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
+                  "[injected-2**64-1]"],
+        "why": "a binary trace with more failures of a function than calls is refused",
+    },
+    {
+        "name": "reader-failures-of-a-running-file-unbounded",
+        "file": "shimgen/tracefile.py",
+        "old": "    _check_possible(functions, names, 0 if complete else nblocks)\n",
+        "new": "    _check_possible(functions, names, 0 if complete else 1 << 64)\n",
+        "tests": ["tests/report/test_tracefile_reader.py::test_failures_as_many_as_calls_are_read"],
+        "why": "a file not finished may count one failure in progress per block, no more",
+    },
+    {
+        "name": "reader-success-as-a-failure-accepted",
+        "file": "shimgen/tracefile.py",
+        "old": "            if per.get(0):\n",
+        "new": "            if per.get(0) and False:\n",
+        "tests": ["tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
+                  "[injected-success]",
+                  "tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
+                  "[error-success]"],
+        "why": "a binary trace that lists CUDA_SUCCESS as a failure is refused",
+    },
+    {
+        "name": "json-failures-above-calls-accepted",
+        "file": "shimgen/tracejson.py",
+        "old": "    if failed > fs.calls:\n",
+        "new": "    if failed > fs.calls + (1 << 64):\n",
+        "tests": ["tests/report/test_report_trust_numbers.py::"
+                  "test_a_value_out_of_range_is_one_line_naming_the_file_and_key"
+                  "[injected-above-calls]",
+                  "tests/report/test_report_trust_numbers.py::"
+                  "test_a_value_out_of_range_is_one_line_naming_the_file_and_key"
+                  "[failures-2**64-1-of-3-calls]"],
+        "why": "a JSON trace with more failures of a function than calls is refused",
+    },
+    {
+        "name": "json-success-as-a-failure-accepted",
+        "file": "shimgen/tracejson.py",
+        "old": "        if 0 in per:\n",
+        "new": "        if 0 in per and False:\n",
+        "tests": ["tests/report/test_report_trust_numbers.py::"
+                  "test_a_value_out_of_range_is_one_line_naming_the_file_and_key"
+                  "[injected-success]",
+                  "tests/report/test_report_trust_numbers.py::"
+                  "test_a_value_out_of_range_is_one_line_naming_the_file_and_key"
+                  "[error-success]"],
+        "why": "a JSON trace that lists CUDA_SUCCESS as a failure is refused",
+    },
+    {
+        "name": "driver-larger-than-any-libcuda-read",
+        "file": "shimgen/elfnotes.py",
+        "old": "        if st.st_size > MAX_LIBRARY_SIZE:\n",
+        "new": "        if st.st_size > MAX_LIBRARY_SIZE << 40:\n",
+        "tests": ["tests/cli/test_cli_inputs.py::"
+                  "test_a_driver_larger_than_any_libcuda_is_one_line_in_every_command"],
+        "why": "a driver file larger than any libcuda could be is refused in one line, before "
+               "anything reads it",
+    },
+    {
+        "name": "driver-read-whole",
+        "file": "shimgen/elf.py",
+        "old": "        contents = mmap.mmap(fd, size, prot=mmap.PROT_READ)\n",
+        "new": "        contents = os.pread(fd, size, 0)\n",
+        "tests": ["tests/cli/test_cli_inputs.py::"
+                  "test_a_driver_is_read_by_what_is_looked_at_not_by_its_size"],
+        "why": "a driver is mapped, not read whole: memory is what is looked at",
+    },
+    {
+        "name": "inject-c-result-counts-leading-zeros",
+        "file": "runtime/inject.c",
+        "old": "        unsigned long long v = strlen(significant(s)) <= 10 ? strtoull(s, NULL, 10) : 0;\n",
+        "new": "        unsigned long long v = n <= 10 ? strtoull(s, NULL, 10) : 0;\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key"
+                  "[cuDriverGetVersion=00000000002,nth=000000000000000000003-want14]"],
+        "why": "a result written with leading zeros is its number (00000000002 is 2)",
+    },
+    {
+        "name": "inject-c-number-counts-leading-zeros",
+        "file": "runtime/inject.c",
+        "old": "    if (n == 0 || strlen(significant(s)) > 19 || strspn(s, \"0123456789\") != n)\n",
+        "new": "    if (n == 0 || n > 19 || strspn(s, \"0123456789\") != n)\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key"
+                  "[cuDriverGetVersion=00000000002,nth=000000000000000000003-want14]"],
+        "why": "a key's value written with leading zeros is its number",
+    },
+    {
+        "name": "inject-python-result-counts-leading-zeros",
+        "file": "shimgen/inject.py",
+        "old": "        code = int(text) if len(_significant(text)) <= 10 else RESULT_MAX + 1\n",
+        "new": "        code = int(text) if len(text) <= 10 else RESULT_MAX + 1\n",
+        "tests": ["tests/runtime/test_inject.py::test_leading_zeros_are_no_digits_of_the_number",
+                  "tests/runtime/test_inject.py::test_c_and_python_agree"],
+        "why": "`--inject` reads 00000000002 as 2, as the shim does",
+    },
+    {
+        "name": "inject-refusal-printed-raw",
+        "file": "runtime/inject.c",
+        "old": "        escape_controls(shown, sizeof shown, bad, 300);\n",
+        "new": "        snprintf(shown, sizeof shown, \"%.300s\", bad);\n",
+        "tests": ["tests/runtime/test_inject.py::test_a_refused_rule_is_said_on_one_line_escaped"],
+        "why": "a refused SHIMGEN_INJECT is one notice line, its control characters escaped",
+    },
+    {
+        "name": "diff-full-tmpdir-said-as-compilation-terminated",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "    if any(\"No space left on device\" in line for line in lines):\n",
+        "new": "    if False:\n",
+        "tests": ["tests/diff/test_diff_full_tmpdir.py::"
+                  "test_a_full_tmpdir_is_said_with_its_directory"],
+        "why": "a compiler with no room for its temporary files is said as such, with TMPDIR",
+    },
     # ---- shimgen run: signals, exit status, the environment (shimgen/runchild.py) ----
     {
         "name": "run-terminal-signal-forwarded-again",
@@ -2043,8 +2304,8 @@ MUTATIONS = [
     {
         "name": "inject-c-refusal-ignored",
         "file": "runtime/inject.c",
-        "old": "    if (err) {\n        snprintf(refusal",
-        "new": "    if (0) {\n        snprintf(refusal",
+        "old": "    if (err) {\n        char shown[",
+        "new": "    if (0) {\n        char shown[",
         "tests": ["tests/runtime/test_inject.py::test_a_refused_spec_arms_nothing_and_says_so_once"],
         "why": "a bad rule arms nothing and says so once",
     },

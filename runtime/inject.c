@@ -25,6 +25,7 @@
 
 #include "inject.h"
 #include "stats.h"
+#include "totals.h"
 
 enum {
 #define KEY_ENUM(KEY, name) K_##KEY,
@@ -56,7 +57,7 @@ struct rule {
 static struct rule rules[MAX_RULES];
 static unsigned nrules;
 static char rules_text[MAX_LEN]; /* the rules, each NUL-terminated */
-static char refusal[1024]; /* the notice of a refused SHIMGEN_INJECT */
+static char refusal[4096]; /* the notice of a refused SHIMGEN_INJECT */
 static uint32_t fn_rules[SHIMGEN_NFUNCS]; /* bit r: rule r matches function i */
 void *shimgen_inject_next[SHIMGEN_NFUNCS];
 
@@ -70,11 +71,20 @@ __attribute__((format(printf, 3, 4))) static int refuse(char *why, size_t cap,
     return -1;
 }
 
+/* Decimal digits without their leading zeros (00000000002 is 2): what a length limit is
+ * about; "0" stays. */
+static const char *significant(const char *s)
+{
+    while (s[0] == '0' && s[1])
+        s++;
+    return s;
+}
+
 /* Decimal digits only, from `low` to SHIMGEN_INJECT_NUMBER_MAX. */
 static int parse_number(const char *s, uint64_t low, uint64_t *out)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > 19 || strspn(s, "0123456789") != n)
+    if (n == 0 || strlen(significant(s)) > 19 || strspn(s, "0123456789") != n)
         return 0;
     unsigned long long v = strtoull(s, NULL, 10);
     if (v < low || v > SHIMGEN_INJECT_NUMBER_MAX)
@@ -105,7 +115,7 @@ static int parse_result(const char *s, int *code, char *why, size_t cap)
 {
     size_t n = strlen(s);
     if (n && strspn(s, "0123456789") == n) {
-        unsigned long long v = n <= 10 ? strtoull(s, NULL, 10) : 0;
+        unsigned long long v = strlen(significant(s)) <= 10 ? strtoull(s, NULL, 10) : 0;
         if (v < 1 || v > SHIMGEN_INJECT_RESULT_MAX)
             return refuse(why, cap, "result %.200s is out of a CUresult's range", s);
         *code = (int)v;
@@ -241,6 +251,30 @@ static void say_armed(void)
     shimgen_say("shimgen: SHIMGEN_INJECT armed: %s\n", line);
 }
 
+/* src (at most `max` bytes of it) with each control character escaped (\n, \r, \t,
+ * \xNN), as shimgen's Python side shows a name: a notice is one line, whatever the
+ * environment held. */
+static void escape_controls(char *dst, size_t cap, const char *src, size_t max)
+{
+    size_t o = 0;
+    for (size_t i = 0; src[i] && i < max && o + 5 < cap; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (c >= 0x20 && c != 0x7f) {
+            dst[o++] = (char)c;
+            continue;
+        }
+        dst[o++] = '\\';
+        if (c == '\n' || c == '\r' || c == '\t') {
+            dst[o++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else {
+            dst[o++] = 'x';
+            dst[o++] = "0123456789abcdef"[c >> 4];
+            dst[o++] = "0123456789abcdef"[c & 15];
+        }
+    }
+    dst[o] = '\0';
+}
+
 static void configure(const char *spec)
 {
     if (!spec || !*spec)
@@ -268,8 +302,11 @@ static void configure(const char *spec)
         nrules++;
     }
     if (err) {
-        snprintf(refusal, sizeof refusal, "shimgen: SHIMGEN_INJECT rule '%.300s' refused: "
-                 "%s; no fault is injected\n", bad, why);
+        char shown[4 * 300 + 1], reason[4 * sizeof why];
+        escape_controls(shown, sizeof shown, bad, 300);
+        escape_controls(reason, sizeof reason, why, sizeof why);
+        snprintf(refusal, sizeof refusal, "shimgen: SHIMGEN_INJECT rule '%s' refused: "
+                 "%s; no fault is injected\n", shown, reason);
         memset(fn_rules, 0, sizeof fn_rules);
         memset(rules, 0, sizeof rules);
         nrules = 0;
@@ -332,26 +369,18 @@ static int fires(const struct rule *ru, unsigned r, uint64_t n)
 /* The failure in the calling thread's error slots, like the timing path's error return
  * (timing.S) but in C: the slot holding the key, or the first free one claimed with a
  * compare-and-swap, from the key's hash; none free: the block's overflow. The key has the
- * injected bit (docs/traceformat.md). A thread without a block (untraced, or its block could
- * not be mapped: its calls are then counted with atomics, and its errors not) records
- * nothing. */
+ * injected bit (docs/traceformat.md). A traced thread without a block (none could be
+ * added: a full disk, or no memory; its calls are then counted with atomics) counts it in
+ * the process's errors, which the table at exit shows and which go into a block of the
+ * trace file at exit. */
 static void record(unsigned idx, int code)
 {
-    struct tstats *s = shimgen_tls_stats;
-    if (!s)
-        return;
     uint64_t key = SHIMGEN_TRACEFILE_ERR_INJECTED | ((uint64_t)idx + 1) << 32 | (uint32_t)code;
-    unsigned h = (unsigned)((key * TS_ERR_HASH) >> (64 - TS_ERR_SLOTS_SHIFT));
-    for (unsigned probe = 0; probe < TS_ERR_SLOTS; probe++) {
-        struct errslot *e = &s->err[(h + probe) & (TS_ERR_SLOTS - 1)];
-        uint64_t k = 0;
-        if (__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED) || k == key) {
-            __atomic_fetch_add(&e->count, 1, __ATOMIC_RELAXED);
-            return;
-        }
-    }
-    __atomic_fetch_add(&s->err_overflow, 1, __ATOMIC_RELAXED);
+    struct tstats *s = shimgen_tls_stats;
+    if (s)
+        shimgen_block_add_error(s, key, 1);
+    else if (shimgen_cfg.trace != TRACE_OFF)
+        shimgen_count_error(key);
 }
 
 int shimgen_inject_decide(unsigned idx)

@@ -203,8 +203,8 @@ static void stats_retire(void *p)
 }
 
 /* With a trace file: calls counted with atomics (a thread with no block, a signal handler's
- * while its thread made the file) go into a block of their own. Returns how many calls the
- * file lacks (0 unless that block cannot be added). */
+ * while its thread made the file), and the failures injected in them, go into a block of
+ * their own. Returns how many calls the file lacks (0 unless no block can take them). */
 static uint64_t put_outside_counts(void)
 {
     uint64_t n = 0;
@@ -242,6 +242,7 @@ static uint64_t put_outside_counts(void)
     }
     __atomic_fetch_add(&s->untimed, __atomic_exchange_n(&shimgen_untimed_calls, 0,
                                                         __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    shimgen_move_errors(s); /* the injected failures of those calls */
     if (fresh == 1)
         s->tid = 0;
     if (fresh)
@@ -279,13 +280,27 @@ void shimgen_collect_stats(void)
     shimgen_tracefile_finish(outside);
 }
 
+/* A call of a thread that has no block (none could be added: a full disk, or no memory):
+ * counted with atomics in memory, and said at once in the trace file's header, which a
+ * process that dies before its exit leaves behind. */
+uint64_t shimgen_blockless_calls;
+
+static void count_blockless(unsigned idx, int timed)
+{
+    __atomic_fetch_add(&shimgen_counts[idx], 1, __ATOMIC_RELAXED);
+    if (timed)
+        __atomic_fetch_add(&shimgen_untimed_calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&shimgen_blockless_calls, 1, __ATOMIC_RELAXED);
+    shimgen_tracefile_missed(1);
+}
+
 void *shimgen_count_first(unsigned idx)
 {
     struct tstats *s = stats_block();
     if (s)
         s->fn[idx].count++;
     else
-        __atomic_fetch_add(&shimgen_counts[idx], 1, __ATOMIC_RELAXED);
+        count_blockless(idx, 0);
     return shimgen_targets[idx];
 }
 
@@ -297,8 +312,7 @@ struct time_push shimgen_time_push(unsigned idx, void **return_slot, void *calle
     struct time_push r = {shimgen_targets[idx], NULL};
     struct tstats *s = stats_block();
     if (!s) {
-        __atomic_fetch_add(&shimgen_counts[idx], 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&shimgen_untimed_calls, 1, __ATOMIC_RELAXED);
+        count_blockless(idx, 1);
         return r;
     }
     /* Take a free frame before writing it, as the fast path does (timing.S). */
@@ -344,6 +358,7 @@ void shimgen_stats_after_fork(void)
     /* First of all: the blocks onto the child's own trace file (never the parent's). */
     shimgen_tracefile_after_fork(shimgen_live_blocks);
     shimgen_totals_after_fork();
+    shimgen_blockless_calls = 0;
     /* Only the forking thread lives on in the child: its block keeps its shadow frames;
      * every block restarts from zero, and the lock may have been held by a thread that
      * is gone. */

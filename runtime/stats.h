@@ -16,6 +16,7 @@ extern __thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initi
 extern pthread_mutex_t shimgen_stats_lock; /* thread exit and the output; never a first call */
 extern struct tstats *shimgen_live_blocks;   /* every block, live or free (a free one is empty) */
 void shimgen_collect_stats(void); /* at exit: every block folded into the totals */
+extern uint64_t shimgen_blockless_calls; /* calls of threads that got no block (not timed) */
 void shimgen_stats_after_fork(void);
 
 #endif

@@ -46,6 +46,35 @@ static void fold_error(uint64_t key, uint64_t n)
     __atomic_fetch_add(&shimgen_error_overflow, n, __ATOMIC_RELAXED);
 }
 
+void shimgen_count_error(uint64_t key)
+{
+    fold_error(key, 1);
+}
+
+void shimgen_block_add_error(struct tstats *s, uint64_t key, uint64_t n)
+{
+    unsigned h = (unsigned)((key * TS_ERR_HASH) >> (64 - TS_ERR_SLOTS_SHIFT));
+    for (unsigned probe = 0; probe < TS_ERR_SLOTS; probe++) {
+        struct errslot *e = &s->err[(h + probe) & (TS_ERR_SLOTS - 1)];
+        if (slot_add(&e->key, &e->count, key, n))
+            return;
+    }
+    __atomic_fetch_add(&s->err_overflow, n, __ATOMIC_RELAXED);
+}
+
+void shimgen_move_errors(struct tstats *s)
+{
+    for (unsigned e = 0; e < ERRORS_SLOTS; e++) {
+        uint64_t key = __atomic_load_n(&shimgen_errors[e].key, __ATOMIC_RELAXED);
+        uint64_t n = key ? __atomic_exchange_n(&shimgen_errors[e].count, 0, __ATOMIC_RELAXED) : 0;
+        if (n)
+            shimgen_block_add_error(s, key, n);
+    }
+    __atomic_fetch_add(&s->err_overflow,
+                       __atomic_exchange_n(&shimgen_error_overflow, 0, __ATOMIC_RELAXED),
+                       __ATOMIC_RELAXED);
+}
+
 /* Add n calls of fine key `key` to the process's fine histograms: like fold_error, from the
  * key's own slot (its function's home + its bucket), FINE_PROC_PROBES slots at most; none
  * free: the log2 histogram still has the calls. */

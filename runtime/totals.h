@@ -39,6 +39,13 @@ extern struct finepair shimgen_fine[FINE_PROC_SLOTS];
  * exit at once); then, where the block is not the record, cleared for its next thread. */
 void shimgen_fold_block(struct tstats *s);
 void shimgen_clear_block(struct tstats *s);
+/* A failure SHIMGEN_INJECT returned on a thread without a block (none could be added: a
+ * full disk), counted in the process's errors (atomics); at exit, with a trace file, every
+ * one of them moved into a block of the file (shimgen_move_errors), whose error slots take
+ * (key, n) as the timing stub's error path does (shimgen_block_add_error). */
+void shimgen_count_error(uint64_t key);
+void shimgen_block_add_error(struct tstats *s, uint64_t key, uint64_t n);
+void shimgen_move_errors(struct tstats *s);
 /* In a forked child: the totals back to zero (the parent's calls are not its own). */
 void shimgen_totals_after_fork(void);
 

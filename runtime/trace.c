@@ -254,9 +254,14 @@ static void write_table_times(const unsigned *order, unsigned n)
     if (shimgen_error_overflow)
         fprintf(stderr, "%14llu  (error returns not kept: too many distinct codes)\n",
                 (unsigned long long)shimgen_error_overflow);
-    if (shimgen_untimed_calls)
+    uint64_t blockless = __atomic_load_n(&shimgen_blockless_calls, __ATOMIC_RELAXED);
+    uint64_t full = shimgen_untimed_calls > blockless ? shimgen_untimed_calls - blockless : 0;
+    if (blockless)
+        fprintf(stderr, "%14llu  (calls counted but not timed: their thread got no block, no "
+                "room on the trace's disk or no memory)\n", (unsigned long long)blockless);
+    if (full)
         fprintf(stderr, "%14llu  (calls counted but not timed: shadow stack full)\n",
-                (unsigned long long)shimgen_untimed_calls);
+                (unsigned long long)full);
 }
 
 /* Without SHIMGEN_TRACE_FILE: a table on stderr, most called first. */

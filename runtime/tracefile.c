@@ -149,6 +149,22 @@ static int create_file(int dirfd, char *name)
     return -1;
 }
 
+/* "<name>.nospace" for the "<name>.shimtrace" that the disk had no room for: empty,
+ * O_EXCL, 0600, never through a symbolic link (docs/traceformat.md). `name` is relative to
+ * dirfd (or a path, with AT_FDCWD). */
+static void leave_note(int dirfd, const char *name)
+{
+    char note[PATH_MAX];
+    if (strlen(name) + sizeof SHIMGEN_TRACEFILE_NOSPACE_SUFFIX > sizeof note)
+        return;
+    size_t n = strlen(name) - (sizeof TF_SUFFIX - 1);
+    memcpy(note, name, n);
+    memcpy(note + n, SHIMGEN_TRACEFILE_NOSPACE_SUFFIX, sizeof SHIMGEN_TRACEFILE_NOSPACE_SUFFIX);
+    int fd = openat(dirfd, note, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+}
+
 /* Make and map this process's file: header, names, no block yet. 0, or -1 (said). */
 static int make_file(void)
 {
@@ -173,10 +189,14 @@ static int make_file(void)
         m = mmap(NULL, hlen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
         /* (a full disk): the file is removed, so that no empty or partial file of ours is
-         * left to read as damage; this process's trace is kept in memory */
+         * left to read as damage; this process's trace is kept in memory. An empty note of
+         * the same name takes its place (a name needs no data blocks): the run knows that
+         * the process was there and that its calls are not in it. */
         int e = errno;
         close(fd);
         unlinkat(dirfd, name, 0);
+        if (e == ENOSPC || e == EDQUOT)
+            leave_note(dirfd, name);
         close(dirfd);
         say_once("cannot write the trace file", e, IN_MEMORY);
         return -1;
@@ -275,6 +295,15 @@ void *shimgen_tracefile_block(int *anon)
     return p;
 }
 
+/* n calls counted in memory, in no block of the file (a thread that got no block: a full
+ * disk): said in the header at once, so that a process that dies before its exit puts
+ * them in a block (SIGKILL, _exit) leaves a file that says its calls are not all in it. */
+void shimgen_tracefile_missed(uint64_t n)
+{
+    if (shimgen_tracefile_ready())
+        __atomic_fetch_add(&tf_hdr->calls_missing, n, __ATOMIC_RELAXED);
+}
+
 /* At exit (trace.c): the header finished. 1 when the file is the record of the trace. */
 uint64_t shimgen_calls_missing;
 
@@ -343,10 +372,16 @@ void shimgen_tracefile_after_fork(struct tstats *blocks)
      * in between leaves a file whose blocks its header accounts for. */
     if (fd >= 0)
         tf_hdr->blocks_reserved = n;
-    if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
-        say_once("cannot write the trace file", errno, IN_MEMORY);
+    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
+        /* (a full disk): the file, which would say nothing of the child's calls, goes; the
+         * note of no room takes its place, as for a file that could not take its header */
+        int e = errno;
+        say_once("cannot write the trace file", e, IN_MEMORY);
         close(fd);
         fd = -1;
+        unlink(tf_path);
+        if (e == ENOSPC || e == EDQUOT)
+            leave_note(AT_FDCWD, tf_path);
     }
     uint64_t k = 0;
     for (struct tstats *b = blocks; b; k++) {

@@ -16,6 +16,7 @@ struct tstats;
  * at exit, a forked child's blocks moved onto its own. */
 void *shimgen_tracefile_block(int *anon); /* async-signal-safe */
 int shimgen_tracefile_ready(void);        /* this process's file is the record */
+void shimgen_tracefile_missed(uint64_t n); /* calls counted in no block: in the header */
 int shimgen_tracefile_finish(uint64_t calls_missing);
 extern uint64_t shimgen_calls_missing; /* at exit: calls the trace file could not take */
 void shimgen_tracefile_after_fork(struct tstats *blocks); /* every block of the process */

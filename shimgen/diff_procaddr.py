@@ -108,22 +108,42 @@ def query_names(*exports: list[str]) -> list[str]:
 
 # ---- the querier: compiled once, run per driver ------------------------------------------
 
+def _compile_failure(stderr: str) -> str:
+    """Why the compiler failed, in one line: no space for its temporary files (it writes them
+    in TMPDIR, else /tmp) said as such, with the directory; else its first error line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    if any("No space left on device" in line for line in lines):
+        tmpdir = os.environ.get("TMPDIR")
+        where = f"TMPDIR={tmpdir}" if tmpdir else "/tmp (TMPDIR is not set)"
+        return f"no space left on the device of the compiler's temporary files, in {where}"
+    errors = [line for line in lines if "error" in line]
+    return (errors or lines or ["no output"])[0]
+
+
 def _compile(source: bytes, out: Path) -> None:
     cc = shlex.split(os.environ.get("CC") or "cc")
-    with tempfile.TemporaryDirectory(prefix=".diff-query-", dir=out.parent) as tmp:
-        src, exe = Path(tmp) / "diff_query.c", Path(tmp) / "diff_query"
-        src.write_bytes(source)
-        try:
-            proc = subprocess.run([*cc, "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
-                                   str(src), "-ldl"], capture_output=True, text=True,
-                                  timeout=120)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise ShimgenError(f"cannot compile the cuGetProcAddress querier with {cc[0]}: "
-                               f"{e}") from None
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ShimgenError(f"cannot compile the cuGetProcAddress querier: {last}")
-        os.rename(exe, out)  # whole, under its final name, or not at all
+    try:
+        with tempfile.TemporaryDirectory(prefix=".diff-query-", dir=out.parent) as tmp:
+            _compile_in(cc, source, Path(tmp), out)
+    except OSError as e:
+        raise ShimgenError(f"cannot compile the cuGetProcAddress querier: cannot write in "
+                           f"{out.parent}: {e.strerror or e}") from None
+
+
+def _compile_in(cc: list[str], source: bytes, tmp: Path, out: Path) -> None:
+    src, exe = tmp / "diff_query.c", tmp / "diff_query"
+    src.write_bytes(source)
+    try:
+        proc = subprocess.run([*cc, "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
+                               str(src), "-ldl"], capture_output=True, text=True,
+                              timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise ShimgenError(f"cannot compile the cuGetProcAddress querier with {cc[0]}: "
+                           f"{e}") from None
+    if proc.returncode != 0:
+        raise ShimgenError("cannot compile the cuGetProcAddress querier: "
+                           + _compile_failure(proc.stderr))
+    os.rename(exe, out)  # whole, under its final name, or not at all
 
 
 def querier_name(source: bytes) -> str:

@@ -3,16 +3,18 @@
 Every consumer (the shim model, the libcuda rules of driver.py, gate discovery, its proof
 and the gate plan) receives the image this module returns; nothing else opens the driver.
 The file is opened with care, by elfnotes.open_library, the opening every command makes
-(never a device file, never blocking, the descriptor read is the file checked), read whole,
-and its layout is checked by hand before pyelftools parses anything: every table
-must lie inside the file and have the x86-64 entry size. The exports come from the dynamic
-symbol table only: it is what the dynamic loader and `dlsym` see. Every refusal is a
-ShimgenError of one line naming the file.
+(never a device file, never blocking, the descriptor read is the file checked, no larger
+than any libcuda could be), mapped (only what is looked at is read), and its layout is
+checked by hand before pyelftools parses anything: every table must lie inside the file and
+have the x86-64 entry size. The exports come from the dynamic symbol table only: it is what
+the dynamic loader and `dlsym` see. Every refusal is a ShimgenError of one line naming the
+file.
 """
 
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import struct
 from dataclasses import dataclass, field
@@ -94,7 +96,8 @@ class DriverImage:
     data: tuple[Export, ...]  # exported objects (cudbg* variables), sorted by name
     sections: tuple[Section, ...] = field(default=(), repr=False, compare=False)
     segments: tuple[Segment, ...] = field(default=(), repr=False, compare=False)
-    contents: bytes = field(default=b"", repr=False, compare=False)  # the whole file
+    # the whole file, mapped read-only (bytes where an image is made by hand)
+    contents: bytes | mmap.mmap = field(default=b"", repr=False, compare=False)
     # where PT_GNU_EH_FRAME puts .eh_frame_hdr (its table of function starts), if anywhere
     eh_frame_hdr: int | None = field(default=None, repr=False, compare=False)
 
@@ -250,20 +253,24 @@ def _build_id(elf, layout: _Layout) -> str:
 
 def read_image(path: Path | str) -> DriverImage:
     """Open, check and parse one ELF file. Raises ShimgenError with one line naming the
-    problem. The file is read once, whole: the bytes checked are the bytes every consumer
-    reads."""
+    problem. The file is mapped once, read-only and private to this process: the bytes
+    checked are the bytes every consumer reads, and only what is looked at is read."""
     from elftools.common.exceptions import ELFError
 
     path, real, fd, size = open_library(path)
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            contents = fh.read()
-        except OSError as e:
-            raise ShimgenError(f"driver {path}: cannot read it ({e.strerror})") from None
-    size = len(contents)
     try:
-        # closed when done: pyelftools keeps some of its objects, which hold the stream
-        with io.BytesIO(contents) as fh:
+        # mapped, not read: only the pages that are looked at are read, so the memory used
+        # is what is read (a file with holes costs its data, not its size)
+        contents = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+    except (OSError, ValueError) as e:
+        raise ShimgenError(f"driver {path}: cannot read it "
+                           f"({getattr(e, 'strerror', None) or e})") from None
+    finally:
+        os.close(fd)
+    try:
+        # a stream over the mapping of its own: pyelftools keeps some of its objects, which
+        # hold the stream, and moves its position
+        with _MappedStream(contents) as fh:
             layout = _check_layout(fh, size, path)
             functions, data, soname, build_id = _read_dynamic(fh, layout, path)
     except ShimgenError:
@@ -289,6 +296,40 @@ def read_image(path: Path | str) -> DriverImage:
         contents=contents,
         eh_frame_hdr=layout.eh_frame_hdr,
     )
+
+
+class _MappedStream(io.RawIOBase):
+    """A read-only stream over a mapped file that copies only what is read."""
+
+    def __init__(self, m: mmap.mmap) -> None:
+        self._m, self._pos = m, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self._pos, len(self._m))[whence]
+        if base + offset < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self._m) if n is None or n < 0 else min(self._pos + n, len(self._m))
+        out = self._m[self._pos:end] if self._pos < end else b""
+        self._pos += len(out)
+        return out
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)
 
 
 ELFFile = None  # pyelftools' ELFFile once first used (a test counts the parses through it)

@@ -18,6 +18,9 @@ from pathlib import Path
 from .errors import ShimgenError
 
 EHDR = struct.Struct("<16sHHIQQQIHHHHHH")  # the ELF header, x86-64
+# No libcuda comes near this (535 to 555: under 30 MiB): a larger file is no driver, and is
+# refused before anything reads it (a sparse file can claim any size on a few KiB of disk).
+MAX_LIBRARY_SIZE = 1 << 30
 PHDR = struct.Struct("<IIQQQQQQ")  # a program header
 EM_X86_64 = 62
 ET_DYN = 3
@@ -142,6 +145,9 @@ def open_library(path: Path | str, what: str = "driver") -> tuple[Path, Path, in
         _check_kind(st.st_mode, name)
         if st.st_size == 0:
             raise ShimgenError(f"{name}: empty file")
+        if st.st_size > MAX_LIBRARY_SIZE:
+            raise ShimgenError(f"{name}: {st.st_size} bytes, larger than any libcuda could be "
+                               f"(at most {MAX_LIBRARY_SIZE >> 20} MiB); not read")
         try:
             head = os.pread(fd, EHDR.size, 0)
         except OSError as e:

@@ -47,8 +47,14 @@ def _refuse(rule: str, why: str) -> ShimgenError:
     return ShimgenError(f"--inject {rule!r}: {why}")
 
 
+def _significant(digits: str) -> str:
+    """Decimal digits without their leading zeros (00000000002 is 2): what a length limit
+    is about."""
+    return digits.lstrip("0") or "0"
+
+
 def _number(rule: str, key: str, value: str, low: int) -> int:
-    if not (value.isascii() and value.isdigit()) or len(value) > 19 or \
+    if not (value.isascii() and value.isdigit()) or len(_significant(value)) > 19 or \
             not low <= int(value) <= NUMBER_MAX:
         raise _refuse(rule, f"{key}={value!r} is not a whole number from {low} to {NUMBER_MAX}")
     return int(value)
@@ -67,7 +73,7 @@ def _probability(rule: str, value: str) -> float:
 
 def _result(rule: str, text: str) -> int:
     if text.isascii() and text.isdigit():
-        code = int(text) if len(text) <= 10 else RESULT_MAX + 1
+        code = int(text) if len(_significant(text)) <= 10 else RESULT_MAX + 1
         if not 1 <= code <= RESULT_MAX:
             raise _refuse(rule, f"result {text} is not a CUresult from 1 to {RESULT_MAX}" +
                           (" (an injection is a failure: CUDA_SUCCESS is refused)"

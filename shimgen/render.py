@@ -166,6 +166,7 @@ def render_context(model: ShimModel) -> dict:
         "trace_magic": runenv.TRACE_MAGIC.decode(),
         "trace_version": runenv.TRACE_VERSION,
         "trace_suffix": runenv.TRACE_SUFFIX,
+        "trace_nospace_suffix": runenv.TRACE_NOSPACE_SUFFIX,
         "trace_byte_order": runenv.TRACE_BYTE_ORDER,
         "trace_states": runenv.TRACE_STATES,
         "trace_modes": runenv.TRACE_MODES,

@@ -81,10 +81,14 @@ def _num(v, scale: float = 1.0, digits: int = 0) -> str:
 def _side(label: str, s: Source) -> str:
     procs = processes_of(s.processes)
     n = len(procs)
-    died = sum(not p.complete for p in procs)
-    versions = sorted({shown(p.driver_version or "unknown") for p in s.processes})
+    short = sum(any(t.short for t in p.traces) for p in procs)
+    died = sum(not p.complete and not any(t.short for t in p.traces) for p in procs)
+    versions = sorted({shown(p.driver_version or "unknown") for p in s.processes
+                       if not p.no_file})
     return (f"{label}  {shown(s.name)}: {n} process{'' if n == 1 else 'es'}"
             + (f" ({died} died: {DIED})" if died else "")
+            + (f" ({short} with calls not in their traces: no room on the disk)"
+               if short else "")
             + (f", driver {', '.join(versions)}" if versions else ""))
 
 

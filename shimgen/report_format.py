@@ -107,6 +107,8 @@ def _drivers(g: Group) -> dict[str, int]:
     versions its programs loaded; "unknown" when none of them says)."""
     seen: dict[str, int] = {}
     for proc in g.procs:
+        if all(p.no_file for p in proc.traces):
+            continue  # no trace: nothing said of its driver
         versions = {p.driver_version for p in proc.traces if p.driver_version} or {"unknown"}
         for v in versions:
             seen[v] = seen.get(v, 0) + 1
@@ -165,38 +167,70 @@ def _note_line(text: str, n: int, same: bool) -> str:
             "with the like, their numbers differ)")
 
 
+def _who(p) -> str:
+    return f"pid {p.pid}" + (f" rank {shown(p.rank, CUT)}" if p.rank is not None else "")
+
+
+def _short(g: Group) -> list:
+    """The processes whose calls are not all in their traces (a full disk), by their last
+    trace: never said to have counts exact."""
+    return [proc for proc in g.procs if any(t.short for t in proc.traces)]
+
+
+def _missing_line(short: list) -> str:
+    said = []
+    for proc in short:
+        n = sum(t.calls_missing for t in proc.traces)
+        what = ("no trace" if any(t.no_file for t in proc.traces) and not n
+                else f"{n} calls at least")
+        said.append(f"{_who(proc.last)} ({what})")
+    return ("missing    calls not in the traces (no room on the disk): " + _listing(said))
+
+
 def group_header(g: Group) -> list[str]:
     n = len(g.procs)
-    died = [p.last for p in g.procs if not p.complete]
+    short = _short(g)
+    untraced = [p for p in g.procs if all(t.no_file for t in p.traces)]
+    died = [p.last for p in g.procs if not p.complete and p not in untraced]
+    exact = [p.last for p in g.procs if not p.complete and p not in short]
     ranks = [shown(r, CUT) for r in _ranks(g)]
     line = f"processes  {n}" + (f", ranks {_listing(ranks)}" if ranks else "")
-    line += f": {n - len(died)} complete" + (f", {len(died)} died ({DIED})" if died else "")
+    line += (f": {n - len(died) - len(untraced)} complete"
+             + (f", {len(exact)} died ({DIED})" if exact else ""))
+    if len(died) > len(exact):
+        line += f", {len(died) - len(exact)} died with calls not in their traces"
+    if untraced:
+        line += f", {len(untraced)} with no trace (no room on the disk for one)"
     lines = [line]
     if died:
-        lines.append("died       " + _listing(
-            [f"pid {p.pid}" + (f" rank {shown(p.rank, CUT)}" if p.rank is not None else "")
-             for p in died]))
+        lines.append("died       " + _listing([_who(p) for p in died]))
+    if short:
+        lines.append(_missing_line(short))
     execs = sum(p.execs for p in g.procs)
     if execs:
         lines.append(f"exec       {execs} time{'s' if execs > 1 else ''} a process ran another "
                      "program: each such process counts once, its calls summed over its "
                      "programs")
     drivers = _drivers(g)
-    if len(drivers) == 1:
+    if not drivers:
+        pass  # no trace says which (no room on the disk for one)
+    elif len(drivers) == 1:
         lines.append(f"driver     {shown(next(iter(drivers)), CUT)}")
     else:
         lines.append("driver     warning: the processes loaded different drivers: " + ", ".join(
             f"{shown(v, CUT)} ({c} process{'es' if c > 1 else ''})"
             for v, c in sorted(drivers.items())))
-    modes = sorted({p.mode for p in g.processes})
-    lines.append(f"mode       {', '.join(shown(m, CUT) for m in modes)}")
+    modes = sorted({p.mode for p in g.processes if p.mode})
+    if modes:
+        lines.append(f"mode       {', '.join(shown(m, CUT) for m in modes)}")
     twice = _traced_twice(g)
     if twice:
         lines.append("warning    the same pid has a binary and a JSON trace (the process traced "
                      "both ways: its calls count twice): " + _listing(twice))
     untimed = sum(p.untimed_calls for p in g.processes)
     if untimed:
-        lines.append(f"untimed    {untimed} calls counted but not timed (shadow stack full)")
+        lines.append(f"untimed    {untimed} calls counted but not timed (shadow stack full, or "
+                     "no block for their thread: no room on the disk)")
     unmapped = sum(p.unmapped_proc_addresses for p in g.processes)
     if unmapped:
         lines.append(f"unmapped   {unmapped} cuGetProcAddress answers that are no export "
@@ -232,10 +266,12 @@ def function_table(functions: dict[str, Merged], injecting: bool = False) -> lis
     return lines
 
 
-def errors_section(functions: dict[str, Merged]) -> list[str]:
+def errors_section(functions: dict[str, Merged], short: bool = False) -> list[str]:
     rows = error_rows(functions)
     if not rows:
         known = all(m.errors_known for m in functions.values())
+        if short:
+            return ["errors: none in these traces (calls are missing from them: see missing)"]
         return ["errors: none" if known and functions else
                 "errors: not recorded in these traces (counts mode, or a shim that does not "
                 "count them)"]
@@ -314,7 +350,7 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
         lines.append("")
         lines += function_table(g.functions, any(rules(s) for s in sources))
         lines.append("")
-        lines += errors_section(g.functions)
+        lines += errors_section(g.functions, bool(_short(g)))
         lines += injected_section(g.functions)
     return "\n".join(lines) + "\n"
 
@@ -326,11 +362,16 @@ def group_json(g: Group) -> dict:
         "processes": len(g.procs),
         "complete": len(g.procs) - len(died),
         "died": [{"pid": p.pid, "rank": p.rank, "path": p.path} for p in died],
+        "calls_missing": [{"pid": proc.last.pid, "rank": proc.last.rank,
+                           "path": proc.last.path,
+                           "calls": sum(t.calls_missing for t in proc.traces),
+                           "trace": not all(t.no_file for t in proc.traces)}
+                          for proc in _short(g)],
         "execs": sum(p.execs for p in g.procs),
         "traces": len(g.processes),
         "ranks": _ranks(g),
         "driver_versions": _drivers(g),
-        "modes": sorted({p.mode for p in g.processes}),
+        "modes": sorted({p.mode for p in g.processes if p.mode}),
         "untimed_calls": sum(p.untimed_calls for p in g.processes),
         "unmapped_proc_addresses": sum(p.unmapped_proc_addresses for p in g.processes),
         "errors_overflow": sum(p.errors_overflow for p in g.processes),

@@ -13,8 +13,8 @@ import stat
 from pathlib import Path
 
 from .errors import ShimgenError
-from .runenv import NOTICES, RUN_JSON, TRACE_SUFFIX, TRACES
-from .tracemodel import ProcessTrace
+from .runenv import NOTICES, RUN_JSON, TRACE_NOSPACE_SUFFIX, TRACE_SUFFIX, TRACES
+from .tracemodel import NO_ROOM, ProcessTrace
 
 # The layout of a run directory (`shimgen run`) is runenv.py's; other traces are JSON.
 JSON_SUFFIX = ".json"
@@ -36,10 +36,25 @@ def _load_json_trace(path: Path) -> ProcessTrace:
     return tracejson.load(path)
 
 
+def _load_nospace(path: Path) -> ProcessTrace:
+    """The note a process left where the disk had no room for its trace file: its name,
+    `[r<rank>-]<pid>[-<k>].nospace` (runtime/tracefile.c), is all it says."""
+    stem = path.name[:-len(TRACE_NOSPACE_SUFFIX)]
+    rank = None
+    if stem.startswith("r") and "-" in stem:
+        rank, stem = stem[1:].split("-", 1)
+    pid = stem.split("-", 1)[0]
+    if not (pid.isascii() and pid.isdigit() and 0 < int(pid) < 1 << 31):
+        raise ShimgenError(f"{path}: not a note of shimgen's (no pid in its name)")
+    return ProcessTrace(path=str(path), source="nospace", pid=int(pid), rank=rank, mode="",
+                        complete=False, no_file=True, notes=[NO_ROOM])
+
+
 # How each kind of trace file is read (binary by its suffix, any other file as JSON): the
 # one seam between the report and the readers. Each returns a ProcessTrace or raises
 # ShimgenError with one line.
-READERS = {TRACE_SUFFIX: _load_shimtrace, JSON_SUFFIX: _load_json_trace}
+READERS = {TRACE_SUFFIX: _load_shimtrace, TRACE_NOSPACE_SUFFIX: _load_nospace,
+           JSON_SUFFIX: _load_json_trace}
 
 
 def _looks_like_json_trace(path: Path) -> bool:
@@ -173,7 +188,8 @@ def _why(e: Exception, path: Path | str) -> str:
 
 
 def _trace_files(directory: Path, unreadable: list[tuple[str, str]]) -> list[Path]:
-    """The binary traces by their suffix; the JSON traces by content, whatever their name
+    """The binary traces and the notes of no room (`.nospace`) by their suffix; the JSON
+    traces by content, whatever their name
     (the shim names a process's trace `<name>.<pid>` when SHIMGEN_TRACE_FILE has no %p).
     What cannot be looked at (traces/ or a file that cannot be listed or opened) goes to
     `unreadable`."""
@@ -193,7 +209,7 @@ def _trace_files(directory: Path, unreadable: list[tuple[str, str]]) -> list[Pat
                 continue  # the shim's temporary files start with "."
             path = Path(e.path)
             try:
-                if e.name.endswith(TRACE_SUFFIX) or (
+                if e.name.endswith((TRACE_SUFFIX, TRACE_NOSPACE_SUFFIX)) or (
                         e.name != RUN_JSON and e.name != NOTICES
                         and _looks_like_json_trace(path)):
                     found.append(path)
@@ -207,7 +223,8 @@ def _read_file(path: Path, *, skip_other_json: bool) -> ProcessTrace | None:
     `skip_other_json`, None for valid JSON that is no shimgen trace."""
     from .tracejson import NotATrace
 
-    reader = READERS[TRACE_SUFFIX if path.name.endswith(TRACE_SUFFIX) else JSON_SUFFIX]
+    reader = READERS[next((suffix for suffix in (TRACE_SUFFIX, TRACE_NOSPACE_SUFFIX)
+                           if path.name.endswith(suffix)), JSON_SUFFIX)]
     try:
         return reader(path)
     except NotATrace:

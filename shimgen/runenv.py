@@ -54,6 +54,10 @@ DEFAULT_TRACE = "time"
 TRACE_MAGIC = b"SHIMTRC\n"
 TRACE_VERSION = 3
 TRACE_SUFFIX = ".shimtrace"
+# The empty file a process leaves in place of its trace file when the disk had no room even
+# for the file's header: `<name>.nospace` for the `<name>.shimtrace` it could not make, so
+# that the run knows the process existed and that its calls are not in it.
+TRACE_NOSPACE_SUFFIX = ".nospace"
 TRACE_BYTE_ORDER = 0x0102030405060708
 TRACE_STATES = {"running": 1, "complete": 2}
 # An error slot's key with this bit set counts failures that SHIMGEN_INJECT returned without

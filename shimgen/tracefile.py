@@ -356,9 +356,10 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         if why:
             notes.append(why)
     if h["calls_missing"]:
-        notes.append(f"{h['calls_missing']} calls counted in memory are not in the file")
+        notes.append(missing_note(h["calls_missing"], complete))
     if not complete:
         notes.append(NOT_FINISHED)
+    _check_possible(functions, names, 0 if complete else nblocks)
     stats = {}
     for i, (calls, total, mx, hist, errs, fine, inj) in functions.items():
         fs = FunctionStats(calls=calls, hist=hist, errors=errs, fine=fine, injected=inj)
@@ -378,4 +379,29 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         start_ns=h["start_ns"] or None, end_ns=h["end_ns"] if complete else None,
         functions=stats, ppid=h["ppid"], errors_overflow=overflow, notes=notes,
         boot_id=_text(h["boot_id"], "boot id"), proc_start=h["proc_start"] or None,
+        calls_missing=h["calls_missing"],
     )
+
+
+def missing_note(n: int, complete: bool) -> str:
+    """The note of a file that lacks n calls its process counted in memory (the disk had no
+    room for a block): said as they were counted, so also of a process that died."""
+    return (f"{n} calls are not in the file (no room on the disk for its blocks: counted in "
+            "memory, with their errors and injected failures"
+            + ("; its table at exit on stderr has them)" if complete else
+               ", lost: the process did not reach its exit)"))
+
+
+def _check_possible(functions: dict, names: list[bytes], in_progress: int) -> None:
+    """No function has more failures (its driver's errors and the injected ones) than calls,
+    and none lists CUDA_SUCCESS (0) as a failure. A file whose process did not finish it may
+    have counted a failure of a call in progress, not yet counted itself: one per block (a
+    thread's) at most."""
+    for i, (calls, _, _, _, errs, _, inj) in functions.items():
+        name = names[i].decode("ascii", "replace")
+        for what, per in (("error", errs), ("injected failure", inj)):
+            if per.get(0):
+                raise _Bad(f"it lists CUDA_SUCCESS (0) as an {what} of {name}")
+        failed = sum(errs.values()) + sum(inj.values())
+        if failed > calls + in_progress:
+            raise _Bad(f"it counts {failed} failures of {name}, which has {calls} calls")

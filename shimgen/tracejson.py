@@ -268,6 +268,18 @@ def _errors(into: dict[int, int], entry, what: str) -> None:
         into[number] = into.get(number, 0) + _int(count, f"{what}.{code}")
 
 
+def _possible(name: str, fs: FunctionStats) -> None:
+    """No more failures (the driver's errors and the injected ones) than calls, and no
+    CUDA_SUCCESS (0) among them: the shim writes its JSON at exit, every call counted."""
+    for what, per in (("errors", fs.errors), ("injected", fs.injected)):
+        if 0 in per:
+            raise ShimgenError(f"{what}.{_key(name)}.0 is CUDA_SUCCESS, which is no failure")
+    failed = sum(fs.errors.values()) + sum(fs.injected.values())
+    if failed > fs.calls:
+        raise ShimgenError(f"errors.{_key(name)} and injected.{_key(name)} count {failed} "
+                           f"failures, more than its {fs.calls} calls")
+
+
 def parse(data, path: str) -> ProcessTrace:
     """A parsed JSON trace as a ProcessTrace; ShimgenError (without the path) when any value
     is of the wrong kind, NotATrace when it is no shimgen trace at all."""
@@ -314,6 +326,8 @@ def parse(data, path: str) -> ProcessTrace:
             if fs is None:
                 raise ShimgenError(f"{what}.{_key(name)}: the function is not in calls")
             _errors(fs.errors if what == "errors" else fs.injected, entry, f"{what}.{name}")
+    for name, fs in trace.functions.items():
+        _possible(name, fs)
     if any(fs.hist is not None for fs in trace.functions.values()) and trace.ns_per_tick is None:
         raise ShimgenError("it has latency histograms but no ns_per_tick")
     return trace

@@ -14,6 +14,10 @@ HIST_BUCKETS = 64
 # The note of a trace whose process never finished its file: it died, or it exec'd (then
 # the report, which sees the image after the exec, drops the note from the one before).
 NOT_FINISHED = "the process did not finish the file (it died, was killed, or exec'd)"
+# The note of a process that left no trace, only a note that the disk had no room for its
+# trace file (runenv.TRACE_NOSPACE_SUFFIX): none of its calls is in the run.
+NO_ROOM = ("no room on the disk for its trace file: none of its calls is in the run (a "
+           "process that exited printed its own table on its stderr)")
 # The fine histogram (runtime/layout.h; a binary trace's header states these, and the
 # reader refuses other values): FINE_SUB buckets per power of two of elapsed ticks. Fine
 # bucket f is the tick count f itself below FINE_SUB; else, with e = floor(log2(ticks)),
@@ -97,7 +101,8 @@ class ProcessTrace:
     __slots__ = ("path", "source", "pid", "rank", "mode", "complete", "shimgen_version",
                  "driver_path", "driver_version", "driver_build_id", "ns_per_tick",
                  "untimed_calls", "unmapped_proc_addresses", "start_ns", "end_ns", "functions",
-                 "ppid", "errors_overflow", "notes", "boot_id", "proc_start")
+                 "ppid", "errors_overflow", "notes", "boot_id", "proc_start",
+                 "calls_missing", "no_file")
 
     def __init__(self, path: str, source: str, pid: int, rank: str | None, mode: str,
                  complete: bool, shimgen_version: str = "", driver_path: str = "",
@@ -107,7 +112,8 @@ class ProcessTrace:
                  end_ns: int | None = None, functions: dict[str, FunctionStats] | None = None,
                  ppid: int | None = None, errors_overflow: int = 0,
                  notes: list[str] | None = None, boot_id: str = "",
-                 proc_start: int | None = None) -> None:
+                 proc_start: int | None = None, calls_missing: int = 0,
+                 no_file: bool = False) -> None:
         self.path = path  # the file it was read from
         self.source = source  # "shimtrace" (binary, docs/traceformat.md) or "json"
         self.pid = pid
@@ -132,3 +138,14 @@ class ProcessTrace:
         # the pid. "" / None where the reader does not know them.
         self.boot_id = boot_id
         self.proc_start = proc_start
+        # Calls the process made that its trace does not hold (counted in memory when the
+        # disk had no room for a block: at least this many), and whether it left no trace at
+        # all, only a note that the disk had no room for one (its calls unknown). Either way
+        # its counts are not exact.
+        self.calls_missing = calls_missing
+        self.no_file = no_file
+
+    @property
+    def short(self) -> bool:
+        """Whether some of its calls are not in its trace (a full disk)."""
+        return bool(self.calls_missing or self.no_file)

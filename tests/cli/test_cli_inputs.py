@@ -108,6 +108,62 @@ def test_a_bad_driver_is_the_same_line_in_every_command(tmp_path, case):
         assert not (tmp_path / made).exists() or not any((tmp_path / made).iterdir()), made
 
 
+def _sparse_copy(driver: Path, tmp: Path, size: int) -> Path:
+    """A copy of a real driver (a valid ELF) made `size` bytes long by a hole at its end: a
+    few MiB on disk, whatever its size."""
+    copy = tmp / f"libcuda.so.{size}"
+    copy.write_bytes(driver.read_bytes())
+    os.truncate(copy, size)
+    return copy
+
+
+def test_a_driver_larger_than_any_libcuda_is_one_line_in_every_command(drivers, tmp_path):
+    """A valid ELF with a hole to 64 GiB (a few MiB on disk): build, gates, patch, exports,
+    run and diff refuse it in one line, before anything reads it. Before, each read it whole
+    and ended with MemoryError (exit 70)."""
+    big = _sparse_copy(drivers[0].path, tmp_path, 64 << 30)
+    words = f"driver {big}: {64 << 30} bytes, larger than any libcuda could be"
+
+    def one(argv: list[str]) -> tuple[list[str], int, str, str]:
+        proc = subprocess.run(SHIMGEN + argv, cwd=ROOT, env=_env(tmp_path),
+                              capture_output=True, text=True, timeout=60)
+        return argv, proc.returncode, proc.stdout, proc.stderr
+
+    argvs = [_driver_argv(c, str(big), tmp_path) for c in COMMANDS]
+    argvs.append(["diff", str(drivers[0].path), str(big)])
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(one, argvs))
+    for argv, code, out, err in results:
+        assert code == (2 if argv[0] == "diff" else 1) and out == "", (argv, code, out, err)
+        assert err.startswith(PREFIX + words) and err.count("\n") == 1, (argv, err)
+
+
+def test_a_driver_is_read_by_what_is_looked_at_not_by_its_size(drivers, tmp_path):
+    """A driver with a hole to 900 MiB after its data, under the size limit: `exports` gives
+    what it gives for the driver itself, and its memory is that of the data read (its peak
+    resident set under 200 MiB, from its own /proc/self/status: the file mapped, not read
+    whole; before, 927 MiB)."""
+    big = _sparse_copy(drivers[0].path, tmp_path, 900 << 20)
+    # VmHWM is the peak of this image's memory (a peak taken by wait4 would count the test's
+    # own process, whose memory a child of vfork shares until its exec)
+    measured = ("import sys\nfrom shimgen.cli import main\ntry:\n    rc = main(sys.argv[1:])\n"
+                "finally:\n    sys.stdout.flush()\n"
+                "    hwm = [x for x in open('/proc/self/status') if x.startswith('VmHWM:')]\n"
+                "    print(hwm[0].split()[1], file=sys.stderr)\nsys.exit(rc)\n")
+
+    def exports(driver: Path) -> tuple[str, int]:
+        proc = subprocess.run([sys.executable, "-c", measured, "exports", "--driver",
+                               str(driver)], cwd=ROOT, env=_env(tmp_path), capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout, int(proc.stderr.split()[-1]) << 10
+
+    plain, _ = exports(drivers[0].path)
+    out, peak = exports(big)
+    assert out == plain
+    assert peak < 200 << 20, f"{peak >> 20} MiB"
+
+
 def test_a_driver_given_by_its_symlink_is_read_through_it(drivers, tmp_path):
     """libcuda.so.1 is a symlink on every system: followed by the check that every command
     makes (run's cached path included: its build-id is read from the file it leads to), and

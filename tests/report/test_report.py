@@ -201,8 +201,9 @@ def test_json_schema(tmp_path, capsys):
                                 "command": "torchrun train.py", "exit_status": 3,
                                 "signal": None, "error": None, "start": "s", "end": "e"}]
     g = data["groups"][0]
-    assert set(g) == {"group", "processes", "complete", "died", "execs", "traces", "ranks",
-                      "driver_versions", "modes", "untimed_calls", "unmapped_proc_addresses",
+    assert set(g) == {"group", "processes", "complete", "died", "calls_missing", "execs",
+                      "traces", "ranks", "driver_versions", "modes", "untimed_calls",
+                      "unmapped_proc_addresses",
                       "errors_overflow", "notes", "functions", "errors", "injected"}
     assert set(g["functions"][0]) == {"function", "calls", "total_ns", "mean_ns", "p50_ns",
                                       "p90_ns", "p99_ns", "max_ns", "errors", "injected"}

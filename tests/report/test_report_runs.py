@@ -78,3 +78,41 @@ def test_children_killed_while_they_make_their_files_never_hide_the_others(shims
     assert calls_of(g) == sum(t.functions[V].calls for t in readable if V in t.functions)
     # the parents completed; every child died (killed), none is reported complete
     assert g["complete"] == 2, (g["complete"], seed)
+
+
+# A program that calls the driver N times and then execs ARGS (a launcher: `exec python ...`),
+# or, with no ARGS, says "ready" and waits to be killed (the program it exec'd).
+EXECS = """
+import ctypes, os, sys, time
+lib = ctypes.CDLL("libcuda.so.1")
+v = ctypes.c_int()
+for _ in range(int(sys.argv[1])):
+    lib.cuDriverGetVersion(ctypes.byref(v))
+if len(sys.argv) > 2:
+    os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("mode", ["counts", "time"])
+def test_a_process_whose_last_program_is_killed_after_exec_died(shims, tmp_path, mode):
+    """A launcher that calls the driver and execs the program, which calls it and is then
+    SIGKILLed: one process, with the calls of both images, that died (not complete) and keeps
+    the note that it did not finish; the image before the exec has none."""
+    script = tmp_path / "execs.py"
+    script.write_text(EXECS)
+    d = tmp_path / "traces"
+    proc = subprocess.Popen([sys.executable, str(script), "5", str(script), "7"],
+                            env=shims[0].env(SHIMGEN_TRACE=mode, SHIMGEN_TRACE_DIR=str(d)),
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(list(d.glob("*.shimtrace"))) == 2
+    (g,) = report_json(d)["groups"]
+    assert (g["processes"], g["complete"], g["execs"], len(g["died"])) == (1, 0, 1, 1), g
+    assert calls_of(g) == 12
+    assert list(g["notes"].values()) == [1] and "did not finish" in next(iter(g["notes"])), g

@@ -20,7 +20,7 @@ from shimgen.report import summary_for_run
 from shimgen.report_format import NOTICES_SHOWN, UNREADABLE_SHOWN, render
 from shimgen.report_model import groups
 from shimgen.report_source import NOTICES_MAX_BYTES, Source
-from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
+from shimgen.tracemodel import HIST_BUCKETS, NOT_FINISHED, FunctionStats, ProcessTrace
 
 BOOT = "6f1c2a1e-5d0b-4b8e-9d7a-0c1e2f3a4b5c"
 
@@ -366,3 +366,67 @@ def test_p90_is_in_the_table_the_json_and_the_csv(tmp_path, capsys):
     assert cells[4:7] == ["29", "53", "59"]
     rows = list(csv.DictReader(io.StringIO(cli(capsys, "--csv", d)[1])))
     assert rows[0]["p90_ns"] == "53.0" and rows[0]["p50_ns"] == "29.3"
+
+
+def test_a_process_whose_last_program_was_killed_did_not_finish():
+    """A launcher's `sh -c` that execs the program, which is then killed: the trace of the
+    image before exec loses its note (exec is no death), the last one keeps it, and the
+    process is said to have died, with the note."""
+    before = proc(7, {"cuInit": fn(1)}, complete=False, proc_start=5, start_ns=100,
+                  path="traces/7.shimtrace", notes=[NOT_FINISHED])
+    after = proc(7, {"cuInit": fn(2)}, complete=False, proc_start=5, start_ns=200,
+                 path="traces/7-1.shimtrace", notes=[NOT_FINISHED])
+    for procs in ([before, after], [after, before]):
+        for t in procs:
+            t.notes = [NOT_FINISHED]
+        text = text_of(procs)
+        assert "processes  1: 0 complete, 1 died (counts exact up to its last call)" in text
+        assert f"note       {NOT_FINISHED} (1 process)" in text, text
+        g = json_of(procs)["groups"][0]
+        assert g["notes"] == {NOT_FINISHED: 1} and g["execs"] == 1
+        assert before.notes == [] and after.notes == [NOT_FINISHED]
+
+
+# ---- a full disk: calls not in the traces ------------------------------------------------
+
+def test_a_process_with_calls_missing_is_never_said_exact(tmp_path, capsys):
+    """A trace whose header says that calls are not in it (a full disk) is of a process whose
+    counts are not exact, whether it died or exited: said per process, in the text, the JSON
+    and a comparison."""
+    died = proc(8, {"cuInit": fn(1)}, complete=False, proc_start=5, start_ns=1)
+    died.calls_missing = 6000
+    exited = proc(9, {"cuInit": fn(1)}, proc_start=6, start_ns=1)
+    exited.calls_missing = 40
+    fine = proc(10, {"cuInit": fn(1)}, complete=False, proc_start=7, start_ns=1)
+    procs = [died, exited, fine]
+    text = text_of(procs)
+    assert ("processes  3: 1 complete, 1 died (counts exact up to its last call), 1 died with "
+            "calls not in their traces\n") in text, text
+    assert ("missing    calls not in the traces (no room on the disk): pid 8 (6000 calls at "
+            "least), pid 9 (40 calls at least)") in text, text
+    g = json_of(procs)["groups"][0]
+    assert [(m["pid"], m["calls"], m["trace"]) for m in g["calls_missing"]] == [
+        (8, 6000, True), (9, 40, True)]
+    from shimgen import report_compare
+
+    both = report_compare.render(Source(Path("a"), True, procs), Source(Path("b"), True, []),
+                                 "text")
+    assert "3 processes (1 died: counts exact up to its last call) (2 with calls not" in both
+
+
+def test_a_note_of_no_room_is_a_process_without_a_trace(tmp_path, capsys):
+    """`<name>.nospace`, the empty note a process leaves where the disk had no room for its
+    trace file: a process of the run (its pid and rank from the name), with no trace."""
+    d = tmp_path / "run"
+    (d / "traces").mkdir(parents=True)
+    (d / "run.json").write_text('{"command": ["x"], "exit": {"status": 0}}')
+    (d / "traces" / "123.nospace").write_bytes(b"")
+    (d / "traces" / "r2-456-1.nospace").write_bytes(b"")
+    rc, out, err = cli(capsys, d)
+    assert rc == 0, err
+    assert "processes  2, ranks 2: 0 complete, 2 with no trace (no room on the disk for one)" in out
+    assert "pid 123 (no trace), pid 456 rank 2 (no trace)" in out, out
+    assert "no process made a traced driver call" not in out and "driver     " not in out
+    g = json.loads(cli(capsys, "--json", d)[1])["groups"][0]
+    assert [(m["pid"], m["rank"], m["trace"]) for m in g["calls_missing"]] == [
+        (123, None, False), (456, "2", False)]

@@ -66,6 +66,12 @@ BAD_VALUES = {
     "hist-one-too-long": ("time/cuInit/hist", [0] * HIST_BUCKETS + [3], "time.cuInit.hist"),
     "hist-count-past-uint64": ("time/cuInit/hist", [0, 0, 0, 2**64], "time.cuInit.hist"),
     "error-count-past-uint64": ("errors/cuInit/100", 2**64, "errors.cuInit.100"),
+    # impossible numbers: more failures than calls, or a success listed as a failure
+    "injected-above-calls": ("injected", {"cuInit": {"1": 1000}}, "injected.cuInit"),
+    "failures-2**64-1-of-3-calls": ("errors/cuInit/100", U64, "errors.cuInit"),
+    "injected-and-errors-above-calls": ("injected", {"cuInit": {"2": 3}}, "injected.cuInit"),
+    "injected-success": ("injected", {"cuInit": {"0": 1}}, "injected.cuInit.0"),
+    "error-success": ("errors/cuInit", {"0": 1}, "errors.cuInit.0"),
     "pid-past-pid_t": ("pid", 2**40, "pid"),
     "untimed-of-5000-digits": ("untimed_calls", "1" * 5000, "untimed_calls"),
     "ns-per-tick-1e300": ("ns_per_tick", 1e300, "ns_per_tick"),

@@ -20,6 +20,7 @@ from shimgen.errors import ShimgenError
 from shimgen.runenv import trace_header_layout
 from shimgen.tracefile import HEADER_SIZE, load
 
+V = "cuDriverGetVersion"
 FIELD_OFFSETS = {name: (offset, code) for name, _, _, offset, code in trace_header_layout()}
 
 
@@ -159,6 +160,8 @@ def test_error_slots_and_histograms_are_summed_over_blocks(real_file, tmp_path):
         for fn in (idx, other):
             row = base + h["off_hist"] + fn * 64 * 8
             data[row:row + 64 * 8] = bytes(64 * 8)
+    # cuInit's calls (tracekill makes none): no function fails more often than it is called
+    struct.pack_into("<Q", data, h["blocks_off"] + h["off_fn"] + other * 32, 5)
     for b, (n100, n2) in enumerate([(3, 0), (4, 5)]):
         base = h["blocks_off"] + b * h["block_stride"]
         slots = [((idx + 1) << 32 | 100, n100), ((other + 1) << 32 | 2, n2)]
@@ -305,3 +308,59 @@ def test_the_documented_header_is_the_format_s_own():
     want = [(str(off), f"char[{n}]" if ctype == "char" else kinds[ctype], name)
             for name, ctype, n, off, _ in trace_header_layout()]
     assert rows == want
+
+
+def with_error_slots(real_file: Path, tmp_path: Path, slots: list[tuple[str, int, int, bool]],
+                     state: int | None = None) -> Path:
+    """The real file with every block's error slots cleared, then block 0's holding `slots`:
+    (function, code, count, injected)."""
+    data = bytearray(real_file.read_bytes())
+    h = header(data)
+    names = bytes(data[h["names_off"]:h["names_off"] + h["names_size"]]).split(b"\0")
+    for b in range((len(data) - h["blocks_off"]) // h["block_stride"]):
+        base = h["blocks_off"] + b * h["block_stride"]
+        data[base + h["off_err"]:base + h["off_err"] + 16 * h["err_slots"]] = bytes(
+            16 * h["err_slots"])
+    for k, (name, code, count, injected) in enumerate(slots):
+        key = (names.index(name.encode()) + 1) << 32 | code | (tracefile.ERR_INJECTED
+                                                             if injected else 0)
+        struct.pack_into("<QQ", data, h["blocks_off"] + h["off_err"] + 16 * k, key, count)
+    if state is not None:
+        put(data, "state", state)
+    p = tmp_path / "slots.shimtrace"
+    p.write_bytes(bytes(data))
+    return p
+
+
+@pytest.mark.parametrize("case", ["injected-of-uncalled", "injected-2**64-1", "injected-above",
+                                  "errors-above", "injected-success", "error-success"])
+def test_impossible_numbers_are_refused(real_file, tmp_path, case):
+    """More failures (the driver's errors and the injected ones) of a function than its
+    calls, or CUDA_SUCCESS as a failure: the file is refused, one line naming it, as a
+    corrupt file is."""
+    calls = load(real_file).functions[V].calls
+    slots, words = {
+        "injected-of-uncalled": ([("cuInit", 2, 1, True)], ("1 failures of cuInit", "0 calls")),
+        "injected-2**64-1": ([(V, 2, 2**64 - 1, True)], (f"{2**64 - 1} failures of {V}",)),
+        "injected-above": ([(V, 2, calls + 1, True)], (f"{calls + 1} failures of {V}",)),
+        "errors-above": ([(V, 100, calls, False), (V, 2, 1, True)],
+                         (f"{calls + 1} failures of {V}",)),
+        "injected-success": ([(V, 0, 1, True)], ("CUDA_SUCCESS (0) as an injected failure",)),
+        "error-success": ([(V, 0, 1, False)], ("CUDA_SUCCESS (0) as an error",)),
+    }[case]
+    refused(with_error_slots(real_file, tmp_path, slots), *words)
+
+
+def test_failures_as_many_as_calls_are_read(real_file, tmp_path):
+    """The bound is the calls: every call failed is possible. A file whose process did not
+    finish it may hold a failure of a call in progress, not yet counted: one per block."""
+    t = load(real_file)
+    calls = t.functions[V].calls
+    f = load(with_error_slots(real_file, tmp_path, [(V, 2, calls, True)])).functions[V]
+    assert f.injected == {2: calls}
+    h = header(real_file.read_bytes())
+    blocks = (real_file.stat().st_size - h["blocks_off"]) // h["block_stride"]
+    running = with_error_slots(real_file, tmp_path, [(V, 2, calls + blocks, True)], state=1)
+    assert load(running).functions[V].injected == {2: calls + blocks}
+    refused(with_error_slots(real_file, tmp_path, [(V, 2, calls + blocks + 1, True)], state=1),
+            "failures of")

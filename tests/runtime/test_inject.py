@@ -58,6 +58,8 @@ def codes(line: str) -> list[int]:
     ("cuDriverGetVersion=2,nth=2;cuDriverGetVersion=3,every=2",
      [0, OOM, 0, 3, 0, 3, 0, 3]),
     ("cuDriverGetVersion=2,rank=0", [OOM] * 8),
+    # leading zeros are no digits of the number: 00000000002 is 2
+    ("cuDriverGetVersion=00000000002,nth=000000000000000000003", [0, 0, OOM, 0, 0, 0, 0, 0]),
     ("cuDriverGetVersion=2,rank=1", [0] * 8),
 ])
 def test_every_key(probes, one, rule, want):
@@ -123,12 +125,16 @@ BAD = [
     ("cuDriverGetVersion=2,", "unknown key"), ("cuNoSuchFunction=2", "matches no function"),
     ("cuMemGetAttribute=2", "does not return a CUresult"),
     ("cuMemGetAttribut?=2", "return no CUresult"),
+    ("cuDriverGetVersion=000000000004294967296", "not a CUresult"),
+    ("cuDriverGetVersion=000000000000", "CUDA_SUCCESS"),
+    ("cuDriverGetVersion=2,nth=00000000000000000000", "nth="),
 ]
 GOOD = ["cuMemAlloc=2", "cuMemAlloc_v2=2", "cuMemAlloc*=2", "cuMemcpyHtoD_v2=2",
         "cuMemcpyHtoD=2", "cuMemcpy*Async=2", "cuStreamSynchronize=2", "cuLaunchKernel=719",
         "cuMemGetAttribute*=2", "cu*=2", "cudbg*=2", "cuGraph*Node*=2,p=.25,seed=9",
         "cuMemAlloc_v2=CUDA_ERROR_OUT_OF_MEMORY,nth=3", "cuDriverGetVersion=2,after=0",
-        "cuDriverGetVersion=2,rank=3,every=2,after=1,times=4"]
+        "cuDriverGetVersion=2,rank=3,every=2,after=1,times=4",
+        "cuDriverGetVersion=00000000002,every=000000000000000000002"]
 
 
 def exports_of(shim) -> list[str]:
@@ -158,6 +164,22 @@ def test_c_and_python_agree(probes, one):
         else:
             m = re.search(r"armed: '(.*)' on (\d+) functions?", out[-1])
             assert m and m.group(1) == rule and int(m.group(2)) == want, (rule, out[-1])
+
+
+def test_leading_zeros_are_no_digits_of_the_number():
+    """00000000002 is 2: a length limit counts the digits that matter."""
+    rule = inject.parse("cuDriverGetVersion=00000000002,every=000000000000000000007")
+    assert (rule.code, rule.every) == (2, 7)
+
+
+def test_a_refused_rule_is_said_on_one_line_escaped(probes, one):
+    """A newline or an escape sequence in SHIMGEN_INJECT is shown escaped in the notice,
+    which stays one line (nothing forged after it, no terminal sequence run)."""
+    out = calls(probes, one, "cuDriverGetVersion=2,ev\nery=1\x1b[2J;x\ry=\t2", "dlsym:1")
+    assert codes(out[0]) == [0]
+    assert out[-1].count("\n") == 1 and "\x1b" not in out[-1] and "\r" not in out[-1], out
+    assert ("rule 'cuDriverGetVersion=2,ev\\nery=1\\x1b[2J' refused: unknown key "
+            "'ev\\nery'") in out[-1], out[-1]
 
 
 def test_variants_match_as_documented(one):

@@ -5,6 +5,7 @@ Real Debian drivers on the CPU; the probe is tests/c/tracekill.c."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -116,3 +117,196 @@ def test_load_of_a_file_with_a_block_the_disk_could_not_take(shims, probes, tmp_
     p.write_bytes(bytes(data) + bytes(4096 * 3))
     with pytest.raises(ShimgenError, match="not a whole number"):
         load(p)
+
+
+# A process that calls the driver N times on its main thread, then N times on each of T
+# threads, prints "calls <all>" and leaves by HOW: "exit" (its exit handlers and the shim's
+# destructor run) or "_exit" (none runs: Python multiprocessing's children end so).
+CALLS = """
+import ctypes, os, sys, threading
+lib = ctypes.CDLL("libcuda.so.1")
+n, t, how = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def work():
+    v = ctypes.c_int()
+    for _ in range(n):
+        lib.cuDriverGetVersion(ctypes.byref(v))
+work()
+threads = [threading.Thread(target=work) for _ in range(t)]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+print("calls", n * (t + 1), flush=True)
+if how == "_exit":
+    os._exit(0)
+"""
+EVERY = 3  # SHIMGEN_INJECT fails every third call of cuDriverGetVersion
+INJECT = f"{V}=CUDA_ERROR_INVALID_VALUE,every={EVERY}"
+READ = ("import json, sys; from shimgen.tracefile import load; t = load(sys.argv[1]); "
+        f"f = t.functions.get('{V}'); "
+        "print('file', json.dumps([f.calls if f else 0, sum(f.injected.values()) if f else 0, "
+        "t.calls_missing, t.complete]))")
+
+
+def calls_then_leave(tmp_path: Path, shim, kib: int, mode: str, n: int, t: int, how: str,
+                     after: str = "") -> subprocess.CompletedProcess:
+    """CALLS on a disk of `kib` KiB with SHIMGEN_TRACE_DIR=traces and INJECT, then `after`
+    (sh), in the disk's namespace."""
+    (tmp_path / "calls.py").write_text(CALLS)
+    script = (f"{shlex.quote(sys.executable)} ../calls.py {n} {t} {how}"
+              + (f"; {after}" if after else ""))
+    env = dict(shim.env(SHIMGEN_TRACE=mode, SHIMGEN_TRACE_DIR="traces", SHIMGEN_INJECT=INJECT),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    return in_small_disk(kib, script, env, tmp_path)
+
+
+def read_after(proc: subprocess.CompletedProcess) -> list:
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("file ")]
+    return json.loads(line[5:])
+
+
+def report_of(proc: subprocess.CompletedProcess) -> str:
+    return proc.stdout[proc.stdout.index("shimgen report:"):]
+
+
+PY = shlex.quote(sys.executable)
+REPORT = f"{PY} -m shimgen report traces"
+
+
+@pytest.mark.parametrize("block", ["no-block", "main-block"])
+@pytest.mark.parametrize("mode", ["counts", "time"])
+def test_calls_in_memory_of_a_process_that_leaves_by__exit_are_said_missing(
+        shims, tmp_path, sizes, mode, block):
+    """No room for a block (none at all, or none but the main thread's): the calls that
+    could not be counted in a block are counted in memory and said in the header as they
+    are counted, so a process that leaves by _exit (no exit code runs) leaves a file that
+    says how many of its calls it lacks; the report says so, never "counts exact"."""
+    boff, stride = sizes
+    kib = (boff + (stride if block == "main-block" else 0)) // 1024 + 64
+    n, t = 300, 3
+    proc = calls_then_leave(tmp_path, shims[0], kib, mode, n, t, "_exit",
+                            f"{PY} -c {shlex.quote(READ)} traces/*.shimtrace; {REPORT}")
+    assert proc.returncode == 0, proc.stderr
+    assert "cannot add a block to the trace file" in proc.stderr, proc.stderr
+    calls, injected, missing, complete = read_after(proc)
+    blockless = n * t if block == "main-block" else n * (t + 1)
+    assert [calls, missing, complete] == [n * (t + 1) - blockless, blockless, False], proc.stdout
+    report = report_of(proc)
+    assert "counts exact" not in report, report
+    assert "1 died with calls not in their traces" in report, report
+    assert f"({blockless} calls at least)" in report, report
+    assert f"note       {blockless} calls are not in the file (no room on the disk" in report
+
+
+def test_a_process_with_no_room_for_its_file_leaves_a_note(shims, tmp_path, sizes):
+    """No room even for the file's header, and the process leaves by _exit: the file is
+    removed and an empty note, <name>.nospace, takes its place, so that the run knows the
+    process was there and that none of its calls is in it."""
+    proc = calls_then_leave(tmp_path, shims[0], 4, "time", 100, 1, "_exit",
+                            f"ls -ln traces; {REPORT}")
+    assert proc.returncode == 0, proc.stderr
+    notes = [x.split() for x in proc.stdout.splitlines() if x.endswith(".nospace")]
+    assert len(notes) == 1 and notes[0][0] == "-rw-------" and notes[0][4] == "0", proc.stdout
+    assert not [x for x in proc.stdout.splitlines() if x.endswith(".shimtrace")]
+    report = report_of(proc)
+    assert "processes  1: 0 complete, 1 with no trace (no room on the disk for one)" in report
+    assert "(no trace)" in report and "counts exact" not in report, report
+
+
+@pytest.mark.parametrize("mode", ["counts", "time"])
+def test_failures_injected_on_threads_without_a_block_are_in_the_file_at_exit(
+        shims, tmp_path, sizes, mode):
+    """Room for the header and the main thread's block: the other threads' calls, and the
+    failures injected in them, are counted in memory and put in that block at exit; the
+    file holds every call and every injected failure."""
+    boff, stride = sizes
+    n, t = 300, 3
+    proc = calls_then_leave(tmp_path, shims[0], (boff + stride) // 1024 + 64, mode, n, t,
+                            "exit", f"{PY} -c {shlex.quote(READ)} traces/*.shimtrace")
+    assert proc.returncode == 0, proc.stderr
+    assert "cannot add a block to the trace file" in proc.stderr, proc.stderr
+    total = n * (t + 1)
+    assert read_after(proc) == [total, total // EVERY, 0, True], proc.stdout
+
+
+def test_failures_injected_with_no_room_for_a_block_are_in_the_table_at_exit(
+        shims, tmp_path, sizes):
+    """Room for the header only: the file has no block, its header says that every call is
+    missing from it, and the table at exit has every call and every injected failure, and
+    says why the calls were not timed (no block), not "shadow stack full"."""
+    boff, _ = sizes
+    n, t = 300, 1
+    proc = calls_then_leave(tmp_path, shims[0], boff // 1024 + 64, "time", n, t, "exit",
+                            f"{PY} -c {shlex.quote(READ)} traces/*.shimtrace")
+    assert proc.returncode == 0, proc.stderr
+    total = n * (t + 1)
+    assert read_after(proc) == [0, 0, total, True], proc.stdout
+    assert "shimgen injected failures" in proc.stderr, proc.stderr
+    assert any(line.split()[:3] == [str(total // EVERY), "1", "CUDA_ERROR_INVALID_VALUE"]
+               for line in proc.stderr.splitlines()), proc.stderr
+    assert f"{total}  (calls counted but not timed: their thread got no block" in proc.stderr
+    assert "shadow stack full" not in proc.stderr, proc.stderr
+
+
+FORKED = """
+import ctypes, os, sys
+lib = ctypes.CDLL("libcuda.so.1")
+v = ctypes.c_int()
+for _ in range(100):
+    lib.cuDriverGetVersion(ctypes.byref(v))
+child = os.fork()
+if child == 0:
+    for _ in range(200):
+        lib.cuDriverGetVersion(ctypes.byref(v))
+    os._exit(0)
+os.waitpid(child, 0)
+print("child", child, flush=True)
+"""
+
+
+def test_a_forked_child_with_no_room_for_its_blocks_leaves_a_note(shims, tmp_path, sizes):
+    """Room for the parent's file and block and for the child's header, not for the child's
+    block: the child's file, which could hold none of its calls, is removed and the note of
+    no room takes its place, so a child that leaves by _exit (as a multiprocessing worker
+    does) is a process without a trace in the report, never a process that died with no
+    calls."""
+    boff, stride = sizes
+    (tmp_path / "forked.py").write_text(FORKED)
+    env = dict(shims[0].env(SHIMGEN_TRACE="time", SHIMGEN_TRACE_DIR="traces"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = in_small_disk((2 * boff + stride) // 1024 + 64,
+                         f"{PY} ../forked.py && ls traces && {REPORT}", env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    child = next(x.split()[1] for x in proc.stdout.splitlines() if x.startswith("child "))
+    files = [x for x in proc.stdout.splitlines() if x.endswith((".shimtrace", ".nospace"))]
+    assert f"{child}.nospace" in files and f"{child}.shimtrace" not in files, proc.stdout
+    report = report_of(proc)
+    assert "processes  2: 1 complete, 1 with no trace (no room on the disk for one)" in report
+    assert f"pid {child} (no trace)" in report and "counts exact" not in report, report
+
+
+def test_a_child_forked_from_a_process_without_a_block_says_its_calls_missing(
+        shims, tmp_path, sizes):
+    """Room for two headers and no block: the parent's file has no block when it forks, so
+    the child has no block to move; its own file is made (a header) and its calls, counted in
+    memory, are said in it as they are counted. The child leaves by _exit: the report has
+    both processes and every call they made as missing, none "counts exact"."""
+    boff, _ = sizes
+    (tmp_path / "forked.py").write_text(FORKED)
+    read = ("import sys; from shimgen.tracefile import load\n"
+            "for p in sys.argv[1:]:\n"
+            "    t = load(p); print('file', t.pid, t.calls_missing, t.complete)")
+    env = dict(shims[0].env(SHIMGEN_TRACE="counts", SHIMGEN_TRACE_DIR="traces"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = in_small_disk((2 * boff) // 1024 + 64,
+                         f"{PY} ../forked.py && {PY} -c {shlex.quote(read)} traces/*.shimtrace"
+                         f" && {REPORT}", env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    child = int(next(x.split()[1] for x in proc.stdout.splitlines() if x.startswith("child ")))
+    files = {int(x.split()[1]): x.split()[2:] for x in proc.stdout.splitlines()
+             if x.startswith("file ")}
+    assert len(files) == 2 and files[child] == ["200", "False"], proc.stdout
+    assert [v for k, v in files.items() if k != child] == [["100", "True"]], proc.stdout
+    report = report_of(proc)
+    assert "processes  2: 1 complete, 1 died with calls not in their traces" in report, report
+    assert f"pid {child} (200 calls at least)" in report and "counts exact" not in report
