@@ -13,7 +13,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cuda import CUDA_ERROR_STUB_LIBRARY, LIBCUDA_DIRS
+from .cuda import (
+    CUDA_ERROR_STUB_LIBRARY,
+    LIBCUDA_DIRS,
+    OLDEST_CUDA,
+    cuda_of_driver,
+    cuda_text,
+    first_driver,
+    since_text,
+)
 from .errors import ShimgenError
 
 if TYPE_CHECKING:  # elf.py is imported where a driver is read: default_driver() needs none
@@ -42,10 +50,13 @@ def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
     path = image.path
     names = set(image.function_names())
     missing = [n for n in REQUIRED_DRIVER_FUNCTIONS if n not in names]
+    if missing == ["cuGetProcAddress"]:
+        raise ShimgenError(predates_message(image))
     if missing:
+        soname = f" {image.soname}" if image.soname else ""
         raise ShimgenError(
-            f"driver {path}: not a CUDA driver library (does not export {', '.join(missing)})"
-        )
+            f"driver {path}: a shared library{soname} that exports no {', '.join(missing)}: "
+            "not a CUDA driver library")
     odd = [n for n in image.function_names() if not _C_IDENTIFIER.match(n)]
     if odd:
         raise ShimgenError(
@@ -53,6 +64,16 @@ def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
     if require_real:
         _check_real_driver(image, path)
     return image
+
+
+def predates_message(image: DriverImage) -> str:
+    """What shimgen says of a CUDA driver older than cuGetProcAddress: which driver it is,
+    its CUDA version, and the oldest one shimgen supports."""
+    cuda = cuda_of_driver(image.version)
+    what = (f"driver {image.version} (CUDA {cuda_text(cuda)})" if cuda is not None
+            else f"driver {image.path} (version {image.version})")
+    return (f"{what} predates cuGetProcAddress ({since_text(OLDEST_CUDA)}): "
+            f"shimgen supports drivers from {first_driver(OLDEST_CUDA)} on")
 
 
 def _check_real_driver(image: DriverImage, path: Path) -> None:
