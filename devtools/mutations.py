@@ -1771,4 +1771,66 @@ MUTATIONS = [
         "tests": ["tests/run/test_userhooks.py::test_memlimit_table_as_a_unit"],
         "why": "a freed slot never hides the allocations after it in the table",
     },
+    # ---- every driver Debian ships: hooks of newer functions, older drivers, the matrix ----
+    {
+        "name": "hook-since-includes-its-own-version",
+        "file": "shimgen/model.py",
+        "old": "cuda is not None and cuda < hook.since",
+        "new": "cuda is not None and cuda <= hook.since",
+        "tests": ["tests/pipeline/test_matrix.py::test_a_hook_is_absent_only_from_a_driver_older_than_its_function"],
+        "why": "a hook is left out only of a driver older than the CUDA version that added its "
+               "function; one that version carries must export it",
+    },
+    {
+        "name": "hook-since-unknown-version-leaves-it-out",
+        "file": "shimgen/model.py",
+        "old": "cuda is not None and cuda < hook.since",
+        "new": "(cuda is None or cuda < hook.since)",
+        "tests": ["tests/pipeline/test_matrix.py::test_a_hook_is_absent_only_from_a_driver_older_than_its_function"],
+        "why": "a driver whose CUDA version is unknown gets no hook silently left out",
+    },
+    {
+        "name": "hook-since-any-missing-name-left-out",
+        "file": "shimgen/model.py",
+        "old": "            if driver_predates(driver, hook):\n",
+        "new": "            if hook.since:\n",
+        "tests": ["tests/pipeline/test_matrix.py::test_a_misspelt_hook_fails_on_a_driver_new_enough"],
+        "why": "a misspelt hook name fails generation even when the hook has a CUDA version",
+    },
+    {
+        "name": "predates-said-of-any-library",
+        "file": "shimgen/driver.py",
+        "old": "    if missing == [\"cuGetProcAddress\"]:\n",
+        "new": "    if \"cuGetProcAddress\" in missing:\n",
+        "tests": ["tests/pipeline/test_units.py::test_bad_driver_input_is_one_line"],
+        "why": "only a CUDA driver (cuInit, cuDriverGetVersion) is said to predate "
+               "cuGetProcAddress; another library is said to be what it is",
+    },
+    {
+        "name": "cuda-of-driver-skips-the-first-of-a-branch",
+        "file": "shimgen/cuda.py",
+        "old": "if first <= branch]",
+        "new": "if first < branch]",
+        "tests": ["tests/pipeline/test_matrix.py::test_the_cuda_version_of_every_driver_is_what_it_reports"],
+        "why": "the CUDA version said of a driver is the one its cuDriverGetVersion reports",
+    },
+    {
+        "name": "gates-lacking-attributes-unsaid",
+        "file": "shimgen/gates/report.py",
+        "old": "lacking = [a for a in GATE_ATTRIBUTES if a > r.last_attribute]",
+        "new": "lacking = [a for a in GATE_ATTRIBUTES if a > r.last_attribute + 10]",
+        "tests": ["tests/pipeline/test_matrix.py::test_gates_says_what_an_older_driver_lacks"],
+        "why": "`shimgen gates` says which gated attributes (124 before CUDA 11.7) a driver lacks",
+    },
+    {
+        "name": "procaddr-v1-answer-not-mapped",
+        "file": "runtime/hooks_proc_address.c",
+        "old": ("    shimgen_CUresult rc = real(symbol, pfn, version, flags);\n"
+                "    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn)\n"),
+        "new": ("    shimgen_CUresult rc = real(symbol, pfn, version, flags);\n"
+                "    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn && 0)\n"),
+        "tests": ["tests/runtime/test_shim.py::test_every_route_lands_in_the_shim[470.256.02]"],
+        "why": "on a driver with only the first cuGetProcAddress (470) its answers are the "
+               "shim's trampolines",
+    },
 ]
