@@ -410,6 +410,18 @@ def first_driver(cuda: int) -> int:
     return next(first for c, first in CUDA_DRIVER_BRANCHES if c >= cuda)
 
 
+def newer_than_driver(name: str, driver_version: str) -> str:
+    """" (CUDA 11.7 added it; driver 470.256.02 is CUDA 11.4)" when the function `name`
+    (or the one it is an ABI variant of) came with a CUDA version newer than the driver's;
+    else empty: what a message about a function the driver lacks adds."""
+    since = FUNCTION_SINCE.get(name) or FUNCTION_SINCE.get(base_name(name), 0)
+    cuda = cuda_of_driver(driver_version)
+    if not since or cuda is None or cuda >= since:
+        return ""
+    return (f" (CUDA {cuda_text(since)} added it; driver {driver_version} is CUDA "
+            f"{cuda_text(cuda)})")
+
+
 def since_text(cuda: int) -> str:
     """How the docs and messages name a CUDA version with its first driver:
     "CUDA 11.3, driver 465"."""
