@@ -1833,4 +1833,29 @@ MUTATIONS = [
         "why": "on a driver with only the first cuGetProcAddress (470) its answers are the "
                "shim's trampolines",
     },
+    {
+        "name": "diff-compares-an-api-one-driver-lacks",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "    for key in sorted(k for k in set(old) | set(new) if k[1] in both):\n",
+        "new": "    for key in sorted(set(old) | set(new)):\n",
+        "tests": ["tests/run/test_cuda11_driver.py::test_diff_against_cuda_12_says_what_470_has_not"],
+        "why": "diff compares the cuGetProcAddress APIs both drivers have (470 has no _v2) and "
+               "says which one a driver lacks",
+    },
+    {
+        "name": "newer-function-unsaid",
+        "file": "shimgen/cuda.py",
+        "old": "    if not since or cuda is None or cuda >= since:\n",
+        "new": "    if not since or cuda is None or cuda >= 0:\n",
+        "tests": ["tests/run/test_cuda11_driver.py::test_inject_names_what_the_driver_is_too_old_for"],
+        "why": "--inject and --hook say when the function is newer than the driver",
+    },
+    {
+        "name": "newer-gate-attribute-unsaid",
+        "file": "shimgen/gates/facts.py",
+        "old": "    if rule is None or cuda is None or cuda >= since:\n",
+        "new": "    if rule is None or cuda is None or cuda >= 0:\n",
+        "tests": ["tests/run/test_cuda11_driver.py::test_gates_selection_names_the_attribute_the_driver_lacks"],
+        "why": "run --gates, patch and diff say when a gate's attribute is newer than the driver",
+    },
 ]

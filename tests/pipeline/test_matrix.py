@@ -126,6 +126,8 @@ def test_a_misspelt_hook_fails_on_a_driver_new_enough(matrix_drivers):
             if h.since:
                 assert h.since == FUNCTION_SINCE[h.name]
             assert (h.name in names) == (h.since <= cuda_of_driver(d.version)), (d, h)
+        for name, since in FUNCTION_SINCE.items():  # the facts against each build
+            assert (name in names) == (since <= cuda_of_driver(d.version)), (d, name)
     d535 = read_driver(matrix_drivers[0].path)
     typo = Hook("cuGetProcAddres_v2", "hooks_proc_address.c", "test", since=12000)
     with pytest.raises(ShimgenError, match="cuGetProcAddres_v2, which driver .* which has it"):
