@@ -1708,7 +1708,7 @@ MUTATIONS = [
     {
         "name": "inject-run-unchecked",
         "file": "shimgen/run.py",
-        "old": "        check(opts.inject, exports_of(entry.directory))\n",
+        "old": "        check(opts.inject, exports_of(entry.directory), version_from_name(driver))\n",
         "new": "        pass\n",
         "tests": ["tests/runtime/test_inject.py::test_run_refuses_a_bad_rule_before_anything_runs"
                   "[no-match]"],

@@ -49,9 +49,8 @@ def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
     image = read_image(path)
     path = image.path
     names = set(image.function_names())
+    refuse_older(image)
     missing = [n for n in REQUIRED_DRIVER_FUNCTIONS if n not in names]
-    if missing == ["cuGetProcAddress"]:
-        raise ShimgenError(predates_message(image))
     if missing:
         soname = f" {image.soname}" if image.soname else ""
         raise ShimgenError(
@@ -64,6 +63,15 @@ def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
     if require_real:
         _check_real_driver(image, path)
     return image
+
+
+def refuse_older(image: DriverImage) -> None:
+    """Refuse a CUDA driver older than cuGetProcAddress (it exports the other required
+    functions, not that one), saying which it is: every command that reads a driver."""
+    names = set(image.function_names())
+    missing = [n for n in REQUIRED_DRIVER_FUNCTIONS if n not in names]
+    if missing == ["cuGetProcAddress"]:
+        raise ShimgenError(predates_message(image))
 
 
 def predates_message(image: DriverImage) -> str:

@@ -140,6 +140,7 @@ def command(args) -> int:
     with --json FILE; a failure is one line and exit 1 like every other command: a driver
     refused or its layout not understood, a failed proof (nothing written), an output path
     that cannot be written (checked before the analysis)."""
+    from ..driver import refuse_older
     from ..elf import read_image
     from ..options import driver_path, path_option
     from ..outfile import check_target
@@ -149,4 +150,6 @@ def command(args) -> int:
     if json_out not in (None, STDOUT):
         json_out = path_option(args.json, "--json", "profile")
         check_target(json_out, "--json", is_profile)
-    return run(read_image(path), json_out, proof=not args.no_proof)
+    image = read_image(path)
+    refuse_older(image)
+    return run(image, json_out, proof=not args.no_proof)

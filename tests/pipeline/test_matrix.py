@@ -85,12 +85,16 @@ def test_the_cuda_version_of_every_driver_is_what_it_reports(matrix_drivers, ref
 
 def test_a_driver_older_than_cu_get_proc_address_is_refused_in_one_line(refused_driver,
                                                                          tmp_path):
-    proc = shimgen("build", "--driver", str(refused_driver.libdir / "libcuda.so.1"), "--out",
-                   str(tmp_path / "out"))
-    assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == (
-        "shimgen: error: driver 418.226.00 (CUDA 10.1) predates cuGetProcAddress (CUDA 11.3, "
-        "driver 465): shimgen supports drivers from 465 on\n")
+    driver = str(refused_driver.libdir / "libcuda.so.1")
+    for args in (["build", "--driver", driver, "--out", str(tmp_path / "out")],
+                 ["gates", "--driver", driver], ["exports", "--driver", driver],
+                 ["diff", driver, driver]):
+        proc = shimgen(*args)
+        assert proc.returncode == (2 if args[0] == "diff" else 1), args
+        assert proc.stdout == "", args
+        assert proc.stderr == (
+            "shimgen: error: driver 418.226.00 (CUDA 10.1) predates cuGetProcAddress (CUDA "
+            "11.3, driver 465): shimgen supports drivers from 465 on\n"), args
     assert not (tmp_path / "out").exists()
     # the facts said are cuda.py's: the oldest CUDA version is the one that added it
     assert (cuda_text(OLDEST_CUDA), first_driver(OLDEST_CUDA)) == ("11.3", 465)
