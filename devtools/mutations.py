@@ -1829,7 +1829,8 @@ MUTATIONS = [
                 "    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn)\n"),
         "new": ("    shimgen_CUresult rc = real(symbol, pfn, version, flags);\n"
                 "    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn && 0)\n"),
-        "tests": ["tests/runtime/test_shim.py::test_every_route_lands_in_the_shim[470.256.02]"],
+        "tests": ["tests/runtime/test_shim.py::test_every_route_lands_in_the_shim[470.256.02]",
+                  "tests/run/test_cuda11_driver.py::test_cuda_11_runtime_fills_its_driver_table_through_the_shim"],
         "why": "on a driver with only the first cuGetProcAddress (470) its answers are the "
                "shim's trampolines",
     },

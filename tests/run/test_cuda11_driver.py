@@ -1,5 +1,6 @@
 """A driver without cuGetProcAddress_v2 (470.256.02, CUDA 11.4, the Tesla 470 branch) through
-the commands a user runs: `run` (cuInit's CUDA_ERROR_NO_DEVICE and the calls in its report),
+the commands a user runs: the CUDA 11 runtime filling its driver table through the shim's
+first cuGetProcAddress, `run` (cuInit's CUDA_ERROR_NO_DEVICE and the calls in its report),
 `--hook` (a hook reached through the first cuGetProcAddress), `--inject`, `--gates`, `patch`
 and `diff`, each saying what this driver does not have: cuGetProcAddress_v2 (CUDA 12.0),
 cuMemGetHandleForAddressRange and DMA-BUF attribute 124 (CUDA 11.7). Its build, exports,
@@ -40,6 +41,28 @@ print("version", v.value)
 @pytest.fixture(scope="module")
 def d470(matrix_drivers):
     return next(d for d in matrix_drivers if d.version == V470)
+
+
+def test_cuda_11_runtime_fills_its_driver_table_through_the_shim(d470, shim_builder, probes,
+                                                               tmp_path):
+    """libcudart 11.8 (CUDA's minor version compatibility: any 11.x driver) opens libcuda.so.1
+    and resolves every driver function through cuGetProcAddress, the only one 470 has: each
+    answer is a trampoline of the shim (none unmapped), and cuInit's call is counted."""
+    import nvidia.cuda_runtime  # from the test extra: nvidia-cuda-runtime-cu11
+
+    lib = Path(list(nvidia.cuda_runtime.__path__)[0]) / "lib"
+    shim = shim_builder(d470)
+    trace = tmp_path / "trace.json"
+    proc = subprocess.run([str(probes / "cudart_entry"), str(lib / "libcudart.so.11.0")],
+                          env=shim.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "cudaDriverGetVersion rc 0 version 11040" in proc.stdout
+    got = json.loads(trace.read_text())
+    assert got["calls"].get("cuGetProcAddress", 0) > 100, got["calls"]
+    assert "cuGetProcAddress_v2" not in got["calls"]
+    assert got["calls"].get("cuInit") == 1
+    assert got["unmapped_proc_addresses"] == 0
 
 
 @pytest.fixture(scope="module")
