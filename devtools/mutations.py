@@ -1859,4 +1859,13 @@ MUTATIONS = [
         "tests": ["tests/run/test_cuda11_driver.py::test_gates_selection_names_the_attribute_the_driver_lacks"],
         "why": "run --gates, patch and diff say when a gate's attribute is newer than the driver",
     },
+    {
+        "name": "driver-version-only-from-the-file-name",
+        "file": "shimgen/driver.py",
+        "old": "    m = _PROFILES_FILE.search(image.contents)\n",
+        "new": "    m = None\n",
+        "tests": ["tests/pipeline/test_matrix.py::test_a_driver_copied_under_another_name_is_told_by_its_contents"],
+        "why": "a driver copied as libcuda.so.1 is still told by its version (its contents'): "
+               "470's shim builds, 418 is refused naming its CUDA version",
+    },
 ]

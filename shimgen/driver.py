@@ -36,6 +36,9 @@ REAL_DRIVER_FUNCTIONS = ("cuGetExportTable", "cuDeviceGet", "cuCtxCreate_v2", "c
                          "cuModuleLoadData", "cuLaunchKernel")
 MIN_DRIVER_FUNCTIONS = 200
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Every libcuda names the application-profiles file of its own version (each Debian build
+# from 418 to 555 does, and 580): where its version is found when its file name lacks it.
+_PROFILES_FILE = re.compile(rb"nvidia-application-profiles-(\d+\.\d+(?:\.\d+)?)-rc")
 
 
 def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
@@ -74,12 +77,23 @@ def refuse_older(image: DriverImage) -> None:
         raise ShimgenError(predates_message(image))
 
 
+def known_version(image: DriverImage) -> str:
+    """The driver's version: its file name's (libcuda.so.470.256.02), else the one its
+    contents name (a copy called libcuda.so.1), else "unknown". What its CUDA version is
+    told from (cuda.cuda_of_driver)."""
+    if image.version != "unknown":
+        return image.version
+    m = _PROFILES_FILE.search(image.contents)
+    return m.group(1).decode() if m else "unknown"
+
+
 def predates_message(image: DriverImage) -> str:
     """What shimgen says of a CUDA driver older than cuGetProcAddress: which driver it is,
     its CUDA version, and the oldest one shimgen supports."""
-    cuda = cuda_of_driver(image.version)
-    what = (f"driver {image.version} (CUDA {cuda_text(cuda)})" if cuda is not None
-            else f"driver {image.path} (version {image.version})")
+    version = known_version(image)
+    cuda = cuda_of_driver(version)
+    what = (f"driver {version} (CUDA {cuda_text(cuda)})" if cuda is not None
+            else f"driver {image.path} (version {version})")
     return (f"{what} predates cuGetProcAddress ({since_text(OLDEST_CUDA)}): "
             f"shimgen supports drivers from {first_driver(OLDEST_CUDA)} on")
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cuda import cuda_of_driver, cuda_text, returns_result
+from .driver import known_version
 from .elf import DriverImage
 from .errors import ShimgenError
 from .gates.plan import GatePlan
@@ -131,7 +132,7 @@ def build_model(
 def driver_predates(driver: DriverImage, hook: Hook) -> bool:
     """True when the hooked function is newer than the driver: the hook says which CUDA
     version added it, and the driver's version is known to carry an older one."""
-    cuda = cuda_of_driver(driver.version)
+    cuda = cuda_of_driver(known_version(driver))
     return hook.since > 0 and cuda is not None and cuda < hook.since
 
 
@@ -139,11 +140,12 @@ def _since_note(driver: DriverImage, hook: Hook) -> str:
     """Why a missing function with a CUDA version is still an error."""
     if not hook.since:
         return ""
-    cuda = cuda_of_driver(driver.version)
+    version = known_version(driver)
+    cuda = cuda_of_driver(version)
     if cuda is None:
         return (f" (CUDA {cuda_text(hook.since)} added it, and the driver's version, "
-                f"{driver.version}, says no CUDA version)")
-    return (f" (CUDA {cuda_text(hook.since)} added it; driver {driver.version} is CUDA "
+                f"{version}, says no CUDA version)")
+    return (f" (CUDA {cuda_text(hook.since)} added it; driver {version} is CUDA "
             f"{cuda_text(cuda)}, which has it)")
 
 

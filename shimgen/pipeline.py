@@ -120,10 +120,12 @@ def _predates_summary(model) -> list[str]:
     if not model.predates:
         return []
     from .cuda import cuda_of_driver, cuda_text
+    from .driver import known_version
 
-    cuda = cuda_of_driver(model.driver.version)
+    version = known_version(model.driver)
+    cuda = cuda_of_driver(version)
     which = ", ".join(f"{h.name} (CUDA {cuda_text(h.since)})" for h in model.predates)
-    return [f"predates   {which}: driver {model.driver.version} is CUDA {cuda_text(cuda)}; "
+    return [f"predates   {which}: driver {version} is CUDA {cuda_text(cuda)}; "
             "the shim has no hook for them"]
 
 

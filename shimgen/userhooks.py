@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from .cuda import newer_than_driver
+from .driver import known_version
 from .errors import ShimgenError
 from .model import ShimModel, UserHookFile, UserHooks
 
@@ -125,7 +126,7 @@ def _hint(model: ShimModel, messages: str) -> str:
     if missing:
         name = missing.group(1)
         return (f" ({name} is not a function driver {model.driver.path} exports"
-                f"{newer_than_driver(name, model.driver.version)}; "
+                f"{newer_than_driver(name, known_version(model.driver))}; "
                 "`shimgen exports` lists them)")
     return ""
 
@@ -159,7 +160,7 @@ def _checked(model: ShimModel, hook: UserHookFile, hooks: list[str], calls: list
         if name not in known:
             raise ShimgenError(f"hook file {hook.path}: {name} is not a function driver "
                                f"{model.driver.path} exports"
-                               f"{newer_than_driver(name, model.driver.version)} "
+                               f"{newer_than_driver(name, known_version(model.driver))} "
                                "(`shimgen exports` lists them)")
     for name in hooks:
         if name in model.unwrappable:

@@ -6,6 +6,7 @@ build, exports, routes and the cuGetProcAddress grid on each: tests/runtime/test
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -23,7 +24,7 @@ from shimgen.cuda import (
     cuda_text,
     first_driver,
 )
-from shimgen.driver import read_driver
+from shimgen.driver import known_version, read_driver
 from shimgen.elf import read_image
 from shimgen.errors import ShimgenError
 from shimgen.gates.discover import discover
@@ -118,7 +119,26 @@ def test_a_hook_is_absent_only_from_a_driver_older_than_its_function(matrix_driv
         with pytest.raises(ShimgenError, match=why):
             build_model(image, ["shimgen"], hooks=HOOKS + (hook,))
     with pytest.raises(ShimgenError, match="cuGetProcAddress_v2, which driver .* says no CUDA"):
-        build_model(replace(image, version="unknown"), ["shimgen"])
+        build_model(replace(image, version="unknown", contents=b""), ["shimgen"])
+
+
+def test_a_driver_copied_under_another_name_is_told_by_its_contents(matrix_drivers,
+                                                                   refused_driver, tmp_path):
+    """A copy named libcuda.so.1 (no version in its name) is still 470.256.02, CUDA 11.4, or
+    418.226.00, CUDA 10.1: the version its contents name."""
+    d470 = next(d for d in matrix_drivers if d.version == "470.256.02")
+    for d in (d470, refused_driver):
+        (tmp_path / d.version).mkdir()
+        shutil.copyfile(d.path, tmp_path / d.version / "libcuda.so.1")
+    copy = read_driver(tmp_path / "470.256.02" / "libcuda.so.1")
+    assert copy.version == "unknown" and known_version(copy) == "470.256.02"
+    assert [h.name for h in build_model(copy, ["shimgen"]).predates] == [
+        "cuGetProcAddress_v2", "cuMemGetHandleForAddressRange"]
+    with pytest.raises(ShimgenError) as e:
+        read_driver(tmp_path / "418.226.00" / "libcuda.so.1")
+    assert str(e.value).startswith("driver 418.226.00 (CUDA 10.1) predates cuGetProcAddress")
+    for d in matrix_drivers:  # every build names its own version
+        assert known_version(replace(read_driver(d.path), version="unknown")) == d.version
 
 
 def test_a_misspelt_hook_fails_on_a_driver_new_enough(matrix_drivers):
