@@ -1,5 +1,7 @@
 """Fetch real libcuda binaries from Debian's non-free archive, for the tests and benchmarks
-that need no GPU (`python -m devtools.driverfetch` fetches them and prints their paths).
+that need no GPU. `python -m devtools.driverfetch` fetches the test matrix (DRIVERS) and
+prints each package, version and path; `python -m devtools.driverfetch PACKAGE=VERSION ...`
+fetches the builds named (libnvidia-tesla-470-cuda1=470.256.02).
 
 The machine's own apt mirror is reused (its URI is read from the configured sources); a
 private apt state directory adds the non-free component and the suites that carry the
@@ -17,13 +19,41 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-# (package, Debian version, suite): each is a different libcuda build.
-DRIVERS: tuple[tuple[str, str, str], ...] = (
-    ("libcuda1", "535.261.03-1", "bookworm"),
-    ("libcuda1", "550.163.01-2", "trixie"),
-    ("libcuda1", "555.58.02-4", "experimental"),
+
+@dataclass(frozen=True)
+class DebianDriver:
+    """One libcuda build in Debian's non-free archive: which package, which Debian version of
+    it, and the suite that carries that version."""
+
+    package: str  # libcuda1, libnvidia-tesla-470-cuda1, ...
+    debian_version: str  # 535.261.03-1
+    suite: str
+    # True: every test that runs on real drivers uses it; False: only the pipeline tests
+    # (exports, the cuGetProcAddress grid, gates and their proofs, a build that loads).
+    every_test: bool = True
+
+    @property
+    def version(self) -> str:
+        """The upstream driver version, e.g. 535.261.03: the name of the libcuda file."""
+        return self.debian_version.split("-")[0]
+
+
+# Every libcuda build Debian ships that shimgen supports: the test matrix. The first three
+# are the drivers every test runs on; the pipeline tests run on all of them.
+DRIVERS: tuple[DebianDriver, ...] = (
+    DebianDriver("libcuda1", "535.261.03-1", "bookworm"),
+    DebianDriver("libcuda1", "550.163.01-2", "trixie"),
+    DebianDriver("libcuda1", "555.58.02-4", "experimental"),
+    DebianDriver("libnvidia-tesla-470-cuda1", "470.256.02-1~deb12u1", "bookworm",
+                 every_test=False),
+    DebianDriver("libnvidia-tesla-535-cuda1", "535.274.02-1~deb13u1", "trixie",
+                 every_test=False),
+    DebianDriver("libnvidia-tesla-550-cuda1", "550.54.15-5", "sid", every_test=False),
 )
-SUITES = ("bookworm", "bookworm-backports", "trixie", "experimental")
+EVERY_TEST: tuple[DebianDriver, ...] = tuple(d for d in DRIVERS if d.every_test)
+# A driver older than cuGetProcAddress, which shimgen refuses (CUDA 10.1).
+PREDATES_PROC_ADDRESS = DebianDriver("libnvidia-tesla-418-cuda1", "418.226.00-22", "sid",
+                                     every_test=False)
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 
@@ -34,6 +64,7 @@ class DriverFetchError(RuntimeError):
 @dataclass(frozen=True)
 class FetchedDriver:
     version: str  # upstream version, e.g. 535.261.03
+    package: str  # the Debian package it came from
     path: Path  # the real file, libcuda.so.<version>
     libdir: Path  # directory holding libcuda.so, libcuda.so.1 and the real file
 
@@ -86,62 +117,97 @@ def _run(cmd: list[str], cwd: Path | None = None) -> None:
         )
 
 
-def _unpacked(root: Path, upstream: str) -> FetchedDriver | None:
-    for real in root.rglob(f"libcuda.so.{upstream}"):
+def _unpacked(root: Path, build: DebianDriver) -> FetchedDriver | None:
+    for real in root.rglob(f"libcuda.so.{build.version}"):
         if real.is_file() and not real.is_symlink():
-            return FetchedDriver(upstream, real, real.parent)
+            return FetchedDriver(build.version, build.package, real, real.parent)
     return None
 
 
-def fetch_all() -> list[FetchedDriver]:
-    """Return every driver in DRIVERS, downloading the ones not yet cached."""
+def fetch(builds: tuple[DebianDriver, ...] | list[DebianDriver]) -> list[FetchedDriver]:
+    """Return each build of `builds`, in that order, downloading the ones not yet cached."""
     cache = cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
-    result: list[FetchedDriver] = []
-    missing: list[tuple[str, str, str]] = []
-    for pkg, debver, suite in DRIVERS:
-        upstream = debver.split("-")[0]
-        got = _unpacked(cache / f"{pkg}_{debver}", upstream)
-        if got is None:
-            missing.append((pkg, debver, suite))
-        else:
-            result.append(got)
+    found: dict[DebianDriver, FetchedDriver] = {}
+    for b in builds:
+        got = _unpacked(cache / f"{b.package}_{b.debian_version}", b)
+        if got is not None:
+            found[b] = got
+    missing = [b for b in builds if b not in found]
     if missing:
-        if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-            raise DriverFetchError("apt-get and dpkg-deb are needed to fetch Debian's libcuda")
-        state = cache / ".apt"
-        (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
-        (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
-        mirror = configured_mirror()
-        (state / "sources.list").write_text(
-            "".join(f"deb [arch=amd64] {mirror} {s} non-free\n" for s in SUITES)
+        found.update(_download(cache, missing))
+    return [found[b] for b in builds]
+
+
+def fetch_all() -> list[FetchedDriver]:
+    """The drivers every test runs on (EVERY_TEST), downloading the ones not yet cached."""
+    return fetch(EVERY_TEST)
+
+
+def fetch_matrix() -> list[FetchedDriver]:
+    """Every build of the test matrix (DRIVERS)."""
+    return fetch(DRIVERS)
+
+
+def _download(cache: Path, missing: list[DebianDriver]) -> dict[DebianDriver, FetchedDriver]:
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        raise DriverFetchError("apt-get and dpkg-deb are needed to fetch Debian's libcuda")
+    state = cache / ".apt"
+    (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
+    (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+    mirror = configured_mirror()
+    suites = sorted({b.suite for b in missing})
+    (state / "sources.list").write_text(
+        "".join(f"deb [arch=amd64] {mirror} {s} non-free\n" for s in suites)
+    )
+    _run(["apt-get", *_apt_opts(state), "update"])
+    got: dict[DebianDriver, FetchedDriver] = {}
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        _run(
+            ["apt-get", *_apt_opts(state), "download"]
+            + [f"{b.package}={b.debian_version}" for b in missing],
+            cwd=Path(tmp),
         )
-        _run(["apt-get", *_apt_opts(state), "update"])
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            _run(
-                ["apt-get", *_apt_opts(state), "download"]
-                + [f"{pkg}={debver}" for pkg, debver, _ in missing],
-                cwd=Path(tmp),
-            )
-            for pkg, debver, _suite in missing:
-                debs = list(Path(tmp).glob(f"{pkg}_*.deb"))
-                deb = next((d for d in debs if debver.split("-")[0] in d.name), None)
-                if deb is None:
-                    raise DriverFetchError(f"apt-get did not download {pkg}={debver}")
-                dest = cache / f"{pkg}_{debver}"
-                staging = Path(tmp) / f"x-{pkg}-{debver}"
-                _run(["dpkg-deb", "-x", str(deb), str(staging)])
-                if dest.exists():
-                    shutil.rmtree(dest)
-                staging.rename(dest)
-                got = _unpacked(dest, debver.split("-")[0])
-                if got is None:
-                    raise DriverFetchError(f"{deb.name} holds no libcuda.so.{debver}")
-                result.append(got)
-    order = {d[1].split("-")[0]: i for i, d in enumerate(DRIVERS)}
-    return sorted(result, key=lambda d: order[d.version])
+        for b in missing:
+            debs = list(Path(tmp).glob(f"{b.package}_*.deb"))
+            deb = next((d for d in debs if b.version in d.name), None)
+            if deb is None:
+                raise DriverFetchError(f"apt-get did not download {b.package}={b.debian_version}")
+            dest = cache / f"{b.package}_{b.debian_version}"
+            staging = Path(tmp) / f"x-{b.package}-{b.debian_version}"
+            _run(["dpkg-deb", "-x", str(deb), str(staging)])
+            if dest.exists():
+                shutil.rmtree(dest)
+            staging.rename(dest)
+            fetched = _unpacked(dest, b)
+            if fetched is None:
+                raise DriverFetchError(f"{deb.name} holds no libcuda.so.{b.version}")
+            got[b] = fetched
+    return got
+
+
+def _named(specs: list[str]) -> list[DebianDriver]:
+    """PACKAGE=VERSION arguments, each a build this module knows (VERSION: the upstream
+    version or the Debian one)."""
+    known = DRIVERS + (PREDATES_PROC_ADDRESS,)
+    chosen = []
+    for spec in specs:
+        pkg, _, ver = spec.partition("=")
+        match = [b for b in known if b.package == pkg and ver in (b.version, b.debian_version)]
+        if not match:
+            raise DriverFetchError(
+                f"{spec}: not a known build; known: "
+                + ", ".join(f"{b.package}={b.version}" for b in known))
+        chosen.append(match[0])
+    return chosen
 
 
 if __name__ == "__main__":
-    for d in fetch_all():
-        print(d.version, d.path)
+    import sys
+
+    try:
+        wanted = _named(sys.argv[1:]) if sys.argv[1:] else list(DRIVERS)
+        for d in fetch(wanted):
+            print(d.package, d.version, d.path)
+    except DriverFetchError as e:
+        sys.exit(f"driverfetch: {e}")

@@ -2328,7 +2328,7 @@ MUTATIONS = [
     {
         "name": "inject-run-unchecked",
         "file": "shimgen/run.py",
-        "old": "        check(opts.inject, exports_of(entry.directory))\n",
+        "old": "        check(opts.inject, exports_of(entry.directory), version_from_name(driver))\n",
         "new": "        pass\n",
         "tests": ["tests/runtime/test_inject.py::test_run_refuses_a_bad_rule_before_anything_runs"
                   "[no-match]"],
@@ -2447,5 +2447,102 @@ MUTATIONS = [
                   "test_gates_json_has_the_p2p_gate_and_a_changed_byte_is_proven_again"],
         "why": "the shim compares each P2P check's loads, compare and branch with the loaded "
                "driver before it changes a branch byte",
+    },
+    # ---- every driver Debian ships: hooks of newer functions, older drivers, the matrix ----
+    {
+        "name": "hook-since-includes-its-own-version",
+        "file": "shimgen/model.py",
+        "old": "cuda is not None and cuda < hook.since",
+        "new": "cuda is not None and cuda <= hook.since",
+        "tests": ["tests/pipeline/test_matrix.py::test_a_hook_is_absent_only_from_a_driver_older_than_its_function"],
+        "why": "a hook is left out only of a driver older than the CUDA version that added its "
+               "function; one that version carries must export it",
+    },
+    {
+        "name": "hook-since-unknown-version-leaves-it-out",
+        "file": "shimgen/model.py",
+        "old": "cuda is not None and cuda < hook.since",
+        "new": "(cuda is None or cuda < hook.since)",
+        "tests": ["tests/pipeline/test_matrix.py::test_a_hook_is_absent_only_from_a_driver_older_than_its_function"],
+        "why": "a driver whose CUDA version is unknown gets no hook silently left out",
+    },
+    {
+        "name": "hook-since-any-missing-name-left-out",
+        "file": "shimgen/model.py",
+        "old": "            if driver_predates(driver, hook):\n",
+        "new": "            if hook.since:\n",
+        "tests": ["tests/pipeline/test_matrix.py::test_a_misspelt_hook_fails_on_a_driver_new_enough"],
+        "why": "a misspelt hook name fails generation even when the hook has a CUDA version",
+    },
+    {
+        "name": "predates-said-of-any-library",
+        "file": "shimgen/driver.py",
+        "old": "    if missing == [\"cuGetProcAddress\"]:\n",
+        "new": "    if \"cuGetProcAddress\" in missing:\n",
+        "tests": ["tests/pipeline/test_units.py::test_bad_driver_input_is_one_line"],
+        "why": "only a CUDA driver (cuInit, cuDriverGetVersion) is said to predate "
+               "cuGetProcAddress; another library is said to be what it is",
+    },
+    {
+        "name": "cuda-of-driver-skips-the-first-of-a-branch",
+        "file": "shimgen/cuda.py",
+        "old": "if first <= branch]",
+        "new": "if first < branch]",
+        "tests": ["tests/pipeline/test_matrix.py::test_the_cuda_version_of_every_driver_is_what_it_reports"],
+        "why": "the CUDA version said of a driver is the one its cuDriverGetVersion reports",
+    },
+    {
+        "name": "gates-lacking-attributes-unsaid",
+        "file": "shimgen/gates/report.py",
+        "old": "lacking = [a for a in GATE_ATTRIBUTES if a > r.last_attribute]",
+        "new": "lacking = [a for a in GATE_ATTRIBUTES if a > r.last_attribute + 10]",
+        "tests": ["tests/pipeline/test_matrix.py::test_gates_says_what_an_older_driver_lacks"],
+        "why": "`shimgen gates` says which gated attributes (124 before CUDA 11.7) a driver lacks",
+    },
+    {
+        "name": "procaddr-v1-answer-not-mapped",
+        "file": "runtime/hooks_proc_address.c",
+        "old": ("    shimgen_CUresult rc = real(symbol, pfn, version, flags);\n"
+                "    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn)\n"),
+        "new": ("    shimgen_CUresult rc = real(symbol, pfn, version, flags);\n"
+                "    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn && 0)\n"),
+        "tests": ["tests/runtime/test_shim.py::test_every_route_lands_in_the_shim[470.256.02]",
+                  "tests/run/test_cuda11_driver.py::test_cuda_11_runtime_fills_its_driver_table_through_the_shim"],
+        "why": "on a driver with only the first cuGetProcAddress (470) its answers are the "
+               "shim's trampolines",
+    },
+    {
+        "name": "diff-compares-an-api-one-driver-lacks",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "    for key in sorted(k for k in set(old) | set(new) if k[1] in both):\n",
+        "new": "    for key in sorted(set(old) | set(new)):\n",
+        "tests": ["tests/run/test_cuda11_driver.py::test_diff_against_cuda_12_says_what_470_has_not"],
+        "why": "diff compares the cuGetProcAddress APIs both drivers have (470 has no _v2) and "
+               "says which one a driver lacks",
+    },
+    {
+        "name": "newer-function-unsaid",
+        "file": "shimgen/cuda.py",
+        "old": "    if not since or cuda is None or cuda >= since:\n",
+        "new": "    if not since or cuda is None or cuda >= 0:\n",
+        "tests": ["tests/run/test_cuda11_driver.py::test_inject_names_what_the_driver_is_too_old_for"],
+        "why": "--inject and --hook say when the function is newer than the driver",
+    },
+    {
+        "name": "newer-gate-attribute-unsaid",
+        "file": "shimgen/gates/facts.py",
+        "old": "    if rule is None or cuda is None or cuda >= since:\n",
+        "new": "    if rule is None or cuda is None or cuda >= 0:\n",
+        "tests": ["tests/run/test_cuda11_driver.py::test_gates_selection_names_the_attribute_the_driver_lacks"],
+        "why": "run --gates, patch and diff say when a gate's attribute is newer than the driver",
+    },
+    {
+        "name": "driver-version-only-from-the-file-name",
+        "file": "shimgen/driver.py",
+        "old": "    m = _PROFILES_FILE.search(image.contents)\n",
+        "new": "    m = None\n",
+        "tests": ["tests/pipeline/test_matrix.py::test_a_driver_copied_under_another_name_is_told_by_its_contents"],
+        "why": "a driver copied as libcuda.so.1 is still told by its version (its contents'): "
+               "470's shim builds, 418 is refused naming its CUDA version",
     },
 ]

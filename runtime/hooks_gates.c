@@ -3,7 +3,8 @@
  * which programs discover and use them: cuInit (every device, once the driver is up),
  * cuDeviceGet, cuMemCreate (a GPUDirect RDMA allocation) and
  * cuMemGetHandleForAddressRange (a DMA-BUF export). Installed only when SHIMGEN_GATES is in
- * effect on the profile's driver (shimgen/hooks.py: feature "gates").
+ * effect on the profile's driver (shimgen/hooks.py: feature "gates"). The DMA-BUF export hook
+ * is compiled where the driver exports its function (CUDA 11.7 on).
  */
 
 #include "runtime.h"
@@ -42,6 +43,7 @@ shimgen_CUresult shimgen_hook_cuMemCreate(unsigned long long *handle, size_t siz
     return ((mem_create_fn)shimgen_real[SHIMGEN_IDX_cuMemCreate])(handle, size, prop, flags);
 }
 
+#ifdef SHIMGEN_IDX_cuMemGetHandleForAddressRange
 shimgen_CUresult shimgen_hook_cuMemGetHandleForAddressRange(void *handle,
                                                             unsigned long long dptr,
                                                             size_t size, int type,
@@ -55,3 +57,4 @@ shimgen_CUresult shimgen_hook_cuMemGetHandleForAddressRange(void *handle,
     return ((handle_range_fn)shimgen_real[SHIMGEN_IDX_cuMemGetHandleForAddressRange])(
         handle, dptr, size, type, flags);
 }
+#endif

@@ -161,6 +161,18 @@ class Diff:
     new_gates: GatesOf | None = None
     hooks: dict[str, list[HookedName]] = field(default_factory=dict)
     seconds: float = 0.0
+    # The cuGetProcAddress APIs each driver has (diff_procaddr.APIS' keys): 2 is CUDA 12.0's
+    apis: tuple[list[int], list[int]] = ([1, 2], [1, 2])
+
+    def apis_lacking(self) -> list[tuple[str, DriverImage, int, str]]:
+        """(OLD or NEW, its driver, its CUDA version, the API name) for each cuGetProcAddress
+        API one driver lacks: its answers are not compared."""
+        from .diff_procaddr import APIS
+
+        return [(label, d, cuda, APIS[api])
+                for label, d, cuda, has in zip(("OLD", "NEW"), (self.old, self.new),
+                                               self.cuda, self.apis, strict=True)
+                for api in APIS if api not in has]
 
     def added(self, what: str = "functions") -> list[str]:
         a, b = ({e.name for e in getattr(d, what)} for d in (self.old, self.new))
@@ -194,15 +206,19 @@ class Diff:
         return DIFFERENCES if self.differs() else NO_DIFFERENCES
 
     def to_json(self) -> dict[str, Any]:
-        def side(d: DriverImage, cuda: int, g: GatesOf | None) -> dict[str, Any]:
+        def side(d: DriverImage, cuda: int, g: GatesOf | None,
+                 has: list[int]) -> dict[str, Any]:
             return {"path": str(d.real_path), "version": d.version, "build_id": d.build_id,
                     "cuda_version": cuda, "functions": len(d.functions),
+                    "proc_address_apis": [APIS[a] for a in has],
                     "gates_error": None if g is None else g.error or None}
+
+        from .diff_procaddr import APIS
 
         return {
             "schema": SCHEMA, "differences": self.differs(),
-            "old": side(self.old, self.cuda[0], self.old_gates),
-            "new": side(self.new, self.cuda[1], self.new_gates),
+            "old": side(self.old, self.cuda[0], self.old_gates, self.apis[0]),
+            "new": side(self.new, self.cuda[1], self.new_gates, self.apis[1]),
             "exports": {"added": self.added(), "removed": self.removed(),
                         "objects_added": self.added("data"),
                         "objects_removed": self.removed("data")},
@@ -255,7 +271,8 @@ def compare(old_path: Path, new_path: Path, gates: str = "default",
             for q in queries:
                 q.stop()
     spans = pa.spans(sa, sb)
-    result = Diff(old, new, (va, vb), spans, gates, found[0], found[1])
+    result = Diff(old, new, (va, vb), spans, gates, found[0], found[1],
+                  apis=(pa.apis(sa), pa.apis(sb)))
     for h in hook_files:
         result.hooks[str(h)] = compare_hooks(h, old, new, spans)
     result.seconds = time.monotonic() - start

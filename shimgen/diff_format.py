@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .cuda import FUNCTION_SINCE, cuda_text
 from .diff import TROUBLE, Diff, compare, driver_file
 from .diff_procaddr import APIS, FAR_VERSION, FLAGS, Span
 from .errors import ShimgenError, say
@@ -68,6 +69,9 @@ def _summary(d: Diff) -> list[str]:
     pa = "no differences" if not names else (
         f"{len(names)} names answer differently: "
         + ", ".join(f"{len(_names(spans, k))} {w}" for k, w in KINDS))
+    for label, drv, cuda, api in d.apis_lacking():
+        pa += (f"; {label} {drv.version} (CUDA {cuda_text(cuda)}) has no {api} "
+               f"(CUDA {cuda_text(FUNCTION_SINCE[api])}): its answers not compared")
     hooks = "not asked (--hook FILE.c)"
     if d.hooks:
         changed = sum(bool(h.what) for hs in d.hooks.values() for h in hs)
@@ -94,8 +98,18 @@ def _gates_summary(d: Diff) -> str:
         return "not found on either driver (see the Gates section)"
     if o.error or n.error:
         return f"found only on {'NEW' if o.error else 'OLD'} (see the Gates section)"
-    parts = [f"{g.name}: {', '.join(g.what) or 'same'}" for g in d.gate_diffs()]
+    parts = [f"{g.name}: {', '.join(g.what) or 'same'}{_why_only(d, g)}"
+             for g in d.gate_diffs()]
     return "; ".join(parts) + f"; proof on NEW {'passed' if _all_proven(n) else 'FAILED'}"
+
+
+def _why_only(d: Diff, g) -> str:
+    """Why a gate is on one driver only, when the other is too old for its attribute."""
+    from .gates.facts import why_no_gate
+
+    lacking = d.old if g.old is None else d.new if g.new is None else None
+    why = why_no_gate(g.name, lacking.version) if lacking is not None else ""
+    return f" ({why[2:]})" if why else ""
 
 
 def _all_proven(g: GatesOf) -> bool:
@@ -128,7 +142,8 @@ def _gates_section(d: Diff) -> list[str]:
         lines.append(f"  {label}: {g.error}{took}" if g.error
                      else f"  {label}: {len(g.gates)} gates found and proven{took}")
     for g in d.gate_diffs():
-        lines.append(f"{g.name}: " + (", ".join(g.what) + " differ" if g.what else "same"))
+        lines.append(f"{g.name}: " + (", ".join(g.what) + " differ" if g.what else "same")
+                     + _why_only(d, g))
         lines += _side("OLD", g.old) + _side("NEW", g.new)
     return lines
 

@@ -373,10 +373,18 @@ def _at(steps: list[tuple[int, Answer]], version: int) -> Answer:
     return got
 
 
+def apis(steps: Steps) -> list[int]:
+    """The APIs a driver was asked through: 1 and 2, or 1 alone on a driver without
+    cuGetProcAddress_v2 (CUDA 11.x)."""
+    return sorted({api for _, api, _ in steps})
+
+
 def spans(old: Steps, new: Steps) -> list[Span]:
-    """Every run of versions where OLD and NEW answer differently, in name order."""
+    """Every run of versions where OLD and NEW answer differently, in name order, through
+    the APIs both drivers have."""
     out: list[Span] = []
-    for key in sorted(set(old) | set(new)):
+    both = set(apis(old)) & set(apis(new))
+    for key in sorted(k for k in set(old) | set(new) if k[1] in both):
         a, b = old.get(key), new.get(key)
         if not a or not b:
             raise ShimgenError(f"cuGetProcAddress: no answers for {key[0]} from one driver")

@@ -13,7 +13,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cuda import CUDA_ERROR_STUB_LIBRARY, LIBCUDA_DIRS
+from .cuda import (
+    CUDA_ERROR_STUB_LIBRARY,
+    LIBCUDA_DIRS,
+    OLDEST_CUDA,
+    cuda_of_driver,
+    cuda_text,
+    first_driver,
+    since_text,
+)
 from .errors import ShimgenError
 
 if TYPE_CHECKING:  # elf.py is imported where a driver is read: default_driver() needs none
@@ -28,6 +36,9 @@ REAL_DRIVER_FUNCTIONS = ("cuGetExportTable", "cuDeviceGet", "cuCtxCreate_v2", "c
                          "cuModuleLoadData", "cuLaunchKernel")
 MIN_DRIVER_FUNCTIONS = 200
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Every libcuda names the application-profiles file of its own version (each Debian build
+# from 418 to 555 does, and 580): where its version is found when its file name lacks it.
+_PROFILES_FILE = re.compile(rb"nvidia-application-profiles-(\d+\.\d+(?:\.\d+)?)-rc")
 
 
 def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
@@ -41,11 +52,13 @@ def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
     image = read_image(path)
     path = image.path
     names = set(image.function_names())
+    refuse_older(image)
     missing = [n for n in REQUIRED_DRIVER_FUNCTIONS if n not in names]
     if missing:
+        soname = f" {image.soname}" if image.soname else ""
         raise ShimgenError(
-            f"driver {path}: not a CUDA driver library (does not export {', '.join(missing)})"
-        )
+            f"driver {path}: a shared library{soname} that exports no {', '.join(missing)}: "
+            "not a CUDA driver library")
     odd = [n for n in image.function_names() if not _C_IDENTIFIER.match(n)]
     if odd:
         raise ShimgenError(
@@ -53,6 +66,36 @@ def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
     if require_real:
         _check_real_driver(image, path)
     return image
+
+
+def refuse_older(image: DriverImage) -> None:
+    """Refuse a CUDA driver older than cuGetProcAddress (it exports the other required
+    functions, not that one), saying which it is: every command that reads a driver."""
+    names = set(image.function_names())
+    missing = [n for n in REQUIRED_DRIVER_FUNCTIONS if n not in names]
+    if missing == ["cuGetProcAddress"]:
+        raise ShimgenError(predates_message(image))
+
+
+def known_version(image: DriverImage) -> str:
+    """The driver's version: its file name's (libcuda.so.470.256.02), else the one its
+    contents name (a copy called libcuda.so.1), else "unknown". What its CUDA version is
+    told from (cuda.cuda_of_driver)."""
+    if image.version != "unknown":
+        return image.version
+    m = _PROFILES_FILE.search(image.contents)
+    return m.group(1).decode() if m else "unknown"
+
+
+def predates_message(image: DriverImage) -> str:
+    """What shimgen says of a CUDA driver older than cuGetProcAddress: which driver it is,
+    its CUDA version, and the oldest one shimgen supports."""
+    version = known_version(image)
+    cuda = cuda_of_driver(version)
+    what = (f"driver {version} (CUDA {cuda_text(cuda)})" if cuda is not None
+            else f"driver {image.path} (version {version})")
+    return (f"{what} predates cuGetProcAddress ({since_text(OLDEST_CUDA)}): "
+            f"shimgen supports drivers from {first_driver(OLDEST_CUDA)} on")
 
 
 def _check_real_driver(image: DriverImage, path: Path) -> None:

@@ -14,14 +14,18 @@ When its feature is off, the slot points straight at the real function: no cost.
 `wrappable` False: a user hook (docs/hooks.md) may not wrap the function: the
 cuGetProcAddress hooks are how every address the driver hands out reaches the shim.
 
-Generation fails when this table names a function the driver does not export.
+A hooked function that not every supported driver has is marked with the CUDA version that
+added it (`cuda.FUNCTION_SINCE`): a driver older than that has no such hook (470.256.02, CUDA
+11.4, has cuGetProcAddress and no cuGetProcAddress_v2). Generation fails when this table names
+any other function the driver does not export, or one of these that a driver new enough
+lacks: a misspelt name is never silently left out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cuda import FEATURES
+from .cuda import FEATURES, FUNCTION_SINCE
 
 __all__ = ["FEATURES", "HOOKS", "Hook"]
 
@@ -34,6 +38,9 @@ class Hook:
     feature: str = "always"
     # False: a user hook (shimgen/userhooks.py) may not wrap it; shimgen must keep it as it is
     wrappable: bool = True
+    # The CUDA version that added the function (cuda.FUNCTION_SINCE); 0: every supported
+    # driver exports it
+    since: int = 0
 
 
 HOOKS: tuple[Hook, ...] = (
@@ -41,7 +48,8 @@ HOOKS: tuple[Hook, ...] = (
          "answer with the shim's forwarder of the variant the real driver picked",
          wrappable=False),
     Hook("cuGetProcAddress_v2", "hooks_proc_address.c",
-         "same, keeping the driver's query-result out-parameter", wrappable=False),
+         "same, keeping the driver's query-result out-parameter", wrappable=False,
+         since=FUNCTION_SINCE["cuGetProcAddress_v2"]),
     Hook("cuDeviceGetAttribute", "hooks_attributes.c",
          "apply gates, then report (SHIMGEN_TRACE=attrs) or override the value", "attrs"),
     Hook("cuInit", "hooks_gates.c", "apply gates to every device once the driver is up", "gates"),
@@ -49,7 +57,8 @@ HOOKS: tuple[Hook, ...] = (
     Hook("cuMemCreate", "hooks_gates.c", "apply gates before a (GPUDirect RDMA) allocation",
          "gates"),
     Hook("cuMemGetHandleForAddressRange", "hooks_gates.c",
-         "apply gates before a DMA-BUF export", "gates"),
+         "apply gates before a DMA-BUF export", "gates",
+         since=FUNCTION_SINCE["cuMemGetHandleForAddressRange"]),
 )
 
 # Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of

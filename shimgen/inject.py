@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from .cuda import CODES, returns_result
+from .cuda import CODES, newer_than_driver, returns_result
 from .errors import ShimgenError
 
 # The keys of a rule, in the order a rule is shown; facts.h: SHIMGEN_INJECT_KEY_<NAME>.
@@ -152,12 +152,14 @@ def is_glob(pattern: str) -> bool:
     return "*" in pattern or "?" in pattern
 
 
-def matched(rule: Rule, exports: list[str]) -> list[str]:
-    """The exports `rule` injects into; ShimgenError when it would take none, or when an
-    exact name names a function that returns no CUresult (a glob leaves those out)."""
+def matched(rule: Rule, exports: list[str], driver_version: str = "unknown") -> list[str]:
+    """The exports `rule` injects into; ShimgenError when it would take none (saying when the
+    driver is too old for the function), or when an exact name names a function that returns
+    no CUresult (a glob leaves those out)."""
     hits = [n for n in exports if matches(rule.pattern, n)]
     if not hits:
-        raise _refuse(rule.text, f"{rule.pattern} matches no function the driver exports")
+        raise _refuse(rule.text, f"{rule.pattern} matches no function the driver exports"
+                      + newer_than_driver(rule.pattern, driver_version))
     results = [n for n in hits if returns_result(n)]
     if not is_glob(rule.pattern) and len(results) < len(hits):
         bad = next(n for n in hits if not returns_result(n))
@@ -169,8 +171,10 @@ def matched(rule: Rule, exports: list[str]) -> list[str]:
     return results
 
 
-def check(rules: list[str], exports: list[str]) -> list[tuple[Rule, list[str]]]:
-    """Every rule parsed and matched against `exports`; the first refusal raised."""
+def check(rules: list[str], exports: list[str],
+          driver_version: str = "unknown") -> list[tuple[Rule, list[str]]]:
+    """Every rule parsed and matched against `exports` (of a driver of `driver_version`);
+    the first refusal raised."""
     if len(rules) > MAX_RULES:
         raise ShimgenError(f"--inject: {len(rules)} rules, more than the {MAX_RULES} the shim "
                            "takes")
@@ -181,7 +185,7 @@ def check(rules: list[str], exports: list[str]) -> list[tuple[Rule, list[str]]]:
     out = []
     for text in rules:
         rule = parse(text)
-        out.append((rule, matched(rule, exports)))
+        out.append((rule, matched(rule, exports, driver_version)))
     return out
 
 

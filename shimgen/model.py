@@ -6,7 +6,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cuda import returns_result
+from .cuda import cuda_of_driver, cuda_text, returns_result
+from .driver import known_version
 from .elf import DriverImage
 from .errors import ShimgenError
 from .gates.plan import GatePlan
@@ -67,6 +68,8 @@ class ShimModel:
     gates: GatePlan | None = None
     extra_exports: tuple[str, ...] = field(default=LOADER_EXPORTS)
     user: UserHooks | None = None  # the user's hook files (--hook), None without
+    # The hooks of functions this driver is too old to have (Hook.since), in table order
+    predates: tuple[Hook, ...] = ()
 
     @property
     def user_hooked(self) -> list[Function]:
@@ -112,11 +115,15 @@ def build_model(
     names = driver.function_names()
     known = set(names)
     by_name: dict[str, Hook] = {}
+    predates: list[Hook] = []
     for hook in hooks:
         if hook.name not in known:
+            if driver_predates(driver, hook):
+                predates.append(hook)
+                continue
             raise ShimgenError(
                 f"hook table names {hook.name}, which driver {driver.path} does not export"
-            )
+                + _since_note(driver, hook))
         if hook.name in by_name:
             raise ShimgenError(f"hook table names {hook.name} twice")
         if hook.feature not in FEATURES:
@@ -125,7 +132,28 @@ def build_model(
     check_not_a_shim(driver)
     functions = tuple(Function(i, n, by_name.get(n), returns_result(n))
                       for i, n in enumerate(names))
-    return ShimModel(driver=driver, functions=functions, command=shlex.join(argv), gates=gates)
+    return ShimModel(driver=driver, functions=functions, command=shlex.join(argv), gates=gates,
+                     predates=tuple(predates))
+
+
+def driver_predates(driver: DriverImage, hook: Hook) -> bool:
+    """True when the hooked function is newer than the driver: the hook says which CUDA
+    version added it, and the driver's version is known to carry an older one."""
+    cuda = cuda_of_driver(known_version(driver))
+    return hook.since > 0 and cuda is not None and cuda < hook.since
+
+
+def _since_note(driver: DriverImage, hook: Hook) -> str:
+    """Why a missing function with a CUDA version is still an error."""
+    if not hook.since:
+        return ""
+    version = known_version(driver)
+    cuda = cuda_of_driver(version)
+    if cuda is None:
+        return (f" (CUDA {cuda_text(hook.since)} added it, and the driver's version, "
+                f"{version}, says no CUDA version)")
+    return (f" (CUDA {cuda_text(hook.since)} added it; driver {version} is CUDA "
+            f"{cuda_text(cuda)}, which has it)")
 
 
 def output_name(driver: DriverImage, gated: bool = False, hooked: bool = False) -> str:

@@ -116,6 +116,21 @@ def _user_hooks_summary(model) -> list[str]:
     return hooks_summary(model)
 
 
+def _predates_summary(model) -> list[str]:
+    """The summary's line of the hooked functions this driver is too old to have: which,
+    the CUDA version that added each, and the driver's own."""
+    if not model.predates:
+        return []
+    from .cuda import cuda_of_driver, cuda_text
+    from .driver import known_version
+
+    version = known_version(model.driver)
+    cuda = cuda_of_driver(version)
+    which = ", ".join(f"{h.name} (CUDA {cuda_text(h.since)})" for h in model.predates)
+    return [f"predates   {which}: driver {version} is CUDA {cuda_text(cuda)}; "
+            "the shim has no hook for them"]
+
+
 def summary(result: MadeShim, gates: str | None) -> str:
     """What `shimgen build` prints: the driver, what is forwarded, the gates, the shim."""
     model = result.model
@@ -126,6 +141,7 @@ def summary(result: MadeShim, gates: str | None) -> str:
         f"version    {driver.version}   build-id {driver.build_id or 'none'}",
         f"forwarded  {len(model.functions)} functions ({len(model.hooked)} with hooks: "
         f"{', '.join(f.name for f in model.hooked)})",
+        *_predates_summary(model),
         f"data       {len(driver.data)} exported objects left in the real library "
         f"(variables cannot be forwarded by code): {data}",
         f"gates      {_gates_summary(gates, model.gates)}",

@@ -65,9 +65,11 @@ class RunOptions:
         self.hooks = hooks  # --hook FILE.c, in order (userhooks.py)
 
 
-def check_selection(selection: str, gates: tuple[str, ...] | None) -> None:
+def check_selection(selection: str, gates: tuple[str, ...] | None,
+                    driver: Path | None = None) -> None:
     """A SHIMGEN_GATES selection: names separated by commas, each optionally after + (set)
-    or - (clear). With `gates` (the names the shim has), every name must be one of them."""
+    or - (clear). With `gates` (the names the shim has), every name must be one of them; a
+    gate the driver is too old to have says so."""
     for tok in selection.split(","):
         name = tok[1:] if tok[:1] in "+-" and tok else tok
         if not name or not name[0].isalnum() \
@@ -75,8 +77,12 @@ def check_selection(selection: str, gates: tuple[str, ...] | None) -> None:
             raise ShimgenError(f"--gates {selection!r}: {tok!r} is not a gate name, +name or "
                                "-name (e.g. gdr,dmabuf or -gdr,-dmabuf)")
         if gates is not None and name not in gates:
+            from .elfnotes import version_from_name
+            from .gates.facts import why_no_gate
+
+            why = why_no_gate(name, version_from_name(driver)) if driver else ""
             raise ShimgenError(f"--gates {selection!r}: unknown gate {name!r} (this driver's "
-                               f"shim has: {', '.join(gates) or 'none'})")
+                               f"shim has: {', '.join(gates) or 'none'}{why})")
 
 
 # ---- running it ----------------------------------------------------------------------------
@@ -266,11 +272,12 @@ def run(opts: RunOptions) -> int:
         hold_for_good(forwarded)
         raise RunInterrupted(_signum(e), _not_started(entry)) from None
     if opts.gates is not None:
-        check_selection(opts.gates, entry.gates)
+        check_selection(opts.gates, entry.gates, driver)
     if opts.inject:
+        from .elfnotes import version_from_name
         from .inject import check, exports_of
 
-        check(opts.inject, exports_of(entry.directory))
+        check(opts.inject, exports_of(entry.directory), version_from_name(driver))
     start = time.time()
     run_dir = open_run_dir(opts.out, opts.command[0], start)
     banner = _banner(opts, entry, run_dir.path)

@@ -22,6 +22,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .cuda import newer_than_driver
+from .driver import known_version
 from .elfnotes import check_path_text
 from .errors import ShimgenError
 from .model import ShimModel, UserHookFile, UserHooks
@@ -143,7 +145,9 @@ def _hint(model: ShimModel, messages: str) -> str:
     """What the exports header's errors mean, in words."""
     missing = re.search(r"shimgen_driver_exports_(\w+)\W{0,3} undeclared", messages)
     if missing:
-        return (f" ({missing.group(1)} is not a function driver {model.driver.path} exports; "
+        name = missing.group(1)
+        return (f" ({name} is not a function driver {model.driver.path} exports"
+                f"{newer_than_driver(name, known_version(model.driver))}; "
                 "`shimgen exports` lists them)")
     return ""
 
@@ -176,7 +180,9 @@ def _checked(model: ShimModel, hook: UserHookFile, hooks: list[str], calls: list
     for name in hooks + calls:
         if name not in known:
             raise ShimgenError(f"hook file {hook.path}: {name} is not a function driver "
-                               f"{model.driver.path} exports (`shimgen exports` lists them)")
+                               f"{model.driver.path} exports"
+                               f"{newer_than_driver(name, known_version(model.driver))} "
+                               "(`shimgen exports` lists them)")
     for name in hooks:
         if name in model.unwrappable:
             raise ShimgenError(f"hook file {hook.path}: {name} is hooked by shimgen itself "

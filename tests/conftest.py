@@ -1,5 +1,10 @@
 """Fixtures shared by the tests: the real Debian libcuda builds (devtools/driverfetch.py),
-the C probe programs of the top-level meson.build, and one shim built per driver."""
+the C probe programs of the top-level meson.build, and one shim built per driver.
+
+Two sets of drivers: `drivers`, `shims` and the parameter `shim` are the three builds every
+test runs on (driverfetch.EVERY_TEST); `matrix_drivers` and the parameter `matrix_shim` are
+every build Debian ships that shimgen supports (driverfetch.DRIVERS), for the pipeline
+tests. A shim is built the first time a test of a worker asks for its driver."""
 
 from __future__ import annotations
 
@@ -17,7 +22,14 @@ import pytest
 from skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (CI's skips)
 from tiers import SLOW
 
-from devtools.driverfetch import DriverFetchError, FetchedDriver, fetch_all
+from devtools.driverfetch import (
+    DRIVERS,
+    EVERY_TEST,
+    PREDATES_PROC_ADDRESS,
+    DriverFetchError,
+    FetchedDriver,
+    fetch,
+)
 from shimgen.pipeline import make_shim
 from shimgen.probe.child import child_env
 from shimgen.runenv import SHIM_LIBRARY
@@ -38,14 +50,31 @@ def _held(lock: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-@pytest.fixture(scope="session")
-def drivers() -> list[FetchedDriver]:
+def _fetched(builds) -> list[FetchedDriver]:
     """Real Debian libcuda builds. A failure to fetch them fails the run: no silent skip."""
     try:
         with _held(ROOT / "build" / "drivers.lock"):
-            return fetch_all()
+            return fetch(builds)
     except DriverFetchError as e:
         pytest.fail(f"cannot fetch Debian's libcuda packages: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def drivers() -> list[FetchedDriver]:
+    """The three builds every test runs on."""
+    return _fetched(EVERY_TEST)
+
+
+@pytest.fixture(scope="session")
+def matrix_drivers() -> list[FetchedDriver]:
+    """Every build of the test matrix: the pipeline tests run on each."""
+    return _fetched(DRIVERS)
+
+
+@pytest.fixture(scope="session")
+def refused_driver() -> FetchedDriver:
+    """418.226.00 (CUDA 10.1): a driver older than cuGetProcAddress, which shimgen refuses."""
+    return _fetched((PREDATES_PROC_ADDRESS,))[0]
 
 
 @pytest.fixture(scope="session")
@@ -91,33 +120,55 @@ def driver_cuda_version(path: Path) -> int:
     return int(out.stdout)
 
 
+class ShimBuilder:
+    """The shims of one test worker, one per driver, each built with the real command line
+    the first time a test asks for it."""
+
+    def __init__(self, out_root: Path):
+        self.out_root = out_root
+        self.built: dict[str, BuiltShim] = {}
+
+    def __call__(self, d: FetchedDriver) -> BuiltShim:
+        if d.version not in self.built:
+            proc = subprocess.run(
+                [sys.executable, "-m", "shimgen", "build", "--driver",
+                 str(d.libdir / "libcuda.so.1"), "--out", str(self.out_root)],
+                capture_output=True, text=True, cwd=ROOT,
+            )
+            assert proc.returncode == 0, proc.stderr
+            lib = next(self.out_root.glob(f"cudashim-{d.version}-*/{SHIM_LIBRARY}"))
+            self.built[d.version] = BuiltShim(d, lib, lib.parent, proc.stdout,
+                                              driver_cuda_version(d.path))
+        return self.built[d.version]
+
+
 @pytest.fixture(scope="session")
-def shims(drivers, tmp_path_factory) -> list[BuiltShim]:
-    """One shim per fetched driver, built with the real command line."""
-    out_root = tmp_path_factory.mktemp("shims")
-    built = []
-    for d in drivers:
-        proc = subprocess.run(
-            [sys.executable, "-m", "shimgen", "build", "--driver", str(d.libdir / "libcuda.so.1"),
-             "--out", str(out_root)],
-            capture_output=True, text=True, cwd=ROOT,
-        )
-        assert proc.returncode == 0, proc.stderr
-        lib = next(out_root.glob(f"cudashim-{d.version}-*/{SHIM_LIBRARY}"))
-        built.append(BuiltShim(d, lib, lib.parent, proc.stdout, driver_cuda_version(d.path)))
-    return built
+def shim_builder(tmp_path_factory) -> ShimBuilder:
+    return ShimBuilder(tmp_path_factory.mktemp("shims"))
+
+
+@pytest.fixture(scope="session")
+def shims(drivers, shim_builder) -> list[BuiltShim]:
+    """One shim per driver every test runs on."""
+    return [shim_builder(d) for d in drivers]
 
 
 def pytest_generate_tests(metafunc):
     if "shim" in metafunc.fixturenames:
-        from devtools.driverfetch import DRIVERS
-
-        metafunc.parametrize("shim", [d[1].split("-")[0] for d in DRIVERS], indirect=True)
+        metafunc.parametrize("shim", [d.version for d in EVERY_TEST], indirect=True)
+    if "matrix_shim" in metafunc.fixturenames:
+        metafunc.parametrize("matrix_shim", [d.version for d in DRIVERS], indirect=True)
 
 
 @pytest.fixture
 def shim(request, shims) -> BuiltShim:
     return next(s for s in shims if s.driver.version == request.param)
+
+
+@pytest.fixture
+def matrix_shim(request, matrix_drivers, shim_builder) -> BuiltShim:
+    """The shim of one build of the test matrix (the pipeline tests)."""
+    return shim_builder(next(d for d in matrix_drivers if d.version == request.param))
 
 
 # ---- shims the run-time fault tests need besides `shims` ----

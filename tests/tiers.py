@@ -31,6 +31,8 @@ SLOW = frozenset({
     'tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run[as-written]',  # 6.6 s
     'tests/run/test_cache_trust.py::test_a_library_sealed_without_its_stat_is_hashed_at_each_use',  # 4.5 s
     'tests/run/test_cache_trust.py::test_everything_the_cache_makes_is_private_under_umask_0',  # 4.0 s
+    'tests/run/test_cuda11_driver.py::test_a_hook_is_reached_through_the_first_cu_get_proc_address',  # 5.5 s
+    'tests/run/test_cuda11_driver.py::test_patch_masks_gdr_and_refuses_dmabuf_saying_why',  # 5.7 s
     'tests/run/test_run_cache.py::test_a_damaged_entry_is_rebuilt_never_used[entry-a-symlink]',  # 5.1 s
     'tests/run/test_run_cache.py::test_a_damaged_entry_is_rebuilt_never_used[library-another-file]',  # 5.4 s
     'tests/run/test_run_cache.py::test_a_damaged_entry_is_rebuilt_never_used[library-cut-short]',  # 6.0 s

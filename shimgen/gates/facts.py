@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cuda import ATTR_DMABUF, ATTR_GDR
+from ..cuda import (
+    ATTR_DMABUF,
+    ATTR_GDR,
+    ATTRIBUTE_SINCE,
+    attribute_name,
+    cuda_of_driver,
+    cuda_text,
+)
 from ..errors import ShimgenError
 
 SET, MASK = "set", "mask"  # the driver made to set a gate's bit, or never to set it
@@ -31,6 +38,20 @@ GATE_RULES = (
     GateRule("gdr", ATTR_GDR, required=True),  # GPU_DIRECT_RDMA_SUPPORTED
     GateRule("dmabuf", ATTR_DMABUF, required=False),  # DMA_BUF_SUPPORTED: its extra bits
 )
+
+
+def why_no_gate(name: str, driver_version: str) -> str:
+    """Why a driver has no gate of this name, when the reason is its age: "; driver
+    470.256.02 is CUDA 11.4: the dmabuf gate's attribute 124, DMA_BUF_SUPPORTED, came with
+    CUDA 11.7". Empty when the gate is unknown or the driver new enough."""
+    rule = next((r for r in GATE_RULES if r.name == name), None)
+    cuda = cuda_of_driver(driver_version)
+    since = ATTRIBUTE_SINCE.get(rule.attribute, 0) if rule is not None else 0
+    if rule is None or cuda is None or cuda >= since:
+        return ""
+    return (f"; driver {driver_version} is CUDA {cuda_text(cuda)}: the {name} gate's "
+            f"attribute {rule.attribute}, {attribute_name(rule.attribute)}, came with CUDA "
+            f"{cuda_text(since)}")
 
 
 class GateDiscoveryError(ShimgenError):

@@ -64,9 +64,12 @@ def select_changes(image: DriverImage, profile: Profile, gates: list[str], mask:
             continue
         gate = profile.gate(name)
         if gate is None:
+            from .facts import why_no_gate
+
             raise ShimgenError(f"unknown gate '{name}' (this driver has: "
                                f"{' '.join(g.name for g in profile.gates)}"
-                               f"{' ' + P2P_GATE if profile.p2p is not None else ''})")
+                               f"{' ' + P2P_GATE if profile.p2p is not None else ''}"
+                               f"{why_no_gate(name, image.version)})")
         for p in gate.init_patches:
             if p.direction == direction and p.status != "chosen":
                 raise ShimgenError(f"gate {name} has no init site to {direction} on this driver: "

@@ -7,13 +7,35 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..cuda import ATTRIBUTE_SINCE, GATE_ATTRIBUTES, attribute_name, cuda_of_driver, cuda_text
 from ..elf import DriverImage
 from ..errors import ShimgenError
 from ..outfile import write_whole
 from . import ALLOW_UNPROVEN
 from . import prove as proving
 from .discover import discover
+from .facts import GATE_RULES
 from .profile import MAX_PROFILE_BYTES, PROOF_NOT_RUN, SCHEMA, Profile
+
+
+def lacking_line(profile: Profile) -> list[str]:
+    """The table's line of the gated attributes this driver's reader has no case for (470:
+    no DMA-BUF attribute 124, which CUDA 11.7 added), and the gates it therefore lacks."""
+    r = profile.reader
+    assert r is not None
+    lacking = [a for a in GATE_ATTRIBUTES if a > r.last_attribute]
+    if not lacking:
+        return []
+    said = ", ".join(f"{a} ({attribute_name(a)}"
+                     + (f", CUDA {cuda_text(ATTRIBUTE_SINCE[a])}" if a in ATTRIBUTE_SINCE else "")
+                     + ")" for a in lacking)
+    cuda = cuda_of_driver(profile.driver_version or "")
+    which = f" (CUDA {cuda_text(cuda)})" if cuda is not None else ""
+    names = {g.name for g in profile.gates}
+    gone = [rule.name for rule in GATE_RULES if rule.attribute in lacking
+            and rule.name not in names]
+    return [f"lacks       attribute {said}: this driver{which} reads attributes up to "
+            f"{r.last_attribute}" + (f"; no {', '.join(gone)} gate" if gone else "")]
 
 
 def format_table(profile: Profile) -> str:
@@ -24,6 +46,7 @@ def format_table(profile: Profile) -> str:
         f"build-id    {profile.build_id}",
         f"reader      {r.vaddr:#x}, jump table {r.table_vaddr:#x} ({r.table_kind}), "
         f"attributes {r.first_attribute}..{r.last_attribute}",
+        *lacking_line(profile),
         f"device      *(base + {t.vaddr:#x} + {t.offset:#x} + ordinal*{t.stride})"
         + (f", count at base+{t.count_vaddr:#x}" if t.count_vaddr is not None else ""),
         "",
@@ -136,6 +159,7 @@ def command(args) -> int:
     with --json FILE; a failure is one line and exit 1 like every other command: a driver
     refused or its layout not understood, a failed proof (nothing written), an output path
     that cannot be written (checked before the analysis)."""
+    from ..driver import refuse_older
     from ..elf import read_image
     from ..options import driver_path, path_option
     from ..outfile import check_target
@@ -145,4 +169,6 @@ def command(args) -> int:
     if json_out not in (None, STDOUT):
         json_out = path_option(args.json, "--json", "profile")
         check_target(json_out, "--json", is_profile)
-    return run(read_image(path), json_out, proof=not args.no_proof)
+    image = read_image(path)
+    refuse_older(image)
+    return run(image, json_out, proof=not args.no_proof)

@@ -1,7 +1,9 @@
 """The generated shim against real Debian libcuda builds, on the CPU (no GPU needed).
 
-Each test runs for every fetched driver (535.x, 550.x, 555.x): build, exports, every route
-into the driver, cuGetProcAddress against the real driver, first-call races, fork.
+The pipeline's tests (the build and its summary, exports, every route into the driver,
+cuGetProcAddress against the real driver) run on every build of the test matrix
+(`matrix_shim`: 470.x to 555.x, CUDA 11.4 to 12.5); the rest (first-call races, fork, trace
+modes) on the three every test uses (`shim`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 from conftest import driver_cuda_version
 from elftools.elf.elffile import ELFFile
 
+from shimgen.cuda import cuda_text
 from shimgen.driver import read_driver
 from shimgen.hooks import HOOKS
 from shimgen.model import LOADER_EXPORTS
@@ -48,20 +51,32 @@ def defined_dynamic(path: Path) -> tuple[set[str], dict[str, str]]:
     return names, tags
 
 
-def test_build_summary(shim):
+def test_build_summary(matrix_shim):
+    shim = matrix_shim
     out = shim.build_output
     assert str(shim.driver.path) in out
     assert shim.driver.version in out
-    bid = read_driver(shim.driver.path).build_id
-    assert bid and bid in out
-    n = len(read_driver(shim.driver.path).functions)
-    assert re.search(rf"forwarded\s+{n} functions \({len(HOOKS)} with hooks", out)
-    assert "20 exported objects left in the real library" in out
+    driver = read_driver(shim.driver.path)
+    assert driver.build_id and driver.build_id in out
+    names = set(driver.function_names())
+    present = [h for h in HOOKS if h.name in names]
+    lacking = [h for h in HOOKS if h.name not in names]
+    assert all(h.since > shim.cuda_version for h in lacking)
+    assert re.search(rf"forwarded\s+{len(names)} functions \({len(present)} with hooks", out)
+    assert f"{len(driver.data)} exported objects left in the real library" in out
+    if lacking:  # said plainly: which functions, which CUDA version added them
+        (line,) = [x for x in out.splitlines() if x.startswith("predates")]
+        for h in lacking:
+            assert f"{h.name} (CUDA {cuda_text(h.since)})" in line
+        assert f"CUDA {cuda_text(shim.cuda_version)}" in line
+    else:
+        assert "predates" not in out
     assert str(shim.library) in out
     assert re.search(r"time\s+\d+\.\d+ s", out)
 
 
-def test_exports_match_driver_one_for_one(shim):
+def test_exports_match_driver_one_for_one(matrix_shim):
+    shim = matrix_shim
     driver = read_driver(shim.driver.path)
     names, tags = defined_dynamic(shim.library)
     assert tags.get("DT_SONAME") == "libcuda.so.1"
@@ -75,7 +90,8 @@ def test_exports_match_driver_one_for_one(shim):
     assert manifest["data_symbols_left_in_driver"] == [d.name for d in driver.data]
 
 
-def test_generated_sources_carry_banner(shim):
+def test_generated_sources_carry_banner(matrix_shim):
+    shim = matrix_shim
     src = shim.out_dir / "src"
     driver = read_driver(shim.driver.path)
     for f in ("shim.h", "facts.h", "functions.inc", "table.c", "gateplan.c", "libcudashim.map",
@@ -110,30 +126,65 @@ def parse_routes(text: str) -> dict[str, tuple[int, int, str]]:
     return found
 
 
-def test_every_route_lands_in_the_shim(shim, probes, tmp_path):
+def parse_lookups(text: str) -> dict[tuple[str, str, int, int], tuple[int, str, str]]:
+    """routes' `lookup` lines: (entry, symbol, version, flags) -> (rc, symbol, library)."""
+    return {(m[1], m[2], int(m[3]), int(m[4])): (int(m[5]), m[6], m[7]) for m in re.finditer(
+        r"^lookup (\S+) (\S+) (\d+) (\d+) rc (-?\d+) sym (\S+) lib (.*)$", text, re.M)}
+
+
+def has_v2(shim) -> bool:
+    """cuGetProcAddress_v2 is CUDA 12.0's: a CUDA 11.x driver (470) has only the first."""
+    return "cuGetProcAddress_v2" in read_driver(shim.driver.path).function_names()
+
+
+def test_every_route_lands_in_the_shim(matrix_shim, probes, tmp_path):
+    shim = matrix_shim
     trace = tmp_path / "trace.json"
     alias = tmp_path / "libdriver-alias.so"
     alias.symlink_to(shim.driver.path)
     env = shim.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace))
     out = run([probes / "routes", shim.driver.path, alias], env).stdout
     routes = parse_routes(out)
-    assert sorted(routes) == sorted(ROUTES)
+    v2 = has_v2(shim)
+    expected = ROUTES if v2 else [r for r in ROUTES if r != "cuGetProcAddress_v2"]
+    assert sorted(routes) == sorted(expected)
+    assert ("route cuGetProcAddress_v2 absent" in out) is not v2
     for name, (rc, version, lib) in routes.items():
         assert rc == 0, name
         assert version == shim.cuda_version, name
         assert Path(lib).resolve() == shim.library.resolve(), f"{name} reached {lib}"
     # The runtime's query for cuGetProcAddress itself gets the shim's trampoline.
     assert re.search(r"^self cuGetProcAddress(_v2)?$", out, re.M)
+    # ABI variants asked for at several versions and flags: each answer is the shim's
+    # trampoline of the export the real driver picks (the same probe without the shim).
+    lookups = parse_lookups(out)
+    real = parse_lookups(run([probes / "routes", shim.driver.path],
+                             shim.env_without_shim()).stdout)
+    assert len(lookups) == len(real) == 8 * (2 if v2 else 1)
+    assert {k[3] for k in lookups} == {0, 1, 2}
+    for key, (rc, sym, lib) in lookups.items():
+        assert (rc, sym) == real[key][:2] and rc == 0 and sym != "none", key
+        assert Path(lib).resolve() == shim.library.resolve(), f"{key} reached {lib}"
+        assert Path(real[key][2]).resolve() == shim.driver.path.resolve(), key
+    assert lookups[("cuGetProcAddress", "cuStreamSynchronize", shim.cuda_version, 2)][1] == \
+        "cuStreamSynchronize_ptsz"
+    assert lookups[("cuGetProcAddress", "cuMemAlloc", 3000, 0)][1] == "cuMemAlloc"
+    assert lookups[("cuGetProcAddress", "cuMemAlloc", shim.cuda_version, 0)][1] == \
+        "cuMemAlloc_v2"
     counts = json.loads(trace.read_text())["calls"]
     # One cuDriverGetVersion per route plus the version query the probe makes for itself.
-    assert counts["cuDriverGetVersion"] == len(ROUTES) + 1
-    assert counts["cuGetProcAddress"] == 1
-    assert counts["cuGetProcAddress_v2"] == 3
+    assert counts["cuDriverGetVersion"] == len(expected) + 1
+    if v2:
+        assert counts["cuGetProcAddress"] == 1 + 8
+        assert counts["cuGetProcAddress_v2"] == 3 + 8
+    else:  # the route, the query for itself, the query through what it got; the lookups
+        assert counts["cuGetProcAddress"] == 3 + 8
     assert "cuInit" not in counts  # all of it happened before cuInit
 
 
-def test_routes_without_shim_reach_the_real_driver(shim, probes):
+def test_routes_without_shim_reach_the_real_driver(matrix_shim, probes):
     """The same probe without LD_PRELOAD: proves the probe can tell the two apart."""
+    shim = matrix_shim
     out = run([probes / "routes", shim.driver.path], shim.env_without_shim()).stdout
     routes = parse_routes(out)
     real = shim.driver.path.resolve()
@@ -143,7 +194,8 @@ def test_routes_without_shim_reach_the_real_driver(shim, probes):
         assert Path(lib).resolve() == real
 
 
-def test_link_time_route(shim, probes, tmp_path):
+def test_link_time_route(matrix_shim, probes, tmp_path):
+    shim = matrix_shim
     trace = tmp_path / "trace.json"
     out = run([probes / "route_linked"],
               shim.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace))).stdout
@@ -190,7 +242,8 @@ def query_names(driver) -> list[str]:
     return sorted(names)
 
 
-def test_cu_get_proc_address_matches_real_driver(shim, probes):
+def test_cu_get_proc_address_matches_real_driver(matrix_shim, probes):
+    shim = matrix_shim
     driver = read_driver(shim.driver.path)
     names = "\n".join(query_names(driver)) + "\n"
     versions = [str(v) for v in grid_versions(shim.cuda_version)]
@@ -206,12 +259,20 @@ def test_cu_get_proc_address_matches_real_driver(shim, probes):
     assert re.search(r"outside 0$", via.stderr.strip())
     # The grid must exercise every outcome: variants, not-found, version too high.
     joined = via.stdout
-    assert " 0 0 " in joined  # found, status 0
-    assert re.search(r" 0 1 null$", joined, re.M)  # symbol not found
-    assert re.search(r" 0 2 null$", joined, re.M)  # version not sufficient
+    v = shim.cuda_version
     assert re.search(r"^cuMemAlloc 3000 0 0 cuMemAlloc ", joined, re.M)
-    assert re.search(r"^cuMemAlloc 12000 0 0 cuMemAlloc_v2 ", joined, re.M)
-    assert re.search(r"^cuStreamSynchronize 12000 2 0 cuStreamSynchronize_ptsz ", joined, re.M)
+    assert re.search(rf"^cuMemAlloc {v} 0 0 cuMemAlloc_v2 ", joined, re.M)
+    assert re.search(rf"^cuStreamSynchronize {v} 2 0 cuStreamSynchronize_ptsz ", joined, re.M)
+    assert re.search(rf"^cuStreamSynchronize {v} 1 0 cuStreamSynchronize ", joined, re.M)
+    assert re.search(rf"^cuNoSuchFunction {v} 0 500 - ", joined, re.M)  # v1: NOT_FOUND
+    if has_v2(shim):
+        assert " 0 0 " in joined  # found, status 0
+        assert re.search(r" 0 1 null$", joined, re.M)  # symbol not found
+        assert re.search(r" 0 2 null$", joined, re.M)  # version not sufficient
+    else:  # no query result to compare: every line says so, through the shim as without it
+        assert all(line.endswith(" - - absent") for line in via_lines)
+        # 470 answers versions above its own (99999 > 11040) as if they were its own
+        assert re.search(r"^cuMemAlloc 99999 0 0 cuMemAlloc_v2 - - absent$", joined, re.M)
 
 
 def test_sixty_four_threads_race_on_first_call(shim, probes, tmp_path):
