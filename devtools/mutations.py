@@ -2397,7 +2397,7 @@ MUTATIONS = [
         "file": "shimgen/gates/p2p.py",
         "old": "two is not None and two[1] == one[1] and two[0] != one[0]:",
         "new": "two is not None and two[1] == one[1]:",
-        "tests": ["tests/gates/test_p2p.py::"
+        "tests": ["tests/gates/test_p2p_gate.py::"
                   "test_the_finder_wants_two_structs_one_field_and_a_branch_on_it"],
         "why": "a P2P check compares the field of two device structs, not one struct's twice",
     },
@@ -2406,7 +2406,7 @@ MUTATIONS = [
         "file": "shimgen/gates/p2p.py",
         "old": 'new = b"\\x90\\xe9" + raw[2:]',
         "new": 'new = b"\\xe9" + raw[2:] + b"\\x90"',
-        "tests": ["tests/gates/test_p2p.py::test_the_change_always_takes_the_equal_side"],
+        "tests": ["tests/gates/test_p2p_gate.py::test_the_change_always_takes_the_equal_side"],
         "why": "je rel32 becomes nop; jmp rel32 to the same target (90 e9), as on 580.159.04",
     },
     {
@@ -2414,7 +2414,7 @@ MUTATIONS = [
         "file": "shimgen/gates/p2p_prove.py",
         "old": "ok = ok and got.split(\" (\")[0] == expect",
         "new": "ok = ok and (not patched or got.split(\" (\")[0] == expect)",
-        "tests": ["tests/gates/test_p2p.py::"
+        "tests": ["tests/gates/test_p2p_gate.py::"
                   "test_the_proof_fails_a_branch_changed_the_wrong_way"],
         "why": "the proof needs the driver's own bytes to refuse different fields and accept "
                "equal ones, or it proves nothing about the field",
@@ -2424,7 +2424,7 @@ MUTATIONS = [
         "file": "shimgen/gates/plan.py",
         "old": 'if source != "auto" and p2p_proof is not None and profile.p2p.status == "found":',
         "new": "if False:",
-        "tests": ["tests/gates/test_p2p.py::"
+        "tests": ["tests/gates/test_p2p_gate.py::"
                   "test_gates_json_has_the_p2p_gate_and_a_changed_byte_is_proven_again"],
         "why": "a profile file's P2P branch bytes are proven again before a shim bakes them",
     },
@@ -2433,7 +2433,7 @@ MUTATIONS = [
         "file": "runtime/gates.c",
         "old": "    if (method != SHIMGEN_GATE_METHOD_INIT_ALL &&\n        !struct_possible(method == SHIMGEN_GATE_METHOD_INIT, why, sizeof why)) {\n",
         "new": "    if (0) {\n",
-        "tests": ["tests/gates/test_p2p.py::"
+        "tests": ["tests/gates/test_p2p_gate.py::"
                   "test_shim_changes_the_branches_in_memory_with_the_init_method_only"],
         "why": "SHIMGEN_GATES=p2p-mixed without the init method is refused, not said to be in "
                "effect while nothing is written",
@@ -2443,7 +2443,7 @@ MUTATIONS = [
         "file": "shimgen/gates/plan.py",
         "old": "        refs += profile.p2p.insns()\n",
         "new": "        pass\n",
-        "tests": ["tests/gates/test_p2p.py::"
+        "tests": ["tests/gates/test_p2p_gate.py::"
                   "test_gates_json_has_the_p2p_gate_and_a_changed_byte_is_proven_again"],
         "why": "the shim compares each P2P check's loads, compare and branch with the loaded "
                "driver before it changes a branch byte",

@@ -145,7 +145,7 @@ def test_gates_are_each_drivers_profile(pair, tmp_path):
         assert shimgen("gates", "--driver", str(d.path), "--json", str(out)).returncode == 0
         profile = json.loads(out.read_text())
         for g in profile["gates"]:
-            if g.get("kind") == "branch":  # p2p-mixed: tests/gates/test_p2p.py
+            if g.get("kind") == "branch":  # p2p-mixed: tests/gates/test_p2p_gate.py
                 continue
             mine = next(x for x in got["gates"]["gates"] if x["name"] == g["name"])[side]
             assert mine["fields"] == [{"offset": f["offset"], "mask": f["mask"]}
