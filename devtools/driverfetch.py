@@ -142,6 +142,41 @@ def fetch_all() -> list[FetchedDriver]:
     return sorted(result, key=lambda d: order[d.version])
 
 
+def main(argv: list[str] | None = None) -> int:
+    """`python -m devtools.driverfetch`: fetch (once) and print the drivers, or one's path."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(
+        prog="python -m devtools.driverfetch",
+        description="Fetch real libcuda builds from Debian's non-free archive (once: they are "
+                    f"kept in {cache_dir()}, or $SHIMGEN_DRIVER_CACHE) for trying shimgen and "
+                    "for its tests, on a machine without a GPU. Prints each one's version and "
+                    "path; with --path, only the path of one.",
+        epilog="example: shimgen run --driver \"$(python -m devtools.driverfetch --path 550)\" "
+               "-- python train.py")
+    ap.add_argument("--path", metavar="VERSION",
+                    help="print only the path of the driver whose version starts with VERSION "
+                         f"(one of: {', '.join(v.split('-')[0] for _, v, _ in DRIVERS)})")
+    args = ap.parse_args(argv)
+    versions = [v.split("-")[0] for _, v, _ in DRIVERS]
+    if args.path is not None:
+        chosen = [v for v in versions
+                  if v == args.path or v.startswith(args.path.rstrip(".") + ".")]
+        if len(chosen) != 1:
+            ap.error(f"--path {args.path}: not one of {', '.join(versions)}")
+    try:
+        drivers = fetch_all()
+    except DriverFetchError as e:
+        print(f"driverfetch: error: {e}", file=sys.stderr)
+        return 1
+    for d in drivers:
+        if args.path is None:
+            print(d.version, d.path)
+        elif d.version == chosen[0]:
+            print(d.path)
+    return 0
+
+
 if __name__ == "__main__":
-    for d in fetch_all():
-        print(d.version, d.path)
+    raise SystemExit(main())
