@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import progress
 from .elf import read_build_id
 from .errors import Interrupted, ShimgenError, signals_held
 from .model import SONAME, ShimModel, output_name
@@ -219,11 +220,15 @@ def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
     new.mkdir()
     src = new / "src"
     src.mkdir()
+    progress.step(f"generating the sources of {len(model.functions)} functions")
     render(model, src)
     env = _tool_env()
     log = new / "build.log"
+    progress.step("configuring the build (meson setup)")
     _run(_meson() + ["setup", str(bdir), str(src)], "meson setup", env, log, name)
+    progress.step("compiling and linking (meson compile)")
     _run(_meson() + ["compile", "-C", str(bdir)], "compile", env, log, name)
+    progress.step("installing")
     built = bdir / SHIM_LIBRARY
     if not built.is_file():
         raise ShimgenError(f"meson finished but {built} is missing")

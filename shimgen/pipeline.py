@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import build as _build
+from . import progress
 from .driver import read_driver
 from .errors import ShimgenError
 from .gates import ALLOW_UNPROVEN
@@ -60,7 +61,9 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     `expect_build_id`, when given, is the GNU build-id the driver must still have (when it
     has one) once read. `user_hooks`: the user's hook files (--hook FILE.c, in order:
     userhooks.py), each compiled and checked before anything is built; `expect_hooks_digest`,
-    when given, is the digest (userhooks.digest) their contents must still have."""
+    when given, is the digest (userhooks.digest) their contents must still have. Its steps
+    are announced, once the driver and the hook files are checked, and shown on a terminal
+    when a caller expects the build (progress.expect; the caller clears them)."""
     driver = read_driver(driver_path, require_real=require_real)
     files = ()
     if user_hooks:
@@ -71,11 +74,14 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
             raise ShimgenError("a hook file changed while shimgen read it; run again")
     if expect_build_id is not None and driver.build_id and driver.build_id != expect_build_id:
         raise ShimgenError(f"driver {driver_path} changed while shimgen read it; run again")
+    progress.begin(driver.version)
     plan = None
     if gates is not None:
         from .gates.plan import load_plan
 
         gates = gates if gates == "auto" else str(Path(gates).absolute())
+        progress.step("finding the gates and proving them by emulation" if gates == "auto"
+                      else "checking the gate profile against the driver")
         plan = load_plan(driver, gates, allow_unproven=allow_unproven)
     argv = build_command(driver.path, out=out_option, gates=gates,
                          allow_unproven=allow_unproven, hooks=tuple(f.path for f in files))
@@ -139,8 +145,13 @@ def command(args) -> int:
 
     if args.allow_unproven_gates and args.gates is None:
         raise ShimgenError(f"{ALLOW_UNPROVEN} goes with --gate-profile")
-    result = make_shim(driver_path(args.driver), out_root(args.out), gates=args.gates,
-                       allow_unproven=args.allow_unproven_gates, out_option=args.out,
-                       user_hooks=tuple(args.hook or ()))
+    driver, root = driver_path(args.driver), out_root(args.out)
+    progress.expect("build", f"into {root.absolute()} (a few seconds)")
+    try:
+        result = make_shim(driver, root, gates=args.gates,
+                           allow_unproven=args.allow_unproven_gates, out_option=args.out,
+                           user_hooks=tuple(args.hook or ()))
+    finally:
+        progress.clear()
     print(summary(result, args.gates))
     return 0

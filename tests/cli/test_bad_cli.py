@@ -53,6 +53,15 @@ def test_usage_errors_are_one_line():
     assert_one_line_error(shimgen("frobnicate"), "invalid choice", code=2)
 
 
+@pytest.mark.parametrize("args", [["run"], ["run", "--"], ["run", "--trace", "counts", "--"]])
+def test_run_without_a_command_is_a_usage_error(args):
+    """Exit 2 as every other command's usage error, with the way to the help."""
+    said = assert_one_line_error(shimgen(*args), "run: no command given", code=2)
+    assert said.endswith("(see `shimgen run --help`)"), said
+    assert_one_line_error(shimgen("run", "--gate-profile", "auto", "--", "true"),
+                          "run --gate-profile goes with --gates", code=2)
+
+
 def test_closed_stdout_is_not_a_traceback(drivers):
     """`shimgen exports | head -1`: the reader goes away, shimgen exits quietly. The list
     fits in a pipe's buffer, so whether head has gone before shimgen writes is a race: the
