@@ -200,6 +200,10 @@ def _add_gates(sub) -> None:
     g.add_argument("--no-proof", action="store_true",
                    help="skip the emulation proof; the profile records that it is unproven "
                         f"and `build --gate-profile` refuses it without {ALLOW_UNPROVEN}")
+    g.add_argument("-v", "--detail", action="store_true",
+                   help="after the verdict: the reader, the device table, each gate's fields, "
+                        "init-site instructions and bytes, every attribute's case and each "
+                        "check of the proof")
 
 
 def _add_patch(sub) -> None:
