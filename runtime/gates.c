@@ -29,7 +29,8 @@ int shimgen_gates_configure(const char *spec, char *err, size_t errcap)
     if (!spec || !*spec)
         return 0;
     if (!plan->ngates) {
-        snprintf(err, errcap, "this shim was built without gates (shimgen build --gates auto)");
+        snprintf(err, errcap, "this shim was built without gates (shimgen run --gates SEL "
+                 "builds one; or shimgen build --gate-profile auto)");
         return -1;
     }
     char buf[256];

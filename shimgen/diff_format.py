@@ -4,6 +4,7 @@ says what each means); the exit status as diff(1)'s."""
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,7 +89,7 @@ def _summary(d: Diff) -> list[str]:
 
 def _gates_summary(d: Diff) -> str:
     if not d.gates_compared:
-        return "not compared (--gates compares them)"
+        return "not compared (--no-gates)"
     o, n = d.old_gates, d.new_gates
     if o.error and n.error:
         return "not found on either driver (see the Gates section)"
@@ -121,7 +122,7 @@ def _gates_section(d: Diff) -> list[str]:
     lines = ["", "Gates (struct offset and bit, proof, the init-site bytes `shimgen patch` "
              "changes)"]
     if not d.gates_compared:
-        return lines + ["  not compared: `shimgen diff OLD NEW --gates` compares them"]
+        return lines + ["  not compared (--no-gates): `shimgen diff OLD NEW` compares them"]
     for label, g in (("OLD", d.old_gates), ("NEW", d.new_gates)):
         took = f" ({g.seconds:.1f} s)"
         lines.append(f"  {label}: {g.error}{took}" if g.error
@@ -191,7 +192,10 @@ def run(old: str, new: str, *, json_out: bool, gates: str,
 def command(args) -> int:
     """`shimgen diff`. Exit status as diff(1): 0 no differences, 1 differences, 2 trouble
     (any failure: one line, as every command says it)."""
-    gates = "yes" if args.gates else "no" if args.no_gates else "default"
+    if args.gates:
+        print("shimgen: diff: --gates is not needed: the gates are compared unless --no-gates "
+              "(--gates selects gates in run and patch)", file=sys.stderr, flush=True)
+    gates = "no" if args.no_gates else "default"
     try:
         return run(args.old, args.new, json_out=args.json, gates=gates,
                    hook_files=args.hook or [])

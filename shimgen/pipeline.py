@@ -25,13 +25,13 @@ from .model import ShimModel, build_model
 def build_command(driver: Path | str, *, out: str | None = None, gates: str | None = None,
                   allow_unproven: bool = False, hooks: tuple[Path, ...] = ()) -> list[str]:
     """The `shimgen build` command line that makes the shim again: `driver` (the path as
-    read), `--out` as the user gave it, `--gates` ("auto" or a profile's path), each
+    read), `--out` as the user gave it, `--gate-profile` ("auto" or a profile's path), each
     `--hook` file (absolute) in order."""
     argv = ["shimgen", "build", "--driver", str(driver)]
     if out is not None:
         argv += ["--out", str(out)]
     if gates is not None:
-        argv += ["--gates", gates] + ([ALLOW_UNPROVEN] if allow_unproven else [])
+        argv += ["--gate-profile", gates] + ([ALLOW_UNPROVEN] if allow_unproven else [])
     for hook in hooks:
         argv += ["--hook", str(hook)]
     return argv
@@ -62,7 +62,8 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     has one) once read. `user_hooks`: the user's hook files (--hook FILE.c, in order:
     userhooks.py), each compiled and checked before anything is built; `expect_hooks_digest`,
     when given, is the digest (userhooks.digest) their contents must still have. Its steps
-    are announced, once the driver and the hook files are checked, and shown on a terminal
+    are announced, once the driver, the hook files and a gate profile are checked (`auto`
+    finds the gates as part of the build), and shown on a terminal
     when a caller expects the build (progress.expect; the caller clears them)."""
     driver = read_driver(driver_path, require_real=require_real)
     files = ()
@@ -74,7 +75,8 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
             raise ShimgenError("a hook file changed while shimgen read it; run again")
     if expect_build_id is not None and driver.build_id and driver.build_id != expect_build_id:
         raise ShimgenError(f"driver {driver_path} changed while shimgen read it; run again")
-    progress.begin(driver.version)
+    if gates in (None, "auto"):  # a profile file is an input, checked before the announcement
+        progress.begin(driver.version)
     plan = None
     if gates is not None:
         from .gates.plan import load_plan
@@ -83,6 +85,7 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
         progress.step("finding the gates and proving them by emulation" if gates == "auto"
                       else "checking the gate profile against the driver")
         plan = load_plan(driver, gates, allow_unproven=allow_unproven)
+        progress.begin(driver.version)
     argv = build_command(driver.path, out=out_option, gates=gates,
                          allow_unproven=allow_unproven, hooks=tuple(f.path for f in files))
     model = build_model(driver, argv, hooks, gates=plan)
@@ -139,10 +142,31 @@ def summary(result: MadeShim, gates: str | None) -> str:
     ])
 
 
+def old_gates_option(value: str) -> str:
+    """`build --gates VALUE`, --gate-profile's first name: said what it became, and refused
+    when VALUE is a selection (gdr, -gdr,dmabuf), which --gates means in run and patch."""
+    import re
+    import sys
+
+    from .errors import UsageError
+
+    if value != "auto" and re.fullmatch(r"[+-]?\w+(,[+-]?\w+)*", value) \
+            and not Path(value).exists():
+        raise UsageError(f"build --gates {value}: build takes no gate selection; the gates "
+                         "are baked in with --gate-profile auto (or a profile file) and "
+                         f"selected at run time: shimgen run --gates {value} -- COMMAND, or "
+                         f"SHIMGEN_GATES={value}")
+    print(f"shimgen: build: --gates is now --gate-profile (--gates selects gates in run and "
+          f"patch); read as --gate-profile {value}", file=sys.stderr, flush=True)
+    return value
+
+
 def command(args) -> int:
     """`shimgen build`: make the shim, print the summary."""
     from .options import driver_path, out_root
 
+    if args.old_gates is not None:
+        args.gates = old_gates_option(args.old_gates)
     if args.allow_unproven_gates and args.gates is None:
         raise ShimgenError(f"{ALLOW_UNPROVEN} goes with --gate-profile")
     driver, root = driver_path(args.driver), out_root(args.out)

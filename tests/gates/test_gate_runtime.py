@@ -315,7 +315,7 @@ def test_real_profile_with_one_byte_changed_is_refused_by_build(drivers, tmp_pat
     profile.write_text(json.dumps(data))
     out = tmp_path / "out"
     proc = subprocess.run([*cmd, "build", "--driver", str(d.path), "--out", str(out),
-                           "--gates", str(profile)], capture_output=True, text=True)
+                           "--gate-profile", str(profile)], capture_output=True, text=True)
     want = int(vaddr, 16)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [

@@ -294,7 +294,7 @@ def test_a_profile_files_init_change_is_proven_again_at_build(drivers, tmp_path)
     p["changes"][0]["new"] = "0x61"  # 0x40 | 0x20 | 0x01
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
-    r = shimgen("build", "--driver", str(d.path), "--gates", str(bad), "--out",
+    r = shimgen("build", "--driver", str(d.path), "--gate-profile", str(bad), "--out",
                 str(tmp_path / "out"))
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "an init-site change failed its emulation proof" in r.stderr
