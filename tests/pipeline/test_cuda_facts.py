@@ -104,12 +104,12 @@ def test_the_runtime_reads_its_variables_by_the_names_of_runenv():
 
 def test_the_readmes_table_of_variables_is_runenvs():
     """Every variable the shim reads (runenv.ENV) and the command's own (runenv.DEBUG) has a
-    row in the README's table, and the table names no other."""
+    row in the table of docs/run.md (the README's reference), and the table names no other."""
     import re
     from pathlib import Path
 
     from shimgen import runenv
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "run.md").read_text()
     rows = set(re.findall(r"^\| `(SHIMGEN_[A-Z_]+)", readme, re.M))
     assert rows == set(runenv.ENV.values()) | {runenv.DEBUG}
