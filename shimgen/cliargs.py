@@ -263,7 +263,11 @@ def _add_diff(sub) -> None:
     d.add_argument("old", metavar="OLD", help="the driver now (a file, or a directory "
                    "holding libcuda.so.1)")
     d.add_argument("new", metavar="NEW", help="the driver after the upgrade")
-    d.add_argument("--json", action="store_true", help="JSON (schema shimgen-diff/1)")
+    d.add_argument("--json", action="store_true", help="JSON (schema shimgen-diff/1): every "
+                   "span of every name")
+    d.add_argument("-v", "--verbose", action="store_true",
+                   help="list each name of a change that many names share (the text groups "
+                        "them into one line with their count)")
     d.add_argument("--hook", action="append", metavar="FILE.c",
                    help="a hook file: which of its names vanish or change (repeatable)")
     on = d.add_mutually_exclusive_group()
