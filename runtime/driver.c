@@ -122,7 +122,7 @@ static void check_identity(void *handle)
         if (ok && shimgen_cfg.gate_method_init) {
             /* before any driver function runs: the driver's own cuInit sees the bits */
             if (shimgen_gates_patch_init((uintptr_t)lm->l_addr, why, sizeof why)) {
-                shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s): init "
+                shimgen_say("shimgen: SHIMGEN_GATES=%s armed on %s (build-id %s): init "
                             "sites changed before cuInit\n", shimgen_cfg.gates_spec,
                             shimgen_cfg.driver_path, q.hex);
                 why[0] = '\0';
@@ -130,8 +130,9 @@ static void check_identity(void *handle)
         } else if (ok) {
             shimgen_gates_activate();
             shimgen_cfg.features |= SHIMGEN_FEATURE_GATES | SHIMGEN_FEATURE_ATTRS;
-            shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s)\n",
-                        shimgen_cfg.gates_spec, shimgen_cfg.driver_path, q.hex);
+            shimgen_say("shimgen: SHIMGEN_GATES=%s armed on %s (build-id %s): applied to each "
+                        "device once cuInit succeeds\n", shimgen_cfg.gates_spec,
+                        shimgen_cfg.driver_path, q.hex);
         }
         if (why[0])
             shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n",

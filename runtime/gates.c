@@ -99,6 +99,12 @@ void shimgen_gates_activate(void)
     active = 1;
 }
 
+/* Whether the struct method is armed (shimgen_gates_activate was called). */
+int shimgen_gates_armed(void)
+{
+    return active;
+}
+
 static void write_global(uintptr_t addr, unsigned size, int set)
 {
     uint64_t v = set > 0 ? 1u : 0u;

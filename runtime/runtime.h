@@ -135,6 +135,7 @@ int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, cha
                          size_t whycap);
 void shimgen_gates_apply(void);
 void shimgen_gates_activate(void);
+int shimgen_gates_armed(void);
 int shimgen_gates_patch_init(uintptr_t driver_base, char *why, size_t whycap);
 
 #endif
