@@ -62,8 +62,8 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     has one) once read. `user_hooks`: the user's hook files (--hook FILE.c, in order:
     userhooks.py), each compiled and checked before anything is built; `expect_hooks_digest`,
     when given, is the digest (userhooks.digest) their contents must still have. Its steps
-    are announced, once the driver, the hook files and a gate profile are checked (`auto`
-    finds the gates as part of the build), and shown on a terminal
+    are announced once the driver, the hook files and a gate profile are checked (with
+    `auto`, before the gates are found: that is the build's work), and shown on a terminal
     when a caller expects the build (progress.expect; the caller clears them)."""
     driver = read_driver(driver_path, require_real=require_real)
     files = ()
@@ -75,7 +75,7 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
             raise ShimgenError("a hook file changed while shimgen read it; run again")
     if expect_build_id is not None and driver.build_id and driver.build_id != expect_build_id:
         raise ShimgenError(f"driver {driver_path} changed while shimgen read it; run again")
-    if gates in (None, "auto"):  # a profile file is an input, checked before the announcement
+    if gates == "auto":  # finding the gates is the build's work: announced first
         progress.begin(driver.version)
     plan = None
     if gates is not None:
@@ -85,12 +85,12 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
         progress.step("finding the gates and proving them by emulation" if gates == "auto"
                       else "checking the gate profile against the driver")
         plan = load_plan(driver, gates, allow_unproven=allow_unproven)
-        progress.begin(driver.version)
     argv = build_command(driver.path, out=out_option, gates=gates,
                          allow_unproven=allow_unproven, hooks=tuple(f.path for f in files))
     model = build_model(driver, argv, hooks, gates=plan)
-    if files:
+    if files:  # each compiled and checked alone: an input, refused before the announcement
         model = userhooks.attach(model, files)
+    progress.begin(driver.version)
     where = {k: v for k, v in (("name", name), ("identity", identity)) if v is not None}
     result = _build.build(model, out_root, **where)
     return MadeShim(model, result.library, result.seconds)
