@@ -1108,12 +1108,12 @@ MUTATIONS = [
         "why": "one or two calls are known exactly: their percentiles are their own lengths",
     },
     {
-        "name": "shim-percentiles-of-one-call-interpolated",
+        "name": "shim-percentiles-of-two-calls-interpolated",
         "file": "runtime/quantiles.c",
-        "old": "        if (calls == 1)\n            p = top;\n",
-        "new": "        if (calls == 0)\n            p = top;\n",
+        "old": "            p = qs[k] * 2.0 <= 1.0 ? low : top;\n",
+        "new": "            p = p < low ? low : p > top ? top : p;\n",
         "tests": ["tests/report/test_few_calls.py::test_the_shims_table"],
-        "why": "the shim's own table gives one call its length in every percentile column",
+        "why": "the shim's own table gives two calls their two exact lengths",
     },
     {
         "name": "diff-never-groups",
@@ -1166,8 +1166,8 @@ MUTATIONS = [
     {
         "name": "hook-unexported-said-as-the-compilers",
         "file": "shimgen/userhooks.py",
-        "old": "    if not missing:\n        return None\n",
-        "new": "    if missing or not missing:\n        return None\n",
+        "old": "    where = f\"{path}:{line.group(1)}\" if line else f\"hook file {path}\"\n",
+        "new": "    where = f\"hook file {path}\"\n",
         "tests": ["tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[unexported]"],
         "why": "a hook naming a function the driver lacks is said where and what, in the user's terms",
     },
