@@ -73,21 +73,29 @@ def procaddr_lines(spans: list[Span], indent: str = "  ",
         key = (s.kind, s.name, s.low, s.high, s.old.text(), s.new.text())
         groups[key].add((s.api, s.flags))
         answers.setdefault(key, (s.old, s.new))
-    shared: dict[tuple, list[str]] = defaultdict(list)
+    # per name, the change as the names share it, over every (api, flags) it was seen with
+    # (a name whose per-thread variant is another export fails alike at every flag)
+    per_name: dict[tuple, tuple[set, list[str]]] = {}
     for g, combos in sorted(groups.items()):
         kind, name, low, high, old, new = g
         when = f"{low} and up" if high is None else (
             str(low) if high == low else f"{low}-{high}")
-        line = f"{name}  {when}: {old} -> {new}{_where(combos)}"
-        key = (kind, when, _shared(answers[g][0]), _shared(answers[g][1]), _where(combos))
-        shared[key if kind != "moved" else (*key, name)].append(line)
+        key = (kind, when, _shared(answers[g][0]), _shared(answers[g][1]),
+               name if kind == "moved" else "", name)
+        union, lines = per_name.setdefault(key, (set(), []))
+        union |= combos
+        lines.append(f"{name}  {when}: {old} -> {new}{_where(combos)}")
+    shared: dict[tuple, list[str]] = defaultdict(list)
+    for (kind, when, old, new, moved, _name), (union, lines) in per_name.items():
+        shared[(kind, when, old, new, _where(union), moved)] += lines
     out: dict[str, list[str]] = defaultdict(list)
     for key, lines in sorted(shared.items(), key=lambda g: (g[0][0], -len(g[1]), g[0][1:])):
         kind, when, old, new, where = key[:5]
-        if len(lines) < GROUP_AT:
+        count = len({ln.split()[0] for ln in lines})
+        if count < GROUP_AT:
             out[kind] += [indent + ln for ln in lines]
             continue
-        out[kind].append(f"{indent}{len(lines)} names  {when}: {old} -> {new}{where}"
+        out[kind].append(f"{indent}{count} names  {when}: {old} -> {new}{where}"
                          + ("" if names else "  (-v lists them)"))
         if names:
             out[kind] += [f"{indent}    {ln}" for ln in lines]
