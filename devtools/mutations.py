@@ -1076,7 +1076,7 @@ MUTATIONS = [
     {
         "name": "build-not-announced",
         "file": "shimgen/pipeline.py",
-        "old": "        model = userhooks.attach(model, files)\n    progress.begin(driver.version)\n",
+        "old": "        model = userhooks.attach(model, files)\n    _begin(driver.version, out_root, model, name)\n",
         "new": "        model = userhooks.attach(model, files)\n",
         "tests": ["tests/run/test_first_build.py::test_build_says_what_it_builds_first_and_nothing_more_on_a_pipe",
                   "tests/run/test_first_build.py::test_first_run_says_it_builds_before_it_does_and_a_cached_run_does_not"],

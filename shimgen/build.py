@@ -187,7 +187,8 @@ def _rmtree(path: Path) -> None:
         shutil.rmtree(path, onerror=retry)
 
 
-def _check_writable(root: Path) -> None:
+def check_writable(root: Path) -> None:
+    """The output root made if missing, and checked to be a directory this user can write."""
     try:
         root.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -270,9 +271,7 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
     recorded in shim.json as "cache_key" (what the shim cache checks an entry against)."""
     start = time.monotonic()
     out_root = out_root.absolute()
-    _check_writable(out_root)
-    final = out_root / (name or output_name(model.driver, model.gates is not None,
-                                            model.user is not None))
+    final = check_output(model, out_root, name)
     staging: Path | None = None
     staging_fd = -1
     try:
@@ -352,6 +351,18 @@ def _exchange(a: Path, b: Path) -> bool:
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
     raise OSError(err, os.strerror(err), str(b))
+
+
+def check_output(model: ShimModel, out_root: Path, name: str | None = None) -> Path:
+    """Where `model` is built (`out_root/name`, default output_name), checked before any
+    work: the root usable, the name free or a directory (an earlier build)."""
+    out_root = out_root.absolute()
+    check_writable(out_root)
+    final = out_root / (name or output_name(model.driver, model.gates is not None,
+                                            model.user is not None))
+    if os.path.lexists(final) and (final.is_symlink() or not final.is_dir()):
+        raise ShimgenError(f"output {final} exists and is not a directory")
+    return final
 
 
 def _install(new: Path, final: Path, staging: Path) -> None:

@@ -47,6 +47,18 @@ class MadeShim:
     seconds: float
 
 
+def _begin(version: str, out_root: Path, model: ShimModel | None = None,
+           name: str | None = None) -> None:
+    """The build announced (progress.begin), once the output is known to be usable (the
+    root; with the model, the build's own directory): a refused output is the command's one
+    line, as any other input."""
+    if model is None:
+        _build.check_writable(out_root.absolute())
+    else:
+        _build.check_output(model, out_root, name)
+    progress.begin(version)
+
+
 def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = None,
               allow_unproven: bool = False, hooks: tuple[Hook, ...] = HOOKS,
               require_real: bool = True, name: str | None = None,
@@ -76,7 +88,7 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     if expect_build_id is not None and driver.build_id and driver.build_id != expect_build_id:
         raise ShimgenError(f"driver {driver_path} changed while shimgen read it; run again")
     if gates == "auto":  # finding the gates is the build's work: announced first
-        progress.begin(driver.version)
+        _begin(driver.version, out_root)
     plan = None
     if gates is not None:
         from .gates.plan import load_plan
@@ -90,7 +102,7 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     model = build_model(driver, argv, hooks, gates=plan)
     if files:  # each compiled and checked alone: an input, refused before the announcement
         model = userhooks.attach(model, files)
-    progress.begin(driver.version)
+    _begin(driver.version, out_root, model, name)
     where = {k: v for k, v in (("name", name), ("identity", identity)) if v is not None}
     result = _build.build(model, out_root, **where)
     return MadeShim(model, result.library, result.seconds)

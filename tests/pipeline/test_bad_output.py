@@ -222,6 +222,8 @@ def test_interrupted_build_keeps_previous(drivers, tmp_path, how, sig):
     except subprocess.TimeoutExpired:
         proc.kill()
         raise
+    announced, _, stderr = stderr.partition("\n")  # the build said, then interrupted
+    assert announced.startswith("shimgen: build: building the shim "), announced
     result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     assert_one_line_error(result, f"interrupted by {signal.Signals(sig).name}; nothing was "
                                   "installed", code=128 + sig)
