@@ -285,6 +285,8 @@ def test_signal_during_install_is_held_back(drivers, tmp_path, monkeypatch, caps
     code = cli.main(["build", "--driver", str(drivers[0].path), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 128 + signal.SIGTERM, err
+    announced, _, err = err.partition("\n")  # the build said, then interrupted
+    assert announced.startswith("shimgen: build: building the shim "), announced
     assert err == "shimgen: error: interrupted by SIGTERM, after the new build was installed\n"
     assert len(calls) == 1
     assert entries(out) == [calls[0].name]
