@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 
 import pytest
 from badinput import shimgen
@@ -18,9 +19,16 @@ def driver(drivers):
     return drivers[0]  # 535.261.03: gdr with a proven init site, dmabuf without one
 
 
-def test_the_verdict_first_and_short(driver):
+@pytest.fixture(scope="module")
+def verdict(driver) -> str:
+    """What `shimgen gates --driver D` prints (run once for the module)."""
     proc = shimgen("gates", "--driver", str(driver.path))
     assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_verdict_first_and_short(driver, verdict):
+    proc = subprocess.CompletedProcess([], 0, verdict, "")
     lines = proc.stdout.splitlines()
     assert lines[0] == (f"driver 535.261.03 ({driver.path.name}, build-id "
                         "1a992e76d262)"), lines
@@ -41,8 +49,8 @@ def test_the_verdict_first_and_short(driver):
 
 
 @pytest.mark.parametrize("flag", ["-v", "--detail"])
-def test_detail_adds_the_listing_after_the_verdict(driver, flag):
-    short = shimgen("gates", "--driver", str(driver.path)).stdout
+def test_detail_adds_the_listing_after_the_verdict(driver, verdict, flag):
+    short = verdict
     proc = shimgen("gates", "--driver", str(driver.path), flag)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(short), proc.stdout[:400]
