@@ -202,12 +202,49 @@ def _named(specs: list[str]) -> list[DebianDriver]:
     return chosen
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    """`python -m devtools.driverfetch`: fetch (once) and print the drivers, or one's path."""
+    import argparse
     import sys
 
+    ap = argparse.ArgumentParser(
+        prog="python -m devtools.driverfetch",
+        description="Fetch real libcuda builds from Debian's non-free archive (once: they are "
+                    f"kept in {cache_dir()}, or $SHIMGEN_DRIVER_CACHE) for trying shimgen and "
+                    "for its tests, on a machine without a GPU. Prints each one's package, "
+                    "version and path; with --path, only the path of one.",
+        epilog="example: shimgen run --driver \"$(python -m devtools.driverfetch --path 550)\" "
+               "-- python train.py")
+    ap.add_argument("builds", nargs="*", metavar="PACKAGE=VERSION",
+                    help="the builds to fetch (default: the drivers every test uses; known: "
+                         + ", ".join(f"{b.package}={b.version}"
+                                     for b in DRIVERS + (PREDATES_PROC_ADDRESS,)) + ")")
+    ap.add_argument("--path", metavar="VERSION",
+                    help="print only the path of the driver whose version starts with VERSION "
+                         f"(one of: {', '.join(b.version for b in EVERY_TEST)})")
+    args = ap.parse_args(argv)
     try:
-        wanted = _named(sys.argv[1:]) if sys.argv[1:] else list(DRIVERS)
-        for d in fetch(wanted):
-            print(d.package, d.version, d.path)
+        wanted = _named(args.builds) if args.builds else list(EVERY_TEST)
     except DriverFetchError as e:
-        sys.exit(f"driverfetch: {e}")
+        ap.error(str(e))
+    versions = [b.version for b in wanted]
+    if args.path is not None:
+        chosen = [v for v in versions
+                  if v == args.path or v.startswith(args.path.rstrip(".") + ".")]
+        if len(chosen) != 1:
+            ap.error(f"--path {args.path}: not one of {', '.join(versions)}")
+    try:
+        drivers = fetch(wanted)
+    except DriverFetchError as e:
+        print(f"driverfetch: error: {e}", file=sys.stderr)
+        return 1
+    for d in drivers:
+        if args.path is None:
+            print(d.package, d.version, d.path)
+        elif d.version == chosen[0]:
+            print(d.path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -31,7 +31,8 @@ int shimgen_gates_configure(const char *spec, char *err, size_t errcap)
     if (!spec || !*spec)
         return 0;
     if (!plan->ngates) {
-        snprintf(err, errcap, "this shim was built without gates (shimgen build --gates auto)");
+        snprintf(err, errcap, "this shim was built without gates (shimgen run --gates SEL "
+                 "builds one; or shimgen build --gate-profile auto)");
         return -1;
     }
     char buf[256];
@@ -124,7 +125,7 @@ static void describe(char *out, size_t cap)
         o += (size_t)snprintf(out + o, cap - o, "%s%s %s %s", o ? ", " : "", plan->gates[g].name,
                               plan->selection[g] > 0 ? "set" : "masked",
                               plan->at_init[g] ? "at its init site (changed before cuInit)"
-                                               : "in the device structs");
+                                               : "in the device structs once cuInit succeeds");
     }
 }
 
@@ -170,13 +171,20 @@ void shimgen_gates_arm(uintptr_t driver_base, const char *loaded_build_id)
     if (active)
         shimgen_cfg.features |= SHIMGEN_FEATURE_GATES | SHIMGEN_FEATURE_ATTRS;
     if (method == SHIMGEN_GATE_METHOD_STRUCT) {
-        shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s)\n", spec,
-                    shimgen_cfg.driver_path, loaded_build_id);
+        shimgen_say("shimgen: SHIMGEN_GATES=%s armed on %s (build-id %s): applied to each "
+                    "device once cuInit succeeds\n", spec, shimgen_cfg.driver_path,
+                    loaded_build_id);
         return;
     }
     describe(how, sizeof how);
-    shimgen_say("shimgen: SHIMGEN_GATES=%s in effect on %s (build-id %s): %s\n", spec,
+    shimgen_say("shimgen: SHIMGEN_GATES=%s armed on %s (build-id %s): %s\n", spec,
                 shimgen_cfg.driver_path, loaded_build_id, how);
+}
+
+/* Whether the struct method is armed (shimgen_gates_activate was called). */
+int shimgen_gates_armed(void)
+{
+    return active;
 }
 
 static void write_global(uintptr_t addr, unsigned size, int set)

@@ -19,9 +19,14 @@ typedef shimgen_CUresult (*handle_range_fn)(void *, unsigned long long, size_t, 
 shimgen_CUresult shimgen_hook_cuInit(unsigned flags);
 shimgen_CUresult shimgen_hook_cuInit(unsigned flags)
 {
+    static int said;
     shimgen_CUresult rc = ((init_fn)shimgen_real[SHIMGEN_IDX_cuInit])(flags);
     if (rc == SHIMGEN_CUDA_SUCCESS)
         shimgen_gates_apply();
+    else if (shimgen_gates_armed() && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        shimgen_say("shimgen: SHIMGEN_GATES=%s armed, but cuInit returned %d: nothing applied "
+                    "(the gates are written once cuInit succeeds)\n", shimgen_cfg.gates_spec,
+                    (int)rc);
     return rc;
 }
 

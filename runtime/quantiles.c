@@ -67,11 +67,28 @@ static double quantile_ticks(const struct seg *s, unsigned n, double q, double m
     return 0.0;
 }
 
-/* p50, p90 and p99 of function i, in ticks. */
+/* p50, p90 and p99 of function i, in ticks, within the values its calls can have (as
+ * `shimgen report`'s bounded_percentiles, shimgen/report_model.py): none above the maximum,
+ * none below the total less every other call at the maximum; one call is the maximum, two
+ * are the maximum and the total less it, each percentile the call of rank ceil(q * calls). */
 void shimgen_function_quantiles(unsigned i, double out[3])
 {
     static const double qs[3] = {0.5, 0.9, 0.99};
     unsigned n = function_segments(i, segs);
-    for (int k = 0; k < 3; k++)
-        out[k] = quantile_ticks(segs, n, qs[k], (double)shimgen_time_max[i]);
+    uint64_t calls = 0;
+    for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
+        calls += shimgen_hist[i][b];
+    double top = (double)shimgen_time_max[i];
+    double low = (double)shimgen_time_total[i] - (double)(calls ? calls - 1 : 0) * top;
+    low = low < 0.0 ? 0.0 : low > top ? top : low;
+    for (int k = 0; k < 3; k++) {
+        double p = quantile_ticks(segs, n, qs[k], top);
+        if (calls == 1)
+            p = top;
+        else if (calls == 2)
+            p = qs[k] * 2.0 <= 1.0 ? low : top;
+        else if (calls)
+            p = p < low ? low : p > top ? top : p;
+        out[k] = p;
+    }
 }

@@ -140,5 +140,6 @@ int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, cha
 void shimgen_gates_apply(void);
 void shimgen_gates_arm(uintptr_t driver_base, const char *loaded_build_id);
 int shimgen_gates_patch_init(uintptr_t driver_base, int all, char *why, size_t whycap);
+int shimgen_gates_armed(void);
 
 #endif

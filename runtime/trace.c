@@ -228,6 +228,23 @@ static int write_json(void)
     return 0;
 }
 
+/* The `n` entries of err_list gathered, under `title`, in `shimgen report`'s columns and
+ * order (report_format.py): function, code, name, count. */
+static void write_codes(const char *title, unsigned n)
+{
+    int width = (int)strlen("function");
+    for (unsigned e = 0; e < n; e++) {
+        int w = (int)strlen(shimgen_names[err_list[e].fn]);
+        width = w > width ? w : width;
+    }
+    fprintf(stderr, "%s (pid %ld):\n%-*s  %5s  %-40s %12s\n", title, (long)getpid(), width,
+            "function", "code", "name", "count");
+    for (unsigned e = 0; e < n; e++)
+        fprintf(stderr, "%-*s  %5u  %-40s %12llu\n", width, shimgen_names[err_list[e].fn],
+                err_list[e].code, result_name(err_list[e].code),
+                (unsigned long long)err_list[e].count);
+}
+
 /* SHIMGEN_TRACE=time: the table's rows, in `order`, with times; the errors returned. */
 static void write_table_times(const unsigned *order, unsigned n)
 {
@@ -238,19 +255,14 @@ static void write_table_times(const unsigned *order, unsigned n)
         unsigned x = order[i];
         double p[3];
         shimgen_function_quantiles(x, p);
-        fprintf(stderr, "%14llu  %14.3f  %12.1f  %12.0f  %12.0f  %12.0f  %12.0f  %s\n",
+        fprintf(stderr, "%14llu  %14.3f  %12.0f  %12.0f  %12.0f  %12.0f  %12.0f  %s\n",
                 (unsigned long long)shimgen_counts[x], shimgen_time_total[x] * k / 1e6,
                 shimgen_time_total[x] * k / (double)shimgen_counts[x], p[0] * k, p[1] * k,
                 p[2] * k, shimgen_time_max[x] * k, shimgen_names[x]);
     }
     unsigned ne = gather_errors(by_count, 0);
     if (ne || shimgen_error_overflow)
-        fprintf(stderr, "shimgen errors returned (pid %ld):\n%14s  %6s  %-40s  %s\n",
-                (long)getpid(), "count", "code", "name", "function");
-    for (unsigned e = 0; e < ne; e++)
-        fprintf(stderr, "%14llu  %6u  %-40s  %s\n", (unsigned long long)err_list[e].count,
-                err_list[e].code, result_name(err_list[e].code),
-                shimgen_names[err_list[e].fn]);
+        write_codes("shimgen errors returned", ne);
     if (shimgen_error_overflow)
         fprintf(stderr, "%14llu  (error returns not kept: too many distinct codes)\n",
                 (unsigned long long)shimgen_error_overflow);
@@ -296,11 +308,7 @@ static void write_table(void)
     }
     unsigned ni = gather_errors(by_count, 1);
     if (ni)
-        fprintf(stderr, "shimgen injected failures (pid %ld, SHIMGEN_INJECT):\n%14s  %6s  "
-                "%-40s  %s\n", (long)getpid(), "count", "code", "name", "function");
-    for (unsigned e = 0; e < ni; e++)
-        fprintf(stderr, "%14llu  %6u  %-40s  %s\n", (unsigned long long)err_list[e].count,
-                err_list[e].code, result_name(err_list[e].code), shimgen_names[err_list[e].fn]);
+        write_codes("shimgen injected failures (SHIMGEN_INJECT)", ni);
     if (shimgen_unmapped_proc_addresses)
         fprintf(stderr, "%14llu  (cuGetProcAddress answers that are no export, passed through)\n",
                 (unsigned long long)shimgen_unmapped_proc_addresses);

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import progress
 from .elf import read_build_id
 from .errors import Interrupted, ShimgenError, signals_held
 from .model import SONAME, ShimModel, output_name
@@ -186,7 +187,8 @@ def _rmtree(path: Path) -> None:
         shutil.rmtree(path, onerror=retry)
 
 
-def _check_writable(root: Path) -> None:
+def check_writable(root: Path) -> None:
+    """The output root made if missing, and checked to be a directory this user can write."""
     try:
         root.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -219,11 +221,15 @@ def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
     new.mkdir()
     src = new / "src"
     src.mkdir()
+    progress.step(f"generating the sources of {len(model.functions)} functions")
     render(model, src)
     env = _tool_env()
     log = new / "build.log"
+    progress.step("configuring the build (meson setup)")
     _run(_meson() + ["setup", str(bdir), str(src)], "meson setup", env, log, name)
+    progress.step("compiling and linking (meson compile)")
     _run(_meson() + ["compile", "-C", str(bdir)], "compile", env, log, name)
+    progress.step("installing")
     built = bdir / SHIM_LIBRARY
     if not built.is_file():
         raise ShimgenError(f"meson finished but {built} is missing")
@@ -265,9 +271,7 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
     recorded in shim.json as "cache_key" (what the shim cache checks an entry against)."""
     start = time.monotonic()
     out_root = out_root.absolute()
-    _check_writable(out_root)
-    final = out_root / (name or output_name(model.driver, model.gates is not None,
-                                            model.user is not None))
+    final = check_output(model, out_root, name)
     staging: Path | None = None
     staging_fd = -1
     try:
@@ -347,6 +351,18 @@ def _exchange(a: Path, b: Path) -> bool:
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
     raise OSError(err, os.strerror(err), str(b))
+
+
+def check_output(model: ShimModel, out_root: Path, name: str | None = None) -> Path:
+    """Where `model` is built (`out_root/name`, default output_name), checked before any
+    work: the root usable, the name free or a directory (an earlier build)."""
+    out_root = out_root.absolute()
+    check_writable(out_root)
+    final = out_root / (name or output_name(model.driver, model.gates is not None,
+                                            model.user is not None))
+    if os.path.lexists(final) and (final.is_symlink() or not final.is_dir()):
+        raise ShimgenError(f"output {final} exists and is not a directory")
+    return final
 
 
 def _install(new: Path, final: Path, staging: Path) -> None:

@@ -30,7 +30,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import __version__
+from . import __version__, progress
 from .cache_seal import seal, sha256, stat_seal
 from .cache_trust import (
     SHIMS,
@@ -226,7 +226,13 @@ def ensure(driver: Path, key: Key, gates: str | None, hooks: tuple[str, ...] = (
             if not why and os.path.lexists(directory):  # another run built it meanwhile
                 return Entry(key, directory, got, "cached")
             kept = discard(dirs[1], key.name) if _exists(dirs[1], key.name) else ""
-            seconds = _build(driver, key, gates, root, hooks)
+            progress.expect("run", "once: the next runs reuse it from the cache (a few "
+                            + ("seconds, and the gates found and proven first; "
+                               if gates == "auto" else "seconds; ") + f"{directory})")
+            try:
+                seconds = _build(driver, key, gates, root, hooks)
+            finally:
+                progress.clear()
             seal(dirs[1], key.name)
             got, after = _check(dirs[1], key)
             if after or not _exists(dirs[1], key.name):

@@ -14,6 +14,7 @@ from .errors import (
     INTERRUPTS,
     Interrupted,
     ShimgenError,
+    UsageError,
     raise_interrupted,
     redeliver_swallowed,
     say,
@@ -71,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         args = fast_run(argv) or parser(
             argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
         return _dispatch(args)
+    except UsageError as e:
+        say(f"{e} (see `shimgen {command} --help`)")
+        return EXIT_USAGE
     except ShimgenError as e:
         say(str(e))
         return EXIT_ERROR

@@ -1,6 +1,8 @@
 """The command line's grammar: every command's options, its description and an example.
 An option that several commands take (`--driver`, `-o`, `--gates`, `--json`) is defined once
-here, with one meaning. cli.py parses with it and dispatches; each command's work is a
+here, with one meaning: `--gates` is a gate selection (run, patch), `--gate-profile` the gates
+baked in (run, build, patch). An old spelling that meant something else is kept hidden, and
+says what it became when used. cli.py parses with it and dispatches; each command's work is a
 `command(args)` function in the module that `COMMANDS` names, imported only when it runs."""
 
 from __future__ import annotations
@@ -172,6 +174,8 @@ def _add_report(sub) -> None:
 
 
 def _add_build(sub) -> None:
+    import argparse
+
     b = _command(sub, "build")
     _driver(b)
     b.add_argument("-o", "--out", metavar="DIR", help="output root (default: ./build)")
@@ -180,8 +184,9 @@ def _add_build(sub) -> None:
                        help="bake gates into the shim: 'auto' finds and proves them now, or a "
                             "profile written by `shimgen gates --json FILE` (its proof must "
                             "have passed); select them at run time with SHIMGEN_GATES")
-    which.add_argument("--gates", dest="gates", metavar="auto|PROFILE", type=_not_empty,
-                       help="the same as --gate-profile (its first name)")
+    # --gate-profile's first name, kept for scripts: pipeline.command says what it became,
+    # and refuses a selection (`--gates gdr`), which is what --gates means in run and patch
+    which.add_argument("--gates", dest="old_gates", type=_not_empty, help=argparse.SUPPRESS)
     b.add_argument(ALLOW_UNPROVEN, action="store_true",
                    help="with --gate-profile: bake a profile whose emulation proof was not "
                         "run (`shimgen gates --no-proof`) or failed. Unproven gates may "
@@ -200,6 +205,10 @@ def _add_gates(sub) -> None:
     g.add_argument("--no-proof", action="store_true",
                    help="skip the emulation proof; the profile records that it is unproven "
                         f"and `build --gate-profile` refuses it without {ALLOW_UNPROVEN}")
+    g.add_argument("-v", "--detail", action="store_true",
+                   help="after the verdict: the reader, the device table, each gate's fields, "
+                        "init-site instructions and bytes, every attribute's case and each "
+                        "check of the proof")
 
 
 def _add_patch(sub) -> None:
@@ -248,17 +257,25 @@ def _add_hook_header(sub) -> None:
 
 
 def _add_diff(sub) -> None:
+    import argparse
+
     d = _command(sub, "diff")
     d.add_argument("old", metavar="OLD", help="the driver now (a file, or a directory "
                    "holding libcuda.so.1)")
     d.add_argument("new", metavar="NEW", help="the driver after the upgrade")
-    d.add_argument("--json", action="store_true", help="JSON (schema shimgen-diff/1)")
+    d.add_argument("--json", action="store_true", help="JSON (schema shimgen-diff/1): every "
+                   "span of every name")
+    d.add_argument("-v", "--verbose", action="store_true",
+                   help="list each name of a change that many names share (the text groups "
+                        "them into one line with their count)")
     d.add_argument("--hook", action="append", metavar="FILE.c",
                    help="a hook file: which of its names vanish or change (repeatable)")
     on = d.add_mutually_exclusive_group()
-    on.add_argument("--gates", action="store_true",
-                    help="compare the gates (the default: about a second per driver)")
-    on.add_argument("--no-gates", action="store_true", help="do not compare the gates")
+    on.add_argument("--no-gates", action="store_true",
+                    help="do not compare the gates (compared by default: about a second per "
+                         "driver)")
+    # once a switch for the default; --gates is a selection in run and patch (said when used)
+    on.add_argument("--gates", action="store_true", help=argparse.SUPPRESS)
 
 
 _ADD = {"run": _add_run, "report": _add_report, "build": _add_build, "gates": _add_gates,

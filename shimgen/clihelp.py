@@ -33,9 +33,12 @@ example:
 Find the device attributes the driver gates behind bits of its device
 state (GPUDirect RDMA, DMA-BUF), each bit's init site, and the checks
 that refuse peer access between two GPU generations (p2p-mixed), and prove
-them by running the driver's own code in an emulator. Prints the table; with
---json, the profile that `build --gate-profile` and `patch` take.""", """\
+them by running the driver's own code in an emulator. Says the verdict first
+(each gate, the attributes it controls, the proof, what to run next); -v adds
+the listing; --json gives the profile that `build --gate-profile` and `patch`
+take.""", """\
 example:
+  shimgen gates --driver /usr/lib/x86_64-linux-gnu/libcuda.so.1
   shimgen gates --driver /usr/lib/x86_64-linux-gnu/libcuda.so.1 --json gates.json"""),
     "patch": ("write a copy of the driver with its gates' init sites changed", """\
 Write a copy of the driver whose gate bits are set (or, with --mask,
@@ -69,7 +72,8 @@ example:
 Compare two drivers as a shim sees them: the functions and objects added and
 removed, the cuGetProcAddress queries whose answer changes (another variant,
 a new _ptsz, a query that now fails), each gate's offset, bit, proof and init
-sites, and the hooked names that vanish or change. Exit status as diff(1):
+sites, and the hooked names that vanish or change; a change many names share
+is one line with their count (-v lists them). Exit status as diff(1):
 0 no differences, 1 differences, 2 trouble.
 
 diff loads both drivers and runs their code as you (to ask their

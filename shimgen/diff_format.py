@@ -4,13 +4,15 @@ says what each means); the exit status as diff(1)'s."""
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .cuda import FUNCTION_SINCE, cuda_text
+from .cuda import result_name
 from .diff import TROUBLE, Diff, compare, driver_file
-from .diff_procaddr import APIS, FAR_VERSION, FLAGS, Span
+from .diff_procaddr import APIS, FAR_VERSION, FLAGS, Answer, Span
 from .errors import ShimgenError, say
 from .report_output import shown as shown_text
 
@@ -47,18 +49,58 @@ def _where(combos: set[tuple[int, int]]) -> str:
     return f" [{'; '.join(parts)}]" if parts else ""
 
 
-def procaddr_lines(spans: list[Span], indent: str = "  ") -> dict[str, list[str]]:
+#: A change this many names share, found or failing alike, is one line with their count
+#: (`-v` lists the names under it; the JSON has every span).
+GROUP_AT = 5
+
+
+def _shared(a: Answer) -> str:
+    """An answer as the names that share a change share it: a found export is each name's
+    own; a failure is the same for all, with its code's name."""
+    if a.found:
+        return "its export"
+    text = a.text()
+    return f"{text} ({result_name(a.rc)})" if text.startswith("error ") else text
+
+
+def procaddr_lines(spans: list[Span], indent: str = "  ",
+                   names: bool = True) -> dict[str, list[str]]:
     """One line per name and change, by kind; a change seen with several APIs and flags is
-    one line that says which."""
+    one line that says which. Without `names`, a change that GROUP_AT or more names share (a
+    failure that begins or ends, or another failure, at the same versions) is one line of
+    their count; with it, that line is followed by each name's own."""
     groups: dict[tuple, set[tuple[int, int]]] = defaultdict(set)
+    answers: dict[tuple, tuple[Answer, Answer]] = {}
     for s in spans:
-        groups[(s.kind, s.name, s.low, s.high, s.old.text(), s.new.text())].add(
-            (s.api, s.flags))
-    out: dict[str, list[str]] = defaultdict(list)
-    for (kind, name, low, high, old, new), combos in sorted(groups.items()):
+        key = (s.kind, s.name, s.low, s.high, s.old.text(), s.new.text())
+        groups[key].add((s.api, s.flags))
+        answers.setdefault(key, (s.old, s.new))
+    # per name, the change as the names share it, over every (api, flags) it was seen with
+    # (a name whose per-thread variant is another export fails alike at every flag)
+    per_name: dict[tuple, tuple[set, list[str]]] = {}
+    for g, combos in sorted(groups.items()):
+        kind, name, low, high, old, new = g
         when = f"{low} and up" if high is None else (
             str(low) if high == low else f"{low}-{high}")
-        out[kind].append(f"{indent}{name}  {when}: {old} -> {new}{_where(combos)}")
+        key = (kind, when, _shared(answers[g][0]), _shared(answers[g][1]),
+               name if kind == "moved" else "", name)
+        union, lines = per_name.setdefault(key, (set(), []))
+        union |= combos
+        lines.append(f"{name}  {when}: {old} -> {new}{_where(combos)}")
+    shared: dict[tuple, list[str]] = defaultdict(list)
+    for (kind, when, old, new, moved, _name), (union, lines) in per_name.items():
+        shared[(kind, when, old, new, _where(union), moved)] += lines
+    out: dict[str, list[str]] = defaultdict(list)
+    for key, lines in sorted(shared.items(), key=lambda g: (g[0][0], -len(g[1]), g[0][1:])):
+        kind, when, old, new, where = key[:5]
+        count = len({ln.split()[0] for ln in lines})
+        if count < GROUP_AT:
+            out[kind] += [indent + ln for ln in lines]
+            continue
+        out[kind].append(f"{indent}{count} names  {when}: {old} -> {new}{where}"
+                         + ("" if names else "  (-v lists them)"))
+        if names:
+            out[kind] += [f"{indent}    {ln}" for ln in lines]
     return out
 
 
@@ -92,7 +134,7 @@ def _summary(d: Diff) -> list[str]:
 
 def _gates_summary(d: Diff) -> str:
     if not d.gates_compared:
-        return "not compared (--gates compares them)"
+        return "not compared (--no-gates)"
     o, n = d.old_gates, d.new_gates
     if o.error and n.error:
         return "not found on either driver (see the Gates section)"
@@ -136,7 +178,7 @@ def _gates_section(d: Diff) -> list[str]:
     lines = ["", "Gates (struct offset and bit, proof, the init-site bytes `shimgen patch` "
              "changes)"]
     if not d.gates_compared:
-        return lines + ["  not compared: `shimgen diff OLD NEW --gates` compares them"]
+        return lines + ["  not compared (--no-gates): `shimgen diff OLD NEW` compares them"]
     for label, g in (("OLD", d.old_gates), ("NEW", d.new_gates)):
         took = f" ({g.seconds:.1f} s)"
         lines.append(f"  {label}: {g.error}{took}" if g.error
@@ -158,13 +200,13 @@ def _exports_section(d: Diff) -> list[str]:
     return lines
 
 
-def _procaddr_section(d: Diff) -> list[str]:
+def _procaddr_section(d: Diff, names: bool = False) -> list[str]:
     lines = ["", f"cuGetProcAddress answers (versions 0 to {FAR_VERSION}, flags 0 default, "
              "1 legacy stream, 2 per-thread stream; OLD -> NEW)"]
     if not d.spans:
         return lines + ["  no differences"]
     spans = shown(d.spans)
-    by = procaddr_lines(spans)
+    by = procaddr_lines(spans, names=names)
     for kind, label in KINDS:
         if by.get(kind):
             lines.append(f"{label} ({len(_names(spans, kind))} names):")
@@ -185,32 +227,55 @@ def _hooks_section(d: Diff) -> list[str]:
     return lines
 
 
-def format_text(d: Diff) -> str:
-    return "\n".join(_summary(d) + _exports_section(d) + _procaddr_section(d)
+def format_text(d: Diff, names: bool = False) -> str:
+    """The text of `shimgen diff`; `names` (-v): every name of a change many share."""
+    return "\n".join(_summary(d) + _exports_section(d) + _procaddr_section(d, names)
                      + _gates_section(d) + _hooks_section(d))
 
 
+def same_build(old: Path, new: Path) -> str | None:
+    """The line that answers `diff A A` at once, when OLD and NEW are one build (the same
+    GNU build-id): nothing a shim sees can differ. None otherwise."""
+    from .elfnotes import check_driver, read_build_id, version_from_name
+
+    a, b = check_driver(old), check_driver(new)
+    ida, idb = read_build_id(a), read_build_id(b)
+    if not ida or ida != idb:
+        return None
+    return (f"shimgen diff: {version_from_name(a)} -> {version_from_name(b)}: no differences "
+            f"(one build: build-id {ida})")
+
+
 def run(old: str, new: str, *, json_out: bool, gates: str,
-        hook_files: list[str]) -> int:
-    """The command: the comparison printed (text or JSON); the exit status."""
+        hook_files: list[str], names: bool = False) -> int:
+    """The command: the comparison printed (text or JSON); the exit status. Two files of one
+    build are one line, at once (the JSON is always the whole comparison)."""
     import json
 
+    if not json_out and not hook_files:
+        line = same_build(driver_file(old), driver_file(new))
+        if line is not None:
+            print(line)
+            return 0
     result = compare(driver_file(old), driver_file(new), gates,
                      [Path(h) for h in hook_files])
     if json_out:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print(format_text(result))
+        print(format_text(result, names))
     return result.status()
 
 
 def command(args) -> int:
     """`shimgen diff`. Exit status as diff(1): 0 no differences, 1 differences, 2 trouble
     (any failure: one line, as every command says it)."""
-    gates = "yes" if args.gates else "no" if args.no_gates else "default"
+    if args.gates:
+        print("shimgen: diff: --gates is not needed: the gates are compared unless --no-gates "
+              "(--gates selects gates in run and patch)", file=sys.stderr, flush=True)
+    gates = "no" if args.no_gates else "default"
     try:
         return run(args.old, args.new, json_out=args.json, gates=gates,
-                   hook_files=args.hook or [])
+                   hook_files=args.hook or [], names=args.verbose)
     except BrokenPipeError:
         raise  # the command line's: whoever read the output went away
     except (ShimgenError, OSError) as e:

@@ -16,6 +16,12 @@ class ShimgenError(Exception):
     """A problem with the user's input or environment, stated in one line."""
 
 
+class UsageError(ShimgenError):
+    """A command line that asks for nothing a command can do (no command for `run`, an
+    option without the one it goes with): one line naming the command's --help, exit 2 as
+    argparse's own usage errors."""
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT, SIGTERM or SIGHUP arrived. `installed` says whether a new build had already
     been put in place when it did (the signal is held back while a build is installed)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import build as _build
+from . import progress
 from .driver import read_driver
 from .errors import ShimgenError
 from .gates import ALLOW_UNPROVEN
@@ -24,13 +25,13 @@ from .model import ShimModel, build_model
 def build_command(driver: Path | str, *, out: str | None = None, gates: str | None = None,
                   allow_unproven: bool = False, hooks: tuple[Path, ...] = ()) -> list[str]:
     """The `shimgen build` command line that makes the shim again: `driver` (the path as
-    read), `--out` as the user gave it, `--gates` ("auto" or a profile's path), each
+    read), `--out` as the user gave it, `--gate-profile` ("auto" or a profile's path), each
     `--hook` file (absolute) in order."""
     argv = ["shimgen", "build", "--driver", str(driver)]
     if out is not None:
         argv += ["--out", str(out)]
     if gates is not None:
-        argv += ["--gates", gates] + ([ALLOW_UNPROVEN] if allow_unproven else [])
+        argv += ["--gate-profile", gates] + ([ALLOW_UNPROVEN] if allow_unproven else [])
     for hook in hooks:
         argv += ["--hook", str(hook)]
     return argv
@@ -44,6 +45,18 @@ class MadeShim:
     model: ShimModel
     library: Path
     seconds: float
+
+
+def _begin(version: str, out_root: Path, model: ShimModel | None = None,
+           name: str | None = None) -> None:
+    """The build announced (progress.begin), once the output is known to be usable (the
+    root; with the model, the build's own directory): a refused output is the command's one
+    line, as any other input."""
+    if model is None:
+        _build.check_writable(out_root.absolute())
+    else:
+        _build.check_output(model, out_root, name)
+    progress.begin(version)
 
 
 def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = None,
@@ -60,7 +73,10 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     `expect_build_id`, when given, is the GNU build-id the driver must still have (when it
     has one) once read. `user_hooks`: the user's hook files (--hook FILE.c, in order:
     userhooks.py), each compiled and checked before anything is built; `expect_hooks_digest`,
-    when given, is the digest (userhooks.digest) their contents must still have."""
+    when given, is the digest (userhooks.digest) their contents must still have. Its steps
+    are announced once the driver, the hook files and a gate profile are checked (with
+    `auto`, before the gates are found: that is the build's work), and shown on a terminal
+    when a caller expects the build (progress.expect; the caller clears them)."""
     driver = read_driver(driver_path, require_real=require_real)
     files = ()
     if user_hooks:
@@ -71,17 +87,22 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
             raise ShimgenError("a hook file changed while shimgen read it; run again")
     if expect_build_id is not None and driver.build_id and driver.build_id != expect_build_id:
         raise ShimgenError(f"driver {driver_path} changed while shimgen read it; run again")
+    if gates == "auto":  # finding the gates is the build's work: announced first
+        _begin(driver.version, out_root)
     plan = None
     if gates is not None:
         from .gates.plan import load_plan
 
         gates = gates if gates == "auto" else str(Path(gates).absolute())
+        progress.step("finding the gates and proving them by emulation" if gates == "auto"
+                      else "checking the gate profile against the driver")
         plan = load_plan(driver, gates, allow_unproven=allow_unproven)
     argv = build_command(driver.path, out=out_option, gates=gates,
                          allow_unproven=allow_unproven, hooks=tuple(f.path for f in files))
     model = build_model(driver, argv, hooks, gates=plan)
-    if files:
+    if files:  # each compiled and checked alone: an input, refused before the announcement
         model = userhooks.attach(model, files)
+    _begin(driver.version, out_root, model, name)
     where = {k: v for k, v in (("name", name), ("identity", identity)) if v is not None}
     result = _build.build(model, out_root, **where)
     return MadeShim(model, result.library, result.seconds)
@@ -151,14 +172,40 @@ def summary(result: MadeShim, gates: str | None) -> str:
     ])
 
 
+def old_gates_option(value: str) -> str:
+    """`build --gates VALUE`, --gate-profile's first name: said what it became, and refused
+    when VALUE is a selection (gdr, -gdr,dmabuf), which --gates means in run and patch."""
+    import re
+    import sys
+
+    from .errors import UsageError
+
+    if value != "auto" and re.fullmatch(r"[+-]?\w+(,[+-]?\w+)*", value) \
+            and not Path(value).exists():
+        raise UsageError(f"build --gates {value}: build takes no gate selection; the gates "
+                         "are baked in with --gate-profile auto (or a profile file) and "
+                         f"selected at run time: shimgen run --gates {value} -- COMMAND, or "
+                         f"SHIMGEN_GATES={value}")
+    print(f"shimgen: build: --gates is now --gate-profile (--gates selects gates in run and "
+          f"patch); read as --gate-profile {value}", file=sys.stderr, flush=True)
+    return value
+
+
 def command(args) -> int:
     """`shimgen build`: make the shim, print the summary."""
     from .options import driver_path, out_root
 
+    if args.old_gates is not None:
+        args.gates = old_gates_option(args.old_gates)
     if args.allow_unproven_gates and args.gates is None:
         raise ShimgenError(f"{ALLOW_UNPROVEN} goes with --gate-profile")
-    result = make_shim(driver_path(args.driver), out_root(args.out), gates=args.gates,
-                       allow_unproven=args.allow_unproven_gates, out_option=args.out,
-                       user_hooks=tuple(args.hook or ()))
+    driver, root = driver_path(args.driver), out_root(args.out)
+    progress.expect("build", f"into {root.absolute()} (a few seconds)")
+    try:
+        result = make_shim(driver, root, gates=args.gates,
+                           allow_unproven=args.allow_unproven_gates, out_option=args.out,
+                           user_hooks=tuple(args.hook or ()))
+    finally:
+        progress.clear()
     print(summary(result, args.gates))
     return 0

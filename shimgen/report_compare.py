@@ -61,17 +61,41 @@ def change_order(row: dict) -> tuple:
             -_delta(row["total_ns_a"], row["total_ns_b"]), row["function"])
 
 
+def _knows(fs: dict[str, Merged], function: str) -> bool:
+    """Whether a run knows the error returns of `function`: every process that called it
+    counted them (a counts-mode run does not); one that never called it, when all of the
+    run's functions were counted."""
+    m = fs.get(function)
+    return m.errors_known if m is not None else all(x.errors_known for x in fs.values())
+
+
 def error_rows(fa: dict[str, Merged], fb: dict[str, Merged]) -> list[dict]:
+    """Each (function, code) either run returned; a count is None where that run cannot know
+    it (it recorded no errors: counts mode), and then nothing is new or gone."""
     def codes(fs: dict[str, Merged]) -> dict[tuple[str, int], int]:
         return {(n, c): k for n, m in fs.items() for c, k in m.errors.items() if k}
 
+    def count(cs: dict, fs: dict[str, Merged], f: str, c: int) -> int | None:
+        return cs.get((f, c), 0) if _knows(fs, f) else None
+
     ca, cb = codes(fa), codes(fb)
-    rows = [{"function": f, "code": c, "name": code_name(c), "status": _status(ca.get((f, c)),
-                                                                               cb.get((f, c))),
-             "count_a": ca.get((f, c), 0), "count_b": cb.get((f, c), 0)}
-            for f, c in set(ca) | set(cb)]
-    return sorted(rows, key=lambda r: (-abs(r["count_b"] - r["count_a"]), r["function"],
+    rows = []
+    for f, c in set(ca) | set(cb):
+        a, b = count(ca, fa, f, c), count(cb, fb, f, c)
+        rows.append({"function": f, "code": c, "name": code_name(c),
+                     "status": "" if a is None or b is None else _status(ca.get((f, c)),
+                                                                          cb.get((f, c))),
+                     "count_a": a, "count_b": b})
+    return sorted(rows, key=lambda r: (-_delta(r["count_a"], r["count_b"]), r["function"],
                                        r["code"]))
+
+
+def _change(a: int | None, b: int | None, width: int) -> str:
+    return f"{'-':>{width}}" if a is None or b is None else f"{b - a:>+{width}}"
+
+
+MODES = {"counts": "counts (calls only: no times, no errors)", "time": "time",
+         "timeline": "timeline"}
 
 
 def _num(v, scale: float = 1.0, digits: int = 0) -> str:
@@ -85,11 +109,13 @@ def _side(label: str, s: Source) -> str:
     died = sum(not p.complete and not any(t.short for t in p.traces) for p in procs)
     versions = sorted({shown(p.driver_version or "unknown") for p in s.processes
                        if not p.no_file})
+    modes = sorted({p.mode for p in s.processes if not p.no_file})
     return (f"{label}  {shown(s.name)}: {n} process{'' if n == 1 else 'es'}"
             + (f" ({died} died: {DIED})" if died else "")
             + (f" ({short} with calls not in their traces: no room on the disk)"
                if short else "")
-            + (f", driver {', '.join(versions)}" if versions else ""))
+            + (f", driver {', '.join(versions)}" if versions else "")
+            + (f", mode {', '.join(MODES.get(m, shown(m)) for m in modes)}" if modes else ""))
 
 
 def _text(a: Source, b: Source, frows: list[dict], erows: list[dict],
@@ -116,8 +142,8 @@ def _text(a: Source, b: Source, frows: list[dict], erows: list[dict],
         for r in erows:
             mark = f"  ({r['status']})" if r["status"] else ""
             lines.append(f"{shown(r['function']):<{width}}  {r['code']:>5}  {r['name']:<40} "
-                         f"{r['count_a']:>10} {r['count_b']:>10} "
-                         f"{r['count_b'] - r['count_a']:>+10}{mark}")
+                         f"{_num(r['count_a']):>10} {_num(r['count_b']):>10} "
+                         f"{_change(r['count_a'], r['count_b'], 10)}{mark}")
     lines += compare_section(irows)
     return "\n".join(lines) + "\n"
 

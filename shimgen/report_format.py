@@ -259,7 +259,7 @@ def function_table(functions: dict[str, Merged], injecting: bool = False) -> lis
         r = function_row(name, m)
         share = r["total_ns"] / grand * 100 if r["total_ns"] is not None and grand else None
         lines.append(f"{_num(share, digits=1):>7} {_num(r['total_ns'], 1e6, 3):>12} "
-                     f"{r['calls']:>12} {_num(r['mean_ns'], digits=1):>11} "
+                     f"{r['calls']:>12} {_num(r['mean_ns']):>11} "
                      f"{_num(r['p50_ns']):>11} {_num(r['p90_ns']):>11} {_num(r['p99_ns']):>11} "
                      f"{_num(r['max_ns']):>12} {_num(r['errors']):>8} "
                      + (f"{r['injected']:>8}  " if inj else " ") + shown(name, CUT))

@@ -8,7 +8,7 @@ Only the standard library and shimgen's own light modules are imported on this p
 
 from __future__ import annotations
 
-from math import isfinite
+from math import ceil, isfinite
 
 from .errors import ShimgenError
 from .tracemodel import HIST_BUCKETS, NOT_FINISHED, ProcessTrace, tick_segments
@@ -109,10 +109,11 @@ class Merged:
 
     def percentiles(self, *qs: float) -> tuple[float | None, ...]:
         """p(100q) for each q over every call of the group; None unless every call is in a
-        histogram."""
+        histogram. Within what the calls' total and maximum allow (bounded_percentiles)."""
         if not self.hists or self.hist_calls != self.calls:
             return tuple(None for _ in qs)
-        return percentiles(merged_segments(self.hists), qs)
+        return bounded_percentiles(merged_segments(self.hists), qs, self.timed_calls,
+                                   self.total_ns, self.max_ns)
 
 
 def hist_segments(hist: list[int], ns_per_tick: float, max_ns: float | None,
@@ -203,6 +204,23 @@ def percentiles(segments: list[tuple[float, float, int]],
         dens += density.get(x, 0.0)
         prev = x
     return tuple(found.get(q, edges[-1]) for q in qs)
+
+
+def bounded_percentiles(segments: list[tuple[float, float, int]], qs: tuple[float, ...],
+                        calls: int, total: float, top: float | None) -> tuple[float | None, ...]:
+    """`percentiles`, kept within the values the calls can have: none above the maximum
+    `top`, none below the least the smallest call can be (`total` less every other call at
+    the maximum). One or two calls are known exactly (one: the maximum; two: the maximum and
+    the total less it), and their percentiles are those values: the call of rank
+    ceil(q * calls). The same rule as the shim's table (runtime/quantiles.c)."""
+    if top is None or calls <= 0:
+        return percentiles(segments, qs)
+    if calls <= 2:
+        values = [top] if calls == 1 else [min(top, max(0.0, total - top)), top]
+        return tuple(values[max(1, ceil(q * calls)) - 1] for q in qs)
+    low = max(0.0, total - (calls - 1) * top)
+    return tuple(None if p is None else min(top, max(low, p))
+                 for p in percentiles(segments, qs))
 
 
 def percentile(segments: list[tuple[float, float, int]], q: float) -> float | None:

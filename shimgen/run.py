@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .errors import Interrupted, ShimgenError, say
+from .errors import Interrupted, ShimgenError, UsageError, say
 from .runchild import (
     ENV_DRIVER,
     ENV_GATES,
@@ -316,9 +316,9 @@ def command(args) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
+        raise UsageError("run: no command given: shimgen run [OPTIONS] -- COMMAND ...")
     if args.gate_profile is not None and args.gates is None:
-        raise ShimgenError("run --gate-profile goes with --gates")
+        raise UsageError("run --gate-profile goes with --gates")
     if args.gate_profile is not None and args.gate_profile != "auto":
         path_option(args.gate_profile, "--gate-profile", "gate profile")
     if args.driver is None:

@@ -115,8 +115,9 @@ def _compile(model: ShimModel, hook: UserHookFile, work: Path, index: int) -> tu
                            f"({getattr(e, 'strerror', None) or e})") from None
     messages = proc.stderr.strip()
     if proc.returncode != 0 or not obj.is_file():
-        raise ShimgenError(f"hook file {hook.path} does not compile: "
-                           f"{_first_error(messages, hook.path)}{_hint(model, messages)}")
+        first = _first_error(messages, hook.path)
+        raise ShimgenError(_unexported(model, hook.path, first, messages)
+                           or f"hook file {hook.path} does not compile: {first}")
     return obj, messages
 
 
@@ -141,15 +142,19 @@ def _first_error(messages: str, path: Path) -> str:
     return first + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
 
 
-def _hint(model: ShimModel, messages: str) -> str:
-    """What the exports header's errors mean, in words."""
+def _unexported(model: ShimModel, path: Path, first: str, messages: str) -> str | None:
+    """The exports header's error (a hook or a declaration names a function the driver does
+    not export) said in the user's terms, where and what first: `FILE.c:LINE: NAME is not
+    exported by driver VERSION`; None for any other error."""
     missing = re.search(r"shimgen_driver_exports_(\w+)\W{0,3} undeclared", messages)
-    if missing:
-        name = missing.group(1)
-        return (f" ({name} is not a function driver {model.driver.path} exports"
-                f"{newer_than_driver(name, known_version(model.driver))}; "
-                "`shimgen exports` lists them)")
-    return ""
+    if not missing:
+        return None
+    name = missing.group(1)
+    line = re.match(rf"{re.escape(str(path))}:(\d+):", first)
+    where = f"{path}:{line.group(1)}" if line else f"hook file {path}"
+    return (f"{where}: {name} is not exported by driver {model.driver.version}"
+            f"{newer_than_driver(name, known_version(model.driver))} "
+            "(`shimgen exports` lists them)")
 
 
 def _symbols(obj: Path) -> tuple[list[str], list[str]]:

@@ -13,6 +13,7 @@ SLOW = frozenset({
     'tests/devtools/test_mutants.py::test_all_caught_exits_zero',  # 6.0 s
     'tests/devtools/test_mutants.py::test_caught_survived_and_broken_entries',  # 4.5 s
     'tests/devtools/test_mutants.py::test_tests_that_fail_unmutated_and_code_that_does_not_build_are_broken',  # 9.4 s
+    'tests/devtools/test_readme.py::test_the_try_it_commands_run_as_written_and_print_what_the_readme_shows',  # 40 s
     'tests/gates/test_gate_init_fake.py::test_init_method_sets_the_bit_in_the_drivers_own_init',  # 4.8 s
     'tests/gates/test_gate_init_fake.py::test_threads_racing_into_cuinit_all_see_the_patched_init',  # 5.9 s
     'tests/gates/test_gate_profiles_cli.py::test_allow_unproven_gates_bakes_and_says_so',  # 4.1 s

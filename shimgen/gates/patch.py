@@ -49,10 +49,37 @@ def _profile(image: DriverImage, profile_path: Path | None) -> Profile:
     return profile
 
 
+def _instead(name: str, mask: bool, driver_option: str) -> str:
+    """The way that works for a gate `patch` cannot change: the shim's struct method."""
+    d = f" {driver_option}" if driver_option else ""
+    return (f"the shim {'masks' if mask else 'sets'} it instead (the struct method): shimgen "
+            f"run{d} --gates {'-' if mask else ''}{name} -- COMMAND")
+
+
+def already_patched(image: DriverImage) -> str | None:
+    """Why `image` is a copy `shimgen patch` wrote, from the manifest beside it (the copy's
+    digest recorded there), or None. Said before any analysis: discovery on a patched copy
+    finds the changed bytes, not the init sites."""
+    from ..infile import read_regular
+
+    manifest = image.real_path.parent / MANIFEST
+    try:
+        m = json.loads(read_regular(manifest, 1 << 20))
+        if m.get("schema") != MANIFEST_SCHEMA or m["copy"]["sha256"] != _sha256(image.contents):
+            return None
+        original = m["original"]["path"]
+        what = f"{m['direction']} {','.join(m['gates'])}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ShimgenError):
+        return None
+    return (f"{image.real_path} is already patched ({what}: the copy `shimgen patch` wrote, "
+            f"{manifest}); nothing written; patch the original, {original}")
+
+
 def select_changes(image: DriverImage, profile: Profile, gates: list[str], mask: bool,
-                   sites: list[int]) -> list[Change]:
+                   sites: list[int], driver_option: str = "") -> list[Change]:
     """The bytes to change for these gates: every one chosen and proven, each still holding
-    its shipped value in `image`."""
+    its shipped value in `image`. A gate without a chosen init site is refused with the way
+    that works (`driver_option`: the --driver the user gave, for that command line)."""
     from .plan import verify_profile_against_image
     from .prove import prove
 
@@ -73,7 +100,8 @@ def select_changes(image: DriverImage, profile: Profile, gates: list[str], mask:
         for p in gate.init_patches:
             if p.direction == direction and p.status != "chosen":
                 raise ShimgenError(f"gate {name} has no init site to {direction} on this driver: "
-                                   f"{p.status}, {p.why}; nothing written")
+                                   f"{p.status}, {p.why}; nothing written; "
+                                   + _instead(name, mask, driver_option))
         for p in gate.init_patches:
             if p.direction != direction:
                 continue
@@ -83,7 +111,7 @@ def select_changes(image: DriverImage, profile: Profile, gates: list[str], mask:
                 wanted.append(Change(name, r.vaddr, r.text, c))
         if not any(p.direction == direction for p in gate.init_patches):
             raise ShimgenError(f"gate {name} has no init site to {direction} in this profile; "
-                               "nothing written")
+                               "nothing written; " + _instead(name, mask, driver_option))
     if sites:
         known = sorted({c.insn_vaddr for c in wanted})
         unknown = [s for s in sites if s not in known]
@@ -214,13 +242,16 @@ def write_copy(image: DriverImage, changes: list[Change], out: Path, mask: bool,
 
 
 def run(driver: Path, gates: list[str], out: Path, mask: bool, profile_path: Path | None,
-        sites: list[int]) -> int:
+        sites: list[int], driver_option: str = "") -> int:
     """`shimgen patch`: check, prove, write; one summary on stdout."""
     from .. import driver as drv
 
     image = drv.read_driver(driver)
+    patched = already_patched(image)
+    if patched is not None:
+        raise ShimgenError(patched)
     profile = _profile(image, profile_path)
-    changes = select_changes(image, profile, gates, mask, sites)
+    changes = select_changes(image, profile, gates, mask, sites, driver_option)
     m = write_copy(image, changes, out, mask, gates)
     print(f"driver     {image.real_path} (build-id {image.build_id})")
     print(f"copy       {out / m['copy']['file']} ({m['direction']} {','.join(gates)}), "
@@ -244,4 +275,10 @@ def command(args) -> int:
         raise ShimgenError(f"--gates {args.gates!r}: name each gate once, comma-separated")
     out = path_option(args.out, "-o", "output directory")
     profile = path_option(args.profile, "--gate-profile", "profile")
-    return run(driver_path(args.driver), gates, out, args.mask, profile, args.site or [])
+    driver_option = ""
+    if args.driver is not None:
+        import shlex
+
+        driver_option = f"--driver {shlex.quote(args.driver)}"
+    return run(driver_path(args.driver), gates, out, args.mask, profile, args.site or [],
+               driver_option)

@@ -2,8 +2,8 @@
 baked into the generated C, plus the instruction bytes the shim compares with the loaded
 driver image before it writes anything.
 
-A plan comes from a proven profile (`shimgen build --gates auto` runs discovery and the
-emulation proof; `--gates FILE` loads a profile written by `shimgen gates --json`); one whose
+A plan comes from a proven profile (`shimgen build --gate-profile auto` runs discovery and the
+emulation proof; `--gate-profile FILE` loads a profile written by `shimgen gates --json`); one whose
 proof was not run or failed only with `--allow-unproven-gates`. Before baking, the plan is
 checked against the driver file being built for: same build-id, same bytes at every recorded
 instruction.
@@ -218,8 +218,8 @@ def verify_profile_against_image(profile: Profile, image: DriverImage) -> None:
 
 
 def load_plan(image: DriverImage, source: str, allow_unproven: bool = False) -> GatePlan:
-    """`--gates auto`: discover and prove now; `--gates FILE`: a profile from `shimgen gates`.
-    A profile whose proof did not pass (not run, or failed) is refused unless
+    """`--gate-profile auto`: discover and prove now; `--gate-profile FILE`: a profile from
+    `shimgen gates`. A profile whose proof did not pass (not run, or failed) is refused unless
     `allow_unproven`."""
     p2p_proof = None
     if source == "auto":
@@ -229,7 +229,7 @@ def load_plan(image: DriverImage, source: str, allow_unproven: bool = False) -> 
 
         profile = discover(image)
         profile.proof = prove(image, profile).to_json()
-        what = f"the gates found in {image.real_path} (--gates auto)"
+        what = f"the gates found in {image.real_path} (--gate-profile auto)"
     else:
         profile = load_profile(Path(source))
         what = f"gate profile {source}"

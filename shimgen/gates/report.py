@@ -106,6 +106,77 @@ def p2p_lines(profile: Profile) -> list[str]:
     return out
 
 
+def _wrap(items: list[str], indent: int, width: int = 96) -> list[str]:
+    """`items` joined with ', ' in lines of at most `width`, each after the first indented."""
+    lines = [""]
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if lines[-1] and indent + len(lines[-1]) + 1 + len(piece) > width:
+            lines.append("")
+        lines[-1] = f"{lines[-1]} {piece}" if lines[-1] else piece
+    return [lines[0]] + [" " * indent + ln for ln in lines[1:]]
+
+
+def _init_site(g, proven: bool) -> str:
+    """What `shimgen patch` can do with the gate's init site."""
+    can = [d for d in ("set", "mask") if g.init_patch(d)]
+    if can:
+        return f"{' and '.join(can)}, proven: `shimgen patch` can change it"
+    if not proven:
+        return "not proven (--no-proof): `shimgen patch` proves it itself"
+    return f"none: the shim sets it instead (`shimgen run --gates {g.name}`)"
+
+
+def format_verdict(profile: Profile, result, driver_option: str = "") -> str:
+    """What `shimgen gates` says first: the driver, whether the proof passed, each gate with
+    the attributes it controls and what its init site allows, and the commands to run next.
+    `driver_option` is the `--driver PATH` the next commands need ('' for the default)."""
+    from ..cuda import attribute_name
+
+    build_id = (profile.build_id or "none")[:12]
+    lines = [f"driver {profile.driver_version or 'unknown'} ({profile.driver_file}, build-id "
+             f"{build_id})"]
+    if result is None:
+        lines.append(f"proof NOT RUN (--no-proof): found, not proven; `shimgen build "
+                     f"--gate-profile` refuses the profile without {ALLOW_UNPROVEN}")
+    else:
+        checks = [f"{len(result.attributes)} attribute checks"]
+        if result.device_table is not None:
+            checks.append("the device table")
+        if result.init_sites:
+            checks.append(f"{len(result.init_sites)} init sites")
+        lines.append(f"proof {'PASS' if result.ok else 'FAIL'}: the driver's own code run in "
+                     f"an emulator ({', '.join(checks)})")
+    lines += lacking_line(profile)
+    if not profile.gates:
+        lines.append("gates none found")
+        return "\n".join(lines)
+    lines += ["", f"{len(profile.gates)} gates:"]
+    for g in profile.gates:
+        attrs = [f"{a} {attribute_name(a)}" for a in g.attributes]
+        lines.append(f"  {g.name:<8} controls   " + "\n".join(_wrap(attrs, 22)))
+        lines.append(f"  {'':<8} init site  {_init_site(g, result is not None)}")
+    p2p = profile.p2p
+    if p2p is not None and p2p.status == "found":
+        lines.append(f"  {p2p.name:<8} peer access between two GPU generations: "
+                     f"{len(p2p.checks)} checks of field [{p2p.offset:#x}]; `shimgen patch "
+                     f"--gates {p2p.name}` changes them")
+    names = [g.name for g in profile.gates]
+    patchable = [g.name for g in profile.gates if g.init_patch("set")]
+    d = f" {driver_option}" if driver_option else ""
+    lines += ["", "next:",
+              "  the program sees the gates set, through the shim (--gates "
+              f"{','.join('-' + n for n in names)} masks them):",
+              f"    shimgen run{d} --gates {','.join(names)} -- COMMAND"]
+    if patchable:
+        lines += [f"  a copy of the driver that sets {', '.join(patchable)} itself, for "
+                  "LD_LIBRARY_PATH=DIR, no shim (--mask: never sets):",
+                  f"    shimgen patch{d} --gates {','.join(patchable)} -o DIR"]
+    lines += ["  everything found: the instructions, the init sites' bytes, every attribute's "
+              "case, each check:", f"    shimgen gates{d} --detail"]
+    return "\n".join(lines)
+
+
 def is_profile(path: Path) -> bool:
     """Whether `path` holds a gate profile (what `--json` may replace)."""
     from ..infile import read_regular
@@ -121,12 +192,13 @@ def is_profile(path: Path) -> bool:
 STDOUT = "-"
 
 
-def run(image: DriverImage, json_out: Path | str | None, proof: bool = True) -> int:
+def run(image: DriverImage, json_out: Path | str | None, proof: bool = True,
+        detail: bool = False, driver_option: str = "") -> int:
     """Discover the gates of a parsed driver, prove them (unless `proof` is False), print the
-    table and, when the proof passes or was not asked for, write the profile to `json_out`
-    with its proof status (STDOUT: print it instead of the table). A layout not understood
-    or a failed proof raises ShimgenError: one line naming the proof's problems; nothing is
-    printed or written then."""
+    verdict (with `detail`, then the table and the proof's every check) and, when the proof
+    passes or was not asked for, write the profile to `json_out` with its proof status
+    (STDOUT: print it instead). A layout not understood or a failed proof raises
+    ShimgenError: one line naming the proof's problems; nothing is printed or written then."""
     profile = discover(image)
     result = None
     if proof:
@@ -143,9 +215,11 @@ def run(image: DriverImage, json_out: Path | str | None, proof: bool = True) -> 
     if json_out == STDOUT:
         print(text, end="")
         return 0
-    print(format_table(profile))
-    if result is not None:
-        print(result.summary())
+    print(format_verdict(profile, result, driver_option))
+    if detail:
+        print("\n" + format_table(profile))
+        if result is not None:
+            print(result.summary())
     if json_out is not None:
         write_whole(json_out, text)
         print(f"wrote {json_out}" + ("" if proof else
@@ -171,4 +245,10 @@ def command(args) -> int:
         check_target(json_out, "--json", is_profile)
     image = read_image(path)
     refuse_older(image)
-    return run(image, json_out, proof=not args.no_proof)
+    driver_option = ""
+    if args.driver is not None:
+        import shlex
+
+        driver_option = f"--driver {shlex.quote(args.driver)}"
+    return run(image, json_out, proof=not args.no_proof, detail=args.detail,
+               driver_option=driver_option)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..cuda import RESULTS
 from ..errors import ShimgenError
 
-#: What a user without cuda-python is told to do (README.md, "Build a shim").
+#: What a user without cuda-python is told to do (README.md, "More"; docs/run.md).
 INSTALL_HINT = "install the probe extra: pip install '.[probe]'"
 #: What a user is told when cuda-python finds no driver to load.
 NO_DRIVER = ("no CUDA driver: cuda-python cannot load libcuda.so.1; install the NVIDIA driver "

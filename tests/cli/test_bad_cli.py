@@ -1,6 +1,6 @@
 """The command line's own edge cases (paths with control characters, empty arguments, usage
 errors, a closed stdout, internal errors, signal handlers) and bad gate profiles given to
-`shimgen build --gates`. Every error is one line `shimgen: error: ...`, a non-zero exit, no
+`shimgen build --gate-profile`. Every error is one line `shimgen: error: ...`, a non-zero exit, no
 traceback. docs/reliability.md lists each case with its test.
 """
 
@@ -51,6 +51,15 @@ def test_usage_errors_are_one_line():
                           "unrecognized arguments: --no-such-option", code=2)
     assert_one_line_error(shimgen(), "the following arguments are required", code=2)
     assert_one_line_error(shimgen("frobnicate"), "invalid choice", code=2)
+
+
+@pytest.mark.parametrize("args", [["run"], ["run", "--"], ["run", "--trace", "counts", "--"]])
+def test_run_without_a_command_is_a_usage_error(args):
+    """Exit 2 as every other command's usage error, with the way to the help."""
+    said = assert_one_line_error(shimgen(*args), "run: no command given", code=2)
+    assert said.endswith("(see `shimgen run --help`)"), said
+    assert_one_line_error(shimgen("run", "--gate-profile", "auto", "--", "true"),
+                          "run --gate-profile goes with --gates", code=2)
 
 
 def test_closed_stdout_is_not_a_traceback(drivers):
@@ -122,14 +131,15 @@ def test_signal_handlers_restored_and_ignored_signals_left_alone(monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------
-# Gate profiles given to `shimgen build --gates`
+# Gate profiles given to `shimgen build --gate-profile`
 
 
 @pytest.fixture(scope="module")
 def gates_option() -> None:
-    """`shimgen build --gates` is documented (README, docs/gates.md): its loss is a failure."""
+    """`shimgen build --gate-profile` is documented (README, docs/gates.md): its loss is a
+    failure."""
     proc = shimgen("build", "--help")
-    assert "--gates" in proc.stdout, "`shimgen build --help` has no --gates option"
+    assert "--gate-profile" in proc.stdout, "`shimgen build --help` has no --gate-profile"
 
 
 def test_malformed_or_foreign_gate_profile(drivers, tmp_path, gates_option):
@@ -165,7 +175,8 @@ def test_malformed_or_foreign_gate_profile(drivers, tmp_path, gates_option):
     dirp.mkdir()
     cases.append((str(dirp), "cannot read"))
     for path, needle in cases:
-        proc = shimgen("build", "--driver", str(base.path), "--out", str(out), "--gates", path)
+        proc = shimgen("build", "--driver", str(base.path), "--out", str(out), "--gate-profile",
+                       path)
         assert_one_line_error(proc, needle)
         assert entries(out) == []
 

@@ -17,6 +17,7 @@ from badinput import assert_one_line_error, shimgen
 from shimgen import cli
 from shimgen import diff_procaddr as pa
 from shimgen.diff import hook_names
+from shimgen.driver import read_driver
 
 PAIRS = [("535.261.03", "550.163.01"), ("550.163.01", "555.58.02")]
 FUNCTION_TYPES, OBJECT_TYPES = set("TWi"), set("BDRVGS")
@@ -123,17 +124,22 @@ def test_proc_address_names_a_variant_move(drivers):
                      r"cuStreamGetCaptureInfo_v3 \[flags 0,1\]$", text, re.M)
     assert re.search(r"^  cuStreamGetCaptureInfo  12030 and up: cuStreamGetCaptureInfo_v2_ptsz"
                      r" -> cuStreamGetCaptureInfo_v3_ptsz \[flags 2\]$", text, re.M)
-    assert "gates     not compared (--gates compares them)" in text
+    assert "gates     not compared (--no-gates)" in text
 
 
 @pytest.mark.parametrize("version", ["550.163.01", "555.58.02"])
 def test_a_driver_against_itself_has_no_differences(drivers, version):
+    """One build against itself: one line, at once (no query, no gate analysis); the JSON,
+    whole as ever, finds no difference either."""
     d = _driver(drivers, version)
     proc = shimgen("diff", str(d.path), str(d.libdir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith(f"shimgen diff: {version} -> {version}: no differences\n")
-    assert "procaddr  no differences" in proc.stdout
-    assert "gdr: same" in proc.stdout and "proof on NEW passed" in proc.stdout
+    assert proc.stdout == (f"shimgen diff: {version} -> {version}: no differences (one build: "
+                           f"build-id {read_driver(d.path).build_id})\n"), proc.stdout
+    full = shimgen("diff", "--json", str(d.path), str(d.libdir))
+    assert full.returncode == 0, full.stderr
+    got = json.loads(full.stdout)
+    assert got["proc_address"] == [] and got["gates"]["compared"], got.keys()
 
 
 def test_gates_are_each_drivers_profile(pair, tmp_path):
@@ -216,7 +222,7 @@ def test_a_driver_that_crashes_its_process_is_trouble(drivers, tmp_path, monkeyp
     crash.write_text("#!/bin/sh\nkill -SEGV $$\n")
     crash.chmod(0o700)
     monkeypatch.setattr(pa, "querier", lambda _tmp: crash)
-    d = drivers[0]
-    assert cli.main(["diff", "--no-gates", str(d.path), str(d.path)]) == 2
+    d = drivers[0]  # against another build: one build against itself asks no process
+    assert cli.main(["diff", "--no-gates", str(d.path), str(drivers[1].path)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "died of signal 11" in err[0], err

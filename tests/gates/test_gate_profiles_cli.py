@@ -1,4 +1,5 @@
-"""`shimgen gates` and `shimgen build --gates` at the command line, on the real Debian drivers:
+"""`shimgen gates` and `shimgen build --gate-profile` at the command line, on the real Debian
+drivers:
 a profile records its proof status and an unproven or failed one is never baked without
 --allow-unproven-gates; an empty --gates is a usage error; the build summary says what was
 asked; `shimgen gates` fails like every other command (one `shimgen: error:` line, exit 1) and
@@ -80,7 +81,7 @@ def test_unproven_or_failed_profiles_are_refused(driver, proven, unproven, tmp_p
     out = tmp_path / "out"
     for profile, how in cases:
         proc = shimgen("build", "--driver", str(driver.path), "--out", str(out),
-                       "--gates", str(profile))
+                       "--gate-profile", str(profile))
         line = assert_one_line_error(proc, f"gate profile {profile}: its emulation proof {how};")
         assert "--allow-unproven-gates" in line
         assert entries(out) == []
@@ -98,7 +99,7 @@ def test_a_proof_status_that_contradicts_itself_is_malformed(proven, tmp_path, s
 
 def test_allow_unproven_gates_bakes_and_says_so(driver, unproven, tmp_path):
     proc = shimgen("build", "--driver", str(driver.path), "--out", str(tmp_path / "out"),
-                   "--gates", str(unproven), "--allow-unproven-gates")
+                   "--gate-profile", str(unproven), "--allow-unproven-gates")
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("gates "))
     assert "gdr (attributes" in line and f"from profile {unproven}, proof not run" in line
@@ -110,9 +111,10 @@ def test_auto_with_a_failed_proof_is_refused(driver, tmp_path, monkeypatch, caps
     monkeypatch.setattr(proving, "prove", lambda image, p: proving.ProofResult(False, True, 0))
     out = tmp_path / "out"
     assert cli.main(["build", "--driver", str(driver.path), "--out", str(out),
-                     "--gates", "auto"]) == 1
-    err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and "(--gates auto): its emulation proof failed" in err[0], err
+                     "--gate-profile", "auto"]) == 1
+    err = capsys.readouterr().err.splitlines()  # the build announced, then refused
+    assert len(err) == 2 and err[0].startswith("shimgen: build: building the shim "), err
+    assert "(--gate-profile auto): its emulation proof failed" in err[1], err
     assert entries(out) == []
 
 
@@ -121,11 +123,12 @@ def test_flag_without_gates_is_refused():
                           "--allow-unproven-gates goes with --gate-profile")
 
 
+@pytest.mark.parametrize("option", ["--gate-profile", "--gates"])
 @pytest.mark.parametrize("value", ["", "  "])
-def test_empty_gates_is_a_usage_error(driver, tmp_path, value):
+def test_empty_gates_is_a_usage_error(driver, tmp_path, value, option):
     out = tmp_path / "out"
-    proc = shimgen("build", "--driver", str(driver.path), "--out", str(out), "--gates", value)
-    assert_one_line_error(proc, "argument --gates: empty", code=2)
+    proc = shimgen("build", "--driver", str(driver.path), "--out", str(out), option, value)
+    assert_one_line_error(proc, f"argument {option}: empty", code=2)
     assert entries(out) == []
 
 

@@ -239,7 +239,7 @@ def test_patch_refuses_foreign_and_already_patched_files(drivers, tmp_path):
                 "--profile", str(profile))
     assert r.returncode == 1 and "is already patched" in r.stderr and not again.exists()
     r = shimgen("patch", "--driver", str(copy), "--gates", "gdr", "-o", str(again))
-    assert r.returncode == 1 and "no init site to set" in r.stderr and not again.exists()
+    assert r.returncode == 1 and "is already patched" in r.stderr and not again.exists()
     # the same directory again: nothing replaced
     listing = sorted(os.listdir(out))
     r = shimgen("patch", "--driver", str(a.path), "--gates", "gdr", "--mask", "-o", str(out))
@@ -294,7 +294,7 @@ def test_a_profile_files_init_change_is_proven_again_at_build(drivers, tmp_path)
     p["changes"][0]["new"] = "0x61"  # 0x40 | 0x20 | 0x01
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
-    r = shimgen("build", "--driver", str(d.path), "--gates", str(bad), "--out",
+    r = shimgen("build", "--driver", str(d.path), "--gate-profile", str(bad), "--out",
                 str(tmp_path / "out"))
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "an init-site change failed its emulation proof" in r.stderr

@@ -51,8 +51,8 @@ say "--trace timeline: $tl timeline files"
   >"$OUT/run-gates.txt" 2>"$OUT/run-gates.err"
 rc=$?; say "--gates -gdr,-dmabuf: exit $rc; $(head -1 "$OUT/run-gates.err")"
 [ $rc -eq 0 ] || { say "FAIL --gates run exit $rc"; fail=1; }
-grep -qh "SHIMGEN_GATES=-gdr,-dmabuf in effect" "$OUT/run-gates.err" "$OUT/run-gates/notices.log" \
-  || { say "FAIL the gates are not said to be in effect"; fail=1; }
+grep -qh "SHIMGEN_GATES=-gdr,-dmabuf armed" "$OUT/run-gates.err" "$OUT/run-gates/notices.log" \
+  || { say "FAIL the gates are not said to be armed"; fail=1; }
 [ "$(ls -d "$XDG_CACHE_HOME"/shimgen/shims/*/ | wc -l)" -eq 2 ] || \
   { say "FAIL the plain and the gated shim are not both in the cache"; fail=1; }
 

@@ -222,6 +222,8 @@ def test_interrupted_build_keeps_previous(drivers, tmp_path, how, sig):
     except subprocess.TimeoutExpired:
         proc.kill()
         raise
+    announced, _, stderr = stderr.partition("\n")  # the build said, then interrupted
+    assert announced.startswith("shimgen: build: building the shim "), announced
     result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     assert_one_line_error(result, f"interrupted by {signal.Signals(sig).name}; nothing was "
                                   "installed", code=128 + sig)
@@ -283,6 +285,8 @@ def test_signal_during_install_is_held_back(drivers, tmp_path, monkeypatch, caps
     code = cli.main(["build", "--driver", str(drivers[0].path), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 128 + signal.SIGTERM, err
+    announced, _, err = err.partition("\n")  # the build said, then interrupted
+    assert announced.startswith("shimgen: build: building the shim "), announced
     assert err == "shimgen: error: interrupted by SIGTERM, after the new build was installed\n"
     assert len(calls) == 1
     assert entries(out) == [calls[0].name]
@@ -350,7 +354,7 @@ def test_concurrent_builds_into_one_place(drivers, tmp_path):
         watcher.join()
     for p, (_stdout, stderr) in zip(procs, results, strict=True):
         assert p.returncode == 0, stderr
-        assert stderr == ""
+        assert stderr.startswith("shimgen: build: building the shim ") and stderr.count("\n") == 1
     assert bad == [] and seen[0] > 0
     assert entries(out) == [final.name]
     assert entries(final) == sorted(build_mod.INSTALLED)

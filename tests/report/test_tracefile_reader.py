@@ -2,14 +2,15 @@
 on a real Debian driver, then cut short, changed byte by byte or swapped for foreign files.
 Every one is refused with one line naming the file and what is wrong; the error slots and
 histograms (which the time paths fill) are summed over blocks, written here into a real
-file's blocks; a thousand files load in well under two seconds."""
+file's blocks; a thousand files load, each with its own counts. How fast the reader is, is
+measured by `python -m benchmarks.tracefile_load`, not asserted here."""
 
 from __future__ import annotations
 
 import os
+import signal
 import struct
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -224,17 +225,14 @@ def test_a_wide_calibration_still_gives_times_and_says_how_exact(real_file, tmp_
     assert any("exact to 2" in n for n in t.notes), t.notes
 
 
-def test_a_thousand_files_load_in_under_two_seconds(real_file, tmp_path):
+def test_a_thousand_files_load(real_file, tmp_path):
     paths = []
     for i in range(1000):
         q = tmp_path / f"{i}.shimtrace"
         os.link(real_file, q)
         paths.append(q)
-    t0 = time.perf_counter()
     total = sum(load(q).functions["cuDriverGetVersion"].calls for q in paths)
-    took = time.perf_counter() - t0
     assert total == 1000 * load(real_file).functions["cuDriverGetVersion"].calls
-    assert took < 2.0, took
 
 
 def test_import_is_cheap():
@@ -243,16 +241,25 @@ def test_import_is_cheap():
     assert proc.stdout.strip() == "False"
 
 
+def _blocked(_signum, _frame):
+    raise AssertionError("the reader blocked (no answer in 60 s)")
+
+
 def test_a_fifo_or_a_device_is_refused_at_once(tmp_path):
     """Opened without blocking and checked to be a regular file: a FIFO with no writer, a
-    device or a directory is one line, never a reader blocked for ever."""
+    device or a directory is one line, never a reader blocked for ever (an alarm turns a
+    reader that blocks into a failure: no time is measured)."""
     fifo = tmp_path / "x.shimtrace"
     os.mkfifo(fifo)
-    t0 = time.monotonic()
-    refused(fifo, "not a regular file")
-    refused(Path("/dev/zero"), "not a regular file")
-    refused(tmp_path, "a directory")
-    assert time.monotonic() - t0 < 5
+    old = signal.signal(signal.SIGALRM, _blocked)
+    signal.alarm(60)
+    try:
+        refused(fifo, "not a regular file")
+        refused(Path("/dev/zero"), "not a regular file")
+        refused(tmp_path, "a directory")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def test_a_symbolic_link_is_not_followed_when_asked_not_to(real_file, tmp_path):
@@ -263,10 +270,12 @@ def test_a_symbolic_link_is_not_followed_when_asked_not_to(real_file, tmp_path):
         load(link, follow=False)
 
 
-def test_a_sparse_file_of_16_gib_is_read_in_the_time_of_its_data(real_file, tmp_path):
+def test_a_sparse_file_of_16_gib_is_read_in_the_time_of_its_data(real_file, tmp_path,
+                                                                 monkeypatch):
     """The header says blocks up to the end of a 16 GiB file that is a hole past its real
-    blocks (a few hundred KiB on disk): the reader skips the holes (SEEK_DATA), so the time
-    is that of the data, and the counts are the real blocks' own."""
+    blocks (a few hundred KiB on disk): the reader skips the holes (SEEK_DATA), so it visits
+    the blocks that hold data and no other (its time, that of the data, is measured by
+    `python -m benchmarks.tracefile_load`), and the counts are the real blocks' own."""
     data = bytearray(real_file.read_bytes())
     h = header(data)
     size = 16 << 30
@@ -277,12 +286,20 @@ def test_a_sparse_file_of_16_gib_is_read_in_the_time_of_its_data(real_file, tmp_
         f.write(data)
         f.truncate(size)
     assert p.stat().st_blocks * 512 < 64 << 20
-    t0 = time.monotonic()
-    t = load(p)
-    took = time.monotonic() - t0
-    assert t.functions["cuDriverGetVersion"].calls == load(real_file).functions[
-        "cuDriverGetVersion"].calls
-    assert took < 2.0, took
+    real_blocks = -(-(real_file.stat().st_size - h["blocks_off"]) // h["block_stride"])
+    visited = []
+    walk = tracefile._blocks_with_data
+
+    def counted(*args):
+        for b in walk(*args):
+            visited.append(b)
+            assert len(visited) <= real_blocks, f"a hole read as a block: block {b}"
+            yield b
+
+    calls = load(real_file).functions["cuDriverGetVersion"].calls
+    monkeypatch.setattr(tracefile, "_blocks_with_data", counted)
+    assert load(p).functions["cuDriverGetVersion"].calls == calls
+    assert 0 < len(visited) <= real_blocks
 
 
 def test_a_names_table_larger_than_its_names_can_be_is_refused(real_file, tmp_path):

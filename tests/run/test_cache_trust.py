@@ -105,7 +105,9 @@ def reachable(c: Cache) -> None:
 
 
 def banner(proc: subprocess.CompletedProcess) -> str:
-    return proc.stderr.splitlines()[0]
+    """The banner of the run: the line after the one a build is announced with."""
+    lines = proc.stderr.splitlines()
+    return lines[1] if lines[0].startswith("shimgen: run: building the shim") else lines[0]
 
 
 def tree(path: Path) -> dict[str, tuple]:

@@ -184,13 +184,14 @@ def test_keys_differ_in_each_part():
 
 
 def test_build_keeps_gated_and_plain_builds_apart(drivers, tmp_path):
-    """`shimgen build --gates auto` and a plain build into one output root: two
+    """`shimgen build --gate-profile auto` and a plain build into one output root: two
     directories, each its own."""
     d = drivers[0]
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "shimgen", "build", "--driver", str(d.path), "--out", str(out)]
     assert subprocess.run(cmd, capture_output=True, cwd=ROOT).returncode == 0
-    gated = subprocess.run(cmd + ["--gates", "auto"], capture_output=True, text=True, cwd=ROOT)
+    gated = subprocess.run(cmd + ["--gate-profile", "auto"], capture_output=True, text=True,
+                           cwd=ROOT)
     assert gated.returncode == 0, gated.stderr
     names = sorted(os.listdir(out))
     plain_dir = next(n for n in names if not n.endswith("-gates"))

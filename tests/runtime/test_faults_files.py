@@ -186,7 +186,7 @@ def test_files_on_disk_are_never_modified(shims, probes, tmp_path):
     before = state()
     proc = run([probes / "gateprobe"], dict(clean_env(), LD_PRELOAD=str(gate_lib),
                                              SHIMGEN_GATES="gdr,dmabuf", SHIMGEN_TRACE="time"))
-    assert "SHIMGEN_GATES=gdr,dmabuf in effect" in proc.stderr
+    assert "SHIMGEN_GATES=gdr,dmabuf armed" in proc.stderr
     assert re.search(r"^dev 0 .* byte40 0x78 byte44 0x0c$", proc.stdout, re.M)  # written
     run([probes / "routes", s.driver.path], s.env(SHIMGEN_TRACE="time"))
     assert state() == before

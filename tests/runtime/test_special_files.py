@@ -81,7 +81,8 @@ def test_a_fifo_as_a_gate_profile_is_refused_at_once(shims, tmp_path, cmd):
     fifo = tmp_path / "profile.json"
     os.mkfifo(fifo)
     d = str(shims[0].driver.path)
-    args = {"build": ["build", "--driver", d, "--gates", str(fifo), "--out", str(tmp_path / "o")],
+    args = {"build": ["build", "--driver", d, "--gate-profile", str(fifo), "--out",
+                      str(tmp_path / "o")],
             "gates": ["gates", "--driver", d, "--json", str(fifo), "--no-proof"]}[cmd]
     proc = subprocess.run([sys.executable, "-m", "shimgen", *args], capture_output=True,
                           text=True, timeout=120)

@@ -1,0 +1,66 @@
+"""The README is CI's script: its "Try it" commands (the ```sh blocks of that section) run as
+they are written, in order, in one `bash -e`, from a fresh shim cache and a scratch working
+directory (the repository's examples/ beside it), and every line of the outputs it shows
+that does not depend on the machine (the calls, the codes, the errors, the gates, the bytes
+changed; not times, pids or paths) is printed by them. docs/testing.md says how CI follows
+the README."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+# what a machine, a moment or a working directory changes (times, pids, paths, ~), and a
+# line the README shortens (...)
+VARIES = re.compile(r"~|/|, into |\.\.\.|\(built in |pid \d|^time |^ +\d+\.\d+ +\d|^version |"
+                    r"^driver +\S+ \(")
+
+
+def try_section() -> str:
+    start = README.index("## Try it")
+    return README[start:README.index("\n## ", start + 1)]
+
+
+def blocks(text: str, lang: str) -> list[str]:
+    """The fenced blocks of `text` whose fence names `lang` ('' for none), in order."""
+    out: list[str] = []
+    inside: str | None = None
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if inside is None:
+                inside, body = line[3:].strip(), []
+            else:
+                if inside == lang:
+                    out.append("\n".join(body) + "\n")
+                inside = None
+        elif inside is not None:
+            body.append(line)
+    return out
+
+
+def test_the_try_it_commands_run_as_written_and_print_what_the_readme_shows(drivers,
+                                                                             tmp_path):
+    from devtools.driverfetch import cache_dir
+
+    section = try_section()
+    script = "\n".join(blocks(section, "sh"))
+    assert "shimgen run" in script and "shimgen gates" in script and "LD_PRELOAD" in script
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"),
+               SHIMGEN_DRIVER_CACHE=str(cache_dir()), PYTHONPATH=str(ROOT),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env.pop("SHIMGEN_TRACE", None)
+    proc = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = set((proc.stdout + proc.stderr).splitlines())
+    shown = [ln for b in blocks(section, "") for ln in b.splitlines()
+             if ln.strip() and not VARIES.search(ln)]
+    assert len(shown) > 20, shown
+    missing = [ln for ln in shown if ln not in said]
+    assert not missing, "\n".join(missing)

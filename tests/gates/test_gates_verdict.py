@@ -1,0 +1,77 @@
+"""`shimgen gates` says its verdict first and briefly: the driver, whether the proof passed,
+each gate with the attributes it controls (numbers and names) and what its init site allows,
+then the commands to run next, with the --driver given. The instruction listing, the
+attribute table and each check of the proof come with -v/--detail, after the verdict;
+--json keeps everything."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+
+import pytest
+from badinput import shimgen
+
+
+@pytest.fixture(scope="module")
+def driver(drivers):
+    return drivers[0]  # 535.261.03: gdr with a proven init site, dmabuf without one
+
+
+@pytest.fixture(scope="module")
+def verdict(driver) -> str:
+    """What `shimgen gates --driver D` prints (run once for the module)."""
+    proc = shimgen("gates", "--driver", str(driver.path))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_verdict_first_and_short(driver, verdict):
+    proc = subprocess.CompletedProcess([], 0, verdict, "")
+    lines = proc.stdout.splitlines()
+    assert lines[0] == (f"driver 535.261.03 ({driver.path.name}, build-id "
+                        "1a992e76d262)"), lines
+    assert lines[1].startswith("proof PASS: the driver's own code run in an emulator ("), lines
+    text = proc.stdout
+    assert ("  gdr      controls   110 GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,\n"
+            "                      116 GPU_DIRECT_RDMA_SUPPORTED, 124 DMA_BUF_SUPPORTED\n"
+            "           init site  set and mask, proven: `shimgen patch` can change it\n"
+            "  dmabuf   controls   124 DMA_BUF_SUPPORTED\n"
+            "           init site  none: the shim sets it instead (`shimgen run --gates "
+            "dmabuf`)\n") in text, text
+    d = f"--driver {shlex.quote(str(driver.path))}"
+    assert f"    shimgen run {d} --gates gdr,dmabuf -- COMMAND\n" in text, text
+    assert f"    shimgen patch {d} --gates gdr -o DIR\n" in text, text  # gdr only
+    assert f"    shimgen gates {d} --detail" in text, text
+    assert "jump table" not in text and " init or-imm " not in text and "attr  kind" not in text
+    assert len(lines) < 25, len(lines)
+
+
+@pytest.mark.parametrize("flag", ["-v", "--detail"])
+def test_detail_adds_the_listing_after_the_verdict(driver, verdict, flag):
+    short = verdict
+    proc = shimgen("gates", "--driver", str(driver.path), flag)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(short), proc.stdout[:400]
+    rest = proc.stdout[len(short):]
+    for needle in ("jump table", "gate     attributes        fields", " init or-imm ",
+                   "attr  kind", "\nproof PASS\n", "  init site: gdr set "):
+        assert needle in rest, needle
+
+
+def test_json_keeps_everything(driver, tmp_path):
+    proc = shimgen("gates", "--driver", str(driver.path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    profile = json.loads(proc.stdout)
+    gdr = next(g for g in profile["gates"] if g["name"] == "gdr")
+    assert gdr["attributes"] == [110, 116, 124] and len(gdr["init_sites"]) > 10
+    assert profile["attributes"] and profile["proof"]["ok"] is True
+    assert profile["proof"]["attributes"]
+
+
+def test_no_proof_says_so_first(driver):
+    proc = shimgen("gates", "--driver", str(driver.path), "--no-proof")
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.splitlines()[1]
+    assert line.startswith("proof NOT RUN (--no-proof)") and "--allow-unproven-gates" in line

@@ -1,0 +1,41 @@
+"""What `shimgen patch` says when it cannot do what was asked: a copy it wrote is "already
+patched", with or without --gate-profile (said from the manifest beside it, before any
+analysis), naming the original to patch instead; a gate without an init site (Debian's
+DMA-BUF gate) is refused with the command that works, the shim's struct method."""
+
+from __future__ import annotations
+
+import shlex
+
+from badinput import assert_one_line_error, shimgen
+
+
+def test_a_patched_copy_is_already_patched_with_or_without_a_profile(drivers, tmp_path):
+    a = drivers[0]
+    out = tmp_path / "out"
+    assert shimgen("patch", "--driver", str(a.path), "--gates", "gdr", "-o",
+                   str(out)).returncode == 0
+    profile = tmp_path / "a.json"
+    assert shimgen("gates", "--driver", str(a.path), "--json", str(profile)).returncode == 0
+    for extra in ([], ["--gate-profile", str(profile)]):
+        again = tmp_path / "again"
+        said = assert_one_line_error(
+            shimgen("patch", "--driver", str(out / "libcuda.so.1"), "--gates", "gdr", "-o",
+                    str(again), *extra),
+            f"{out / a.path.name} is already patched (set gdr: the copy `shimgen patch` "
+            f"wrote, {out / 'shimgen-patch.json'}); nothing written; patch the original, "
+            f"{a.path}")
+        assert not again.exists(), said
+
+
+def test_a_gate_without_an_init_site_names_the_way_that_works(drivers, tmp_path):
+    a = drivers[0]
+    d = f"--driver {shlex.quote(str(a.path))}"
+    for mask, verb, sel in (([], "sets", "dmabuf"), (["--mask"], "masks", "-dmabuf")):
+        said = assert_one_line_error(
+            shimgen("patch", "--driver", str(a.path), "--gates", "dmabuf", *mask, "-o",
+                    str(tmp_path / "x")),
+            "gate dmabuf has no init site to ")
+        assert said.endswith(f"; nothing written; the shim {verb} it instead (the struct "
+                             f"method): shimgen run {d} --gates {sel} -- COMMAND"), said
+        assert not (tmp_path / "x").exists()
