@@ -9,8 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cuda import FUNCTION_SINCE, cuda_text
-from .cuda import result_name
+from .cuda import FUNCTION_SINCE, cuda_text, result_name
 from .diff import TROUBLE, Diff, compare, driver_file
 from .diff_procaddr import APIS, FAR_VERSION, FLAGS, Answer, Span
 from .errors import ShimgenError, say

@@ -155,7 +155,8 @@ def test_each_gate_goes_by_the_best_method_it_has(probes, init_shim):
     assert r["global"] == 0  # gdr's global is the struct method's, and gdr is not its
     lines = [ln for ln in err.splitlines() if "SHIMGEN_GATES=" in ln]
     assert len(lines) == 1 and lines[0].endswith(
-        "gdr set at its init site (changed before cuInit), dmabuf set in the device structs once cuInit succeeds")
+        "gdr set at its init site (changed before cuInit), dmabuf set in the device structs "
+        "once cuInit succeeds")
 
 
 def test_init_all_refuses_the_whole_selection(probes, init_shim):
