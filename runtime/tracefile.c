@@ -379,7 +379,7 @@ void shimgen_tracefile_after_fork(struct tstats *blocks)
         say_once("cannot write the trace file", e, IN_MEMORY);
         close(fd);
         fd = -1;
-        unlink(tf_path);
+        unlinkat(AT_FDCWD, tf_path, 0);
         if (e == ENOSPC || e == EDQUOT)
             leave_note(AT_FDCWD, tf_path);
     }

@@ -151,7 +151,8 @@ ROUTE_NAMES = [
     "dlsym_next", "after_version_query", "cuGetProcAddress", "cuGetProcAddress_v2",
     "cuGetProcAddress_self",
 ]
-ROUTE_COUNTS = {"cuDriverGetVersion": 10, "cuGetProcAddress_v2": 3, "cuGetProcAddress": 1}
+# routes.c: one call of each entry point per route, and 8 ABI-variant lookups through each
+ROUTE_COUNTS = {"cuDriverGetVersion": 10, "cuGetProcAddress_v2": 3 + 8, "cuGetProcAddress": 1 + 8}
 
 
 def route_libs(out: str) -> dict[str, Path]:
