@@ -20,8 +20,9 @@ try:
         ended, when what it did stands. Exit status 128 + the signal."""
         import sys
 
-        from .errors import ERROR_PREFIX, Interrupted
+        from .errors import ERROR_PREFIX, Interrupted, quiet_unraisable
 
+        sys.unraisablehook = quiet_unraisable  # the line below is the last one
         cause = e if isinstance(e, Interrupted) else Interrupted(2)
         if _began:
             message = (f"interrupted by {cause.name} as shimgen ended; what it had finished "

@@ -14,6 +14,7 @@ from .errors import (
     INTERRUPTS,
     Interrupted,
     ShimgenError,
+    quiet_unraisable,
     raise_interrupted,
     redeliver_swallowed,
     say,
@@ -40,6 +41,14 @@ def _interrupt_inside(e: BaseException) -> Interrupted | None:
             return e if isinstance(e, Interrupted) else Interrupted(signal.SIGINT)
         e = e.__cause__ or e.__context__
     return None
+
+
+def _said_interrupted(e: Interrupted, command: str | None) -> int:
+    """The interrupt's one line, and nothing after it: what the interrupt cut short is freed
+    in silence (errors.quiet_unraisable). Exit status 128 + the signal."""
+    sys.unraisablehook = quiet_unraisable
+    say(e.message(command))
+    return 128 + e.signum
 
 
 def _dispatch(args) -> int:
@@ -74,12 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     except ShimgenError as e:
         say(str(e))
         return EXIT_ERROR
-    except Interrupted as e:
-        say(e.message(command))
-        return 128 + e.signum
-    except KeyboardInterrupt:
-        say(Interrupted(signal.SIGINT).message(command))
-        return 128 + signal.SIGINT
+    except KeyboardInterrupt as e:
+        return _said_interrupted(e if isinstance(e, Interrupted) else
+                                 Interrupted(signal.SIGINT), command)
     except BrokenPipeError:
         # stdout was closed early (`shimgen exports | head`): nothing more to say to anyone.
         try:
@@ -95,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         cause = _interrupt_inside(e)
         if cause is not None:  # Python wrapped it (e.g. an error calling __set_name__)
-            say(cause.message(command))
-            return 128 + cause.signum
+            return _said_interrupted(cause, command)
         if os.environ.get(DEBUG):
             raise
         say(f"internal error, please report it: {type(e).__name__}: {e} "
@@ -105,4 +110,5 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, old in handlers.items():
             signal.signal(sig, old)
-        sys.unraisablehook = unraisable
+        if sys.unraisablehook is not quiet_unraisable:
+            sys.unraisablehook = unraisable

@@ -72,6 +72,13 @@ def redeliver_swallowed(old_hook):
     return hook
 
 
+def quiet_unraisable(_unraisable) -> None:
+    """sys.unraisablehook once an interrupt has been said: the rest of the process says
+    nothing more. An object whose __init__ the interrupt cut short can fail in its __del__
+    as it is freed (capstone's Cs, interrupted before it set `csh`: AttributeError), which
+    Python would print as "Exception ignored" and a traceback after the one line."""
+
+
 #: The signals the command line turns into Interrupted (cli.py installs raise_interrupted).
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _held = 0  # depth of signals_held blocks on the main thread

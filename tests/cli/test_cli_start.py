@@ -133,3 +133,36 @@ def test_every_command_has_a_description_and_an_example(command):
     example = proc.stdout.split("\nexample:\n", 1)[1]
     assert example.lstrip().startswith(f"shimgen {command} "), example
     assert "--child" not in proc.stdout and "--table" not in proc.stdout
+
+
+# An object whose __init__ an interrupt cut short, freed later: its __del__ fails (capstone's
+# Cs, interrupted before it set `csh`, does so when a build or `run`'s first build is
+# interrupted in the driver's check), run through the `shimgen` script's entry.
+HALF_MADE = """import signal, sys
+import shimgen.exports as exports
+from shimgen.errors import Interrupted
+
+class HalfMade:
+    def __init__(self):
+        raise Interrupted(signal.SIGTERM)  # as the signal lands in its __init__
+
+    def __del__(self):
+        self.handle  # never set: AttributeError
+
+def command(args):
+    return HalfMade()
+
+exports.command = command
+from shimgen.__main__ import entry
+sys.exit(entry())"""
+
+
+def test_an_interrupt_is_the_last_word_not_a_half_made_objects_del():
+    """What an interrupt cut short says nothing after the interrupt's line: no "Exception
+    ignored" and traceback of a __del__ that fails because its __init__ never ended (seen
+    as a SIGTERM landed in capstone's Cs() during `run`'s first build)."""
+    proc = subprocess.run([sys.executable, "-c", HALF_MADE, "exports"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert proc.stderr == ("shimgen: error: interrupted by SIGTERM; nothing was installed, "
+                           "any earlier build is as it was\n"), proc.stderr

@@ -170,6 +170,56 @@ def test_summary_names_hooks_and_other_variants(drivers, tmp_path):
                         str(EXAMPLES / "launchlog.c")]
 
 
+# ---- a hook in front of a function the loaded driver lacks -------------------------------
+
+FAKING_HOOK = """#include <shimgen/hook.h>
+
+SHIMGEN_HOOK(CUresult, cuDriverGetVersion, (int *version))
+{
+    *version = 4242;
+    return CUDA_SUCCESS;
+}
+
+SHIMGEN_HOOK(CUresult, cuModuleGetFunctionCount, (unsigned int *count, CUmodule mod))
+{
+    (void)mod;
+    *count = 42;
+    return CUDA_SUCCESS;
+}
+"""
+
+FAKED_CMD = r"""
+import ctypes
+lib = ctypes.CDLL("libcuda.so.1")
+v, n = ctypes.c_int(-1), ctypes.c_uint(7)
+print("version", lib.cuDriverGetVersion(ctypes.byref(v)), v.value)
+print("count", lib.cuModuleGetFunctionCount(ctypes.byref(n), None), n.value)
+"""
+
+
+def test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs(drivers, shims, tmp_path):
+    """A shim built for 555 with hooks that fake success, run on 535, which lacks
+    cuModuleGetFunctionCount: that call fails as it does without the hook (801, its output
+    untouched); the hook of a function 535 has still runs. With no driver loaded at all,
+    neither hook runs: every call fails as without hooks (303)."""
+    old, new = (next(s for s in shims if s.driver.version == v)
+                for v in ("535.261.03", "555.58.02"))
+    hook = write(tmp_path / "faking.c", FAKING_HOOK)
+    lib = make_shim(new.driver.libdir / "libcuda.so.1", tmp_path / "out",
+                    user_hooks=(str(hook),)).library
+
+    def answers(shim, driver: str) -> list[str]:
+        env = under(shim, lib, SHIMGEN_DRIVER=driver)
+        proc = subprocess.run([sys.executable, "-c", FAKED_CMD], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.splitlines()
+
+    assert answers(new, str(new.driver.path)) == ["version 0 4242", "count 0 42"]
+    assert answers(old, str(old.driver.path)) == ["version 0 4242", "count 801 7"]
+    assert answers(old, str(tmp_path / "no-driver.so")) == ["version 303 -1", "count 303 7"]
+
+
 # ---- refusals --------------------------------------------------------------------------
 
 REFUSED = {
