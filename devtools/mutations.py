@@ -1605,6 +1605,14 @@ MUTATIONS = [
         "tests": ["tests/diff/test_diff.py::test_a_driver_that_crashes_its_process_is_trouble"],
         "why": "a driver that kills its query process is named as the cause",
     },
+    {
+        "name": "diff-other-answers-not-a-difference",
+        "file": "shimgen/diff.py",
+        "old": "or self.removed(\"data\") or self.spans or self.gates_differ()",
+        "new": "or self.removed(\"data\") or self.gates_differ()",
+        "tests": ["tests/diff/test_diff.py::test_equal_exports_with_other_answers_are_differences"],
+        "why": "equal exports with other cuGetProcAddress answers: exit 1, differences true",
+    },
     # ---- fault injection (SHIMGEN_INJECT): the keys, matching, refusals, the record ----
     {
         "name": "inject-nth-off-by-one",
@@ -1714,6 +1722,34 @@ MUTATIONS = [
                   "[no-match]"],
         "why": "run refuses a rule that matches no export before anything runs",
     },
+    {
+        "name": "inject-rank-rule-armed-without-a-rank",
+        "file": "runtime/inject.c",
+        "old": "        ru->other_rank = ru->has[K_RANK] && (!shimgen_cfg.rank[0] ||\n",
+        "new": "        ru->other_rank = ru->has[K_RANK] && (0 ||\n",
+        "tests": ["tests/runtime/test_inject.py::"
+                  "test_a_rank_rule_fires_only_in_the_process_of_that_rank[no-rank]"],
+        "why": "rank=0 fires only where a launcher says rank 0, never in a process with no rank",
+    },
+    {
+        "name": "inject-c-zero-taken-where-the-least-is-one",
+        "file": "runtime/inject.c",
+        "old": "        uint64_t low = k == K_AFTER || k == K_SEED || k == K_RANK ? 0 : 1;\n",
+        "new": "        uint64_t low = k == K_NTH ? 1 : 0;\n",
+        "tests": ["tests/runtime/test_inject.py::"
+                  "test_the_shims_parser_refuses_a_zero_where_the_least_is_one[every]"],
+        "why": "a hand-set every=0 (or times=0) is refused in the notice, not a SIGFPE at the "
+               "first matching call",
+    },
+    {
+        "name": "inject-run-takes-one-rule-too-many",
+        "file": "shimgen/inject.py",
+        "old": "    if len(rules) > MAX_RULES:\n",
+        "new": "    if len(rules) > MAX_RULES + 1:\n",
+        "tests": ["tests/runtime/test_inject.py::"
+                  "test_run_refuses_more_rules_than_the_shim_takes_before_the_command_starts"],
+        "why": "run refuses 33 rules before the command starts (the shim would arm none)",
+    },
     # ---- user hooks (shimgen/userhooks.py, runtime/userhooks.c, examples/hooks/) ----
     {
         "name": "userhooks-procaddr-answer-bypasses-hook",
@@ -1755,6 +1791,28 @@ MUTATIONS = [
                "keep working under a user hook)",
     },
     {
+        "name": "userhooks-hook-in-front-of-a-missing-function",
+        "file": "runtime/userhooks.c",
+        "old": ("        if (loaded && shimgen_user_hook_fns[i] && shimgen_real[i] != "
+                "(void *)shimgen_fail_missing)\n"),
+        "new": "        if (loaded && shimgen_user_hook_fns[i])\n",
+        "tests": ["tests/run/test_userhooks.py::"
+                  "test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs"],
+        "why": "a call of a function the loaded driver lacks fails as without the hook, "
+               "whatever the hook would answer",
+    },
+    {
+        "name": "userhooks-hook-in-front-of-a-driver-that-failed-to-load",
+        "file": "runtime/userhooks.c",
+        "old": ("        if (loaded && shimgen_user_hook_fns[i] && shimgen_real[i] != "
+                "(void *)shimgen_fail_missing)\n"),
+        "new": ("        if (shimgen_user_hook_fns[i] && shimgen_real[i] != "
+                "(void *)shimgen_fail_missing)\n"),
+        "tests": ["tests/run/test_userhooks.py::"
+                  "test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs"],
+        "why": "with no driver loaded, every call fails as without hooks (303)",
+    },
+    {
         "name": "memlimit-free-not-credited",
         "file": "examples/hooks/memlimit.c",
         "old": "        erase(s);\n        used -= size;\n",
@@ -1770,5 +1828,15 @@ MUTATIONS = [
         "new": "        if (h > SLOTS) {\n",
         "tests": ["tests/run/test_userhooks.py::test_memlimit_table_as_a_unit"],
         "why": "a freed slot never hides the allocations after it in the table",
+    },
+    # ---- the command line's interrupt: one line, the last ----
+    {
+        "name": "cli-interrupt-then-a-del-traceback",
+        "file": "shimgen/cli.py",
+        "old": "    sys.unraisablehook = quiet_unraisable\n    say(e.message(command))\n",
+        "new": "    say(e.message(command))\n",
+        "tests": ["tests/cli/test_cli_start.py::"
+                  "test_an_interrupt_is_the_last_word_not_a_half_made_objects_del"],
+        "why": "after the interrupt's line nothing more is said (a half-made object's __del__)",
     },
 ]
