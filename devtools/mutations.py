@@ -1806,7 +1806,7 @@ MUTATIONS = [
         "file": "runtime/userhooks.c",
         "old": ("        if (loaded && shimgen_user_hook_fns[i] && shimgen_real[i] != "
                 "(void *)shimgen_fail_missing)\n"),
-        "new": ("        if (shimgen_user_hook_fns[i] && shimgen_real[i] != "
+        "new": ("        if (loaded >= 0 && shimgen_user_hook_fns[i] && shimgen_real[i] != "
                 "(void *)shimgen_fail_missing)\n"),
         "tests": ["tests/run/test_userhooks.py::"
                   "test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs"],
