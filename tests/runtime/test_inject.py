@@ -165,6 +165,7 @@ BAD = [
     ("cuDriverGetVersion=2,", "unknown key"), ("cuNoSuchFunction=2", "matches no function"),
     ("cuMemGetAttribute=2", "does not return a CUresult"),
     ("cuMemGetAttribut?=2", "return no CUresult"),
+    ("cuDriverGetVersion=2147483648", "not a CUresult"),
 ]
 GOOD = ["cuMemAlloc=2", "cuMemAlloc_v2=2", "cuMemAlloc*=2", "cuMemcpyHtoD_v2=2",
         "cuMemcpyHtoD=2", "cuMemcpy*Async=2", "cuStreamSynchronize=2", "cuLaunchKernel=719",
@@ -218,6 +219,49 @@ def test_a_refused_spec_arms_nothing_and_says_so_once(probes, one):
     out = calls(probes, one, "cuDriverGetVersion=2;cuFoo=2", "dlsym:3")
     assert codes(out[0]) == [0, 0, 0]
     assert out[-1].count("\n") == 1 and "rule 'cuFoo=2' refused" in out[-1]
+
+
+def _long_rule(nth: int, size: int) -> str:
+    """A rule of `size` bytes on cuDriverGetVersion alone (its pattern padded with '*')."""
+    tail = f"DriverGetVersion=2,nth={nth}"
+    return "cu" + "*" * (size - 2 - len(tail)) + tail
+
+
+def test_the_shims_parser_takes_32_rules_and_refuses_33(probes, one):
+    """A hand-set SHIMGEN_INJECT: 32 rules are armed (the longest that fit in 4095 bytes:
+    each fires, and the armed notice is one line, cut short), 33 refused in the notice
+    (the shim keeps each function's rules in a 32-bit mask and 32 rules' state)."""
+    rules = [_long_rule(n, 126) for n in range(1, 33)]
+    spec = ";".join(rules)
+    assert len(spec) == 4063 and len(inject.check(rules, exports_of(one))) == 32
+    out = calls(probes, one, spec, "dlsym:33")
+    assert codes(out[0]) == [OOM] * 32 + [0], out
+    notice = out[-1]
+    assert notice.startswith(f"shimgen: SHIMGEN_INJECT armed: '{rules[0]}' on 1 function; "), \
+        notice
+    assert notice.count("\n") == 1 and len(notice) < 1100, notice
+    many = ";".join(f"cuDriverGetVersion=2,nth={n}" for n in range(1, 34))
+    out = calls(probes, one, many, "dlsym:2")
+    assert codes(out[0]) == [0, 0], out
+    assert out[-1] == ("shimgen: SHIMGEN_INJECT rule 'cuDriverGetVersion=2,nth=33' refused: "
+                       "more than 32 rules; no fault is injected\n"), out[-1]
+
+
+def test_the_shims_parser_takes_4095_bytes_and_refuses_more(probes, one):
+    """SHIMGEN_INJECT of 4095 bytes is armed; one byte more is refused whole in the notice,
+    never cut to a shorter spec and armed (`run` refuses it before the command starts)."""
+    names = exports_of(one)
+    at, over = _long_rule(1, 4095), _long_rule(1, 4096)
+    assert len(inject.check([at], names)) == 1
+    with pytest.raises(ShimgenError, match="the rules take 4096 bytes, more than the 4095"):
+        inject.check([over], names)
+    out = calls(probes, one, at, "dlsym:2")
+    assert codes(out[0]) == [OOM, 0] and "armed" in out[-1], out
+    for spec in (over, "cuDriverGetVersion=2;" + _long_rule(1, 5000)):
+        out = calls(probes, one, spec, "dlsym:2")
+        assert codes(out[0]) == [0, 0], out
+        assert out[-1].endswith(" refused: SHIMGEN_INJECT is longer than 4095 bytes; no fault "
+                                "is injected\n") and out[-1].count("\n") == 1, out[-1]
 
 
 # ---- the trace keeps injected failures apart from the driver's errors ----
