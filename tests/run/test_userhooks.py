@@ -241,6 +241,19 @@ REFUSED = {
                "    return no_such_thing + SHIMGEN_REAL(cuInit)(f);\n}\n",
                r":5:12: error: .*no_such_thing"),
     "no_hook": ("static int x;\n", r"defines no hook"),
+    # the symbols written without SHIMGEN_HOOK and SHIMGEN_REAL (no exports.h check at the
+    # line): the names are checked again from the object's symbols
+    "raw_unexported": ("int shimgen_user_hook_cuNoSuchFunction(void);\n"
+                       "int shimgen_user_hook_cuNoSuchFunction(void)\n{\n    return 0;\n}\n",
+                       r"cuNoSuchFunction is not a function driver .* exports"),
+    "raw_real_unexported": ("int shimgen_real_cuNoSuchFunction(void);\n"
+                            "int shimgen_user_hook_cuInit(void);\n"
+                            "int shimgen_user_hook_cuInit(void)\n{\n"
+                            "    return shimgen_real_cuNoSuchFunction();\n}\n",
+                            r"cuNoSuchFunction is not a function driver .* exports"),
+    "raw_procaddr": ("int shimgen_user_hook_cuGetProcAddress(void);\n"
+                     "int shimgen_user_hook_cuGetProcAddress(void)\n{\n    return 0;\n}\n",
+                     r"cuGetProcAddress is hooked by shimgen itself"),
 }
 
 
@@ -256,6 +269,31 @@ def test_refused_with_the_users_file_and_line(drivers, tmp_path, case):
     assert len(lines) == 1 and lines[0].startswith("shimgen: error: hook file "), proc.stderr
     where = re.escape(str(hook)) if needle.startswith(":") else ""
     assert re.search(where + needle, lines[0]), lines[0]
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", ["empty", "not-c", "twice", "directory", "fifo"])
+def test_hook_paths_refused_in_one_line_before_any_work(drivers, version_hook, tmp_path, case):
+    """What --hook names: a C file (FILE.c), each once, a regular file (a FIFO is never
+    waited on); otherwise one line and nothing built."""
+    header = tmp_path / "version.h"
+    header.write_text(VERSION_HOOK)
+    (tmp_path / "dir.c").mkdir()
+    os.mkfifo(tmp_path / "fifo.c")
+    given, words = {
+        "empty": (["--hook", ""], "--hook: empty path"),
+        "not-c": (["--hook", header], f"hook file {header}: not a C file (FILE.c)"),
+        "twice": (["--hook", version_hook, "--hook", version_hook],
+                  f"hook file {version_hook} is given twice"),
+        "directory": (["--hook", tmp_path / "dir.c"],
+                      f"hook file {tmp_path / 'dir.c'}: a directory, not a regular file"),
+        "fifo": (["--hook", tmp_path / "fifo.c"],
+                 f"hook file {tmp_path / 'fifo.c'}: a FIFO, not a regular file"),
+    }[case]
+    out = tmp_path / "out"
+    proc = shimgen("build", "--driver", drivers[0].libdir / "libcuda.so.1", "-o", out, *given)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert proc.stderr.splitlines() == [f"shimgen: error: {words}"], proc.stderr
     assert not out.exists() or list(out.iterdir()) == []
 
 
