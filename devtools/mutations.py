@@ -1613,6 +1613,40 @@ MUTATIONS = [
         "tests": ["tests/diff/test_diff.py::test_equal_exports_with_other_answers_are_differences"],
         "why": "equal exports with other cuGetProcAddress answers: exit 1, differences true",
     },
+    {
+        "name": "diff-querier-answers-unchecked",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "            if any((name, api, flags) not in steps for api in APIS for flags in FLAGS):\n",
+        "new": "            if False:\n",
+        "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[no-answers]",
+                  "tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[one-answer]"],
+        "why": "a querier that left names unanswered is trouble, never \"no differences\"",
+    },
+    {
+        "name": "diff-querier-silence-taken",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "    if not lines or not re.fullmatch(r\"v \\d+\", lines[0]):\n",
+        "new": "    if False:\n",
+        "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[silent]"],
+        "why": "a querier that said nothing is trouble in one line, not an internal error",
+    },
+    {
+        "name": "diff-querier-line-unchecked",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "        if len(parts) != 8 or parts[0] != \"s\":\n",
+        "new": "        if parts[0] != \"s\":\n",
+        "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[short-line]"],
+        "why": "a line of the querier that is not a step is trouble in one line",
+    },
+    {
+        "name": "diff-directory-without-a-driver-taken",
+        "file": "shimgen/diff.py",
+        "old": "    if len(found) != 1:\n",
+        "new": "    if len(found) > 1:\n",
+        "tests": ["tests/diff/test_diff.py::test_bad_path_is_trouble"],
+        "why": "a directory without libcuda.so.1 or one libcuda.so.<version> is trouble in one "
+               "line",
+    },
     # ---- fault injection (SHIMGEN_INJECT): the keys, matching, refusals, the record ----
     {
         "name": "inject-nth-off-by-one",

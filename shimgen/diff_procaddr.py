@@ -181,6 +181,7 @@ class Query:
             raise ShimgenError(f"cannot run the cuGetProcAddress querier {exe}: "
                                f"{e.strerror}") from None
         self._input = ("\n".join(lines) + "\n").encode()
+        self._asked = sorted(asked)
 
     def result(self) -> tuple[int, Steps]:
         """(the driver's cuDriverGetVersion, its steps), or a ShimgenError of one line."""
@@ -198,7 +199,12 @@ class Query:
             raise ShimgenError(f"driver {self.driver}: the process asking its "
                                f"cuGetProcAddress {what}")
         self._out.seek(0)
-        return parse(self._out.read().decode(errors="replace"), self.driver)
+        version, steps = parse(self._out.read().decode(errors="replace"), self.driver)
+        for name in self._asked:  # every name asked, by both APIs, with each flags
+            if any((name, api, flags) not in steps for api in APIS for flags in FLAGS):
+                raise ShimgenError(f"driver {self.driver}: the cuGetProcAddress querier gave "
+                                   f"no answers for {name}")
+        return version, steps
 
     def stop(self) -> None:
         if self._proc.poll() is None:

@@ -198,6 +198,29 @@ def test_hooks_that_vanish_or_gain_variants(drivers, tmp_path):
         "another answer" in text.stdout
 
 
+@pytest.mark.parametrize("says,why", [
+    ("", "the cuGetProcAddress querier said nothing"),
+    ("v 12020\\ns cuInit 1 0\\n", "the querier wrote 's cuInit 1 0'"),
+    ("v 12020\\n", "the cuGetProcAddress querier gave no answers for cu"),
+    ("v 12020\\ns cuDriverGetVersion 1 0 0 500 -1 -\\n",
+     "the cuGetProcAddress querier gave no answers for cu"),
+], ids=["silent", "short-line", "no-answers", "one-answer"])
+def test_a_querier_that_answers_wrongly_is_trouble(drivers, tmp_path, monkeypatch, capsys,
+                                                   says, why):
+    """The querier's output is checked before it is compared: nothing, a line that is not a
+    step, a name asked and not answered (by each API, with each flags) are trouble (exit 2,
+    one line), never an internal error or "no differences" (a querier that answered
+    nothing, the same on both sides, was "no differences")."""
+    fake = tmp_path / "query"
+    fake.write_text(f"#!/bin/sh\ncat > /dev/null\nprintf '{says}'\n")
+    fake.chmod(0o700)
+    monkeypatch.setattr(pa, "querier", lambda _tmp: fake)
+    d = drivers[0]
+    assert cli.main(["diff", "--no-gates", str(d.path), str(d.path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("shimgen: error: ") and why in err[0], err
+
+
 def test_equal_exports_with_other_answers_are_differences(drivers, tmp_path, monkeypatch,
                                                            capsys):
     """Two drivers with the same exports whose cuGetProcAddress answers differ (here a copy
