@@ -1809,6 +1809,18 @@ MUTATIONS = [
         "why": "the armed notice of 32 long rules is cut to its line, never written past it",
     },
     {
+        "name": "inject-stub-decides-before-saving-the-arguments",
+        "file": "runtime/stubs.S",
+        "old": ("        save_argument_registers\n        mov     %r11, 192(%rsp)\n"
+                "        mov     %r11d, %edi\n        call    shimgen_inject_decide\n"),
+        "new": ("        push    %r11\n        mov     %r11d, %edi\n"
+                "        call    shimgen_inject_decide\n        pop     %r11\n"
+                "        save_argument_registers\n        mov     %r11, 192(%rsp)\n"),
+        "tests": ["tests/runtime/test_timing.py::test_shim_preserves_arguments_and_results[inject]"],
+        "why": "a call the injection lets through reaches the function with every argument "
+               "register (integer and floating point) as the caller left it",
+    },
+    {
         "name": "inject-run-takes-one-rule-too-many",
         "file": "shimgen/inject.py",
         "old": "    if len(rules) > MAX_RULES:\n",
