@@ -1950,6 +1950,31 @@ MUTATIONS = [
         "why": "a file the user names is a regular file, refused in one line otherwise",
     },
     {
+        "name": "userhooks-real-before-the-load-reaches-the-hook",
+        "file": "templates/userreal.S.j2",
+        "old": "1:      mov     $SHIMGEN_IDX_{{ name }}, %r11d\n        jmp     shimgen_user_real_common\n",
+        "new": "1:      jmp     *shimgen_slots+8*SHIMGEN_IDX_{{ name }}(%rip)\n",
+        "tests": ["tests/run/test_userhooks.py::test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs"],
+        "why": "SHIMGEN_REAL from a hook file's constructor, before the driver is loaded, reaches "
+               "the function behind the hook, never the hook",
+    },
+    {
+        "name": "userhooks-say-past-its-line",
+        "file": "runtime/userhooks.c",
+        "old": "    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;\n",
+        "new": "    size_t len = (size_t)n;\n",
+        "tests": ["tests/run/test_userhooks.py::test_a_hooks_notice_is_one_line_cut_to_its_size"],
+        "why": "a hook's notice longer than its line is cut, never read or written past it",
+    },
+    {
+        "name": "notice-past-its-buffer",
+        "file": "runtime/config.c",
+        "old": "        if ((size_t)n >= sizeof buf) { /* cut short: still one line */\n",
+        "new": "        if ((size_t)n > 4 * sizeof buf) { /* cut short: still one line */\n",
+        "tests": ["tests/run/test_userhooks.py::test_a_hooks_notice_is_one_line_cut_to_its_size"],
+        "why": "a notice longer than 1023 bytes is cut to one line, never written past its buffer",
+    },
+    {
         "name": "memlimit-free-not-credited",
         "file": "examples/hooks/memlimit.c",
         "old": "        erase(s);\n        used -= size;\n",

@@ -172,12 +172,24 @@ def test_summary_names_hooks_and_other_variants(drivers, tmp_path):
 
 # ---- a hook in front of a function the loaded driver lacks -------------------------------
 
-FAKING_HOOK = """#include <shimgen/hook.h>
+FAKING_HOOK = """#include <string.h>
+#include <shimgen/hook.h>
+
+static int at_load = -1;
 
 SHIMGEN_HOOK(CUresult, cuDriverGetVersion, (int *version))
 {
-    *version = 4242;
+    *version = 100000 + at_load;
     return CUDA_SUCCESS;
+}
+
+/* Before the driver is loaded (the shim's own slots not yet filled): SHIMGEN_REAL goes
+ * through the export's slot, which loads it. */
+__attribute__((constructor)) static void ask_at_load(void)
+{
+    int v = -1;
+    if (SHIMGEN_REAL(cuDriverGetVersion)(&v) == CUDA_SUCCESS)
+        at_load = v;
 }
 
 SHIMGEN_HOOK(CUresult, cuModuleGetFunctionCount, (unsigned int *count, CUmodule mod))
@@ -186,38 +198,72 @@ SHIMGEN_HOOK(CUresult, cuModuleGetFunctionCount, (unsigned int *count, CUmodule 
     *count = 42;
     return CUDA_SUCCESS;
 }
+
+SHIMGEN_HOOK(CUresult, cuInit, (unsigned int flags))
+{
+    char longer[3001];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\\0';
+    shimgen_hook_say("%s", longer);
+    return SHIMGEN_REAL(cuInit)(flags);
+}
 """
 
 FAKED_CMD = r"""
-import ctypes
+import ctypes, sys
 lib = ctypes.CDLL("libcuda.so.1")
 v, n = ctypes.c_int(-1), ctypes.c_uint(7)
 print("version", lib.cuDriverGetVersion(ctypes.byref(v)), v.value)
 print("count", lib.cuModuleGetFunctionCount(ctypes.byref(n), None), n.value)
+if sys.argv[1:] == ["init"]:
+    print("init", lib.cuInit(0))
 """
 
 
-def test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs(drivers, shims, tmp_path):
+@pytest.fixture(scope="module")
+def faking(drivers, tmp_path_factory) -> Path:
+    """A shim built for 555 with FAKING_HOOK."""
+    new = next(d for d in drivers if d.version == "555.58.02")
+    out = tmp_path_factory.mktemp("faking")
+    hook = write(out / "faking.c", FAKING_HOOK)
+    return make_shim(new.libdir / "libcuda.so.1", out / "out", user_hooks=(str(hook),)).library
+
+
+def _faked(shim, lib: Path, driver: str, *args: str) -> subprocess.CompletedProcess:
+    env = under(shim, lib, SHIMGEN_DRIVER=driver)
+    proc = subprocess.run([sys.executable, "-c", FAKED_CMD, *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs(shims, faking, tmp_path):
     """A shim built for 555 with hooks that fake success, run on 535, which lacks
     cuModuleGetFunctionCount: that call fails as it does without the hook (801, its output
     untouched); the hook of a function 535 has still runs. With no driver loaded at all,
-    neither hook runs: every call fails as without hooks (303)."""
+    neither hook runs: every call fails as without hooks (303). A hook's constructor that
+    calls SHIMGEN_REAL before the driver is loaded reaches the driver (and loads it)."""
     old, new = (next(s for s in shims if s.driver.version == v)
                 for v in ("535.261.03", "555.58.02"))
-    hook = write(tmp_path / "faking.c", FAKING_HOOK)
-    lib = make_shim(new.driver.libdir / "libcuda.so.1", tmp_path / "out",
-                    user_hooks=(str(hook),)).library
 
     def answers(shim, driver: str) -> list[str]:
-        env = under(shim, lib, SHIMGEN_DRIVER=driver)
-        proc = subprocess.run([sys.executable, "-c", FAKED_CMD], env=env, capture_output=True,
-                              text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout.splitlines()
+        return _faked(shim, faking, driver).stdout.splitlines()
 
-    assert answers(new, str(new.driver.path)) == ["version 0 4242", "count 0 42"]
-    assert answers(old, str(old.driver.path)) == ["version 0 4242", "count 801 7"]
+    assert answers(new, str(new.driver.path)) == \
+        [f"version 0 {100000 + new.cuda_version}", "count 0 42"]
+    assert answers(old, str(old.driver.path)) == \
+        [f"version 0 {100000 + old.cuda_version}", "count 801 7"]
     assert answers(old, str(tmp_path / "no-driver.so")) == ["version 303 -1", "count 303 7"]
+
+
+def test_a_hooks_notice_is_one_line_cut_to_its_size(shims, faking):
+    """shimgen_hook_say with 3000 characters: one notice line, cut to the 1023 bytes of a
+    notice (its newline included)."""
+    new = next(s for s in shims if s.driver.version == "555.58.02")
+    proc = _faked(new, faking, str(new.driver.path), "init")
+    assert proc.stdout.splitlines()[-1] == "init 100", proc.stdout  # no device here
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("shimgen: hook: ")]
+    assert said == ["shimgen: hook: " + "x" * 1007], proc.stderr
 
 
 # ---- refusals --------------------------------------------------------------------------
