@@ -1821,6 +1821,33 @@ MUTATIONS = [
                "register (integer and floating point) as the caller left it",
     },
     {
+        "name": "inject-run-spec-length-unchecked",
+        "file": "shimgen/inject.py",
+        "old": "    if len(spec.encode()) >= MAX_LEN:\n",
+        "new": "    if len(spec.encode()) > MAX_LEN:\n",
+        "tests": ["tests/runtime/test_inject.py::"
+                  "test_the_shims_parser_takes_4095_bytes_and_refuses_more"],
+        "why": "run refuses rules of 4096 bytes or more, which the shim would refuse at the load",
+    },
+    {
+        "name": "inject-later-rule-overrides-the-first",
+        "file": "runtime/inject.c",
+        "old": "        if (code || !fires(ru, r, n))\n",
+        "new": "        if (!fires(ru, r, n))\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key"
+                  "[cuDriverGetVersion=2,nth=2;cuDriverGetVersion=3,every=2-want12]"],
+        "why": "the first rule that fires gives the code; a later one neither overrides it nor "
+               "uses up its times",
+    },
+    {
+        "name": "inject-record-without-a-block",
+        "file": "runtime/inject.c",
+        "old": "    struct tstats *s = shimgen_tls_stats;\n    if (!s)\n        return;\n",
+        "new": "    struct tstats *s = shimgen_tls_stats;\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key[cuDriverGetVersion=2-want0]"],
+        "why": "an injected failure in an untraced process (no block) is returned, not recorded",
+    },
+    {
         "name": "inject-run-takes-one-rule-too-many",
         "file": "shimgen/inject.py",
         "old": "    if len(rules) > MAX_RULES:\n",
