@@ -1919,30 +1919,12 @@ MUTATIONS = [
         "why": "with no driver loaded, every call fails as without hooks (303)",
     },
     {
-        "name": "userhooks-unexported-symbol-taken",
-        "file": "shimgen/userhooks.py",
-        "old": "        if name not in known:\n",
-        "new": "        if name not in known and False:\n",
-        "tests": ["tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[raw_unexported]",
-                  "tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[raw_real_unexported]"],
-        "why": "a hook or call of a name the driver lacks is refused from the object's symbols "
-               "too (written without the macros, the exports header cannot check it)",
-    },
-    {
         "name": "userhooks-shimgens-own-hook-taken",
         "file": "shimgen/userhooks.py",
         "old": "        if name in model.unwrappable:\n",
         "new": "        if name in model.unwrappable and False:\n",
         "tests": ["tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[raw_procaddr]"],
         "why": "cuGetProcAddress(_v2) stays shimgen's: no user hook takes it, macros or not",
-    },
-    {
-        "name": "userhooks-two-hooks-of-one-function",
-        "file": "shimgen/userhooks.py",
-        "old": "        if name in taken:\n",
-        "new": "        if name in taken and False:\n",
-        "tests": ["tests/run/test_userhooks.py::test_one_hook_per_function"],
-        "why": "one hook per function across the hook files",
     },
     {
         "name": "userhooks-file-without-a-hook-built",
@@ -1984,14 +1966,6 @@ MUTATIONS = [
         "tests": ["tests/run/test_userhooks.py::test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs"],
         "why": "SHIMGEN_REAL from a hook file's constructor, before the driver is loaded, reaches "
                "the function behind the hook, never the hook",
-    },
-    {
-        "name": "userhooks-say-past-its-line",
-        "file": "runtime/userhooks.c",
-        "old": "    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;\n",
-        "new": "    size_t len = (size_t)n;\n",
-        "tests": ["tests/run/test_userhooks.py::test_a_hooks_notice_is_one_line_cut_to_its_size"],
-        "why": "a hook's notice longer than its line is cut, never read or written past it",
     },
     {
         "name": "notice-past-its-buffer",
