@@ -857,6 +857,16 @@ MUTATIONS = [
         "why": "one process of a job takes the plain name; the others write <name>.<pid>",
     },
     {
+        "name": "claim-plain-name-taken-without-the-lock",
+        "file": "runtime/output.c",
+        "old": "    if (lock == -2 || o->unstamped || shimgen_claim_taken(",
+        "new": "    if (o->unstamped || shimgen_claim_taken(",
+        "tests": ["tests/runtime/test_faults_files.py::"
+                  "test_a_directory_locked_past_the_wait_gives_the_pid_name"],
+        "why": "a writer that waited past LOCK_WAIT_MS for the directory's lock writes "
+               "<name>.<pid>, never the plain name it could not check",
+    },
+    {
         "name": "claim-without-the-directory-lock",
         "file": "runtime/output.c",
         "old": "    int lock = shimgen_claim_lock(o->dirfd), e;",
