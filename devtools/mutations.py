@@ -2068,6 +2068,14 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_shim.py::test_rank_in_trace_file_name"],
         "why": "%r in a process without a rank is p<pid>, never another rank's name",
     },
+    {
+        "name": "totals-child-keeps-the-parents-errors",
+        "file": "runtime/totals.c",
+        "old": "    memset(shimgen_errors, 0, sizeof shimgen_errors);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_errors.py::test_a_forked_child_reports_only_its_own_errors"],
+        "why": "a forked child's errors are its own, not those its parent's exited threads folded",
+    },
     # ---- the command line's interrupt: one line, the last ----
     {
         "name": "cli-interrupt-then-a-del-traceback",
