@@ -2078,6 +2078,32 @@ MUTATIONS = [
     },
     # ---- the command line's interrupt: one line, the last ----
     {
+        "name": "cli-second-interrupt-escapes-the-saying",
+        "file": "shimgen/cli.py",
+        "old": ("        except KeyboardInterrupt:  # the second, before the first's line: the first "
+                "is said\n            continue\n"),
+        "new": "        except ValueError:\n            continue\n",
+        "tests": ["tests/cli/test_cli_start.py::test_a_second_interrupt_while_the_line_is_written_is_dropped"],
+        "why": "a second interrupt while the first's line is said leaves that line, once",
+    },
+    {
+        "name": "cli-interrupt-after-the-line-raised",
+        "file": "shimgen/errors.py",
+        "old": "    if said:\n        return\n",
+        "new": "",
+        "tests": ["tests/cli/test_cli_start.py::test_a_second_interrupt_while_the_line_is_written_is_dropped"],
+        "why": "an interrupt that comes once the line is being said is dropped, not raised",
+    },
+    {
+        "name": "main-second-interrupt-said-as-the-end",
+        "file": "shimgen/__main__.py",
+        "old": "        if first is not e:\n",
+        "new": "        if False:\n",
+        "tests": ["tests/cli/test_cli_start.py::test_a_second_interrupt_as_the_first_is_said_leaves_the_first_said"],
+        "why": "an interrupt that escaped while an earlier one was being said: the earlier one's "
+               "line, never \"as shimgen ended\"",
+    },
+    {
         "name": "cli-interrupt-then-a-del-traceback",
         "file": "shimgen/cli.py",
         "old": "    sys.unraisablehook = quiet_unraisable\n    say(e.message(command))\n",

@@ -23,8 +23,14 @@ try:
         from .errors import ERROR_PREFIX, Interrupted, quiet_unraisable
 
         sys.unraisablehook = quiet_unraisable  # the line below is the last one
-        cause = e if isinstance(e, Interrupted) else Interrupted(2)
-        if _began:
+        first = e
+        while isinstance(getattr(first, "__context__", None), KeyboardInterrupt) and \
+                not first.__suppress_context__:
+            first = first.__context__  # it came while an earlier one was being said
+        cause = first if isinstance(first, Interrupted) else Interrupted(2)
+        if first is not e:
+            message = cause.message(sys.argv[1] if len(sys.argv) > 1 else None)
+        elif _began:
             message = (f"interrupted by {cause.name} as shimgen ended; what it had finished "
                        "stands (a build installed, a report printed)")
         else:

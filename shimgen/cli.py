@@ -17,6 +17,7 @@ from .errors import (
     quiet_unraisable,
     raise_interrupted,
     redeliver_swallowed,
+    said,
     say,
 )
 from .runenv import DEBUG
@@ -44,11 +45,18 @@ def _interrupt_inside(e: BaseException) -> Interrupted | None:
 
 
 def _said_interrupted(e: Interrupted, command: str | None) -> int:
-    """The interrupt's one line, and nothing after it: what the interrupt cut short is freed
-    in silence (errors.quiet_unraisable). Exit status 128 + the signal."""
-    sys.unraisablehook = quiet_unraisable
-    say(e.message(command))
-    return 128 + e.signum
+    """The interrupt's one line, and nothing after it: the interrupts that come from now on
+    dropped (a second SIGTERM, as timeout(1) sends it, landing while the first is said
+    would take the line's place, or add another), and what the interrupt cut short freed in
+    silence (errors.quiet_unraisable). Exit status 128 + the signal."""
+    while True:
+        try:
+            said.append(e.signum)  # raise_interrupted drops any that come from now on
+            sys.unraisablehook = quiet_unraisable
+            say(e.message(command))
+            return 128 + e.signum
+        except KeyboardInterrupt:  # the second, before the first's line: the first is said
+            continue
 
 
 def _dispatch(args) -> int:
@@ -110,5 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, old in handlers.items():
             signal.signal(sig, old)
+        said.clear()  # raise_interrupted is no handler any more (it may be called in-process)
         if sys.unraisablehook is not quiet_unraisable:
             sys.unraisablehook = unraisable

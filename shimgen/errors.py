@@ -83,6 +83,9 @@ def quiet_unraisable(_unraisable) -> None:
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _held = 0  # depth of signals_held blocks on the main thread
 _pending: list[int] = []  # interrupts that arrived inside one
+#: The interrupt whose line the command line is saying (cli.main): the process is ending, and
+#: an interrupt after it is dropped, so that it neither takes the line's place nor adds one.
+said: list[int] = []
 
 
 def raise_interrupted(signum: int, _frame: object) -> None:
@@ -90,6 +93,8 @@ def raise_interrupted(signum: int, _frame: object) -> None:
     the end of the outermost block. The mask alone does not hold a signal back when the
     process has another thread (the kernel gives it to a thread that has it unblocked, and
     Python runs the handler on the main thread all the same)."""
+    if said:
+        return
     if _held:
         _pending.append(signum)
         return

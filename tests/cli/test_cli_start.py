@@ -166,3 +166,72 @@ def test_an_interrupt_is_the_last_word_not_a_half_made_objects_del():
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     assert proc.stderr == ("shimgen: error: interrupted by SIGTERM; nothing was installed, "
                            "any earlier build is as it was\n"), proc.stderr
+
+
+# A second SIGTERM (timeout(1) sends one to the command and then one to its group) landing
+# while the command line is saying the first: at the first instruction of the function that
+# says it (Python looks for a pending signal there), before that function holds the signals
+# back.
+SECOND_AT_THE_SAYING = """import signal, sys
+import shimgen.cli as cli
+import shimgen.exports as exports
+from shimgen.errors import Interrupted
+
+def command(args):
+    raise Interrupted(signal.SIGTERM)
+
+said, seen = cli._said_interrupted, []
+
+def second_lands_first(e, command):
+    if not seen:
+        seen.append(e)
+        raise Interrupted(signal.SIGTERM)
+    return said(e, command)
+
+exports.command = command
+cli._said_interrupted = second_lands_first
+from shimgen.__main__ import entry
+sys.exit(entry())"""
+
+FIRST_SAID = ("shimgen: error: interrupted by SIGTERM; nothing was installed, any earlier build "
+              "is as it was\n")
+
+
+def test_a_second_interrupt_as_the_first_is_said_leaves_the_first_said():
+    """The line is the first interrupt's, once: never "as shimgen ended" (what the second
+    one's line said when it came before the first was said), never two lines."""
+    proc = subprocess.run([sys.executable, "-c", SECOND_AT_THE_SAYING, "exports"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert proc.stderr == FIRST_SAID, proc.stderr
+
+
+def test_a_second_interrupt_while_the_line_is_written_is_dropped(monkeypatch, capsys):
+    """A second interrupt inside the saying of the first (here raised by the first write),
+    and a third once the line is being said again (through the handler): the first's line
+    is said, once; the third is dropped, not raised."""
+    from shimgen import cli, errors, exports
+    from shimgen.errors import Interrupted
+
+    def command(args):
+        raise Interrupted(signal.SIGTERM)
+
+    real_say, seen = cli.say, []
+
+    def say(message: str) -> None:
+        seen.append(message)
+        if len(seen) == 1:
+            raise Interrupted(signal.SIGINT)
+        if len(seen) == 2:
+            errors.raise_interrupted(signal.SIGHUP, None)
+        real_say(message)
+
+    monkeypatch.setattr(exports, "command", command)
+    monkeypatch.setattr(cli, "say", say)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    try:
+        status = cli.main(["exports"])
+    except KeyboardInterrupt as e:
+        pytest.fail(f"an interrupt escaped the command line: {e!r}")
+    assert status == 128 + signal.SIGTERM and capsys.readouterr().err == FIRST_SAID
+    assert len(seen) == 2, seen
