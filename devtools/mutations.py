@@ -2106,8 +2106,8 @@ MUTATIONS = [
     {
         "name": "cli-interrupt-then-a-del-traceback",
         "file": "shimgen/cli.py",
-        "old": "    sys.unraisablehook = quiet_unraisable\n    say(e.message(command))\n",
-        "new": "    say(e.message(command))\n",
+        "old": "            sys.unraisablehook = quiet_unraisable\n            say(e.message(command))\n",
+        "new": "            say(e.message(command))\n",
         "tests": ["tests/cli/test_cli_start.py::"
                   "test_an_interrupt_is_the_last_word_not_a_half_made_objects_del"],
         "why": "after the interrupt's line nothing more is said (a half-made object's __del__)",
