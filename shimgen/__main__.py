@@ -83,6 +83,15 @@ try:
             sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",
                               closefd=False, buffering=1)
 
+    def _flush_stdout() -> None:
+        """sys.stdout flushed now: an interrupt in the flush Python's exit makes would lose
+        what is still buffered (the help `--help` printed) in silence, exit status 0; here it
+        is said."""
+        try:
+            sys.stdout.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+
     def _caused_by_interrupt(e: BaseException | None) -> BaseException | None:
         """The interrupt that caused `e`, if one did: Python wraps one that lands in some
         places of an import (RuntimeError: Error calling __set_name__, while a class is
@@ -108,7 +117,10 @@ try:
             from .cli import main
 
             _began.append(True)
-            return main()
+            try:
+                return main()
+            finally:  # what the command wrote (argparse's --help too), out inside the guard
+                _flush_stdout()
         except KeyboardInterrupt as e:
             return _interrupted(e)
         except Exception as e:  # cli.main says its own errors: this one is from an import
