@@ -2104,6 +2104,16 @@ MUTATIONS = [
                "line, never \"as shimgen ended\"",
     },
     {
+        "name": "main-last-flush-outside-the-guard",
+        "file": "shimgen/__main__.py",
+        "old": ("            finally:  # what the command wrote (argparse's --help too), out inside "
+                "the guard\n                _flush_stdout()\n"),
+        "new": ("            finally:  # what the command wrote (argparse's --help too), out inside "
+                "the guard\n                pass\n"),
+        "tests": ["tests/cli/test_cli_start.py::test_an_interrupt_in_the_last_flush_is_said_never_lost"],
+        "why": "an interrupt as the command's output is flushed is said, never lost with it",
+    },
+    {
         "name": "cli-interrupt-then-a-del-traceback",
         "file": "shimgen/cli.py",
         "old": "            sys.unraisablehook = quiet_unraisable\n            say(e.message(command))\n",

@@ -235,3 +235,31 @@ def test_a_second_interrupt_while_the_line_is_written_is_dropped(monkeypatch, ca
         pytest.fail(f"an interrupt escaped the command line: {e!r}")
     assert status == 128 + signal.SIGTERM and capsys.readouterr().err == FIRST_SAID
     assert len(seen) == 2, seen
+
+
+# An interrupt in the flush of what the command wrote (a SIGINT as `--help` ends), simulated
+# by a stdout whose first flush is interrupted.
+INTERRUPTED_FLUSH = """import io, sys
+
+class Interrupted(io.TextIOWrapper):
+    flushed = 0
+
+    def flush(self):
+        Interrupted.flushed += 1
+        if Interrupted.flushed == 1:
+            raise KeyboardInterrupt
+        super().flush()
+
+sys.stdout = Interrupted(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+from shimgen.__main__ import entry
+sys.exit(entry())"""
+
+
+def test_an_interrupt_in_the_last_flush_is_said_never_lost():
+    """The help printed, then SIGINT as its text is flushed: said (130, one line), never
+    exit status 0 with the text lost in silence in Python's own flush at exit."""
+    proc = subprocess.run([sys.executable, "-c", INTERRUPTED_FLUSH, "exports", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (
+        130, "shimgen: error: interrupted by SIGINT as shimgen ended; what it had finished "
+        "stands (a build installed, a report printed)\n"), (proc.returncode, proc.stderr)
