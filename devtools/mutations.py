@@ -1159,6 +1159,16 @@ MUTATIONS = [
         "why": "one process of a job takes the plain name; the others write <name>.<pid>",
     },
     {
+        "name": "claim-plain-name-taken-without-the-lock",
+        "file": "runtime/output.c",
+        "old": "    if (lock == -2 || o->unstamped || shimgen_claim_taken(",
+        "new": "    if (o->unstamped || shimgen_claim_taken(",
+        "tests": ["tests/runtime/test_faults_files.py::"
+                  "test_a_directory_locked_past_the_wait_gives_the_pid_name"],
+        "why": "a writer that waited past LOCK_WAIT_MS for the directory's lock writes "
+               "<name>.<pid>, never the plain name it could not check",
+    },
+    {
         "name": "claim-without-the-directory-lock",
         "file": "runtime/output.c",
         "old": "    int lock = shimgen_claim_lock(o->dirfd), e;",
@@ -2332,6 +2342,48 @@ MUTATIONS = [
                   "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
         "why": "run tells the job's processes which run directory is theirs",
     },
+    {
+        "name": "diff-other-answers-not-a-difference",
+        "file": "shimgen/diff.py",
+        "old": "or self.removed(\"data\") or self.spans or self.gates_differ()",
+        "new": "or self.removed(\"data\") or self.gates_differ()",
+        "tests": ["tests/diff/test_diff.py::test_equal_exports_with_other_answers_are_differences"],
+        "why": "equal exports with other cuGetProcAddress answers: exit 1, differences true",
+    },
+    {
+        "name": "diff-querier-answers-unchecked",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "            if any((name, api, flags) not in steps for api in APIS for flags in FLAGS):\n",
+        "new": "            if False:\n",
+        "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[no-answers]",
+                  "tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[one-answer]"],
+        "why": "a querier that left names unanswered is trouble, never \"no differences\"",
+    },
+    {
+        "name": "diff-querier-silence-taken",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "    if not lines or not re.fullmatch(r\"v \\d+\", lines[0]):\n",
+        "new": "    if False:\n",
+        "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[silent]"],
+        "why": "a querier that said nothing is trouble in one line, not an internal error",
+    },
+    {
+        "name": "diff-querier-line-unchecked",
+        "file": "shimgen/diff_procaddr.py",
+        "old": "        if len(parts) != 8 or parts[0] != \"s\":\n",
+        "new": "        if parts[0] != \"s\":\n",
+        "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[short-line]"],
+        "why": "a line of the querier that is not a step is trouble in one line",
+    },
+    {
+        "name": "diff-directory-without-a-driver-taken",
+        "file": "shimgen/diff.py",
+        "old": "    if len(found) != 1:\n",
+        "new": "    if len(found) > 1:\n",
+        "tests": ["tests/diff/test_diff.py::test_bad_path_is_trouble"],
+        "why": "a directory without libcuda.so.1 or one libcuda.so.<version> is trouble in one "
+               "line",
+    },
     # ---- fault injection (SHIMGEN_INJECT): the keys, matching, refusals, the record ----
     {
         "name": "inject-nth-off-by-one",
@@ -2441,6 +2493,106 @@ MUTATIONS = [
                   "[no-match]"],
         "why": "run refuses a rule that matches no export before anything runs",
     },
+    {
+        "name": "inject-rank-rule-armed-without-a-rank",
+        "file": "runtime/inject.c",
+        "old": "        ru->other_rank = ru->has[K_RANK] && (!shimgen_cfg.rank[0] ||\n",
+        "new": "        ru->other_rank = ru->has[K_RANK] && (0 ||\n",
+        "tests": ["tests/runtime/test_inject.py::"
+                  "test_a_rank_rule_fires_only_in_the_process_of_that_rank[no-rank]"],
+        "why": "rank=0 fires only where a launcher says rank 0, never in a process with no rank",
+    },
+    {
+        "name": "inject-c-zero-taken-where-the-least-is-one",
+        "file": "runtime/inject.c",
+        "old": "        uint64_t low = k == K_AFTER || k == K_SEED || k == K_RANK ? 0 : 1;\n",
+        "new": "        uint64_t low = k == K_NTH ? 1 : 0;\n",
+        "tests": ["tests/runtime/test_inject.py::"
+                  "test_the_shims_parser_refuses_a_zero_where_the_least_is_one[every]"],
+        "why": "a hand-set every=0 (or times=0) is refused in the notice, not a SIGFPE at the "
+               "first matching call",
+    },
+    {
+        "name": "inject-c-result-past-a-curesult",
+        "file": "runtime/inject.c",
+        "old": "        if (v < 1 || v > SHIMGEN_INJECT_RESULT_MAX)\n",
+        "new": "        if (v < 1)\n",
+        "tests": ["tests/runtime/test_inject.py::test_c_and_python_agree"],
+        "why": "the shim refuses a result past 2147483647, as Python does (no negative code)",
+    },
+    {
+        "name": "inject-c-33-rules-taken",
+        "file": "runtime/inject.c",
+        "old": "        if (nrules == MAX_RULES) {\n",
+        "new": "        if (nrules == MAX_RULES + 1) {\n",
+        "tests": ["tests/runtime/test_inject.py::test_the_shims_parser_takes_32_rules_and_refuses_33"],
+        "why": "a 33rd rule is refused in the notice, never written past the shim's 32",
+    },
+    {
+        "name": "inject-c-long-spec-cut-not-refused",
+        "file": "runtime/inject.c",
+        "old": "    int err = n >= MAX_LEN;\n",
+        "new": "    int err = n > MAX_LEN;\n",
+        "tests": ["tests/runtime/test_inject.py::"
+                  "test_the_shims_parser_takes_4095_bytes_and_refuses_more"],
+        "why": "a SHIMGEN_INJECT longer than 4095 bytes is refused whole, never cut and armed",
+    },
+    {
+        "name": "inject-c-armed-notice-past-its-line",
+        "file": "runtime/inject.c",
+        "old": "    for (unsigned r = 0; r < nrules && o < sizeof line; r++)\n",
+        "new": "    for (unsigned r = 0; r < nrules; r++)\n",
+        "tests": ["tests/runtime/test_inject.py::test_the_shims_parser_takes_32_rules_and_refuses_33"],
+        "why": "the armed notice of 32 long rules is cut to its line, never written past it",
+    },
+    {
+        "name": "inject-stub-decides-before-saving-the-arguments",
+        "file": "runtime/stubs.S",
+        "old": ("        save_argument_registers\n        mov     %r11, 192(%rsp)\n"
+                "        mov     %r11d, %edi\n        call    shimgen_inject_decide\n"),
+        "new": ("        push    %r11\n        mov     %r11d, %edi\n"
+                "        call    shimgen_inject_decide\n        pop     %r11\n"
+                "        save_argument_registers\n        mov     %r11, 192(%rsp)\n"),
+        "tests": ["tests/runtime/test_timing.py::test_shim_preserves_arguments_and_results[inject]"],
+        "why": "a call the injection lets through reaches the function with every argument "
+               "register (integer and floating point) as the caller left it",
+    },
+    {
+        "name": "inject-run-spec-length-unchecked",
+        "file": "shimgen/inject.py",
+        "old": "    if len(spec.encode()) >= MAX_LEN:\n",
+        "new": "    if len(spec.encode()) > MAX_LEN:\n",
+        "tests": ["tests/runtime/test_inject.py::"
+                  "test_the_shims_parser_takes_4095_bytes_and_refuses_more"],
+        "why": "run refuses rules of 4096 bytes or more, which the shim would refuse at the load",
+    },
+    {
+        "name": "inject-later-rule-overrides-the-first",
+        "file": "runtime/inject.c",
+        "old": "        if (code || !fires(ru, r, n))\n",
+        "new": "        if (!fires(ru, r, n))\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key"
+                  "[cuDriverGetVersion=2,nth=2;cuDriverGetVersion=3,every=2-want12]"],
+        "why": "the first rule that fires gives the code; a later one neither overrides it nor "
+               "uses up its times",
+    },
+    {
+        "name": "inject-record-without-a-block",
+        "file": "runtime/inject.c",
+        "old": "    struct tstats *s = shimgen_tls_stats;\n    if (!s)\n        return;\n",
+        "new": "    struct tstats *s = shimgen_tls_stats;\n",
+        "tests": ["tests/runtime/test_inject.py::test_every_key[cuDriverGetVersion=2-want0]"],
+        "why": "an injected failure in an untraced process (no block) is returned, not recorded",
+    },
+    {
+        "name": "inject-run-takes-one-rule-too-many",
+        "file": "shimgen/inject.py",
+        "old": "    if len(rules) > MAX_RULES:\n",
+        "new": "    if len(rules) > MAX_RULES + 1:\n",
+        "tests": ["tests/runtime/test_inject.py::"
+                  "test_run_refuses_more_rules_than_the_shim_takes_before_the_command_starts"],
+        "why": "run refuses 33 rules before the command starts (the shim would arm none)",
+    },
     # ---- user hooks (shimgen/userhooks.py, runtime/userhooks.c, examples/hooks/) ----
     {
         "name": "userhooks-procaddr-answer-bypasses-hook",
@@ -2480,6 +2632,85 @@ MUTATIONS = [
         "tests": ["tests/run/test_userhooks.py::test_chain_keeps_shimgens_own_hook"],
         "why": "SHIMGEN_REAL reaches shimgen's own hook where it has one (gates, overrides "
                "keep working under a user hook)",
+    },
+    {
+        "name": "userhooks-hook-in-front-of-a-missing-function",
+        "file": "runtime/userhooks.c",
+        "old": ("        if (loaded && shimgen_user_hook_fns[i] && shimgen_real[i] != "
+                "(void *)shimgen_fail_missing)\n"),
+        "new": "        if (loaded && shimgen_user_hook_fns[i])\n",
+        "tests": ["tests/run/test_userhooks.py::"
+                  "test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs"],
+        "why": "a call of a function the loaded driver lacks fails as without the hook, "
+               "whatever the hook would answer",
+    },
+    {
+        "name": "userhooks-hook-in-front-of-a-driver-that-failed-to-load",
+        "file": "runtime/userhooks.c",
+        "old": ("        if (loaded && shimgen_user_hook_fns[i] && shimgen_real[i] != "
+                "(void *)shimgen_fail_missing)\n"),
+        "new": ("        if (loaded >= 0 && shimgen_user_hook_fns[i] && shimgen_real[i] != "
+                "(void *)shimgen_fail_missing)\n"),
+        "tests": ["tests/run/test_userhooks.py::"
+                  "test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs"],
+        "why": "with no driver loaded, every call fails as without hooks (303)",
+    },
+    {
+        "name": "userhooks-shimgens-own-hook-taken",
+        "file": "shimgen/userhooks.py",
+        "old": "        if name in model.unwrappable:\n",
+        "new": "        if name in model.unwrappable and False:\n",
+        "tests": ["tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[raw_procaddr]"],
+        "why": "cuGetProcAddress(_v2) stays shimgen's: no user hook takes it, macros or not",
+    },
+    {
+        "name": "userhooks-file-without-a-hook-built",
+        "file": "shimgen/userhooks.py",
+        "old": "    if not hooks:\n",
+        "new": "    if not hooks and False:\n",
+        "tests": ["tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[no_hook]"],
+        "why": "a hook file that defines no hook is refused",
+    },
+    {
+        "name": "userhooks-file-given-twice-taken",
+        "file": "shimgen/userhooks.py",
+        "old": "        if any(f.path == path for f in files):\n",
+        "new": "        if any(f.path == path for f in files[1:]):\n",
+        "tests": ["tests/run/test_userhooks.py::test_hook_paths_refused_in_one_line_before_any_work[twice]"],
+        "why": "a hook file given twice is refused in one line",
+    },
+    {
+        "name": "userhooks-not-a-c-file-taken",
+        "file": "shimgen/userhooks.py",
+        "old": "        if path.suffix != \".c\":\n",
+        "new": "        if path.suffix not in (\".c\", \".h\"):\n",
+        "tests": ["tests/run/test_userhooks.py::test_hook_paths_refused_in_one_line_before_any_work[not-c]"],
+        "why": "a hook file is a C file (FILE.c)",
+    },
+    {
+        "name": "hook-file-of-any-kind-read",
+        "file": "shimgen/infile.py",
+        "old": "        if not stat.S_ISREG(mode):\n",
+        "new": "        if stat.S_ISCHR(mode):\n",
+        "tests": ["tests/run/test_userhooks.py::test_hook_paths_refused_in_one_line_before_any_work[directory]"],
+        "why": "a file the user names is a regular file, refused in one line otherwise",
+    },
+    {
+        "name": "userhooks-real-before-the-load-reaches-the-hook",
+        "file": "templates/userreal.S.j2",
+        "old": "1:      mov     $SHIMGEN_IDX_{{ name }}, %r11d\n        jmp     shimgen_user_real_common\n",
+        "new": "1:      jmp     *shimgen_slots+8*SHIMGEN_IDX_{{ name }}(%rip)\n",
+        "tests": ["tests/run/test_userhooks.py::test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs"],
+        "why": "SHIMGEN_REAL from a hook file's constructor, before the driver is loaded, reaches "
+               "the function behind the hook, never the hook",
+    },
+    {
+        "name": "notice-past-its-buffer",
+        "file": "runtime/config.c",
+        "old": "        if ((size_t)n >= sizeof buf) { /* cut short: still one line */\n",
+        "new": "        if ((size_t)n > 4 * sizeof buf) { /* cut short: still one line */\n",
+        "tests": ["tests/run/test_userhooks.py::test_a_hooks_notice_is_one_line_cut_to_its_size"],
+        "why": "a notice longer than 1023 bytes is cut to one line, never written past its buffer",
     },
     {
         "name": "memlimit-free-not-credited",
@@ -2651,5 +2882,125 @@ MUTATIONS = [
         "tests": ["tests/pipeline/test_matrix.py::test_a_driver_copied_under_another_name_is_told_by_its_contents"],
         "why": "a driver copied as libcuda.so.1 is still told by its version (its contents'): "
                "470's shim builds, 418 is refused naming its CUDA version",
+    },
+    # ---- the trace writer's totals (runtime/totals.c) and output names (runtime/output_name.c) ----
+    {
+        "name": "totals-max-not-folded",
+        "file": "runtime/totals.c",
+        "old": "        while (fs->max > m && !__atomic_compare_exchange_n(",
+        "new": "        while (0 && fs->max > m && !__atomic_compare_exchange_n(",
+        "tests": ["tests/runtime/test_timing.py::test_shim_preserves_arguments_and_results[time]"],
+        "why": "each thread's maximum is folded into the process's (max_ns)",
+    },
+    {
+        "name": "totals-fine-keys-of-other-functions-folded",
+        "file": "runtime/totals.c",
+        "old": "                if (fine_key_in(key, i, b) && s->fine[k].count)\n",
+        "new": "                if (key && s->fine[k].count)\n",
+        "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact_ones",
+                  "tests/runtime/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear"],
+        "why": "a block's fine slots are folded for their own function only, each once",
+    },
+    {
+        "name": "totals-block-calls-not-cleared",
+        "file": "runtime/totals.c",
+        "old": "    memset(s->fn, 0, sizeof s->fn);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear"],
+        "why": "a block reused by a later thread starts with no calls (else they are folded twice)",
+    },
+    {
+        "name": "totals-untimed-not-folded",
+        "file": "runtime/totals.c",
+        "old": "    __atomic_fetch_add(&shimgen_untimed_calls, s->untimed, __ATOMIC_RELAXED);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_timing.py::test_shim_preserves_arguments_and_results[time]"],
+        "why": "the calls a full shadow stack left untimed are folded into the process's count",
+    },
+    {
+        "name": "totals-block-overflow-not-folded",
+        "file": "runtime/totals.c",
+        "old": "    __atomic_fetch_add(&shimgen_error_overflow, s->err_overflow, __ATOMIC_RELAXED);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_errors.py::test_more_codes_than_slots_go_to_the_overflow"],
+        "why": "a thread's error overflow is folded into the process's",
+    },
+    {
+        "name": "output-name-cut-short",
+        "file": "runtime/output_name.c",
+        "old": "        if (o + n >= cap)\n            return -1;\n",
+        "new": "        if (o + n >= cap)\n            n = cap - 1 - o;\n",
+        "tests": ["tests/runtime/test_faults_output.py::test_name_too_long_once_expanded_is_refused"],
+        "why": "a name that does not fit with %p, %r or .<pid> is refused, never cut short",
+    },
+    {
+        "name": "output-name-shared-without-room-for-the-pid",
+        "file": "runtime/output_name.c",
+        "old": "            if (!shimgen_shared_name(pattern))\n                break;\n",
+        "new": "            break;\n",
+        "tests": ["tests/runtime/test_faults_output.py::test_a_shared_name_without_room_for_its_pid_is_refused"],
+        "why": "a shared name must fit with the .<pid> another process of the job may add",
+    },
+    {
+        "name": "output-name-rankless-process-gets-rank-0",
+        "file": "runtime/output_name.c",
+        "old": "                snprintf(piece, sizeof piece, \"p%ld\", pid);\n",
+        "new": "                snprintf(piece, sizeof piece, \"0\");\n",
+        "tests": ["tests/runtime/test_shim.py::test_rank_in_trace_file_name"],
+        "why": "%r in a process without a rank is p<pid>, never another rank's name",
+    },
+    {
+        "name": "totals-child-keeps-the-parents-errors",
+        "file": "runtime/totals.c",
+        "old": "    memset(shimgen_errors, 0, sizeof shimgen_errors);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_errors.py::test_a_forked_child_reports_only_its_own_errors"],
+        "why": "a forked child's errors are its own, not those its parent's exited threads folded",
+    },
+    # ---- the command line's interrupt: one line, the last ----
+    {
+        "name": "cli-second-interrupt-escapes-the-saying",
+        "file": "shimgen/cli.py",
+        "old": ("        except KeyboardInterrupt:  # the second, before the first's line: the first "
+                "is said\n            continue\n"),
+        "new": "        except ValueError:\n            continue\n",
+        "tests": ["tests/cli/test_cli_start.py::test_a_second_interrupt_while_the_line_is_written_is_dropped"],
+        "why": "a second interrupt while the first's line is said leaves that line, once",
+    },
+    {
+        "name": "cli-interrupt-after-the-line-raised",
+        "file": "shimgen/errors.py",
+        "old": "    if said:\n        return\n",
+        "new": "",
+        "tests": ["tests/cli/test_cli_start.py::test_a_second_interrupt_while_the_line_is_written_is_dropped"],
+        "why": "an interrupt that comes once the line is being said is dropped, not raised",
+    },
+    {
+        "name": "main-second-interrupt-said-as-the-end",
+        "file": "shimgen/__main__.py",
+        "old": "        if first is not e:\n",
+        "new": "        if False:\n",
+        "tests": ["tests/cli/test_cli_start.py::test_a_second_interrupt_as_the_first_is_said_leaves_the_first_said"],
+        "why": "an interrupt that escaped while an earlier one was being said: the earlier one's "
+               "line, never \"as shimgen ended\"",
+    },
+    {
+        "name": "main-last-flush-outside-the-guard",
+        "file": "shimgen/__main__.py",
+        "old": ("            finally:  # what the command wrote (argparse's --help too), out inside "
+                "the guard\n                _flush_stdout()\n"),
+        "new": ("            finally:  # what the command wrote (argparse's --help too), out inside "
+                "the guard\n                pass\n"),
+        "tests": ["tests/cli/test_cli_start.py::test_an_interrupt_in_the_last_flush_is_said_never_lost"],
+        "why": "an interrupt as the command's output is flushed is said, never lost with it",
+    },
+    {
+        "name": "cli-interrupt-then-a-del-traceback",
+        "file": "shimgen/cli.py",
+        "old": "            sys.unraisablehook = quiet_unraisable\n            say(e.message(command))\n",
+        "new": "            say(e.message(command))\n",
+        "tests": ["tests/cli/test_cli_start.py::"
+                  "test_an_interrupt_is_the_last_word_not_a_half_made_objects_del"],
+        "why": "after the interrupt's line nothing more is said (a half-made object's __del__)",
     },
 ]

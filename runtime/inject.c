@@ -150,8 +150,12 @@ static int parse_keys(struct rule *r, char *items, char *why, size_t cap)
             return refuse(why, cap, "%.200s has no value", item);
         r->has[k] = 1;
         uint64_t low = k == K_AFTER || k == K_SEED || k == K_RANK ? 0 : 1;
-        if (k == K_P ? !parse_probability(eq + 1, &r->p) : !parse_number(eq + 1, low, &r->v[k]))
-            return refuse(why, cap, "%.200s has a bad value", item);
+        if (k == K_P && !parse_probability(eq + 1, &r->p))
+            return refuse(why, cap, "p=%.200s is not a probability from 0 to 1", eq + 1);
+        if (k != K_P && !parse_number(eq + 1, low, &r->v[k]))
+            return refuse(why, cap, "%s=%.200s is not a whole number from %llu to %llu", item,
+                          eq + 1, (unsigned long long)low,
+                          (unsigned long long)SHIMGEN_INJECT_NUMBER_MAX);
     }
     if (r->has[K_NTH] && (r->has[K_EVERY] || r->has[K_AFTER] || r->has[K_TIMES] || r->has[K_P]))
         return refuse(why, cap, "%.200s names one call: every, after, times, p cannot go with it",

@@ -100,6 +100,8 @@ extern char shimgen_loaded_version[32];
 /* ---- the user's hooks (userhooks.c): put in front of their exports' targets, once the
  * targets are filled; `loaded` 0 when the driver failed to load (none is installed) ---- */
 void shimgen_user_hooks_install(int loaded);
+/* userreal.S before the driver is loaded: what SHIMGEN_REAL(name) of export idx jumps to. */
+void *shimgen_user_real_resolve(unsigned idx);
 
 /* ---- loading the driver safely (driver.c, selfcheck.c, stubs.S) ---- */
 extern char shimgen_fail_loading[];  /* returns CUDA_ERROR_NOT_INITIALIZED */

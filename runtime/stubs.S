@@ -13,6 +13,9 @@
  *                           rule matches) r11 = i; save argument registers; ask
  *                           shimgen_inject_decide(i): 0, restore and jump through
  *                           shimgen_inject_next[i]; else return that code in eax
+ *   shimgen_user_real_common: SHIMGEN_REAL(name) of a user hook file before the driver is
+ *                           loaded (userreal.S, r11 = i): the load, then what export i
+ *                           reaches without the user's hook
  *
  * The timing stubs (SHIMGEN_TRACE=time, timeline) are in timing.S.
  *
@@ -120,6 +123,23 @@ shimgen_lazy_common:
         jmp     *%r11
         .cfi_endproc
         .size   shimgen_lazy_common, .-shimgen_lazy_common
+
+/* ---- SHIMGEN_REAL(name) before the driver is loaded (userreal.S, r11 = i): the load,
+ * then what export i reaches without the user's hook (userhooks.c) ---- */
+        .globl  shimgen_user_real_common
+        .hidden shimgen_user_real_common
+        .balign 16
+        .type   shimgen_user_real_common, @function
+shimgen_user_real_common:
+        .cfi_startproc
+        save_argument_registers
+        mov     %r11d, %edi
+        call    shimgen_user_real_resolve
+        mov     %rax, %r11
+        restore_argument_registers
+        jmp     *%r11
+        .cfi_endproc
+        .size   shimgen_user_real_common, .-shimgen_user_real_common
 
 /* ---- inject stubs (SHIMGEN_INJECT, inject.c): a matched function's target ---- */
 .macro inject_stub i

@@ -20,10 +20,17 @@ try:
         ended, when what it did stands. Exit status 128 + the signal."""
         import sys
 
-        from .errors import ERROR_PREFIX, Interrupted
+        from .errors import ERROR_PREFIX, Interrupted, quiet_unraisable
 
-        cause = e if isinstance(e, Interrupted) else Interrupted(2)
-        if _began:
+        sys.unraisablehook = quiet_unraisable  # the line below is the last one
+        first = e
+        while isinstance(getattr(first, "__context__", None), KeyboardInterrupt) and \
+                not first.__suppress_context__:
+            first = first.__context__  # it came while an earlier one was being said
+        cause = first if isinstance(first, Interrupted) else Interrupted(2)
+        if first is not e:
+            message = cause.message(sys.argv[1] if len(sys.argv) > 1 else None)
+        elif _began:
             message = (f"interrupted by {cause.name} as shimgen ended; what it had finished "
                        "stands (a build installed, a report printed)")
         else:
@@ -76,6 +83,15 @@ try:
             sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",
                               closefd=False, buffering=1)
 
+    def _flush_stdout() -> None:
+        """sys.stdout flushed now: an interrupt in the flush Python's exit makes would lose
+        what is still buffered (the help `--help` printed) in silence, exit status 0; here it
+        is said."""
+        try:
+            sys.stdout.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+
     def _caused_by_interrupt(e: BaseException | None) -> BaseException | None:
         """The interrupt that caused `e`, if one did: Python wraps one that lands in some
         places of an import (RuntimeError: Error calling __set_name__, while a class is
@@ -101,7 +117,10 @@ try:
             from .cli import main
 
             _began.append(True)
-            return main()
+            try:
+                return main()
+            finally:  # what the command wrote (argparse's --help too), out inside the guard
+                _flush_stdout()
         except KeyboardInterrupt as e:
             return _interrupted(e)
         except Exception as e:  # cli.main says its own errors: this one is from an import

@@ -15,8 +15,10 @@ from .errors import (
     Interrupted,
     ShimgenError,
     UsageError,
+    quiet_unraisable,
     raise_interrupted,
     redeliver_swallowed,
+    said,
     say,
 )
 from .runenv import DEBUG
@@ -41,6 +43,21 @@ def _interrupt_inside(e: BaseException) -> Interrupted | None:
             return e if isinstance(e, Interrupted) else Interrupted(signal.SIGINT)
         e = e.__cause__ or e.__context__
     return None
+
+
+def _said_interrupted(e: Interrupted, command: str | None) -> int:
+    """The interrupt's one line, and nothing after it: the interrupts that come from now on
+    dropped (a second SIGTERM, as timeout(1) sends it, landing while the first is said
+    would take the line's place, or add another), and what the interrupt cut short freed in
+    silence (errors.quiet_unraisable). Exit status 128 + the signal."""
+    while True:
+        try:
+            said.append(e.signum)  # raise_interrupted drops any that come from now on
+            sys.unraisablehook = quiet_unraisable
+            say(e.message(command))
+            return 128 + e.signum
+        except KeyboardInterrupt:  # the second, before the first's line: the first is said
+            continue
 
 
 def _dispatch(args) -> int:
@@ -78,12 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     except ShimgenError as e:
         say(str(e))
         return EXIT_ERROR
-    except Interrupted as e:
-        say(e.message(command))
-        return 128 + e.signum
-    except KeyboardInterrupt:
-        say(Interrupted(signal.SIGINT).message(command))
-        return 128 + signal.SIGINT
+    except KeyboardInterrupt as e:
+        return _said_interrupted(e if isinstance(e, Interrupted) else
+                                 Interrupted(signal.SIGINT), command)
     except BrokenPipeError:
         # stdout was closed early (`shimgen exports | head`): nothing more to say to anyone.
         try:
@@ -99,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         cause = _interrupt_inside(e)
         if cause is not None:  # Python wrapped it (e.g. an error calling __set_name__)
-            say(cause.message(command))
-            return 128 + cause.signum
+            return _said_interrupted(cause, command)
         if os.environ.get(DEBUG):
             raise
         say(f"internal error, please report it: {type(e).__name__}: {e} "
@@ -109,4 +122,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, old in handlers.items():
             signal.signal(sig, old)
-        sys.unraisablehook = unraisable
+        said.clear()  # raise_interrupted is no handler any more (it may be called in-process)
+        if sys.unraisablehook is not quiet_unraisable:
+            sys.unraisablehook = unraisable

@@ -232,6 +232,7 @@ class Query:
         with os.fdopen(fd, "w") as f:
             f.write("\n".join(lines) + "\n")
         listing = Path(name)
+        self._asked = sorted(asked)
         self._reaped = False
         self._chunks: list[bytes] = []
         self._got = 0
@@ -330,7 +331,13 @@ class Query:
             what = f"died of signal {-rc}" if rc < 0 else f"failed ({why or f'exit {rc}'})"
             raise ShimgenError(f"driver {self.driver}: the process asking its "
                                f"cuGetProcAddress {what}")
-        return parse(text, self.driver)
+        version, steps = parse(text, self.driver)
+        present = apis(steps) or [1]
+        for name in self._asked:  # every name asked, by each API the driver has, each flags
+            if any((name, api, flags) not in steps for api in present for flags in FLAGS):
+                raise ShimgenError(f"driver {self.driver}: the cuGetProcAddress querier gave "
+                                   f"no answers for {name}")
+        return version, steps
 
     def stop(self) -> None:
         """The querier's process group killed, the querier reaped, the reader ended."""

@@ -78,10 +78,20 @@ def redeliver_swallowed(old_hook):
     return hook
 
 
+def quiet_unraisable(_unraisable) -> None:
+    """sys.unraisablehook once an interrupt has been said: the rest of the process says
+    nothing more. An object whose __init__ the interrupt cut short can fail in its __del__
+    as it is freed (capstone's Cs, interrupted before it set `csh`: AttributeError), which
+    Python would print as "Exception ignored" and a traceback after the one line."""
+
+
 #: The signals the command line turns into Interrupted (cli.py installs raise_interrupted).
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _held = 0  # depth of signals_held blocks on the main thread
 _pending: list[int] = []  # interrupts that arrived inside one
+#: The interrupt whose line the command line is saying (cli.main): the process is ending, and
+#: an interrupt after it is dropped, so that it neither takes the line's place nor adds one.
+said: list[int] = []
 
 
 def raise_interrupted(signum: int, _frame: object) -> None:
@@ -89,6 +99,8 @@ def raise_interrupted(signum: int, _frame: object) -> None:
     the end of the outermost block. The mask alone does not hold a signal back when the
     process has another thread (the kernel gives it to a thread that has it unblocked, and
     Python runs the handler on the main thread all the same)."""
+    if said:
+        return
     if _held:
         _pending.append(signum)
         return

@@ -2,19 +2,38 @@
  * that the test knows every call's result and length: "ret:CODE:N" (cuFakeReturn(CODE), N
  * times), "spin:TICKS:N" (cuFakeSpinTicks), "nores:V:N" (cudbgFakeNoResult(V), no CUresult),
  * "ns:NS:N" (cuFakeSpinNs(NS), each call's length as CLOCK_MONOTONIC measured it around the
- * call printed on stdout, one "ns N" line a call), "kill:0:0" (SIGKILL itself: no exit).
- * argv[1]: library to dlopen; then the calls, in order. */
+ * call printed on stdout, one "ns N" line a call), "kill:0:0" (SIGKILL itself: no exit),
+ * "tret:CODE:N" (cuFakeReturn(CODE) N times on a thread of its own, which exits), "fork:0:0"
+ * (fork: the child, which prints "child PID", goes on with the calls that follow; the
+ * parent waits for it and ends there). argv[1]: library to dlopen; then the calls, in
+ * order. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef int (*ret_fn)(int);
 typedef int (*spin_fn)(uint64_t);
+
+struct thread_calls {
+    ret_fn ret;
+    int code;
+    unsigned long long n;
+};
+
+static void *thread_calls(void *arg)
+{
+    struct thread_calls *t = arg;
+    for (unsigned long long i = 0; i < t->n; i++)
+        t->ret(t->code);
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -47,6 +66,25 @@ int main(int argc, char **argv)
         if (kind[0] == 'k') {
             fflush(stdout);
             kill(getpid(), SIGKILL);
+        }
+        if (kind[0] == 't') {
+            struct thread_calls t = {ret, (int)v, n};
+            pthread_t th;
+            if (pthread_create(&th, NULL, thread_calls, &t) != 0 || pthread_join(th, NULL) != 0)
+                return 1;
+            continue;
+        }
+        if (kind[0] == 'f') {
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid < 0)
+                return 1;
+            if (pid == 0) {
+                printf("child %ld\n", (long)getpid());
+                continue;
+            }
+            int status;
+            return waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : 1;
         }
         for (unsigned long long i = 0; i < n; i++) {
             int rc = kind[0] == 'r' ? ret((int)v) : kind[0] == 's' ? spin(v) : nores((int)v);

@@ -52,7 +52,7 @@ def test_sigint_at_any_moment_of_the_start_is_one_line_and_130(drivers, tmp_path
                                  str(drivers[0].path), "--out", str(out)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 preexec_fn=_sigint_default)
-        assert proc.stdout.read(1) == b"R"
+        assert os.read(proc.stdout.fileno(), 1) == b"R"  # not the rest with it
         delay = rng.uniform(0, 0.06)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
@@ -134,3 +134,133 @@ def test_every_command_has_a_description_and_an_example(command):
     example = proc.stdout.split("\nexample:\n", 1)[1]
     assert example.lstrip().startswith(f"shimgen {command} "), example
     assert "--child" not in proc.stdout and "--table" not in proc.stdout
+
+
+# An object whose __init__ an interrupt cut short, freed later: its __del__ fails (capstone's
+# Cs, interrupted before it set `csh`, does so when a build or `run`'s first build is
+# interrupted in the driver's check), run through the `shimgen` script's entry.
+HALF_MADE = """import signal, sys
+import shimgen.exports as exports
+from shimgen.errors import Interrupted
+
+class HalfMade:
+    def __init__(self):
+        raise Interrupted(signal.SIGTERM)  # as the signal lands in its __init__
+
+    def __del__(self):
+        self.handle  # never set: AttributeError
+
+def command(args):
+    return HalfMade()
+
+exports.command = command
+from shimgen.__main__ import entry
+sys.exit(entry())"""
+
+
+def test_an_interrupt_is_the_last_word_not_a_half_made_objects_del():
+    """What an interrupt cut short says nothing after the interrupt's line: no "Exception
+    ignored" and traceback of a __del__ that fails because its __init__ never ended (seen
+    as a SIGTERM landed in capstone's Cs() during `run`'s first build)."""
+    proc = subprocess.run([sys.executable, "-c", HALF_MADE, "exports"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert proc.stderr == ("shimgen: error: interrupted by SIGTERM; nothing was installed, "
+                           "any earlier build is as it was\n"), proc.stderr
+
+
+# A second SIGTERM (timeout(1) sends one to the command and then one to its group) landing
+# while the command line is saying the first: at the first instruction of the function that
+# says it (Python looks for a pending signal there), before that function holds the signals
+# back.
+SECOND_AT_THE_SAYING = """import signal, sys
+import shimgen.cli as cli
+import shimgen.exports as exports
+from shimgen.errors import Interrupted
+
+def command(args):
+    raise Interrupted(signal.SIGTERM)
+
+said, seen = cli._said_interrupted, []
+
+def second_lands_first(e, command):
+    if not seen:
+        seen.append(e)
+        raise Interrupted(signal.SIGTERM)
+    return said(e, command)
+
+exports.command = command
+cli._said_interrupted = second_lands_first
+from shimgen.__main__ import entry
+sys.exit(entry())"""
+
+FIRST_SAID = ("shimgen: error: interrupted by SIGTERM; nothing was installed, any earlier build "
+              "is as it was\n")
+
+
+def test_a_second_interrupt_as_the_first_is_said_leaves_the_first_said():
+    """The line is the first interrupt's, once: never "as shimgen ended" (what the second
+    one's line said when it came before the first was said), never two lines."""
+    proc = subprocess.run([sys.executable, "-c", SECOND_AT_THE_SAYING, "exports"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert proc.stderr == FIRST_SAID, proc.stderr
+
+
+def test_a_second_interrupt_while_the_line_is_written_is_dropped(monkeypatch, capsys):
+    """A second interrupt inside the saying of the first (here raised by the first write),
+    and a third once the line is being said again (through the handler): the first's line
+    is said, once; the third is dropped, not raised."""
+    from shimgen import cli, errors, exports
+    from shimgen.errors import Interrupted
+
+    def command(args):
+        raise Interrupted(signal.SIGTERM)
+
+    real_say, seen = cli.say, []
+
+    def say(message: str) -> None:
+        seen.append(message)
+        if len(seen) == 1:
+            raise Interrupted(signal.SIGINT)
+        if len(seen) == 2:
+            errors.raise_interrupted(signal.SIGHUP, None)
+        real_say(message)
+
+    monkeypatch.setattr(exports, "command", command)
+    monkeypatch.setattr(cli, "say", say)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    try:
+        status = cli.main(["exports"])
+    except KeyboardInterrupt as e:
+        pytest.fail(f"an interrupt escaped the command line: {e!r}")
+    assert status == 128 + signal.SIGTERM and capsys.readouterr().err == FIRST_SAID
+    assert len(seen) == 2, seen
+
+
+# An interrupt in the flush of what the command wrote (a SIGINT as `--help` ends), simulated
+# by a stdout whose first flush is interrupted.
+INTERRUPTED_FLUSH = """import io, sys
+
+class Interrupted(io.TextIOWrapper):
+    flushed = 0
+
+    def flush(self):
+        Interrupted.flushed += 1
+        if Interrupted.flushed == 1:
+            raise KeyboardInterrupt
+        super().flush()
+
+sys.stdout = Interrupted(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+from shimgen.__main__ import entry
+sys.exit(entry())"""
+
+
+def test_an_interrupt_in_the_last_flush_is_said_never_lost():
+    """The help printed, then SIGINT as its text is flushed: said (130, one line), never
+    exit status 0 with the text lost in silence in Python's own flush at exit."""
+    proc = subprocess.run([sys.executable, "-c", INTERRUPTED_FLUSH, "exports", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (
+        130, "shimgen: error: interrupted by SIGINT as shimgen ended; what it had finished "
+        "stands (a build installed, a report printed)\n"), (proc.returncode, proc.stderr)

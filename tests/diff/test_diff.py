@@ -206,6 +206,66 @@ def test_hooks_that_vanish_or_gain_variants(drivers, tmp_path):
         "another answer" in text.stdout
 
 
+@pytest.mark.parametrize("says,why", [
+    ("", "the cuGetProcAddress querier said nothing"),
+    ("v 12020\\ns cuInit 1 0\\n", "the querier wrote 's cuInit 1 0'"),
+    ("v 12020\\n", "the cuGetProcAddress querier gave no answers for cu"),
+    ("v 12020\\ns cuDriverGetVersion 1 0 0 500 -1 -\\n",
+     "the cuGetProcAddress querier gave no answers for cu"),
+], ids=["silent", "short-line", "no-answers", "one-answer"])
+def test_a_querier_that_answers_wrongly_is_trouble(drivers, tmp_path, monkeypatch, capsys,
+                                                   says, why):
+    """The querier's output is checked before it is compared: nothing, a line that is not a
+    step, a name asked and not answered (by each API, with each flags) are trouble (exit 2,
+    one line), never an internal error or "no differences" (a querier that answered
+    nothing, the same on both sides, was "no differences")."""
+    fake = tmp_path / "query"
+    fake.write_text(f"#!/bin/sh\ncat > /dev/null\nprintf '{says}'\n")
+    fake.chmod(0o700)
+    monkeypatch.setattr(pa, "querier", lambda _tmp: fake)
+    d = drivers[0]
+    assert cli.main(["diff", "--no-gates", str(d.path), str(d.path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("shimgen: error: ") and why in err[0], err
+
+
+def test_equal_exports_with_other_answers_are_differences(drivers, tmp_path, monkeypatch,
+                                                           capsys):
+    """Two drivers with the same exports whose cuGetProcAddress answers differ (here a copy
+    of one driver whose querier is made to find cuDriverGetVersion from 3000, not 2020, by
+    the first API with flags 0): exit 1, "differences", `"differences": true`, the span in
+    the answers section."""
+    import shutil
+
+    old = drivers[0].path
+    new = tmp_path / "new" / old.name
+    new.parent.mkdir()
+    shutil.copyfile(old, new)
+    real = pa.querier(tmp_path)
+    wrapper = tmp_path / "query"
+    wrapper.write_text(f'''#!/bin/sh
+if [ "$1" = "{new}" ]; then
+    "{real}" "$@" | sed "s/^s cuDriverGetVersion 1 0 2020 /s cuDriverGetVersion 1 0 3000 /"
+else
+    exec "{real}" "$@"
+fi
+''')
+    wrapper.chmod(0o700)
+    monkeypatch.setattr(pa, "querier", lambda _tmp: wrapper)
+    assert cli.main(["diff", "--no-gates", str(old), str(new)]) == 1
+    text = capsys.readouterr().out
+    assert text.startswith(f"shimgen diff: {drivers[0].version} -> {drivers[0].version}: "
+                           "differences\n"), text
+    assert "  exports   +0 -0 functions, +0 -0 objects" in text, text
+    assert re.search(r"^  cuDriverGetVersion  2020-2999: cuDriverGetVersion -> not found "
+                     r"\[cuGetProcAddress only; flags 0\]$", text, re.M), text
+    assert cli.main(["diff", "--json", "--no-gates", str(old), str(new)]) == 1
+    got = json.loads(capsys.readouterr().out)
+    assert got["differences"] is True and not any(got["exports"].values())
+    assert [(s["name"], s["api"], s["flags"], s["from"], s["to"]) for s in
+            got["proc_address"]] == [("cuDriverGetVersion", "cuGetProcAddress", 0, 2020, 2999)]
+
+
 def test_bad_path_is_trouble(drivers, tmp_path):
     d = drivers[0]
     proc = shimgen("diff", str(tmp_path / "gone"), str(d.path))

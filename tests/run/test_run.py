@@ -24,9 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sigint_default() -> None:
-    """SIGINT at its default, as a terminal gives it, even when the test runner was started
-    with it ignored (a background job): an ignored SIGINT is passed on ignored, by design."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    """SIGINT, SIGTERM and SIGHUP at their defaults and none blocked, as a terminal's shell
+    starts a command, whatever the test runner was started with (`nohup python -m pytest`
+    ignores SIGHUP, a background job of a script SIGINT): `run` passes an ignored one on
+    ignored, by design (test_nohup_reaches_the_command)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
 def base_env(cache: Path, **extra: str) -> dict[str, str]:
@@ -289,18 +293,15 @@ def test_a_terminals_ctrl_c_reaches_the_command_once(driver, cache, probes, tmp_
             {"signal": "SIGINT", "si_code": 0x80, "sender_pid": 0, "passed_on": False}]
 
 
-def test_an_ignored_signal_stays_ignored(driver, cache, probes, tmp_path):
-    """`nohup shimgen run ...`: the command starts with SIGHUP ignored, and a SIGHUP sent to
+def test_nohup_reaches_the_command(driver, cache, probes, tmp_path):
+    """`nohup shimgen run -- CMD` (nohup itself, started with SIGHUP at its default): the
+    command starts with SIGHUP ignored, as `nohup CMD` would start it, and a SIGHUP sent to
     `run` is not passed on (the command, which set its own handler since, would count it);
     SIGTERM still is."""
-    def nohup() -> None:
-        _sigint_default()
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-
-    proc = subprocess.Popen(run_argv(driver, "-o", str(tmp_path / "r"), "--",
-                                     str(probes / "runsignals")),
+    proc = subprocess.Popen(["nohup", *run_argv(driver, "-o", str(tmp_path / "r"), "--",
+                                              str(probes / "runsignals"))],
                             env=base_env(cache), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=nohup)
+                            stderr=subprocess.PIPE, preexec_fn=_sigint_default)
     buf: list[str] = []
     assert _read_until(proc.stdout.fileno(), "start", buf) == \
         "start blocked 0 pipe 1 int 1 term 1 hup 0"
@@ -313,6 +314,8 @@ def test_an_ignored_signal_stays_ignored(driver, cache, probes, tmp_path):
     assert _counts(_read_until(proc.stdout.fileno(), "got", buf)) == \
         {"INT": 0, "TERM": 1, "HUP": 0}
     assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert [(r["signal"], r["passed_on"]) for r in _record(tmp_path / "r")["signals"]] == \
+        [("SIGTERM", True)]
 
 
 def test_the_report_at_the_end(monkeypatch, tmp_path):

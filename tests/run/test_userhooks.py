@@ -170,6 +170,102 @@ def test_summary_names_hooks_and_other_variants(drivers, tmp_path):
                         str(EXAMPLES / "launchlog.c")]
 
 
+# ---- a hook in front of a function the loaded driver lacks -------------------------------
+
+FAKING_HOOK = """#include <string.h>
+#include <shimgen/hook.h>
+
+static int at_load = -1;
+
+SHIMGEN_HOOK(CUresult, cuDriverGetVersion, (int *version))
+{
+    *version = 100000 + at_load;
+    return CUDA_SUCCESS;
+}
+
+/* Before the driver is loaded (the shim's own slots not yet filled): SHIMGEN_REAL goes
+ * through the export's slot, which loads it. */
+__attribute__((constructor)) static void ask_at_load(void)
+{
+    int v = -1;
+    if (SHIMGEN_REAL(cuDriverGetVersion)(&v) == CUDA_SUCCESS)
+        at_load = v;
+}
+
+SHIMGEN_HOOK(CUresult, cuModuleGetFunctionCount, (unsigned int *count, CUmodule mod))
+{
+    (void)mod;
+    *count = 42;
+    return CUDA_SUCCESS;
+}
+
+SHIMGEN_HOOK(CUresult, cuInit, (unsigned int flags))
+{
+    char longer[3001];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\\0';
+    shimgen_hook_say("%s", longer);
+    return SHIMGEN_REAL(cuInit)(flags);
+}
+"""
+
+FAKED_CMD = r"""
+import ctypes, sys
+lib = ctypes.CDLL("libcuda.so.1")
+v, n = ctypes.c_int(-1), ctypes.c_uint(7)
+print("version", lib.cuDriverGetVersion(ctypes.byref(v)), v.value)
+print("count", lib.cuModuleGetFunctionCount(ctypes.byref(n), None), n.value)
+if sys.argv[1:] == ["init"]:
+    print("init", lib.cuInit(0))
+"""
+
+
+@pytest.fixture(scope="module")
+def faking(drivers, tmp_path_factory) -> Path:
+    """A shim built for 555 with FAKING_HOOK."""
+    new = next(d for d in drivers if d.version == "555.58.02")
+    out = tmp_path_factory.mktemp("faking")
+    hook = write(out / "faking.c", FAKING_HOOK)
+    return make_shim(new.libdir / "libcuda.so.1", out / "out", user_hooks=(str(hook),)).library
+
+
+def _faked(shim, lib: Path, driver: str, *args: str) -> subprocess.CompletedProcess:
+    env = under(shim, lib, SHIMGEN_DRIVER=driver)
+    proc = subprocess.run([sys.executable, "-c", FAKED_CMD, *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs(shims, faking, tmp_path):
+    """A shim built for 555 with hooks that fake success, run on 535, which lacks
+    cuModuleGetFunctionCount: that call fails as it does without the hook (801, its output
+    untouched); the hook of a function 535 has still runs. With no driver loaded at all,
+    neither hook runs: every call fails as without hooks (303). A hook's constructor that
+    calls SHIMGEN_REAL before the driver is loaded reaches the driver (and loads it)."""
+    old, new = (next(s for s in shims if s.driver.version == v)
+                for v in ("535.261.03", "555.58.02"))
+
+    def answers(shim, driver: str) -> list[str]:
+        return _faked(shim, faking, driver).stdout.splitlines()
+
+    assert answers(new, str(new.driver.path)) == \
+        [f"version 0 {100000 + new.cuda_version}", "count 0 42"]
+    assert answers(old, str(old.driver.path)) == \
+        [f"version 0 {100000 + old.cuda_version}", "count 801 7"]
+    assert answers(old, str(tmp_path / "no-driver.so")) == ["version 303 -1", "count 303 7"]
+
+
+def test_a_hooks_notice_is_one_line_cut_to_its_size(shims, faking):
+    """shimgen_hook_say with 3000 characters: one notice line, cut to the 1023 bytes of a
+    notice (its newline included)."""
+    new = next(s for s in shims if s.driver.version == "555.58.02")
+    proc = _faked(new, faking, str(new.driver.path), "init")
+    assert proc.stdout.splitlines()[-1] == "init 100", proc.stdout  # no device here
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("shimgen: hook: ")]
+    assert said == ["shimgen: hook: " + "x" * 1007], proc.stderr
+
+
 # ---- refusals --------------------------------------------------------------------------
 
 REFUSED = {
@@ -193,6 +289,19 @@ REFUSED = {
                "    return no_such_thing + SHIMGEN_REAL(cuInit)(f);\n}\n",
                r":5:12: error: .*no_such_thing"),
     "no_hook": ("static int x;\n", r"defines no hook"),
+    # the symbols written without SHIMGEN_HOOK and SHIMGEN_REAL (no exports.h check at the
+    # line): the names are checked again from the object's symbols
+    "raw_unexported": ("int shimgen_user_hook_cuNoSuchFunction(void);\n"
+                       "int shimgen_user_hook_cuNoSuchFunction(void)\n{\n    return 0;\n}\n",
+                       r"cuNoSuchFunction is not a function driver .* exports"),
+    "raw_real_unexported": ("int shimgen_real_cuNoSuchFunction(void);\n"
+                            "int shimgen_user_hook_cuInit(void);\n"
+                            "int shimgen_user_hook_cuInit(void)\n{\n"
+                            "    return shimgen_real_cuNoSuchFunction();\n}\n",
+                            r"cuNoSuchFunction is not a function driver .* exports"),
+    "raw_procaddr": ("int shimgen_user_hook_cuGetProcAddress(void);\n"
+                     "int shimgen_user_hook_cuGetProcAddress(void)\n{\n    return 0;\n}\n",
+                     r"cuGetProcAddress is hooked by shimgen itself"),
 }
 
 
@@ -209,6 +318,31 @@ def test_refused_with_the_users_file_and_line(drivers, tmp_path, case):
                                                     f"shimgen: error: {hook}:")), proc.stderr
     where = re.escape(str(hook)) if needle.startswith(":") else ""
     assert re.search(where + needle, lines[0]), lines[0]
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", ["empty", "not-c", "twice", "directory", "fifo"])
+def test_hook_paths_refused_in_one_line_before_any_work(drivers, version_hook, tmp_path, case):
+    """What --hook names: a C file (FILE.c), each once, a regular file (a FIFO is never
+    waited on); otherwise one line and nothing built."""
+    header = tmp_path / "version.h"
+    header.write_text(VERSION_HOOK)
+    (tmp_path / "dir.c").mkdir()
+    os.mkfifo(tmp_path / "fifo.c")
+    given, words = {
+        "empty": (["--hook", ""], "--hook: empty path"),
+        "not-c": (["--hook", header], f"hook file {header}: not a C file (FILE.c)"),
+        "twice": (["--hook", version_hook, "--hook", version_hook],
+                  f"hook file {version_hook} is given twice"),
+        "directory": (["--hook", tmp_path / "dir.c"],
+                      f"hook file {tmp_path / 'dir.c'}: a directory, not a regular file"),
+        "fifo": (["--hook", tmp_path / "fifo.c"],
+                 f"hook file {tmp_path / 'fifo.c'}: a FIFO, not a regular file"),
+    }[case]
+    out = tmp_path / "out"
+    proc = shimgen("build", "--driver", drivers[0].libdir / "libcuda.so.1", "-o", out, *given)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert proc.stderr.splitlines() == [f"shimgen: error: {words}"], proc.stderr
     assert not out.exists() or list(out.iterdir()) == []
 
 

@@ -179,6 +179,23 @@ def test_each_code_counted_and_a_function_without_cuResult_never(probes, errors_
     check_hist(trace)
 
 
+def test_a_forked_child_reports_only_its_own_errors(probes, errors_fake_shim, tmp_path):
+    """A thread of the parent returned errors and exited (its block folded into the
+    process's errors), then the parent forks: the child's trace has the child's own calls
+    and errors only, the parent's its own."""
+    fake, shim = errors_fake_shim
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_DRIVER=str(fake), SHIMGEN_TRACE="time",
+               SHIMGEN_TRACE_FILE=str(tmp_path / "trace.%p.json"))
+    proc = run([probes / "errorfake", "libcuda.so.1", "tret:5:3", "fork:0:0", "ret:7:2"], env)
+    child = re.search(r"^child (\d+)$", proc.stdout, re.M).group(1)
+    traces = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("trace.*.json")}
+    mine = traces.pop(f"trace.{child}.json")
+    (parent,) = traces.values()
+    assert (mine["calls"], mine["errors"]) == ({"cuFakeReturn": 2}, {"cuFakeReturn": {"7": 2}})
+    assert (parent["calls"], parent["errors"]) == ({"cuFakeReturn": 3},
+                                                   {"cuFakeReturn": {"5": 3}})
+
+
 def test_flag_table_follows_the_rule(errors_fake_shim):
     """The generated table (table.c) has a 1 exactly for the functions cuda.returns_result
     accepts."""

@@ -109,6 +109,29 @@ def test_child_trace_does_not_clobber_an_existing_file(shims, probes, tmp_path):
     assert len(lines) == 1 and f"{trace}.{child}" in lines[0], proc.stderr
 
 
+def test_a_directory_locked_past_the_wait_gives_the_pid_name(shims, probes, tmp_path):
+    """Another writer of the job holds the directory's lock longer than the shim waits for
+    it: the shim cannot check the plain name under the lock, so it never takes it; it
+    writes <name>.<pid>, every call in it."""
+    import fcntl
+
+    s = shims[0]
+    d = tmp_path / "d"
+    d.mkdir()
+    trace = d / "trace.json"
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        run([probes / "faults_calls", "calls", "3"],
+            s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace),
+                  SHIMGEN_TRACE_JOB="1700000000.5"))
+    finally:
+        os.close(fd)
+    (written,) = d.iterdir()
+    assert re.fullmatch(r"trace\.json\.\d+", written.name), written
+    assert json.loads(written.read_text())["calls"] == {"cuDriverGetVersion": 3}
+
+
 def test_trace_file_fifo_without_reader_does_not_hang(shims, probes, tmp_path):
     s = shims[0]
     fifo = tmp_path / "trace.json"

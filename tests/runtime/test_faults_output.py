@@ -123,6 +123,25 @@ def test_overlong_file_name_is_refused_not_cut_short(shims, probes, tmp_path, va
         assert len(lines) == 1 and not (tmp_path / "tl.json").exists()
 
 
+def test_a_shared_name_without_room_for_its_pid_is_refused(shims, probes, tmp_path):
+    """A name with neither %p nor %r is shared by a job's processes: one that finds it taken
+    writes "<name>.<pid>", so the name must fit with that added (the writer appends it
+    without another check). 4,093 bytes fit alone, not with ".<pid>": one line, nothing
+    written, the trace on stderr instead."""
+    s = shims[0]
+    d = deep_dir(tmp_path, 3900)
+    name = d / ("x" * (PATH_MAX - 1 - 3900 - 1 - 2))
+    assert len(bytes(name)) == PATH_MAX - 3
+    env = s.env(SHIMGEN_TRACE="1")
+    env["SHIMGEN_TRACE_FILE"] = str(name)
+    proc = run([probes / "faults_calls", "calls", "3"], env)
+    assert shim_lines(proc.stderr) == [
+        "shimgen: not writing the trace file: its name, with %p, %r or .<pid> added, is "
+        "longer than the 4095 bytes a path may have"], proc.stderr
+    assert list(d.iterdir()) == []
+    assert table_total(proc.stderr) == 3
+
+
 @pytest.mark.parametrize("var", ["SHIMGEN_TRACE_FILE", "SHIMGEN_TIMELINE_FILE"])
 def test_name_too_long_once_expanded_is_refused(shims, probes, tmp_path, var):
     """A 4,095-byte name ending in %p: it fits, but with the pid it does not. Every shorter

@@ -68,6 +68,48 @@ def test_every_key(probes, one, rule, want):
     assert f"SHIMGEN_INJECT armed: '{rule.split(';')[0]}' on 1 function" in out[-1], out[-1]
 
 
+def _rankless_env(one, **extra: str) -> dict[str, str]:
+    """The shim's environment with none of the launchers' rank variables (runenv.RANK_VARS)."""
+    from shimgen.runenv import RANK_VARS
+
+    env = one.env()
+    for name in RANK_VARS:
+        env.pop(name, None)
+    return {**env, **extra}
+
+
+@pytest.mark.parametrize("rank_env,fires", [
+    ({}, False), ({"RANK": ""}, False), ({"RANK": "x0"}, False), ({"RANK": "0"}, True),
+    ({"SLURM_PROCID": "0"}, True), ({"RANK": "1"}, False),
+], ids=["no-rank", "empty", "not-a-number", "RANK-0", "SLURM_PROCID-0", "RANK-1"])
+def test_a_rank_rule_fires_only_in_the_process_of_that_rank(probes, one, rank_env, fires):
+    """rank=0 is the process whose launcher says rank 0: a process with no rank at all (the
+    launcher itself, the torchrun agent, a job that is not distributed) is no rank, and the
+    rule is not armed there (the notice says so)."""
+    env = _rankless_env(one, SHIMGEN_INJECT="cuDriverGetVersion=2,rank=0", **rank_env)
+    proc = subprocess.run([str(probes / "injectcalls"), "dlsym:3"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert codes(proc.stdout) == ([OOM] * 3 if fires else [0] * 3), (rank_env, proc.stdout)
+    assert ("another rank's: not armed here" in proc.stderr) is not fires, proc.stderr
+
+
+@pytest.mark.parametrize("key", ["nth", "every", "times"])
+def test_the_shims_parser_refuses_a_zero_where_the_least_is_one(probes, one, key):
+    """A hand-set SHIMGEN_INJECT (no `shimgen run` to check it first) with nth, every or
+    times at 0: the shim refuses the rule in its one notice and runs the program untouched
+    (every=0 taken would divide by zero at the first matching call: SIGFPE)."""
+    rule = f"cuDriverGetVersion=2,{key}=0"
+    with pytest.raises(ShimgenError, match=f"{key}='0' is not a whole number from 1"):
+        inject.parse(rule)
+    out = calls(probes, one, rule, "dlsym:4")
+    assert codes(out[0]) == [0] * 4, out
+    assert out[-1] == f"shimgen: SHIMGEN_INJECT rule '{rule}' refused: {key}=0 is not a " \
+        f"whole number from 1 to {inject.NUMBER_MAX}; no fault is injected\n", out[-1]
+    ok = calls(probes, one, f"cuDriverGetVersion=2,{key}=1", "dlsym:2")
+    assert codes(ok[0])[0] == OOM and "armed" in ok[-1], ok
+
+
 def test_without_rules_nothing_fails(probes, one):
     out = calls(probes, one, None, "dlsym:4", "linked:2")
     assert codes(out[0]) == [0] * 4 and codes(out[1]) == [0] * 2 and "SHIMGEN_INJECT" not in out[-1]
@@ -128,6 +170,7 @@ BAD = [
     ("cuDriverGetVersion=000000000004294967296", "not a CUresult"),
     ("cuDriverGetVersion=000000000000", "CUDA_SUCCESS"),
     ("cuDriverGetVersion=2,nth=00000000000000000000", "nth="),
+    ("cuDriverGetVersion=2147483648", "not a CUresult"),
 ]
 GOOD = ["cuMemAlloc=2", "cuMemAlloc_v2=2", "cuMemAlloc*=2", "cuMemcpyHtoD_v2=2",
         "cuMemcpyHtoD=2", "cuMemcpy*Async=2", "cuStreamSynchronize=2", "cuLaunchKernel=719",
@@ -198,6 +241,49 @@ def test_a_refused_spec_arms_nothing_and_says_so_once(probes, one):
     out = calls(probes, one, "cuDriverGetVersion=2;cuFoo=2", "dlsym:3")
     assert codes(out[0]) == [0, 0, 0]
     assert out[-1].count("\n") == 1 and "rule 'cuFoo=2' refused" in out[-1]
+
+
+def _long_rule(nth: int, size: int) -> str:
+    """A rule of `size` bytes on cuDriverGetVersion alone (its pattern padded with '*')."""
+    tail = f"DriverGetVersion=2,nth={nth}"
+    return "cu" + "*" * (size - 2 - len(tail)) + tail
+
+
+def test_the_shims_parser_takes_32_rules_and_refuses_33(probes, one):
+    """A hand-set SHIMGEN_INJECT: 32 rules are armed (the longest that fit in 4095 bytes:
+    each fires, and the armed notice is one line, cut short), 33 refused in the notice
+    (the shim keeps each function's rules in a 32-bit mask and 32 rules' state)."""
+    rules = [_long_rule(n, 126) for n in range(1, 33)]
+    spec = ";".join(rules)
+    assert len(spec) == 4063 and len(inject.check(rules, exports_of(one))) == 32
+    out = calls(probes, one, spec, "dlsym:33")
+    assert codes(out[0]) == [OOM] * 32 + [0], out
+    notice = out[-1]
+    assert notice.startswith(f"shimgen: SHIMGEN_INJECT armed: '{rules[0]}' on 1 function; "), \
+        notice
+    assert notice.count("\n") == 1 and len(notice) < 1100, notice
+    many = ";".join(f"cuDriverGetVersion=2,nth={n}" for n in range(1, 34))
+    out = calls(probes, one, many, "dlsym:2")
+    assert codes(out[0]) == [0, 0], out
+    assert out[-1] == ("shimgen: SHIMGEN_INJECT rule 'cuDriverGetVersion=2,nth=33' refused: "
+                       "more than 32 rules; no fault is injected\n"), out[-1]
+
+
+def test_the_shims_parser_takes_4095_bytes_and_refuses_more(probes, one):
+    """SHIMGEN_INJECT of 4095 bytes is armed; one byte more is refused whole in the notice,
+    never cut to a shorter spec and armed (`run` refuses it before the command starts)."""
+    names = exports_of(one)
+    at, over = _long_rule(1, 4095), _long_rule(1, 4096)
+    assert len(inject.check([at], names)) == 1
+    with pytest.raises(ShimgenError, match="the rules take 4096 bytes, more than the 4095"):
+        inject.check([over], names)
+    out = calls(probes, one, at, "dlsym:2")
+    assert codes(out[0]) == [OOM, 0] and "armed" in out[-1], out
+    for spec in (over, "cuDriverGetVersion=2;" + _long_rule(1, 5000)):
+        out = calls(probes, one, spec, "dlsym:2")
+        assert codes(out[0]) == [0, 0], out
+        assert out[-1].endswith(" refused: SHIMGEN_INJECT is longer than 4095 bytes; no fault "
+                                "is injected\n") and out[-1].count("\n") == 1, out[-1]
 
 
 # ---- the trace keeps injected failures apart from the driver's errors ----
@@ -281,6 +367,25 @@ def test_run_refuses_a_bad_rule_before_anything_runs(drivers, probes, tmp_path, 
                if not ln.startswith("shimgen: run: building the shim ")]
     assert line.startswith("shimgen: error: --inject ") and words in line
     assert not out.exists()
+
+
+def test_run_refuses_more_rules_than_the_shim_takes_before_the_command_starts(
+        drivers, probes, tmp_path):
+    """33 rules: one more than the shim arms (it would refuse them all at the load, and the
+    job would run for hours with nothing injected, only notices.log saying why). `run`
+    refuses them in one line before anything runs; 32 are taken."""
+    many = [f"cuDriverGetVersion=2,nth={n}" for n in range(1, 34)]
+    out = tmp_path / "run"
+    marker = tmp_path / "ran"
+    proc = _run(drivers, tmp_path, probes, *(a for r in many for a in ("--inject", r)),
+                "-o", str(out), cmd=["sh", "-c", f"touch {marker}"])
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert proc.stderr.splitlines() == [
+        "shimgen: error: --inject: 33 rules, more than the 32 the shim takes"], proc.stderr
+    assert not marker.exists() and not out.exists()
+    proc = _run(drivers, tmp_path, probes, *(a for r in many[:32] for a in ("--inject", r)),
+                "-o", str(tmp_path / "run32"), cmd=[str(probes / "injectcalls"), "dlsym:3"])
+    assert proc.returncode == 0 and proc.stdout == "dlsym: 2 2 2\n", proc.stderr
 
 
 def test_run_does_not_pass_an_inherited_rule_on(drivers, probes, tmp_path):

@@ -69,12 +69,24 @@ def test_direct_call_results(probes, fake_shim):
     assert run_exactness(probes, clean_env(), str(fake)) == EXPECTED
 
 
-@pytest.mark.parametrize("mode", ["", "1", "time"])
+@pytest.mark.parametrize("mode", ["", "1", "time", "inject"])
 def test_shim_preserves_arguments_and_results(probes, fake_shim, tmp_path, mode):
+    """Every argument and result through the stubs of each trace mode; `inject`: every
+    function that returns a CUresult behind its inject stub (armed, never firing), whose
+    decision is a C call between the caller and the function."""
     _, shim = fake_shim
     trace = tmp_path / "trace.json"
-    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE=mode,
-               SHIMGEN_TRACE_FILE=str(trace))
+    env = dict(clean_env(), LD_PRELOAD=str(shim), SHIMGEN_TRACE_FILE=str(trace))
+    if mode == "inject":
+        env["SHIMGEN_INJECT"] = "cu*=2,nth=9223372036854775807"
+    else:
+        env["SHIMGEN_TRACE"] = mode
+    if mode == "inject":
+        proc = subprocess.run([str(probes / "exactness"), "libcuda.so.1"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.splitlines() == EXPECTED, proc.stderr
+        assert "SHIMGEN_INJECT armed: 'cu*=2,nth=9223372036854775807' on " in proc.stderr
+        return
     assert run_exactness(probes, env, "libcuda.so.1") == EXPECTED
     if not mode:
         assert not trace.exists()
