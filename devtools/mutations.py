@@ -608,10 +608,10 @@ MUTATIONS = [
     {
         "name": "cli-gates-option-renamed",
         "file": "shimgen/cliargs.py",
-        "old": '    which.add_argument("--gates", dest="gates",',
+        "old": '    which.add_argument("--gate-profile", dest="gates",',
         "new": '    which.add_argument("--gate-profiles", dest="gates",',
         "tests": ["tests/cli/test_bad_cli.py::test_malformed_or_foreign_gate_profile"],
-        "why": "`shimgen build --gates` is documented; its tests fail, not skip, without it",
+        "why": "`shimgen build --gate-profile` is documented; its tests fail, not skip, without it",
     },
     # ---- the binary trace file (runtime/tracefile.c, shimgen/tracefile.py) ----
     {
@@ -783,7 +783,7 @@ MUTATIONS = [
     {
         "name": "disk-full-forked-child-keeps-an-empty-file",
         "file": "runtime/tracefile.c",
-        "old": "        unlink(tf_path);\n        if (e == ENOSPC || e == EDQUOT)\n"
+        "old": "        unlinkat(AT_FDCWD, tf_path, 0);\n        if (e == ENOSPC || e == EDQUOT)\n"
                "            leave_note(AT_FDCWD, tf_path);\n",
         "new": "",
         "tests": ["tests/runtime/test_trace_disk_full.py::"
@@ -2353,7 +2353,7 @@ MUTATIONS = [
     {
         "name": "diff-querier-answers-unchecked",
         "file": "shimgen/diff_procaddr.py",
-        "old": "            if any((name, api, flags) not in steps for api in APIS for flags in FLAGS):\n",
+        "old": "            if any((name, api, flags) not in steps for api in present for flags in FLAGS):\n",
         "new": "            if False:\n",
         "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[no-answers]",
                   "tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[one-answer]"],
@@ -2579,8 +2579,8 @@ MUTATIONS = [
     {
         "name": "inject-record-without-a-block",
         "file": "runtime/inject.c",
-        "old": "    struct tstats *s = shimgen_tls_stats;\n    if (!s)\n        return;\n",
-        "new": "    struct tstats *s = shimgen_tls_stats;\n",
+        "old": "    if (s)\n        shimgen_block_add_error(s, key, 1);\n",
+        "new": "    if (s || !s)\n        shimgen_block_add_error(s, key, 1);\n",
         "tests": ["tests/runtime/test_inject.py::test_every_key[cuDriverGetVersion=2-want0]"],
         "why": "an injected failure in an untraced process (no block) is returned, not recorded",
     },

@@ -241,6 +241,11 @@ def same_build(old: Path, new: Path) -> str | None:
     ida, idb = read_build_id(a), read_build_id(b)
     if not ida or ida != idb:
         return None
+    from .diff import check_runnable
+    from .driver import read_driver
+
+    for path in (old, new):  # refused as the whole comparison would refuse them
+        check_runnable(read_driver(path))
     return (f"shimgen diff: {version_from_name(a)} -> {version_from_name(b)}: no differences "
             f"(one build: build-id {ida})")
 

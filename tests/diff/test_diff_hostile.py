@@ -28,6 +28,13 @@ def evil(tmp_path_factory) -> Path:
     return build_fake_evil(tmp_path_factory.mktemp("fake-evil"))
 
 
+@pytest.fixture(scope="module")
+def evil_new(tmp_path_factory) -> Path:
+    """The same look-alike as another build (its own build-id): diff of one build against
+    itself answers at once without loading it, so the queriers run only between two."""
+    return build_fake_evil(tmp_path_factory.mktemp("fake-evil-new"), "0x" + "ee" * 20)
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
     """A shim cache of the test's own (where diff keeps its querier)."""
@@ -60,7 +67,7 @@ def _all_gone(pids: list[int]) -> bool:
 
 # ---- the querier's process -----------------------------------------------------------------
 
-def test_the_querier_has_only_its_pipe(evil, cache, tmp_path, monkeypatch, capsys):
+def test_the_querier_has_only_its_pipe(evil, evil_new, cache, tmp_path, monkeypatch, capsys):
     """The driver's constructor lists its process's descriptors: stdin, stdout and stderr
     are /dev/null and the one pipe is fd 3, though shimgen's own process has an inheritable
     descriptor open and its stdin is a pipe (a terminal's place)."""
@@ -72,7 +79,7 @@ def test_the_querier_has_only_its_pipe(evil, cache, tmp_path, monkeypatch, capsy
     stdin = os.dup(0)
     os.dup2(r, 0)
     try:
-        code, err = diff(capsys, evil, evil)
+        code, err = diff(capsys, evil, evil_new)
     finally:
         os.dup2(stdin, 0)
         for fd in (stdin, r, w):
@@ -85,7 +92,7 @@ def test_the_querier_has_only_its_pipe(evil, cache, tmp_path, monkeypatch, capsy
     assert sum(ln.startswith("fd 3 -> pipe:[") for ln in lines) == 2, lines
 
 
-def test_what_the_driver_started_is_killed_and_does_not_stall_diff(evil, cache, tmp_path,
+def test_what_the_driver_started_is_killed_and_does_not_stall_diff(evil, evil_new, cache, tmp_path,
                                                                    monkeypatch, capsys):
     """A driver whose constructor forks a child that keeps every descriptor open (the answer
     pipe among them): diff ends when the queriers exit, with their answers, never waiting
@@ -93,54 +100,55 @@ def test_what_the_driver_started_is_killed_and_does_not_stall_diff(evil, cache, 
     pids = tmp_path / "pids"
     monkeypatch.setenv("FAKE_EVIL_FORK", str(pids))
     monkeypatch.setattr(pa, "QUERY_SECONDS", 60)
-    code, err = diff(capsys, evil, evil)
+    code, err = diff(capsys, evil, evil_new)
     assert code == 0, err
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2
     assert _all_gone(started), [p for p in started if not _gone(p)]
 
 
-def test_a_driver_that_hangs_is_stopped_and_said_truly(evil, cache, monkeypatch, capsys):
+def test_a_driver_that_hangs_is_stopped_and_said_truly(evil, evil_new, cache, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_EVIL_HANG", "1")
     monkeypatch.setattr(pa, "QUERY_SECONDS", 2)
-    code, err = diff(capsys, evil, evil)
+    code, err = diff(capsys, evil, evil_new)
     assert code == 2 and len(err) == 1, err
     assert "the process asking its cuGetProcAddress (the driver's load and its answers) " \
         "had not finished after 2 s; stopped" in err[0], err
 
 
-def test_a_flood_on_the_answer_pipe_is_capped(evil, cache, monkeypatch, capsys):
+def test_a_flood_on_the_answer_pipe_is_capped(evil, evil_new, cache, monkeypatch, capsys):
     """A driver that writes on every pipe it finds: diff stops the querier once it has
     written more than the answers for its names could take, and holds no more."""
     monkeypatch.setenv("FAKE_EVIL_FLOOD", str(64 << 20))
-    code, err = diff(capsys, evil, evil)
+    code, err = diff(capsys, evil, evil_new)
     assert code == 2 and len(err) == 1, err
     assert "the process asking its cuGetProcAddress wrote more than " in err[0], err
     cap = int(err[0].split("wrote more than ")[1].split()[0])
     assert cap < 64 << 20
 
 
-def test_noise_on_stdout_and_stderr_is_not_read(evil, cache, monkeypatch, capsys):
+def test_noise_on_stdout_and_stderr_is_not_read(evil, evil_new, cache, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_EVIL_STDERR", str(32 << 20))
-    code, err = diff(capsys, evil, evil)
+    code, err = diff(capsys, evil, evil_new)
     assert code == 0 and err == [], err
 
 
-def test_a_driver_version_far_out_bounds_the_versions_asked(evil, cache, monkeypatch, capsys):
+def test_a_driver_version_far_out_bounds_the_versions_asked(evil, evil_new, cache, monkeypatch,
+                                                            capsys):
     """A driver that says it is CUDA 1999999990: the versions asked stop at the far one
     (99999), so the grid is that of any driver."""
     monkeypatch.setenv("FAKE_EVIL_VERSION", "1999999990")
     monkeypatch.setattr(pa, "QUERY_SECONDS", 60)
-    code, err = diff(capsys, evil, evil)
+    code, err = diff(capsys, evil, evil_new)
     assert code == 0 and err == [], err
 
 
-def test_answers_that_change_without_end_are_bounded(evil, cache, monkeypatch, capsys):
+def test_answers_that_change_without_end_are_bounded(evil, evil_new, cache, monkeypatch, capsys):
     """cuGetProcAddress answers another export every 10 versions: not a step function of a
     driver; the querier stops at MAX_STEPS steps of one query, so its work is bounded by
     the names, and says which name."""
     monkeypatch.setenv("FAKE_EVIL_STEPS", "1")
-    code, err = diff(capsys, evil, evil)
+    code, err = diff(capsys, evil, evil_new)
     assert code == 2 and len(err) == 1, err
     assert "answers that change at too many versions (not a step function) for cuFakeEvil" \
         in err[0], err
@@ -220,7 +228,7 @@ def test_a_shim_is_refused_as_either_driver(evil, tmp_path, side):
 
 # ---- the cached querier ----------------------------------------------------------------------
 
-def test_a_cached_querier_another_user_owns_is_never_run(evil, cache, tmp_path, capsys):
+def test_a_cached_querier_another_user_owns_is_never_run(evil, evil_new, cache, tmp_path, capsys):
     """A program at the cached querier's name in tools/, owned by another user: every other
     cache file is refused in that case, and so is this one; a private copy is compiled and
     used instead."""
@@ -233,7 +241,7 @@ def test_a_cached_querier_another_user_owns_is_never_run(evil, cache, tmp_path, 
     planted.write_text(f"#!/bin/sh\ntouch {ran}\n")
     planted.chmod(0o755)
     os.chown(planted, OTHER, OTHER)
-    code, err = diff(capsys, evil, evil)
+    code, err = diff(capsys, evil, evil_new)
     assert code == 0, err
     assert not ran.exists()
     assert planted.stat().st_uid == OTHER  # left as it was
