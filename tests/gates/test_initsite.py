@@ -240,6 +240,13 @@ def test_patch_refuses_foreign_and_already_patched_files(drivers, tmp_path):
     assert r.returncode == 1 and "is already patched" in r.stderr and not again.exists()
     r = shimgen("patch", "--driver", str(copy), "--gates", "gdr", "-o", str(again))
     assert r.returncode == 1 and "is already patched" in r.stderr and not again.exists()
+    # a copy moved away from its manifest: with the profile, its bytes say it
+    moved = tmp_path / "moved" / a.path.name
+    moved.parent.mkdir()
+    shutil.copyfile(copy, moved)
+    r = shimgen("patch", "--driver", str(moved), "--gates", "gdr", "-o", str(again),
+                "--profile", str(profile))
+    assert r.returncode == 1 and "is already patched" in r.stderr and not again.exists()
     # the same directory again: nothing replaced
     listing = sorted(os.listdir(out))
     r = shimgen("patch", "--driver", str(a.path), "--gates", "gdr", "--mask", "-o", str(out))
