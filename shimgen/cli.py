@@ -17,6 +17,7 @@ from .errors import (
     UsageError,
     quiet_unraisable,
     raise_interrupted,
+    raise_swallowed,
     redeliver_swallowed,
     said,
     say,
@@ -88,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         argv = glue_dash_values(list(words))
         args = fast_run(argv) or parser(
             argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
-        return _dispatch(args)
+        status = _dispatch(args)
+        raise_swallowed()  # an interrupt that landed where Python ignores one, said now
+        return status
     except UsageError as e:
         say(f"{e} (see `shimgen {command} --help`)")
         return EXIT_USAGE
@@ -120,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             "(SHIMGEN_DEBUG=1 shows where)")
         return EXIT_INTERNAL
     finally:
+        raise_swallowed(drop=True)  # one after the line: the line was said
         for sig, old in handlers.items():
             signal.signal(sig, old)
         said.clear()  # raise_interrupted is no handler any more (it may be called in-process)

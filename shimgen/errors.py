@@ -56,26 +56,49 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
+#: The interrupt redeliver_swallowed is about to raise again, while its timer runs.
+_swallowed: list[KeyboardInterrupt] = []
+
+
 def redeliver_swallowed(old_hook):
     """A sys.unraisablehook. An interrupt raised where Python ignores exceptions (a weakref
     callback of the import system, a __del__) would be printed as "Exception ignored" and
     lost. Raise it again a millisecond later instead (SIGALRM), in the code that runs then;
-    should that be such a place again, the same happens again."""
+    should that be such a place again, the same happens again. One that lands as the
+    interpreter shuts down is dropped: the work is done, and a timer firing after Python has
+    put the default actions back would kill the process by SIGALRM. The code that ends a
+    command raises a pending one at once (raise_swallowed)."""
 
     def hook(unraisable) -> None:
         exc = unraisable.exc_value
         if not isinstance(exc, KeyboardInterrupt):
             old_hook(unraisable)
             return
+        if sys.is_finalizing():
+            return
         again = exc if isinstance(exc, Interrupted) else KeyboardInterrupt()
 
         def raise_again(_signum: int, _frame: object) -> None:
+            _swallowed.clear()
             raise again
 
+        _swallowed[:] = [again]
         signal.signal(signal.SIGALRM, raise_again)
         signal.setitimer(signal.ITIMER_REAL, 0.001)
 
     return hook
+
+
+def raise_swallowed(drop: bool = False) -> None:
+    """The interrupt redeliver_swallowed holds, raised now and its timer stopped (or, with
+    `drop`, only stopped): called where a command ends, before the handlers it installed
+    are put back, so that no SIGALRM outlives them."""
+    if not _swallowed:
+        return
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    again = _swallowed.pop()
+    if not drop:
+        raise again
 
 
 def quiet_unraisable(_unraisable) -> None:
