@@ -31,7 +31,7 @@ FN = "cuFakeSpinNs"
 
 
 def _compile() -> tuple[Path, Path, Path]:
-    from shimgen.pipeline import make_shim
+    from shimgen.shim.pipeline import make_shim
 
     BENCH.mkdir(parents=True, exist_ok=True)
     fake, probe = BENCH / "libfake_errors_libcuda.so", BENCH / "errorfake"
@@ -80,8 +80,8 @@ def _trace(d: Path, output: str) -> tuple[float, float, tuple]:
     if output == "json":
         t = json.loads((d / "trace.json").read_text())["time"][FN]
         return t["total_ns"], t["max_ns"], (t["p50_ns"], t["p90_ns"], t["p99_ns"])
-    from shimgen import tracefile
-    from shimgen.report_model import merge
+    from shimgen.report.model import merge
+    from shimgen.trace import binary as tracefile
 
     m = merge([tracefile.load(p) for p in d.glob("*.shimtrace")])[FN]
     return m.total_ns, m.max_ns, m.percentiles(*QS)
@@ -98,7 +98,7 @@ def _rates(d: Path, output: str) -> tuple[float, float | None]:
     process killed right after its first call would get."""
     if output == "json":
         return json.loads((d / "trace.json").read_text())["ns_per_tick"], None
-    from shimgen import tracefile
+    from shimgen.trace import binary as tracefile
 
     (f,) = d.glob("*.shimtrace")
     h = dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(f.read_bytes(), 0),

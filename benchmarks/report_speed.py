@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from shimgen.runenv import RUN_JSON, TRACES
-from shimgen.tracejson import NO_ERROR_COUNTS
-from shimgen.tracemodel import FunctionStats, ProcessTrace
+from shimgen.trace.jsonfile import NO_ERROR_COUNTS
+from shimgen.trace.model import FunctionStats, ProcessTrace
 
 ROOT = Path(__file__).resolve().parent.parent
 

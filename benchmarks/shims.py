@@ -51,7 +51,7 @@ def select_drivers(spec: str | None, quick: bool) -> list[Driver]:
                 raise BenchError(f"--drivers: no driver {v}; known: {', '.join(known)}")
     for item in items:
         if "/" in item:
-            from shimgen.driver import read_driver
+            from shimgen.driver.library import read_driver
             from shimgen.errors import ShimgenError
 
             try:

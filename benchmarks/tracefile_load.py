@@ -1,4 +1,4 @@
-"""How fast the binary trace reader (shimgen/tracefile.py) is: what the tests once asserted
+"""How fast the binary trace reader (shimgen/trace/binary.py) is: what the tests once asserted
 with a wall-clock bound, measured here and reported as figures.
 
     python -m benchmarks.tracefile_load [--driver PATH] [--files 1000] [--repeats 3]
@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from shimgen import tracefile
 from shimgen.runenv import trace_header_layout
+from shimgen.trace import binary as tracefile
 
 BAR_S = 2.0  # 1,000 files
 SPARSE_SIZE = 16 << 30

@@ -117,7 +117,7 @@ def check_entry(m: Mutation, scratch: Path) -> str | None:
 FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
 PASSED = re.compile(r"^PASSED (\S+)", re.M)
 NOT_FOUND = re.compile(r"^ERROR: (?:file or directory )?not found: (\S+)", re.M)
-# What a failure says when code did not build: shimgen.build's ShimgenError ("compile
+# What a failure says when code did not build: shimgen.shim.build's ShimgenError ("compile
 # failed", "meson setup failed"), the tests' own compile steps ("compile failed: ..."), the
 # probes' meson output (ninja's "build stopped"), a compiler's error line. Only the lines
 # of failure messages ("E ..." in pytest's report) count, not a failing test's source.

@@ -371,10 +371,10 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_races.py::test_forked_child_times_only_its_own_calls"],
         "why": "a forked child's maximum call time is of its own calls",
     },
-    # ---- builds into one output root at once (shimgen/build.py) ----
+    # ---- builds into one output root at once (shimgen/shim/build.py) ----
     {
         "name": "build-staging-not-locked",
-        "file": "shimgen/build.py",
+        "file": "shimgen/shim/build.py",
         "old": "                fcntl.flock(staging_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n",
         "new": "                pass\n",
         "tests": ["tests/pipeline/test_bad_output.py::test_concurrent_builds_into_one_place"],
@@ -486,7 +486,7 @@ MUTATIONS = [
     # report_output.py, report_compare.py) ----
     {
         "name": "report-merge-drops-a-process",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": "    for p in processes:\n        counted = ",
         "new": "    for p in processes[1:]:\n        counted = ",
         "tests": ["tests/report/test_report.py::test_merge_counts_every_process"],
@@ -494,7 +494,7 @@ MUTATIONS = [
     },
     {
         "name": "report-percentile-off-by-a-bucket",
-        "file": "shimgen/tracemodel.py",
+        "file": "shimgen/trace/model.py",
         "old": "    return (0 if b == 0 else 1 << b), 1 << (b + 1)",
         "new": "    return (0 if b == 0 else 1 << b), 1 << (b + 2)",
         "tests": ["tests/report/test_report.py::test_percentile_of_one_process_interpolates_within_the"
@@ -505,7 +505,7 @@ MUTATIONS = [
     },
     {
         "name": "report-percentile-top-bucket-not-capped",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": "        hi = max(lo, min(hi, max_ns))",
         "new": "        hi = max(lo, hi)",
         "tests": ["tests/report/test_report.py::test_percentile_of_one_process_interpolates_within_the"
@@ -514,7 +514,7 @@ MUTATIONS = [
     },
     {
         "name": "report-merged-percentile-drops-top-buckets",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": "        for lo, hi, c in ticks[:-1]:\n            group[lo, hi]",
         "new": "        for lo, hi, c in ticks:\n            group[lo, hi]",
         "tests": ["tests/report/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
@@ -523,7 +523,7 @@ MUTATIONS = [
     },
     {
         "name": "report-merged-percentile-density-never-ends",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": "            density[hi] = density.get(hi, 0.0) - c / (hi - lo)",
         "new": "            density[hi] = density.get(hi, 0.0) - 0.0",
         "tests": ["tests/report/test_report.py::test_percentiles_of_processes_with_different_ticks_merge"
@@ -532,7 +532,7 @@ MUTATIONS = [
     },
     {
         "name": "report-compare-calls-before-errors",
-        "file": "shimgen/report_compare.py",
+        "file": "shimgen/report/compare.py",
         "old": "    return (-_delta(row[\"errors_a\"], row[\"errors_b\"]), "
                "-_delta(row[\"calls_a\"], row[\"calls_b\"]),",
         "new": "    return (-_delta(row[\"calls_a\"], row[\"calls_b\"]), "
@@ -542,7 +542,7 @@ MUTATIONS = [
     },
     {
         "name": "report-errors-section-first-code-only",
-        "file": "shimgen/report_format.py",
+        "file": "shimgen/report/format.py",
         "old": "for name, m in functions.items() for code, n in m.errors.items() if n]",
         "new": "for name, m in functions.items() for code, n in list(m.errors.items())[:1] if n]",
         "tests": ["tests/report/test_report.py::test_errors_section_names_every_code"],
@@ -550,7 +550,7 @@ MUTATIONS = [
     },
     {
         "name": "report-by-rank-groups-by-pid",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": 'key = str(p.pid) if by == "pid" else',
         "new": 'key = str(p.pid) if by != "pid" else',
         "tests": ["tests/report/test_report.py::test_by_rank_and_by_pid_split_the_processes"],
@@ -558,7 +558,7 @@ MUTATIONS = [
     },
     {
         "name": "report-json-trace-hist-ignored",
-        "file": "shimgen/tracejson.py",
+        "file": "shimgen/trace/jsonfile.py",
         "old": "        if hist is not None:\n            fs.hist = hist + ",
         "new": "        if False:\n            fs.hist = hist + ",
         "tests": ["tests/report/test_report.py::test_merge_counts_every_process"],
@@ -566,7 +566,7 @@ MUTATIONS = [
     },
     {
         "name": "report-directory-skips-traces-dir",
-        "file": "shimgen/report_source.py",
+        "file": "shimgen/report/source.py",
         "old": "    for d in (directory, directory / TRACES):",
         "new": "    for d in (directory,):",
         "tests": ["tests/report/test_report.py::test_directory_reads_traces_and_skips_other_json_by"
@@ -575,7 +575,7 @@ MUTATIONS = [
     },
     {
         "name": "report-truncated-trace-in-directory-skipped",
-        "file": "shimgen/report_source.py",
+        "file": "shimgen/report/source.py",
         "old": "    except NotATrace:\n        if skip_other_json:",
         "new": "    except ShimgenError:\n        if skip_other_json:",
         "tests": ["tests/report/test_report_trust.py::"
@@ -585,7 +585,7 @@ MUTATIONS = [
     },
     {
         "name": "report-unreadable-trace-loses-the-run",
-        "file": "shimgen/report_source.py",
+        "file": "shimgen/report/source.py",
         "old": ("            except ShimgenError as e:\n"
                 "                src.unreadable.append((str(f), _why(e, f)))\n"),
         "new": ("            except ImportError as e:\n"
@@ -596,7 +596,7 @@ MUTATIONS = [
     },
     {
         "name": "report-exec-counted-as-a-death",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": "        if t.proc_start is None or not t.boot_id:\n",
         "new": "        if True:\n",
         "tests": ["tests/report/test_report_trust.py::"
@@ -613,7 +613,7 @@ MUTATIONS = [
         "tests": ["tests/cli/test_bad_cli.py::test_malformed_or_foreign_gate_profile"],
         "why": "`shimgen build --gate-profile` is documented; its tests fail, not skip, without it",
     },
-    # ---- the binary trace file (runtime/tracefile.c, shimgen/tracefile.py) ----
+    # ---- the binary trace file (runtime/tracefile.c, shimgen/trace/binary.py) ----
     {
         "name": "tracefile-child-writes-parents-file",
         "file": "runtime/stats.c",
@@ -661,7 +661,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-magic-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if m[:len(MAGIC)] != MAGIC:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
@@ -670,7 +670,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-version-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if h[\"version\"] != VERSION:\n",
         "new": "    if h[\"version\"] > VERSION + 1:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
@@ -679,7 +679,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-truncation-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": ("    if (size - boff) % stride and not h[\"blocks_mapped\"] <= n < "
                 "h[\"blocks_reserved\"]:\n"),
         "new": "    if False:\n",
@@ -689,7 +689,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-block-count-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if not h[\"blocks_mapped\"] <= n <= h[\"blocks_reserved\"]:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
@@ -740,7 +740,7 @@ MUTATIONS = [
         "why": "a separate value that starts with '-' is left to argparse, as it reads it",
     },
     # ---- a full disk said per process, impossible numbers refused (runtime/stats.c,
-    # ---- tracefile.c, inject.c; shimgen/tracefile.py, tracejson.py, report_format.py) ----
+    # ---- tracefile.c, inject.c; shimgen/trace/binary.py, tracejson.py, report_format.py) ----
     {
         "name": "disk-full-calls-in-memory-not-in-the-header",
         "file": "runtime/stats.c",
@@ -763,7 +763,7 @@ MUTATIONS = [
     },
     {
         "name": "disk-full-reader-drops-calls-missing",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "        calls_missing=h[\"calls_missing\"],\n",
         "new": "",
         "tests": ["tests/runtime/test_trace_disk_full.py::"
@@ -812,7 +812,7 @@ MUTATIONS = [
     },
     {
         "name": "reader-calls-missing-note-dropped",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "        notes.append(missing_note(h[\"calls_missing\"], complete))\n",
         "new": "        pass\n",
         "tests": ["tests/runtime/test_trace_disk_full.py::"
@@ -853,7 +853,7 @@ MUTATIONS = [
     },
     {
         "name": "report-calls-missing-said-exact",
-        "file": "shimgen/report_format.py",
+        "file": "shimgen/report/format.py",
         "old": "    exact = [p.last for p in g.procs if not p.complete and p not in short]\n",
         "new": "    exact = [p.last for p in g.procs if not p.complete]\n",
         "tests": ["tests/report/test_report_trust.py::"
@@ -863,7 +863,7 @@ MUTATIONS = [
     },
     {
         "name": "report-nospace-note-not-read",
-        "file": "shimgen/report_source.py",
+        "file": "shimgen/report/source.py",
         "old": "                if e.name.endswith((TRACE_SUFFIX, TRACE_NOSPACE_SUFFIX)) or (\n",
         "new": "                if e.name.endswith(TRACE_SUFFIX) or (\n",
         "tests": ["tests/report/test_report_trust.py::"
@@ -872,7 +872,7 @@ MUTATIONS = [
     },
     {
         "name": "report-exec-drops-the-last-images-note",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": "            for t in p.traces[:-1]:  # ended by exec: not a death, no note of one\n",
         "new": "            for t in p.traces:  # ended by exec: not a death, no note of one\n",
         "tests": ["tests/report/test_report_trust.py::"
@@ -883,7 +883,7 @@ MUTATIONS = [
     },
     {
         "name": "reader-failures-above-calls-accepted",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "        if failed > calls + in_progress:\n",
         "new": "        if failed > calls + in_progress + (1 << 64):\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
@@ -894,7 +894,7 @@ MUTATIONS = [
     },
     {
         "name": "reader-failures-of-a-running-file-unbounded",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    _check_possible(functions, names, 0 if complete else nblocks)\n",
         "new": "    _check_possible(functions, names, 0 if complete else 1 << 64)\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_failures_as_many_as_calls_are_read"],
@@ -902,7 +902,7 @@ MUTATIONS = [
     },
     {
         "name": "reader-success-as-a-failure-accepted",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "            if per.get(0):\n",
         "new": "            if per.get(0) and False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_impossible_numbers_are_refused"
@@ -913,7 +913,7 @@ MUTATIONS = [
     },
     {
         "name": "json-failures-above-calls-accepted",
-        "file": "shimgen/tracejson.py",
+        "file": "shimgen/trace/jsonfile.py",
         "old": "    if failed > fs.calls:\n",
         "new": "    if failed > fs.calls + (1 << 64):\n",
         "tests": ["tests/report/test_report_trust_numbers.py::"
@@ -926,7 +926,7 @@ MUTATIONS = [
     },
     {
         "name": "json-success-as-a-failure-accepted",
-        "file": "shimgen/tracejson.py",
+        "file": "shimgen/trace/jsonfile.py",
         "old": "        if 0 in per:\n",
         "new": "        if 0 in per and False:\n",
         "tests": ["tests/report/test_report_trust_numbers.py::"
@@ -939,7 +939,7 @@ MUTATIONS = [
     },
     {
         "name": "driver-larger-than-any-libcuda-read",
-        "file": "shimgen/elfnotes.py",
+        "file": "shimgen/driver/notes.py",
         "old": "        if st.st_size > MAX_LIBRARY_SIZE:\n",
         "new": "        if st.st_size > MAX_LIBRARY_SIZE << 40:\n",
         "tests": ["tests/cli/test_cli_inputs.py::"
@@ -949,7 +949,7 @@ MUTATIONS = [
     },
     {
         "name": "driver-read-whole",
-        "file": "shimgen/elf.py",
+        "file": "shimgen/driver/elf.py",
         "old": "        contents = mmap.mmap(fd, size, prot=mmap.PROT_READ)\n",
         "new": "        contents = os.pread(fd, size, 0)\n",
         "tests": ["tests/cli/test_cli_inputs.py::"
@@ -976,7 +976,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-python-result-counts-leading-zeros",
-        "file": "shimgen/inject.py",
+        "file": "shimgen/shim/inject.py",
         "old": "        code = int(text) if len(_significant(text)) <= 10 else RESULT_MAX + 1\n",
         "new": "        code = int(text) if len(text) <= 10 else RESULT_MAX + 1\n",
         "tests": ["tests/runtime/test_inject.py::test_leading_zeros_are_no_digits_of_the_number",
@@ -993,17 +993,17 @@ MUTATIONS = [
     },
     {
         "name": "diff-full-tmpdir-said-as-compilation-terminated",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "    if any(\"No space left on device\" in line for line in lines):\n",
         "new": "    if False:\n",
         "tests": ["tests/diff/test_diff_full_tmpdir.py::"
                   "test_a_full_tmpdir_is_said_with_its_directory"],
         "why": "a compiler with no room for its temporary files is said as such, with TMPDIR",
     },
-    # ---- shimgen run: signals, exit status, the environment (shimgen/runchild.py) ----
+    # ---- shimgen run: signals, exit status, the environment (shimgen/run/child.py) ----
     {
         "name": "run-terminal-signal-forwarded-again",
-        "file": "shimgen/runchild.py",
+        "file": "shimgen/run/child.py",
         "old": "                if info.si_code in SENT_BY_A_PROCESS:\n",
         "new": "                if True:\n",
         "tests": ["tests/run/test_run.py::test_a_terminals_ctrl_c_reaches_the_command_once"],
@@ -1011,7 +1011,7 @@ MUTATIONS = [
     },
     {
         "name": "run-signal-not-forwarded",
-        "file": "shimgen/runchild.py",
+        "file": "shimgen/run/child.py",
         "old": "                if info.si_code in SENT_BY_A_PROCESS:\n",
         "new": "                if info.si_code in SENT_BY_A_PROCESS and False:\n",
         "tests": ["tests/run/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once"],
@@ -1019,7 +1019,7 @@ MUTATIONS = [
     },
     {
         "name": "run-command-starts-with-signals-blocked",
-        "file": "shimgen/runchild.py",
+        "file": "shimgen/run/child.py",
         "old": "pid = os.posix_spawn(path, argv, env, setsigmask=old,",
         "new": "pid = os.posix_spawn(path, argv, env,",
         "tests": ["tests/run/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once"],
@@ -1027,7 +1027,7 @@ MUTATIONS = [
     },
     {
         "name": "run-signalled-status-not-128-plus",
-        "file": "shimgen/runchild.py",
+        "file": "shimgen/run/child.py",
         "old": "        return 128 + os.WTERMSIG(wait_status)\n",
         "new": "        return os.WTERMSIG(wait_status)\n",
         "tests": ["tests/run/test_run.py::test_exit_status_is_the_commands"],
@@ -1035,7 +1035,7 @@ MUTATIONS = [
     },
     {
         "name": "run-preload-replaced-not-prepended",
-        "file": "shimgen/runchild.py",
+        "file": "shimgen/run/child.py",
         "old": "env[ENV_PRELOAD] = f\"{shim}:{before}\" if before.strip() else str(shim)",
         "new": "env[ENV_PRELOAD] = str(shim)",
         "tests": ["tests/run/test_run.py::test_the_command_gets_the_shim_first_and_the_run_directory"],
@@ -1043,16 +1043,16 @@ MUTATIONS = [
     },
     {
         "name": "run-directory-with-files-taken",
-        "file": "shimgen/rundir.py",
+        "file": "shimgen/run/directory.py",
         "old": "            elif os.listdir(fd):\n",
         "new": "            elif False:\n",
         "tests": ["tests/run/test_run.py::test_an_existing_directory_with_files_is_refused"],
         "why": "`run -o DIR` never writes into a directory that holds files",
     },
-    # ---- the shim cache (shimgen/cache.py; the default driver: driver_memo.py) ----
+    # ---- the shim cache (shimgen/cache/store.py; the default driver: driver_memo.py) ----
     {
         "name": "cache-key-without-gates",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/cache/store.py",
         "old": "return f\"{self.build_id}-{self.version}-{self.gates or 'plain'}{hooks}\"",
         "new": "return f\"{self.build_id}-{self.version}{hooks}\"",
         "tests": ["tests/run/test_run_cache.py::test_gated_and_plain_shims_live_side_by_side",
@@ -1061,7 +1061,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-short-library-used",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/cache/store.py",
         "old": "            if st.st_size != manifest.get(\"library_size\"):\n",
         "new": "            if False:\n",
         "tests": ["tests/run/test_cache_trust.py::test_a_library_cut_short_is_rebuilt_before_it_is"
@@ -1070,7 +1070,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-built-again-after-the-wait",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/cache/store.py",
         "old": "if not why and os.path.lexists(directory):  # another run built it meanwhile",
         "new": "if False:",
         "tests": ["tests/run/test_run_cache.py::test_first_runs_at_once_build_once"],
@@ -1078,7 +1078,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-default-driver-kept-after-ldconfig",
-        "file": "shimgen/driver_memo.py",
+        "file": "shimgen/cache/memo.py",
         "old": "if stamp is not None and got[\"ld_so_cache\"] == stamp and os.path.exists(",
         "new": "if stamp is not None and os.path.exists(",
         "tests": ["tests/run/test_run_cache.py::test_the_default_driver_is_remembered_until_the_loader"
@@ -1258,7 +1258,7 @@ MUTATIONS = [
     },
     {
         "name": "report-percentiles-ignore-fine-buckets",
-        "file": "shimgen/tracemodel.py",
+        "file": "shimgen/trace/model.py",
         "old": "        if fines and sum(n for _, n in fines) == calls:\n",
         "new": "        if False:\n",
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
@@ -1267,7 +1267,7 @@ MUTATIONS = [
     },
     {
         "name": "report-fine-buckets-trusted-when-incomplete",
-        "file": "shimgen/tracemodel.py",
+        "file": "shimgen/trace/model.py",
         "old": "        if fines and sum(n for _, n in fines) == calls:\n",
         "new": "        if fines:\n",
         "tests": ["tests/report/test_report_fine.py::test_an_octave_the_fine_table_missed_falls_back_"
@@ -1304,10 +1304,10 @@ MUTATIONS = [
                   "_the_trace_printed"],
         "why": "a trace file the disk had no room for is removed, never left as damage",
     },
-    # ---- trust in the shim cache: its checks (shimgen/cache_trust.py, owned.py), the seal ----
+    # ---- trust in the shim cache: its checks (shimgen/cache/trust.py, owned.py), the seal ----
     {
         "name": "cache-cached-path-skips-the-directory-checks",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/cache/store.py",
         "old": ("    dirs = cache_dirs(make=False)\n    if dirs is None:\n        return None\n"
                 "    try:\n        gates, why = _check(dirs[1], key)\n"),
         "new": ("    dirs = (os.open(cache_root(), os.O_PATH), os.open(cache_root() / SHIMS, "
@@ -1322,7 +1322,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-another-users-file-loaded",
-        "file": "shimgen/owned.py",
+        "file": "shimgen/files/owned.py",
         "old": "    if st.st_uid != os.geteuid():\n        return ANOTHER_USER\n",
         "new": "    if False:\n        return ANOTHER_USER\n",
         "tests": ["tests/run/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt"
@@ -1331,7 +1331,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-seal-without-ctime",
-        "file": "shimgen/cache_seal.py",
+        "file": "shimgen/cache/seal.py",
         "old": "    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]\n",
         "new": "    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]\n",
         "tests": ["tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run"
@@ -1359,7 +1359,7 @@ MUTATIONS = [
     },
     {
         "name": "trace-reader-reads-special-files",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "        if not stat.S_ISREG(st.st_mode):\n",
         "new": "        if stat.S_ISDIR(st.st_mode):\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_a_fifo_or_a_device_is_refused_at_once"],
@@ -1367,7 +1367,7 @@ MUTATIONS = [
     },
     {
         "name": "trace-reader-reads-the-holes",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "            data = os.lseek(fd, boff + b * stride, os.SEEK_DATA)\n",
         "new": "            data = boff + b * stride\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_a_sparse_file_of_16_gib_is_read_in_the_"
@@ -1385,7 +1385,7 @@ MUTATIONS = [
     },
     {
         "name": "build-not-announced",
-        "file": "shimgen/pipeline.py",
+        "file": "shimgen/shim/pipeline.py",
         "old": "        model = userhooks.attach(model, files)\n    _begin(driver.version, out_root, model, name)\n",
         "new": "        model = userhooks.attach(model, files)\n",
         "tests": ["tests/run/test_first_build.py::test_build_says_what_it_builds_first_and_nothing_more_on_a_pipe",
@@ -1410,7 +1410,7 @@ MUTATIONS = [
     },
     {
         "name": "report-percentiles-of-one-call-interpolated",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": "    if calls <= 2:\n",
         "new": "    if calls <= 0:\n",
         "tests": ["tests/report/test_few_calls.py::test_the_report",
@@ -1427,7 +1427,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-never-groups",
-        "file": "shimgen/diff_format.py",
+        "file": "shimgen/diff/main.py",
         "old": "GROUP_AT = 5\n",
         "new": "GROUP_AT = 10**9\n",
         "tests": ["tests/diff/test_diff_short.py::test_a_change_many_names_share_is_one_line"],
@@ -1435,7 +1435,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-same-build-compared-in-full",
-        "file": "shimgen/diff_format.py",
+        "file": "shimgen/diff/main.py",
         "old": "        if line is not None:\n",
         "new": "        if line is not None and not line:\n",
         "tests": ["tests/diff/test_diff.py::test_a_driver_against_itself_has_no_differences[550.163.01]"],
@@ -1443,7 +1443,7 @@ MUTATIONS = [
     },
     {
         "name": "build-gates-takes-a-selection-as-a-profile",
-        "file": "shimgen/pipeline.py",
+        "file": "shimgen/shim/pipeline.py",
         "old": "    if value != \"auto\" and re.fullmatch(",
         "new": "    if False and re.fullmatch(",
         "tests": ["tests/cli/test_option_names.py::test_build_refuses_a_selection_and_names_the_way_that_works"],
@@ -1459,7 +1459,7 @@ MUTATIONS = [
     },
     {
         "name": "compare-counts-run-errors-gone",
-        "file": "shimgen/report_compare.py",
+        "file": "shimgen/report/compare.py",
         "old": "    return m.errors_known if m is not None else all(x.errors_known for x in fs.values())\n",
         "new": "    return True\n",
         "tests": ["tests/report/test_compare_modes.py::test_a_time_run_against_a_counts_run"],
@@ -1475,7 +1475,7 @@ MUTATIONS = [
     },
     {
         "name": "hook-unexported-said-as-the-compilers",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": "    where = f\"{path}:{line.group(1)}\" if line else f\"hook file {path}\"\n",
         "new": "    where = f\"hook file {path}\"\n",
         "tests": ["tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[unexported]"],
@@ -1494,7 +1494,7 @@ MUTATIONS = [
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {
         "name": "run-driver-check-left-to-the-cache-key",
-        "file": "shimgen/run.py",
+        "file": "shimgen/run/main.py",
         "old": ("    driver = check_driver(opts.driver)  # every command's check, in the same "
                 "words\n"),
         "new": "    driver = opts.driver.resolve()\n",
@@ -1583,7 +1583,7 @@ MUTATIONS = [
     # ---- signals around the command, and what the report prints ----
     {
         "name": "run-runs-directory-group-may-write",
-        "file": "shimgen/owned.py",
+        "file": "shimgen/files/owned.py",
         "old": "    if st.st_mode & 0o022:\n        return OPEN_TO_OTHERS\n",
         "new": "    if st.st_mode & 0o002:\n        return OPEN_TO_OTHERS\n",
         "tests": ["tests/run/test_run_safety.py::test_a_runs_directory_others_can_write_or_not_a_"
@@ -1592,7 +1592,7 @@ MUTATIONS = [
     },
     {
         "name": "run-loader-tokens-by-name",
-        "file": "shimgen/run.py",
+        "file": "shimgen/run/main.py",
         "old": '    if "$" in text:\n',
         "new": '    if "$LIB" in text or "$ORIGIN" in text:\n',
         "tests": ["tests/run/test_run_safety.py::test_a_loader_token_in_the_shims_path_is_refused_"
@@ -1601,7 +1601,7 @@ MUTATIONS = [
     },
     {
         "name": "run-leaves-the-directory-of-a-command-that-never-started",
-        "file": "shimgen/run.py",
+        "file": "shimgen/run/main.py",
         "old": "        if not started_pid:  # nothing ran: nothing of this run is left\n",
         "new": "        if False:\n",
         "tests": ["tests/run/test_run_safety.py::test_a_command_that_cannot_start_is_one_line_and_"
@@ -1610,7 +1610,7 @@ MUTATIONS = [
     },
     {
         "name": "run-signals-raised-again-after-the-command",
-        "file": "shimgen/runchild.py",
+        "file": "shimgen/run/child.py",
         "old": ("            if signals is not None:\n"
                 "                signals.append(_received(info, False))\n"),
         "new": ("            if signals is not None:\n"
@@ -1622,7 +1622,7 @@ MUTATIONS = [
     },
     {
         "name": "report-csv-names-raw",
-        "file": "shimgen/report_output.py",
+        "file": "shimgen/report/output.py",
         "old": "    if isinstance(v, str):\n        return shown(v)\n",
         "new": "    if isinstance(v, str):\n        return v\n",
         "tests": ["tests/report/test_report_escaping.py::test_the_csv_escapes_every_string_and_stays_one_"
@@ -1754,7 +1754,7 @@ MUTATIONS = [
     },
     {
         "name": "report-percentiles-of-part-of-the-calls",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": "        if not self.hists or self.hist_calls != self.calls:\n",
         "new": "        if not self.hists:\n",
         "tests": ["tests/report/test_report.py::test_percentiles_need_every_call_in_a_histogram"],
@@ -1762,7 +1762,7 @@ MUTATIONS = [
     },
     {
         "name": "report-counts-only-errors-shown-as-none",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": "            if not counted:\n                m.errors_known = False\n",
         "new": "            if False:\n                m.errors_known = False\n",
         "tests": ["tests/report/test_report.py::test_table_header_and_counts_only_dashes"],
@@ -1770,7 +1770,7 @@ MUTATIONS = [
     },
     {
         "name": "report-counts-only-calls-taken-as-timed",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": ("            if fs.total_ns is not None:\n"
                 "                m.timed_calls += fs.calls\n"
                 "                m.total_ns += fs.total_ns\n"),
@@ -1781,7 +1781,7 @@ MUTATIONS = [
     },
     {
         "name": "report-sum-past-a-float-not-named",
-        "file": "shimgen/report_model.py",
+        "file": "shimgen/report/model.py",
         "old": ("        if not isfinite(m.total_ns) or (m.max_ns is not None and not "
                 "isfinite(m.max_ns)):\n"),
         "new": "        if False:\n",
@@ -1791,7 +1791,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-byte-order-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if h[\"byte_order\"] != BYTE_ORDER:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1800,7 +1800,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-header-size-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if h[\"header_size\"] != HEADER_SIZE:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1809,7 +1809,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-function-count-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if not 0 < nf < 1 << 16:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1818,7 +1818,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-page-size-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if page < 4096 or page & (page - 1):\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1827,7 +1827,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-stride-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if not 0 < bs <= stride or stride % page or stride > 1 << 32:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1836,7 +1836,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-blocks-offset-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if boff % page or boff < h[\"names_off\"] + h[\"names_size\"]:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1845,7 +1845,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-histogram-size-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if h[\"hist_buckets\"] != HIST_BUCKETS or h[\"off_count\"] != 0:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1854,7 +1854,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-block-fields-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "        if off % (4 if name in (\"tid\", \"state\") else 8) or end > bs:\n",
         "new": "        if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1865,7 +1865,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-fine-table-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": ("    if (not 0 < fs <= 1 << 24 or fs & (fs - 1) or h[\"fine_sub_shift\"] != "
                 "FINE_SUB_SHIFT\n"),
         "new": "    if (False\n",
@@ -1877,7 +1877,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-mode-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if h[\"mode\"] not in MODES:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1886,7 +1886,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-state-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "    if h[\"state\"] not in (RUNNING, COMPLETE):\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
@@ -1895,7 +1895,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-complete-without-an-end",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": ("    if h[\"state\"] == COMPLETE and (not h[\"end_ns\"] or h[\"end_ns\"] < "
                 "h[\"start_ns\"]):\n"),
         "new": "    if False:\n",
@@ -1905,7 +1905,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-names-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": ("    if names[-1] != b\"\" or len(names) != h[\"nfuncs\"] + 1 or not "
                 "all(names[:-1]):\n"),
         "new": "    if False:\n",
@@ -1917,7 +1917,7 @@ MUTATIONS = [
     },
     {
         "name": "tracefile-reader-error-slot-function-unchecked",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": "        if not 0 <= idx < nf:\n",
         "new": "        if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_names_and_error_slots_are_"
@@ -1934,7 +1934,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-key-blind-to-the-driver",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/cache/store.py",
         "old": 'manifest.get("cache_key") != key.as_dict()',
         "new": ('{k: v for k, v in (manifest.get("cache_key") or {}).items() '
                 'if k != "driver_build_id"} != {k: v for k, v in key.as_dict().items() '
@@ -1946,7 +1946,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-entry-open-to-others-trusted",
-        "file": "shimgen/owned.py",
+        "file": "shimgen/files/owned.py",
         "old": "    if st.st_mode & 0o022:\n        return OPEN_TO_OTHERS\n",
         "new": "",
         "tests": ["tests/run/test_cache_trust.py::test_an_entry_that_is_not_the_users_own_is_rebuilt_"
@@ -1957,7 +1957,7 @@ MUTATIONS = [
     },
     {
         "name": "cache-manifest-without-digest-trusted",
-        "file": "shimgen/cache.py",
+        "file": "shimgen/cache/store.py",
         "old": "        if not isinstance(digest, str):\n",
         "new": "        if False:\n",
         "tests": ["tests/run/test_cache_trust.py::test_an_entry_without_a_digest_is_rebuilt"],
@@ -1966,7 +1966,7 @@ MUTATIONS = [
     # ---- shimgen diff: what a driver upgrade changes ----
     {
         "name": "diff-added-removed-swapped",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": "        return sorted(b - a)\n",
         "new": "        return sorted(a - b)\n",
         "tests": ["tests/diff/test_diff.py::test_exports_added_and_removed_are_nm_s"],
@@ -1974,7 +1974,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-variant-move-missed",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "            if x == y:\n",
         "new": "            if x.found == y.found:\n",
         "tests": ["tests/diff/test_diff.py::test_proc_address_differences_are_the_drivers_own",
@@ -1983,7 +1983,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-bisection-off-by-one",
-        "file": "shimgen/diff_query.c",
+        "file": "shimgen/diff/query.c",
         "old": "        step(name, api, flags, b, at_b);\n",
         "new": "        step(name, api, flags, a, at_b);\n",
         "tests": ["tests/diff/test_diff.py::test_proc_address_differences_are_the_drivers_own"],
@@ -1991,7 +1991,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-hook-variants-missed",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": "        gained = sorted(set(self.new_variants) - set(self.old_variants))\n",
         "new": "        gained = []\n",
         "tests": ["tests/diff/test_diff.py::test_hooks_that_vanish_or_gain_variants"],
@@ -1999,7 +1999,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-hook-comments-read",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": ("    code = _C_TOKENS.sub(lambda m: \" \" if m.group(0)[0] == \"/\" "
                 "else '\"\"', text)\n"),
         "new": "    code = text\n",
@@ -2008,7 +2008,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-exit-0-on-differences",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": "        return DIFFERENCES if self.differs() else NO_DIFFERENCES\n",
         "new": "        return NO_DIFFERENCES\n",
         "tests": ["tests/diff/test_diff.py::test_reversed_direction_swaps_added_and_removed"],
@@ -2016,7 +2016,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-gate-offset-comparison-wrong",
-        "file": "shimgen/diff_gates.py",
+        "file": "shimgen/diff/gates.py",
         "old": "        if o.fields != n.fields:\n",
         "new": "        if o.fields != o.fields:\n",
         "tests": ["tests/diff/test_diff.py::test_gates_are_each_drivers_profile"],
@@ -2024,7 +2024,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-gate-sides-mixed",
-        "file": "shimgen/diff_gates.py",
+        "file": "shimgen/diff/gates.py",
         "old": "            g.name, tuple((f.offset, f.mask) for f in g.fields),\n",
         "new": "            g.name, tuple((f.mask, f.offset) for f in g.fields),\n",
         "tests": ["tests/diff/test_diff.py::test_gates_are_each_drivers_profile"],
@@ -2032,7 +2032,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-trouble-exit-1",
-        "file": "shimgen/diff_format.py",
+        "file": "shimgen/diff/main.py",
         "old": "        return TROUBLE\n",
         "new": "        return 1\n",
         "tests": ["tests/diff/test_diff.py::test_bad_path_is_trouble"],
@@ -2040,7 +2040,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-crash-not-said",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "        if rc != 0:\n",
         "new": "        if rc > 0:\n",
         "tests": ["tests/diff/test_diff.py::test_a_driver_that_crashes_its_process_is_trouble"],
@@ -2049,7 +2049,7 @@ MUTATIONS = [
     # ---- diff and hooks as an attacker sees them: code that runs as the user ----
     {
         "name": "diff-querier-inherits-stdin",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "                stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.DEVNULL,\n",
         "new": "                stdout=write_end, stderr=subprocess.DEVNULL,\n",
         "tests": ["tests/diff/test_diff_hostile.py::test_the_querier_has_only_its_pipe"],
@@ -2057,7 +2057,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-inherits-stderr",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "                stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.DEVNULL,\n",
         "new": "                stdin=subprocess.DEVNULL, stdout=write_end,\n",
         "tests": ["tests/diff/test_diff_hostile.py::test_the_querier_has_only_its_pipe"],
@@ -2065,7 +2065,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-inherits-descriptors",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "                close_fds=True, start_new_session=True, env=child_env())\n",
         "new": "                close_fds=False, start_new_session=True, env=child_env())\n",
         "tests": ["tests/diff/test_diff_hostile.py::test_the_querier_has_only_its_pipe"],
@@ -2073,7 +2073,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-group-not-killed",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "                os.killpg(self._proc.pid, signal.SIGKILL)\n",
         "new": "                os.kill(self._proc.pid, signal.SIGKILL)\n",
         "tests": ["tests/diff/test_diff_hostile.py::"
@@ -2082,7 +2082,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-output-uncapped",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "                    if self._got > self.cap:\n",
         "new": "                    if False:\n",
         "tests": ["tests/diff/test_diff_hostile.py::test_a_flood_on_the_answer_pipe_is_capped"],
@@ -2090,7 +2090,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-steps-unbounded",
-        "file": "shimgen/diff_query.c",
+        "file": "shimgen/diff/query.c",
         "old": "    if (++steps_of_query > MAX_STEPS)\n",
         "new": "    if (++steps_of_query > MAX_STEPS * 100000)\n",
         "tests": ["tests/diff/test_diff_hostile.py::"
@@ -2099,7 +2099,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-versions-unbounded",
-        "file": "shimgen/diff_query.c",
+        "file": "shimgen/diff/query.c",
         "old": "        top = cuda > far - 10 ? far : cuda + 10;\n",
         "new": "        top = cuda + 10;\n",
         "tests": ["tests/diff/test_diff_hostile.py::"
@@ -2108,7 +2108,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-hang-taken-for-an-exit",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "            if left <= 0 or self._over:\n                return False\n",
         "new": "            if left <= 0 or self._over:\n                return True\n",
         "tests": ["tests/diff/test_diff_hostile.py::"
@@ -2117,7 +2117,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-driver-of-another-user-loaded",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": "        why = distrust_code(fd, image.real_path)\n",
         "new": "        why = \"\"\n",
         "tests": ["tests/diff/test_diff_hostile.py::"
@@ -2126,7 +2126,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-shim-compared-as-a-driver",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": "    check_not_a_shim(image)\n",
         "new": "    pass\n",
         "tests": ["tests/diff/test_diff_hostile.py::test_a_shim_is_refused_as_either_driver"],
@@ -2134,7 +2134,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-cached-querier-of-another-user-run",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "            fd, _ = open_file(fds[-1], name)\n",
         "new": "            fd = os.open(name, os.O_RDONLY, dir_fd=fds[-1])\n",
         "tests": ["tests/diff/test_diff_hostile.py::"
@@ -2144,7 +2144,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-hook-declared-after-hooked-wins",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": ("        out[m.group(2)] = \"hook\" if \"hook\" in (kind, out.get(m.group(2))) "
                 "else kind\n"),
         "new": "        out[m.group(2)] = kind\n",
@@ -2154,7 +2154,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-hook-first-kind-wins",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": ("        out[m.group(2)] = \"hook\" if \"hook\" in (kind, out.get(m.group(2))) "
                 "else kind\n"),
         "new": "        out.setdefault(m.group(2), kind)\n",
@@ -2164,7 +2164,7 @@ MUTATIONS = [
     },
     {
         "name": "code-trust-file-owner-unchecked",
-        "file": "shimgen/owned.py",
+        "file": "shimgen/files/owned.py",
         "old": "    if st.st_uid not in (me, 0):\n        return f\"{ANOTHER_USER} (uid {st.st_uid})\"\n",
         "new": "    if False:\n        return f\"{ANOTHER_USER} (uid {st.st_uid})\"\n",
         "tests": ["tests/run/test_userhooks_trust.py::"
@@ -2176,7 +2176,7 @@ MUTATIONS = [
     },
     {
         "name": "code-trust-file-mode-unchecked",
-        "file": "shimgen/owned.py",
+        "file": "shimgen/files/owned.py",
         "old": "    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):\n",
         "new": "    if st.st_mode & stat.S_IWOTH:\n",
         "tests": ["tests/run/test_userhooks_trust.py::"
@@ -2185,7 +2185,7 @@ MUTATIONS = [
     },
     {
         "name": "code-trust-directory-mode-unchecked",
-        "file": "shimgen/owned.py",
+        "file": "shimgen/files/owned.py",
         "old": "        if d.st_mode & 0o022 and not d.st_mode & stat.S_ISVTX:\n",
         "new": "        if False:\n",
         "tests": ["tests/run/test_userhooks_trust.py::test_a_hook_file_another_user_could_change_is_"
@@ -2198,7 +2198,7 @@ MUTATIONS = [
     },
     {
         "name": "code-trust-sticky-refused",
-        "file": "shimgen/owned.py",
+        "file": "shimgen/files/owned.py",
         "old": "        if d.st_mode & 0o022 and not d.st_mode & stat.S_ISVTX:\n",
         "new": "        if d.st_mode & 0o022:\n",
         "tests": ["tests/run/test_userhooks_trust.py::"
@@ -2209,7 +2209,7 @@ MUTATIONS = [
     },
     {
         "name": "code-trust-directory-owner-unchecked",
-        "file": "shimgen/owned.py",
+        "file": "shimgen/files/owned.py",
         "old": "        if d.st_uid not in (me, 0):\n",
         "new": "        if False:\n",
         "tests": ["tests/run/test_userhooks_trust.py::test_a_hook_file_another_user_could_change_is_"
@@ -2218,7 +2218,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-file-of-another-user-built",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": "        why = distrust_code(fd, path)\n",
         "new": "        why = \"\"\n",
         "tests": ["tests/run/test_userhooks_trust.py::test_a_hook_file_another_user_could_change_is_"
@@ -2227,7 +2227,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-control-character-in-path",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": "        check_path_text(path, \"hook file\")\n",
         "new": "",
         "tests": ["tests/run/test_userhooks_trust.py::"
@@ -2236,7 +2236,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-control-character-in-real-path",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": "        check_path_text(os.path.realpath(path), \"hook file\")\n",
         "new": "",
         "tests": ["tests/run/test_userhooks_trust.py::"
@@ -2245,7 +2245,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-over-the-limit-cut",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": "    if len(data) > MAX_BYTES:\n        raise",
         "new": "    data = data[:MAX_BYTES]\n    if False:\n        raise",
         "tests": ["tests/run/test_userhooks_trust.py::"
@@ -2263,7 +2263,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-copy-more-readable",
-        "file": "shimgen/render.py",
+        "file": "shimgen/shim/render.py",
         "old": "            write_private(path, user_source_text(hook.path, hook.data), hook.mode)\n",
         "new": "            path.write_bytes(user_source_text(hook.path, hook.data))\n",
         "tests": ["tests/run/test_userhooks_trust.py::"
@@ -2331,7 +2331,7 @@ MUTATIONS = [
     },
     {
         "name": "run-dir-identity-not-passed",
-        "file": "shimgen/run.py",
+        "file": "shimgen/run/main.py",
         "old": ("        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,\n"
                 "                                (st.st_dev, st.st_ino))\n"),
         "new": "        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts)\n",
@@ -2341,7 +2341,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-other-answers-not-a-difference",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": "or self.removed(\"data\") or self.spans or self.gates_differ()",
         "new": "or self.removed(\"data\") or self.gates_differ()",
         "tests": ["tests/diff/test_diff.py::test_equal_exports_with_other_answers_are_differences"],
@@ -2349,7 +2349,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-answers-unchecked",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "            if any((name, api, flags) not in steps for api in present for flags in FLAGS):\n",
         "new": "            if False:\n",
         "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[no-answers]",
@@ -2358,7 +2358,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-silence-taken",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "    if not lines or not re.fullmatch(r\"v \\d+\", lines[0]):\n",
         "new": "    if False:\n",
         "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[silent]"],
@@ -2366,7 +2366,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-querier-line-unchecked",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "        if len(parts) != 8 or parts[0] != \"s\":\n",
         "new": "        if parts[0] != \"s\":\n",
         "tests": ["tests/diff/test_diff.py::test_a_querier_that_answers_wrongly_is_trouble[short-line]"],
@@ -2374,7 +2374,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-directory-without-a-driver-taken",
-        "file": "shimgen/diff.py",
+        "file": "shimgen/diff/compare.py",
         "old": "    if len(found) != 1:\n",
         "new": "    if len(found) > 1:\n",
         "tests": ["tests/diff/test_diff.py::test_bad_path_is_trouble"],
@@ -2432,7 +2432,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-python-variant-not-stripped",
-        "file": "shimgen/inject.py",
+        "file": "shimgen/shim/inject.py",
         "old": ("    bare = stem if sep and stem and digits.isascii() and digits.isdigit() "
                 "else base\n"),
         "new": "    bare = base\n",
@@ -2441,7 +2441,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-reader-no-subtraction",
-        "file": "shimgen/tracefile.py",
+        "file": "shimgen/trace/binary.py",
         "old": ("    if timed:  # the time path counted the injected failures among the "
                 "returns too\n"),
         "new": "    if False:\n",
@@ -2483,8 +2483,8 @@ MUTATIONS = [
     },
     {
         "name": "inject-run-unchecked",
-        "file": "shimgen/run.py",
-        "old": "        check(opts.inject, exports_of(entry.directory), version_from_name(driver))\n",
+        "file": "shimgen/run/main.py",
+        "old": "        inject.check(opts.inject, inject.exports_of(entry.directory), version_from_name(driver))\n",
         "new": "        pass\n",
         "tests": ["tests/runtime/test_inject.py::test_run_refuses_a_bad_rule_before_anything_runs"
                   "[no-match]"],
@@ -2556,7 +2556,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-run-spec-length-unchecked",
-        "file": "shimgen/inject.py",
+        "file": "shimgen/shim/inject.py",
         "old": "    if len(spec.encode()) >= MAX_LEN:\n",
         "new": "    if len(spec.encode()) > MAX_LEN:\n",
         "tests": ["tests/runtime/test_inject.py::"
@@ -2583,14 +2583,14 @@ MUTATIONS = [
     },
     {
         "name": "inject-run-takes-one-rule-too-many",
-        "file": "shimgen/inject.py",
+        "file": "shimgen/shim/inject.py",
         "old": "    if len(rules) > MAX_RULES:\n",
         "new": "    if len(rules) > MAX_RULES + 1:\n",
         "tests": ["tests/runtime/test_inject.py::"
                   "test_run_refuses_more_rules_than_the_shim_takes_before_the_command_starts"],
         "why": "run refuses 33 rules before the command starts (the shim would arm none)",
     },
-    # ---- user hooks (shimgen/userhooks.py, runtime/userhooks.c, examples/hooks/) ----
+    # ---- user hooks (shimgen/shim/userhooks.py, runtime/userhooks.c, examples/hooks/) ----
     {
         "name": "userhooks-procaddr-answer-bypasses-hook",
         "file": "runtime/hooks_proc_address.c",
@@ -2604,7 +2604,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-exports-unchecked-at-the-line",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": ('"-fvisibility=hidden",\n'
                 '          "-DSHIMGEN_CHECK_EXPORTS")\n'),
         "new": '"-fvisibility=hidden")\n',
@@ -2614,7 +2614,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-cache-key-by-path-not-content",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": '    return _sha256("\\n".join(f.sha256 for f in files).encode())\n',
         "new": '    return _sha256("\\n".join(str(f.path) for f in files).encode())\n',
         "tests": ["tests/run/test_userhooks.py::test_run_rebuilds_when_the_hook_file_changes"],
@@ -2654,7 +2654,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-shimgens-own-hook-taken",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": "        if name in model.unwrappable:\n",
         "new": "        if name in model.unwrappable and False:\n",
         "tests": ["tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[raw_procaddr]"],
@@ -2662,7 +2662,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-file-without-a-hook-built",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": "    if not hooks:\n",
         "new": "    if not hooks and False:\n",
         "tests": ["tests/run/test_userhooks.py::test_refused_with_the_users_file_and_line[no_hook]"],
@@ -2670,7 +2670,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-file-given-twice-taken",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": "        if any(f.path == path for f in files):\n",
         "new": "        if any(f.path == path for f in files[1:]):\n",
         "tests": ["tests/run/test_userhooks.py::test_hook_paths_refused_in_one_line_before_any_work[twice]"],
@@ -2678,7 +2678,7 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-not-a-c-file-taken",
-        "file": "shimgen/userhooks.py",
+        "file": "shimgen/shim/userhooks.py",
         "old": "        if path.suffix != \".c\":\n",
         "new": "        if path.suffix not in (\".c\", \".h\"):\n",
         "tests": ["tests/run/test_userhooks.py::test_hook_paths_refused_in_one_line_before_any_work[not-c]"],
@@ -2686,7 +2686,7 @@ MUTATIONS = [
     },
     {
         "name": "hook-file-of-any-kind-read",
-        "file": "shimgen/infile.py",
+        "file": "shimgen/files/reading.py",
         "old": "        if not stat.S_ISREG(mode):\n",
         "new": "        if stat.S_ISCHR(mode):\n",
         "tests": ["tests/run/test_userhooks.py::test_hook_paths_refused_in_one_line_before_any_work[directory]"],
@@ -2786,7 +2786,7 @@ MUTATIONS = [
     # ---- every driver Debian ships: hooks of newer functions, older drivers, the matrix ----
     {
         "name": "hook-since-includes-its-own-version",
-        "file": "shimgen/model.py",
+        "file": "shimgen/shim/model.py",
         "old": "cuda is not None and cuda < hook.since",
         "new": "cuda is not None and cuda <= hook.since",
         "tests": ["tests/pipeline/test_matrix.py::test_a_hook_is_absent_only_from_a_driver_older_than_its_function"],
@@ -2795,7 +2795,7 @@ MUTATIONS = [
     },
     {
         "name": "hook-since-unknown-version-leaves-it-out",
-        "file": "shimgen/model.py",
+        "file": "shimgen/shim/model.py",
         "old": "cuda is not None and cuda < hook.since",
         "new": "(cuda is None or cuda < hook.since)",
         "tests": ["tests/pipeline/test_matrix.py::test_a_hook_is_absent_only_from_a_driver_older_than_its_function"],
@@ -2803,7 +2803,7 @@ MUTATIONS = [
     },
     {
         "name": "hook-since-any-missing-name-left-out",
-        "file": "shimgen/model.py",
+        "file": "shimgen/shim/model.py",
         "old": "            if driver_predates(driver, hook):\n",
         "new": "            if hook.since:\n",
         "tests": ["tests/pipeline/test_matrix.py::test_a_misspelt_hook_fails_on_a_driver_new_enough"],
@@ -2811,7 +2811,7 @@ MUTATIONS = [
     },
     {
         "name": "predates-said-of-any-library",
-        "file": "shimgen/driver.py",
+        "file": "shimgen/driver/library.py",
         "old": "    if missing == [\"cuGetProcAddress\"]:\n",
         "new": "    if \"cuGetProcAddress\" in missing:\n",
         "tests": ["tests/pipeline/test_units.py::test_bad_driver_input_is_one_line"],
@@ -2848,7 +2848,7 @@ MUTATIONS = [
     },
     {
         "name": "diff-compares-an-api-one-driver-lacks",
-        "file": "shimgen/diff_procaddr.py",
+        "file": "shimgen/diff/procaddr.py",
         "old": "    for key in sorted(k for k in set(old) | set(new) if k[1] in both):\n",
         "new": "    for key in sorted(set(old) | set(new)):\n",
         "tests": ["tests/run/test_cuda11_driver.py::test_diff_against_cuda_12_says_what_470_has_not"],
@@ -2873,7 +2873,7 @@ MUTATIONS = [
     },
     {
         "name": "driver-version-only-from-the-file-name",
-        "file": "shimgen/driver.py",
+        "file": "shimgen/driver/library.py",
         "old": "    m = _PROFILES_FILE.search(image.contents)\n",
         "new": "    m = None\n",
         "tests": ["tests/pipeline/test_matrix.py::test_a_driver_copied_under_another_name_is_told_by_its_contents"],

@@ -38,7 +38,7 @@ char shimgen_loaded_build_id[129];
 char shimgen_loaded_version[32] = SHIMGEN_DRIVER_VERSION;
 
 /* The version in a driver's real file name: "libcuda.so.535.261.03" gives "535.261.03"
- * (digits and two or three dot-separated parts, as shimgen/elf.py reads it). */
+ * (digits and two or three dot-separated parts, as shimgen/driver/elf.py reads it). */
 static void version_from_name(const char *path)
 {
     const char *base = strrchr(path, '/');

@@ -3,7 +3,7 @@
  * which programs discover and use them: cuInit (every device, once the driver is up),
  * cuDeviceGet, cuMemCreate (a GPUDirect RDMA allocation) and
  * cuMemGetHandleForAddressRange (a DMA-BUF export). Installed only when SHIMGEN_GATES is in
- * effect on the profile's driver (shimgen/hooks.py: feature "gates"). The DMA-BUF export hook
+ * effect on the profile's driver (shimgen/shim/hooks.py: feature "gates"). The DMA-BUF export hook
  * is compiled where the driver exports its function (CUDA 11.7 on).
  */
 

@@ -1,6 +1,6 @@
 /*
  * inject.c: fault injection (SHIMGEN_INJECT, docs/inject.md). The rules are parsed once,
- * with the rest of the configuration (config.c), by the grammar of shimgen/inject.py (its
+ * with the rest of the configuration (config.c), by the grammar of shimgen/shim/inject.py (its
  * key names and limits come through facts.h), and matched against the slot names: an
  * export E is matched by pattern P when fnmatch(P, V) for V = E, E without a trailing
  * _ptsz/_ptds, or that without a trailing _v<digits>. Any error: one notice naming the rule,
@@ -346,7 +346,7 @@ void shimgen_inject_arm(void *targets[])
     }
 }
 
-/* splitmix64's finalizer of z + the golden gamma (shimgen/inject.py: mix). */
+/* splitmix64's finalizer of z + the golden gamma (shimgen/shim/inject.py: mix). */
 static uint64_t mix(uint64_t z)
 {
     z += 0x9E3779B97F4A7C15ull;
@@ -355,7 +355,7 @@ static uint64_t mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-/* Whether call n (from 1) of rule r is chosen, before times=K (shimgen/inject.py: fires). */
+/* Whether call n (from 1) of rule r is chosen, before times=K (shimgen/shim/inject.py: fires). */
 static int fires(const struct rule *ru, unsigned r, uint64_t n)
 {
     if (ru->has[K_NTH])

@@ -45,7 +45,7 @@ static unsigned function_segments(unsigned i, struct seg *out)
 }
 
 /* The q-quantile (0 < q <= 1) of `n` ranges, in ticks, as docs/report.md defines it (the
- * same as `shimgen report`, shimgen/report.py percentiles): each range's calls spread
+ * same as `shimgen report`, shimgen/report/main.py percentiles): each range's calls spread
  * evenly over it, the top range ending at the maximum `max` (never below its lower edge);
  * the value below which q * calls of the calls lie. 0 for no calls. */
 static double quantile_ticks(const struct seg *s, unsigned n, double q, double max)
@@ -68,7 +68,7 @@ static double quantile_ticks(const struct seg *s, unsigned n, double q, double m
 }
 
 /* p50, p90 and p99 of function i, in ticks, within the values its calls can have (as
- * `shimgen report`'s bounded_percentiles, shimgen/report_model.py): none above the maximum,
+ * `shimgen report`'s bounded_percentiles, shimgen/report/model.py): none above the maximum,
  * none below the total less every other call at the maximum; one call is the maximum, two
  * are the maximum and the total less it, each percentile the call of rank ceil(q * calls). */
 void shimgen_function_quantiles(unsigned i, double out[3])

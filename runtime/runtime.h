@@ -93,7 +93,7 @@ void shimgen_init(void);
 void *shimgen_lazy_resolve(unsigned idx);
 extern char shimgen_loaded_build_id[129];
 /* The loaded driver's version, from its real file name (libcuda.so.<version>, the rule
- * shimgen/elf.py applies at build time); the build-time one until a driver is loaded, and
+ * shimgen/driver/elf.py applies at build time); the build-time one until a driver is loaded, and
  * "unknown" when the loaded file's name has none. */
 extern char shimgen_loaded_version[32];
 

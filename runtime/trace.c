@@ -229,7 +229,7 @@ static int write_json(void)
 }
 
 /* The `n` entries of err_list gathered, under `title`, in `shimgen report`'s columns and
- * order (report_format.py): function, code, name, count. */
+ * order (report/format.py): function, code, name, count. */
 static void write_codes(const char *title, unsigned n)
 {
     int width = (int)strlen("function");

@@ -1,7 +1,7 @@
 /*
  * tracefile_header.h: the header at offset 0 of the binary trace file of SHIMGEN_TRACE_DIR
  * (version 2, documented field by field in docs/traceformat.md, read by
- * shimgen/tracefile.py), declared from the one list of its fields (shimgen/runenv.py) that
+ * shimgen/trace/binary.py), declared from the one list of its fields (shimgen/runenv.py) that
  * the reader uses too; and what writes it (tracefile_header.c). The blocks after it are
  * struct tstats (block.h, layout.h), whose offsets and sizes the header records.
  */

@@ -24,13 +24,13 @@ EXIT_USAGE = 2
 COMMANDS = {
     "run": "shimgen.run:command",
     "report": "shimgen.report:command",
-    "build": "shimgen.pipeline:command",
-    "gates": "shimgen.gates.report:command",
-    "patch": "shimgen.gates.patch:command",
+    "build": "shimgen.shim:command",
+    "gates": "shimgen.gates:command",
+    "patch": "shimgen.gates:patch_command",
     "probe": "shimgen.probe:command",
-    "exports": "shimgen.exports:command",
-    "diff": "shimgen.diff_format:command",
-    "hook-header": "shimgen.userhooks:header_command",
+    "exports": "shimgen.driver:list_exports",
+    "diff": "shimgen.diff:command",
+    "hook-header": "shimgen.shim:header_command",
 }
 
 _DRIVER_HELP = "the real libcuda (default: the one `ldconfig -p` would pick)"
@@ -161,7 +161,7 @@ def _add_run(sub) -> None:
 
 
 def _add_report(sub) -> None:
-    from .report_model import BY
+    from .report import BY
 
     r = _command(sub, "report")
     r.add_argument("paths", nargs="+", metavar="PATH",

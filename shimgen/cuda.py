@@ -428,7 +428,7 @@ def since_text(cuda: int) -> str:
     return f"CUDA {cuda_text(cuda)}, driver {first_driver(cuda)}"
 
 
-# ---- the shim's run-time features: which hooks are installed (see hooks.py) ----------------------
+# ---- the shim's run-time features: which hooks are installed (see shim/hooks.py) -----------------
 FEATURES = {"always": 1, "attrs": 2, "gates": 4}
 
 # ---- the CUDA types a user hook needs (shimgen/hook.h, templates/hook.h.j2) ----------------------

@@ -40,7 +40,7 @@ class Interrupted(KeyboardInterrupt):
 
     def message(self, command: str | None = None) -> str:
         """What was interrupted. `run` says itself what it interrupted once it has begun
-        (run.py); one that reaches the command line's guard came before: the command did
+        (run/main.py); one that reaches the command line's guard came before: the command did
         not run."""
         not_run = "; the command did not run" if command == "run" else ""
         if self.installed:

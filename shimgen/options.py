@@ -11,7 +11,7 @@ from .errors import ShimgenError
 
 def path_option(value: str | None, option: str, what: str, default=lambda: None):
     """A path given with `option`, checked as text; `default()` when it is not given."""
-    from .elfnotes import check_path_text  # not elf.py: nothing heavy on `run`'s path
+    from .driver import check_path_text  # not driver/elf.py: nothing heavy on `run`'s path
 
     if value is None:
         return default()
@@ -33,7 +33,7 @@ def driver_path(value: str | None) -> Path:
 
 def out_root(value: str | None) -> Path:
     """build's -o: the output root (default ./build), a path meson can take."""
-    from .model import default_output_root
+    from .shim import default_output_root
 
     root = path_option(value, "--out", "output directory", default_output_root)
     if "\\" in str(root.absolute()):

@@ -1,8 +1,8 @@
 """The names the shim, `shimgen run` and the trace readers share, kept here once: the
 environment variables the shim reads, the launchers' rank variables, the binary trace
-file's magic, version and suffix, and the layout of a run directory. render.py writes them
-into facts.h as #defines for the runtime; run.py, report.py and tracefile.py import them.
-This module imports nothing: it is on `shimgen run`'s path."""
+file's magic, version and suffix, and the layout of a run directory. shim/render.py writes
+them into facts.h as #defines for the runtime; run/main.py, report/main.py and
+trace/binary.py import them. This module imports nothing: it is on `shimgen run`'s path."""
 
 # The shim's environment variables (runtime/config.c reads them once, at load), by key;
 # facts.h has each as SHIMGEN_ENV_<KEY>.
@@ -65,7 +65,7 @@ TRACE_STATES = {"running": 1, "complete": 2}
 TRACE_ERR_INJECTED = 1 << 63
 # Its header, field by field in order: (name, type, count), the type one of u32, u64, i64,
 # char. runtime/tracefile_header.h declares its struct from this list (rendered into facts.h,
-# with each field's offset checked) and shimgen/tracefile.py reads it with the same one;
+# with each field's offset checked) and shimgen/trace/binary.py reads it with the same one;
 # every field lies at a multiple of its own size, so the C struct has no padding.
 TRACE_HEADER = (
     ("magic", "char", 8), ("version", "u32", 1), ("header_size", "u32", 1),

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (CI's skips)
-from tiers import SLOW
 
 from devtools.driverfetch import (
     DRIVERS,
@@ -30,9 +28,11 @@ from devtools.driverfetch import (
     FetchedDriver,
     fetch,
 )
-from shimgen.pipeline import make_shim
 from shimgen.probe.child import child_env
 from shimgen.runenv import SHIM_LIBRARY
+from shimgen.shim.pipeline import make_shim
+from tests.skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (CI's skips)
+from tests.tiers import SLOW
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -207,7 +207,7 @@ def interposer(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def other() -> list[str]:
     """The command prefix that runs as the second user (faultkit.OTHER)."""
-    from faultkit import OTHER
+    from tests.faultkit import OTHER
 
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to act as a second user")

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from shimgen.driver import read_driver
+from shimgen.driver.library import read_driver
 
 ROOT = Path(__file__).resolve().parent.parent
 NEW_IN_555 = "cuLibraryGetKernelCount"  # (unsigned *count, CUlibrary lib); not in 535

@@ -26,7 +26,7 @@ from capstone import CS_AC_WRITE, CsInsn
 from capstone import x86 as cx86
 
 from ..cuda import attribute_name
-from ..elf import DriverImage
+from ..driver import DriverImage
 from .cases import CaseWalker
 from .facts import GATE_RULES, MASK, SET
 from .flow import MAX_CASES, Function, JumpTable, back_insns, walk_function

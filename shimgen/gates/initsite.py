@@ -155,6 +155,32 @@ def _at(ref: InsnRef) -> str:
     return f"{ref.vaddr:#x}"
 
 
+def _choose_set(code: Code, writers: list[Writer], offset: int, mask: int,
+                note: str) -> InitPatch:
+    """The set patch: the one load the stores rebuild the byte from, each or that feeds a
+    store gaining the bit; or why there is none."""
+    groups: dict[int, list[Writer]] = {}
+    for w in writers:
+        if w.effect == "keeps" and w.load is not None and w.ors \
+                and all(_imm_byte_index(o) is not None for o in w.ors):
+            groups.setdefault(w.load.address, []).append(w)
+    if len(groups) != 1:
+        status = "none" if not groups else "ambiguous"
+        why = ("no store rebuilds the byte from itself with an or of an immediate"
+               if not groups else "stores rebuild the byte from loads at "
+               + ", ".join(f"{a:#x}" for a in sorted(groups)) + "; not told apart")
+        return InitPatch(SET, offset, mask, status, why + note, [], [])
+    (load_va, group), = groups.items()
+    ors = sorted({o.address: o for w in group for o in w.ors}.values(),
+                 key=lambda o: o.address)
+    changes = [_change(code, o, (_imm(o) | mask) & 0xFF) for o in ors]
+    why = (f"the byte is rebuilt from itself (movzbl at {load_va:#x}) and stored at "
+           + ", ".join(_at(w.site.insn) for w in group)
+           + f"; the or feeding each store gains {mask:#x}" + note)
+    return InitPatch(SET, offset, mask, "chosen", why,
+                     [code.ref(o) for o in ors], changes)
+
+
 def choose(code: Code, sites: list[InitSite], offset: int, mask: int,
            direction: str) -> InitPatch:
     """The init patch that makes the driver set (``set``) or never set (``mask``) the bit
@@ -169,26 +195,7 @@ def choose(code: Code, sites: list[InitSite], offset: int, mask: int,
     note += "".join(f"; the value stored at {_at(w.site.insn)} is not traced ({w.why}; not "
                     "changed)" for w in unknown)
     if direction == SET:
-        groups: dict[int, list[Writer]] = {}
-        for w in writers:
-            if w.effect == "keeps" and w.load is not None and w.ors \
-                    and all(_imm_byte_index(o) is not None for o in w.ors):
-                groups.setdefault(w.load.address, []).append(w)
-        if len(groups) != 1:
-            status = "none" if not groups else "ambiguous"
-            why = ("no store rebuilds the byte from itself with an or of an immediate"
-                   if not groups else "stores rebuild the byte from loads at "
-                   + ", ".join(f"{a:#x}" for a in sorted(groups)) + "; not told apart")
-            return InitPatch(direction, offset, mask, status, why + note, [], [])
-        (load_va, group), = groups.items()
-        ors = sorted({o.address: o for w in group for o in w.ors}.values(),
-                     key=lambda o: o.address)
-        changes = [_change(code, o, (_imm(o) | mask) & 0xFF) for o in ors]
-        why = (f"the byte is rebuilt from itself (movzbl at {load_va:#x}) and stored at "
-               + ", ".join(_at(w.site.insn) for w in group)
-               + f"; the or feeding each store gains {mask:#x}" + note)
-        return InitPatch(direction, offset, mask, "chosen", why,
-                         [code.ref(o) for o in ors], changes)
+        return _choose_set(code, writers, offset, mask, note)
     setters = [w for w in writers if w.effect == "sets"]
     merged = [(w, merges[id(w)]) for w in writers if merges.get(id(w)) is not None]
     fixable: list[CsInsn] = []

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from capstone import CsInsn
 from capstone import x86 as cx86
 
-from ..elf import DriverImage
+from ..driver import DriverImage
 from .flow import Function, walk_function
 from .p2p_profile import FOUND, NONE, P2P_GATE, P2PCheck, P2PGate
 from .profile import ByteChange

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .facts import GateDiscoveryError
-from .profile import ByteChange, InsnRef
-from .records import from_json
+from .records import ByteChange, InsnRef, from_json
 
 P2P_GATE = "p2p-mixed"
 BRANCH = "branch"  # the "kind" of the gate in a profile's "gates" list

@@ -23,7 +23,7 @@ from typing import Any
 from capstone import x86 as cx86
 from unicorn import UC_HOOK_CODE, Uc
 
-from ..elf import DriverImage
+from ..driver import DriverImage
 from .emulator import PAGE, SCRATCH, STACK, STACK_SIZE, Emulator
 from .facts import BASE
 from .p2p_profile import FOUND, P2PCheck, P2PGate

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..elf import DriverImage
+from ..driver import DriverImage
 from ..errors import ShimgenError
 from .initsite import MASK, SET
 from .p2p_profile import FOUND, P2P_GATE
@@ -60,7 +60,7 @@ def already_patched(image: DriverImage) -> str | None:
     """Why `image` is a copy `shimgen patch` wrote, from the manifest beside it (the copy's
     digest recorded there), or None. Said before any analysis: discovery on a patched copy
     finds the changed bytes, not the init sites."""
-    from ..infile import read_regular
+    from ..files import read_regular
 
     manifest = image.real_path.parent / MANIFEST
     try:
@@ -73,6 +73,32 @@ def already_patched(image: DriverImage) -> str | None:
         return None
     return (f"{image.real_path} is already patched ({what}: the copy `shimgen patch` wrote, "
             f"{manifest}); nothing written; patch the original, {original}")
+
+
+def _gate_changes(image: DriverImage, profile: Profile, name: str, mask: bool,
+                  driver_option: str) -> list[Change]:
+    """The changes of one attribute gate's init patches in the direction asked; a gate the
+    driver lacks, or one without a chosen init site that way, is refused saying why."""
+    direction = MASK if mask else SET
+    gate = profile.gate(name)
+    if gate is None:
+        from .facts import why_no_gate
+
+        raise ShimgenError(f"unknown gate '{name}' (this driver has: "
+                           f"{' '.join(g.name for g in profile.gates)}"
+                           f"{' ' + P2P_GATE if profile.p2p is not None else ''}"
+                           f"{why_no_gate(name, image.version)})")
+    patches = [p for p in gate.init_patches if p.direction == direction]
+    for p in patches:
+        if p.status != "chosen":
+            raise ShimgenError(f"gate {name} has no init site to {direction} on this driver: "
+                               f"{p.status}, {p.why}; nothing written; "
+                               + _instead(name, mask, driver_option))
+    if not patches:
+        raise ShimgenError(f"gate {name} has no init site to {direction} in this profile; "
+                           "nothing written; " + _instead(name, mask, driver_option))
+    return [Change(name, r.vaddr, r.text, c) for p in patches for c in p.changes
+            for r in [next(r for r in p.insns if r.vaddr <= c.vaddr < r.vaddr + len(r.hex) // 2)]]
 
 
 def select_changes(image: DriverImage, profile: Profile, gates: list[str], mask: bool,
@@ -89,29 +115,7 @@ def select_changes(image: DriverImage, profile: Profile, gates: list[str], mask:
         if name == P2P_GATE:
             wanted += _p2p_changes(profile, mask)
             continue
-        gate = profile.gate(name)
-        if gate is None:
-            from .facts import why_no_gate
-
-            raise ShimgenError(f"unknown gate '{name}' (this driver has: "
-                               f"{' '.join(g.name for g in profile.gates)}"
-                               f"{' ' + P2P_GATE if profile.p2p is not None else ''}"
-                               f"{why_no_gate(name, image.version)})")
-        for p in gate.init_patches:
-            if p.direction == direction and p.status != "chosen":
-                raise ShimgenError(f"gate {name} has no init site to {direction} on this driver: "
-                                   f"{p.status}, {p.why}; nothing written; "
-                                   + _instead(name, mask, driver_option))
-        for p in gate.init_patches:
-            if p.direction != direction:
-                continue
-            for c in p.changes:
-                r = next(r for r in p.insns
-                         if r.vaddr <= c.vaddr < r.vaddr + len(r.hex) // 2)
-                wanted.append(Change(name, r.vaddr, r.text, c))
-        if not any(p.direction == direction for p in gate.init_patches):
-            raise ShimgenError(f"gate {name} has no init site to {direction} in this profile; "
-                               "nothing written; " + _instead(name, mask, driver_option))
+        wanted += _gate_changes(image, profile, name, mask, driver_option)
     if sites:
         known = sorted({c.insn_vaddr for c in wanted})
         unknown = [s for s in sites if s not in known]
@@ -244,9 +248,9 @@ def write_copy(image: DriverImage, changes: list[Change], out: Path, mask: bool,
 def run(driver: Path, gates: list[str], out: Path, mask: bool, profile_path: Path | None,
         sites: list[int], driver_option: str = "") -> int:
     """`shimgen patch`: check, prove, write; one summary on stdout."""
-    from .. import driver as drv
+    from ..driver import read_driver
 
-    image = drv.read_driver(driver)
+    image = read_driver(driver)
     patched = already_patched(image)
     if patched is not None:
         raise ShimgenError(patched)

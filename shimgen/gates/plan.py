@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..elf import DriverImage
+from ..driver import DriverImage
 from ..errors import ShimgenError
 from . import ALLOW_UNPROVEN
 from .profile import PROOF_FAILED, PROOF_PASSED, InsnRef, Profile, load_profile

@@ -16,7 +16,16 @@ from typing import Any
 
 from ..cuda import ATTRIBUTES, PROBED_ATTRIBUTES
 from .facts import GateDiscoveryError
-from .records import _decode, _int, _need_dict, from_json, to_json
+from .records import (
+    ByteChange,
+    InsnRef,
+    _decode,
+    _hex,
+    _int,
+    _need_dict,
+    from_json,
+    to_json,
+)
 
 SCHEMA = "shimgen.gates/1"
 EXPORT = "cuDeviceGetAttribute"
@@ -29,22 +38,9 @@ PROOF_NOT_RUN = "not run"
 PROOF_STATUSES = (PROOF_PASSED, PROOF_FAILED, PROOF_NOT_RUN)
 
 
-def _hex(**more: Any) -> Any:
-    return field(metadata={"json": "hex", **more})
-
 
 # --------------------------------------------------------------------------------------------
 # The records
-
-
-@dataclass(frozen=True)
-class InsnRef:
-    """One instruction of the driver, as it must appear in the loaded image."""
-
-    vaddr: int = _hex()
-    file_offset: int = _hex()
-    hex: str = field(metadata={"key": "bytes", "json": "bytes"})
-    text: str
 
 
 @dataclass(frozen=True)
@@ -134,16 +130,6 @@ class InitSite:
     sets_bit: bool
     insn: InsnRef
     or_insn: InsnRef | None
-
-
-@dataclass(frozen=True)
-class ByteChange:
-    """One byte of the driver's code, as shipped (``old``) and as patched (``new``)."""
-
-    vaddr: int = _hex()
-    file_offset: int = _hex()
-    old: int = _hex()
-    new: int = _hex()
 
 
 @dataclass
@@ -269,7 +255,7 @@ MAX_PROFILE_BYTES = 64 << 20  # a file larger than this is not a profile
 
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile written by ``Profile.to_json``."""
-    from ..infile import read_regular
+    from ..files import read_regular
 
     p = Path(path)
     try:

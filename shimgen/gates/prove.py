@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..elf import DriverImage
+from ..driver import DriverImage
 from .emulator import Emulator, Run
 from .facts import BASE, GATE_RULES
 from .initsite import prove_patch

@@ -2,7 +2,9 @@
 field's metadata says how an integer is written ("hex": a string like 0x1f; "signed": any
 integer; otherwise a non-negative integer), whether it may be left out ("optional") and
 under which key, when it is not the field's name ("key"). Reading checks every value and
-names the first one that is wrong, as `profile: <where> ...` (GateDiscoveryError)."""
+names the first one that is wrong, as `profile: <where> ...` (GateDiscoveryError). Also the
+two records all others are made of, an instruction (InsnRef) and a byte change (ByteChange):
+profile.py and p2p_profile.py both build on them."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import dataclasses
 import re
 import types
 import typing
+from dataclasses import dataclass, field
 from typing import Any
 
 from .facts import GateDiscoveryError
@@ -98,3 +101,29 @@ def from_json(cls: type, d: Any, where: str) -> Any:
                               f.metadata.get("json"))
               for f in fields if _key(f) in d}
     return cls(**values)
+
+
+# The two records every other is made of: an instruction of the driver and a byte of it.
+
+def _hex(**more: Any) -> Any:
+    return field(metadata={"json": "hex", **more})
+
+
+@dataclass(frozen=True)
+class InsnRef:
+    """One instruction of the driver, as it must appear in the loaded image."""
+
+    vaddr: int = _hex()
+    file_offset: int = _hex()
+    hex: str = field(metadata={"key": "bytes", "json": "bytes"})
+    text: str
+
+
+@dataclass(frozen=True)
+class ByteChange:
+    """One byte of the driver's code, as shipped (``old``) and as patched (``new``)."""
+
+    vaddr: int = _hex()
+    file_offset: int = _hex()
+    old: int = _hex()
+    new: int = _hex()

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from ..cuda import ATTRIBUTE_SINCE, GATE_ATTRIBUTES, attribute_name, cuda_of_driver, cuda_text
-from ..elf import DriverImage
+from ..driver import DriverImage
 from ..errors import ShimgenError
-from ..outfile import write_whole
+from ..files import write_whole
 from . import ALLOW_UNPROVEN
 from . import prove as proving
 from .discover import discover
@@ -179,7 +179,7 @@ def format_verdict(profile: Profile, result, driver_option: str = "") -> str:
 
 def is_profile(path: Path) -> bool:
     """Whether `path` holds a gate profile (what `--json` may replace)."""
-    from ..infile import read_regular
+    from ..files import read_regular
 
     try:
         raw = json.loads(read_regular(path, MAX_PROFILE_BYTES))
@@ -233,10 +233,9 @@ def command(args) -> int:
     with --json FILE; a failure is one line and exit 1 like every other command: a driver
     refused or its layout not understood, a failed proof (nothing written), an output path
     that cannot be written (checked before the analysis)."""
-    from ..driver import refuse_older
-    from ..elf import read_image
+    from ..driver import read_image, refuse_older
+    from ..files import check_target
     from ..options import driver_path, path_option
-    from ..outfile import check_target
 
     path = driver_path(args.driver)
     json_out = args.json

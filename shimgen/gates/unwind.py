@@ -14,7 +14,7 @@ import bisect
 import struct
 from dataclasses import dataclass
 
-from ..elf import DriverImage
+from ..driver import DriverImage
 
 DW_EH_PE_PCREL_SDATA4 = 0x1B
 DW_EH_PE_UDATA4 = 0x03

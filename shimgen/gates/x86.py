@@ -10,7 +10,7 @@ from typing import Any
 from capstone import CS_ARCH_X86, CS_MODE_64, Cs, CsError, CsInsn
 from capstone import x86 as cx86
 
-from ..elf import DriverImage
+from ..driver import DriverImage
 from .profile import InsnRef
 from .unwind import Unwind, read_unwind
 

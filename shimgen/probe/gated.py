@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..cuda import CUDA_SUCCESS, PROBED_ATTRIBUTES, attribute_name
 from ..errors import ShimgenError
-from . import NO_DRIVER, driver_bindings, result_text
+from .bindings import NO_DRIVER, driver_bindings, result_text
 from .child import run_probe
 
 DMABUF_FD = 1  # CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..cuda import CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, CUDA_SUCCESS
 from ..errors import ShimgenError, one_line
-from . import driver_bindings
+from .bindings import driver_bindings
 from .child import mapped_libraries, run_probe
 from .p2p_format import format_p2p, side_by_side
 

@@ -6,7 +6,7 @@ without and with the shim side by side (`side_by_side`), from the plain data tha
 from __future__ import annotations
 
 from ..cuda import CUDA_SUCCESS
-from . import result_text
+from .bindings import result_text
 
 ATTRIBUTE_LABELS = {
     "performance_rank": "perf rank",

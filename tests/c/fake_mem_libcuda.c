@@ -37,7 +37,7 @@ EXPORT CUresult cuDriverGetVersion(int *v)
     return 0;
 }
 
-/* Functions shimgen hooks itself (shimgen/hooks.py), so a shim can be made for this fake. */
+/* Functions shimgen hooks itself (shimgen/shim/hooks.py), so a shim can be made for this fake. */
 EXPORT CUresult cuDeviceGet(int *dev, int ordinal)
 {
     if (!dev || ordinal != 0)

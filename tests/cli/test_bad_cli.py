@@ -13,11 +13,11 @@ import subprocess
 import sys
 
 import pytest
-from badinput import ROOT, assert_one_line_error, copy_of, entries, shimgen
 
 from shimgen import cli
-from shimgen.driver import read_driver
+from shimgen.driver.library import read_driver
 from shimgen.errors import ShimgenError, raise_interrupted
+from tests.badinput import ROOT, assert_one_line_error, copy_of, entries, shimgen
 
 # --------------------------------------------------------------------------------------------
 # The command line itself
@@ -85,7 +85,7 @@ def test_closed_stdout_is_not_a_traceback(drivers):
 
 def test_internal_error_is_one_line(monkeypatch, capsys, tmp_path):
     """A bug in shimgen still ends in one line (exit 70); SHIMGEN_DEBUG=1 shows it."""
-    from shimgen import driver
+    from shimgen.driver import library as driver
 
     def boom(_path):
         raise RuntimeError("something shimgen did not expect\nsecond line")
@@ -106,7 +106,7 @@ def test_signal_handlers_restored_and_ignored_signals_left_alone(monkeypatch):
     """`main` turns SIGINT/SIGTERM/SIGHUP into a clean exit while it runs, restores the
     handlers after, and leaves an ignored signal ignored (`nohup shimgen build` must survive
     a hang-up)."""
-    from shimgen import exports
+    from shimgen.driver import exports
 
     seen = {}
 

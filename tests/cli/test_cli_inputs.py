@@ -21,7 +21,7 @@ import pytest
 
 import shimgen.__main__ as start
 import shimgen.cli
-from shimgen.elfnotes import check_driver, read_build_id
+from shimgen.driver.notes import check_driver, read_build_id
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIMGEN = [sys.executable, "-m", "shimgen"]

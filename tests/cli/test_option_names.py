@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 import subprocess
 
-from badinput import ROOT, assert_one_line_error, shimgen
-
-from shimgen import cli, diff_format
+from shimgen import cli
+from shimgen.diff import main as diff_format
+from tests.badinput import ROOT, assert_one_line_error, shimgen
 
 
 def _help(command: str) -> str:

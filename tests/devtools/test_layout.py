@@ -1,31 +1,163 @@
-"""The test folders: each is on pytest's path (pyproject.toml), so that a module's `from
-test_x import ...` of another folder's helpers works whichever folder is collected first."""
+"""The house rules, checked on the code as it stands: the tests are one package (their
+shared helpers imported by their whole name, `from tests.faultkit import ...`); shimgen/ is a
+few shared modules and a package per command or concern, each package entered by its face
+(its __init__.py) alone, with no circle of imports, no file over 400 lines of code and no
+function over 60 lines (docs/design.md, "Layout")."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+SHIMGEN = ROOT / "shimgen"
+MAX_TOP_MODULES = 12
+MAX_CODE_LINES = 400
+MAX_FUNCTION_LINES = 60
 
 
-def test_every_test_folder_is_on_pytests_path():
+def test_the_tests_are_one_package():
     text = (ROOT / "pyproject.toml").read_text()  # tomllib is Python 3.11's
     listed = re.search(r"^pythonpath = \[(.*?)\]", text, re.M | re.S).group(1)
-    path = set(re.findall(r'"([^"]+)"', listed))
-    folders = {str(d.relative_to(ROOT)) for d in (ROOT / "tests").iterdir()
-               if d.is_dir() and any(d.glob("test_*.py"))}
-    assert folders and folders <= path, folders - path
+    assert re.findall(r'"([^"]+)"', listed) == ["."]
+    folders = [d for d in (ROOT / "tests").iterdir() if d.is_dir() and any(d.glob("test_*.py"))]
+    assert folders
+    for d in [ROOT / "tests", *folders]:
+        assert (d / "__init__.py").is_file(), f"{d} is no package"
     assert not list((ROOT / "tests").glob("test_*.py")), "tests live in the folders"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(SHIMGEN.rglob("*.py")):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+MODULES = _modules()
+PACKAGES = {m for m, p in MODULES.items() if p.name == "__init__.py" and m != "shimgen"}
+
+
+def _face(package: str) -> dict[str, str]:
+    """The package's face: name -> the inner module it comes from (shimgen.face's table)."""
+    tree = ast.parse(MODULES[package].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "face":
+            table = ast.literal_eval(node.args[1])
+            return {k: f"{package}.{v.partition(':')[0]}" for k, v in table.items()}
+    return {}
+
+
+FACES = {p: _face(p) for p in PACKAGES}
+
+
+def _imports(module: str) -> list[tuple[str, str | None, int]]:
+    """(module imported, name taken from it or None, line) for each import of shimgen's."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out += [(target, a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, None, node.lineno) for a in node.names]
+    return [i for i in out if i[0].split(".")[0] == "shimgen"]
+
+
+def _edges(module: str) -> list[tuple[str, int]]:
+    """The modules `module` depends on: a name taken through a face counts as its module."""
+    edges = []
+    for target, name, line in _imports(module):
+        if name and f"{target}.{name}" in MODULES:
+            edges.append((f"{target}.{name}", line))
+        elif name and name in FACES.get(target, {}):
+            edges.append((FACES[target][name], line))
+        elif target in MODULES:
+            edges.append((target, line))
+    return edges
+
+
+def _package_of(module: str) -> str:
+    """The package `module` lies in (shimgen for the shared modules at the top)."""
+    return module if module in PACKAGES else module.rpartition(".")[0]
+
+
+def test_few_shared_modules_at_the_top():
+    top = sorted(p.name for p in SHIMGEN.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+
+
+def test_a_package_is_entered_by_its_face_alone():
+    """No module takes a package's inner module or one of its names but through the
+    package's face (tests and tools may reach inside: they test the parts)."""
+    wrong = []
+    for module in MODULES:
+        mine = _package_of(module)
+        for target, name, line in _imports(module):
+            if name in FACES.get(target, {}):
+                continue  # through the face (a module it hands on too)
+            inner = f"{target}.{name}" if name and f"{target}.{name}" in MODULES else target
+            owner = _package_of(inner) if inner in MODULES else None
+            if owner in PACKAGES and inner != owner and not (mine + ".").startswith(owner + "."):
+                wrong.append(f"{MODULES[module].relative_to(ROOT)}:{line} imports {inner}")
+    assert not wrong, wrong
+
+
+def test_a_face_never_names_another_inner_module():
+    """A face's name that is also an inner module's would be shadowed by that module once
+    Python imports it (a package's attribute is set to each submodule)."""
+    for package, face in FACES.items():
+        for name, module in face.items():
+            if f"{package}.{name}" in MODULES:
+                assert module == f"{package}.{name}", (package, name, module)
+
+
+def test_no_circle_of_imports():
+    graph = {m: {t for t, _ in _edges(m) if t != m} for m in MODULES}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(graph.get(m, ())):
+            if state.get(t) == 1:
+                raise AssertionError(" -> ".join(path[path.index(t):] + [m, t]))
+            if t not in state:
+                visit(t, path + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+
+
+def test_no_file_over_400_lines_of_code_nor_function_over_60_lines():
+    long = []
+    for path in MODULES.values():
+        text = path.read_text()
+        code = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        if len(code) > MAX_CODE_LINES:
+            long.append(f"{path.relative_to(ROOT)}: {len(code)} lines of code")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
+    assert not long, long
 
 
 def test_the_mutation_check_runs_the_tests_of_the_second_tier(tmp_path):
     """An entry of devtools/mutations.py may name a test of tests/tiers.py: the check's
     pytest runs it all the same (the default run's `-m 'not slow'` would deselect it, and
     the entry would be reported broken)."""
-    from tiers import SLOW
-
     from devtools.mutants import pytest as mutants_pytest
+    from tests.tiers import SLOW
 
     slow = sorted(SLOW)[0]
     proc = mutants_pytest([slow], ROOT, 120, "--collect-only")

@@ -13,9 +13,9 @@ TESTS = Path(__file__).resolve().parents[1]
 
 CONFTEST = f'''import sys
 sys.path.insert(0, {str(TESTS)!r})
-import skippolicy
+import tests.skippolicy as skippolicy
 skippolicy.ALLOWED = ((r"^allowed here", "the test of the policy"),)
-from skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa
+from tests.skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa
 '''
 
 CASES = '''import pytest

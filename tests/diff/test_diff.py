@@ -12,12 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from badinput import assert_one_line_error, shimgen
 
 from shimgen import cli
-from shimgen import diff_procaddr as pa
-from shimgen.diff import hook_names
-from shimgen.driver import read_driver
+from shimgen.diff.compare import hook_names
+from shimgen.diff import procaddr as pa
+from shimgen.driver.library import read_driver
+from tests.badinput import assert_one_line_error, shimgen
 
 PAIRS = [("535.261.03", "550.163.01"), ("550.163.01", "555.58.02")]
 FUNCTION_TYPES, OBJECT_TYPES = set("TWi"), set("BDRVGS")
@@ -241,7 +241,7 @@ def test_equal_exports_with_other_answers_are_differences(drivers, tmp_path, mon
     new.parent.mkdir()
     # another build-id (one build against itself is answered without a querier): the
     # note's bytes are not code, so the copy exports and answers as the original does
-    from shimgen.elfnotes import read_build_id
+    from shimgen.driver.notes import read_build_id
 
     build_id = bytes.fromhex(read_build_id(old))
     data = old.read_bytes()

@@ -1,4 +1,4 @@
-"""diff's hook scanner (shimgen/diff.py, hook_names): a function that a hook file both
+"""diff's hook scanner (shimgen/diff/compare.py, hook_names): a function that a hook file both
 hooks and declares, in either order, counts as hooked, so diff says what changes for a
 hooked function."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from badinput import shimgen
 
-from shimgen.diff import hook_names
+from shimgen.diff.compare import hook_names
+from tests.badinput import shimgen
 
 HOOKED = "SHIMGEN_HOOK(CUresult, cuGraphAddNode_v2, (CUgraphNode *n))\n{\n    return 0;\n}\n"
 DECLARED = "SHIMGEN_DECLARE(CUresult, cuGraphAddNode_v2, (CUgraphNode *n));\n"

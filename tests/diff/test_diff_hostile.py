@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from badinput import assert_one_line_error, shimgen
-from fakeevil import build_fake_evil
-from faultkit import OTHER
 
 from shimgen import cli
-from shimgen import diff_procaddr as pa
+from shimgen.diff import procaddr as pa
+from tests.badinput import assert_one_line_error, shimgen
+from tests.fakeevil import build_fake_evil
+from tests.faultkit import OTHER
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +215,7 @@ def test_a_driver_in_a_sticky_shared_directory_is_used(evil, tmp_path):
 def test_a_shim_is_refused_as_either_driver(evil, tmp_path, side):
     """As `build` and `run` refuse it: exit 2, one line, and nothing loaded (the shim would
     load the FAKE driver, whose constructor says so)."""
-    from shimgen.pipeline import make_shim
+    from shimgen.shim.pipeline import make_shim
 
     shim = make_shim(evil, tmp_path / "out", require_real=False).library
     ran = tmp_path / "ran"

@@ -9,7 +9,8 @@ import json
 import re
 
 import pytest
-from badinput import shimgen
+
+from tests.badinput import shimgen
 
 
 @pytest.fixture(scope="module")

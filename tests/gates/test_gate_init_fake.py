@@ -14,14 +14,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_gate_runtime import CONSUMER, DATACENTER, fake_plan, parse, run_probe, symbols
 
-from shimgen.build import build
-from shimgen.driver import read_driver
+from shimgen.driver.library import read_driver
 from shimgen.errors import ShimgenError
 from shimgen.gates.plan import GatePlan, PlanByte, PlanCheck
-from shimgen.model import build_model
-from shimgen.pipeline import build_command
+from shimgen.shim.build import build
+from shimgen.shim.model import build_model
+from shimgen.shim.pipeline import build_command
+from tests.gates.test_gate_runtime import CONSUMER, DATACENTER, fake_plan, parse, run_probe, symbols
 
 OR_IMM = 8  # fake_init_gate_byte: movzbl 0x40(%rdi),%eax (4); mov (2); or $0x40,%edx (83 ca 40)
 ORB_IMM = 3  # fake_gdr_check_ok: orb $0x20,0x40(%rdi) (80 4f 40 20)
@@ -205,7 +205,7 @@ def test_only_a_shim_with_init_sites_can_change_code(probes, init_shim, tmp_path
     """mprotect is imported by a shim whose plan has init-site bytes, called only in
     runtime/gates_init.c; a gate shim without them has no such import and refuses the
     all-or-nothing method in one line."""
-    from test_faults_files import imported_functions
+    from tests.runtime.test_faults_files import imported_functions
 
     fake, shim, _ = init_shim
     assert "mprotect" in imported_functions(shim)

@@ -11,13 +11,13 @@ import json
 import os
 
 import pytest
-from badinput import assert_one_line_error, entries, no_dac, shimgen
 
 from shimgen import cli
 from shimgen.gates import prove as proving
 from shimgen.gates import report
 from shimgen.gates.profile import load_profile
 from shimgen.runenv import SHIM_MANIFEST
+from tests.badinput import assert_one_line_error, entries, no_dac, shimgen
 
 no_dac = pytest.fixture(scope="module", name="no_dac")(no_dac)
 
@@ -139,7 +139,7 @@ class _Built:
 
 def _summary_line(monkeypatch, capsys, argv) -> str:
     """The build summary's gates line, the compile itself skipped."""
-    from shimgen import build as build_mod
+    from shimgen.shim import build as build_mod
 
     monkeypatch.setattr(build_mod, "build", lambda model, out: _Built())
     assert cli.main(argv) == 0

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from shimgen.build import build
-from shimgen.driver import read_driver
+from shimgen.driver.library import read_driver
 from shimgen.errors import ShimgenError
 from shimgen.gates.plan import GatePlan, PlanCheck, PlanField, PlanGate, PlanGlobal
-from shimgen.model import build_model
-from shimgen.pipeline import build_command
+from shimgen.shim.build import build
+from shimgen.shim.model import build_model
+from shimgen.shim.pipeline import build_command
 
 
 def symbols(path: Path) -> dict[str, tuple[int, int]]:

@@ -16,7 +16,7 @@ import pytest
 from capstone import CS_ARCH_X86, CS_MODE_64, Cs
 
 from shimgen import cli
-from shimgen.elf import read_image
+from shimgen.driver.elf import read_image
 from shimgen.errors import ShimgenError
 from shimgen.gates import prove as proving
 from shimgen.gates.discover import discover
@@ -359,8 +359,8 @@ def test_the_driver_is_opened_and_parsed_once(analysed, tmp_path, monkeypatch):
     once; discovery, the proof and the plan's byte check all read that one image."""
     from elftools.elf.elffile import ELFFile
 
-    from shimgen import build as build_mod
-    from shimgen import elf
+    from shimgen.driver import elf
+    from shimgen.shim import build as build_mod
 
     d, _p, _ = _one(analysed, "550.163.01")
     real = d.path.resolve()

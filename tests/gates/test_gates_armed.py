@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from test_run import ROOT, base_env, run_argv
+from tests.run.test_run import ROOT, base_env, run_argv
 
 
 def test_armed_and_then_nothing_applied_when_cuinit_fails(drivers, tmp_path):

@@ -11,7 +11,8 @@ import shlex
 import subprocess
 
 import pytest
-from badinput import shimgen
+
+from tests.badinput import shimgen
 
 
 @pytest.fixture(scope="module")

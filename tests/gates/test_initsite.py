@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from capstone import CS_ARCH_X86, CS_MODE_64, Cs
 
-from shimgen.elf import DriverImage, Segment, read_image
+from shimgen.driver.elf import DriverImage, Segment, read_image
 from shimgen.gates.discover import _init_sites, discover
 from shimgen.gates.initsite import MASK, SET, choose, prove_patch
 from shimgen.gates.profile import ByteChange

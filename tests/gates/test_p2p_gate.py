@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shimgen.elf import DriverImage, Segment, read_image
+from shimgen.driver.elf import DriverImage, Segment, read_image
 from shimgen.gates.emulator import Emulator
 from shimgen.gates.p2p import _change, _compare_at, discover_p2p
 from shimgen.gates.p2p_prove import STRUCT_SIZE, prove_check, prove_p2p

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shlex
 
-from badinput import assert_one_line_error, shimgen
+from tests.badinput import assert_one_line_error, shimgen
 
 
 def test_a_patched_copy_is_already_patched_with_or_without_a_profile(drivers, tmp_path):

@@ -6,10 +6,10 @@ byte over it."""
 from __future__ import annotations
 
 import pytest
-from badinput import shimgen
 
 from shimgen.gates import profile
 from shimgen.gates.facts import GateDiscoveryError
+from tests.badinput import shimgen
 
 
 def test_a_profile_one_byte_over_its_limit_is_refused_never_cut(drivers, tmp_path,

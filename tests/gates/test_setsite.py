@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shimgen.elf import DriverImage, Segment
+from shimgen.driver.elf import DriverImage, Segment
 from shimgen.gates.discover import _init_sites
 from shimgen.gates.initsite import MASK, SET, choose, prove_patch
 from shimgen.gates.prove import Emulator

@@ -16,9 +16,11 @@ import socket
 import subprocess
 from pathlib import Path
 
-import badinput
 import pytest
-from badinput import (
+
+import tests.badinput as badinput
+from shimgen.driver.library import read_driver
+from tests.badinput import (
     CC,
     assert_one_line_error,
     copy_of,
@@ -26,8 +28,6 @@ from badinput import (
     patch,
     shimgen,
 )
-
-from shimgen.driver import read_driver
 
 no_dac = pytest.fixture(scope="module", name="no_dac")(badinput.no_dac)
 

@@ -18,23 +18,23 @@ import threading
 import time
 from pathlib import Path
 
-import badinput
 import pytest
-from badinput import (
+
+import tests.badinput as badinput
+from shimgen import cli
+from shimgen.driver.library import read_driver
+from shimgen.errors import ShimgenError
+from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
+from shimgen.shim import build as build_mod
+from shimgen.shim.model import build_model
+from shimgen.shim.pipeline import build_command
+from tests.badinput import (
     CC,
     ROOT,
     assert_one_line_error,
     entries,
     shimgen,
 )
-
-from shimgen import build as build_mod
-from shimgen import cli
-from shimgen.driver import read_driver
-from shimgen.errors import ShimgenError
-from shimgen.model import build_model
-from shimgen.pipeline import build_command
-from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 
 no_dac = pytest.fixture(scope="module", name="no_dac")(badinput.no_dac)
 
@@ -66,7 +66,7 @@ def test_read_only_output_root(drivers, tmp_path, no_dac):
 def test_output_name_taken_by_a_file(drivers, tmp_path):
     out = tmp_path / "out"
     img = read_driver(drivers[0].path)
-    from shimgen.model import output_name
+    from shimgen.shim.model import output_name
 
     out.mkdir()
     (out / output_name(img)).write_text("mine")

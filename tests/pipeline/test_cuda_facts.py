@@ -8,7 +8,7 @@ from cuda.bindings import __version__ as bindings_version
 from cuda.bindings import driver
 
 from shimgen import cuda
-from shimgen.driver import read_driver
+from shimgen.driver.library import read_driver
 
 # The test extra pins cuda-bindings of CUDA 12, the generation of the runtime it pins
 # (nvidia-cuda-runtime-cu12, which the tests' drivers, 535 to 555, can run). shimgen's table

@@ -41,7 +41,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shimgen import cli
-from shimgen.driver import read_driver
+from shimgen.driver.library import read_driver
 from shimgen.errors import ShimgenError
 
 ROOT = Path(__file__).resolve().parents[2]

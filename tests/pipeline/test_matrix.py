@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import driver_cuda_version
 from elftools.elf.elffile import ELFFile
 
 from shimgen.cuda import (
@@ -24,14 +23,15 @@ from shimgen.cuda import (
     cuda_text,
     first_driver,
 )
-from shimgen.driver import known_version, read_driver
-from shimgen.elf import read_image
+from shimgen.driver.elf import read_image
+from shimgen.driver.library import known_version, read_driver
 from shimgen.errors import ShimgenError
 from shimgen.gates.discover import discover
 from shimgen.gates.prove import prove
 from shimgen.gates.report import format_table
-from shimgen.hooks import HOOKS, Hook
-from shimgen.model import build_model
+from shimgen.shim.hooks import HOOKS, Hook
+from shimgen.shim.model import build_model
+from tests.conftest import driver_cuda_version
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from shimgen.errors import ShimgenError
-from shimgen.outfile import replacing, write_whole
+from shimgen.files.writing import replacing, write_whole
 
 
 def _temp(name: str, n: int = 0) -> str:

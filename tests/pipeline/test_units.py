@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from shimgen.driver import read_driver
+from shimgen.driver.library import read_driver
 from shimgen.errors import ShimgenError
-from shimgen.hooks import HOOKS, Hook
-from shimgen.model import build_model
-from shimgen.pipeline import build_command
-from shimgen.render import outputs, render
 from shimgen.runenv import SHIM_LIBRARY
+from shimgen.shim.hooks import HOOKS, Hook
+from shimgen.shim.model import build_model
+from shimgen.shim.pipeline import build_command
+from shimgen.shim.render import outputs, render
 
 ROOT = Path(__file__).resolve().parents[2]
 # Export counts of the Debian builds, as read with pyelftools (535.261.03 matches the

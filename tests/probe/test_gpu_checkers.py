@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gpu.compare_counts import main
+from tests.gpu.compare_counts import main
 
 GPU = Path(__file__).resolve().parents[1] / "gpu"
 

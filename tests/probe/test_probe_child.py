@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from badinput import ROOT, assert_one_line_error, shimgen
 
 from shimgen.errors import ShimgenError
-from shimgen.probe import INSTALL_HINT, NO_DRIVER
+from shimgen.probe.bindings import INSTALL_HINT, NO_DRIVER
 from shimgen.probe.child import MULTICAST_OFF, child_env, shell_exports
 from shimgen.probe.gated import collect
+from tests.badinput import ROOT, assert_one_line_error, shimgen
 
 
 def test_nothing_inherited_unless_asked(monkeypatch):

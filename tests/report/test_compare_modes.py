@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
-from test_run import shimgen_run
-
 from shimgen import cli
+from tests.run.test_run import shimgen_run
 
 CALLS = "import ctypes; ctypes.CDLL('libcuda.so.1').cuInit(0)"
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from faultkit import run
-
 from shimgen import cli
+from tests.faultkit import run
 
 CALLS = ("import ctypes; c = ctypes.CDLL('libcuda.so.1'); c.cuInit(0); v = ctypes.c_int(); "
          "c.cuDriverGetVersion(ctypes.byref(v)); c.cuDriverGetVersion(ctypes.byref(v))")
@@ -73,7 +72,7 @@ def test_the_report(shims, tmp_path, capsys):
 
 
 def test_bounded_percentiles_of_few_and_many_calls():
-    from shimgen.report_model import bounded_percentiles
+    from shimgen.report.model import bounded_percentiles
 
     qs = (0.5, 0.9, 0.99)
     one = [(512.0, 700.0, 1)]  # the call's bucket, its top edge lowered to the max, 700

@@ -14,13 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultkit import run, shim_for
 
 from benchmarks.report_speed import json_trace
 from shimgen.cli import main
-from shimgen.report import summary_for_run
-from shimgen.report_format import CSV_COLUMNS, SCHEMA, SCHEMA_VERSION, render
-from shimgen.report_model import (
+from shimgen.report.format import CSV_COLUMNS, SCHEMA, SCHEMA_VERSION, render
+from shimgen.report.main import summary_for_run
+from shimgen.report.model import (
     groups,
     hist_segments,
     merge,
@@ -28,8 +27,9 @@ from shimgen.report_model import (
     percentile,
     percentiles,
 )
-from shimgen.report_source import Source
-from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
+from shimgen.report.source import Source
+from shimgen.trace.model import HIST_BUCKETS, FunctionStats, ProcessTrace
+from tests.faultkit import run, shim_for
 
 # ---- helpers ---------------------------------------------------------------------------
 
@@ -268,7 +268,7 @@ def test_a_process_that_died_says_so():
     assert ("processes  3, ranks 0, 1: 2 complete, 1 died (counts exact up to its last call)"
             in text)
     assert "died       pid 12 rank 1" in text
-    from shimgen import report_compare
+    from shimgen.report import compare as report_compare
 
     both = report_compare.render(Source(Path("a"), True, procs), Source(Path("b"), True, []),
                                  "text")

@@ -17,15 +17,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from faultkit import run
-from test_report import cli, fn, proc, write_run
-from test_tracefile_reader import header, put
 
-from shimgen.report_compare import render as render_compare
-from shimgen.report_format import render
-from shimgen.report_model import groups
-from shimgen.report_output import shown
-from shimgen.report_source import Notices, Source
+from shimgen.report.compare import render as render_compare
+from shimgen.report.format import render
+from shimgen.report.model import groups
+from shimgen.report.output import shown
+from shimgen.report.source import Notices, Source
+from tests.faultkit import run
+from tests.report.test_report import cli, fn, proc, write_run
+from tests.report.test_tracefile_reader import header, put
 
 TITLE, CLEAR, FORGE = "\x1b]0;pwned\x07", "\x1b[2J", "\nFORGED line"
 NAME = f"cuEvil{TITLE}{CLEAR}{FORGE}\r\x85\u2028\u202e\x00end"
@@ -230,8 +230,9 @@ def test_a_binary_trace_with_control_characters_is_escaped_in_every_view(capsys,
 def test_the_report_at_the_end_of_a_run_says_a_bad_name_escaped(monkeypatch, tmp_path):
     """When the report cannot be made, the line `shimgen run` prints instead (which comes
     from the traces: a function's name) is escaped too."""
-    from shimgen import report, runreport
     from shimgen.errors import ShimgenError
+    from shimgen.report import main as report
+    from shimgen.run import summary as runreport
 
     def refuse(d):
         raise ShimgenError(f"report: {NAME}: its total time is too large to add up")

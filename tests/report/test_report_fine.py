@@ -1,5 +1,5 @@
-"""The fine latency histogram's model (shimgen/tracemodel.py) and the binary reader's walk of
-a block's fine table (shimgen/tracefile.py): pure units, no driver. The timing stub's side
+"""The fine latency histogram's model (shimgen/trace/model.py) and the binary reader's walk of
+a block's fine table (shimgen/trace/binary.py): pure units, no driver. The timing stub's side
 is checked end to end by tests/runtime/test_times_exact.py."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 import struct
 
-from shimgen import tracefile
-from shimgen.tracemodel import (
+from shimgen.trace import binary as tracefile
+from shimgen.trace.model import (
     FINE_BUCKETS,
     FINE_SUB,
     HIST_BUCKETS,

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultkit import run
 
-from shimgen import tracefile
+from shimgen.trace import binary as tracefile
+from tests.faultkit import run
 
 V = "cuDriverGetVersion"
 

@@ -16,11 +16,11 @@ import pytest
 
 from benchmarks.report_speed import json_trace
 from shimgen.cli import main
-from shimgen.report import summary_for_run
-from shimgen.report_format import NOTICES_SHOWN, UNREADABLE_SHOWN, render
-from shimgen.report_model import groups
-from shimgen.report_source import NOTICES_MAX_BYTES, Source
-from shimgen.tracemodel import HIST_BUCKETS, NOT_FINISHED, FunctionStats, ProcessTrace
+from shimgen.report.format import NOTICES_SHOWN, UNREADABLE_SHOWN, render
+from shimgen.report.main import summary_for_run
+from shimgen.report.model import groups
+from shimgen.report.source import NOTICES_MAX_BYTES, Source
+from shimgen.trace.model import HIST_BUCKETS, NOT_FINISHED, FunctionStats, ProcessTrace
 
 BOOT = "6f1c2a1e-5d0b-4b8e-9d7a-0c1e2f3a4b5c"
 
@@ -77,7 +77,7 @@ def json_of(procs: list[ProcessTrace], by: str | None = None) -> dict:
 def reason_of(path: Path) -> str:
     """What the report must say of an unreadable file: its reader's line, without the path."""
     from shimgen.errors import ShimgenError
-    from shimgen.report_source import READERS
+    from shimgen.report.source import READERS
 
     reader = READERS[".shimtrace" if path.name.endswith(".shimtrace") else ".json"]
     with pytest.raises(ShimgenError) as e:
@@ -407,7 +407,7 @@ def test_a_process_with_calls_missing_is_never_said_exact(tmp_path, capsys):
     g = json_of(procs)["groups"][0]
     assert [(m["pid"], m["calls"], m["trace"]) for m in g["calls_missing"]] == [
         (8, 6000, True), (9, 40, True)]
-    from shimgen import report_compare
+    from shimgen.report import compare as report_compare
 
     both = report_compare.render(Source(Path("a"), True, procs), Source(Path("b"), True, []),
                                  "text")

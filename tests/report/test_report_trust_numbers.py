@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from shimgen.errors import ShimgenError
-from shimgen.report_format import render
-from shimgen.report_model import groups
-from shimgen.report_output import dump_json
-from shimgen.report_source import Source
-from shimgen.tracemodel import HIST_BUCKETS, FunctionStats, ProcessTrace
+from shimgen.report.format import render
+from shimgen.report.model import groups
+from shimgen.report.output import dump_json
+from shimgen.report.source import Source
+from shimgen.trace.model import HIST_BUCKETS, FunctionStats, ProcessTrace
 
 ROOT = Path(__file__).resolve().parents[2]
 U64 = 2**64 - 1

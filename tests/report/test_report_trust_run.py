@@ -40,8 +40,9 @@ def test_the_shims_warning_is_in_the_report_at_the_end(driver, tmp_path):
 
 
 def test_when_there_is_no_report_the_notices_are_pointed_at(monkeypatch, tmp_path):
-    from shimgen import report, runreport
     from shimgen.errors import ShimgenError
+    from shimgen.report import main as report
+    from shimgen.run import summary as runreport
 
     def refuse(d):
         raise ShimgenError("report: cuInit: its total time is too large to add up")

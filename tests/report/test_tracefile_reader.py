@@ -1,4 +1,4 @@
-"""shimgen/tracefile.py, the reader of the binary trace file: real files written by a shim
+"""shimgen/trace/binary.py, the reader of the binary trace file: real files written by a shim
 on a real Debian driver, then cut short, changed byte by byte or swapped for foreign files.
 Every one is refused with one line naming the file and what is wrong; the error slots and
 histograms (which the time paths fill) are summed over blocks, written here into a real
@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultkit import run
 
-from shimgen import tracefile
 from shimgen.errors import ShimgenError
 from shimgen.runenv import trace_header_layout
-from shimgen.tracefile import HEADER_SIZE, load
+from shimgen.trace import binary as tracefile
+from shimgen.trace.binary import HEADER_SIZE, load
+from tests.faultkit import run
 
 V = "cuDriverGetVersion"
 FIELD_OFFSETS = {name: (offset, code) for name, _, _, offset, code in trace_header_layout()}
@@ -236,7 +236,7 @@ def test_a_thousand_files_load(real_file, tmp_path):
 
 
 def test_import_is_cheap():
-    code = "import sys, shimgen.tracefile; print('elftools' in sys.modules)"
+    code = "import sys, shimgen.trace.binary; print('elftools' in sys.modules)"
     proc = run([sys.executable, "-c", code], dict(os.environ))
     assert proc.stdout.strip() == "False"
 

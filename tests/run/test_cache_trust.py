@@ -1,4 +1,4 @@
-"""Trust in the shim cache of `shimgen run` (shimgen/cache.py, with its checks in
+"""Trust in the shim cache of `shimgen run` (shimgen/cache/store.py, with its checks in
 cache_trust.py and its seal in cache_seal.py), against a real Debian libcuda, tried as
 another local user would try it (uid 65534 through setpriv; the tests run as root):
 
@@ -27,14 +27,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from faultkit import OTHER, as_other
-from test_run import _record, base_env, shimgen_run
 
-from shimgen import cache as cachemod
-from shimgen import cache_seal, cache_trust
-from shimgen.elf import read_build_id
+from shimgen.cache import seal as cache_seal
+from shimgen.cache import store as cachemod
+from shimgen.cache import trust as cache_trust
+from shimgen.driver.elf import read_build_id
 from shimgen.errors import ShimgenError
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
+from tests.faultkit import OTHER, as_other
+from tests.run.test_run import _record, base_env, shimgen_run
 
 ROOT = Path(__file__).resolve().parents[2]
 LIB, MANIFEST = SHIM_LIBRARY, SHIM_MANIFEST  # an entry's files

@@ -11,8 +11,8 @@ import pty
 import subprocess
 import sys
 
-from badinput import ROOT, assert_one_line_error, shimgen
-from test_run import base_env, shimgen_run
+from tests.badinput import ROOT, assert_one_line_error, shimgen
+from tests.run.test_run import base_env, shimgen_run
 
 BUILD_LINE = "shimgen: build: building the shim for driver 535.261.03, into "
 RUN_LINE = "shimgen: run: building the shim for driver 535.261.03, once: the next runs reuse it"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shimgen.rundir import make_run_dir
+from shimgen.run.directory import make_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -319,17 +319,17 @@ def test_nohup_reaches_the_command(driver, cache, probes, tmp_path):
 
 
 def test_the_report_at_the_end(monkeypatch, tmp_path):
-    """The end of a run calls shimgen.report.summary_for_run(run_dir) -> str; while that
+    """The end of a run calls shimgen.report.main.summary_for_run(run_dir) -> str; while that
     module is missing, or when it fails, one line says how to get the report."""
     import types
 
-    from shimgen import runreport
     from shimgen.errors import ShimgenError
+    from shimgen.run import summary as runreport
 
-    monkeypatch.setitem(sys.modules, "shimgen.report", None)  # not there: ImportError
+    monkeypatch.setitem(sys.modules, "shimgen.report.main", None)  # not there: ImportError
     assert runreport.run_report(tmp_path) == f"report: shimgen report {tmp_path}"
-    fake = types.ModuleType("shimgen.report")
-    monkeypatch.setitem(sys.modules, "shimgen.report", fake)
+    fake = types.ModuleType("shimgen.report.main")
+    monkeypatch.setitem(sys.modules, "shimgen.report.main", fake)
     fake.summary_for_run = lambda d: f"table of {d}"
     assert runreport.run_report(tmp_path) == f"table of {tmp_path}"
 

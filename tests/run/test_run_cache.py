@@ -1,4 +1,4 @@
-"""The per-user shim cache of `shimgen run` (shimgen/cache.py), against a real Debian libcuda:
+"""The per-user shim cache of `shimgen run` (shimgen/cache/store.py), against a real Debian libcuda:
 a second run builds nothing; first runs at once build once and never use a half-built
 entry; a damaged entry is rebuilt, never used; gated and plain shims live side by side; the
 gate selection is checked. And `shimgen build` keeps gated and plain builds apart."""
@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_run import _record, base_env, run_argv, shimgen_run
 
-from shimgen.cache import Key, key_for
-from shimgen.cache_trust import cache_root
-from shimgen.elf import read_build_id
+from shimgen.cache.store import Key, key_for
+from shimgen.cache.trust import cache_root
+from shimgen.driver.elf import read_build_id
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
+from tests.run.test_run import _record, base_env, run_argv, shimgen_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -233,9 +233,9 @@ def test_a_cache_directory_that_is_not_a_directory_is_refused(driver, tmp_path, 
         os.listdir(tmp_path / "elsewhere") == []
 
 
-HEAVY = ("jinja2", "elftools", "mesonbuild", "capstone", "unicorn", "shimgen.elf",
-         "shimgen.build", "shimgen.render", "dataclasses", "hashlib", "subprocess", "typing",
-         "argparse", "shutil")
+HEAVY = ("jinja2", "elftools", "mesonbuild", "capstone", "unicorn", "shimgen.driver.elf",
+         "shimgen.shim.build", "shimgen.shim.render", "dataclasses", "hashlib", "subprocess",
+         "typing", "argparse", "shutil")
 # The `shimgen` console script, and at its exit the heavy modules the process had loaded.
 SCRIPT = ("import atexit, sys\n"
           "atexit.register(lambda: sys.stderr.write('loaded: ' + ' '.join(sorted(\n"
@@ -259,7 +259,7 @@ def test_the_cached_path_imports_nothing_heavy(driver, tmp_path):
 
 
 def test_elf_imports_pyelftools_only_when_it_parses(drivers):
-    code = ("import sys, shimgen.elf as e\n"
+    code = ("import sys, shimgen.driver.elf as e\n"
             "assert 'elftools' not in sys.modules\n"
             "print(e.read_build_id(sys.argv[1]), 'elftools' in sys.modules)\n"
             "print(e.read_image(sys.argv[1]).build_id, 'elftools' in sys.modules)\n")

@@ -34,10 +34,10 @@ import time
 from pathlib import Path
 
 import pytest
-from faultkit import OTHER, as_other
-from test_run import _record, base_env, run_argv, shimgen_run
 
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
+from tests.faultkit import OTHER, as_other
+from tests.run.test_run import _record, base_env, run_argv, shimgen_run
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""User hooks (shimgen/userhooks.py, docs/hooks.md): a hook on cuDriverGetVersion reached by
+"""User hooks (shimgen/shim/userhooks.py, docs/hooks.md): a hook on cuDriverGetVersion reached by
 every route into the real drivers, direct, dlsym and every cuGetProcAddress answer; the
 refusals (names the driver lacks, the cuGetProcAddress hooks, files that do not compile), each
 naming the user's file and line with nothing installed; the cache of `shimgen run` keyed by
@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_run import _record, shimgen_run
-from test_shim import ROUTES, grid_versions, parse_routes, run
 
 from shimgen.errors import ShimgenError
-from shimgen.pipeline import make_shim
-from shimgen.render import hook_header
 from shimgen.runenv import SHIM_MANIFEST
+from shimgen.shim.pipeline import make_shim
+from shimgen.shim.render import hook_header
+from tests.run.test_run import _record, shimgen_run
+from tests.runtime.test_shim import ROUTES, grid_versions, parse_routes, run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "hooks"

@@ -1,4 +1,4 @@
-"""A hook file is code that runs as the user (shimgen/userhooks.py, docs/security.md): one
+"""A hook file is code that runs as the user (shimgen/shim/userhooks.py, docs/security.md): one
 that another user could change (theirs, writable by group or others, or in a directory
 they could write without the sticky bit, or own) is refused in one line, as OpenSSH's
 StrictModes refuses such a file, by `build`, `run` and `diff` alike; a path with a control
@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from badinput import shimgen
-from fakeevil import build_fake_evil
-from faultkit import OTHER
 
-from shimgen import userhooks
 from shimgen.errors import ShimgenError
-from shimgen.pipeline import make_shim
+from shimgen.shim import userhooks
+from shimgen.shim.pipeline import make_shim
+from tests.badinput import shimgen
+from tests.fakeevil import build_fake_evil
+from tests.faultkit import OTHER
 
 HOOK = """#include <shimgen/hook.h>
 

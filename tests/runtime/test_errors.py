@@ -16,12 +16,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from faultkit import clean_env, run
 
 from shimgen import cuda
-from shimgen.pipeline import make_shim
-from shimgen.report_model import bounded_percentiles, hist_segments
-from shimgen.tracemodel import HIST_BUCKETS, fine_octave
+from shimgen.report.model import bounded_percentiles, hist_segments
+from shimgen.shim.pipeline import make_shim
+from shimgen.trace.model import HIST_BUCKETS, fine_octave
+from tests.faultkit import clean_env, run
 
 MODES = ["time", "timeline"]
 

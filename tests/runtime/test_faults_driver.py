@@ -12,7 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultkit import (
+
+from shimgen.cuda import CUDA_ERROR_NOT_SUPPORTED
+from shimgen.driver.library import read_driver
+from shimgen.runenv import SHIM_LIBRARY
+from tests.faultkit import (
     NEW_IN_555,
     ROOT,
     clean_env,
@@ -22,10 +26,6 @@ from faultkit import (
     trace_tables,
     with_other_build_id,
 )
-
-from shimgen.cuda import CUDA_ERROR_NOT_SUPPORTED
-from shimgen.driver import read_driver
-from shimgen.runenv import SHIM_LIBRARY
 
 # ---- the driver changed, older or newer than the shim ----
 

@@ -13,7 +13,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from faultkit import (
+
+from shimgen.cuda import CUDA_ERROR_SHARED_OBJECT_INIT_FAILED as NO_DRIVER
+from shimgen.cuda import returns_result
+from shimgen.driver.library import read_driver
+from shimgen.shim.build import build
+from shimgen.shim.model import build_model
+from shimgen.shim.pipeline import build_command
+from tests.faultkit import (
     ROOT,
     clean_env,
     no_dac_prefix,
@@ -22,13 +29,6 @@ from faultkit import (
     shim_lines,
     trace_tables,
 )
-
-from shimgen.build import build
-from shimgen.cuda import CUDA_ERROR_SHARED_OBJECT_INIT_FAILED as NO_DRIVER
-from shimgen.cuda import returns_result
-from shimgen.driver import read_driver
-from shimgen.model import build_model
-from shimgen.pipeline import build_command
 
 # ---- trace files ----
 
@@ -194,7 +194,7 @@ def test_files_on_disk_are_never_modified(shims, probes, tmp_path):
     """The driver and the shim files are byte for byte the same, with the same mtime and
     mode, after runs that write gate bytes in the driver's memory (fake driver, SHIMGEN_GATES)
     and that trace every route of a real driver."""
-    from test_gate_runtime import fake_plan
+    from tests.gates.test_gate_runtime import fake_plan
 
     fake = probes / "libfake_libcuda_for_tests.so"
     img = read_driver(fake, require_real=False)
@@ -254,7 +254,7 @@ def imported_functions(lib: Path) -> set[str]:
 
 
 def test_shim_imports_nothing_that_changes_files_or_memory_protection(shims, probes, tmp_path):
-    from test_gate_runtime import fake_plan
+    from tests.gates.test_gate_runtime import fake_plan
 
     fake = probes / "libfake_libcuda_for_tests.so"
     img = read_driver(fake, require_real=False)

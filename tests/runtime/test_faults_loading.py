@@ -12,13 +12,13 @@ import subprocess
 import sys
 
 import pytest
-from faultkit import (
+
+from shimgen.cuda import CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_SHARED_OBJECT_INIT_FAILED
+from tests.faultkit import (
     clean_env,
     run,
     shim_lines,
 )
-
-from shimgen.cuda import CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_SHARED_OBJECT_INIT_FAILED
 
 RUNS = 100  # processes per race: each has one load, so one race, at a random moment
 FAKE_VERSION = 12345  # tests/c/fake_slow_load.c

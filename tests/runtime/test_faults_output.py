@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from faultkit import run, shim_lines, written_to
+
+from tests.faultkit import run, shim_lines, written_to
 
 PATH_MAX = 4096
 

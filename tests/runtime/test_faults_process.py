@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from faultkit import (
+
+from tests.faultkit import (
     clean_env,
     run,
     shim_lines,

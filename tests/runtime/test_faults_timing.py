@@ -14,7 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from faultkit import clean_env, run
+
+from tests.faultkit import clean_env, run
 
 MODES = ["1", "time", "timeline"]
 

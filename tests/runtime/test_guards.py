@@ -21,16 +21,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import driver_cuda_version
-from faultkit import clean_env
-from test_gate_init_fake import init_plan
-from test_gate_runtime import CONSUMER, parse, run_probe, tampered_copy
 
-from shimgen.build import build
-from shimgen.driver import read_driver
-from shimgen.model import build_model
-from shimgen.render import render
-from shimgen.tracefile import load
+from shimgen.driver.library import read_driver
+from shimgen.shim.build import build
+from shimgen.shim.model import build_model
+from shimgen.shim.render import render
+from shimgen.trace.binary import load
+from tests.conftest import driver_cuda_version
+from tests.faultkit import clean_env
+from tests.gates.test_gate_init_fake import init_plan
+from tests.gates.test_gate_runtime import CONSUMER, parse, run_probe, tampered_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,10 @@ import sys
 
 import pytest
 
-from shimgen import inject, tracefile, tracejson
 from shimgen.errors import ShimgenError
+from shimgen.shim import inject
+from shimgen.trace import binary as tracefile
+from shimgen.trace import jsonfile as tracejson
 
 OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -131,7 +133,7 @@ def test_every_route_is_injected_and_counted_once(probes, one):
 
 def test_seed_decides_and_python_predicts(probes, one):
     """p draws from (seed, rule, call number) alone: the same seed gives the same failures,
-    and those shimgen/inject.py predicts; another seed gives others."""
+    and those shimgen/shim/inject.py predicts; another seed gives others."""
     got = {}
     for seed in (7, 7, 8):
         rule = f"cuDriverGetVersion=2,p=0.5,seed={seed}"

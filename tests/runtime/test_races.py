@@ -11,7 +11,7 @@ import random
 import re
 from pathlib import Path
 
-from faultkit import clean_env, run, shim_lines, with_other_build_id
+from tests.faultkit import clean_env, run, shim_lines, with_other_build_id
 
 
 def test_threads_race_for_freed_blocks(shims, probes, tmp_path):

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultkit import run, shim_lines
+
+from tests.faultkit import run, shim_lines
 
 #: dlopen each name given on the command line (through the shim's dlopen wrapper: Python's
 #: ctypes calls dlopen, which binds to the preloaded shim) and say what it got: "which:<name>"

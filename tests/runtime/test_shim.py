@@ -17,14 +17,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import driver_cuda_version
 from elftools.elf.elffile import ELFFile
 
 from shimgen.cuda import cuda_text
-from shimgen.driver import read_driver
-from shimgen.hooks import HOOKS
-from shimgen.model import LOADER_EXPORTS
+from shimgen.driver.library import read_driver
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
+from shimgen.shim.hooks import HOOKS
+from shimgen.shim.model import LOADER_EXPORTS
+from tests.conftest import driver_cuda_version
 
 
 def run(cmd, env, **kw) -> subprocess.CompletedProcess:

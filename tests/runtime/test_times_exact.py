@@ -14,11 +14,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_timing import clean_env
 
-from shimgen import tracefile
-from shimgen.pipeline import make_shim
-from shimgen.report_model import merge
+from shimgen.report.model import merge
+from shimgen.shim.pipeline import make_shim
+from shimgen.trace import binary as tracefile
+from tests.runtime.test_timing import clean_env
 
 FN = "cuFakeSpinNs"
 QS = (0.5, 0.9, 0.99)
@@ -169,7 +169,7 @@ def test_a_process_killed_early_gets_times_from_the_reading_made_with_its_file(p
 def test_the_json_trace_reader_takes_the_fine_buckets(probes, fake, tmp_path):
     """`shimgen report` of the shim's JSON trace gives the shim's own percentiles (which come
     from the fine buckets), not the log2 histogram's."""
-    from shimgen import tracejson
+    from shimgen.trace import jsonfile as tracejson
 
     env = {"SHIMGEN_TRACE": "time", "SHIMGEN_TRACE_FILE": str(tmp_path / "trace.json")}
     run_probe(probes, fake, env, ["ret:0:1", *distribution("clusters")])

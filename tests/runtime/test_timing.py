@@ -12,9 +12,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from gpu.check_timeline import EPS_US, nesting_violations
+from tests.gpu.check_timeline import EPS_US, nesting_violations
 
-from shimgen.pipeline import make_shim
+from shimgen.shim.pipeline import make_shim
 
 ROOT = Path(__file__).resolve().parents[2]
 

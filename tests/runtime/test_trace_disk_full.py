@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultkit import run
-from test_tracefile_reader import put
 
-from shimgen import tracefile
 from shimgen.errors import ShimgenError
-from shimgen.tracefile import load
+from shimgen.trace import binary as tracefile
+from shimgen.trace.binary import load
+from tests.faultkit import run
+from tests.report.test_tracefile_reader import put
 
 V = "cuDriverGetVersion"
 MOUNT_REFUSED = "this machine refuses a tmpfs mount in a mount namespace"
@@ -67,7 +67,7 @@ def test_calls_of_threads_that_found_the_disk_full_are_in_the_file_at_exit(
     read inside the namespace: the tmpfs goes with it.)"""
     boff, stride = sizes
     probe = shlex.quote(str(probes / "tracekill"))
-    read = ("import sys; from shimgen.tracefile import load; t = load(sys.argv[1]); "
+    read = ("import sys; from shimgen.trace.binary import load; t = load(sys.argv[1]); "
             f"print('file', t.functions['{V}'].calls, t.complete, len(t.notes))")
     script = (f"echo | {probe} libcuda.so.1 rounds 3 4 11 && "
               f"{shlex.quote(sys.executable)} -c {shlex.quote(read)} traces/*.shimtrace")
@@ -142,7 +142,7 @@ if how == "_exit":
 """
 EVERY = 3  # SHIMGEN_INJECT fails every third call of cuDriverGetVersion
 INJECT = f"{V}=CUDA_ERROR_INVALID_VALUE,every={EVERY}"
-READ = ("import json, sys; from shimgen.tracefile import load; t = load(sys.argv[1]); "
+READ = ("import json, sys; from shimgen.trace.binary import load; t = load(sys.argv[1]); "
         f"f = t.functions.get('{V}'); "
         "print('file', json.dumps([f.calls if f else 0, sum(f.injected.values()) if f else 0, "
         "t.calls_missing, t.complete]))")
@@ -294,7 +294,7 @@ def test_a_child_forked_from_a_process_without_a_block_says_its_calls_missing(
     both processes and every call they made as missing, none "counts exact"."""
     boff, _ = sizes
     (tmp_path / "forked.py").write_text(FORKED)
-    read = ("import sys; from shimgen.tracefile import load\n"
+    read = ("import sys; from shimgen.trace.binary import load\n"
             "for p in sys.argv[1:]:\n"
             "    t = load(p); print('file', t.pid, t.calls_missing, t.complete)")
     env = dict(shims[0].env(SHIMGEN_TRACE="counts", SHIMGEN_TRACE_DIR="traces"),

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
-from faultkit import clean_env, run, shim_lines
 
-from shimgen.tracefile import load
+from shimgen.trace.binary import load
+from tests.faultkit import clean_env, run, shim_lines
 
 V = "cuDriverGetVersion"
 

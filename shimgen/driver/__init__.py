@@ -1,0 +1,28 @@
+"""The driver: reading a libcuda file and saying what it is.
+
+notes.py is the light part (the path's text, the one opening and check of a driver file, its
+ELF notes and build id, the version in its name: nothing heavy, for `run`'s cached path);
+elf.py reads the whole ELF image (pyelftools); library.py says what counts as a libcuda and
+which one the dynamic loader would pick; exports.py is `shimgen exports`.
+"""
+
+from .. import face
+
+__getattr__, __all__ = face(__name__, {
+    "DriverImage": "elf",
+    "EHDR": "notes",
+    "EM_X86_64": "notes",
+    "NT_GNU_BUILD_ID": "notes",
+    "PHDR": "notes",
+    "PT_NOTE": "notes",
+    "check_driver": "notes",
+    "check_path_text": "notes",
+    "default_driver": "library",
+    "known_version": "library",
+    "list_exports": "exports:command",
+    "read_build_id": "elf",
+    "read_driver": "library",
+    "read_image": "elf",
+    "refuse_older": "library",
+    "version_from_name": "notes",
+})

@@ -1,0 +1,430 @@
+"""How `shimgen report` prints one run (or merged trace files): the header, the per-function
+table (calls, total, mean, p50, p90, p99, max, errors, and injected when there are any), the
+errors section, the injected failures (report/inject.py), and the same data
+as JSON (schema `shimgen-report`, docs/report.md) or CSV. Every string read from a file is
+shown escaped in the table and in the CSV, exact in the JSON (report/output.py)."""
+
+from __future__ import annotations
+
+from itertools import islice
+from math import isfinite
+
+# csv, io, shlex and the table of CUDA facts are imported where they are used: the plain
+# table of a run with no errors (what `shimgen run` prints) needs none of them.
+from ..errors import ShimgenError
+from .inject import any_injected, injected_rows, injected_section, rules, rules_line
+from .model import Group, Merged, sorted_functions
+from .output import csv_value, dump_json, printable, shown
+from .source import NOTICES_MAX_BYTES, Notices, Source
+
+SCHEMA = "shimgen-report"
+SCHEMA_VERSION = 1
+CSV_COLUMNS = ("by", "group", "function", "calls", "total_ns", "mean_ns", "p50_ns", "p90_ns",
+               "p99_ns", "max_ns", "errors", "injected")
+QUANTILES = (0.50, 0.90, 0.99)  # p50, p90, p99
+DIED = "counts exact up to its last call"
+LISTED = 8  # pids or ranks named before "... (N in all)"
+UNREADABLE_SHOWN = 20  # unreadable files named in the table before "... and N more"
+NOTICES_SHOWN = 10  # kinds of notice shown before "... and N more kinds"
+CUT = 300  # characters of a notice or a reason shown
+_DIGITS = str.maketrans("0123456789", "#" * 10)
+
+
+def code_name(code: int) -> str:
+    from ..cuda import RESULTS
+
+    return RESULTS.get(code, "(unknown code)")
+
+
+def function_row(name: str, m: Merged) -> dict:
+    """One function's numbers; None where the traces do not have them."""
+    p50, p90, p99 = m.percentiles(*QUANTILES)
+    for q, v in zip(QUANTILES, (p50, p90, p99), strict=True):
+        if v is not None and not isfinite(v):
+            raise ShimgenError(f"report: {shown(name, CUT)}: its p{round(q * 100)} is {v}: a "
+                               "trace's histogram or ns_per_tick is wrong")
+    return {"function": name, "calls": m.calls,
+            "total_ns": m.total_ns if m.timed else None, "mean_ns": m.mean_ns,
+            "p50_ns": p50, "p90_ns": p90, "p99_ns": p99,
+            "max_ns": m.max_ns, "errors": m.error_count, "injected": m.injected_count}
+
+
+def error_rows(functions: dict[str, Merged]) -> list[dict]:
+    """Every (function, code) with non-success returns, most returns first."""
+    rows = [{"function": name, "code": code, "name": code_name(code), "count": n}
+            for name, m in functions.items() for code, n in m.errors.items() if n]
+    return sorted(rows, key=lambda r: (-r["count"], r["function"], r["code"]))
+
+
+def run_command(src: Source) -> str | None:
+    cmd = (src.run or {}).get("command")
+    if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
+        import shlex
+
+        return shlex.join(cmd)
+    return cmd if isinstance(cmd, str) else None
+
+
+def run_exit(src: Source) -> tuple[int | None, str | None, str | None]:
+    """(exit status, the signal that ended the command, why it could not start) from
+    run.json's `exit`: {"status", "code", "signal", "signal_name"} or {"error", "status"}."""
+    end = (src.run or {}).get("exit")
+    if not isinstance(end, dict):
+        return None, None, None
+    status = end.get("status") if type(end.get("status")) is int else None
+    sig = end.get("signal_name") or end.get("signal")
+    error = end.get("error")
+    return status, str(sig) if sig else None, str(error) if error else None
+
+
+def run_outcome(src: Source) -> str:
+    status, sig, error = run_exit(src)
+    if error:
+        return f"it did not start: {error}" + (f"; exit status {status}" if status else "")
+    if sig:
+        return f"killed by {sig}" + (f", exit status {status}" if status is not None else "")
+    if status is not None:
+        return f"exit status {status}"
+    return "no exit status recorded (still running, or shimgen run was stopped)"
+
+
+def _listing(items: list[str]) -> str:
+    if len(items) > 2 and all(i.isascii() and i.isdigit() for i in items):
+        nums = sorted(int(i) for i in items)
+        if nums == list(range(nums[0], nums[0] + len(nums))):
+            return f"{nums[0]}-{nums[-1]}"
+    shown = ", ".join(items[:LISTED])
+    return shown + (f", ... ({len(items)} in all)" if len(items) > LISTED else "")
+
+
+def _ranks(g: Group) -> list[str]:
+    return sorted({p.rank for p in g.processes if p.rank is not None},
+                  key=lambda r: (0, int(r), "") if r.isascii() and r.isdigit() else (1, 0, r))
+
+
+def _drivers(g: Group) -> dict[str, int]:
+    """Each driver version with how many processes loaded it (a process that exec'd: the
+    versions its programs loaded; "unknown" when none of them says)."""
+    seen: dict[str, int] = {}
+    for proc in g.procs:
+        if all(p.no_file for p in proc.traces):
+            continue  # no trace: nothing said of its driver
+        versions = {p.driver_version for p in proc.traces if p.driver_version} or {"unknown"}
+        for v in versions:
+            seen[v] = seen.get(v, 0) + 1
+    return seen
+
+
+def _traced_twice(g: Group) -> list[str]:
+    """Pids with both a binary and a JSON trace: SHIMGEN_TRACE_DIR and SHIMGEN_TRACE_FILE
+    both set, so one process's calls are in the group twice."""
+    sources: dict[int, set[str]] = {}
+    for p in g.processes:
+        sources.setdefault(p.pid, set()).add(p.source)
+    return [f"pid {pid}" for pid, s in sorted(sources.items()) if len(s) > 1]
+
+
+def _notes(g: Group) -> dict[str, int]:
+    """What the readers could not give, and why: each note with how many processes have it
+    (a process that exec'd: any of its traces)."""
+    seen: dict[str, int] = {}
+    for proc in g.procs:
+        for note in dict.fromkeys(n for p in proc.traces for n in p.notes):
+            seen[note] = seen.get(note, 0) + 1
+    return seen
+
+
+def note_kind(note: str) -> str:
+    """A note with each of its numbers (a run of digits, with a decimal point or not) as
+    "#": notes that differ only in a number are of one kind."""
+    kind = note.translate(_DIGITS)
+    while "##" in kind:
+        kind = kind.replace("##", "#")
+    while "#.#" in kind:
+        kind = kind.replace("#.#", "#")
+    return kind
+
+
+def note_kinds(g: Group) -> list[tuple[str, int, bool]]:
+    """The notes by kind, in the order first seen: (the first one's text, how many processes
+    have a note of that kind, whether all of them have that same text)."""
+    kinds: dict[str, list] = {}
+    for note, n in _notes(g).items():
+        kind = kinds.get(note_kind(note))
+        if kind is None:
+            kinds[note_kind(note)] = [note, n, True]
+        else:
+            kind[1] += n
+            kind[2] = False
+    return [(text, n, same) for text, n, same in kinds.values()]
+
+
+def _note_line(text: str, n: int, same: bool) -> str:
+    if same:
+        return f"note       {shown(text, CUT)} ({n} process{'es' if n > 1 else ''})"
+    more = n - 1
+    return (f"note       {shown(text, CUT)} (and {more} more process{'es' if more > 1 else ''} "
+            "with the like, their numbers differ)")
+
+
+def _who(p) -> str:
+    return f"pid {p.pid}" + (f" rank {shown(p.rank, CUT)}" if p.rank is not None else "")
+
+
+def _short(g: Group) -> list:
+    """The processes whose calls are not all in their traces (a full disk), by their last
+    trace: never said to have counts exact."""
+    return [proc for proc in g.procs if any(t.short for t in proc.traces)]
+
+
+def _missing_line(short: list) -> str:
+    said = []
+    for proc in short:
+        n = sum(t.calls_missing for t in proc.traces)
+        what = ("no trace" if any(t.no_file for t in proc.traces) and not n
+                else f"{n} calls at least")
+        said.append(f"{_who(proc.last)} ({what})")
+    return ("missing    calls not in the traces (no room on the disk): " + _listing(said))
+
+
+def group_header(g: Group) -> list[str]:
+    n = len(g.procs)
+    short = _short(g)
+    untraced = [p for p in g.procs if all(t.no_file for t in p.traces)]
+    died = [p.last for p in g.procs if not p.complete and p not in untraced]
+    exact = [p.last for p in g.procs if not p.complete and p not in short]
+    ranks = [shown(r, CUT) for r in _ranks(g)]
+    line = f"processes  {n}" + (f", ranks {_listing(ranks)}" if ranks else "")
+    line += (f": {n - len(died) - len(untraced)} complete"
+             + (f", {len(exact)} died ({DIED})" if exact else ""))
+    if len(died) > len(exact):
+        line += f", {len(died) - len(exact)} died with calls not in their traces"
+    if untraced:
+        line += f", {len(untraced)} with no trace (no room on the disk for one)"
+    lines = [line]
+    if died:
+        lines.append("died       " + _listing([_who(p) for p in died]))
+    if short:
+        lines.append(_missing_line(short))
+    execs = sum(p.execs for p in g.procs)
+    if execs:
+        lines.append(f"exec       {execs} time{'s' if execs > 1 else ''} a process ran another "
+                     "program: each such process counts once, its calls summed over its "
+                     "programs")
+    drivers = _drivers(g)
+    if not drivers:
+        pass  # no trace says which (no room on the disk for one)
+    elif len(drivers) == 1:
+        lines.append(f"driver     {shown(next(iter(drivers)), CUT)}")
+    else:
+        lines.append("driver     warning: the processes loaded different drivers: " + ", ".join(
+            f"{shown(v, CUT)} ({c} process{'es' if c > 1 else ''})"
+            for v, c in sorted(drivers.items())))
+    modes = sorted({p.mode for p in g.processes if p.mode})
+    if modes:
+        lines.append(f"mode       {', '.join(shown(m, CUT) for m in modes)}")
+    twice = _traced_twice(g)
+    if twice:
+        lines.append("warning    the same pid has a binary and a JSON trace (the process traced "
+                     "both ways: its calls count twice): " + _listing(twice))
+    untimed = sum(p.untimed_calls for p in g.processes)
+    if untimed:
+        lines.append(f"untimed    {untimed} calls counted but not timed (shadow stack full, or "
+                     "no block for their thread: no room on the disk)")
+    unmapped = sum(p.unmapped_proc_addresses for p in g.processes)
+    if unmapped:
+        lines.append(f"unmapped   {unmapped} cuGetProcAddress answers that are no export "
+                     "(passed through)")
+    overflow = sum(p.errors_overflow for p in g.processes)
+    if overflow:
+        lines.append(f"errors     {overflow} non-success returns not counted by code "
+                     "(no free error slot)")
+    lines += [_note_line(*kind) for kind in note_kinds(g)]
+    return lines
+
+
+def _num(value: float | None, scale: float = 1.0, digits: int = 0) -> str:
+    return "-" if value is None else f"{value / scale:.{digits}f}"
+
+
+def function_table(functions: dict[str, Merged], injecting: bool = False) -> list[str]:
+    """The table; with a column 'injected' when the run armed rules or a trace has some."""
+    inj = injecting or any_injected(functions)
+    grand = sum(m.total_ns for m in functions.values() if m.timed)
+    head = (f"{'time %':>7} {'total ms':>12} {'calls':>12} {'mean ns':>11} {'p50 ns':>11} "
+            f"{'p90 ns':>11} {'p99 ns':>11} {'max ns':>12} {'errors':>8} "
+            + (f"{'injected':>8}  " if inj else " ") + "function")
+    lines = [head]
+    for name, m in sorted_functions(functions):
+        r = function_row(name, m)
+        share = r["total_ns"] / grand * 100 if r["total_ns"] is not None and grand else None
+        lines.append(f"{_num(share, digits=1):>7} {_num(r['total_ns'], 1e6, 3):>12} "
+                     f"{r['calls']:>12} {_num(r['mean_ns']):>11} "
+                     f"{_num(r['p50_ns']):>11} {_num(r['p90_ns']):>11} {_num(r['p99_ns']):>11} "
+                     f"{_num(r['max_ns']):>12} {_num(r['errors']):>8} "
+                     + (f"{r['injected']:>8}  " if inj else " ") + shown(name, CUT))
+    return lines
+
+
+def errors_section(functions: dict[str, Merged], short: bool = False) -> list[str]:
+    rows = error_rows(functions)
+    if not rows:
+        known = all(m.errors_known for m in functions.values())
+        if short:
+            return ["errors: none in these traces (calls are missing from them: see missing)"]
+        return ["errors: none" if known and functions else
+                "errors: not recorded in these traces (counts mode, or a shim that does not "
+                "count them)"]
+    names = {r["function"]: shown(r["function"], CUT) for r in rows}
+    width = max(len("function"), *map(len, names.values()))
+    lines = ["errors (non-success returns):",
+             f"{'function':<{width}}  {'code':>5}  {'name':<40} {'count':>12}"]
+    for r in rows:
+        lines.append(f"{names[r['function']]:<{width}}  {r['code']:>5}  {r['name']:<40} "
+                     f"{r['count']:>12}")
+    return lines
+
+
+def unreadable_lines(s: Source) -> list[str]:
+    """A line for each file of a run that could not be read, and why (the first
+    UNREADABLE_SHOWN of them)."""
+    n = len(s.unreadable)
+    if not n:
+        return []
+    lines = [f"unreadable {n} file{'s' if n > 1 else ''} of the run could not be read, left out "
+             "of the totals:"]
+    for path, why in s.unreadable[:UNREADABLE_SHOWN]:
+        lines.append(f"           {shown(path)}: {shown(why, CUT)}")
+    if n > UNREADABLE_SHOWN:
+        lines.append(f"           ... and {n - UNREADABLE_SHOWN} more (--json lists every one)")
+    return lines
+
+
+def notice_lines(notices: Notices | None) -> list[str]:
+    """That the shim said something, how often, and each different thing it said with how
+    often (the first NOTICES_SHOWN of them)."""
+    if notices is None:
+        return []
+    if notices.problem:
+        return [f"notices    {shown(notices.path)}: not read: {notices.problem}"]
+    if not notices.total and not notices.unread:
+        return []
+    k = len(notices.kinds)
+    lines = [f"notices    {notices.total} from the shim in {shown(notices.path)}"
+             + (f", {k} different:" if k > 1 else ":")]
+    for message, count in islice(notices.kinds.items(), NOTICES_SHOWN):
+        lines.append(f"           {count:>5} x {shown(message, CUT)}")
+    if k > NOTICES_SHOWN:
+        lines.append(f"           ... and {k - NOTICES_SHOWN} more kinds (--json lists every one)")
+    if notices.unread:
+        lines.append(f"           ... and {notices.unread} bytes more of it, not read (only "
+                     f"its first {NOTICES_MAX_BYTES >> 20} MiB is)")
+    return lines
+
+
+def source_header(sources: list[Source]) -> list[str]:
+    lines = ["shimgen report: " + " ".join(shown(s.name) for s in sources)]
+    for s in sources:
+        if s.is_run and s.run is not None:
+            lines.append(f"command    {shown(run_command(s) or '(not recorded)')} "
+                         f"({shown(run_outcome(s))})")
+        if s.run_problem:
+            lines.append(f"run        metadata not read: {shown(s.run_problem)}")
+        lines += unreadable_lines(s)
+        lines += rules_line(s)
+        lines += notice_lines(s.notices)
+    return lines
+
+
+def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
+    lines = source_header(sources)
+    if not any(g.processes for g in gs):
+        lines.append("processes  0: no trace could be read" if any(s.unreadable for s in sources)
+                     else "processes  0: no process made a traced driver call")
+        return "\n".join(lines) + "\n"
+    for g in gs:
+        lines.append("")
+        if by is not None:
+            lines.append(f"== {by} {shown(g.key, CUT)} ==")
+        lines += group_header(g)
+        lines.append("")
+        lines += function_table(g.functions, any(rules(s) for s in sources))
+        lines.append("")
+        lines += errors_section(g.functions, bool(_short(g)))
+        lines += injected_section(g.functions)
+    return "\n".join(lines) + "\n"
+
+
+def group_json(g: Group) -> dict:
+    died = [p.last for p in g.procs if not p.complete]
+    return {
+        "group": g.key,
+        "processes": len(g.procs),
+        "complete": len(g.procs) - len(died),
+        "died": [{"pid": p.pid, "rank": p.rank, "path": p.path} for p in died],
+        "calls_missing": [{"pid": proc.last.pid, "rank": proc.last.rank,
+                           "path": proc.last.path,
+                           "calls": sum(t.calls_missing for t in proc.traces),
+                           "trace": not all(t.no_file for t in proc.traces)}
+                          for proc in _short(g)],
+        "execs": sum(p.execs for p in g.procs),
+        "traces": len(g.processes),
+        "ranks": _ranks(g),
+        "driver_versions": _drivers(g),
+        "modes": sorted({p.mode for p in g.processes if p.mode}),
+        "untimed_calls": sum(p.untimed_calls for p in g.processes),
+        "unmapped_proc_addresses": sum(p.unmapped_proc_addresses for p in g.processes),
+        "errors_overflow": sum(p.errors_overflow for p in g.processes),
+        "notes": _notes(g),
+        "functions": [function_row(n, m) for n, m in sorted_functions(g.functions)],
+        "errors": error_rows(g.functions),
+        "injected": injected_rows(g.functions),
+    }
+
+
+def source_json(s: Source) -> dict:
+    out = {"path": s.name, "run": s.is_run, "inject": rules(s)}
+    if s.is_run:
+        status, sig, error = run_exit(s)
+        run = s.run or {}
+        start, end = run.get("start"), run.get("end")
+        out.update(command=run_command(s), exit_status=status, signal=sig, error=error,
+                   start=start if isinstance(start, str) else None,
+                   end=end if isinstance(end, str) else None)
+    return out
+
+
+def unreadable_json(sources: list[Source]) -> list[dict]:
+    return [{"file": path, "reason": why} for s in sources for path, why in s.unreadable]
+
+
+def notices_json(notices: Notices | None) -> dict | None:
+    if notices is None:
+        return None
+    return {"path": notices.path, "total": notices.total,
+            "distinct": [{"message": m, "count": c} for m, c in notices.kinds.items()],
+            "unread_bytes": notices.unread, "problem": notices.problem or None}
+
+
+def render(sources: list[Source], gs: list[Group], by: str | None, fmt: str) -> str:
+    if fmt == "json":
+        runs = [s for s in sources if s.is_run]
+        return dump_json({"schema": SCHEMA, "version": SCHEMA_VERSION, "by": by,
+                          "sources": [source_json(s) for s in sources],
+                          "unreadable": unreadable_json(sources),
+                          "notices": notices_json(runs[0].notices) if runs else None,
+                          "groups": [group_json(g) for g in gs if g.processes]})
+    if fmt == "csv":
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(CSV_COLUMNS)
+        for g in gs:
+            for name, m in sorted_functions(g.functions):
+                row = function_row(name, m)
+                w.writerow([by or "all", csv_value(g.key)]
+                           + [csv_value(row[c]) for c in CSV_COLUMNS[2:]])
+        return printable(buf.getvalue())
+    return printable(_text(sources, gs, by))

@@ -1,0 +1,89 @@
+"""`shimgen report`: the command. Its paths are read (report/source.py) into traces,
+merged (all processes, or one group per rank or pid: report/model.py) and printed as tables,
+JSON or CSV (report/format.py), or two runs side by side (report/compare.py).
+docs/report.md describes what is read and what is printed.
+
+Only the standard library and shimgen's own light modules are imported on this path: a
+report of a thousand processes must start and finish fast. The views are imported when a
+report is made: the command line imports this module (for `BY`) whatever its command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import ShimgenError
+from .model import BY, groups
+from .source import Source, load_source
+
+__all__ = ["BY", "report", "summary_for_run"]
+
+
+def _sources(paths: list[Path]) -> list[Source]:
+    if not paths:
+        raise ShimgenError("report: name a run directory or trace files")
+    seen: set[str] = set()
+    for p in paths:
+        real = os.path.realpath(p)
+        if real in seen:
+            raise ShimgenError(f"report: {p} is named twice (its calls would count twice)")
+        seen.add(real)
+    dirs = [p for p in paths if p.is_dir()]
+    if (dirs and len(paths) > 2) or (len(dirs) == 1 and len(paths) == 2):
+        raise ShimgenError("report: give one run directory, two run directories to compare, "
+                           "or any number of trace files to merge")
+    return [load_source(p) for p in paths]
+
+
+def _csv_leaves_out(sources: list[Source], fmt: str) -> None:
+    """The CSV has the numbers only: that some files could not be read is said on stderr."""
+    n = sum(len(s.unreadable) for s in sources)
+    if fmt == "csv" and n:
+        import sys
+
+        some, verb, them = (f"{n} trace files", "are", "them") if n > 1 else (
+            "1 trace file", "is", "it")
+        print(f"shimgen: warning: {some} could not be read and {verb} left out of these "
+              f"numbers (the table and --json name {them})", file=sys.stderr)
+
+
+def report(paths: list[Path], *, by: str | None = None, fmt: str = "text") -> str:
+    """What `shimgen report` prints for these paths (cli.py parses the arguments)."""
+    from . import format as report_format
+
+    sources = _sources(paths)
+    if len(sources) == 2 and all(s.is_run for s in sources):
+        if by is not None:
+            raise ShimgenError("report: --by goes with one run, not with two compared")
+        from . import compare as report_compare
+
+        out = report_compare.render(sources[0], sources[1], fmt)
+        _csv_leaves_out(sources, fmt)
+        return out
+    processes = [p for s in sources for p in s.processes]
+    run = sources[0] if sources[0].is_run else None
+    if not processes and run is None:
+        raise ShimgenError("report: no traces")
+    out = report_format.render(sources, groups(processes, by), by, fmt)
+    _csv_leaves_out(sources, fmt)
+    return out
+
+
+def summary_for_run(run_dir: Path) -> str:
+    """The report `shimgen run` prints at the end of a run: every process merged."""
+    from . import format as report_format
+
+    src = load_source(run_dir, explicit=False)
+    return report_format.render([src], groups(src.processes, None), None, "text")
+
+
+def command(args) -> int:
+    """`shimgen report`."""
+    import sys
+
+    if any(not p.strip() for p in args.paths):
+        raise ShimgenError("report: empty path")
+    fmt = "json" if args.json else "csv" if args.csv else "text"
+    sys.stdout.write(report([Path(p) for p in args.paths], by=args.by, fmt=fmt))
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,345 @@
+"""`shimgen run`: trace one command and everything it starts.
+
+The shim for this machine's driver comes from the per-user cache (cache/store.py: built once, then
+reused). The command runs with the shim first in LD_PRELOAD and the trace going to a run
+directory; `run` forwards the signals sent to it (run/child.py: the command's process),
+writes run.json at the start and the end, prints the report (run/summary.py) and exits with
+the command's status, as a shell would. The run directory
+is made and written through one descriptor of it, in a runs directory nobody else can write
+(run/directory.py); an interrupt before the command started says what it interrupted, and a command
+that started always keeps its run directory and its report (the signals: below).
+
+Kept light: the cached path imports nothing heavy (no jinja2, pyelftools or meson).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .. import __version__
+from ..errors import Interrupted, ShimgenError, UsageError, say
+from ..runenv import RUN_JSON
+from .child import (
+    ENV_DRIVER,
+    ENV_GATES,
+    ENV_INJECT,
+    ENV_NOTICE_FILE,
+    ENV_PRELOAD,
+    ENV_TIMELINE_FILE,
+    ENV_TRACE,
+    ENV_TRACE_DIR,
+    FORWARDED,
+    CommandError,
+    block_signals,
+    child_environment,
+    exit_status,
+    find_command,
+    hold_for_good,
+    signal_name,
+    spawn_and_wait,
+    take_pending,
+)
+from .directory import RunDir, layout, open_run_dir, write_json
+from .summary import one_line, run_report
+
+
+class RunOptions:
+    """What `shimgen run` was asked (a plain class: a dataclass costs milliseconds to make)."""
+
+    def __init__(self, command: list[str], driver: Path, driver_given: bool, trace: str,
+                 gates: str | None, gate_profile: str | None, out: Path | None,
+                 inject: list[str] | None = None, hooks: tuple[str, ...] = ()) -> None:
+        self.command = command
+        self.driver = driver  # as given or found
+        self.driver_given = driver_given  # --driver: also SHIMGEN_DRIVER
+        self.trace = trace  # a name of runenv.TRACE_MODES, also SHIMGEN_TRACE's value
+        self.gates = gates  # the SHIMGEN_GATES selection, e.g. "-gdr,-dmabuf"
+        self.gate_profile = gate_profile  # with gates: "auto" or a profile file
+        self.out = out  # -o DIR
+        self.inject = inject or []  # --inject RULE, each (shimgen/shim/inject.py)
+        self.hooks = hooks  # --hook FILE.c, in order (shim/userhooks.py)
+
+
+def check_selection(selection: str, gates: tuple[str, ...] | None,
+                    driver: Path | None = None) -> None:
+    """A SHIMGEN_GATES selection: names separated by commas, each optionally after + (set)
+    or - (clear). With `gates` (the names the shim has), every name must be one of them; a
+    gate the driver is too old to have says so."""
+    for tok in selection.split(","):
+        name = tok[1:] if tok[:1] in "+-" and tok else tok
+        if not name or not name[0].isalnum() \
+                or not all(c.isascii() and (c.isalnum() or c in "_-") for c in name):
+            raise ShimgenError(f"--gates {selection!r}: {tok!r} is not a gate name, +name or "
+                               "-name (e.g. gdr,dmabuf or -gdr,-dmabuf)")
+        if gates is not None and name not in gates:
+            from ..driver import version_from_name
+            from ..gates import why_no_gate
+
+            why = why_no_gate(name, version_from_name(driver)) if driver else ""
+            raise ShimgenError(f"--gates {selection!r}: unknown gate {name!r} (this driver's "
+                               f"shim has: {', '.join(gates) or 'none'}{why})")
+
+
+# ---- running it ----------------------------------------------------------------------------
+#
+# Signals. Until the shim is ready, SIGINT, SIGTERM and SIGHUP interrupt shimgen (cli.py's
+# handlers), and the line says what they interrupted (the checks, or the build of the shim)
+# and that the command did not run (RunInterrupted). From then on they are blocked in this
+# process for as long as it lives: one that came before the command could start is taken
+# instead of starting it (its run directory removed); while the command runs, each is passed
+# on to it; after it ended, each is recorded in run.json and nothing else. So a command that
+# ran always keeps its run directory and its report, and `run` exits with its status.
+
+class RunInterrupted(Interrupted):
+    """An interrupt of `run` before the command started, said with what it interrupted."""
+
+    def __init__(self, signum: int, said: str) -> None:
+        super().__init__(signum)
+        self.said = said
+
+    def message(self, command: str | None = None) -> str:
+        return f"interrupted by {self.name} {self.said}"
+
+
+def _signum(e: KeyboardInterrupt) -> int:
+    return e.signum if isinstance(e, Interrupted) else signal.SIGINT
+
+
+def _stamp(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+def _check_preload_path(directory: Path) -> None:
+    """The shim's directory must go into LD_PRELOAD as it is: the loader splits the list at
+    spaces and colons, and reads $ORIGIN, $LIB and $PLATFORM (also as ${...}) in a name as
+    its own tokens (then refuses the name: the command would run without the shim)."""
+    text = str(directory)
+    if any(c.isspace() or c == ":" for c in text):
+        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with "
+                           "a space or a colon; set XDG_CACHE_HOME to a path without one")
+    if "$" in text:
+        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with a "
+                           "'$' (the loader reads $ORIGIN, $LIB and $PLATFORM in it as its "
+                           "own); set XDG_CACHE_HOME to a path without one")
+
+
+def _prepare(opts: RunOptions) -> tuple[str, Path, str | None, object]:
+    """The checks before anything is built or made: (the command's file, the driver's real
+    path, the gate profile, the cache key)."""
+    from ..cache import entry_dir, key_for
+    from ..driver import check_driver
+
+    if opts.gates is not None:
+        check_selection(opts.gates, None)
+    if opts.inject:
+        from ..shim import inject
+
+        for rule in opts.inject:  # its form now, before any build; its names below
+            inject.parse(rule)
+    path = find_command(opts.command[0], os.environ.get("PATH"))
+    driver = check_driver(opts.driver)  # every command's check, in the same words
+    profile = None
+    if opts.gates is not None:
+        profile = opts.gate_profile or "auto"
+        profile = profile if profile == "auto" else str(Path(profile).absolute())
+    key = key_for(driver, profile, opts.hooks)
+    _check_preload_path(entry_dir(key))
+    return path, driver, profile, key
+
+
+NOT_RUN = "before the command started: the command did not run"
+
+
+def _in_cache_now(lookup, key) -> str:
+    """What an interrupted build left in the cache, looked at (signals held)."""
+    try:
+        usable = lookup(key) is not None
+    except (ShimgenError, OSError):
+        usable = False
+    return ("the shim was built and is in the cache" if usable else
+            "no shim was installed in the cache (the next run builds it)")
+
+
+def _not_started(entry) -> str:
+    return (f"{NOT_RUN}, and no run directory is left; "
+            + ("the shim was in the cache already" if entry.how == "cached" else
+               "the shim built now is in the cache"))
+
+
+def _shim(opts: RunOptions, forwarded: set[int]) -> tuple[str, Path, str | None, object, object]:
+    """The checks, then the shim from the cache or built now: (the command's file, the
+    driver's real path, the gate profile, the cache key, the cache entry). An interrupt
+    meanwhile is said with what it interrupted, the signals then held for good."""
+    from ..cache import ensure, lookup
+
+    try:
+        path, driver, profile, key = _prepare(opts)
+        entry = lookup(key)
+    except KeyboardInterrupt as e:
+        hold_for_good(forwarded)
+        raise RunInterrupted(_signum(e), f"{NOT_RUN}, and no shim was built") from None
+    if entry is None:
+        try:
+            entry = ensure(driver, key, profile, opts.hooks)
+        except KeyboardInterrupt as e:
+            hold_for_good(forwarded)
+            raise RunInterrupted(_signum(e), "while the shim was being built, before the "
+                                 "command started: the command did not run; "
+                                 + _in_cache_now(lookup, key)) from None
+    return path, driver, profile, key, entry
+
+
+def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
+    """What `run` says once the command started: the shim, how it came, the trace, the run
+    directory."""
+    how = entry.how if entry.how == "cached" else f"{entry.how} in {entry.seconds:.1f} s"
+    gates = f", gates {opts.gates}" if opts.gates else ""
+    gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
+    gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
+    banner = one_line(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
+                    f"run directory {run_dir}")
+    if ENV_INJECT in os.environ and not opts.inject:
+        banner += (f"\nshimgen: run: {ENV_INJECT} from the environment is not passed on "
+                   "(give the rules with --inject, which checks and records them)")
+    return banner
+
+
+def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
+            env: dict[str, str], start: float) -> dict:
+    """run.json as written at the start: the command, the driver, the shim, the selection,
+    the environment given; its end, pid, exit and signals still to come."""
+    from ..driver import version_from_name
+
+    return {
+        "command": opts.command, "cwd": os.getcwd(),
+        "driver": {"path": str(opts.driver), "real_path": str(driver),
+                   "version": version_from_name(driver), "build_id": key.build_id},
+        "shim": {"path": str(entry.library), "key": key.as_dict(),
+                 "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
+        "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
+        "inject": opts.inject,
+        "hooks": [str(Path(h).absolute()) for h in opts.hooks],
+        "shimgen_version": __version__, "host": os.uname().nodename,
+        "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
+                                            ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
+                                            ENV_GATES, ENV_INJECT) if k in env},
+        "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
+    }
+
+
+def _finish(run_dir: RunDir, record: dict, wait: int) -> int:
+    """After the command ended: run.json's end written, the report printed; the command's
+    exit status."""
+    status = exit_status(wait)
+    code = os.WEXITSTATUS(wait) if os.WIFEXITED(wait) else None
+    sig = os.WTERMSIG(wait) if os.WIFSIGNALED(wait) else None
+    record.update(end=_stamp(time.time()),
+                  exit={"status": status, "code": code, "signal": sig,
+                        "signal_name": signal_name(sig)})
+    try:
+        write_json(run_dir, record)
+    except OSError as e:  # the command ran: its status is still what `run` exits with
+        with contextlib.suppress(OSError, ValueError):
+            print(f"shimgen: error: {one_line(str(run_dir.path / RUN_JSON))}: not updated at "
+                  f"the end ({e.strerror})", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    if run_dir.still_named():
+        report = run_report(run_dir.path)
+    else:
+        report = (f"report: {one_line(str(run_dir.path))} is no longer this run's directory "
+                  "(it was moved or replaced while the command ran); not read")
+    run_dir.close()
+    with contextlib.suppress(OSError, ValueError):
+        print(report, file=sys.stderr, flush=True)
+    return status
+
+
+def run(opts: RunOptions) -> int:
+    """Run the command under the shim (the signals: above); the command's exit status."""
+    if not opts.command:
+        raise ShimgenError("run: no command given (shimgen run [OPTIONS] -- COMMAND ...)")
+    forwarded = {s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN}
+    path, driver, profile, key, entry = _shim(opts, forwarded)
+    try:
+        old = block_signals({*forwarded, signal.SIGCHLD})  # for as long as this process lives
+    except KeyboardInterrupt as e:
+        hold_for_good(forwarded)
+        raise RunInterrupted(_signum(e), _not_started(entry)) from None
+    if opts.gates is not None:
+        check_selection(opts.gates, entry.gates, driver)
+    if opts.inject:
+        from ..driver import version_from_name
+        from ..shim import inject
+
+        inject.check(opts.inject, inject.exports_of(entry.directory), version_from_name(driver))
+    start = time.time()
+    run_dir = open_run_dir(opts.out, opts.command[0], start)
+    banner = _banner(opts, entry, run_dir.path)
+    started_pid: list[int] = []
+
+    def started(pid: int) -> None:
+        """The command runs: its pid recorded, then the banner (said only once it started,
+        so that a command that cannot start is one line)."""
+        started_pid.append(pid)
+        record["pid"] = pid
+        with contextlib.suppress(OSError, ValueError):
+            print(banner, file=sys.stderr, flush=True)
+
+    try:
+        layout(run_dir, opts.trace)
+        st = os.fstat(run_dir.fd)
+        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,
+                                (st.st_dev, st.st_ino))
+        record = _record(opts, driver, profile, key, entry, env, start)
+        write_json(run_dir, record)
+        waiting = take_pending(forwarded)
+        if waiting is not None:  # it came before the command could start: not started
+            raise RunInterrupted(waiting, _not_started(entry))
+        wait = spawn_and_wait(path, opts.command, env, old, forwarded, started,
+                              record["signals"])
+    except BaseException:
+        if not started_pid:  # nothing ran: nothing of this run is left
+            run_dir.discard()
+        raise
+    return _finish(run_dir, record, wait)
+
+
+def command(args) -> int:
+    """`shimgen run`: the options checked, then run()."""
+    from ..options import driver_path, path_option
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UsageError("run: no command given: shimgen run [OPTIONS] -- COMMAND ...")
+    if args.gate_profile is not None and args.gates is None:
+        raise UsageError("run --gate-profile goes with --gates")
+    if args.gate_profile is not None and args.gate_profile != "auto":
+        path_option(args.gate_profile, "--gate-profile", "gate profile")
+    if args.driver is None:
+        from ..cache import default_driver  # remembered: no `ldconfig -p` at every run
+
+        driver = default_driver()
+    else:
+        driver = driver_path(args.driver)
+    opts = RunOptions(
+        command=command,
+        driver=driver,
+        driver_given=args.driver is not None,
+        trace=args.trace,
+        gates=args.gates,
+        gate_profile=args.gate_profile,
+        out=path_option(args.out, "-o", "run directory") if args.out is not None else None,
+        inject=args.inject,
+        hooks=tuple(args.hook or ()),
+    )
+    try:
+        return run(opts)
+    except CommandError as e:  # like a shell: 127 not found, 126 cannot be run
+        say(str(e))
+        return e.status

@@ -1,0 +1,51 @@
+"""What `shimgen run` says of the report once the command ended: the report itself
+(report.summary_for_run, imported only then), or, when it cannot be had, where to get it and
+where the shim's notices are; a name from the run shown as one printable line (one_line, also
+for run/main.py's banner and errors)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import ShimgenError
+from ..runenv import NOTICES
+
+
+def one_line(text: str) -> str:
+    """`text` as one printable line, control characters escaped (report_format.shown's
+    rule; that module is not imported before the report)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _notices_written(run_dir: Path) -> str:
+    """Where the shim's notices are, when it wrote any: said also when there is no report
+    (the report shows them)."""
+    import stat
+
+    path = run_dir / NOTICES
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ""
+    return (f"; the shim wrote notices: {one_line(str(path))}"
+            if stat.S_ISREG(st.st_mode) and st.st_size else "")
+
+
+def run_report(run_dir: Path) -> str:
+    """The end-of-run report (shimgen/report/main.py, which shows the shim's notices too), or
+    where to get it and where the notices are."""
+    where = f"shimgen report {one_line(str(run_dir))}"
+    try:
+        from ..report import summary_for_run
+    except ImportError:
+        return f"report: {where}{_notices_written(run_dir)}"
+    try:
+        return summary_for_run(run_dir)
+    except ShimgenError as e:
+        return f"report: {one_line(str(e))}; {where}{_notices_written(run_dir)}"
+    except Exception as e:  # the command's exit status matters more than the report
+        return (f"report: internal error, please report it: {type(e).__name__}: "
+                f"{one_line(str(e))}; {where}{_notices_written(run_dir)}")

@@ -1,0 +1,382 @@
+"""Build the rendered sources with meson and ninja, and install the result atomically.
+
+Everything happens in a private staging directory inside the output root
+(`.shimgen-staging-<name>-XXXX/`). The new build is assembled complete in `<staging>/out/`
+and then put in place with one rename(2): onto a name that does not exist yet, or swapped
+with the previous build by renameat2(RENAME_EXCHANGE). Where the file system cannot swap
+directories, files are moved one by one, the library last. So a reader of
+`<out>/<name>/libcudashim.so` sees the old library or the new one, never a part of one.
+
+- A failed or interrupted build leaves the previous good build untouched and removes its
+  staging directory. SIGINT, SIGTERM and SIGHUP are held back while a build is installed.
+- Two builds into the same output root compile side by side and install one after the other:
+  the install holds flock(2) on the output root's directory. The last to finish wins; each
+  install is complete.
+- A build that was killed (SIGKILL, power loss) leaves its staging directory behind; the next
+  build into the same root removes it. Each build holds a lock on its own staging directory
+  for as long as it runs, so a live build's directory is never taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import progress
+from ..driver import read_build_id
+from ..errors import Interrupted, ShimgenError, signals_held
+from ..runenv import SHIM_LIBRARY, SHIM_MANIFEST
+from .model import SONAME, ShimModel, output_name
+from .render import render
+
+STAGING_PREFIX = ".shimgen-staging-"
+INSTALLED = ("src", SHIM_MANIFEST, "build.log", SHIM_LIBRARY)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    model: ShimModel
+    out_dir: Path
+    library: Path
+    seconds: float
+
+
+def _tool_env() -> dict[str, str]:
+    """PATH with this interpreter's scripts first, so meson finds the ninja we depend on."""
+    env = dict(os.environ)
+    scripts = sysconfig.get_path("scripts")
+    env["PATH"] = os.pathsep.join(p for p in (scripts, env.get("PATH", "")) if p)
+    return env
+
+
+def _meson() -> list[str]:
+    return [sys.executable, "-m", "mesonbuild.mesonmain"]
+
+
+_ERROR_LINE = re.compile(r"(\berror\b|ERROR:|undefined reference|No such file)", re.I)
+
+
+def _first_error(log: Path) -> str:
+    """The line of the log that says what went wrong: the first error line, else the last."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("$ ")]
+    for ln in lines:
+        if _ERROR_LINE.search(ln) and not ln.startswith("ninja: build stopped"):
+            return ln
+    return lines[-1] if lines else "no output"
+
+
+def _keep_log(log: Path, name: str) -> Path | None:
+    """Copy a failed build's log out of the staging directory (which is removed)."""
+    try:
+        fd, kept = tempfile.mkstemp(prefix=f"shimgen-{name}-", suffix=".log")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(log.read_bytes())
+        return Path(kept)
+    except OSError:
+        return None
+
+
+def _run(cmd: list[str], what: str, env: dict[str, str], log: Path, name: str) -> None:
+    """Run one tool, its output appended to `log`, in a session of its own: if shimgen is
+    interrupted, the tool and every compiler it started are killed, and are gone before the
+    staging directory is removed."""
+    with open(log, "a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:
+            raise ShimgenError(f"{what}: cannot run {cmd[0]} ({e.strerror})") from None
+        try:
+            code = proc.wait()
+        except BaseException:
+            with signals_held():
+                _kill_session(proc)
+            raise
+    if code != 0:
+        kept = _keep_log(log, name)
+        where = f"; full log {kept}" if kept else ""
+        raise ShimgenError(f"{what} failed (exit {code}): {_first_error(log)}{where}")
+
+
+def _session_members(sid: int) -> list[int]:
+    """Live processes of session `sid` (ninja puts each compiler in a process group of its
+    own, but they all stay in the session that the tool was started in)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and int(fields[3]) == sid and fields[0] not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def _kill_session(proc: subprocess.Popen, seconds: float = 10.0) -> None:
+    """Kill a tool and everything it started, and wait until none of it runs."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + seconds
+    while True:
+        proc.poll()
+        members = _session_members(proc.pid) if os.path.isdir("/proc/self") else []
+        if not members or time.monotonic() > deadline:
+            break
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+
+
+@contextlib.contextmanager
+def _dir_lock(path: Path, blocking: bool = True) -> Iterator[bool]:
+    """flock(2) on a directory. Yields False if `blocking` is off and another process holds
+    it. A file system without flock (some network file systems) yields True unlocked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise ShimgenError(f"output directory {path}: {e.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        except OSError:
+            pass
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _rmtree(path: Path) -> None:
+    """Remove a tree, making read-only directories in it writable first."""
+
+    def retry(func, p, _exc) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+            func(p)
+
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=retry)
+
+
+def check_writable(root: Path) -> None:
+    """The output root made if missing, and checked to be a directory this user can write."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ShimgenError(f"output directory {root}: not a directory") from None
+    except OSError as e:
+        raise ShimgenError(f"output directory {root}: {e.strerror}") from None
+    if not root.is_dir():
+        raise ShimgenError(f"output directory {root}: not a directory")
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise ShimgenError(f"output directory {root}: not writable")
+
+
+def _remove_stale_staging(root: Path) -> None:
+    """Staging directories of builds that were killed: nobody holds their lock."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(STAGING_PREFIX) or not entry.is_dir(follow_symlinks=False):
+            continue
+        with contextlib.suppress(ShimgenError), _dir_lock(Path(entry.path), False) as free:
+            if free:
+                _rmtree(Path(entry.path))
+
+
+def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
+    """Render `model` into `new/src` and build it with meson in `bdir`, the log in
+    `new/build.log`; the library built."""
+    new.mkdir()
+    src = new / "src"
+    src.mkdir()
+    progress.step(f"generating the sources of {len(model.functions)} functions")
+    render(model, src)
+    env = _tool_env()
+    log = new / "build.log"
+    progress.step("configuring the build (meson setup)")
+    _run(_meson() + ["setup", str(bdir), str(src)], "meson setup", env, log, name)
+    progress.step("compiling and linking (meson compile)")
+    _run(_meson() + ["compile", "-C", str(bdir)], "compile", env, log, name)
+    progress.step("installing")
+    built = bdir / SHIM_LIBRARY
+    if not built.is_file():
+        raise ShimgenError(f"meson finished but {built} is missing")
+    return built
+
+
+def _write_output(model: ShimModel, built: Path, new: Path, identity: dict | None) -> None:
+    """The library `built` copied into `new`, and `new/shim.json` written: what was built,
+    from what, and the library's build-id and size (and `identity`, when given)."""
+    manifest = {
+        "shimgen_command": model.command,
+        "driver": str(model.driver.real_path),
+        "driver_given": str(model.driver.path),
+        "driver_version": model.driver.version,
+        "build_id": model.driver.build_id,
+        "soname": SONAME,
+        "functions": len(model.functions),
+        "exports": [f.name for f in model.functions],  # in slot order (--inject)
+        "hooks": [f.name for f in model.hooked],
+        "extra_exports": list(model.extra_exports),
+        "data_symbols_left_in_driver": [d.name for d in model.driver.data],
+        "gates": [g.name for g in model.gates.gates] if model.gates else [],
+    }
+    if model.user is not None:  # the user's hook files (--hook), as built
+        manifest["user_hooks"] = [{"file": str(f.path), "sha256": f.sha256,
+                                   "hooks": list(f.hooks), "calls": list(f.calls)}
+                                  for f in model.user.files]
+    shutil.copy2(built, new / SHIM_LIBRARY)
+    manifest["library_build_id"] = read_build_id(new / SHIM_LIBRARY)
+    manifest["library_size"] = (new / SHIM_LIBRARY).stat().st_size
+    if identity is not None:
+        manifest["cache_key"] = identity
+    (new / SHIM_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def build(model: ShimModel, out_root: Path, name: str | None = None,
+          identity: dict | None = None) -> BuildResult:
+    """Build `model` into `out_root/name` (default: output_name). `identity`, when given, is
+    recorded in shim.json as "cache_key" (what the shim cache checks an entry against)."""
+    start = time.monotonic()
+    out_root = out_root.absolute()
+    final = check_output(model, out_root, name)
+    staging: Path | None = None
+    staging_fd = -1
+    try:
+        with _dir_lock(out_root), signals_held():
+            _remove_stale_staging(out_root)
+            staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{final.name}-",
+                                            dir=out_root))
+            staging_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            with contextlib.suppress(OSError):
+                fcntl.flock(staging_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        new = staging / "out"
+        built = _compile(model, new, staging / "meson", final.name)
+        _write_output(model, built, new, identity)
+        _fsync_tree(new)
+        installed = False
+        try:
+            with signals_held():
+                with _dir_lock(out_root):
+                    _install(new, final, staging)
+                installed = True
+                _rmtree(staging)
+                os.close(staging_fd)
+                staging_fd = -1
+        except Interrupted as e:  # held back during the install, delivered just now
+            e.installed = installed
+            raise
+    except OSError as e:
+        with signals_held():
+            _cleanup(staging, staging_fd)
+        where = f" ({e.filename})" if e.filename else ""
+        raise ShimgenError(f"build into {out_root} failed: {e.strerror or e}{where}") from None
+    except BaseException as e:
+        if isinstance(e, Interrupted) and e.installed:
+            raise
+        with signals_held():
+            _cleanup(staging, staging_fd)
+        raise
+    return BuildResult(model, final, final / SHIM_LIBRARY, time.monotonic() - start)
+
+
+def _cleanup(staging: Path | None, staging_fd: int) -> None:
+    if staging is not None:
+        _rmtree(staging)
+    if staging_fd >= 0:
+        os.close(staging_fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """Flush the new build to disk before it replaces the old one."""
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            fd = os.open(os.path.join(dirpath, f), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_SYS_RENAMEAT2_X86_64 = 316
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories atomically (renameat2 RENAME_EXCHANGE). False where the kernel or
+    the file system cannot."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    fa, fb = os.fsencode(a), os.fsencode(b)
+    if hasattr(libc, "renameat2"):
+        rc = libc.renameat2(_AT_FDCWD, fa, _AT_FDCWD, fb, _RENAME_EXCHANGE)
+    else:
+        rc = libc.syscall(_SYS_RENAMEAT2_X86_64, _AT_FDCWD, fa, _AT_FDCWD, fb,
+                          _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def check_output(model: ShimModel, out_root: Path, name: str | None = None) -> Path:
+    """Where `model` is built (`out_root/name`, default output_name), checked before any
+    work: the root usable, the name free or a directory (an earlier build)."""
+    out_root = out_root.absolute()
+    check_writable(out_root)
+    final = out_root / (name or output_name(model.driver, model.gates is not None,
+                                            model.user is not None))
+    if os.path.lexists(final) and (final.is_symlink() or not final.is_dir()):
+        raise ShimgenError(f"output {final} exists and is not a directory")
+    return final
+
+
+def _install(new: Path, final: Path, staging: Path) -> None:
+    """Put the complete build `new` at `final`; the previous build ends up inside `staging`."""
+    if not os.path.lexists(final):
+        os.rename(new, final)
+        return
+    if final.is_symlink() or not final.is_dir():
+        raise ShimgenError(f"output {final} exists and is not a directory")
+    if _exchange(new, final):
+        return
+    # No directory swap here: move complete files in one by one, the library last.
+    trash = Path(tempfile.mkdtemp(prefix="old-", dir=staging))
+    if (final / "src").exists():
+        os.replace(final / "src", trash / "src")
+    for item in INSTALLED:
+        os.replace(new / item, final / item)

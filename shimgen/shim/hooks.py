@@ -1,0 +1,65 @@
+"""Which driver functions get hand-written hooks: the one table, as data.
+
+Every other exported function is forwarded untouched by its assembly trampoline. A hook is a
+C function `shimgen_hook_<name>` defined in the named source file of runtime/; it reaches the
+real driver through `shimgen_real[SHIMGEN_IDX_<name>]`, never through the trampolines, so a
+hook can never recurse into itself. A build compiles the hook files its hooks name.
+
+`feature` says when the shim installs the hook at run time (all are compiled in):
+  always  - on every run
+  attrs   - SHIMGEN_TRACE=attrs, SHIMGEN_ATTR_OVERRIDE or SHIMGEN_GATES is in effect
+  gates   - SHIMGEN_GATES is set and the loaded driver matches the baked-in gate profile
+When its feature is off, the slot points straight at the real function: no cost.
+
+`wrappable` False: a user hook (docs/hooks.md) may not wrap the function: the
+cuGetProcAddress hooks are how every address the driver hands out reaches the shim.
+
+A hooked function that not every supported driver has is marked with the CUDA version that
+added it (`cuda.FUNCTION_SINCE`): a driver older than that has no such hook (470.256.02, CUDA
+11.4, has cuGetProcAddress and no cuGetProcAddress_v2). Generation fails when this table names
+any other function the driver does not export, or one of these that a driver new enough
+lacks: a misspelt name is never silently left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..cuda import FEATURES, FUNCTION_SINCE
+
+__all__ = ["FEATURES", "HOOKS", "Hook"]
+
+
+@dataclass(frozen=True)
+class Hook:
+    name: str  # exported driver function
+    source: str  # file under runtime/
+    why: str
+    feature: str = "always"
+    # False: a user hook (shimgen/shim/userhooks.py) may not wrap it; shimgen must keep it as it is
+    wrappable: bool = True
+    # The CUDA version that added the function (cuda.FUNCTION_SINCE); 0: every supported
+    # driver exports it
+    since: int = 0
+
+
+HOOKS: tuple[Hook, ...] = (
+    Hook("cuGetProcAddress", "hooks_proc_address.c",
+         "answer with the shim's forwarder of the variant the real driver picked",
+         wrappable=False),
+    Hook("cuGetProcAddress_v2", "hooks_proc_address.c",
+         "same, keeping the driver's query-result out-parameter", wrappable=False,
+         since=FUNCTION_SINCE["cuGetProcAddress_v2"]),
+    Hook("cuDeviceGetAttribute", "hooks_attributes.c",
+         "apply gates, then report (SHIMGEN_TRACE=attrs) or override the value", "attrs"),
+    Hook("cuInit", "hooks_gates.c", "apply gates to every device once the driver is up", "gates"),
+    Hook("cuDeviceGet", "hooks_gates.c", "apply gates around device lookup", "gates"),
+    Hook("cuMemCreate", "hooks_gates.c", "apply gates before a (GPUDirect RDMA) allocation",
+         "gates"),
+    Hook("cuMemGetHandleForAddressRange", "hooks_gates.c",
+         "apply gates before a DMA-BUF export", "gates",
+         since=FUNCTION_SINCE["cuMemGetHandleForAddressRange"]),
+)
+
+# Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of
+# private entry points whose layout is not public; it is forwarded untouched.

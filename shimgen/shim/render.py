@@ -1,0 +1,202 @@
+"""Write the shim's source tree: the generated files, rendered from the model with Jinja2
+(templates/ emits data only: tables, lists, build facts), beside a copy of the hand-written
+C runtime and assembly (runtime/), so that a build directory is complete on its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import jinja2
+
+from .. import __version__, runenv
+from ..cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, HOOK_TYPES, LIBCUDA_DIRS, RESULTS
+from ..errors import ShimgenError
+from . import inject
+from .model import SONAME, ShimModel
+
+# (template, generated file), for every shim.
+GENERATED: tuple[tuple[str, str], ...] = (
+    ("shim.h.j2", "shim.h"),
+    ("facts.h.j2", "facts.h"),
+    ("functions.inc.j2", "functions.inc"),
+    ("table.c.j2", "table.c"),
+    ("gateplan.c.j2", "gateplan.c"),
+    ("userreal.S.j2", "userreal.S"),
+    ("hook.h.j2", "include/shimgen/hook.h"),
+    ("hook_exports.h.j2", "include/shimgen/exports.h"),
+    ("libcudashim.map.j2", f"lib{runenv.SHIM_TARGET}.map"),
+    ("meson.build.j2", "meson.build"),
+)
+# runtime/ files named so are hooks: a shim gets those of its hooks (model.hook_sources).
+HOOK_PREFIX = "hooks_"
+# the init-site method's code writer: only in a shim whose gate plan has init-site bytes
+INIT_SOURCE = "gates_init.c"
+RUNTIME_SUFFIXES = (".c", ".h", ".S")
+# The user's hook files (--hook): copied under user/, compiled apart (no -Werror), each
+# starting with a #line that names the user's file, so the compiler's messages name it.
+USER_SOURCE = "user:"
+USER_DIR = "user"
+INCLUDE_DIR = "include"
+
+
+def _data_dir(name: str, marker: str) -> Path:
+    """`name`/ of a source checkout, or the copy installed as shimgen.`name`."""
+    here = Path(__file__).resolve().parents[1]  # shimgen/, beside templates/ and runtime/
+    for candidate in (here.parent / name, here / name):
+        if (candidate / marker).is_file():
+            return candidate
+    raise ShimgenError(f"shimgen's {name} files are missing (looked in {here.parent}/{name})")
+
+
+def templates_dir() -> Path:
+    return _data_dir("templates", "shim.h.j2")
+
+
+def runtime_dir() -> Path:
+    return _data_dir("runtime", "runtime.h")
+
+
+def c_string(value: object) -> str:
+    """A C string literal (JSON's escaping is a subset of C's for these inputs)."""
+    return json.dumps(str(value), ensure_ascii=True)
+
+
+def comment_safe(value: object) -> str:
+    """Text for a banner line inside /* */ or after #: no comment terminator, one line.
+    (Paths with control characters are refused earlier, in elf.check_path_text.)"""
+    return str(value).replace("*/", "*\\/").replace("\n", " ")
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+    env.filters["c_string"] = c_string
+    env.filters["comment_safe"] = comment_safe
+    return env
+
+
+def copied(model: ShimModel) -> list[str]:
+    """The runtime/ files this shim is built from: every one but the hooks it does not use."""
+    hooks = set(model.hook_sources)
+    names = sorted(p.name for p in runtime_dir().iterdir()
+                   if p.is_file() and p.suffix in RUNTIME_SUFFIXES)
+    missing = hooks - set(names)
+    if missing:
+        raise ShimgenError(f"hook table names {sorted(missing)[0]}, which runtime/ lacks")
+    init = model.gates is not None and model.gates.has_init_bytes
+    return [n for n in names if (not n.startswith(HOOK_PREFIX) or n in hooks)
+            and (n != INIT_SOURCE or init)]
+
+
+def user_file_name(index: int, path: Path) -> str:
+    """Where the user's hook file `index` goes in the source tree (its name kept readable)."""
+    stem = "".join(c if c.isalnum() or c in "_-" else "_" for c in path.stem)[:40] or "hook"
+    return f"{USER_DIR}/{index}-{stem}.c"
+
+
+def outputs(model: ShimModel) -> list[tuple[str, str]]:
+    """(source, output file) pairs: the whole source tree of a shim. A source is a template
+    (rendered), runtime/<file> (copied as it is) or user:<index> (the user's hook file)."""
+    user = [(f"{USER_SOURCE}{i}", user_file_name(i, f.path))
+            for i, f in enumerate(model.user.files if model.user else ())]
+    return list(GENERATED) + [(f"runtime/{n}", n) for n in copied(model)] + user
+
+
+def compiled(model: ShimModel) -> list[str]:
+    """The files meson compiles into the shim with -Werror (the rest are headers, the
+    included function list and the user's hook files)."""
+    return [name for _, name in outputs(model)
+            if name.endswith((".c", ".S")) and not name.startswith(USER_DIR + "/")]
+
+
+def user_compiled(model: ShimModel) -> list[str]:
+    """The user's hook files in the source tree, compiled apart (warnings, no -Werror)."""
+    return [name for source, name in outputs(model) if source.startswith(USER_SOURCE)]
+
+
+def user_source_text(path: Path, data: bytes) -> bytes:
+    """A user's hook file as the build compiles it: a #line naming the user's file first."""
+    return f"#line 1 {c_string(path)}\n".encode() + data
+
+
+def write_private(path: Path, data: bytes, mode: int) -> None:
+    """A copy of a user's file: never more readable than the file (`mode`, its permission
+    bits), whatever the umask; the owner may always read and write it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o600 | (mode & 0o044))
+        f.write(data)
+
+
+def hook_header() -> str:
+    """shimgen/hook.h: the same for every driver (`shimgen hook-header` prints it)."""
+    return environment().get_template("hook.h.j2").render(
+        shimgen_version=__version__, result_names=sorted(RESULTS.items()),
+        hook_types=HOOK_TYPES)
+
+
+def render_context(model: ShimModel) -> dict:
+    """What every template of a shim is rendered with."""
+    return {
+        "model": model,
+        "shimgen_version": __version__,
+        "sources": compiled(model),
+        "user_sources": user_compiled(model),
+        "include_dir": INCLUDE_DIR,
+        "hook_types": HOOK_TYPES,
+        "reserved": model.unwrappable,
+        "soname": SONAME,
+        "features": FEATURES,
+        "c_results": [(name, CODES[name]) for name in C_RESULTS],
+        "libcuda_paths": [f"{d}/{SONAME}" for d in LIBCUDA_DIRS],
+        "attribute_names": sorted(ATTRIBUTES.items()),
+        "result_names": sorted(RESULTS.items()),
+        "env": runenv.ENV,
+        "gate_methods": runenv.GATE_METHODS,
+        "rank_vars": runenv.RANK_VARS,
+        "trace_magic": runenv.TRACE_MAGIC.decode(),
+        "trace_version": runenv.TRACE_VERSION,
+        "trace_suffix": runenv.TRACE_SUFFIX,
+        "trace_nospace_suffix": runenv.TRACE_NOSPACE_SUFFIX,
+        "trace_byte_order": runenv.TRACE_BYTE_ORDER,
+        "trace_states": runenv.TRACE_STATES,
+        "trace_modes": runenv.TRACE_MODES,
+        "shim_target": runenv.SHIM_TARGET,
+        "trace_header": runenv.trace_header_layout(),
+        "trace_header_size": runenv.trace_header_size(),
+        "trace_err_injected": runenv.TRACE_ERR_INJECTED,
+        "inject_keys": inject.KEYS,
+        "inject_limits": {"MAX_RULES": inject.MAX_RULES, "MAX_LEN": inject.MAX_LEN,
+                          "NUMBER_MAX": inject.NUMBER_MAX, "RESULT_MAX": inject.RESULT_MAX},
+    }
+
+
+def render(model: ShimModel, dest: Path) -> list[Path]:
+    """Write every file of the shim's source tree into `dest`; returns the paths written."""
+    env = environment()
+    context = render_context(model)
+    written = []
+    runtime = runtime_dir()
+    for source, name in outputs(model):
+        path = dest / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if source.startswith(USER_SOURCE):
+            assert model.user is not None
+            hook = model.user.files[int(source[len(USER_SOURCE):])]
+            write_private(path, user_source_text(hook.path, hook.data), hook.mode)
+        elif source.startswith("runtime/"):
+            shutil.copyfile(runtime / name, path)
+        else:
+            path.write_text(env.get_template(source).render(**context))
+        written.append(path)
+    return written

@@ -1,0 +1,19 @@
+"""The traces the shim writes, read: binary.py the binary trace files of
+SHIMGEN_TRACE_DIR, jsonfile.py the JSON trace of SHIMGEN_TRACE_FILE, both into model.py's one
+shape of a process's trace (read by `shimgen report` and `shimgen run` alike).
+"""
+
+from .. import face
+
+__getattr__, __all__ = face(__name__, {
+    "HIST_BUCKETS": "model",
+    "NOT_FINISHED": "model",
+    "NO_ERROR_COUNTS": "jsonfile",
+    "NO_ROOM": "model",
+    "NotATrace": "jsonfile",
+    "ProcessTrace": "model",
+    "binary": "binary:",
+    "jsonfile": "jsonfile:",
+    "read_json": "jsonfile",
+    "tick_segments": "model",
+})
