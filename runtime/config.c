@@ -346,31 +346,6 @@ static void read_job(void)
     setenv(SHIMGEN_ENV_TRACE_JOB, stamp, 1);
 }
 
-/* SHIMGEN_GATES (parsed now, applied once the driver is loaded) and SHIMGEN_GATE_METHOD. */
-static void read_gates(const char *v)
-{
-    char err[256] = "";
-    int r = shimgen_gates_configure(v, err, sizeof err);
-    if (r < 0)
-        shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", v, err);
-    shimgen_cfg.gates_requested = r > 0;
-    shimgen_copy_str(shimgen_cfg.gates_spec, sizeof shimgen_cfg.gates_spec, v);
-    const char *m = secure_getenv(SHIMGEN_ENV_GATE_METHOD);
-    shimgen_cfg.gate_method = SHIMGEN_GATE_METHOD_STRUCT;
-    if (!m || !*m || strcmp(m, SHIMGEN_GATE_METHOD_NAME_STRUCT) == 0)
-        return;
-    if (strcmp(m, SHIMGEN_GATE_METHOD_NAME_INIT) == 0) {
-        shimgen_cfg.gate_method = SHIMGEN_GATE_METHOD_INIT;
-    } else if (strcmp(m, SHIMGEN_GATE_METHOD_NAME_INIT_ALL) == 0) {
-        shimgen_cfg.gate_method = SHIMGEN_GATE_METHOD_INIT_ALL;
-    } else if (r > 0) {
-        shimgen_say("shimgen: SHIMGEN_GATE_METHOD=%s ignored (" SHIMGEN_GATE_METHOD_NAME_STRUCT
-                    ", " SHIMGEN_GATE_METHOD_NAME_INIT " or " SHIMGEN_GATE_METHOD_NAME_INIT_ALL
-                    "); SHIMGEN_GATES=%s is not applied, nothing is written\n", m, v);
-        shimgen_cfg.gates_requested = 0;
-    }
-}
-
 static void read_config(void)
 {
     const char *v = secure_getenv(SHIMGEN_ENV_QUIET);
@@ -394,9 +369,6 @@ static void read_config(void)
     v = secure_getenv(SHIMGEN_ENV_ATTR_OVERRIDE);
     if (v && *v)
         parse_overrides(v);
-    v = secure_getenv(SHIMGEN_ENV_GATES);
-    if (v && *v)
-        read_gates(v);
     v = secure_getenv(SHIMGEN_ENV_TRACE_FILE);
     if (v && *v)
         parse_file_name("SHIMGEN_TRACE_FILE", v, shimgen_cfg.trace_file,

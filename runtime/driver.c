@@ -116,6 +116,7 @@ static void check_identity(void *handle)
                     "both\n", got);
         return;
     }
+    shimgen_gates_config();
     if (shimgen_cfg.gates_requested) /* before any driver function runs */
         shimgen_gates_arm((uintptr_t)lm->l_addr, q.hex);
     if (SHIMGEN_DRIVER_BUILD_ID[0] && strcmp(q.hex, SHIMGEN_DRIVER_BUILD_ID) != 0)
@@ -317,6 +318,19 @@ void *shimgen_lazy_resolve(unsigned idx)
     if (!driver_ready())
         return (void *)shimgen_fail_loading;
     return __atomic_load_n(&shimgen_slots[idx], __ATOMIC_ACQUIRE);
+}
+
+/* SHIMGEN_REAL(name) before the driver is loaded (userreal.S: a hook file's constructor):
+ * the load, as the export's first call would make it, then what the export reaches without
+ * the user's hook (shimgen_user_next, which userhooks.c fills); never the hook itself, which
+ * the export's slot leads to once loaded. On a thread that holds the load, what the lazy
+ * stub would answer (its failure). */
+void *shimgen_user_real_resolve(unsigned idx)
+{
+    void *slot = shimgen_lazy_resolve(idx);
+    void *next = idx < SHIMGEN_NFUNCS ? __atomic_load_n(&shimgen_user_next[idx], __ATOMIC_ACQUIRE)
+                                      : NULL;
+    return next ? next : slot;
 }
 
 /* fork() while another thread loads the driver: wait for that load to end, and hold off

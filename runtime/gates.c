@@ -13,7 +13,9 @@
  */
 
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gates.h"
@@ -26,7 +28,7 @@ static int active;
 
 /* SHIMGEN_GATES, at configuration: 1 when gates are selected, 0 for none, -1 (with the
  * reason in `err`) when the value names a gate this shim does not have. */
-int shimgen_gates_configure(const char *spec, char *err, size_t errcap)
+static int configure(const char *spec, char *err, size_t errcap)
 {
     if (!spec || !*spec)
         return 0;
@@ -127,6 +129,50 @@ static void describe(char *out, size_t cap)
                               plan->at_init[g] ? "at its init site (changed before cuInit)"
                                                : "in the device structs once cuInit succeeds");
     }
+}
+
+/* SHIMGEN_GATES (parsed at the shim's load, applied once the driver is loaded) and
+ * SHIMGEN_GATE_METHOD, read once after the configuration (config.c), by this file's
+ * constructor or by the first load of the driver, whichever comes first (a hook file's
+ * constructor can load the driver before the shim's constructors run). */
+static pthread_once_t gates_once = PTHREAD_ONCE_INIT;
+
+static void read_gates(void)
+{
+    shimgen_config();
+    const char *v = secure_getenv(SHIMGEN_ENV_GATES);
+    if (!v || !*v)
+        return;
+    char err[256] = "";
+    int r = configure(v, err, sizeof err);
+    if (r < 0)
+        shimgen_say("shimgen: SHIMGEN_GATES=%s ignored: %s; nothing is written\n", v, err);
+    shimgen_cfg.gates_requested = r > 0;
+    shimgen_copy_str(shimgen_cfg.gates_spec, sizeof shimgen_cfg.gates_spec, v);
+    const char *m = secure_getenv(SHIMGEN_ENV_GATE_METHOD);
+    shimgen_cfg.gate_method = SHIMGEN_GATE_METHOD_STRUCT;
+    if (!m || !*m || strcmp(m, SHIMGEN_GATE_METHOD_NAME_STRUCT) == 0)
+        return;
+    if (strcmp(m, SHIMGEN_GATE_METHOD_NAME_INIT) == 0) {
+        shimgen_cfg.gate_method = SHIMGEN_GATE_METHOD_INIT;
+    } else if (strcmp(m, SHIMGEN_GATE_METHOD_NAME_INIT_ALL) == 0) {
+        shimgen_cfg.gate_method = SHIMGEN_GATE_METHOD_INIT_ALL;
+    } else if (r > 0) {
+        shimgen_say("shimgen: SHIMGEN_GATE_METHOD=%s ignored (" SHIMGEN_GATE_METHOD_NAME_STRUCT
+                    ", " SHIMGEN_GATE_METHOD_NAME_INIT " or " SHIMGEN_GATE_METHOD_NAME_INIT_ALL
+                    "); SHIMGEN_GATES=%s is not applied, nothing is written\n", m, v);
+        shimgen_cfg.gates_requested = 0;
+    }
+}
+
+void shimgen_gates_config(void)
+{
+    pthread_once(&gates_once, read_gates);
+}
+
+__attribute__((constructor)) static void gates_load(void)
+{
+    shimgen_gates_config();
 }
 
 /* Called once, while the driver is loaded and before any of its functions runs, when

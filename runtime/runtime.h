@@ -100,8 +100,10 @@ extern char shimgen_loaded_version[32];
 /* ---- the user's hooks (userhooks.c): put in front of their exports' targets, once the
  * targets are filled; `loaded` 0 when the driver failed to load (none is installed) ---- */
 void shimgen_user_hooks_install(int loaded);
-/* userreal.S before the driver is loaded: what SHIMGEN_REAL(name) of export idx jumps to. */
+/* userreal.S before the driver is loaded: what SHIMGEN_REAL(name) of export idx jumps to
+ * (driver.c). */
 void *shimgen_user_real_resolve(unsigned idx);
+extern void *shimgen_user_next[]; /* what SHIMGEN_REAL(name) jumps to (userreal.S, table.c) */
 
 /* ---- loading the driver safely (driver.c, selfcheck.c, stubs.S) ---- */
 extern char shimgen_fail_loading[];  /* returns CUDA_ERROR_NOT_INITIALIZED */
@@ -136,7 +138,7 @@ void shimgen_stats_start(void);
 void shimgen_trace_start(void);
 
 /* ---- gates (gates.c) ---- */
-int shimgen_gates_configure(const char *spec, char *err, size_t errcap);
+void shimgen_gates_config(void); /* SHIMGEN_GATES and SHIMGEN_GATE_METHOD, read once */
 int shimgen_gates_verify(uintptr_t driver_base, const char *loaded_build_id, char *why,
                          size_t whycap);
 void shimgen_gates_apply(void);

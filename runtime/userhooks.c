@@ -3,9 +3,9 @@
  * put in front of their exports when the slots are filled: what an export's slot would reach
  * (shimgen's own hook or the driver's function) becomes SHIMGEN_REAL(name), and the user's
  * hook takes its place, so every route to the export (direct calls, dlsym, every address
- * cuGetProcAddress hands out) reaches it, counted and timed as any other. Also the
- * resolver of SHIMGEN_REAL before the driver is loaded, and shimgen_hook_say, the hooks'
- * way to write a notice line.
+ * cuGetProcAddress hands out) reaches it, counted and timed as any other. Also
+ * shimgen_hook_say, the hooks' way to write a notice line. (SHIMGEN_REAL before the driver
+ * is loaded is resolved by driver.c, shimgen_user_real_resolve.)
  */
 
 #include <stdarg.h>
@@ -14,7 +14,6 @@
 #include "runtime.h"
 
 extern void *const shimgen_user_hook_fns[]; /* table.c: the user's hook per slot, or NULL */
-extern void *shimgen_user_next[];          /* what SHIMGEN_REAL(name) jumps to (userreal.S) */
 
 void shimgen_user_hooks_install(int loaded)
 {
@@ -26,18 +25,6 @@ void shimgen_user_hooks_install(int loaded)
         if (loaded && shimgen_user_hook_fns[i] && shimgen_real[i] != (void *)shimgen_fail_missing)
             __atomic_store_n(&shimgen_targets[i], shimgen_user_hook_fns[i], __ATOMIC_RELEASE);
     }
-}
-
-/* SHIMGEN_REAL(name) before the driver is loaded (userreal.S: a hook file's constructor):
- * the load, as the export's first call would make it, then what the export reaches without
- * the user's hook; never the hook itself, which the export's slot leads to once loaded. On
- * a thread that holds the load, what the lazy stub would answer (its failure). */
-void *shimgen_user_real_resolve(unsigned idx)
-{
-    void *slot = shimgen_lazy_resolve(idx);
-    void *next = idx < SHIMGEN_NFUNCS ? __atomic_load_n(&shimgen_user_next[idx], __ATOMIC_ACQUIRE)
-                                      : NULL;
-    return next ? next : slot;
 }
 
 __attribute__((format(printf, 1, 2))) void shimgen_hook_say(const char *fmt, ...);

@@ -28,7 +28,7 @@ COMMANDS = {
     "gates": "shimgen.gates:command",
     "patch": "shimgen.gates:patch_command",
     "probe": "shimgen.probe:command",
-    "exports": "shimgen.driver:list_exports",
+    "exports": "shimgen.shim:list_exports",
     "diff": "shimgen.diff:command",
     "hook-header": "shimgen.shim:header_command",
 }

@@ -29,15 +29,3 @@ def driver_path(value: str | None) -> Path:
         return default_driver()
 
     return path_option(value, "--driver", "driver", default)
-
-
-def out_root(value: str | None) -> Path:
-    """build's -o: the output root (default ./build), a path meson can take."""
-    from .shim import default_output_root
-
-    root = path_option(value, "--out", "output directory", default_output_root)
-    if "\\" in str(root.absolute()):
-        raise ShimgenError(f"output directory {root.absolute()}: the path contains a "
-                           "backslash, which meson reads as a path separator; choose a path "
-                           "without one")
-    return root

@@ -3,7 +3,7 @@
 notes.py is the light part (the path's text, the one opening and check of a driver file, its
 ELF notes and build id, the version in its name: nothing heavy, for `run`'s cached path);
 elf.py reads the whole ELF image (pyelftools); library.py says what counts as a libcuda and
-which one the dynamic loader would pick; exports.py is `shimgen exports`.
+which one the dynamic loader would pick.
 """
 
 from .. import face
@@ -19,7 +19,6 @@ __getattr__, __all__ = face(__name__, {
     "check_path_text": "notes",
     "default_driver": "library",
     "known_version": "library",
-    "list_exports": "exports:command",
     "read_build_id": "elf",
     "read_driver": "library",
     "read_image": "elf",

@@ -2,7 +2,8 @@
 shim from the driver (with hooks.py's table, the user's hooks of userhooks.py and the gates'
 plan), render.py renders the templates, build.py builds them with meson, pipeline.py runs
 the three for `shimgen build` and the cache alike; inject.py is the fault rules' grammar
-that the shim's own parser shares.
+that the shim's own parser shares; exports.py is `shimgen exports`, the functions a shim
+forwards.
 """
 
 from .. import face
@@ -14,6 +15,7 @@ __getattr__, __all__ = face(__name__, {
     "file_digest": "userhooks",
     "header_command": "userhooks:header_command",
     "inject": "inject:",
+    "list_exports": "exports:command",
     "make_shim": "pipeline",
     "userhooks": "userhooks:",
 })

@@ -17,9 +17,10 @@ from .. import progress
 from ..driver import read_driver
 from ..errors import ShimgenError
 from ..gates import ALLOW_UNPROVEN
+from ..options import path_option
 from . import build as _build
 from .hooks import HOOKS, Hook
-from .model import ShimModel, build_model
+from .model import ShimModel, build_model, default_output_root
 
 
 def build_command(driver: Path | str, *, out: str | None = None, gates: str | None = None,
@@ -193,7 +194,7 @@ def old_gates_option(value: str) -> str:
 
 def command(args) -> int:
     """`shimgen build`: make the shim, print the summary."""
-    from ..options import driver_path, out_root
+    from ..options import driver_path
 
     if args.old_gates is not None:
         args.gates = old_gates_option(args.old_gates)
@@ -209,3 +210,13 @@ def command(args) -> int:
         progress.clear()
     print(summary(result, args.gates))
     return 0
+
+
+def out_root(value: str | None) -> Path:
+    """build's -o: the output root (default ./build), a path meson can take."""
+    root = path_option(value, "--out", "output directory", default_output_root)
+    if "\\" in str(root.absolute()):
+        raise ShimgenError(f"output directory {root.absolute()}: the path contains a "
+                           "backslash, which meson reads as a path separator; choose a path "
+                           "without one")
+    return root

@@ -106,7 +106,7 @@ def test_signal_handlers_restored_and_ignored_signals_left_alone(monkeypatch):
     """`main` turns SIGINT/SIGTERM/SIGHUP into a clean exit while it runs, restores the
     handlers after, and leaves an ignored signal ignored (`nohup shimgen build` must survive
     a hang-up)."""
-    from shimgen.driver import exports
+    from shimgen.shim import exports
 
     seen = {}
 

@@ -140,7 +140,7 @@ def test_every_command_has_a_description_and_an_example(command):
 # Cs, interrupted before it set `csh`, does so when a build or `run`'s first build is
 # interrupted in the driver's check), run through the `shimgen` script's entry.
 HALF_MADE = """import signal, sys
-import shimgen.driver.exports as exports
+import shimgen.shim.exports as exports
 from shimgen.errors import Interrupted
 
 class HalfMade:
@@ -175,7 +175,7 @@ def test_an_interrupt_is_the_last_word_not_a_half_made_objects_del():
 # back.
 SECOND_AT_THE_SAYING = """import signal, sys
 import shimgen.cli as cli
-import shimgen.driver.exports as exports
+import shimgen.shim.exports as exports
 from shimgen.errors import Interrupted
 
 def command(args):
@@ -212,8 +212,8 @@ def test_a_second_interrupt_while_the_line_is_written_is_dropped(monkeypatch, ca
     and a third once the line is being said again (through the handler): the first's line
     is said, once; the third is dropped, not raised."""
     from shimgen import cli, errors
-    from shimgen.driver import exports
     from shimgen.errors import Interrupted
+    from shimgen.shim import exports
 
     def command(args):
         raise Interrupted(signal.SIGTERM)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from shimgen import cli
-from shimgen.diff.compare import hook_names
 from shimgen.diff import procaddr as pa
+from shimgen.diff.compare import hook_names
 from shimgen.driver.library import read_driver
 from tests.badinput import assert_one_line_error, shimgen
 

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from tests.gpu.compare_counts import main
 
 GPU = Path(__file__).resolve().parents[1] / "gpu"

@@ -12,9 +12,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.gpu.check_timeline import EPS_US, nesting_violations
 
 from shimgen.shim.pipeline import make_shim
+from tests.gpu.check_timeline import EPS_US, nesting_violations
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,8 +103,10 @@ def test_shim_preserves_arguments_and_results(probes, fake_shim, tmp_path, mode)
         assert set(t) == set(data["calls"])
         for name, row in t.items():
             assert row["calls"] == data["calls"][name]
-            assert row["max_ns"] <= row["total_ns"]
-            assert row["total_ns"] > 0
+            assert 0 <= row["max_ns"] <= row["total_ns"]
+        # A call or two of a function that returns at once can take less than one tick of a
+        # virtual machine's TSC; 320305 calls cannot.
+        assert t["cuDriverGetVersion"]["total_ns"] > 0
         # Recursion 301 deep: frames past the shadow stack's 128 are counted, not timed.
         assert data["untimed_calls"] > 0
         # The outermost recursing call contains 300 nested timed calls.

@@ -3,8 +3,8 @@ dynamic symbol table (what the shim forwards)."""
 
 from __future__ import annotations
 
+from ..driver import read_driver
 from ..options import driver_path
-from .library import read_driver
 
 
 def command(args) -> int:
