@@ -4,7 +4,7 @@ The modules, in the order the data flows: profile.py (the records and their JSON
 (what the others share: the gate rules, the change directions, the emulator's base), x86.py
 (decoding), flow.py (control flow), cases.py (one jump-table case), discover.py (the whole
 analysis), initsite.py (each gate bit's init site), emulator.py and prove.py (emulation),
-plan.py (what the shim needs), report/main.py (`shimgen gates`), patch.py (`shimgen patch`).
+plan.py (what the shim needs), report.py (`shimgen gates`), patch.py (`shimgen patch`).
 """
 
 from .. import face
