@@ -31,11 +31,23 @@ class DebianDriver:
     # True: every test that runs on real drivers uses it; False: only the pipeline tests
     # (exports, the cuGetProcAddress grid, gates and their proofs, a build that loads).
     every_test: bool = True
+    arch: str = "amd64"  # Debian's name of the architecture: amd64 or arm64
 
     @property
     def version(self) -> str:
         """The upstream driver version, e.g. 535.261.03: the name of the libcuda file."""
         return self.debian_version.split("-")[0]
+
+    @property
+    def directory(self) -> str:
+        """The name of its unpacked copy in the cache (amd64's without a suffix)."""
+        tail = "" if self.arch == "amd64" else f"_{self.arch}"
+        return f"{self.package}_{self.debian_version}{tail}"
+
+    @property
+    def spec(self) -> str:
+        """What apt-get download is asked for."""
+        return f"{self.package}:{self.arch}={self.debian_version}"
 
 
 # Every libcuda build Debian ships that shimgen supports: the test matrix. The first three
@@ -54,6 +66,13 @@ EVERY_TEST: tuple[DebianDriver, ...] = tuple(d for d in DRIVERS if d.every_test)
 # A driver older than cuGetProcAddress, which shimgen refuses (CUDA 10.1).
 PREDATES_PROC_ADDRESS = DebianDriver("libnvidia-tesla-418-cuda1", "418.226.00-22", "sid",
                                      every_test=False)
+# The same drivers built for arm64 (aarch64: Grace Hopper, Grace Blackwell, GB10), that
+# shimgen reads and builds for; their tests run the shim under qemu-user.
+ARM64_DRIVERS: tuple[DebianDriver, ...] = (
+    DebianDriver("libcuda1", "535.261.03-1", "bookworm", arch="arm64"),
+    DebianDriver("libcuda1", "550.163.01-2", "trixie", arch="arm64"),
+    DebianDriver("libcuda1", "555.58.02-4", "experimental", arch="arm64"),
+)
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 
@@ -104,6 +123,7 @@ def _apt_opts(state: Path) -> list[str]:
         "-o", f"Dir::State::Lists={state / 'lists'}",
         "-o", f"Dir::Cache={state / 'cache'}",
         "-o", "APT::Architecture=amd64",
+        "-o", "APT::Architectures=amd64,arm64",
         "-o", "Debug::NoDropPrivs=1",
         "-o", "APT::Sandbox::User=root",
     ]
@@ -130,7 +150,7 @@ def fetch(builds: tuple[DebianDriver, ...] | list[DebianDriver]) -> list[Fetched
     cache.mkdir(parents=True, exist_ok=True)
     found: dict[DebianDriver, FetchedDriver] = {}
     for b in builds:
-        got = _unpacked(cache / f"{b.package}_{b.debian_version}", b)
+        got = _unpacked(cache / b.directory, b)
         if got is not None:
             found[b] = got
     missing = [b for b in builds if b not in found]
@@ -158,23 +178,23 @@ def _download(cache: Path, missing: list[DebianDriver]) -> dict[DebianDriver, Fe
     mirror = configured_mirror()
     suites = sorted({b.suite for b in missing})
     (state / "sources.list").write_text(
-        "".join(f"deb [arch=amd64] {mirror} {s} non-free\n" for s in suites)
+        "".join(f"deb [arch=amd64,arm64] {mirror} {s} non-free\n" for s in suites)
     )
     _run(["apt-get", *_apt_opts(state), "update"])
     got: dict[DebianDriver, FetchedDriver] = {}
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         _run(
             ["apt-get", *_apt_opts(state), "download"]
-            + [f"{b.package}={b.debian_version}" for b in missing],
+            + [b.spec for b in missing],
             cwd=Path(tmp),
         )
         for b in missing:
-            debs = list(Path(tmp).glob(f"{b.package}_*.deb"))
+            debs = list(Path(tmp).glob(f"{b.package}_*_{b.arch}.deb"))
             deb = next((d for d in debs if b.version in d.name), None)
             if deb is None:
-                raise DriverFetchError(f"apt-get did not download {b.package}={b.debian_version}")
-            dest = cache / f"{b.package}_{b.debian_version}"
-            staging = Path(tmp) / f"x-{b.package}-{b.debian_version}"
+                raise DriverFetchError(f"apt-get did not download {b.spec}")
+            dest = cache / b.directory
+            staging = Path(tmp) / f"x-{b.directory}"
             _run(["dpkg-deb", "-x", str(deb), str(staging)])
             if dest.exists():
                 shutil.rmtree(dest)
@@ -186,18 +206,22 @@ def _download(cache: Path, missing: list[DebianDriver]) -> dict[DebianDriver, Fe
     return got
 
 
+KNOWN = DRIVERS + ARM64_DRIVERS + (PREDATES_PROC_ADDRESS,)
+
+
 def _named(specs: list[str]) -> list[DebianDriver]:
-    """PACKAGE=VERSION arguments, each a build this module knows (VERSION: the upstream
-    version or the Debian one)."""
-    known = DRIVERS + (PREDATES_PROC_ADDRESS,)
+    """PACKAGE[:ARCH]=VERSION arguments, each a build this module knows (VERSION: the
+    upstream version or the Debian one; ARCH amd64, the default, or arm64)."""
     chosen = []
     for spec in specs:
         pkg, _, ver = spec.partition("=")
-        match = [b for b in known if b.package == pkg and ver in (b.version, b.debian_version)]
+        pkg, _, arch = pkg.partition(":")
+        match = [b for b in KNOWN if b.package == pkg and b.arch == (arch or "amd64")
+                 and ver in (b.version, b.debian_version)]
         if not match:
-            raise DriverFetchError(
-                f"{spec}: not a known build; known: "
-                + ", ".join(f"{b.package}={b.version}" for b in known))
+            raise DriverFetchError(f"{spec}: not a known build; known: " + ", ".join(
+                f"{b.package}{'' if b.arch == 'amd64' else ':' + b.arch}={b.version}"
+                for b in KNOWN))
         chosen.append(match[0])
     return chosen
 
@@ -218,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("builds", nargs="*", metavar="PACKAGE=VERSION",
                     help="the builds to fetch (default: the drivers every test uses; known: "
                          + ", ".join(f"{b.package}={b.version}"
-                                     for b in DRIVERS + (PREDATES_PROC_ADDRESS,)) + ")")
+                                     for b in DRIVERS + (PREDATES_PROC_ADDRESS,))
+                         + "; arm64: " + ", ".join(f"{b.package}:arm64={b.version}"
+                                                   for b in ARM64_DRIVERS) + ")")
     ap.add_argument("--path", metavar="VERSION",
                     help="print only the path of the driver whose version starts with VERSION "
                          f"(one of: {', '.join(b.version for b in EVERY_TEST)})")

@@ -96,8 +96,19 @@ __attribute__((constructor)) static void stats_key_init(void)
 }
 
 /* Once the driver is loaded, before any slot points at a counting or timing stub. */
+#if defined(__aarch64__)
+/* shimgen_tls_stats's offset from the thread pointer (the same in every thread: an
+ * initial-exec variable of the static TLS block), for the counting stubs of
+ * stubs_aarch64.S to load with one instruction. Set before any slot leads to them. */
+uintptr_t shimgen_tls_stats_offset;
+#endif
+
 void shimgen_stats_start(void)
 {
+#if defined(__aarch64__)
+    shimgen_tls_stats_offset =
+        (uintptr_t)&shimgen_tls_stats - (uintptr_t)__builtin_thread_pointer();
+#endif
     if (!stats_key_ok)
         stats_key_ok = pthread_key_create(&stats_key, stats_retire) == 0;
     shimgen_calib_start();

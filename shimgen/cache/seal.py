@@ -21,7 +21,7 @@ import json
 import os
 import struct
 
-from ..driver import EHDR, EM_X86_64, NT_GNU_BUILD_ID, PHDR, PT_NOTE
+from ..driver import ARCHES, EHDR, NT_GNU_BUILD_ID, PHDR, PT_NOTE
 from ..errors import ShimgenError
 from ..files import replacing
 from ..runenv import SHIM_LIBRARY, SHIM_MANIFEST
@@ -43,13 +43,13 @@ def stat_seal(st: os.stat_result) -> list[int]:
 
 
 def _shim_identity(data: bytes) -> tuple[str, bool]:
-    """(GNU build-id, carries the shim's mark) of the x86-64 ELF image `data`, from the notes
-    its program headers point to (as elfnotes.read_notes reads a file's)."""
+    """(GNU build-id, carries the shim's mark) of the ELF image `data` (x86-64 or aarch64),
+    from the notes its program headers point to (as elfnotes.read_notes reads a file's)."""
     build_id, marked = "", False
     try:
         fields = EHDR.unpack_from(data)
         phoff, phentsize, phnum = fields[5], fields[9], fields[10]
-        if fields[0][:6] != b"\x7fELF\x02\x01" or fields[2] != EM_X86_64 or \
+        if fields[0][:6] != b"\x7fELF\x02\x01" or fields[2] not in ARCHES or \
                 phentsize != PHDR.size:
             return "", False
         for i in range(phnum):

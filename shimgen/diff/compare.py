@@ -258,12 +258,12 @@ def compare(old_path: Path, new_path: Path, gates: str = "default",
         _read_hook_file(h)  # a bad hook file is trouble before any work
     names = pa.query_names(old.function_names(), new.function_names())
     with tempfile.TemporaryDirectory(prefix="shimgen-diff-") as tmp:
-        exe = pa.querier(Path(tmp))
+        exes = {d.arch: pa.querier(Path(tmp), d.arch) for d in (old, new)}
         queries: list[pa.Query] = []
         try:
             for d in (old, new):
-                queries.append(pa.Query(exe, d.real_path, d.function_names(), names,
-                                          Path(tmp)))
+                queries.append(pa.Query(exes[d.arch], d.real_path, d.function_names(), names,
+                                          Path(tmp), runner=pa.runner(d.arch)))
             found = [analyse(d) for d in (old, new)] if gates != "no" else [None, None]
             (va, sa), (vb, sb) = (q.result() for q in queries)
         finally:

@@ -26,6 +26,7 @@ import os
 import re
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -34,6 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..arches import ARCHES, host
 from ..cuda import base_name
 from ..errors import ShimgenError
 
@@ -120,8 +122,34 @@ def _compile_failure(stderr: str) -> str:
     return (errors or lines or ["no output"])[0]
 
 
-def _compile(source: bytes, out: Path) -> None:
-    cc = shlex.split(os.environ.get("CC") or "cc")
+def _compiler(arch: str) -> list[str]:
+    """The C compiler of a querier for `arch`: $CC or cc for this machine's own, the cross
+    compiler for another (one line when it is missing)."""
+    if arch == host():
+        return shlex.split(os.environ.get("CC") or "cc")
+    facts = ARCHES[arch]
+    if shutil.which(f"{facts.triplet}-gcc") is None:
+        raise ShimgenError(f"comparing {arch} drivers on this {host()} machine needs the "
+                           f"cross compiler {facts.triplet}-gcc, which is not installed "
+                           f"(Debian: apt install {facts.packages})")
+    return [f"{facts.triplet}-gcc"]
+
+
+def runner(arch: str) -> list[str]:
+    """What runs a querier for `arch`: nothing on this machine's own architecture, qemu-user
+    on another (one line when it is missing)."""
+    if arch == host():
+        return []
+    facts = ARCHES[arch]
+    if shutil.which(facts.qemu) is None:
+        raise ShimgenError(f"comparing {arch} drivers on this {host()} machine runs them "
+                           f"under {facts.qemu}, which is not installed (Debian: apt install "
+                           "qemu-user)")
+    return [facts.qemu, "-L", facts.sysroot]
+
+
+def _compile(source: bytes, out: Path, arch: str) -> None:
+    cc = _compiler(arch)
     try:
         with tempfile.TemporaryDirectory(prefix=".diff-query-", dir=out.parent) as tmp:
             _compile_in(cc, source, Path(tmp), out)
@@ -151,7 +179,7 @@ def querier_name(source: bytes) -> str:
     return f"diff-query-{hashlib.sha256(source).hexdigest()[:16]}"
 
 
-def querier(tmp: Path) -> Path:
+def querier(tmp: Path, arch: str = "x86_64") -> Path:
     """The compiled querier: the cached one (`<cache>/tools/diff-query-<digest>`, made once),
     used only as the shim cache's files are (cache_trust: the cache root and tools/ opened
     without following a symlink, each a directory of this user's that nobody else can
@@ -163,19 +191,19 @@ def querier(tmp: Path) -> Path:
         source = SOURCE.read_bytes()
     except OSError as e:
         raise ShimgenError(f"shimgen's {SOURCE.name} is missing ({e.strerror})") from None
-    name = querier_name(source)
+    name = querier_name(source) + ("" if arch == host() else f"-{arch}")
     tools = cache_root() / "tools"
     with contextlib.suppress(OSError):
         tools.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tools.mkdir(exist_ok=True, mode=0o700)
     cached = _cached_querier(tools, name)
     if cached == "missing":
-        _compile(source, tools / name)
+        _compile(source, tools / name, arch)
         return tools / name
     if cached == "ok":
         return tools / name
     exe = tmp / name
-    _compile(source, exe)
+    _compile(source, exe, arch)
     return exe
 
 
@@ -220,7 +248,7 @@ class Query:
     querier's own exit: a process the driver left holding the pipe does not stall diff."""
 
     def __init__(self, exe: Path, driver: Path, exports: list[str], names: list[str],
-                 work: Path) -> None:
+                 work: Path, runner: list[str] | tuple[str, ...] = ()) -> None:
         from ..probe import child_env
 
         self.driver = driver
@@ -241,7 +269,7 @@ class Query:
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         try:
             self._proc = subprocess.Popen(
-                [str(exe), str(driver), "0", str(FAR_VERSION), str(listing)],
+                [*runner, str(exe), str(driver), "0", str(FAR_VERSION), str(listing)],
                 stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.DEVNULL,
                 close_fds=True, start_new_session=True, env=child_env())
         except OSError as e:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from ..arches import ARCHES as ARCH_FACTS
 from ..errors import ShimgenError
-from .notes import EHDR as _EHDR
-from .notes import PHDR as _PHDR
 from .notes import (
+    ARCHES,
     check_driver,
     check_header,
     check_path_text,
@@ -33,6 +33,8 @@ from .notes import (
     read_notes,
     version_from_name,
 )
+from .notes import EHDR as _EHDR
+from .notes import PHDR as _PHDR
 
 __all__ = ["DriverImage", "Export", "Section", "Segment", "check_driver", "check_path_text",
            "read_build_id", "read_image", "read_notes", "version_from_name"]
@@ -90,6 +92,7 @@ class DriverImage:
     path: Path  # as given, made absolute
     real_path: Path  # symlinks resolved: the file the shim will load
     version: str  # e.g. 535.261.03 (from the file name), or "unknown"
+    arch: str  # notes.ARCHES: "x86_64" or "aarch64"
     build_id: str  # GNU build-id in hex, or "" when the file has none
     soname: str
     functions: tuple[Export, ...]  # sorted by name
@@ -134,15 +137,17 @@ class DriverImage:
 
     @cached_property
     def relative(self) -> dict[int, int]:
-        """`R_X86_64_RELATIVE` relocations: address -> the value the loader puts there (minus
-        the load base). Read from every SHT_RELA section, on first use."""
+        """The relative relocations (`R_X86_64_RELATIVE`, `R_AARCH64_RELATIVE`): address ->
+        the value the loader puts there (minus the load base). Read from every SHT_RELA
+        section, on first use."""
+        relative = ARCH_FACTS[self.arch].relative
         out: dict[int, int] = {}
         for s in self.sections:
             if s.type != SHT_RELA:
                 continue
             raw = self.contents[s.offset:s.offset + s.size // 24 * 24]
             for where, info, addend in struct.iter_unpack("<QQq", raw):
-                if info & 0xFFFFFFFF == R_X86_64_RELATIVE:
+                if info & 0xFFFFFFFF == relative:
                     out[where] = addend
         return out
 
@@ -163,7 +168,6 @@ _SHDR = struct.Struct("<IIQQQQIIQQ")
 (SHT_NULL, SHT_STRTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS,
  SHT_DYNSYM) = 0, 3, 4, 6, 7, 8, 11
 PT_LOAD, PT_GNU_EH_FRAME, PF_X, PF_W = 1, 0x6474E550, 1, 2
-R_X86_64_RELATIVE = 8
 MAX_SECTIONS = 0x10000
 MAX_DYNAMIC_SYMBOLS = 200_000  # a real libcuda has about 700
 MAX_SMALL_SECTION = 1 << 20  # .dynamic and build-id notes are a few hundred bytes
@@ -174,6 +178,7 @@ class _Layout:
     sections: tuple[Section, ...]
     segments: tuple[Segment, ...]
     eh_frame_hdr: int | None = None
+    machine: int = ARCH_FACTS["x86_64"].e_machine
 
 
 def _program_headers(fh, size: int, path: Path, e_phoff: int, e_phentsize: int,
@@ -211,7 +216,7 @@ def _check_layout(fh, size: int, path: Path) -> _Layout:
         return ShimgenError(f"driver {path}: truncated or malformed ELF ({why})")
 
     ident = fh.read(_EHDR.size)
-    check_header(ident, size, f"driver {path}")
+    machine = check_header(ident, size, f"driver {path}")
     (_, _, _, _, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum, e_shentsize, e_shnum,
      e_shstrndx) = _EHDR.unpack(ident)
 
@@ -247,7 +252,7 @@ def _check_layout(fh, size: int, path: Path) -> _Layout:
 
     loads, eh_frame_hdr = _program_headers(fh, size, path, e_phoff, e_phentsize, e_phnum)
     fh.seek(0)
-    return _Layout(tuple(sections), tuple(loads), eh_frame_hdr)
+    return _Layout(tuple(sections), tuple(loads), eh_frame_hdr, machine)
 
 
 def _build_id(elf, layout: _Layout) -> str:
@@ -297,6 +302,7 @@ def read_image(path: Path | str) -> DriverImage:
         path=path,
         real_path=real,
         version=version_from_name(real),
+        arch=ARCHES[layout.machine],
         build_id=build_id,
         soname=soname,
         functions=tuple(sorted(functions.values(), key=lambda e: e.name)),

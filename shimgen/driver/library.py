@@ -122,7 +122,8 @@ def _check_real_driver(image: DriverImage, path: Path) -> None:
             raise ShimgenError(f"driver {path}: {name} does not point into executable code "
                                "(a stub or a malformed library)")
     code = image.code_at(functions["cuInit"].address, 64) or b""
-    value = _constant_return(code, functions["cuInit"].address)
+    value = (_constant_return_aarch64 if image.arch == "aarch64" else _constant_return)(
+        code, functions["cuInit"].address)
     if value is not None and value != 0:
         what = ("CUDA_ERROR_STUB_LIBRARY, like the CUDA toolkit's stubs/libcuda.so"
                 if value == CUDA_ERROR_STUB_LIBRARY else f"error {value}")
@@ -156,6 +157,29 @@ def _constant_return(code: bytes, vaddr: int) -> int | None:
             continue
         if ins.mnemonic == "ret":
             return eax
+        return None
+    return None
+
+
+def _constant_return_aarch64(code: bytes, vaddr: int) -> int | None:
+    """_constant_return for AArch64 code: `mov w0, #34; ret`, with or without a frame."""
+    from capstone import CS_ARCH_ARM64, CS_MODE_ARM, Cs
+
+    w0: int | None = None
+    for ins in Cs(CS_ARCH_ARM64, CS_MODE_ARM).disasm(code, vaddr):
+        op = ins.op_str
+        if ins.mnemonic in ("nop", "paciasp", "autiasp", "bti", "hint") or \
+                op.startswith(("sp, sp, ", "x29, x30, [sp", "x29, sp")) or \
+                (ins.mnemonic in ("str", "stur") and "[sp" in op):
+            continue  # the frame, and -O0's spills of the arguments
+        if ins.mnemonic in ("mov", "movz") and op.startswith("w0, #"):
+            try:
+                w0 = int(op[5:].split(",")[0], 0)
+            except ValueError:
+                return None
+            continue
+        if ins.mnemonic == "ret":
+            return w0
         return None
     return None
 

@@ -15,14 +15,17 @@ import stat
 import struct
 from pathlib import Path
 
+from ..arches import BY_MACHINE
 from ..errors import ShimgenError
 
-EHDR = struct.Struct("<16sHHIQQQIHHHHHH")  # the ELF header, x86-64
+EHDR = struct.Struct("<16sHHIQQQIHHHHHH")  # the ELF header of a 64-bit little-endian file
 # No libcuda comes near this (535 to 555: under 30 MiB): a larger file is no driver, and is
 # refused before anything reads it (a sparse file can claim any size on a few KiB of disk).
 MAX_LIBRARY_SIZE = 1 << 30
 PHDR = struct.Struct("<IIQQQQQQ")  # a program header
-EM_X86_64 = 62
+#: The machines shimgen reads and builds for: e_machine -> the architecture's name.
+ARCHES = {m: a.name for m, a in BY_MACHINE.items()}
+NEEDED = "shimgen reads x86-64 and aarch64 libcuda"
 ET_DYN = 3
 PT_NOTE = 4
 MACHINES = {2: "SPARC", 3: "i386", 8: "MIPS", 20: "PowerPC", 21: "ppc64", 22: "s390",
@@ -59,9 +62,10 @@ def machine_name(e_machine: int) -> str:
     return MACHINES.get(e_machine, "another machine")
 
 
-def check_header(head: bytes, size: int, name: str) -> None:
-    """Refuse a file whose ELF header (its first EHDR.size bytes, `head`; the file has `size`
-    bytes) is not that of an x86-64 shared library. `name` starts each message ("driver P")."""
+def check_header(head: bytes, size: int, name: str) -> int:
+    """The e_machine of a file whose ELF header (its first EHDR.size bytes, `head`; the file
+    has `size` bytes) is that of a 64-bit little-endian shared library for a machine of
+    ARCHES; any other is refused. `name` starts each message ("driver P")."""
     def bad(why: str) -> ShimgenError:
         return ShimgenError(f"{name}: truncated or malformed ELF ({why})")
 
@@ -71,25 +75,34 @@ def check_header(head: bytes, size: int, name: str) -> None:
         raise bad(f"the file ends inside the ELF header, at byte {size}")
     ei_class, ei_data = head[4], head[5]
     if ei_class == 1:
-        raise ShimgenError(f"{name}: 32-bit ELF; shimgen needs x86-64 libcuda")
+        raise ShimgenError(f"{name}: 32-bit ELF; {NEEDED}")
     if ei_class != 2:
         raise bad(f"ELF class {ei_class} is neither 32- nor 64-bit")
     if ei_data == 2:
         machine = struct.unpack(">H", head[18:20])[0]
-        raise ShimgenError(f"{name}: built for {machine_name(machine)} (big-endian); "
-                           "shimgen needs x86-64 libcuda")
+        raise ShimgenError(f"{name}: built for {machine_name(machine)} (big-endian); {NEEDED}")
     if ei_data != 1:
         raise bad(f"byte order {ei_data} is neither little- nor big-endian")
     machine = struct.unpack("<H", head[18:20])[0]
-    if machine != EM_X86_64:
+    if machine not in ARCHES:
         raise ShimgenError(f"{name}: built for {machine_name(machine)} (e_machine {machine}); "
-                           "shimgen needs x86-64 libcuda")
+                           f"{NEEDED}")
     if len(head) < EHDR.size:
         raise bad(f"the file ends inside the ELF header, at byte {size}")
     e_type = EHDR.unpack_from(head)[1]
     if e_type != ET_DYN:
         kind = ELF_TYPES.get(e_type, f"ELF type {e_type}, not a shared library")
         raise ShimgenError(f"{name}: {kind}")
+    return machine
+
+
+def library_arch(path: Path | str) -> str:
+    """The architecture (ARCHES) of a library this process built or checked already (a
+    shim): read from its ELF header alone."""
+    with open(path, "rb") as f:
+        head = f.read(EHDR.size)
+    return ARCHES.get(struct.unpack_from("<H", head, 18)[0], "unknown") if len(head) > 20 \
+        else "unknown"
 
 
 def _resolved(path: Path, name: str) -> Path:
@@ -190,7 +203,7 @@ NT_GNU_BUILD_ID, MAX_NOTES = 3, 1 << 16  # a library's PT_NOTE segments: a few h
 
 
 def read_notes(path: Path | str) -> list[tuple[bytes, int, bytes]]:
-    """(name, type, descriptor) of every note in the PT_NOTE segments of an x86-64 shared
+    """(name, type, descriptor) of every note in the PT_NOTE segments of a 64-bit shared
     library, opened as every driver is (open_library). A ShimgenError of one line when it
     cannot be read or is not such a file."""
     path, _, fd, _ = open_library(path, "")
@@ -198,7 +211,7 @@ def read_notes(path: Path | str) -> list[tuple[bytes, int, bytes]]:
         fields = EHDR.unpack(os.pread(fd, EHDR.size, 0).ljust(EHDR.size, b"\0"))
         phoff, phentsize, phnum = fields[5], fields[9], fields[10]
         if phentsize != PHDR.size or not 0 < phnum <= 256:
-            raise ShimgenError(f"{path}: not an x86-64 ELF file with program headers")
+            raise ShimgenError(f"{path}: not a 64-bit ELF file with program headers")
         table = os.pread(fd, phnum * PHDR.size, phoff)
         if len(table) != phnum * PHDR.size:
             raise ShimgenError(f"{path}: truncated ELF file")

@@ -55,6 +55,9 @@ INIT_SEARCH_BACK = 48
 def discover(image: DriverImage) -> Profile:
     """Analyse one parsed libcuda; raise GateDiscoveryError when its layout is not understood."""
     name = image.real_path.name
+    if image.arch != "x86_64":
+        raise GateDiscoveryError(f"{name} is built for {image.arch}: the gate analysis reads "
+                                 "x86-64 code only, for now")
     if not image.segments:
         raise GateDiscoveryError(f"{name} has no loadable segments")
     if not image.build_id:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import progress
+from ..arches import ARCHES, host
 from ..driver import read_build_id
 from ..errors import Interrupted, ShimgenError, signals_held
 from ..runenv import SHIM_LIBRARY, SHIM_MANIFEST
@@ -67,6 +68,37 @@ def _tool_env() -> dict[str, str]:
 
 def _meson() -> list[str]:
     return [sys.executable, "-m", "mesonbuild.mesonmain"]
+
+
+def cross_triplet(driver) -> str | None:
+    """The GNU triplet of the cross compiler a shim for `driver` needs (None: this machine's
+    own architecture); one line when it is missing. Asked before anything is announced."""
+    if driver.arch == host():
+        return None
+    arch = ARCHES[driver.arch]
+    if shutil.which(f"{arch.triplet}-gcc") is None:
+        raise ShimgenError(f"driver {driver.path} is built for {driver.arch}: a shim for it "
+                           f"is cross-built on this {host()} machine with "
+                           f"{arch.triplet}-gcc, which is not installed (Debian: apt install "
+                           f"{arch.packages})")
+    return arch.triplet
+
+
+def _cross_file(model: ShimModel, new: Path) -> list[str]:
+    """meson setup's --cross-file for a driver of another architecture (none for this
+    machine's own), written beside the sources."""
+    triplet = cross_triplet(model.driver)
+    if triplet is None:
+        return []
+    arch = model.driver.arch
+    cross = new / "cross.ini"
+    cross.write_text(
+        "[binaries]\n"
+        + "".join(f"{key} = '{triplet}-{tool}'\n"
+                  for key, tool in (("c", "gcc"), ("ar", "ar"), ("strip", "strip")))
+        + f"\n[host_machine]\nsystem = 'linux'\ncpu_family = '{arch}'\ncpu = '{arch}'\n"
+        "endian = 'little'\n")
+    return ["--cross-file", str(cross)]
 
 
 _ERROR_LINE = re.compile(r"(\berror\b|ERROR:|undefined reference|No such file)", re.I)
@@ -226,7 +258,8 @@ def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
     env = _tool_env()
     log = new / "build.log"
     progress.step("configuring the build (meson setup)")
-    _run(_meson() + ["setup", str(bdir), str(src)], "meson setup", env, log, name)
+    cross = _cross_file(model, new)
+    _run(_meson() + ["setup", *cross, str(bdir), str(src)], "meson setup", env, log, name)
     progress.step("compiling and linking (meson compile)")
     _run(_meson() + ["compile", "-C", str(bdir)], "compile", env, log, name)
     progress.step("installing")
@@ -332,7 +365,7 @@ def _fsync_tree(root: Path) -> None:
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-_SYS_RENAMEAT2_X86_64 = 316
+_SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}  # where libc has no renameat2()
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -343,8 +376,10 @@ def _exchange(a: Path, b: Path) -> bool:
     if hasattr(libc, "renameat2"):
         rc = libc.renameat2(_AT_FDCWD, fa, _AT_FDCWD, fb, _RENAME_EXCHANGE)
     else:
-        rc = libc.syscall(_SYS_RENAMEAT2_X86_64, _AT_FDCWD, fa, _AT_FDCWD, fb,
-                          _RENAME_EXCHANGE)
+        number = _SYS_RENAMEAT2.get(host())
+        if number is None:
+            return False
+        rc = libc.syscall(number, _AT_FDCWD, fa, _AT_FDCWD, fb, _RENAME_EXCHANGE)
     if rc == 0:
         return True
     err = ctypes.get_errno()

@@ -35,6 +35,9 @@ HOOK_PREFIX = "hooks_"
 # the init-site method's code writer: only in a shim whose gate plan has init-site bytes
 INIT_SOURCE = "gates_init.c"
 RUNTIME_SUFFIXES = (".c", ".h", ".S")
+# runtime/ files of one architecture's entry code: a shim for a driver of another gets none
+# of them (every other runtime/ file is C that builds for both).
+ARCH_SOURCES = {"x86_64": ("stubs.S", "timing.S", "asm.h"), "aarch64": ("stubs_aarch64.S",)}
 # The user's hook files (--hook): copied under user/, compiled apart (no -Werror), each
 # starting with a #line that names the user's file, so the compiler's messages name it.
 USER_SOURCE = "user:"
@@ -93,8 +96,10 @@ def copied(model: ShimModel) -> list[str]:
     if missing:
         raise ShimgenError(f"hook table names {sorted(missing)[0]}, which runtime/ lacks")
     init = model.gates is not None and model.gates.has_init_bytes
+    other = {n for arch, files in ARCH_SOURCES.items() if arch != model.driver.arch
+             for n in files}
     return [n for n in names if (not n.startswith(HOOK_PREFIX) or n in hooks)
-            and (n != INIT_SOURCE or init)]
+            and (n != INIT_SOURCE or init) and n not in other]
 
 
 def user_file_name(index: int, path: Path) -> str:

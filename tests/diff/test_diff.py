@@ -222,7 +222,7 @@ def test_a_querier_that_answers_wrongly_is_trouble(drivers, tmp_path, monkeypatc
     fake = tmp_path / "query"
     fake.write_text(f"#!/bin/sh\ncat > /dev/null\nprintf '{says}'\n")
     fake.chmod(0o700)
-    monkeypatch.setattr(pa, "querier", lambda _tmp: fake)
+    monkeypatch.setattr(pa, "querier", lambda _tmp, _arch: fake)
     # two builds: one build against itself is answered without a querier
     assert cli.main(["diff", "--no-gates", str(drivers[0].path), str(drivers[1].path)]) == 2
     err = capsys.readouterr().err.splitlines()
@@ -257,7 +257,7 @@ else
 fi
 ''')
     wrapper.chmod(0o700)
-    monkeypatch.setattr(pa, "querier", lambda _tmp: wrapper)
+    monkeypatch.setattr(pa, "querier", lambda _tmp, _arch: wrapper)
     assert cli.main(["diff", "--no-gates", str(old), str(new)]) == 1
     text = capsys.readouterr().out
     assert text.startswith(f"shimgen diff: {drivers[0].version} -> {drivers[0].version}: "
@@ -287,7 +287,7 @@ def test_a_driver_that_crashes_its_process_is_trouble(drivers, tmp_path, monkeyp
     crash = tmp_path / "crash"
     crash.write_text("#!/bin/sh\nkill -SEGV $$\n")
     crash.chmod(0o700)
-    monkeypatch.setattr(pa, "querier", lambda _tmp: crash)
+    monkeypatch.setattr(pa, "querier", lambda _tmp, _arch: crash)
     d = drivers[0]  # against another build: one build against itself asks no process
     assert cli.main(["diff", "--no-gates", str(d.path), str(drivers[1].path)]) == 2
     err = capsys.readouterr().err.splitlines()

@@ -86,6 +86,7 @@ def synthetic(pieces: dict[int, bytes]) -> DriverImage:
     for a, b in pieces.items():
         data[a:a + len(b)] = b
     return DriverImage(path=Path("/synthetic"), real_path=Path("/synthetic/libcuda.so.590.48.01"),
+                       arch="x86_64",
                        version="590.48.01", build_id="00" * 20, soname="libcuda.so.1",
                        functions=(), data=(), segments=(Segment(0, 0, size, size, 5),),
                        contents=bytes(data))

@@ -125,6 +125,7 @@ def _at(code: bytes):
     data = bytearray(b"\xcc" * size)
     data[0x10:0x10 + len(code)] = code
     image = DriverImage(path=Path("/synthetic"), real_path=Path("/synthetic/libcuda.so.1"),
+                        arch="x86_64",
                         version="1", build_id="00" * 20, soname="libcuda.so.1", functions=(),
                         data=(), segments=(Segment(0, 0, size, size, 5),),
                         contents=bytes(data))

@@ -57,6 +57,7 @@ def image(functions: dict[int, bytes], unwind: bool = True) -> DriverImage:
             fde_at += 16
         data[HDR:HDR + len(table)] = table
     return DriverImage(path=Path("/synthetic"), real_path=Path("/synthetic/libcuda.so.590.48.01"),
+                       arch="x86_64",
                        version="590.48.01", build_id="00" * 20, soname="libcuda.so.1",
                        functions=(), data=(), segments=(Segment(0, 0, size, size, 5),),
                        contents=bytes(data), eh_frame_hdr=hdr)

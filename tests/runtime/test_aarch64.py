@@ -1,0 +1,213 @@
+"""Drivers for aarch64 (Grace Hopper, Grace Blackwell, GB10), without their hardware: the
+arm64 builds of Debian's libcuda1 read as the x86-64 ones are, and a shim cross-built for
+one and run under qemu-user (an aarch64 program, tests/c/aarch64_probe.c, cross-compiled
+here) forwards, counts and injects faults; timing, gates and user hooks say they are x86-64
+only, for now. CI installs qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devtools.driverfetch import ARM64_DRIVERS, DRIVERS, DriverFetchError, fetch
+from shimgen.driver import read_driver
+from shimgen.driver.library import _constant_return_aarch64
+
+ROOT = Path(__file__).resolve().parents[2]
+SYSROOT = Path("/usr/aarch64-linux-gnu")
+CROSS_CC = "aarch64-linux-gnu-gcc"
+QEMU = "qemu-aarch64"
+THE_ONE_MORE = {"cuEventCreateFromEGLSync"}  # the arm64 builds export it, x86-64's do not
+
+
+@pytest.fixture(scope="module")
+def arm64_drivers():
+    try:
+        return fetch(ARM64_DRIVERS)
+    except DriverFetchError as e:
+        pytest.fail(f"cannot fetch Debian's arm64 libcuda packages: {e}", pytrace=False)
+
+
+def _tools() -> None:
+    missing = [t for t in (CROSS_CC, QEMU) if shutil.which(t) is None]
+    if missing or not SYSROOT.is_dir():
+        pytest.skip(f"needs {', '.join(missing) or SYSROOT} (qemu-user, gcc-aarch64-linux-gnu, "
+                    "libc6-dev-arm64-cross)")
+
+
+def shimgen(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shimgen", *args], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def arm64_shim(arm64_drivers, tmp_path_factory):
+    """The 550.163.01 arm64 driver, a shim cross-built for it, and the probe."""
+    _tools()
+    driver = next(d for d in arm64_drivers if d.version == "550.163.01")
+    out = tmp_path_factory.mktemp("arm64")
+    proc = shimgen("build", "--driver", str(driver.libdir / "libcuda.so.1"), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    shim = next(out.glob("cudashim-*/libcudashim.so"))
+    probe = out / "aarch64_probe"
+    subprocess.run([CROSS_CC, "-O2", "-o", str(probe), str(ROOT / "tests/c/aarch64_probe.c"),
+                    "-ldl"], check=True, capture_output=True)
+    return driver, shim, probe
+
+
+def run_arm64(probe: Path, driver, shim: Path | None, *args: str, stdin: str = "",
+              **env: str) -> subprocess.CompletedProcess:
+    """The probe under qemu-user: the driver's directory on the library path, the shim
+    preloaded when given."""
+    guest = {"LD_LIBRARY_PATH": str(driver.libdir), **env}
+    if shim is not None:
+        guest["LD_PRELOAD"] = str(shim)
+    cmd = [QEMU, "-L", str(SYSROOT)]
+    for k, v in guest.items():
+        cmd += ["-E", f"{k}={v}"]
+    return subprocess.run(cmd + [str(probe), *args], capture_output=True, text=True,
+                          input=stdin, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith(
+                              ("LD_", "SHIMGEN_"))})
+
+
+def test_every_arm64_build_exports_the_x86_64_functions_and_one_more(arm64_drivers):
+    x86 = {d.version: d for d in DRIVERS if d.package == "libcuda1"}
+    for d in arm64_drivers:
+        ours = {f.name for f in read_driver(d.libdir / "libcuda.so.1").functions}
+        theirs = {f.name for f in read_driver(next(
+            f for f in fetch([x86[d.version]])).libdir / "libcuda.so.1").functions}
+        assert ours - theirs == THE_ONE_MORE and not theirs - ours, d.version
+        assert read_driver(d.path).arch == "aarch64"
+
+
+def test_the_stub_rule_reads_aarch64_code():
+    """`mov w0, #34; ret` (with -O0's frame too) is a link-time stub's cuInit; anything
+    else is not a constant return."""
+    mov34, ret = (0x52800000 | 34 << 5).to_bytes(4, "little"), bytes.fromhex("c0035fd6")
+    frame = bytes.fromhex("ff4300d1") + bytes.fromhex("e00f00b9")  # sub sp; str w0, [sp, 12]
+    assert _constant_return_aarch64(mov34 + ret, 0x1000) == 34
+    assert _constant_return_aarch64(frame + mov34 + bytes.fromhex("ff430091") + ret, 0) == 34
+    bl = bytes.fromhex("00000094")  # bl: a call, not a constant
+    assert _constant_return_aarch64(bl + mov34 + ret, 0) is None
+
+
+def test_the_shim_forwards_every_route_and_counts_under_qemu(arm64_shim, tmp_path):
+    driver, shim, probe = arm64_shim
+    trace = tmp_path / "trace.json"
+    plain = run_arm64(probe, driver, None, str(shim))
+    shimmed = run_arm64(probe, driver, shim, str(shim), SHIMGEN_TRACE="1",
+                        SHIMGEN_TRACE_FILE=str(trace))
+    assert plain.returncode == 0 and shimmed.returncode == 0, shimmed.stderr
+    assert plain.stdout.splitlines() == ["version 0 12040", "init 100", "procaddr 0 0",
+                                         "through 0 12040"]
+    assert shimmed.stdout.splitlines() == ["version 0 12040", "init 100", "procaddr 0 1",
+                                           "through 0 12040"]
+    calls = json.loads(trace.read_text())["calls"]
+    assert calls == {"cuDriverGetVersion": 2, "cuInit": 1, "cuGetProcAddress": 1}
+
+
+def test_the_proc_address_grid_is_the_drivers_under_the_shim(arm64_shim):
+    """Every export at four CUDA versions: the same result and the same null-ness of the
+    answer with the shim as without (0 differences)."""
+    driver, shim, probe = arm64_shim
+    names = "\n".join(f.name for f in read_driver(driver.path).functions)
+    plain = run_arm64(probe, driver, None, "grid", stdin=names)
+    shimmed = run_arm64(probe, driver, shim, "grid", stdin=names)
+    assert plain.returncode == 0 and shimmed.returncode == 0, shimmed.stderr
+    rows = plain.stdout.splitlines()
+    assert len(rows) == 4 * 637 and sum(r.endswith(" 0 1") for r in rows) > 1000
+    assert shimmed.stdout.splitlines() == rows
+
+
+def test_faults_are_injected_and_timing_says_it_counts_instead(arm64_shim, tmp_path):
+    driver, shim, probe = arm64_shim
+    trace = tmp_path / "trace.json"
+    proc = run_arm64(probe, driver, shim, str(shim), SHIMGEN_INJECT="cuInit=999",
+                     SHIMGEN_TRACE="time", SHIMGEN_TRACE_FILE=str(trace))
+    assert proc.returncode == 0, proc.stderr
+    assert "init 999" in proc.stdout.splitlines()
+    assert ("shimgen: SHIMGEN_TRACE=time: this aarch64 shim counts calls and does not time "
+            "them (timing is x86-64 only, for now)") in proc.stderr.splitlines()
+    data = json.loads(trace.read_text())
+    assert data["injected"] == {"cuInit": {"999": 1}} and data["calls"]["cuInit"] == 1
+
+
+def test_what_is_x86_64_only_says_so_in_one_line(arm64_drivers, tmp_path):
+    lib = str(next(d for d in arm64_drivers if d.version == "550.163.01").libdir
+              / "libcuda.so.1")
+    hook = tmp_path / "h.c"
+    hook.write_text("")
+    for args, said in ((["gates", "--driver", lib], "is built for aarch64: the gate analysis "
+                        "reads x86-64 code only, for now"),
+                       (["build", "--driver", lib, "--gate-profile", "auto", "-o",
+                         str(tmp_path / "g")], "gates are built for x86-64 drivers only"),
+                       (["build", "--driver", lib, "--hook", str(hook), "-o",
+                         str(tmp_path / "h")], "--hook are built for x86-64 drivers only")):
+        proc = shimgen(*args)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert said in proc.stderr, proc.stderr
+
+
+def test_a_missing_cross_compiler_is_one_line_naming_the_packages(arm64_drivers, tmp_path):
+    lib = str(next(d for d in arm64_drivers if d.version == "550.163.01").libdir
+              / "libcuda.so.1")
+    env = dict(os.environ, PATH=str(tmp_path))  # no aarch64-linux-gnu-gcc on it
+    proc = shimgen("build", "--driver", lib, "-o", str(tmp_path / "o"), env=env)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.endswith("with aarch64-linux-gnu-gcc, which is not installed (Debian: "
+                                "apt install gcc-aarch64-linux-gnu libc6-dev-arm64-cross)\n")
+    assert not list((tmp_path / "o").glob("cudashim-*"))
+
+
+def test_the_entry_code_adds_two_instructions_and_eleven_to_count(arm64_shim, shims):
+    """Counted in the built shims' disassembly (benchmarks/entrycode.py): a forwarded call
+    runs 2 instructions of the shim on aarch64 (ldr, br) and 1 on x86-64 (jmp); a counted
+    one 11 and 7 (docs/performance.md, "aarch64")."""
+    from benchmarks.entrycode import entry_code
+
+    arm = entry_code(arm64_shim[1])
+    x86 = entry_code(shims[0].library)
+    assert [len(arm["passthrough"]), len(arm["counting"])] == [2, 11], arm
+    assert [len(x86["passthrough"]), len(x86["counting"])] == [1, 7], x86
+    assert arm["counting"][-1] == "br x16" and x86["counting"][-1].startswith("jmp")
+
+
+def test_run_of_an_aarch64_program_reports_its_calls(arm64_shim, tmp_path):
+    """`shimgen run` of the probe under qemu-user: the shim (cached) preloaded in the
+    guest, the calls in the report, the trace counted and the banner saying why."""
+    driver, _, probe = arm64_shim
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "SHIMGEN_"))}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    proc = shimgen("run", "--driver", str(driver.libdir / "libcuda.so.1"), "-o",
+                   str(tmp_path / "r"), "--", QEMU, "-L", str(SYSROOT), str(probe), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:2] == ["version 0 12040", "init 100"]
+    assert ("; trace counts (not time: timing is x86-64 only, for now; this aarch64 shim "
+            "counts calls); run directory") in proc.stderr
+    rows = {line.split()[-1]: line.split()[2] for line in proc.stderr.splitlines()
+            if line.strip().startswith("-") and line.split()[-1].startswith("cu")}
+    assert rows == {"cuDriverGetVersion": "2", "cuGetProcAddress": "1", "cuInit": "1"}, \
+        proc.stderr
+
+
+@pytest.mark.parametrize("version", ["535.261.03", "550.163.01", "555.58.02"])
+def test_diff_of_the_x86_64_and_arm64_builds_is_the_one_export(arm64_drivers, version):
+    """The cuGetProcAddress grid of each arm64 build (its querier cross-compiled, run under
+    qemu-user) against the x86-64 build of the same version: every name answers alike but
+    the one export only arm64 has."""
+    _tools()
+    x86 = next(d for d in DRIVERS if d.package == "libcuda1" and d.version == version)
+    old = fetch([x86])[0].libdir / "libcuda.so.1"
+    new = next(d for d in arm64_drivers if d.version == version).libdir / "libcuda.so.1"
+    proc = shimgen("diff", "--json", "--no-gates", str(old), str(new))
+    assert proc.returncode == 1, proc.stderr  # different: the one export
+    data = json.loads(proc.stdout)
+    assert data["exports"]["added"] == sorted(THE_ONE_MORE) and not data["exports"]["removed"]
+    assert {s["name"] for s in data["proc_address"]} == THE_ONE_MORE
