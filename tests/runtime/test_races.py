@@ -81,4 +81,5 @@ def test_forked_child_times_only_its_own_calls(fake_shim, probes, tmp_path):
             # below one of the parent's calls (each at least 200 ms): none of them is here
             assert t["total_ns"] < parent["time"]["cuLaunchHostFunc"]["max_ns"], (name, t)
             assert t["total_ns"] <= n * t["max_ns"], (name, t)
+            assert t["max_ns"] <= t["total_ns"], (name, t)  # the maximum of its own calls
             assert sum(t["hist"]) == n, (name, t)  # no parent's call in the histograms
