@@ -79,11 +79,10 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     `auto`, before the gates are found: that is the build's work), and shown on a terminal
     when a caller expects the build (progress.expect; the caller clears them)."""
     driver = read_driver(driver_path, require_real=require_real)
-    if driver.arch != "x86_64" and (user_hooks or gates is not None):
-        what = "--hook" if user_hooks else "gates"
+    if driver.arch != "x86_64" and gates is not None:
         raise ShimgenError(f"driver {driver.path} is built for {driver.arch}: its shim forwards, "
-                           f"counts and injects faults; {what} are built for x86-64 drivers "
-                           "only, for now")
+                           "counts, injects faults and runs hooks; gates are built for x86-64 "
+                           "drivers only, for now")
     _build.cross_triplet(driver)  # its compiler is there, or one line before any work
     files = ()
     if user_hooks:

@@ -92,7 +92,13 @@ def file_digest(paths: list[str] | tuple[str, ...]) -> str:
     return digest(load(paths))
 
 
-def _compiler() -> list[str]:
+def _compiler(model: ShimModel) -> list[str]:
+    """$CC or cc for a shim of this machine's architecture; the cross compiler the build
+    uses (shim/build.py cross_triplet) for another."""
+    from ..arches import ARCHES, host
+
+    if model.driver.arch != host():
+        return [f"{ARCHES[model.driver.arch].triplet}-gcc"]
     return shlex.split(os.environ.get("CC", "cc")) or ["cc"]
 
 
@@ -104,7 +110,8 @@ def _compile(model: ShimModel, hook: UserHookFile, work: Path, index: int) -> tu
     source = work / f"{index}.c"
     source.write_bytes(user_source_text(hook.path, hook.data))
     obj = work / f"{index}.o"
-    cmd = [*_compiler(), *CFLAGS, "-I", str(work / "include"), "-c", str(source), "-o", str(obj)]
+    cmd = [*_compiler(model), *CFLAGS, "-I", str(work / "include"), "-c", str(source), "-o",
+           str(obj)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
                               stdin=subprocess.DEVNULL, timeout=300)

@@ -1,8 +1,8 @@
 """Drivers for aarch64 (Grace Hopper, Grace Blackwell, GB10), without their hardware: the
 arm64 builds of Debian's libcuda1 read as the x86-64 ones are, and a shim cross-built for
 one and run under qemu-user (an aarch64 program, tests/c/aarch64_probe.c, cross-compiled
-here) forwards, counts and injects faults; timing, gates and user hooks say they are x86-64
-only, for now. CI installs qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross."""
+here) forwards, counts, injects faults and runs the user's hooks; timing and gates say they
+are x86-64 only, for now. CI installs qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross."""
 
 from __future__ import annotations
 
@@ -142,17 +142,46 @@ def test_faults_are_injected_and_timing_says_it_counts_instead(arm64_shim, tmp_p
 def test_what_is_x86_64_only_says_so_in_one_line(arm64_drivers, tmp_path):
     lib = str(next(d for d in arm64_drivers if d.version == "550.163.01").libdir
               / "libcuda.so.1")
-    hook = tmp_path / "h.c"
-    hook.write_text("")
     for args, said in ((["gates", "--driver", lib], "is built for aarch64: the gate analysis "
                         "reads x86-64 code only, for now"),
                        (["build", "--driver", lib, "--gate-profile", "auto", "-o",
-                         str(tmp_path / "g")], "gates are built for x86-64 drivers only"),
-                       (["build", "--driver", lib, "--hook", str(hook), "-o",
-                         str(tmp_path / "h")], "--hook are built for x86-64 drivers only")):
+                         str(tmp_path / "g")], "gates are built for x86-64 drivers only")):
         proc = shimgen(*args)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
         assert said in proc.stderr, proc.stderr
+
+
+EARLY_HOOK = """#include <shimgen/hook.h>
+SHIMGEN_DECLARE(CUresult, cuDriverGetVersion, (int *v));
+static int early; /* asked from a constructor, before the driver is loaded */
+__attribute__((constructor)) static void at_load(void)
+{
+    SHIMGEN_REAL(cuDriverGetVersion)(&early);
+}
+SHIMGEN_HOOK(CUresult, cuDriverGetVersion, (int *v))
+{
+    CUresult rc = SHIMGEN_REAL(cuDriverGetVersion)(v);
+    *v = early + 1;
+    return rc;
+}
+"""
+
+
+def test_a_user_hook_is_cross_compiled_and_reached_by_every_route(arm64_shim, tmp_path):
+    """A hook file built into an aarch64 shim (compiled alone by the cross compiler, then
+    with the shim): its constructor's SHIMGEN_REAL loads the driver (the real version), and
+    the hook answers one more, called by name and through cuGetProcAddress."""
+    driver, _, probe = arm64_shim
+    hook = tmp_path / "early.c"
+    hook.write_text(EARLY_HOOK)
+    proc = shimgen("build", "--driver", str(driver.libdir / "libcuda.so.1"), "--hook",
+                   str(hook), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    shim = next((tmp_path / "o").glob("cudashim-*-hooks/libcudashim.so"))
+    out = run_arm64(probe, driver, shim, str(shim))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["version 0 12041", "init 100", "procaddr 0 1",
+                                       "through 0 12041"]
 
 
 def test_a_missing_cross_compiler_is_one_line_naming_the_packages(arm64_drivers, tmp_path):
