@@ -240,3 +240,39 @@ def test_diff_of_the_x86_64_and_arm64_builds_is_the_one_export(arm64_drivers, ve
     data = json.loads(proc.stdout)
     assert data["exports"]["added"] == sorted(THE_ONE_MORE) and not data["exports"]["removed"]
     assert {s["name"] for s in data["proc_address"]} == THE_ONE_MORE
+
+
+@pytest.fixture(scope="module")
+def racer(arm64_shim):
+    out = arm64_shim[2].parent / "aarch64_race"
+    subprocess.run([CROSS_CC, "-O2", "-pthread", "-o", str(out),
+                    str(ROOT / "tests/c/aarch64_race.c"), "-ldl"], check=True,
+                   capture_output=True)
+    return out
+
+
+def test_threads_racing_the_first_calls_are_each_counted_once(arm64_shim, racer, tmp_path):
+    """100 processes under qemu-user, each with 16 threads released at once after random
+    delays (0 to 200 us, a seed per process), racing the driver's load and their first
+    counted call: every call answers, and the trace counts every one, once."""
+    driver, shim, _ = arm64_shim
+    for seed in range(100):
+        trace = tmp_path / f"t{seed}.json"
+        proc = run_arm64(racer, driver, shim, "race", str(seed), "16", "50",
+                         SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace))
+        assert proc.returncode == 0 and proc.stdout == "800\n", (seed, proc.stdout,
+                                                                proc.stderr)
+        assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 800}, seed
+
+
+def test_a_forked_child_counts_only_its_own_calls(arm64_shim, racer, tmp_path):
+    driver, shim, _ = arm64_shim
+    trace = tmp_path / "trace.json"
+    proc = run_arm64(racer, driver, shim, "fork", "5", SHIMGEN_TRACE="1",
+                     SHIMGEN_TRACE_FILE=str(trace))
+    assert proc.returncode == 0, proc.stderr
+    pid, status = proc.stdout.split()[1:]
+    assert status == "0"
+    assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 10}
+    child = json.loads(Path(f"{trace}.{pid}").read_text())
+    assert child["calls"] == {"cuDriverGetVersion": 5}
