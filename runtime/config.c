@@ -21,7 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "inject.h"
 #include "runtime.h"
 
 struct shimgen_config shimgen_cfg;

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gates.h"
+#include "gateplan.h"
 #include "runtime.h"
 
 static const struct gate_plan *const plan = &shimgen_gate_plan;

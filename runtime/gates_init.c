@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "gates.h"
+#include "gateplan.h"
 #include "runtime.h"
 
 static const struct gate_plan *const plan = &shimgen_gate_plan;
@@ -84,9 +84,9 @@ static const struct gate_patch *selected_patches(unsigned g, unsigned *n)
     return plan->selection[g] > 0 ? gt->set : gt->mask;
 }
 
-/* Called once, in the driver's load, only after shimgen_gates_verify accepted the loaded
- * image (build-id and every recorded byte, init sites included: the caller's check is the
- * identity check), and before any driver function runs. The gates changed are the selected
+/* Called once, in the driver's load, only after the caller's identity check accepted the
+ * loaded image (build-id and every recorded byte, init sites included), and before any
+ * driver function runs. The gates changed are the selected
  * ones with a proven init site for their direction; with `all`, every selected gate must
  * have one. Their bytes are compared again, then written; any failure puts back what was
  * written. Returns how many gates were changed, each marked in plan->at_init (the struct

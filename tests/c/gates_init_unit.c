@@ -22,7 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "gates.h"
+#include "gateplan.h"
 #include "runtime.h"
 
 __asm__(".pushsection .text\n"

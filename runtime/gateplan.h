@@ -1,10 +1,10 @@
 /*
- * gates.h: the shape of the gate plan that a build bakes into the shim (the generated
+ * gateplan.h: the shape of the gate plan that a build bakes into the shim (the generated
  * gateplan.c, from templates/gateplan.c.j2 and shimgen's GatePlan), read by the gate
  * engine in gates.c. A shim built without gates has a plan with no gates.
  */
-#ifndef SHIMGEN_GATES_H
-#define SHIMGEN_GATES_H
+#ifndef SHIMGEN_GATEPLAN_H
+#define SHIMGEN_GATEPLAN_H
 
 #include <stdint.h>
 
