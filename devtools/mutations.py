@@ -3031,4 +3031,13 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_aarch64.py::test_what_is_x86_64_only_says_so_in_one_line"],
         "why": "the gate analysis says plainly that it reads x86-64 code only",
     },
+    {
+        "name": "driver-face-hands-read-build-id-through-elf",
+        "file": "shimgen/driver/__init__.py",
+        "old": "    \"read_build_id\": \"notes\",\n",
+        "new": "    \"read_build_id\": \"elf\",\n",
+        "tests": ["tests/run/test_run_cache.py::test_the_cached_path_imports_nothing_heavy",
+                  "tests/devtools/test_layout.py::test_a_face_names_the_module_that_defines_each_name"],
+        "why": "a face takes each name from the module that defines it: run's cached path stays light",
+    },
 ]

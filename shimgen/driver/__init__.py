@@ -20,7 +20,7 @@ __getattr__, __all__ = face(__name__, {
     "library_arch": "notes",
     "default_driver": "library",
     "known_version": "library",
-    "read_build_id": "elf",
+    "read_build_id": "notes",
     "read_driver": "library",
     "read_image": "elf",
     "refuse_older": "library",

@@ -119,6 +119,40 @@ def test_a_face_never_names_another_inner_module():
                 assert module == f"{package}.{name}", (package, name, module)
 
 
+def _defines(module: str, name: str) -> bool:
+    """Whether `module` defines `name` at its top level (a def, a class or an assignment),
+    not merely imports it."""
+    for node in ast.parse(MODULES[module].read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name:
+                return True
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names = t.elts if isinstance(t, ast.Tuple) else [t]
+                if any(isinstance(n, ast.Name) and n.id == name for n in names):
+                    return True
+    return False
+
+
+def test_a_face_names_the_module_that_defines_each_name():
+    """Not one that merely imports it: taking the name would then import that module and
+    all it brings (the light driver/notes.py's read_build_id through the heavy elf.py)."""
+    wrong = []
+    for package in FACES:
+        tree = ast.parse(MODULES[package].read_text())
+        call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                    and getattr(n.func, "id", None) == "face") if FACES[package] else None
+        table = ast.literal_eval(call.args[1]) if call else {}
+        for name, where in table.items():
+            module, colon, attr = where.partition(":")
+            if colon and not attr:
+                continue  # the module itself
+            if not _defines(f"{package}.{module}", attr or name):
+                wrong.append(f"{package}: {name} -> {where}")
+    assert not wrong, wrong
+
+
 def test_no_circle_of_imports():
     graph = {m: {t for t, _ in _edges(m) if t != m} for m in MODULES}
     state: dict[str, int] = {}

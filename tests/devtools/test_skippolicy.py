@@ -12,7 +12,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 
 CONFTEST = f'''import sys
-sys.path.insert(0, {str(TESTS)!r})
+sys.path.insert(0, {str(TESTS.parent)!r})  # the repository root: the tests package
 import tests.skippolicy as skippolicy
 skippolicy.ALLOWED = ((r"^allowed here", "the test of the policy"),)
 from tests.skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa
