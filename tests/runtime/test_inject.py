@@ -382,8 +382,10 @@ def test_run_refuses_more_rules_than_the_shim_takes_before_the_command_starts(
     proc = _run(drivers, tmp_path, probes, *(a for r in many for a in ("--inject", r)),
                 "-o", str(out), cmd=["sh", "-c", f"touch {marker}"])
     assert proc.returncode == 1 and proc.stdout == "", proc.stderr
-    assert proc.stderr.splitlines() == [
-        "shimgen: error: --inject: 33 rules, more than the 32 the shim takes"], proc.stderr
+    said = [ln for ln in proc.stderr.splitlines()  # the first build of the cache says so
+            if not ln.startswith("shimgen: run: building the shim ")]
+    assert said == ["shimgen: error: --inject: 33 rules, more than the 32 the shim takes"], \
+        proc.stderr
     assert not marker.exists() and not out.exists()
     proc = _run(drivers, tmp_path, probes, *(a for r in many[:32] for a in ("--inject", r)),
                 "-o", str(tmp_path / "run32"), cmd=[str(probes / "injectcalls"), "dlsym:3"])
