@@ -238,57 +238,15 @@ shimgen_time_return:
 shimgen_timeline_return:
         brk     #0
 
-/* ---- tables: one entry per function, each the address of that function's stub ---- */
-.macro table_start table
-        .globl  \table
-        .hidden \table
-\table:
-.endm
+/* ---- tables: one entry per function, each the address of that function's stub; the
+ * time and timeline tables are the counting stubs' (no timing path yet) ---- */
+#include "stubtables.h"
 
-        .section .data.rel.ro, "aw"
-        .balign 8
-        table_start shimgen_lazy_stubs
-#define SHIMGEN_FUNCTION(i, name) .quad .Llazy_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        table_start shimgen_count_stubs
-        table_start shimgen_time_stubs
-        table_start shimgen_timeline_stubs
-#define SHIMGEN_FUNCTION(i, name) .quad .Lcount_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        table_start shimgen_inject_stubs
-#define SHIMGEN_FUNCTION(i, name) .quad .Linject_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        table_start shimgen_entry_stubs
-#define SHIMGEN_FUNCTION(i, name) .quad .Lentry_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-
-/* ---- jump slots: each starts at its lazy stub ---- */
-        .data
-        .balign 64
-        table_start shimgen_slots
-#define SHIMGEN_FUNCTION(i, name) .quad .Llazy_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        .balign 64
-        table_start shimgen_targets
-#define SHIMGEN_FUNCTION(i, name) .quad .Llazy_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-
-        .bss
-        .balign 64
-        .globl  shimgen_real
-        .hidden shimgen_real
-shimgen_real:
-        .zero   8*SHIMGEN_NFUNCS
-        .balign 64
-        .globl  shimgen_counts
-        .hidden shimgen_counts
-shimgen_counts:
-        .zero   8*SHIMGEN_NFUNCS
+        .globl  shimgen_time_stubs
+        .hidden shimgen_time_stubs
+        .set    shimgen_time_stubs, shimgen_count_stubs
+        .globl  shimgen_timeline_stubs
+        .hidden shimgen_timeline_stubs
+        .set    shimgen_timeline_stubs, shimgen_count_stubs
 
         .section .note.GNU-stack, "", %progbits

@@ -22,6 +22,11 @@ class Arch:
         self.qemu = qemu  # qemu-user's program for it
 
     @property
+    def cc(self) -> str:
+        """Its cross compiler."""
+        return f"{self.triplet}-gcc"
+
+    @property
     def sysroot(self) -> str:
         """Where Debian's cross C library lies (qemu-user's -L)."""
         return f"/usr/{self.triplet}"

@@ -128,11 +128,11 @@ def _compiler(arch: str) -> list[str]:
     if arch == host():
         return shlex.split(os.environ.get("CC") or "cc")
     facts = ARCHES[arch]
-    if shutil.which(f"{facts.triplet}-gcc") is None:
+    if shutil.which(facts.cc) is None:
         raise ShimgenError(f"comparing {arch} drivers on this {host()} machine needs the "
-                           f"cross compiler {facts.triplet}-gcc, which is not installed "
+                           f"cross compiler {facts.cc}, which is not installed "
                            f"(Debian: apt install {facts.packages})")
-    return [f"{facts.triplet}-gcc"]
+    return [facts.cc]
 
 
 def runner(arch: str) -> list[str]:

@@ -76,10 +76,10 @@ def cross_triplet(driver) -> str | None:
     if driver.arch == host():
         return None
     arch = ARCHES[driver.arch]
-    if shutil.which(f"{arch.triplet}-gcc") is None:
+    if shutil.which(arch.cc) is None:
         raise ShimgenError(f"driver {driver.path} is built for {driver.arch}: a shim for it "
                            f"is cross-built on this {host()} machine with "
-                           f"{arch.triplet}-gcc, which is not installed (Debian: apt install "
+                           f"{arch.cc}, which is not installed (Debian: apt install "
                            f"{arch.packages})")
     return arch.triplet
 

@@ -98,7 +98,7 @@ def _compiler(model: ShimModel) -> list[str]:
     from ..arches import ARCHES, host
 
     if model.driver.arch != host():
-        return [f"{ARCHES[model.driver.arch].triplet}-gcc"]
+        return [ARCHES[model.driver.arch].cc]
     return shlex.split(os.environ.get("CC", "cc")) or ["cc"]
 
 

@@ -40,14 +40,19 @@ MODULES = _modules()
 PACKAGES = {m for m, p in MODULES.items() if p.name == "__init__.py" and m != "shimgen"}
 
 
-def _face(package: str) -> dict[str, str]:
-    """The package's face: name -> the inner module it comes from (shimgen.face's table)."""
+def _face_table(package: str) -> dict[str, str]:
+    """The package's face as written: name -> "module", "module:attribute" or "module:"
+    (shimgen.face's table); empty for a package without one."""
     tree = ast.parse(MODULES[package].read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "face":
-            table = ast.literal_eval(node.args[1])
-            return {k: f"{package}.{v.partition(':')[0]}" for k, v in table.items()}
+            return ast.literal_eval(node.args[1])
     return {}
+
+
+def _face(package: str) -> dict[str, str]:
+    """The package's face: name -> the inner module it comes from."""
+    return {k: f"{package}.{v.partition(':')[0]}" for k, v in _face_table(package).items()}
 
 
 FACES = {p: _face(p) for p in PACKAGES}
@@ -140,11 +145,7 @@ def test_a_face_names_the_module_that_defines_each_name():
     all it brings (the light driver/notes.py's read_build_id through the heavy elf.py)."""
     wrong = []
     for package in FACES:
-        tree = ast.parse(MODULES[package].read_text())
-        call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call)
-                    and getattr(n.func, "id", None) == "face") if FACES[package] else None
-        table = ast.literal_eval(call.args[1]) if call else {}
-        for name, where in table.items():
+        for name, where in _face_table(package).items():
             module, colon, attr = where.partition(":")
             if colon and not attr:
                 continue  # the module itself
