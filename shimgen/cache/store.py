@@ -56,7 +56,7 @@ class Key:
 
     def __init__(self, build_id: str, version: str, gates: str, hooks: str = "") -> None:
         self.build_id = build_id  # the driver's GNU build-id, or "sha256-<digest of the file>"
-        self.version = version  # shimgen's
+        self.version = version  # shimgen's, with the stamp of the sources a build reads
         self.gates = gates  # "" (no gates), "auto", or "profile-<digest of the profile file>"
         self.hooks = hooks  # "" (no user hooks), or the digest of the hook files' contents
 
@@ -100,7 +100,9 @@ def key_for(driver: Path, gates: str | None, hooks: tuple[str, ...] = ()) -> Key
         from ..shim import file_digest
 
         hooked = file_digest(hooks)
-    return Key(build_id, __version__, tag, hooked)
+    from ..shim import sources_stamp
+
+    return Key(build_id, f"{__version__}+src.{sources_stamp()}", tag, hooked)
 
 
 class Entry:

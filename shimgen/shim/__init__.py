@@ -17,5 +17,6 @@ __getattr__, __all__ = face(__name__, {
     "inject": "inject:",
     "list_exports": "exports:command",
     "make_shim": "pipeline",
+    "sources_stamp": "sources:stamp",
     "userhooks": "userhooks:",
 })

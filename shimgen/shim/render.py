@@ -16,6 +16,7 @@ from ..cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, HOOK_TYPES, LIBCUDA_D
 from ..errors import ShimgenError
 from . import inject
 from .model import SONAME, ShimModel
+from .sources import runtime_dir, templates_dir
 
 # (template, generated file), for every shim.
 GENERATED: tuple[tuple[str, str], ...] = (
@@ -43,23 +44,6 @@ ARCH_SOURCES = {"x86_64": ("stubs.S", "timing.S", "asm.h"), "aarch64": ("stubs_a
 USER_SOURCE = "user:"
 USER_DIR = "user"
 INCLUDE_DIR = "include"
-
-
-def _data_dir(name: str, marker: str) -> Path:
-    """`name`/ of a source checkout, or the copy installed as shimgen.`name`."""
-    here = Path(__file__).resolve().parents[1]  # shimgen/, beside templates/ and runtime/
-    for candidate in (here.parent / name, here / name):
-        if (candidate / marker).is_file():
-            return candidate
-    raise ShimgenError(f"shimgen's {name} files are missing (looked in {here.parent}/{name})")
-
-
-def templates_dir() -> Path:
-    return _data_dir("templates", "shim.h.j2")
-
-
-def runtime_dir() -> Path:
-    return _data_dir("runtime", "runtime.h")
 
 
 def c_string(value: object) -> str:

@@ -1,0 +1,46 @@
+"""Where shimgen's own build inputs are (templates/ and runtime/, in a checkout or installed
+as shimgen.templates and shimgen.runtime), and a stamp of them: the shim cache keys a shim by
+it, so a changed runtime, template or build module never reuses a shim built from the old
+ones. Light on purpose (no jinja2): `shimgen run`'s cached path calls `stamp()`."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from ..errors import ShimgenError
+
+_PACKAGE = Path(__file__).resolve().parents[1]  # shimgen/
+# what a build reads besides the driver: the data directories, and the Python that renders
+# them (the facts and the build pipeline)
+_STAMPED_MODULES = ("cuda.py", "runenv.py", "arches.py")
+
+
+def _data_dir(name: str, marker: str) -> Path:
+    """`name`/ of a source checkout, or the copy installed as shimgen.`name`."""
+    for candidate in (_PACKAGE.parent / name, _PACKAGE / name):
+        if (candidate / marker).is_file():
+            return candidate
+    raise ShimgenError(f"shimgen's {name} files are missing (looked in {_PACKAGE.parent}/{name})")
+
+
+def templates_dir() -> Path:
+    return _data_dir("templates", "shim.h.j2")
+
+
+def runtime_dir() -> Path:
+    return _data_dir("runtime", "runtime.h")
+
+
+def stamp() -> str:
+    """12 hex digits that change when any file a build reads changes (its name, size or
+    modification time: stat only, no file read, so the cached path stays fast)."""
+    h = hashlib.sha256()
+    dirs = (templates_dir(), runtime_dir(), _PACKAGE / "shim")
+    entries = [(d, e) for d in dirs for e in os.scandir(d) if e.is_file()]
+    entries += [(_PACKAGE, e) for e in os.scandir(_PACKAGE) if e.name in _STAMPED_MODULES]
+    for d, e in sorted(entries, key=lambda de: (str(de[0]), de[1].name)):
+        st = e.stat()
+        h.update(f"{d.name}/{e.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:12]
