@@ -12,9 +12,7 @@
  *   inject stub i:          w17 = i; ask shimgen_inject_decide(i): 0, branch through
  *                           shimgen_inject_next[i]; else return that code in w0
  *
- * The timing path (SHIMGEN_TRACE=time, timeline) is x86-64 only, for now: config.c counts
- * calls instead on this architecture and says so once; the time stubs' tables here are the
- * counting stubs', and shimgen_time_return and shimgen_timeline_return are never reached.
+ * The timing path (SHIMGEN_TRACE=time, timeline) is timing_aarch64.S.
  */
 
 #include "facts.h"
@@ -227,26 +225,8 @@ shimgen_inject_common:
         fail_stub shimgen_fail_loading, SHIMGEN_CUDA_ERROR_NOT_INITIALIZED
         fail_stub shimgen_fail_missing, SHIMGEN_CUDA_ERROR_NOT_SUPPORTED
 
-/* Where a timed call would return first (stats.c compares return addresses with them):
- * never reached on this architecture. */
-        .globl  shimgen_time_return
-        .hidden shimgen_time_return
-        .globl  shimgen_timeline_return
-        .hidden shimgen_timeline_return
-        .balign 16
-shimgen_time_return:
-shimgen_timeline_return:
-        brk     #0
-
-/* ---- tables: one entry per function, each the address of that function's stub; the
- * time and timeline tables are the counting stubs' (no timing path yet) ---- */
+/* ---- tables: one entry per function, each the address of that function's stub (the
+ * timing stubs' are timing_aarch64.S's) ---- */
 #include "stubtables.h"
-
-        .globl  shimgen_time_stubs
-        .hidden shimgen_time_stubs
-        .set    shimgen_time_stubs, shimgen_count_stubs
-        .globl  shimgen_timeline_stubs
-        .hidden shimgen_timeline_stubs
-        .set    shimgen_timeline_stubs, shimgen_count_stubs
 
         .section .note.GNU-stack, "", %progbits
