@@ -1,8 +1,9 @@
 """Drivers for aarch64 (Grace Hopper, Grace Blackwell, GB10), without their hardware: the
 arm64 builds of Debian's libcuda1 read as the x86-64 ones are, and a shim cross-built for
 one and run under qemu-user (an aarch64 program, tests/c/aarch64_probe.c, cross-compiled
-here) forwards, counts, times, injects faults and runs the user's hooks; gates say they
-are x86-64 only, for now (the timing path's reliability tests are test_aarch64_timing.py). CI installs qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross."""
+here) forwards, counts, times, injects faults and runs the user's hooks; gates say they are
+x86-64 only, for now. The timing path's reliability tests are test_aarch64_timing.py. CI
+installs qemu-user, gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu and libc6-dev-arm64-cross."""
 
 from __future__ import annotations
 

@@ -23,8 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 from shimgen.shim.pipeline import make_shim
-from tests.runtime.test_aarch64 import (CROSS_CC, ROOT, _tools, arm64_drivers,  # noqa: F401
-                                        run_arm64)
+from tests.runtime.test_aarch64 import CROSS_CC, ROOT, _tools, arm64_drivers, run_arm64  # noqa: F401
 
 CROSS_CXX = "aarch64-linux-gnu-g++"
 PROBES = ("coroutines", "sigcalls", "forktime", "unwind", "race_churn", "aarch64_race",
