@@ -3008,6 +3008,14 @@ MUTATIONS = [
         "why": "an aarch64 shim counts every call of a thread whose counters exist",
     },
     {
+        "name": "arm64-cleared-block-loses-its-targets",
+        "file": "runtime/totals.c",
+        "old": "        s->fn[i].count = s->fn[i].total = s->fn[i].max = 0;\n",
+        "new": "        s->fn[i] = (struct fstats){0, 0, 0, 0};\n",
+        "tests": ["tests/runtime/test_aarch64.py::test_a_forked_child_counts_only_its_own_calls"],
+        "why": "an aarch64 block cleared (a fork's child) keeps the targets its thread branches through",
+    },
+    {
         "name": "arm64-timed-errors-not-counted",
         "file": "runtime/timing_aarch64.S",
         "old": "        cbnz    w0, .L\\name\\()_error\n",

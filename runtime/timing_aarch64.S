@@ -46,10 +46,16 @@
 /* CFI: the caller's sp is this frame's sp: DW_CFA_val_expression 31, { DW_OP_breg31 0 }. */
 #define CFI_CALLER_SP_IS_SP .cfi_escape 0x16, 0x1f, 0x02, 0x8f, 0x00
 
-/* xreg = base + a constant below 2^24 (two adds of 12 bits). */
+/* xreg = base + a constant below 2^24 (an add of each non-zero 12-bit half). */
 .macro add_big xd, base, value
+.if ((\value) & 0xfff) && ((\value) >> 12)
         add     \xd, \base, #((\value) & 0xfff)
         add     \xd, \xd, #((\value) >> 12), lsl #12
+.elseif (\value) >> 12
+        add     \xd, \base, #((\value) >> 12), lsl #12
+.else
+        add     \xd, \base, #(\value)
+.endif
 .endm
 
 /* The 64-bit (x) or 32-bit (w) word at [addr] incremented, done again if a signal handler
