@@ -3016,6 +3016,15 @@ MUTATIONS = [
         "why": "an aarch64 block cleared (a fork's child) keeps the targets its thread branches through",
     },
     {
+        "name": "arm64-timed-call-keeps-the-frame-in-x19",
+        "file": "runtime/timing_aarch64.S",
+        "old": "        ldp     x12, x19, [x9, #FRAME_IDX]          /* i, the caller's x19 */\n",
+        "new": "        ldr     x12, [x9, #FRAME_IDX]\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::"
+                  "test_arguments_results_and_callee_saved_registers_through_a_timed_call"],
+        "why": "a timed call on aarch64 gives the caller back its x19 (callee-saved)",
+    },
+    {
         "name": "arm64-timed-errors-not-counted",
         "file": "runtime/timing_aarch64.S",
         "old": "        cbnz    w0, .L\\name\\()_error\n",

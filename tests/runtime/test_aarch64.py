@@ -63,7 +63,7 @@ def arm64_shim(arm64_drivers, tmp_path_factory):
 
 
 def run_arm64(probe: Path, driver, shim: Path | None, *args: str, stdin: str = "",
-              **env: str) -> subprocess.CompletedProcess:
+              timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
     """The probe under qemu-user: the driver's directory on the library path, the shim
     preloaded when given."""
     guest = {"LD_LIBRARY_PATH": str(driver.libdir), **env}
@@ -73,7 +73,7 @@ def run_arm64(probe: Path, driver, shim: Path | None, *args: str, stdin: str = "
     for k, v in guest.items():
         cmd += ["-E", f"{k}={v}"]
     return subprocess.run(cmd + [str(probe), *args], capture_output=True, text=True,
-                          input=stdin, timeout=120,
+                          input=stdin, timeout=timeout,
                           env={k: v for k, v in os.environ.items() if not k.startswith(
                               ("LD_", "SHIMGEN_"))})
 

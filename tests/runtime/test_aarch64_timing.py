@@ -24,17 +24,37 @@ import pytest
 
 from shimgen.shim.pipeline import make_shim
 from tests.runtime.test_aarch64 import CROSS_CC, ROOT, _tools, arm64_drivers, run_arm64  # noqa: F401
+from tests.runtime.test_timing import EXPECTED
 
 CROSS_CXX = "aarch64-linux-gnu-g++"
 PROBES = ("coroutines", "sigcalls", "forktime", "unwind", "race_churn", "aarch64_race",
-          "cxxthrow")
+          "cxxthrow", "exactness", "cntfrq")
+
+
+# Probes that need more than their own source: the aarch64 register check (exactness.c
+# calls regcheck_call), or a source of their own (the counter's frequency).
+EXTRA = {"exactness": ["tests/c/regcheck_aarch64.S"]}
+CNTFRQ = """#include <stdio.h>
+int main(void)
+{
+    unsigned long f;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(f));
+    printf("%lu\\n", f);
+    return 0;
+}
+"""
 
 
 def _cross(out: Path, name: str) -> Path:
-    src = next((ROOT / "tests/c").glob(f"{name}.c*"))
+    if name == "cntfrq":
+        src = out / "cntfrq.c"
+        src.write_text(CNTFRQ)
+    else:
+        src = next((ROOT / "tests/c").glob(f"{name}.c*"))
     cc = CROSS_CXX if src.suffix == ".cc" else CROSS_CC
     exe = out / name
-    proc = subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(src), "-ldl"],
+    proc = subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(src),
+                           *(str(ROOT / e) for e in EXTRA.get(name, [])), "-ldl"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return exe
@@ -78,7 +98,8 @@ def traced(arm, probe: Path, tmp_path: Path, mode: str, *args: str, driver=None,
     """The probe under qemu-user on libcuda.so.1 with SHIMGEN_TRACE=mode: its result and
     its trace (tmp_path/trace.json; the timeline is tmp_path/timeline.json)."""
     trace = tmp_path / "trace.json"
-    proc = run_arm64(probe, driver or arm.libdir, shim or arm.shim, *args, SHIMGEN_TRACE=mode,
+    proc = run_arm64(probe, driver or arm.libdir, shim or arm.shim, *args, timeout=60,
+                     SHIMGEN_TRACE=mode,
                      SHIMGEN_QUIET="1", SHIMGEN_TRACE_FILE=str(trace),
                      SHIMGEN_TIMELINE_FILE=str(tmp_path / "timeline.json"), **env)
     assert proc.returncode == 0, proc.stderr
@@ -155,6 +176,32 @@ def test_exceptions_and_stack_walks_cross_a_timed_call(arm, tmp_path):
                                         "thread reached 1"]
 
 
+def exact_through_the_shim(arm, tmp_path: Path, mode: str) -> None:
+    direct = run_arm64(arm.exactness, arm.libdir, None, str(arm.fake))
+    assert direct.stdout.splitlines() == EXPECTED, direct.stderr  # the probe works alone
+    proc, trace = traced(arm, arm.exactness, tmp_path, mode, "libcuda.so.1")
+    assert proc.stdout.splitlines() == EXPECTED
+    assert trace["calls"]["cuFakeEntryRsp"] == 6
+    if mode != "1":  # 301 nested calls of cuFakeRecurse: past 128 frames, counted untimed
+        assert {k: v["calls"] for k, v in trace["time"].items()} == trace["calls"]
+        timed = sum(sum(v["hist"]) for v in trace["time"].values())  # the calls with a length
+        assert timed + trace["untimed_calls"] == sum(trace["calls"].values())
+        assert trace["untimed_calls"] > 0
+    if mode == "time":  # ticks of the virtual counter, calibrated as on x86-64
+        hz = int(run_arm64(arm.cntfrq, arm.libdir, None).stdout)
+        assert abs(trace["ns_per_tick"] * hz / 1e9 - 1) < 0.01, (trace["ns_per_tick"], hz)
+
+
+def test_arguments_results_and_callee_saved_registers_through_a_timed_call(arm, tmp_path):
+    """tests/c/exactness.c with regcheck_aarch64.S: stack-passed and floating-point
+    arguments, a 16-byte struct result, callbacks into the driver, deep recursion, 16
+    threads, x19-x28, d8-d15 and sp kept: the same lines as calling the fake driver alone
+    (and as on x86-64). Every call counted; those made while all 128 frames were taken (the
+    deep recursion) untimed, the rest timed. The trace's ticks are the virtual counter's:
+    ns_per_tick is 1e9 / cntfrq_el0, to 1%."""
+    exact_through_the_shim(arm, tmp_path, "time")
+
+
 @pytest.fixture(scope="module")
 def real(arm64_drivers, tmp_path_factory):  # noqa: F811
     """Debian's arm64 libcuda 550.163.01 and a shim built for it."""
@@ -167,7 +214,7 @@ def test_threads_racing_their_first_timed_calls(arm, tmp_path):
     """16 threads released at once after random delays race the driver's load and their
     first timed calls (the C path that gets a thread's block): every call answered, counted
     and timed once. (On Debian's arm64 driver, 150 times, in the second tier.)"""
-    race_rounds(arm, arm.libdir, arm.shim, tmp_path, 12)
+    race_rounds(arm, arm.libdir, arm.shim, tmp_path, 8)
 
 
 def race_rounds(arm, driver, shim: Path, tmp_path: Path, rounds: int) -> None:
@@ -244,3 +291,8 @@ def test_threads_race_for_the_blocks_of_exited_threads(arm, tmp_path):
         m = re.search(r"^threads (\d+) calls (\d+) bad 0$", proc.stdout, re.M)
         assert m, (seed, proc.stdout)
         check_timed(trace, {"cuDriverGetVersion": int(m.group(2))}, "time", out)
+
+
+@pytest.mark.parametrize("mode", ["1", "timeline"])
+def test_arguments_results_and_registers_through_every_stub(arm, tmp_path, mode):
+    exact_through_the_shim(arm, tmp_path, mode)
