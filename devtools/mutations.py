@@ -3025,6 +3025,14 @@ MUTATIONS = [
         "why": "a timed call on aarch64 gives the caller back its x19 (callee-saved)",
     },
     {
+        "name": "arm64-forked-child-keeps-its-moved-blocks-targets",
+        "file": "runtime/stats.c",
+        "old": "     * the thread's next counted call takes the first-count path, which gives them back. */\n    SET_TLS_FN(nursery);\n",
+        "new": "     * the thread's next counted call takes the first-count path, which gives them back. */\n",
+        "tests": ["tests/runtime/test_aarch64.py::test_a_forked_child_with_a_trace_file_counts_its_own_calls"],
+        "why": "an aarch64 child whose blocks moved onto its own trace file still forwards its calls",
+    },
+    {
         "name": "arm64-timed-errors-not-counted",
         "file": "runtime/timing_aarch64.S",
         "old": "        cbnz    w0, .L\\name\\()_error\n",

@@ -185,8 +185,9 @@ static void release_block(struct tstats *s)
 static struct tstats *stats_block(void)
 {
     struct tstats *s = shimgen_tls_stats;
-    if (s) {
-        SET_TLS_FN(s->fn); /* (a handler's first call came between the two) */
+    if (s) { /* a handler's first call came between the two, or a forked child's first */
+        give_targets(s);
+        SET_TLS_FN(s->fn);
         return s;
     }
     s = claim_free_block();
@@ -395,6 +396,9 @@ void *shimgen_real_caller(void *return_address)
 /* In a forked child: it reports its own calls only (and, by its pid, to its own file). */
 void shimgen_stats_after_fork(void)
 {
+    /* The block moved onto the child's file starts from zero, its targets too (aarch64):
+     * the thread's next counted call takes the first-count path, which gives them back. */
+    SET_TLS_FN(nursery);
     /* First of all: the blocks onto the child's own trace file (never the parent's). */
     shimgen_tracefile_after_fork(shimgen_live_blocks);
     shimgen_totals_after_fork();

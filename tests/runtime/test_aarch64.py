@@ -291,3 +291,27 @@ def test_a_forked_child_counts_only_its_own_calls(arm64_shim, racer, tmp_path):
     assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 10}
     child = json.loads(Path(f"{trace}.{pid}").read_text())
     assert child["calls"] == {"cuDriverGetVersion": 5}
+
+
+@pytest.mark.parametrize("mode", ["1", "time"])
+def test_a_forked_child_with_a_trace_file_counts_its_own_calls(arm64_shim, racer, tmp_path,
+                                                               mode):
+    """SHIMGEN_TRACE_DIR (as `shimgen run` sets it): the child's blocks move onto its own
+    file, their counters (and, on aarch64, the targets a counted call branches through)
+    from zero; the child's calls work and are its file's, the parent's are the parent's."""
+    from shimgen.trace import binary
+
+    driver, shim, _ = arm64_shim
+    tdir = tmp_path / "t"
+    tdir.mkdir(mode=0o700)
+    proc = run_arm64(racer, driver, shim, "fork", "5", SHIMGEN_TRACE=mode,
+                     SHIMGEN_TRACE_DIR=str(tdir))
+    assert proc.returncode == 0, proc.stderr
+    pid, status = proc.stdout.split()[1:]
+    assert status == "0", proc.stderr
+    files = {p.stem: binary.load(p) for p in tdir.glob("*.shimtrace")}
+    child = files.pop(pid)
+    assert {k: f.calls for k, f in child.functions.items() if f.calls} == {
+        "cuDriverGetVersion": 5}
+    (parent,) = files.values()
+    assert parent.functions["cuDriverGetVersion"].calls == 10
