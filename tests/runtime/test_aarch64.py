@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -278,6 +279,23 @@ def test_threads_racing_the_first_calls_are_each_counted_once(arm64_shim, racer,
         assert proc.returncode == 0 and proc.stdout == "800\n", (seed, proc.stdout,
                                                                 proc.stderr)
         assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 800}, seed
+
+
+def test_a_shim_opened_by_dlopen_counts_every_thread(arm64_shim, racer, tmp_path):
+    """The shim installed as libcuda.so.1 and opened by the program's dlopen, not
+    preloaded: its TLS pointer's first value (the nursery, relocated in the TLS image
+    before any thread gets a copy) leads each thread's first counted call to its block."""
+    driver, shim, _ = arm64_shim
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    shutil.copy(shim, lib / "libcuda.so.1")
+    for mode in ("1", "time"):
+        trace = tmp_path / f"{mode}.json"
+        proc = run_arm64(racer, SimpleNamespace(libdir=lib), None, "race", "7", "8", "20",
+                         SHIMGEN_DRIVER=str(driver.libdir / "libcuda.so.1"),
+                         SHIMGEN_TRACE=mode, SHIMGEN_TRACE_FILE=str(trace))
+        assert proc.returncode == 0 and proc.stdout == "160\n", proc.stderr
+        assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 160}
 
 
 def test_a_forked_child_counts_only_its_own_calls(arm64_shim, racer, tmp_path):
