@@ -1,8 +1,10 @@
 """The timing path of an aarch64 shim (runtime/timing_aarch64.S) keeps the promises of
 x86-64's (test_timing.py, test_faults_timing.py, test_races.py), under qemu-user: the same
 probes, cross-compiled, on the FAKE driver (tests/c/fake_libcuda.c, cross-compiled: its host
-callbacks let a call stay open) and on Debian's arm64 libcuda 550.163.01. Coroutines that
-end their driver calls in any order, a signal handler's calls inside timed calls, C++
+callbacks let a call stay open) and on Debian's arm64 libcuda 550.163.01. Arguments,
+results and callee-saved registers through a timed call (exactness.c with
+regcheck_aarch64.S), ticks at cntfrq_el0's rate, coroutines that end their driver calls in
+any order, a signal handler's calls inside timed calls, C++
 exceptions and stack walks through a timed call, a forked child's own times, threads racing
 their first timed calls and the blocks of exited threads (hundreds of rounds, random
 timing). qemu-user delivers a signal between its blocks of translated code only, so the
