@@ -6,9 +6,14 @@ disassembly (capstone), for either architecture: no hardware needed, no timing n
 - passthrough: the exported trampoline, up to its indirect branch (SHIMGEN_TRACE unset:
   the slot is the driver's function);
 - counting: the trampoline, then the function's counting stub on its fast path (the
-  thread's counters already there), up to its branch to the target (SHIMGEN_TRACE=1).
+  thread's counters already there), up to its branch to the target (SHIMGEN_TRACE=1);
+- time: the trampoline, the function's timing stub and the common entry up to its call of
+  the target, then the return path (shimgen_time_return) up to its return to the caller
+  (SHIMGEN_TRACE=time), on its usual path: the thread's block and a free frame there, no
+  new maximum, 64 ticks or more, the fine bucket's slot found at the first probe (its key
+  there already), a successful call.
 
-Both are the instructions a call runs on top of calling the driver's function directly.
+Each is the instructions a call runs on top of calling the driver's function directly.
 """
 
 from __future__ import annotations
@@ -21,6 +26,12 @@ from shimgen.driver import read_image
 BRANCHES = {"x86_64": ("jmp",), "aarch64": ("br",)}
 # A conditional branch to the slow path (not taken on the fast path) is counted and passed.
 SKIPPED = {"x86_64": ("jz", "je"), "aarch64": ("cbz",)}
+# The time path: direct jumps followed; the calls that end its entry; the conditional
+# branches its return path takes on the usual path (no new maximum: jbe, b.ls; the fine
+# key found: je, b.eq), every other one not taken.
+JUMPS = {"x86_64": ("jmp",), "aarch64": ("b",)}
+CALLS = {"x86_64": ("call",), "aarch64": ("blr",)}
+TAKEN_ON_RETURN = {"x86_64": ("jbe", "je"), "aarch64": ("b.ls", "b.eq")}
 
 
 def _disassembler(arch: str):
@@ -41,6 +52,32 @@ def _run_to_branch(image, vaddr: int) -> list[str]:
     raise ValueError(f"no indirect branch within 256 bytes of {vaddr:#x}")
 
 
+def _direct(ins) -> int | None:
+    """The target of a direct branch (its last operand an address), else None."""
+    last = ins.op_str.split(",")[-1].strip().lstrip("#")
+    try:
+        return int(last, 16) if last.startswith("0x") else None
+    except ValueError:  # a memory operand
+        return None
+
+
+def _walk(image, vaddr: int, stop: tuple[str, ...], taken: tuple[str, ...] = ()) -> list[str]:
+    """The instructions run from `vaddr` to the first of `stop`, following direct jumps and
+    the conditional branches named in `taken`."""
+    md, out, pc = _disassembler(image.arch), [], vaddr
+    while len(out) < 200:
+        ins = next(md.disasm(image.code_at(pc, 16) or b"", pc, count=1), None)
+        if ins is None:
+            break
+        out.append(f"{ins.mnemonic} {ins.op_str}".strip())
+        if ins.mnemonic in stop:
+            return out
+        follow = ins.mnemonic in JUMPS[image.arch] + taken
+        target = _direct(ins) if follow else None
+        pc = target if target is not None else ins.address + ins.size
+    raise ValueError(f"no {'/'.join(stop)} on the path from {vaddr:#x}")
+
+
 def _symbol(image, name: str) -> int:
     """A symbol's address from the full symbol table (the stub tables are hidden)."""
     from elftools.elf.elffile import ELFFile
@@ -54,7 +91,8 @@ def _symbol(image, name: str) -> int:
 
 
 def entry_code(shim: Path | str, function: str = "cuDriverGetVersion") -> dict[str, list[str]]:
-    """{"passthrough": [...], "counting": [...]}: the instructions of each path."""
+    """{"passthrough": [...], "counting": [...], "time": [...]}: the instructions of each
+    path."""
     image = read_image(shim)
     export = image.function(function)
     if export is None:
@@ -66,7 +104,12 @@ def entry_code(shim: Path | str, function: str = "cuDriverGetVersion") -> dict[s
     if stub is None:
         raise ValueError(f"{shim}: no relocated pointer at shimgen_count_stubs[{index}]")
     trampoline = _run_to_branch(image, export.address)
-    return {"passthrough": trampoline, "counting": trampoline + _run_to_branch(image, stub)}
+    timed = image.pointer_at(_symbol(image, "shimgen_time_stubs") + 8 * index)
+    time = (trampoline + _walk(image, timed, CALLS[image.arch])
+            + _walk(image, _symbol(image, "shimgen_time_return"), ("ret",),
+                    TAKEN_ON_RETURN[image.arch]))
+    return {"passthrough": trampoline, "counting": trampoline + _run_to_branch(image, stub),
+            "time": time}
 
 
 def main(argv: list[str] | None = None) -> int:

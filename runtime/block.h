@@ -38,9 +38,12 @@ struct tl_event {
     uint64_t dur_idx; /* elapsed ticks << 16 | function index */
 };
 
-/* What a thread has of one function: what a timed call updates is in one cache line. */
+/* What a thread has of one function: what a timed call updates is in one cache line.
+ * `target`: 0 on x86-64; on aarch64 a copy of shimgen_targets[i], written when a thread
+ * takes the block (stats.c), for the counting stub to branch through (readers skip it). */
 struct fstats {
-    uint64_t count, total, max, unused;
+    uint64_t count, total, max;
+    void *target;
 };
 
 /* One (function, non-success code) of a thread's timed calls and how often it was returned. */
@@ -80,6 +83,7 @@ _Static_assert(sizeof(struct fstats) == TS_FSTATS_SIZE &&
 _Static_assert(offsetof(struct fstats, count) == TS_COUNT, "fstats.count");
 _Static_assert(offsetof(struct fstats, total) == TS_TOTAL, "fstats.total");
 _Static_assert(offsetof(struct fstats, max) == TS_MAX, "fstats.max");
+_Static_assert(offsetof(struct fstats, target) == TS_TARGET, "fstats.target");
 _Static_assert(offsetof(struct tstats, untimed) == TS_UNTIMED, "tstats.untimed");
 _Static_assert(offsetof(struct tstats, free) == TS_FREE, "tstats.free");
 _Static_assert(offsetof(struct tstats, ev) == TS_EV, "tstats.ev");

@@ -365,14 +365,6 @@ static void read_config(void)
     v = secure_getenv(SHIMGEN_ENV_TRACE);
     if (v && *v)
         parse_trace(v);
-#if defined(__aarch64__) /* the timing path is x86-64 only, for now (stubs_aarch64.S) */
-    if (shimgen_cfg.trace == TRACE_TIME) {
-        shimgen_say("shimgen: SHIMGEN_TRACE=%s: this aarch64 shim counts calls and does not "
-                    "time them (timing is x86-64 only, for now)\n", v);
-        shimgen_cfg.trace = TRACE_COUNTS;
-        shimgen_cfg.timeline = 0;
-    }
-#endif
     v = secure_getenv(SHIMGEN_ENV_ATTR_OVERRIDE);
     if (v && *v)
         parse_overrides(v);

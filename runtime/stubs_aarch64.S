@@ -8,13 +8,12 @@
  *   exported trampoline i:  br shimgen_slots[i] (two instructions: ldr, br)
  *   lazy stub i:            w17 = i; save the argument registers; ask the C runtime for
  *                           the target (shimgen_lazy_resolve); restore; branch
- *   counting stub i:        this thread's counter of i incremented, then shimgen_targets[i]
+ *   counting stub i:        this thread's counter of i incremented, then a branch through
+ *                           the thread's copy of shimgen_targets[i], the word after it
  *   inject stub i:          w17 = i; ask shimgen_inject_decide(i): 0, branch through
  *                           shimgen_inject_next[i]; else return that code in w0
  *
- * The timing path (SHIMGEN_TRACE=time, timeline) is x86-64 only, for now: config.c counts
- * calls instead on this architecture and says so once; the time stubs' tables here are the
- * counting stubs', and shimgen_time_return and shimgen_timeline_return are never reached.
+ * The timing path (SHIMGEN_TRACE=time, timeline) is timing_aarch64.S.
  */
 
 #include "facts.h"
@@ -104,34 +103,45 @@ dlopen:
         .cfi_endproc
         .size   dlopen, .-dlopen
 
-/* ---- counting stubs: one increment of this thread's own counter, then the target. The
- * per-thread block is reached through an initial-exec TLS pointer (its offset from the
- * thread pointer kept in shimgen_tls_stats_offset); a thread's first
- * counted call (pointer still NULL) takes shimgen_count_slow, which allocates it. ---- */
+/* ---- counting stubs: one increment of this thread's own counter, then a branch through
+ * the word after it, the thread's copy of the target. The counters are reached through an
+ * initial-exec TLS pointer that is never NULL (shimgen_tls_fn, its offset from the thread
+ * pointer kept in shimgen_tls_fn_offset; stats.c): a thread with no block yet counts into
+ * the nursery, whose targets are the first-count stubs below, which get it one. ---- */
 .macro count_stub i
         .balign 16
 .Lcount_\i:
         mrs     x16, tpidr_el0
-        ldr     x17, shimgen_tls_stats_offset   /* stats.c, set before any slot leads here */
+        ldr     x17, shimgen_tls_fn_offset      /* stats.c, set before any slot leads here */
         ldr     x16, [x16, x17]
-        cbz     x16, 1f
-.if TS_COUNT + TS_FSTATS_SIZE * \i <= 32760      /* an offset ldr and str can carry */
+.if TS_TARGET + TS_FSTATS_SIZE * \i <= 32760     /* an offset ldr and str can carry */
         ldr     x9, [x16, #(TS_COUNT + TS_FSTATS_SIZE * \i)]
         add     x9, x9, #1
         str     x9, [x16, #(TS_COUNT + TS_FSTATS_SIZE * \i)]   /* fn[i].count++ */
+        ldr     x16, [x16, #(TS_TARGET + TS_FSTATS_SIZE * \i)] /* fn[i].target */
 .else
         movz    x17, #((TS_COUNT + TS_FSTATS_SIZE * \i) & 0xffff)
         movk    x17, #(((TS_COUNT + TS_FSTATS_SIZE * \i) >> 16) & 0xffff), lsl #16
-        ldr     x9, [x16, x17]
+        add     x16, x16, x17
+        ldr     x9, [x16, #TS_COUNT]
         add     x9, x9, #1
-        str     x9, [x16, x17]
+        str     x9, [x16, #TS_COUNT]
+        ldr     x16, [x16, #TS_TARGET]
 .endif
-        load_entry shimgen_targets, \i
         br      x16
-1:      mov     w17, #\i
-        b       shimgen_count_slow
 .endm
 #define SHIMGEN_FUNCTION(i, name) count_stub i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
+
+/* A thread's first counted call of function i (its pointer still the nursery's). */
+.macro count_first_stub i
+        .balign 8
+.Lcount_first_\i:
+        mov     w17, #\i
+        b       shimgen_count_slow
+.endm
+#define SHIMGEN_FUNCTION(i, name) count_first_stub i
 #include "functions.inc"
 #undef SHIMGEN_FUNCTION
 
@@ -227,26 +237,15 @@ shimgen_inject_common:
         fail_stub shimgen_fail_loading, SHIMGEN_CUDA_ERROR_NOT_INITIALIZED
         fail_stub shimgen_fail_missing, SHIMGEN_CUDA_ERROR_NOT_SUPPORTED
 
-/* Where a timed call would return first (stats.c compares return addresses with them):
- * never reached on this architecture. */
-        .globl  shimgen_time_return
-        .hidden shimgen_time_return
-        .globl  shimgen_timeline_return
-        .hidden shimgen_timeline_return
-        .balign 16
-shimgen_time_return:
-shimgen_timeline_return:
-        brk     #0
-
-/* ---- tables: one entry per function, each the address of that function's stub; the
- * time and timeline tables are the counting stubs' (no timing path yet) ---- */
+/* ---- tables: one entry per function, each the address of that function's stub (the
+ * timing stubs' are timing_aarch64.S's) ---- */
 #include "stubtables.h"
 
-        .globl  shimgen_time_stubs
-        .hidden shimgen_time_stubs
-        .set    shimgen_time_stubs, shimgen_count_stubs
-        .globl  shimgen_timeline_stubs
-        .hidden shimgen_timeline_stubs
-        .set    shimgen_timeline_stubs, shimgen_count_stubs
+        .section .data.rel.ro, "aw"
+        .balign 8
+        table_start shimgen_count_first_stubs
+#define SHIMGEN_FUNCTION(i, name) .quad .Lcount_first_##i
+#include "functions.inc"
+#undef SHIMGEN_FUNCTION
 
         .section .note.GNU-stack, "", %progbits

@@ -117,6 +117,19 @@ SLOW = frozenset({
     'tests/run/test_userhooks_trust.py::test_a_builds_copy_of_a_hook_file_is_never_more_readable[416]',  # 3.5 s
     'tests/runtime/test_aarch64.py::test_run_of_an_aarch64_program_reports_its_calls',  # 4.9 s
     'tests/runtime/test_aarch64.py::test_threads_racing_the_first_calls_are_each_counted_once',  # 14.7 s
+    'tests/runtime/test_aarch64_timing.py::test_arguments_results_and_registers_through_every_stub[1]',  # 0.4 s
+    'tests/runtime/test_aarch64_timing.py::test_arguments_results_and_registers_through_every_stub[timeline]',  # 5.6 s
+    'tests/runtime/test_aarch64_timing.py::test_a_forked_child_times_only_its_own_calls',  # 0.6 s: the rest of the aarch64 set
+    'tests/runtime/test_aarch64_timing.py::test_a_signal_handlers_calls_inside_timeline_calls',  # 1.1 s
+    'tests/runtime/test_aarch64_timing.py::test_coroutines_in_every_order[time-fifo]',  # 0.3 s
+    'tests/runtime/test_aarch64_timing.py::test_coroutines_in_every_order[time-lifo]',  # 0.3 s
+    'tests/runtime/test_aarch64_timing.py::test_coroutines_in_every_order[time-random]',  # 0.3 s
+    'tests/runtime/test_aarch64_timing.py::test_coroutines_in_every_order[timeline-fifo]',  # 0.5 s
+    'tests/runtime/test_aarch64_timing.py::test_coroutines_in_every_order[timeline-lifo]',  # 0.6 s
+    'tests/runtime/test_aarch64_timing.py::test_coroutines_in_every_order[timeline-random]',  # 0.7 s
+    'tests/runtime/test_aarch64_timing.py::test_exceptions_cross_a_timeline_call',  # 0.1 s
+    'tests/runtime/test_aarch64_timing.py::test_threads_race_for_the_blocks_of_exited_threads',  # 3.3 s
+    'tests/runtime/test_aarch64_timing.py::test_threads_racing_their_first_timed_calls_hundreds_of_times',  # 16.8 s
     'tests/runtime/test_errors.py::test_error_path_interrupted_by_failing_calls_in_a_signal_handler',  # 5.1 s
     'tests/runtime/test_faults_driver.py::test_changed_driver_forwards_by_name_and_says_so_once[replaced-in-place]',  # 4.8 s
     'tests/runtime/test_faults_files.py::test_shim_imports_nothing_that_changes_files_or_memory_protection',  # 3.3 s

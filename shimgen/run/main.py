@@ -63,7 +63,6 @@ class RunOptions:
         self.out = out  # -o DIR
         self.inject = inject or []  # --inject RULE, each (shimgen/shim/inject.py)
         self.hooks = hooks  # --hook FILE.c, in order (shim/userhooks.py)
-        self.trace_note = ""  # why the trace is not the one asked (_counts_where_untimed)
 
 
 def check_selection(selection: str, gates: tuple[str, ...] | None,
@@ -195,18 +194,6 @@ def _shim(opts: RunOptions, forwarded: set[int]) -> tuple[str, Path, str | None,
     return path, driver, profile, key, entry
 
 
-def _counts_where_untimed(opts: RunOptions, library: Path) -> None:
-    """`time` and `timeline` on a shim without the timing path (aarch64, for now) are
-    `counts`, said in the banner: the shim's own notice is not needed then."""
-    from ..driver import library_arch
-
-    arch = library_arch(library)
-    if opts.trace in ("time", "timeline") and arch != "x86_64":
-        opts.trace_note = (f" (not {opts.trace}: timing is x86-64 only, for now; this {arch} "
-                           "shim counts calls)")
-        opts.trace = "counts"
-
-
 def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
     """What `run` says once the command started: the shim, how it came, the trace, the run
     directory."""
@@ -214,8 +201,7 @@ def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
     gates = f", gates {opts.gates}" if opts.gates else ""
     gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
     gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
-    trace = f"{opts.trace}{opts.trace_note}"
-    banner = one_line(f"shimgen: run: shim {entry.library} ({how}); trace {trace}{gates}; "
+    banner = one_line(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
                       f"run directory {run_dir}")
     if ENV_INJECT in os.environ and not opts.inject:
         banner += (f"\nshimgen: run: {ENV_INJECT} from the environment is not passed on "
@@ -285,7 +271,6 @@ def run(opts: RunOptions) -> int:
     except KeyboardInterrupt as e:
         hold_for_good(forwarded)
         raise RunInterrupted(_signum(e), _not_started(entry)) from None
-    _counts_where_untimed(opts, entry.library)
     if opts.gates is not None:
         check_selection(opts.gates, entry.gates, driver)
     if opts.inject:

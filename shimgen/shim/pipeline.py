@@ -81,8 +81,8 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     driver = read_driver(driver_path, require_real=require_real)
     if driver.arch != "x86_64" and gates is not None:
         raise ShimgenError(f"driver {driver.path} is built for {driver.arch}: its shim forwards, "
-                           "counts, injects faults and runs hooks; gates are built for x86-64 "
-                           "drivers only, for now")
+                           "counts, times, injects faults and runs hooks; gates are built for "
+                           "x86-64 drivers only, for now")
     _build.cross_triplet(driver)  # its compiler is there, or one line before any work
     files = ()
     if user_hooks:

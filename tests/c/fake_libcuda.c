@@ -24,6 +24,7 @@ static unsigned char device_structs[FAKE_DEVICES][0x80];
 /* The gdr byte is built by code shaped like the published init site (movzbl; mov; or $0x40;
  * cmpl; mov %dl), and a data-centre part's check then sets the bit with orb $0x20, so the
  * init-site method (SHIMGEN_GATE_METHOD=init) has real instructions to change. */
+#if defined(__x86_64__)
 __asm__(".text\n"
         ".globl fake_init_gate_byte\n"
         ".type fake_init_gate_byte,@function\n"
@@ -43,6 +44,16 @@ __asm__(".text\n"
         ".size fake_gdr_check_ok,.-fake_gdr_check_ok\n");
 EXPORT void fake_init_gate_byte(unsigned char *dev);
 EXPORT void fake_gdr_check_ok(unsigned char *dev);
+#else /* aarch64 (the timing tests under qemu-user): the same bytes, with no code to find */
+EXPORT void fake_init_gate_byte(unsigned char *dev)
+{
+    dev[0x40] = (unsigned char)(dev[0x40] | 0x40);
+}
+EXPORT void fake_gdr_check_ok(unsigned char *dev)
+{
+    dev[0x40] |= 0x20;
+}
+#endif
 
 EXPORT CUresult cuInit(unsigned flags)
 {
@@ -205,6 +216,7 @@ EXPORT CUresult cuFakeRecurse(int depth, recurse_fn fn, void *user)
 /* cuFakeEntryRsp: returns the stack pointer its caller had at the call (its own entry
  * rsp + 8) and touches no other register. Written in assembly so that no compiler frame
  * is in the way; tests/c/regcheck.S compares it with its own rsp. */
+#if defined(__x86_64__)
 __asm__(".text\n"
         ".globl cuFakeEntryRsp\n"
         ".type cuFakeEntryRsp, @function\n"
@@ -212,6 +224,15 @@ __asm__(".text\n"
         "    lea 8(%rsp), %rax\n"
         "    ret\n"
         ".size cuFakeEntryRsp, .-cuFakeEntryRsp\n");
+#else /* aarch64: the caller's sp is the entry sp */
+__asm__(".text\n"
+        ".globl cuFakeEntryRsp\n"
+        ".type cuFakeEntryRsp, %function\n"
+        "cuFakeEntryRsp:\n"
+        "    mov x0, sp\n"
+        "    ret\n"
+        ".size cuFakeEntryRsp, .-cuFakeEntryRsp\n");
+#endif
 
 EXPORT CUresult cuGetExportTable(const void **table, const void *id)
 {

@@ -26,15 +26,21 @@ struct job {
     int how;
 };
 
+#if defined(__x86_64__)
+# define SPIN_PAUSE() __builtin_ia32_pause()
+#else /* aarch64 (tests/runtime/test_aarch64_timing.py, under qemu-user) */
+# define SPIN_PAUSE() __asm__ __volatile__("yield")
+#endif
+
 static void *worker(void *arg)
 {
     const struct job *j = arg;
     /* A spin barrier: the threads of a round that are on a CPU at once leave it together. */
     __atomic_add_fetch(&arrived, 1, __ATOMIC_ACQ_REL);
     while (__atomic_load_n(&arrived, __ATOMIC_ACQUIRE) < round_threads)
-        __builtin_ia32_pause();
+        SPIN_PAUSE();
     for (unsigned k = 0; k < j->spin; k++)
-        __builtin_ia32_pause();
+        SPIN_PAUSE();
     long mine = 0;
     for (long k = 0; k < calls_per_thread; k++) {
         int v = 0;

@@ -1,8 +1,9 @@
 """Drivers for aarch64 (Grace Hopper, Grace Blackwell, GB10), without their hardware: the
 arm64 builds of Debian's libcuda1 read as the x86-64 ones are, and a shim cross-built for
 one and run under qemu-user (an aarch64 program, tests/c/aarch64_probe.c, cross-compiled
-here) forwards, counts, injects faults and runs the user's hooks; timing and gates say they
-are x86-64 only, for now. CI installs qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross."""
+here) forwards, counts, times, injects faults and runs the user's hooks; gates say they are
+x86-64 only, for now. The timing path's reliability tests are test_aarch64_timing.py. CI
+installs qemu-user, gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu and libc6-dev-arm64-cross."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -62,7 +64,7 @@ def arm64_shim(arm64_drivers, tmp_path_factory):
 
 
 def run_arm64(probe: Path, driver, shim: Path | None, *args: str, stdin: str = "",
-              **env: str) -> subprocess.CompletedProcess:
+              timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
     """The probe under qemu-user: the driver's directory on the library path, the shim
     preloaded when given."""
     guest = {"LD_LIBRARY_PATH": str(driver.libdir), **env}
@@ -72,7 +74,7 @@ def run_arm64(probe: Path, driver, shim: Path | None, *args: str, stdin: str = "
     for k, v in guest.items():
         cmd += ["-E", f"{k}={v}"]
     return subprocess.run(cmd + [str(probe), *args], capture_output=True, text=True,
-                          input=stdin, timeout=120,
+                          input=stdin, timeout=timeout,
                           env={k: v for k, v in os.environ.items() if not k.startswith(
                               ("LD_", "SHIMGEN_"))})
 
@@ -126,17 +128,21 @@ def test_the_proc_address_grid_is_the_drivers_under_the_shim(arm64_shim):
     assert shimmed.stdout.splitlines() == rows
 
 
-def test_faults_are_injected_and_timing_says_it_counts_instead(arm64_shim, tmp_path):
+def test_faults_are_injected_into_timed_calls(arm64_shim, tmp_path):
+    """SHIMGEN_TRACE=time with a fault rule: the injected code is the caller's, every call
+    is counted and timed (no notice: the timing path is there), and the injected failure
+    is kept apart from the driver's errors."""
     driver, shim, probe = arm64_shim
     trace = tmp_path / "trace.json"
     proc = run_arm64(probe, driver, shim, str(shim), SHIMGEN_INJECT="cuInit=999",
                      SHIMGEN_TRACE="time", SHIMGEN_TRACE_FILE=str(trace))
     assert proc.returncode == 0, proc.stderr
     assert "init 999" in proc.stdout.splitlines()
-    assert ("shimgen: SHIMGEN_TRACE=time: this aarch64 shim counts calls and does not time "
-            "them (timing is x86-64 only, for now)") in proc.stderr.splitlines()
+    assert "x86-64" not in proc.stderr and "counts calls" not in proc.stderr, proc.stderr
     data = json.loads(trace.read_text())
     assert data["injected"] == {"cuInit": {"999": 1}} and data["calls"]["cuInit"] == 1
+    assert {k: v["calls"] for k, v in data["time"].items()} == data["calls"]
+    assert data["untimed_calls"] == 0 and data["errors"] == {}
 
 
 def test_what_is_x86_64_only_says_so_in_one_line(arm64_drivers, tmp_path):
@@ -195,22 +201,30 @@ def test_a_missing_cross_compiler_is_one_line_naming_the_packages(arm64_drivers,
     assert not list((tmp_path / "o").glob("cudashim-*"))
 
 
-def test_the_entry_code_adds_two_instructions_and_eleven_to_count(arm64_shim, shims):
+def test_the_entry_code_adds_two_instructions_and_ten_to_count(arm64_shim, shims):
     """Counted in the built shims' disassembly (benchmarks/entrycode.py): a forwarded call
     runs 2 instructions of the shim on aarch64 (ldr, br) and 1 on x86-64 (jmp); a counted
-    one 11 and 7 (docs/performance.md, "aarch64")."""
+    one 10 and 7; a timed one 83 on aarch64 (its entry to the blr, its return path to the
+    ret), and on x86-64 its entry to the call and return path to the ret
+    (docs/performance.md, "aarch64")."""
     from benchmarks.entrycode import entry_code
 
     arm = entry_code(arm64_shim[1])
     x86 = entry_code(shims[0].library)
-    assert [len(arm["passthrough"]), len(arm["counting"])] == [2, 11], arm
+    assert [len(arm["passthrough"]), len(arm["counting"])] == [2, 10], arm
     assert [len(x86["passthrough"]), len(x86["counting"])] == [1, 7], x86
     assert arm["counting"][-1] == "br x16" and x86["counting"][-1].startswith("jmp")
+    assert "cbz" not in " ".join(arm["counting"])  # no test: the nursery's targets
+    assert len(arm["time"]) == 83 and arm["time"][-1] == "ret", arm["time"]
+    assert arm["time"].count("mrs x10, cntvct_el0") == 2 and "blr x16" in arm["time"]
+    assert x86["time"][-1] == "ret" and x86["time"].count("rdtsc") == 2, x86["time"]
+    assert any(i.startswith("call") for i in x86["time"]), x86["time"]
 
 
 def test_run_of_an_aarch64_program_reports_its_calls(arm64_shim, tmp_path):
     """`shimgen run` of the probe under qemu-user: the shim (cached) preloaded in the
-    guest, the calls in the report, the trace counted and the banner saying why."""
+    guest, its calls timed (run's default), and the report naming them and cuInit's
+    CUDA_ERROR_NO_DEVICE (100: no GPU under qemu), an error return of the timing path."""
     driver, _, probe = arm64_shim
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "SHIMGEN_"))}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
@@ -218,12 +232,14 @@ def test_run_of_an_aarch64_program_reports_its_calls(arm64_shim, tmp_path):
                    str(tmp_path / "r"), "--", QEMU, "-L", str(SYSROOT), str(probe), env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:2] == ["version 0 12040", "init 100"]
-    assert ("; trace counts (not time: timing is x86-64 only, for now; this aarch64 shim "
-            "counts calls); run directory") in proc.stderr
-    rows = {line.split()[-1]: line.split()[2] for line in proc.stderr.splitlines()
-            if line.strip().startswith("-") and line.split()[-1].startswith("cu")}
-    assert rows == {"cuDriverGetVersion": "2", "cuGetProcAddress": "1", "cuInit": "1"}, \
-        proc.stderr
+    assert "; trace time; run directory" in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["time", "%"])
+    rows = {w[-1]: (w[2], w[-2]) for w in (line.split() for line in lines[head + 1:head + 4])}
+    assert rows == {"cuInit": ("1", "1"), "cuGetProcAddress": ("1", "0"),
+                    "cuDriverGetVersion": ("2", "0")}, proc.stderr
+    errors = lines[lines.index("errors (non-success returns):") + 2].split()
+    assert errors == ["cuInit", "100", "CUDA_ERROR_NO_DEVICE", "1"], proc.stderr
 
 
 @pytest.mark.parametrize("version", ["535.261.03", "550.163.01", "555.58.02"])
@@ -265,6 +281,23 @@ def test_threads_racing_the_first_calls_are_each_counted_once(arm64_shim, racer,
         assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 800}, seed
 
 
+def test_a_shim_opened_by_dlopen_counts_every_thread(arm64_shim, racer, tmp_path):
+    """The shim installed as libcuda.so.1 and opened by the program's dlopen, not
+    preloaded: its TLS pointer's first value (the nursery, relocated in the TLS image
+    before any thread gets a copy) leads each thread's first counted call to its block."""
+    driver, shim, _ = arm64_shim
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    shutil.copy(shim, lib / "libcuda.so.1")
+    for mode in ("1", "time"):
+        trace = tmp_path / f"{mode}.json"
+        proc = run_arm64(racer, SimpleNamespace(libdir=lib), None, "race", "7", "8", "20",
+                         SHIMGEN_DRIVER=str(driver.libdir / "libcuda.so.1"),
+                         SHIMGEN_TRACE=mode, SHIMGEN_TRACE_FILE=str(trace))
+        assert proc.returncode == 0 and proc.stdout == "160\n", proc.stderr
+        assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 160}
+
+
 def test_a_forked_child_counts_only_its_own_calls(arm64_shim, racer, tmp_path):
     driver, shim, _ = arm64_shim
     trace = tmp_path / "trace.json"
@@ -276,3 +309,27 @@ def test_a_forked_child_counts_only_its_own_calls(arm64_shim, racer, tmp_path):
     assert json.loads(trace.read_text())["calls"] == {"cuDriverGetVersion": 10}
     child = json.loads(Path(f"{trace}.{pid}").read_text())
     assert child["calls"] == {"cuDriverGetVersion": 5}
+
+
+@pytest.mark.parametrize("mode", ["1", "time"])
+def test_a_forked_child_with_a_trace_file_counts_its_own_calls(arm64_shim, racer, tmp_path,
+                                                               mode):
+    """SHIMGEN_TRACE_DIR (as `shimgen run` sets it): the child's blocks move onto its own
+    file, their counters (and, on aarch64, the targets a counted call branches through)
+    from zero; the child's calls work and are its file's, the parent's are the parent's."""
+    from shimgen.trace import binary
+
+    driver, shim, _ = arm64_shim
+    tdir = tmp_path / "t"
+    tdir.mkdir(mode=0o700)
+    proc = run_arm64(racer, driver, shim, "fork", "5", SHIMGEN_TRACE=mode,
+                     SHIMGEN_TRACE_DIR=str(tdir))
+    assert proc.returncode == 0, proc.stderr
+    pid, status = proc.stdout.split()[1:]
+    assert status == "0", proc.stderr
+    files = {p.stem: binary.load(p) for p in tdir.glob("*.shimtrace")}
+    child = files.pop(pid)
+    assert {k: f.calls for k, f in child.functions.items() if f.calls} == {
+        "cuDriverGetVersion": 5}
+    (parent,) = files.values()
+    assert parent.functions["cuDriverGetVersion"].calls == 10
