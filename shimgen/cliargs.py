@@ -167,7 +167,7 @@ def _add_report(sub) -> None:
     r.add_argument("paths", nargs="+", metavar="PATH",
                    help="one run directory, two run directories to compare, or trace files "
                         "(*.shimtrace, JSON traces) to merge")
-    r.add_argument("--by", choices=BY, help="one table per rank or per process")
+    r.add_argument("--by", choices=BY, help="one table per rank, per process or per host (the nodes of a run)")
     out = r.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON (schema shimgen-report)")
     out.add_argument("--csv", action="store_true", help="CSV: one row per group and function")

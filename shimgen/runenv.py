@@ -32,6 +32,9 @@ GATE_METHODS = {0: "struct", 1: "init", 2: "init-all"}
 
 # The `shimgen` command's own variable (not the shim's): a traceback for an internal error.
 DEBUG = "SHIMGEN_DEBUG"
+# `shimgen run`'s host name, in place of the machine's, for the part of a run directory its
+# node makes (tests that simulate several nodes on one machine; docs/multigpu.md).
+TEST_HOST = "SHIMGEN_TEST_HOST"
 
 # Where a launcher puts a process's rank, in the order the shim reads them.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID",
@@ -118,6 +121,8 @@ RUN_JSON = "run.json"
 TRACES = "traces"
 TIMELINE = "timeline"
 NOTICES = "notices.log"
+# A node's `shimgen run` rewrites this every second while its command runs (trace/live.py)
+HEARTBEAT = "heartbeat"
 
 
 def trace_header_size() -> int:
