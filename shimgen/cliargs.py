@@ -70,6 +70,9 @@ RUN_OPTIONS = (
     Option(("--hook",), "hook", "a user hook file compiled into the shim (repeatable; the "
            "cached shim is keyed by their contents; docs/hooks.md)", metavar="FILE.c",
            repeat=True),
+    Option(("--stall",), "stall", "say (on stderr and in notices.log) when a process has been "
+           "inside one driver call longer than SECONDS, and when it left it (time modes; "
+           "default: off)", metavar="SECONDS"),
 )
 
 

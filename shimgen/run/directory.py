@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import ShimgenError
 from ..files import ANOTHER_USER, NOT_A_DIRECTORY, OPEN_TO_OTHERS, distrust
-from ..runenv import NOTICES, RUN_JSON, RUNS_DIR, TIMELINE, TRACES
+from ..runenv import HEARTBEAT, NOTICES, RUN_JSON, RUNS_DIR, TIMELINE, TRACES
 
 RUNS_ADVICE = {NOT_A_DIRECTORY: "remove it", ANOTHER_USER: "it is not yours to use",
                OPEN_TO_OTHERS: "chmod go-w it"}
@@ -237,6 +237,7 @@ def layout(run_dir: RunDir, trace: str) -> None:
     if trace == "timeline":
         run_dir.mkdir(TIMELINE)
     run_dir.create(NOTICES)
+    run_dir.create(HEARTBEAT)
 
 
 # ---- the command's environment -----------------------------------------------------------

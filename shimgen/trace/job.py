@@ -25,10 +25,11 @@ UNTIL_END, UNTIL_NOW = "until the run ended", "until now"
 class Busy:
     """One call in progress of a process."""
 
-    __slots__ = ("tid", "function", "seconds")
+    __slots__ = ("tid", "function", "seconds", "start")
 
-    def __init__(self, tid: int, function: str, seconds: float | None) -> None:
+    def __init__(self, tid: int, function: str, seconds: float | None, start=None) -> None:
         self.tid, self.function, self.seconds = tid, function, seconds
+        self.start = start  # the call's start as read (tells two calls of a thread apart)
 
 
 class ProcNow:
@@ -77,7 +78,8 @@ def judge(f: inflight.InFlight, part: live.Part | None, host: str, here: str,
             secs = (now_mono - c.mono_ns) / 1e9
         else:
             secs = (now_real - c.real_ns) / 1e9 if c.real_ns is not None else None
-        p.calls.append(Busy(c.tid, c.function, None if secs is None else max(secs, 0.0)))
+        p.calls.append(Busy(c.tid, c.function, None if secs is None else max(secs, 0.0),
+                            c.mono_ns))
     p.calls.sort(key=lambda b: -(b.seconds or 0))
     return p
 
@@ -105,14 +107,15 @@ def _last_images(files: list[tuple[inflight.InFlight, live.Part | None, str]]):
     return list(best.values())
 
 
-def snapshot(run_dir: Path, *, counts: bool = False) -> tuple[list[ProcNow], list[str]]:
-    """Every process of a run directory (all its nodes' parts) now, and the files that could
-    not be read (with why), each said once."""
+def snapshot(run_dir: Path, *, counts: bool = False,
+             only_top: bool = False) -> tuple[list[ProcNow], list[str]]:
+    """Every process of a run directory (all its nodes' parts, or with `only_top` the part
+    at its top) now, and the files that could not be read (with why)."""
     here = live.boot_id()
     now_real, now_mono = time.time_ns(), time.monotonic_ns()
     read: list[tuple] = []
     problems: list[str] = []
-    for part in live.parts(run_dir):
+    for part in live.parts(run_dir)[:1 if only_top else None]:
         for path in _trace_files(part.path):
             try:
                 read.append((inflight.read(path, counts=counts), part, part.host))
