@@ -31,6 +31,7 @@ COMMANDS = {
     "exports": "shimgen.shim:list_exports",
     "diff": "shimgen.diff:command",
     "hook-header": "shimgen.shim:header_command",
+    "top": "shimgen.top:command",
 }
 
 _DRIVER_HELP = "the real libcuda (default: the one `ldconfig -p` would pick)"
@@ -281,7 +282,15 @@ def _add_diff(sub) -> None:
     on.add_argument("--gates", action="store_true", help=argparse.SUPPRESS)
 
 
-_ADD = {"run": _add_run, "report": _add_report, "build": _add_build, "gates": _add_gates,
+def _add_top(sub) -> None:
+    t = _command(sub, "top")
+    t.add_argument("run", metavar="RUN", help="a run directory (of one node, or of several)")
+    t.add_argument("--once", action="store_true",
+                   help="print one snapshot and exit (also when stdout is no terminal)")
+    t.add_argument("--json", action="store_true", help="with --once: JSON (schema shimgen-top)")
+
+
+_ADD = {"run": _add_run, "report": _add_report, "top": _add_top, "build": _add_build, "gates": _add_gates,
         "patch": _add_patch, "probe": _add_probe, "exports": _add_exports, "diff": _add_diff,
         "hook-header": _add_hook_header}
 

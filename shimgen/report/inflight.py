@@ -125,7 +125,7 @@ def section(procs: list) -> list[str]:
         lines.append(f"  ... and {len(found) - SHOWN} more")
     if any(n.state == job.DIED for n, _ in found):
         lines.append("  (a died process's calls: until its node's run ended, or until now "
-                     "while it runs)")
+                     "while the run goes on)")
     if why:
         lines.append(f"  ({why} for some processes)")
     return lines
