@@ -230,6 +230,7 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
     """run.json as written at the start: the command, the driver, the shim, the selection,
     the environment given; its end, pid, exit and signals still to come."""
     from ..driver import version_from_name
+    from .nodes import host_name
 
     return {
         "command": opts.command, "cwd": os.getcwd(),
@@ -240,7 +241,7 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
         "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
         "inject": opts.inject,
         "hooks": [str(Path(h).absolute()) for h in opts.hooks],
-        "shimgen_version": __version__, "host": os.uname().nodename,
+        "shimgen_version": __version__, "host": host_name(),
         "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
                                             ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
                                             ENV_GATES, ENV_INJECT) if k in env},
@@ -296,7 +297,10 @@ def run(opts: RunOptions) -> int:
 
         inject.check(opts.inject, inject.exports_of(entry.directory), version_from_name(driver))
     start = time.time()
-    run_dir = open_run_dir(opts.out, opts.command[0], start)
+    from .nodes import host_name
+
+    me = {"host": host_name(), "command": opts.command, "build_id": key.build_id}
+    run_dir = open_run_dir(opts.out, opts.command[0], start, me)
     banner = _banner(opts, entry, run_dir.path)
     started_pid: list[int] = []
     from .watch import Watcher
