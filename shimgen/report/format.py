@@ -206,12 +206,7 @@ def group_header(g: Group) -> list[str]:
     if untraced:
         line += f", {len(untraced)} with no trace (no room on the disk for one)"
     lines = [line]
-    if running:
-        lines.append("running    " + _listing([_who(p) for p in running]))
-    if died:
-        lines.append("died       " + _listing([_who(p.last) + (
-            f" ({inflight.died_inside(p)})" if inflight.died_inside(p) else "")
-            for p in gone]))
+    lines += inflight.who_lines(running, gone, _who, _listing)
     if short:
         lines.append(_missing_line(short))
     execs = sum(p.execs for p in g.procs)

@@ -74,6 +74,18 @@ def died_inside(proc) -> str:
     return f"died inside {b.function} after {_secs(b.seconds)}"
 
 
+def who_lines(running: list, gone: list, who, listing) -> list[str]:
+    """The header's lines naming the running processes (their traces) and the died ones
+    (report.Process), each died one with the call it died inside."""
+    lines = []
+    if running:
+        lines.append("running    " + listing([who(t) for t in running]))
+    if gone:
+        lines.append("died       " + listing([who(p.last) + (
+            f" ({died_inside(p)})" if died_inside(p) else "") for p in gone]))
+    return lines
+
+
 def _who(now: job.ProcNow) -> str:
     who = f"pid {now.pid}" if now.rank is None else f"rank {shown(now.rank, CUT)} (pid {now.pid})"
     return who + (f" on {shown(now.host, CUT)}" if now.host else "")

@@ -149,7 +149,7 @@ def read_header(m: mmap.mmap, size: int) -> dict:
     if version == VERSION:
         h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0), strict=True))
     else:
-        h = dict(zip(_FIELDS, _HEADER_V3.unpack_from(m, 0), strict=True))
+        h = dict(zip(_FIELDS[:_V3_COUNT], _HEADER_V3.unpack_from(m, 0), strict=True))
         h.update(dict.fromkeys(_FIELDS[_V3_COUNT:]))
     _check_header(h, size)
     return h
