@@ -7,6 +7,7 @@ mutation check runs the tests an entry names whichever tier holds them (devtools
 passes `-m ""`)."""
 
 SLOW = frozenset({
+    'tests/run/test_inflight.py::test_stall_is_said_once_when_a_call_lasts_and_again_when_it_ends',  # 3.7 s
     'tests/cli/test_bad_cli.py::test_build_takes_dash_o_as_run_and_patch_do',  # 3.4 s
     'tests/cli/test_bad_cli.py::test_malformed_or_foreign_gate_profile',  # 8.6 s
     'tests/cli/test_cli_inputs.py::test_sigint_at_any_moment_of_shimgens_start_is_never_its_traceback',  # 3.7 s
