@@ -254,3 +254,74 @@ def test_a_process_of_another_host_runs_while_its_nodes_heartbeat_is_fresh(hooke
         (proc,), _ = job.snapshot(copy)
         assert proc.state == want and [c.function for c in proc.calls] == [
             "cuDriverGetVersion"]
+
+
+# ---- the reader races the job ---------------------------------------------------------
+
+BUSY = Path(__file__).with_name("busy_inflight.py")
+
+
+def _read_map(path: Path) -> dict[int, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        tid, fn = line.split()
+        out[int(tid)] = fn
+    return out
+
+
+def race(hooked, tmp_path: Path, reads: int, seconds: float) -> int:
+    """Reads the busy job's trace files `reads` times at random moments while it runs; every
+    call read in flight is its thread's own function and began less than the idle pause
+    (1.2 s) ago: never a wrong function, never a call that had ended (a frame given back
+    keeps its last call's start, and the thread idles 1.2 s outside any call at times).
+    Returns the calls seen in flight."""
+    from random import Random
+
+    from shimgen.errors import ShimgenError
+    from shimgen.trace import inflight
+
+    rnd = Random(os.getpid())
+    run, mapfile = tmp_path / "run", tmp_path / "map.txt"
+    mapfile.write_text("")
+    job = start(hooked, run, sleep="-0.02",
+                cmd=f"import runpy, sys; sys.argv = ['busy', '{seconds}', '{mapfile}']; "
+                    f"runpy.run_path('{BUSY}', run_name='__main__')")
+    seen = done = 0
+    finished: set[Path] = set()  # complete, or its process gone: no call can be in flight
+    try:
+        deadline = time.monotonic() + 60
+        while not list(run.glob("traces/*.shimtrace")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        while done < reads and job.poll() is None:
+            files = [f for f in (run / "traces").glob("*.shimtrace") if f not in finished]
+            f = rnd.choice(files)
+            try:
+                got = inflight.read(f)
+            except ShimgenError:
+                continue  # a file being made (no magic yet)
+            now = time.monotonic_ns()
+            done += 1
+            if got.complete or not os.path.exists(f"/proc/{got.pid}"):
+                finished.add(f)
+                continue
+            tids = None
+            for c in got.calls:
+                age = (now - c.mono_ns) / 1e9
+                assert -0.01 < age < 1.0, (f.name, c.tid, c.function, age)
+                tids = tids or _read_map(mapfile)
+                assert tids.get(c.tid) == c.function, (f.name, c.tid, c.function)
+                seen += 1
+            time.sleep(rnd.random() * 0.003)
+    finally:
+        stop(job, run)
+    assert done >= reads, f"the job ended after {done} reads"
+    return seen
+
+
+def test_a_reader_racing_a_busy_job_never_sees_a_wrong_function_or_an_ended_call(hooked,
+                                                                                 tmp_path):
+    assert race(hooked, tmp_path, reads=300, seconds=30) > 5
+
+
+def test_the_same_race_read_thousands_of_times(hooked, tmp_path):
+    assert race(hooked, tmp_path, reads=5000, seconds=120) > 500
