@@ -3040,4 +3040,23 @@ MUTATIONS = [
                   "tests/devtools/test_layout.py::test_a_face_names_the_module_that_defines_each_name"],
         "why": "a face takes each name from the module that defines it: run's cached path stays light",
     },
+    # ---- what a job is doing now: calls in progress, running vs died ----
+    {
+        "name": "inflight-free-list-end-read-as-a-call",
+        "file": "shimgen/trace/inflight.py",
+        "old": "    if idx == 0 and not _Q.unpack_from(m, at + h[\"frame_off_ret\"])[0]:\n",
+        "new": "    if False:\n",
+        "tests": ["tests/run/test_inflight.py::test_a_reader_racing_a_busy_job_never_sees_a_wrong_"
+                  "function_or_an_ended_call"],
+        "why": "the free list's NULL end in a frame never used is no call of function 0",
+    },
+    {
+        "name": "inflight-a-dead-pid-counted-running",
+        "file": "shimgen/trace/job.py",
+        "old": "        running = live.alive_here(f.pid, f.proc_start)\n",
+        "new": "        running = True\n",
+        "tests": ["tests/run/test_inflight.py::test_a_lasting_call_is_in_flight_and_after_sigkill_"
+                  "the_process_died_inside_it"],
+        "why": "a process of this machine runs only while its pid lives with the same start time",
+    },
 ]
