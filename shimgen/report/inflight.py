@@ -125,8 +125,10 @@ def section(procs: list) -> list[str]:
     if len(found) > 1:
         head += f"; {len(found) - 1} more call{'s' if len(found) > 2 else ''} in progress"
     if idle:
-        head += (f"; the other {idle} process{'es' if idle > 1 else ''} "
-                 f"{'are' if idle > 1 else 'is'} in no driver call")
+        ranked = all(p.last.rank is not None for p in unfinished)
+        what = ("rank" if ranked else "process") + ("s" if ranked and idle > 1 else
+                                                    "es" if idle > 1 else "")
+        head += f"; the other {idle} {what} {'are' if idle > 1 else 'is'} in no driver call"
     lines = ["", head, f"  {'seconds':>9}  {'state':<8} {'pid':>8} {'tid':>8}  {'rank':<6} "
              f"{'host':<12} function"]
     for n, c in found[:SHOWN]:

@@ -360,6 +360,7 @@ def command(args) -> int:
         raise UsageError("run --gate-profile goes with --gates")
     if args.gate_profile is not None and args.gate_profile != "auto":
         path_option(args.gate_profile, "--gate-profile", "gate profile")
+    stall = _seconds(args.stall, "--stall") if args.stall is not None else None
     if args.driver is None:
         from ..cache import default_driver  # remembered: no `ldconfig -p` at every run
 
@@ -376,7 +377,7 @@ def command(args) -> int:
         out=path_option(args.out, "-o", "run directory") if args.out is not None else None,
         inject=args.inject,
         hooks=tuple(args.hook or ()),
-        stall=_seconds(args.stall, "--stall") if args.stall is not None else None,
+        stall=stall,
     )
     try:
         return run(opts)

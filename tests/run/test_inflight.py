@@ -325,3 +325,14 @@ def test_a_reader_racing_a_busy_job_never_sees_a_wrong_function_or_an_ended_call
 
 def test_the_same_race_read_thousands_of_times(hooked, tmp_path):
     assert race(hooked, tmp_path, reads=5000, seconds=120) > 500
+
+
+@pytest.mark.parametrize("args,status,words", [
+    (["top", "--json", "."], 2, "top --json goes with --once"),
+    (["top", "--once", "/nonexistent-run"], 1, "no such directory"),
+    (["run", "--stall", "soon", "--", "true"], 2, "--stall 'soon': a number of seconds"),
+    (["run", "--stall", "0", "--", "true"], 2, "a number of seconds above 0"),
+])
+def test_bad_top_and_stall_arguments_are_one_line(args, status, words):
+    p = shimgen(*args)
+    assert p.returncode == status and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
