@@ -336,3 +336,39 @@ def test_the_same_race_read_thousands_of_times(hooked, tmp_path):
 def test_bad_top_and_stall_arguments_are_one_line(args, status, words):
     p = shimgen(*args)
     assert p.returncode == status and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
+
+
+def test_top_on_a_terminal_redraws_until_q(tmp_path):
+    """On a terminal, top redraws every second and leaves at `q` (exit 0), its terminal
+    restored."""
+    import pty
+    import select
+
+    (tmp_path / "traces").mkdir()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: shimgen top on the pty
+        os.chdir(ROOT)
+        os.execv(sys.executable, [sys.executable, "-m", "shimgen", "top", str(tmp_path)])
+    seen = b""
+    deadline = time.monotonic() + 30
+    while b"(q to leave)" not in seen and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            seen += os.read(fd, 4096)
+    assert b"shimgen top: " in seen and b"0 processes" in seen, seen
+    os.write(fd, b"q")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                os.read(fd, 4096)
+            except OSError:
+                pass
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise AssertionError("top did not leave at q")
+    os.close(fd)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
