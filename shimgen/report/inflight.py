@@ -132,8 +132,8 @@ def section(procs: list) -> list[str]:
     lines = ["", head, f"  {'seconds':>9}  {'state':<8} {'pid':>8} {'tid':>8}  {'rank':<6} "
              f"{'host':<12} function"]
     for n, c in found[:SHOWN]:
-        lines.append(f"  {_secs(c.seconds)[:-2] if c.seconds is not None and c.seconds < 600 else _secs(c.seconds):>9}"
-                     f"  {n.state:<8} {n.pid:>8} {c.tid:>8}  {shown(n.rank or '-', 6):<6} "
+        secs = "?" if c.seconds is None else f"{c.seconds:.1f}"
+        lines.append(f"  {secs:>9}  {n.state:<8} {n.pid:>8} {c.tid:>8}  {shown(n.rank or '-', 6):<6} "
                      f"{shown(n.host or '-', 12):<12} {c.function}")
     if len(found) > SHOWN:
         lines.append(f"  ... and {len(found) - SHOWN} more")

@@ -407,3 +407,31 @@ def test_a_version_3_file_still_reads_the_same(real_file, tmp_path):
         {k: v.calls for k, v in b.functions.items()} and b.functions
     assert (b.pid, b.complete, b.mode, b.ns_per_tick) == (a.pid, a.complete, a.mode,
                                                           a.ns_per_tick)
+
+
+def test_calls_in_progress_of_a_version_3_file_are_not_known(real_file, tmp_path):
+    from shimgen.trace import inflight
+
+    old = tmp_path / "v3.shimtrace"
+    old.write_bytes(as_version_3(real_file.read_bytes()))
+    got = inflight.read(old, counts=True)
+    assert got.calls == [] and got.why_unknown == inflight.NOT_IN_VERSION_3
+    assert got.counts == sum(f.calls for f in load(real_file).functions.values())
+    new = inflight.read(real_file)
+    assert new.why_unknown == "" and new.complete
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("frame_slots", 0, "shadow frames"), ("frame_size", 12, "shadow frames"),
+    ("frame_off_idx", 40, "frame field"), ("off_frames", 1 << 30, "outside a block"),
+])
+def test_frame_fields_that_do_not_fit_are_refused(real_file, tmp_path, field, value, words):
+    from shimgen.trace import inflight
+
+    data = bytearray(real_file.read_bytes())
+    put(data, field, value)
+    p = tmp_path / "bad.shimtrace"
+    p.write_bytes(bytes(data))
+    with pytest.raises(ShimgenError) as e:
+        inflight.read(p)
+    assert str(e.value).startswith(f"{p}: ") and words in str(e.value), e.value
