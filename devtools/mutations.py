@@ -551,8 +551,8 @@ MUTATIONS = [
     {
         "name": "report-by-rank-groups-by-pid",
         "file": "shimgen/report/model.py",
-        "old": 'key = str(p.pid) if by == "pid" else',
-        "new": 'key = str(p.pid) if by != "pid" else',
+        "old": 'key = (str(p.pid) if by == "pid" else',
+        "new": 'key = (str(p.pid) if by != "pid" else',
         "tests": ["tests/report/test_report.py::test_by_rank_and_by_pid_split_the_processes"],
         "why": "--by rank and --by pid split the processes by what they name",
     },
@@ -586,10 +586,10 @@ MUTATIONS = [
     {
         "name": "report-unreadable-trace-loses-the-run",
         "file": "shimgen/report/source.py",
-        "old": ("            except ShimgenError as e:\n"
-                "                src.unreadable.append((str(f), _why(e, f)))\n"),
-        "new": ("            except ImportError as e:\n"
-                "                src.unreadable.append((str(f), _why(e, f)))\n"),
+        "old": ("        except ShimgenError as e:\n"
+                "            src.unreadable.append((str(f), _why(e, f)))\n"),
+        "new": ("        except ImportError as e:\n"
+                "            src.unreadable.append((str(f), _why(e, f)))\n"),
         "tests": ["tests/report/test_report_trust.py::"
                   "test_an_unreadable_trace_in_a_run_is_named_and_the_rest_reported[empty]"],
         "why": "one unreadable trace in a run is named, and every readable one is still reported",
@@ -671,10 +671,10 @@ MUTATIONS = [
     {
         "name": "tracefile-reader-version-unchecked",
         "file": "shimgen/trace/binary.py",
-        "old": "    if h[\"version\"] != VERSION:\n",
-        "new": "    if h[\"version\"] > VERSION + 1:\n",
+        "old": "    if version not in TRACE_VERSIONS_READ:\n",
+        "new": "    if version > VERSION + 1:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
-                  "test_corrupt_header_is_refused[version-4-words1]"],
+                  "test_corrupt_header_is_refused[version-5-words1]"],
         "why": "a file of another format version is refused, not misread",
     },
     {
@@ -854,8 +854,8 @@ MUTATIONS = [
     {
         "name": "report-calls-missing-said-exact",
         "file": "shimgen/report/format.py",
-        "old": "    exact = [p.last for p in g.procs if not p.complete and p not in short]\n",
-        "new": "    exact = [p.last for p in g.procs if not p.complete]\n",
+        "old": "    exact = [p.last for p in gone if p not in short]\n",
+        "new": "    exact = [p.last for p in gone]\n",
         "tests": ["tests/report/test_report_trust.py::"
                   "test_a_process_with_calls_missing_is_never_said_exact"],
         "why": "a process whose calls are not all in its trace is never said to have counts "
@@ -1044,8 +1044,8 @@ MUTATIONS = [
     {
         "name": "run-directory-with-files-taken",
         "file": "shimgen/run/directory.py",
-        "old": "            elif os.listdir(fd):\n",
-        "new": "            elif False:\n",
+        "old": "    if names and (me is None or RUN_JSON not in names):\n",
+        "new": "    if False:\n",
         "tests": ["tests/run/test_run.py::test_an_existing_directory_with_files_is_refused"],
         "why": "`run -o DIR` never writes into a directory that holds files",
     },
@@ -1801,10 +1801,10 @@ MUTATIONS = [
     {
         "name": "tracefile-reader-header-size-unchecked",
         "file": "shimgen/trace/binary.py",
-        "old": "    if h[\"header_size\"] != HEADER_SIZE:\n",
+        "old": "    if h[\"header_size\"] != hsize:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
-                  "[header_size-4664-words6]"],
+                  "[header_size-4688-words6]"],
         "why": "a header of another size is refused",
     },
     {
@@ -3082,5 +3082,24 @@ MUTATIONS = [
         "tests": ["tests/run/test_run_cache.py::test_the_cached_path_imports_nothing_heavy",
                   "tests/devtools/test_layout.py::test_a_face_names_the_module_that_defines_each_name"],
         "why": "a face takes each name from the module that defines it: run's cached path stays light",
+    },
+    # ---- what a job is doing now: calls in progress, running vs died ----
+    {
+        "name": "inflight-free-list-end-read-as-a-call",
+        "file": "shimgen/trace/inflight.py",
+        "old": "    if idx == 0 and not _Q.unpack_from(m, at + h[\"frame_off_ret\"])[0]:\n",
+        "new": "    if False:\n",
+        "tests": ["tests/run/test_inflight.py::test_a_reader_racing_a_busy_job_never_sees_a_wrong_"
+                  "function_or_an_ended_call"],
+        "why": "the free list's NULL end in a frame never used is no call of function 0",
+    },
+    {
+        "name": "inflight-a-dead-pid-counted-running",
+        "file": "shimgen/trace/job.py",
+        "old": "        running = live.alive_here(f.pid, f.proc_start)\n",
+        "new": "        running = True\n",
+        "tests": ["tests/run/test_inflight.py::test_a_lasting_call_is_in_flight_and_after_sigkill_"
+                  "the_process_died_inside_it"],
+        "why": "a process of this machine runs only while its pid lives with the same start time",
     },
 ]

@@ -42,8 +42,10 @@ static int stats_key_ok;
 /* Every frame free, in order. */
 static void reset_frames(struct tstats *s)
 {
-    for (unsigned i = 0; i < SHADOW_DEPTH; i++)
+    for (unsigned i = 0; i < SHADOW_DEPTH; i++) {
         s->f[i].next = i + 1 < SHADOW_DEPTH ? &s->f[i + 1] : NULL;
+        s->f[i].ret = NULL; /* the last one's NULL link is then no call (a reader's rule) */
+    }
     s->free = s->f;
 }
 
@@ -367,9 +369,10 @@ struct time_push shimgen_time_push(unsigned idx, void **return_slot, void *calle
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     /* Timed: counted on the return, like the fast path's calls. */
     f->ret = *return_slot;
-    f->idx = idx;
     f->rbx = caller_rbx;
     f->start = shimgen_ticks();
+    /* The index last (a reader of the file sees a frame in use only with its start). */
+    __atomic_store_n(&f->idx, (uint64_t)idx, __ATOMIC_RELEASE);
     *return_slot = timed_return;
     r.frame = f;
     return r;

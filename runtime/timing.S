@@ -80,15 +80,19 @@ shimgen_\name\()_enter:
          * as rsp + 1 and the caller's rsp is given by its own rule: rsp = our rsp. */
         .cfi_def_cfa_offset 1
         CFI_CALLER_RSP_IS_RSP
-        mov     %r11, FRAME_IDX(%rbx)
+        /* rax and rdx are parked around rdtsc: rax in r10, rdx below the stack pointer
+         * (the caller's return address was there; a signal handler leaves that area
+         * alone), so r11 keeps the index. The start ticks are written before the index:
+         * the index word held a free frame's link until now, and a reader of the trace
+         * file that sees an index there sees this call's start (docs/traceformat.md). */
         mov     %rax, %r10
-        mov     %rdx, %r11
+        mov     %rdx, -8(%rsp)
         rdtsc
         mov     %eax, FRAME_START(%rbx)             /* start ticks, low and high half */
         mov     %edx, FRAME_START+4(%rbx)
         mov     %r10, %rax
-        mov     %r11, %rdx
-        mov     FRAME_IDX(%rbx), %r11
+        mov     -8(%rsp), %rdx
+        mov     %r11, FRAME_IDX(%rbx)               /* the frame is in use from here */
         /* The caller's return address is off the stack (it is in the frame): call the
          * target, so that the callee sees the same stack, and its return is predicted,
          * because this call pushed the return-stack-buffer entry that its ret consumes. */

@@ -31,6 +31,7 @@ COMMANDS = {
     "exports": "shimgen.shim:list_exports",
     "diff": "shimgen.diff:command",
     "hook-header": "shimgen.shim:header_command",
+    "top": "shimgen.top:command",
 }
 
 _DRIVER_HELP = "the real libcuda (default: the one `ldconfig -p` would pick)"
@@ -70,6 +71,9 @@ RUN_OPTIONS = (
     Option(("--hook",), "hook", "a user hook file compiled into the shim (repeatable; the "
            "cached shim is keyed by their contents; docs/hooks.md)", metavar="FILE.c",
            repeat=True),
+    Option(("--stall",), "stall", "say (on stderr and in notices.log) when a process has been "
+           "inside one driver call longer than SECONDS, and when it left it (time modes; "
+           "default: off)", metavar="SECONDS"),
 )
 
 
@@ -167,7 +171,7 @@ def _add_report(sub) -> None:
     r.add_argument("paths", nargs="+", metavar="PATH",
                    help="one run directory, two run directories to compare, or trace files "
                         "(*.shimtrace, JSON traces) to merge")
-    r.add_argument("--by", choices=BY, help="one table per rank or per process")
+    r.add_argument("--by", choices=BY, help="one table per rank, per process or per host (the nodes of a run)")
     out = r.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON (schema shimgen-report)")
     out.add_argument("--csv", action="store_true", help="CSV: one row per group and function")
@@ -278,7 +282,15 @@ def _add_diff(sub) -> None:
     on.add_argument("--gates", action="store_true", help=argparse.SUPPRESS)
 
 
-_ADD = {"run": _add_run, "report": _add_report, "build": _add_build, "gates": _add_gates,
+def _add_top(sub) -> None:
+    t = _command(sub, "top")
+    t.add_argument("run", metavar="RUN", help="a run directory (of one node, or of several)")
+    t.add_argument("--once", action="store_true",
+                   help="print one snapshot and exit (also when stdout is no terminal)")
+    t.add_argument("--json", action="store_true", help="with --once: JSON (schema shimgen-top)")
+
+
+_ADD = {"run": _add_run, "report": _add_report, "top": _add_top, "build": _add_build, "gates": _add_gates,
         "patch": _add_patch, "probe": _add_probe, "exports": _add_exports, "diff": _add_diff,
         "hook-header": _add_hook_header}
 

@@ -21,6 +21,14 @@ them. A file that cannot be read is named with why; the rest is reported.""", ""
 example:
   shimgen report shimgen-runs/20261202-101500-python
   shimgen report --by rank --json runs/ddp"""),
+    "top": ("show what a running job is doing now, refreshed every second", """\
+Read a run directory's trace files (every node's part) every second and show
+each process: running, complete or died, its calls per second, and its longest
+driver call in progress with how long it has lasted. q or Ctrl-C leaves. Only
+reads: no trace file is written, no process is stopped.""", """\
+example:
+  shimgen top shimgen-runs/20261202-101500-python
+  shimgen top --once --json runs/ddp"""),
     "build": (f"build {SHIM_LIBRARY} for a driver", """\
 Read every exported function of the driver, generate the forwarding shim and
 build it with meson into OUT/cudashim-<version>-<build-id>/. A rebuild

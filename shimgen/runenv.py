@@ -32,6 +32,9 @@ GATE_METHODS = {0: "struct", 1: "init", 2: "init-all"}
 
 # The `shimgen` command's own variable (not the shim's): a traceback for an internal error.
 DEBUG = "SHIMGEN_DEBUG"
+# `shimgen run`'s host name, in place of the machine's, for the part of a run directory its
+# node makes (tests that simulate several nodes on one machine; docs/multigpu.md).
+TEST_HOST = "SHIMGEN_TEST_HOST"
 
 # Where a launcher puts a process's rank, in the order the shim reads them.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID",
@@ -52,7 +55,10 @@ DEFAULT_TRACE = "time"
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
-TRACE_VERSION = 3
+TRACE_VERSION = 4
+# The versions the reader reads: 3 is 4 without the frame fields at the header's end (so no
+# calls in progress can be read from it).
+TRACE_VERSIONS_READ = (3, 4)
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even
 # for the file's header: `<name>.nospace` for the `<name>.shimtrace` it could not make, so
@@ -89,7 +95,12 @@ TRACE_HEADER = (
     ("proc_start", "u64", 1), ("boot_id", "char", 40),
     ("off_fine", "u32", 1), ("fine_slots", "u32", 1), ("fine_bits", "u32", 1),
     ("fine_sub_shift", "u32", 1), ("fine_probes", "u32", 1), ("fine_hash", "u32", 1),
+    # version 4: where a block's shadow frames are (its calls in progress, time modes)
+    ("off_frames", "u32", 1), ("frame_slots", "u32", 1), ("frame_size", "u32", 1),
+    ("frame_off_start", "u32", 1), ("frame_off_idx", "u32", 1), ("frame_off_ret", "u32", 1),
 )
+# The header's first field new in version 4 (a version 3 header ends where it begins).
+TRACE_HEADER_V4_FIRST = "off_frames"
 _FIELD_TYPES = {"u32": ("uint32_t", "I", 4), "u64": ("uint64_t", "Q", 8),
                 "i64": ("int64_t", "q", 8), "char": ("char", "s", 1)}
 
@@ -110,6 +121,8 @@ RUN_JSON = "run.json"
 TRACES = "traces"
 TIMELINE = "timeline"
 NOTICES = "notices.log"
+# A node's `shimgen run` rewrites this every second while its command runs (trace/live.py)
+HEARTBEAT = "heartbeat"
 
 
 def trace_header_size() -> int:

@@ -12,6 +12,7 @@ from .. import face
 __getattr__, __all__ = face(__name__, {
     "BY": "model",
     "command": "main:command",
+    "dump_json": "output",
     "shown": "output",
     "summary_for_run": "main",
 })

@@ -12,6 +12,7 @@ from math import isfinite
 # csv, io, shlex and the table of CUDA facts are imported where they are used: the plain
 # table of a run with no errors (what `shimgen run` prints) needs none of them.
 from ..errors import ShimgenError
+from . import inflight
 from .inject import any_injected, injected_rows, injected_section, rules, rules_line
 from .model import Group, Merged, sorted_functions
 from .output import csv_value, dump_json, printable, shown
@@ -191,19 +192,21 @@ def group_header(g: Group) -> list[str]:
     n = len(g.procs)
     short = _short(g)
     untraced = [p for p in g.procs if all(t.no_file for t in p.traces)]
-    died = [p.last for p in g.procs if not p.complete and p not in untraced]
-    exact = [p.last for p in g.procs if not p.complete and p not in short]
+    running = [p.last for p in g.procs if inflight.state(p) == inflight.JOB_RUNNING]
+    gone = [p for p in g.procs if inflight.state(p) == inflight.JOB_DIED and p not in untraced]
+    died = [p.last for p in gone]
+    exact = [p.last for p in gone if p not in short]
     ranks = [shown(r, CUT) for r in _ranks(g)]
     line = f"processes  {n}" + (f", ranks {_listing(ranks)}" if ranks else "")
-    line += (f": {n - len(died) - len(untraced)} complete"
+    line += (f": {n - len(died) - len(untraced) - len(running)} complete"
+             + (f", {len(running)} running" if running else "")
              + (f", {len(exact)} died ({DIED})" if exact else ""))
     if len(died) > len(exact):
         line += f", {len(died) - len(exact)} died with calls not in their traces"
     if untraced:
         line += f", {len(untraced)} with no trace (no room on the disk for one)"
     lines = [line]
-    if died:
-        lines.append("died       " + _listing([_who(p) for p in died]))
+    lines += inflight.who_lines(running, gone, _who, _listing)
     if short:
         lines.append(_missing_line(short))
     execs = sum(p.execs for p in g.procs)
@@ -347,6 +350,7 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
         if by is not None:
             lines.append(f"== {by} {shown(g.key, CUT)} ==")
         lines += group_header(g)
+        lines += inflight.section(g.procs)
         lines.append("")
         lines += function_table(g.functions, any(rules(s) for s in sources))
         lines.append("")
@@ -356,12 +360,15 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
 
 
 def group_json(g: Group) -> dict:
-    died = [p.last for p in g.procs if not p.complete]
+    gone = [p for p in g.procs if inflight.state(p) == inflight.JOB_DIED]
+    now = inflight.json_fields(g.procs)
     return {
         "group": g.key,
         "processes": len(g.procs),
-        "complete": len(g.procs) - len(died),
-        "died": [{"pid": p.pid, "rank": p.rank, "path": p.path} for p in died],
+        "complete": len(g.procs) - len(gone) - len(now["running"]),
+        "died": [{"pid": p.last.pid, "rank": p.last.rank, "path": p.last.path,
+                  "inside": inflight.died_inside(p) or None} for p in gone],
+        **now,
         "calls_missing": [{"pid": proc.last.pid, "rank": proc.last.rank,
                            "path": proc.last.path,
                            "calls": sum(t.calls_missing for t in proc.traces),

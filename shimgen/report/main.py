@@ -64,6 +64,9 @@ def report(paths: list[Path], *, by: str | None = None, fmt: str = "text") -> st
     run = sources[0] if sources[0].is_run else None
     if not processes and run is None:
         raise ShimgenError("report: no traces")
+    from . import inflight
+
+    inflight.attach(sources)
     out = report_format.render(sources, groups(processes, by), by, fmt)
     _csv_leaves_out(sources, fmt)
     return out
@@ -73,7 +76,10 @@ def summary_for_run(run_dir: Path) -> str:
     """The report `shimgen run` prints at the end of a run: every process merged."""
     from . import format as report_format
 
+    from . import inflight
+
     src = load_source(run_dir, explicit=False)
+    inflight.attach([src])
     return report_format.render([src], groups(src.processes, None), None, "text")
 
 

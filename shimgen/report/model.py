@@ -13,7 +13,7 @@ from math import ceil, isfinite
 from ..errors import ShimgenError
 from ..trace import HIST_BUCKETS, NOT_FINISHED, ProcessTrace, tick_segments
 
-BY = ("rank", "pid")  # --by
+BY = ("rank", "pid", "host")  # --by
 
 
 # ---- processes: the traces of one process, across exec ----------------------------------
@@ -315,7 +315,8 @@ def groups(processes: list[ProcessTrace], by: str | None) -> list[Group]:
     split: dict[str, list[Process]] = {}
     for proc in procs:
         p = proc.last
-        key = str(p.pid) if by == "pid" else (p.rank if p.rank is not None else "-")
+        key = (str(p.pid) if by == "pid" else (p.host or "-") if by == "host"
+               else p.rank if p.rank is not None else "-")
         split.setdefault(key, []).append(proc)
     out = []
     for k in sorted(split, key=_rank_order):

@@ -233,6 +233,42 @@ def _read_file(path: Path, *, skip_other_json: bool) -> ProcessTrace | None:
         raise
 
 
+def _read_traces(src: Source, d: Path, host: str) -> None:
+    for f in _trace_files(d, src.unreadable):
+        try:
+            trace = _read_file(f, skip_other_json=True)
+        except ShimgenError as e:
+            src.unreadable.append((str(f), _why(e, f)))
+            continue
+        except Exception as e:  # a reader's mistake: this file is left out, not the run
+            src.unreadable.append((str(f), "internal error reading it, please report "
+                                           f"it: {type(e).__name__}: {e}"))
+            continue
+        if trace is not None:
+            trace.host = host
+            src.processes.append(trace)
+
+
+def _read_node_parts(src: Source) -> None:
+    """A run that several nodes made (trace/live.py): each node's part, its traces with its
+    host, its notices with the others'."""
+    from ..trace import live
+
+    top, *joined = live.parts(src.path)
+    for t in src.processes:
+        t.host = top.host
+    for part in joined:
+        _read_traces(src, part.path, part.host)
+        more = read_notices(part.path / NOTICES)
+        if more is not None and src.notices is None:
+            src.notices = more
+        elif more is not None:
+            src.notices.total += more.total
+            src.notices.unread += more.unread
+            for k, n in more.kinds.items():
+                src.notices.kinds[k] = src.notices.kinds.get(k, 0) + n
+
+
 def load_source(path: Path, *, explicit: bool = True) -> Source:
     """The traces at one path. A file must be a trace (one that cannot be read is refused).
     A directory is a run: every trace in it that can be read, and each one that cannot in
@@ -242,19 +278,9 @@ def load_source(path: Path, *, explicit: bool = True) -> Source:
     if path.is_dir():
         src = Source(path, is_run=True)
         _read_run_metadata(src)
-        for f in _trace_files(path, src.unreadable):
-            try:
-                trace = _read_file(f, skip_other_json=True)
-            except ShimgenError as e:
-                src.unreadable.append((str(f), _why(e, f)))
-                continue
-            except Exception as e:  # a reader's mistake: this file is left out, not the run
-                src.unreadable.append((str(f), "internal error reading it, please report "
-                                               f"it: {type(e).__name__}: {e}"))
-                continue
-            if trace is not None:
-                src.processes.append(trace)
+        _read_traces(src, path, "")
         src.notices = read_notices(path / NOTICES)
+        _read_node_parts(src)
         if not src.processes and src.run is None and explicit:
             if src.unreadable:
                 f, why = src.unreadable[0]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import ShimgenError
 from ..files import ANOTHER_USER, NOT_A_DIRECTORY, OPEN_TO_OTHERS, distrust
-from ..runenv import NOTICES, RUN_JSON, RUNS_DIR, TIMELINE, TRACES
+from ..runenv import HEARTBEAT, NOTICES, RUN_JSON, RUNS_DIR, TIMELINE, TRACES
 
 RUNS_ADVICE = {NOT_A_DIRECTORY: "remove it", ANOTHER_USER: "it is not yours to use",
                OPEN_TO_OTHERS: "chmod go-w it"}
@@ -119,14 +119,16 @@ def _mkdir_private(path: Path) -> list[tuple[None, str, tuple[int, int]]]:
     return made
 
 
-def open_run_dir(out: Path | None, argv0: str, now: float) -> RunDir:
+def open_run_dir(out: Path | None, argv0: str, now: float, me: dict | None = None) -> RunDir:
     """The run directory, made 0700 and empty, held open: `out` (missing, or an empty
     directory of ours; never a symlink, never one with files in it), or
     ./shimgen-runs/<time>-<command>[-N] in a runs directory of the user's own that nobody
-    else can write."""
+    else can write. With `me` (this node's host, command and driver build id), `out` may be
+    a run of another node of the same job, which this one joins (run/nodes.py): its part
+    of it is returned."""
     try:
         if out is not None:
-            return _named_run_dir(out)
+            return _named_run_dir(out, me)
         return _default_run_dir(argv0, now)
     except OSError as e:
         raise ShimgenError(f"run directory {e.filename or out}: {e.strerror}") from None
@@ -177,7 +179,35 @@ def _default_run_dir(argv0: str, now: float) -> RunDir:
         raise
 
 
-def _named_run_dir(out: Path) -> RunDir:
+def _claim_or_join(out: Path, fd: int, pfd: int, new: bool, me: dict | None,
+                   made: list) -> RunDir | None:
+    """The top of `out` claimed for this run (run.json made empty, O_EXCL: None), or this
+    node's part of another node's run there (run/nodes.py)."""
+    names = os.listdir(fd)
+    if names and (me is None or RUN_JSON not in names):
+        raise ShimgenError(f"run directory {out}: exists and is not empty; name a new "
+                           "or empty directory (nothing is overwritten)")
+    try:
+        rfd = os.open(RUN_JSON, _O_NEW_FILE, 0o600, dir_fd=fd)
+    except FileExistsError:
+        if me is None:
+            raise ShimgenError(f"run directory {out}: exists and is not empty; name a new "
+                               "or empty directory (nothing is overwritten)") from None
+        from .nodes import join
+
+        nfd, name = join(fd, out, me)
+        part = RunDir(out / name, nfd, fd, [])
+        part._made.append((fd, name, _ident(os.fstat(nfd))))
+        os.close(pfd)
+        return part
+    try:
+        made.append((fd, RUN_JSON, _ident(os.fstat(rfd))))
+    finally:
+        os.close(rfd)
+    return None
+
+
+def _named_run_dir(out: Path, me: dict | None = None) -> RunDir:
     out = out.absolute()
     if os.path.islink(out):
         raise ShimgenError(f"run directory {out}: is a symbolic link; name a directory")
@@ -205,9 +235,9 @@ def _named_run_dir(out: Path) -> RunDir:
                 raise ShimgenError(f"run directory {out}: owned by another user")
             if new:
                 made.append((pfd, out.name, _ident(st)))
-            elif os.listdir(fd):
-                raise ShimgenError(f"run directory {out}: exists and is not empty; name a new "
-                                   "or empty directory (nothing is overwritten)")
+            part = _claim_or_join(out, fd, pfd, new, me, made)
+            if part is not None:
+                return part
             os.fchmod(fd, 0o700)
         except BaseException:
             os.close(fd)
@@ -237,6 +267,7 @@ def layout(run_dir: RunDir, trace: str) -> None:
     if trace == "timeline":
         run_dir.mkdir(TIMELINE)
     run_dir.create(NOTICES)
+    run_dir.create(HEARTBEAT)
 
 
 # ---- the command's environment -----------------------------------------------------------

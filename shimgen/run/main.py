@@ -53,7 +53,8 @@ class RunOptions:
 
     def __init__(self, command: list[str], driver: Path, driver_given: bool, trace: str,
                  gates: str | None, gate_profile: str | None, out: Path | None,
-                 inject: list[str] | None = None, hooks: tuple[str, ...] = ()) -> None:
+                 inject: list[str] | None = None, hooks: tuple[str, ...] = (),
+                 stall: float | None = None) -> None:
         self.command = command
         self.driver = driver  # as given or found
         self.driver_given = driver_given  # --driver: also SHIMGEN_DRIVER
@@ -63,6 +64,7 @@ class RunOptions:
         self.out = out  # -o DIR
         self.inject = inject or []  # --inject RULE, each (shimgen/shim/inject.py)
         self.hooks = hooks  # --hook FILE.c, in order (shim/userhooks.py)
+        self.stall = stall  # --stall SECONDS (run/watch.py), None: off
 
 
 def check_selection(selection: str, gates: tuple[str, ...] | None,
@@ -214,6 +216,7 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
     """run.json as written at the start: the command, the driver, the shim, the selection,
     the environment given; its end, pid, exit and signals still to come."""
     from ..driver import version_from_name
+    from .nodes import host_name
 
     return {
         "command": opts.command, "cwd": os.getcwd(),
@@ -224,7 +227,7 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
         "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
         "inject": opts.inject,
         "hooks": [str(Path(h).absolute()) for h in opts.hooks],
-        "shimgen_version": __version__, "host": os.uname().nodename,
+        "shimgen_version": __version__, "host": host_name(),
         "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
                                             ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
                                             ENV_GATES, ENV_INJECT) if k in env},
@@ -279,17 +282,24 @@ def run(opts: RunOptions) -> int:
 
         inject.check(opts.inject, inject.exports_of(entry.directory), version_from_name(driver))
     start = time.time()
-    run_dir = open_run_dir(opts.out, opts.command[0], start)
+    from .nodes import host_name
+
+    me = {"host": host_name(), "command": opts.command, "build_id": key.build_id}
+    run_dir = open_run_dir(opts.out, opts.command[0], start, me)
     banner = _banner(opts, entry, run_dir.path)
     started_pid: list[int] = []
+    from .watch import Watcher
+
+    watcher = Watcher(run_dir, opts.stall)
 
     def started(pid: int) -> None:
         """The command runs: its pid recorded, then the banner (said only once it started,
-        so that a command that cannot start is one line)."""
+        so that a command that cannot start is one line); the watcher started."""
         started_pid.append(pid)
         record["pid"] = pid
         with contextlib.suppress(OSError, ValueError):
             print(banner, file=sys.stderr, flush=True)
+        watcher.start()
 
     try:
         layout(run_dir, opts.trace)
@@ -301,13 +311,27 @@ def run(opts: RunOptions) -> int:
         waiting = take_pending(forwarded)
         if waiting is not None:  # it came before the command could start: not started
             raise RunInterrupted(waiting, _not_started(entry))
-        wait = spawn_and_wait(path, opts.command, env, old, forwarded, started,
-                              record["signals"])
+        try:
+            wait = spawn_and_wait(path, opts.command, env, old, forwarded, started,
+                                  record["signals"])
+        finally:
+            if started_pid:
+                watcher.stop()
     except BaseException:
         if not started_pid:  # nothing ran: nothing of this run is left
             run_dir.discard()
         raise
     return _finish(run_dir, record, wait)
+
+
+def _seconds(text: str, flag: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e7:
+        raise UsageError(f"run {flag} {text!r}: a number of seconds above 0")
+    return value
 
 
 def command(args) -> int:
@@ -321,6 +345,7 @@ def command(args) -> int:
         raise UsageError("run --gate-profile goes with --gates")
     if args.gate_profile is not None and args.gate_profile != "auto":
         path_option(args.gate_profile, "--gate-profile", "gate profile")
+    stall = _seconds(args.stall, "--stall") if args.stall is not None else None
     if args.driver is None:
         from ..cache import default_driver  # remembered: no `ldconfig -p` at every run
 
@@ -337,6 +362,7 @@ def command(args) -> int:
         out=path_option(args.out, "-o", "run directory") if args.out is not None else None,
         inject=args.inject,
         hooks=tuple(args.hook or ()),
+        stall=stall,
     )
     try:
         return run(opts)

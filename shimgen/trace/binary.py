@@ -28,7 +28,9 @@ from ..runenv import (
     TRACE_MODES,
     TRACE_STATES,
     TRACE_SUFFIX,
+    TRACE_HEADER_V4_FIRST,
     TRACE_VERSION,
+    TRACE_VERSIONS_READ,
     trace_header_layout,
 )
 from .model import (
@@ -61,6 +63,10 @@ _LAYOUT = trace_header_layout()
 _HEADER = struct.Struct("<" + "".join(code for *_, code in _LAYOUT))
 _FIELDS = [name for name, *_ in _LAYOUT]
 HEADER_SIZE = _HEADER.size
+# Version 3's header: version 4's without the fields from TRACE_HEADER_V4_FIRST on.
+_V3_COUNT = _FIELDS.index(TRACE_HEADER_V4_FIRST)
+_HEADER_V3 = struct.Struct("<" + "".join(code for *_, code in _LAYOUT[:_V3_COUNT]))
+HEADER_SIZES = {3: _HEADER_V3.size, VERSION: HEADER_SIZE}
 FSTATS_SIZE = 32  # count, total, max, unused (uint64 each)
 ERRSLOT_SIZE = 16  # key, count
 
@@ -78,8 +84,10 @@ def _text(raw: bytes, what: str) -> str:
 def _check_header(h: dict, size: int) -> None:
     if h["byte_order"] != BYTE_ORDER:
         raise _Bad("it was written with another byte order")
-    if h["header_size"] != HEADER_SIZE:
-        raise _Bad(f"its header is {h['header_size']} bytes, version {VERSION} has {HEADER_SIZE}")
+    hsize = HEADER_SIZES[h["version"]]
+    if h["header_size"] != hsize:
+        raise _Bad(f"its header is {h['header_size']} bytes, version {h['version']} has "
+                   f"{hsize}")
     nf, page, bs, stride = h["nfuncs"], h["page_size"], h["block_size"], h["block_stride"]
     if not 0 < nf < 1 << 16:
         raise _Bad(f"it has {nf} functions")
@@ -87,7 +95,7 @@ def _check_header(h: dict, size: int) -> None:
         raise _Bad(f"its page size {page} is not a power of two from 4096")
     if not 0 < bs <= stride or stride % page or stride > 1 << 32:
         raise _Bad(f"its block size {bs} and stride {stride} do not fit its pages")
-    if h["names_off"] != HEADER_SIZE or h["names_size"] < 2 * nf:
+    if h["names_off"] != hsize or h["names_size"] < 2 * nf:
         raise _Bad("its names table is not where the header ends")
     if h["names_size"] > nf * MAX_NAME:
         raise _Bad(f"its names table is {h['names_size']} bytes, more than {nf} names of at "
@@ -129,6 +137,24 @@ def _check_header(h: dict, size: int) -> None:
                    f"{h['blocks_mapped']} to {h['blocks_reserved']}")
     if h["state"] == COMPLETE and (not h["end_ns"] or h["end_ns"] < h["start_ns"]):
         raise _Bad("it is marked complete without an end time")
+
+
+def read_header(m: mmap.mmap, size: int) -> dict:
+    """The header of a file that has the magic, checked (_Bad when it is not one this
+    reader reads); a version 3 file's without the frame fields (None)."""
+    version = struct.unpack_from("<I", m, len(MAGIC))[0]
+    if version not in TRACE_VERSIONS_READ:
+        raise _Bad(f"it has format version {version}; this shimgen reads versions "
+                   f"{', '.join(map(str, TRACE_VERSIONS_READ))}")
+    if size < HEADER_SIZES[version]:
+        raise _Bad(f"it is truncated: {size} bytes, less than its header")
+    if version == VERSION:
+        h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0), strict=True))
+    else:
+        h = dict(zip(_FIELDS[:_V3_COUNT], _HEADER_V3.unpack_from(m, 0), strict=True))
+        h.update(dict.fromkeys(_FIELDS[_V3_COUNT:]))
+    _check_header(h, size)
+    return h
 
 
 def _names(m: mmap.mmap, h: dict) -> list[bytes]:
@@ -326,7 +352,7 @@ def load(path: str | os.PathLike, *, follow: bool = True) -> ProcessTrace:
             size = st.st_size
             if size == 0:
                 raise _Bad("empty: the process died as it started")
-            if size < HEADER_SIZE:
+            if size < min(HEADER_SIZES.values()):
                 if size < len(MAGIC) or f.read(len(MAGIC)) != MAGIC:
                     raise _Bad("it is not a shimgen trace file (no magic)")
                 raise _Bad(f"it is truncated: {size} bytes, less than its header")
@@ -343,10 +369,7 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         raise _Bad("no magic: the process died while it made the file")
     if m[:len(MAGIC)] != MAGIC:
         raise _Bad("it is not a shimgen trace file (wrong magic)")
-    h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0), strict=True))
-    if h["version"] != VERSION:
-        raise _Bad(f"it has format version {h['version']}; this shimgen reads version {VERSION}")
-    _check_header(h, size)
+    h = read_header(m, size)
     names = _names(m, h)
     nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
     functions, untimed, overflow = _sum_blocks(m, fd, h, nblocks)

@@ -102,7 +102,7 @@ class ProcessTrace:
                  "driver_path", "driver_version", "driver_build_id", "ns_per_tick",
                  "untimed_calls", "unmapped_proc_addresses", "start_ns", "end_ns", "functions",
                  "ppid", "errors_overflow", "notes", "boot_id", "proc_start",
-                 "calls_missing", "no_file")
+                 "calls_missing", "no_file", "host", "now")
 
     def __init__(self, path: str, source: str, pid: int, rank: str | None, mode: str,
                  complete: bool, shimgen_version: str = "", driver_path: str = "",
@@ -144,6 +144,8 @@ class ProcessTrace:
         # its counts are not exact.
         self.calls_missing = calls_missing
         self.no_file = no_file
+        self.host = ""  # the node whose part of a run directory held it ("": unknown)
+        self.now = None  # trace/job.py's ProcNow of an unfinished trace (report/inflight.py)
 
     @property
     def short(self) -> bool:

@@ -212,7 +212,8 @@ def test_the_last_trace_of_a_process_says_whether_it_died():
     for procs in ([before, after], [after, before]):
         g = json_of(procs)["groups"][0]
         assert (g["processes"], g["complete"], g["execs"]) == (1, 0, 1)
-        assert g["died"] == [{"pid": 7, "rank": None, "path": "traces/7.b.shimtrace"}]
+        assert g["died"] == [{"pid": 7, "rank": None, "path": "traces/7.b.shimtrace",
+                              "inside": None}]
         assert "processes  1: 0 complete, 1 died" in text_of(procs)
 
 

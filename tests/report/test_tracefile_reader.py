@@ -83,7 +83,7 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
 @pytest.mark.parametrize("field,value,words", [
     ("magic", b"SHIMTRC\0", ["wrong magic"]),
     ("version", tracefile.VERSION + 1, [f"format version {tracefile.VERSION + 1}",
-                                        f"reads version {tracefile.VERSION}"]),
+                                        "reads versions 3, 4"]),
     ("fine_sub_shift", 5, ["fine histogram"]),
     ("off_fine", 1 << 30, ["fine histogram"]),
     ("fine_slots", 3000, ["fine histogram"]),
@@ -106,7 +106,7 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
     ("blocks_mapped", 99, ["holds"]),
     ("end_ns", 0, ["complete without an end"]),
     # version 2 had no injected failures in its error slots: refused, never misread
-    ("version", tracefile.VERSION - 1, [f"format version {tracefile.VERSION - 1}"]),
+    ("version", 2, ["format version 2"]),
 ])
 def test_corrupt_header_is_refused(real_file, tmp_path, field, value, words):
     data = bytearray(real_file.read_bytes())
@@ -381,3 +381,57 @@ def test_failures_as_many_as_calls_are_read(real_file, tmp_path):
     assert load(running).functions[V].injected == {2: calls + blocks}
     refused(with_error_slots(real_file, tmp_path, [(V, 2, calls + blocks + 1, True)], state=1),
             "failures of")
+
+
+def as_version_3(data: bytes) -> bytes:
+    """A version 4 file made into the version 3 file the same process would have written:
+    the header without the frame fields, the names right after it, the blocks where they
+    were."""
+    h = header(data)
+    v3 = tracefile.HEADER_SIZES[3]
+    head = bytearray(data[:v3])
+    struct.pack_into("<I", head, FIELD_OFFSETS["version"][0], 3)
+    struct.pack_into("<I", head, FIELD_OFFSETS["header_size"][0], v3)
+    struct.pack_into("<Q", head, FIELD_OFFSETS["names_off"][0], v3)
+    names = data[h["names_off"]:h["names_off"] + h["names_size"]]
+    pad = bytes(h["blocks_off"] - v3 - len(names))
+    return bytes(head) + names + pad + data[h["blocks_off"]:]
+
+
+def test_a_version_3_file_still_reads_the_same(real_file, tmp_path):
+    old = tmp_path / "v3.shimtrace"
+    old.write_bytes(as_version_3(real_file.read_bytes()))
+    a, b = load(real_file), load(old)
+    assert header(real_file.read_bytes())["version"] == 4 and tracefile.VERSION == 4
+    assert {k: v.calls for k, v in a.functions.items()} == \
+        {k: v.calls for k, v in b.functions.items()} and b.functions
+    assert (b.pid, b.complete, b.mode, b.ns_per_tick) == (a.pid, a.complete, a.mode,
+                                                          a.ns_per_tick)
+
+
+def test_calls_in_progress_of_a_version_3_file_are_not_known(real_file, tmp_path):
+    from shimgen.trace import inflight
+
+    old = tmp_path / "v3.shimtrace"
+    old.write_bytes(as_version_3(real_file.read_bytes()))
+    got = inflight.read(old, counts=True)
+    assert got.calls == [] and got.why_unknown == inflight.NOT_IN_VERSION_3
+    assert got.counts == sum(f.calls for f in load(real_file).functions.values())
+    new = inflight.read(real_file)
+    assert new.why_unknown == "" and new.complete
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("frame_slots", 0, "shadow frames"), ("frame_size", 12, "shadow frames"),
+    ("frame_off_idx", 40, "frame field"), ("off_frames", 1 << 30, "outside a block"),
+])
+def test_frame_fields_that_do_not_fit_are_refused(real_file, tmp_path, field, value, words):
+    from shimgen.trace import inflight
+
+    data = bytearray(real_file.read_bytes())
+    put(data, field, value)
+    p = tmp_path / "bad.shimtrace"
+    p.write_bytes(bytes(data))
+    with pytest.raises(ShimgenError) as e:
+        inflight.read(p)
+    assert str(e.value).startswith(f"{p}: ") and words in str(e.value), e.value

@@ -142,10 +142,11 @@ def test_the_command_gets_the_shim_first_and_the_run_directory(driver, cache, tm
     assert Path(shim).is_file() and Path(shim).parent.name == rec["shim"]["cache_entry"]
     for p in (run_dir, run_dir / "traces"):
         assert p.stat().st_mode & 0o777 == 0o700, p
-    for p in (run_dir / "run.json", run_dir / "notices.log"):
+    for p in (run_dir / "run.json", run_dir / "notices.log", run_dir / "heartbeat"):
         assert p.stat().st_mode & 0o777 == 0o600, p
     assert sorted(os.listdir(run_dir)) == sorted(
-        ["run.json", "notices.log", "traces"] + (["timeline"] if mode == "timeline" else []))
+        ["run.json", "notices.log", "traces", "heartbeat"]
+        + (["timeline"] if mode == "timeline" else []))
 
 
 def test_without_a_preload_before_it_is_the_shim_alone(driver, cache, tmp_path):

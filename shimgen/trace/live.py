@@ -1,0 +1,152 @@
+"""Whether a traced process still runs, and the parts of a run directory that nodes made.
+
+A process on this machine (its trace's boot id is this boot's) runs while /proc has its
+pid with the same start time. One on another host cannot be asked: its node's `shimgen run`
+rewrites a heartbeat file in its part of the run directory every second (runenv.HEARTBEAT:
+the CLOCK_REALTIME ns of the write, in decimal), and a process there counts as running
+while that heartbeat is fresh (HEARTBEAT_FRESH_S) and the node's run has not ended.
+
+A run directory made by several nodes (docs/multigpu.md): the node that made it has its
+run.json, traces and notices at the top; every other node joined it under its host name,
+a directory with its own run.json, traces, notices and heartbeat. `parts(run_dir)` lists
+them, the top first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ..runenv import HEARTBEAT, RUN_JSON, TRACES
+
+HEARTBEAT_EVERY_S = 1.0
+HEARTBEAT_FRESH_S = 10.0
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def boot_id() -> str:
+    try:
+        with open(_BOOT_ID) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def proc_start(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (its start, in clock ticks since boot); None: no such
+    process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    rest = raw[raw.rfind(b")") + 2:].split()
+    try:
+        return int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def alive_here(pid: int, start: int | None) -> bool:
+    """Whether the process of this pid and start time runs on this machine now (a zombie
+    does not: it ended)."""
+    if start is None or pid <= 0:
+        return False
+    if proc_start(pid) != start:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+        return raw[raw.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def read_heartbeat(part: Path) -> int | None:
+    """The CLOCK_REALTIME ns of a part's last heartbeat; None: none (never through a
+    symbolic link; only a small regular file)."""
+    try:
+        fd = os.open(part / HEARTBEAT, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        raw = os.read(fd, 64)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    text = raw.strip()
+    return int(text) if text.isdigit() and len(text) < 25 else None
+
+
+def stamp_ns(stamp) -> int | None:
+    """run.json's time stamp (YYYY-MM-DDTHH:MM:SS.mmmZ, UTC) in ns; None: none."""
+    import calendar
+
+    if not isinstance(stamp, str) or not stamp.endswith("Z"):
+        return None
+    try:
+        main, _, frac = stamp[:-1].partition(".")
+        t = calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S"))
+        return t * 10**9 + int((frac or "0").ljust(9, "0")[:9])
+    except ValueError:
+        return None
+
+
+class Part:
+    """One node's part of a run directory: its path, host, run.json and heartbeat."""
+
+    __slots__ = ("path", "host", "run", "heartbeat_ns")
+
+    def __init__(self, path: Path, host: str, run: dict | None) -> None:
+        self.path, self.host, self.run = path, host, run
+        self.heartbeat_ns = read_heartbeat(path)
+
+    @property
+    def end_ns(self) -> int | None:
+        return stamp_ns((self.run or {}).get("end"))
+
+    def node_running(self, now_real_ns: int) -> bool:
+        """Whether this node's `shimgen run` still runs, as far as its files tell."""
+        if self.end_ns is not None:
+            return False
+        hb = self.heartbeat_ns
+        return hb is not None and now_real_ns - hb < HEARTBEAT_FRESH_S * 1e9
+
+
+def _run_json(d: Path) -> dict | None:
+    from .jsonfile import read_json
+    from ..errors import ShimgenError
+
+    try:
+        data = read_json(d / RUN_JSON)
+    except (ShimgenError, OSError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_node_part(d: Path) -> bool:
+    """A directory a node joined the run with: its own run.json and traces/ (and no
+    symbolic link)."""
+    return (not d.is_symlink() and d.is_dir() and (d / RUN_JSON).is_file()
+            and (d / TRACES).is_dir())
+
+
+def parts(run_dir: Path) -> list[Part]:
+    """The parts of a run directory: the top, then each node that joined it, by name."""
+    top = _run_json(run_dir)
+    out = [Part(run_dir, str((top or {}).get("host") or ""), top)]
+    try:
+        entries = sorted(os.scandir(run_dir), key=lambda e: e.name)
+    except OSError:
+        return out
+    for e in entries:
+        if e.name.startswith(".") or e.name == TRACES:
+            continue
+        d = Path(e.path)
+        if e.is_dir(follow_symlinks=False) and is_node_part(d):
+            run = _run_json(d)
+            out.append(Part(d, str((run or {}).get("host") or e.name), run))
+    return out
