@@ -89,7 +89,7 @@ shimgen_\name\()_enter:
         ldr     x10, [x9, #FRAME_NEXT]              /* take it (head = its next), */
         str     x10, [x16, #TS_FREE]
         str     x30, [x9, #FRAME_RET]               /* then write it: the return address, */
-        stp     x17, x19, [x9, #FRAME_IDX]          /* i and the caller's x19 */
+        str     x19, [x9, #FRAME_RBX]               /* the caller's x19 */
         .cfi_remember_state
         mov     x19, x9
         CFI_SAVED_AT_X19(19, FRAME_RBX)             /* the caller's x19 is in the frame */
@@ -101,7 +101,11 @@ shimgen_\name\()_enter:
         CFI_CALLER_SP_IS_SP
         isb
         mrs     x10, cntvct_el0
-        str     x10, [x19, #FRAME_START]            /* start ticks */
+        /* The start ticks are written before the index: the index word held a free
+         * frame's link until now, and a reader of the trace file that sees an index there
+         * sees this call (docs/traceformat.md, "Calls in progress"). */
+        str     x10, [x19, #FRAME_START]            /* start ticks, */
+        str     x17, [x19, #FRAME_IDX]              /* then i: the frame is in use from here */
         load_target x16
         blr     x16
 /*
