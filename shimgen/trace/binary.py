@@ -29,8 +29,10 @@ from ..runenv import (
     TRACE_STATES,
     TRACE_SUFFIX,
     TRACE_VERSION,
+    TRACE_VERSIONS_READ,
     trace_header_layout,
 )
+from .memory import LedgerError, read_ledger
 from .model import (
     FINE_BUCKETS,
     FINE_SUB_SHIFT,
@@ -54,11 +56,15 @@ NS_PER_TICK_RANGE = (0.05, 20.0)
 # A calibration less exact than this is used, with a note saying how exact it is.
 CALIBRATION_NOTE_ABOVE = 0.001
 
-# The header (runtime/tracefile_header.h), from the one list of its fields, little-endian.
-_LAYOUT = trace_header_layout()
-_HEADER = struct.Struct("<" + "".join(code for *_, code in _LAYOUT))
-_FIELDS = [name for name, *_ in _LAYOUT]
-HEADER_SIZE = _HEADER.size
+# The header (runtime/tracefile_header.h), from the one list of its fields, little-endian:
+# of each version read (3 is 4 without the memory ledger's fields), its struct and fields.
+# (A field's values: one, or `count` for an array of numbers; text is one value.)
+_HEADERS = {v: (struct.Struct("<" + "".join(code for *_, code in trace_header_layout(v))),
+                [(name, 1 if ctype == "char" else count)
+                 for name, ctype, count, _, _ in trace_header_layout(v)])
+            for v in TRACE_VERSIONS_READ}
+HEADER_SIZE = _HEADERS[VERSION][0].size
+MIN_HEADER_SIZE = min(st.size for st, _ in _HEADERS.values())
 FSTATS_SIZE = 32  # count, total, max, unused (uint64 each)
 ERRSLOT_SIZE = 16  # key, count
 
@@ -73,11 +79,24 @@ def _text(raw: bytes, what: str) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
+def _header(m: mmap.mmap, version: int) -> dict:
+    """The header's fields by name (an array field as a tuple) in `version`'s layout."""
+    st, fields = _HEADERS[version]
+    values, out = st.unpack_from(m, 0), {}
+    at = 0
+    for name, n in fields:
+        out[name] = values[at] if n == 1 else values[at:at + n]
+        at += n
+    return out
+
+
 def _check_header(h: dict, size: int) -> None:
+    hsize = _HEADERS[h["version"]][0].size
     if h["byte_order"] != BYTE_ORDER:
         raise _Bad("it was written with another byte order")
-    if h["header_size"] != HEADER_SIZE:
-        raise _Bad(f"its header is {h['header_size']} bytes, version {VERSION} has {HEADER_SIZE}")
+    if h["header_size"] != hsize:
+        raise _Bad(f"its header is {h['header_size']} bytes, version {h['version']} has "
+                   f"{hsize}")
     nf, page, bs, stride = h["nfuncs"], h["page_size"], h["block_size"], h["block_stride"]
     if not 0 < nf < 1 << 16:
         raise _Bad(f"it has {nf} functions")
@@ -85,7 +104,7 @@ def _check_header(h: dict, size: int) -> None:
         raise _Bad(f"its page size {page} is not a power of two from 4096")
     if not 0 < bs <= stride or stride % page or stride > 1 << 32:
         raise _Bad(f"its block size {bs} and stride {stride} do not fit its pages")
-    if h["names_off"] != HEADER_SIZE or h["names_size"] < 2 * nf:
+    if h["names_off"] != hsize or h["names_size"] < 2 * nf:
         raise _Bad("its names table is not where the header ends")
     if h["names_size"] > nf * MAX_NAME:
         raise _Bad(f"its names table is {h['names_size']} bytes, more than {nf} names of at "
@@ -324,7 +343,7 @@ def load(path: str | os.PathLike, *, follow: bool = True) -> ProcessTrace:
             size = st.st_size
             if size == 0:
                 raise _Bad("empty: the process died as it started")
-            if size < HEADER_SIZE:
+            if size < MIN_HEADER_SIZE:
                 if size < len(MAGIC) or f.read(len(MAGIC)) != MAGIC:
                     raise _Bad("it is not a shimgen trace file (no magic)")
                 raise _Bad(f"it is truncated: {size} bytes, less than its header")
@@ -341,9 +360,13 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         raise _Bad("no magic: the process died while it made the file")
     if m[:len(MAGIC)] != MAGIC:
         raise _Bad("it is not a shimgen trace file (wrong magic)")
-    h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0), strict=True))
-    if h["version"] != VERSION:
-        raise _Bad(f"it has format version {h['version']}; this shimgen reads version {VERSION}")
+    version = struct.unpack_from("<I", m, len(MAGIC))[0]
+    if version not in _HEADERS:
+        raise _Bad(f"it has format version {version}; this shimgen reads versions "
+                   f"{', '.join(map(str, TRACE_VERSIONS_READ))}")
+    if size < _HEADERS[version][0].size:
+        raise _Bad(f"it is truncated: {size} bytes, less than its header")
+    h = _header(m, version)
     _check_header(h, size)
     names = _names(m, h)
     nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
@@ -367,7 +390,7 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
             fs.total_ns, fs.max_ns = total * k, mx * k
         stats[names[i].decode("ascii", "replace")] = fs
     rank = _text(h["rank"], "rank")
-    return ProcessTrace(
+    trace = ProcessTrace(
         path=name, source="shimtrace", pid=h["pid"], rank=rank or None,
         mode=MODES[h["mode"]], complete=complete,
         shimgen_version=_text(h["shimgen_version"], "shimgen version"),
@@ -381,6 +404,11 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         boot_id=_text(h["boot_id"], "boot id"), proc_start=h["proc_start"] or None,
         calls_missing=h["calls_missing"],
     )
+    try:
+        trace.memory = read_ledger(h, names)
+    except LedgerError as e:
+        raise _Bad(str(e)) from None
+    return trace
 
 
 def missing_note(n: int, complete: bool) -> str:
