@@ -102,7 +102,7 @@ class ProcessTrace:
                  "driver_path", "driver_version", "driver_build_id", "ns_per_tick",
                  "untimed_calls", "unmapped_proc_addresses", "start_ns", "end_ns", "functions",
                  "ppid", "errors_overflow", "notes", "boot_id", "proc_start",
-                 "calls_missing", "no_file")
+                 "calls_missing", "no_file", "memory")
 
     def __init__(self, path: str, source: str, pid: int, rank: str | None, mode: str,
                  complete: bool, shimgen_version: str = "", driver_path: str = "",
