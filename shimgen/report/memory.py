@@ -13,7 +13,7 @@ held when it exec'd is counted as held (the exec gave it back to the driver, not
 
 from __future__ import annotations
 
-from ..trace.memory import HOST
+from ..trace import HOST
 from .model import Group
 
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")

@@ -1,12 +1,14 @@
 """The traces the shim writes, read: binary.py the binary trace files of
 SHIMGEN_TRACE_DIR, jsonfile.py the JSON trace of SHIMGEN_TRACE_FILE, both into model.py's one
-shape of a process's trace (read by `shimgen report` and `shimgen run` alike).
+shape of a process's trace (read by `shimgen report` and `shimgen run` alike); memory.py the
+device memory ledger of a binary trace file.
 """
 
 from .. import face
 
 __getattr__, __all__ = face(__name__, {
     "HIST_BUCKETS": "model",
+    "HOST": "memory",
     "NOT_FINISHED": "model",
     "NO_ERROR_COUNTS": "jsonfile",
     "NO_ROOM": "model",

@@ -26,7 +26,6 @@ from shimgen.shim.memroutes import ROUTES
 from shimgen.shim.pipeline import make_shim
 from shimgen.trace.binary import load
 from shimgen.trace.memory import HOST
-from tests.run.test_run import _record, shimgen_run
 
 MiB = 1 << 20
 # Every allocation route, and every free route, with some left held: device 0, then 1.
@@ -233,20 +232,3 @@ def test_sizes(text, value):
     from shimgen.run.limits import parse_size
 
     assert parse_size(text) == value
-
-
-def test_run_limit_option(driver, cache, tmp_path):
-    bad = shimgen_run(driver, cache, "--limit", "memory=2 GiB", "--", "true")
-    assert bad.returncode == 1
-    assert bad.stderr == ("shimgen: error: --limit memory=2 GiB: '2 GiB' is not a size "
-                          "(200MiB, 2GiB, or bytes)\n")
-    other = shimgen_run(driver, cache, "--limit", "threads=2", "--", "true")
-    assert other.returncode == 1 and "give memory=SIZE" in other.stderr
-    ok = shimgen_run(driver, cache, "-o", str(tmp_path / "r"), "--limit", "memory=2GiB", "--",
-                     "sh", "-c", "echo $SHIMGEN_LIMIT_MEMORY")
-    assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.splitlines()[0] == str(2 << 30)
-    assert _record(tmp_path / "r")["limit"] == {"memory": 2 << 30}
-
-
-from tests.run.test_run import cache, driver  # noqa: E402,F401  (the run tests' fixtures)
