@@ -79,11 +79,17 @@ static void own_process(void)
         hdr = NULL;
 }
 
+static void mirror_all(void);
+
+/* (Only here and in attach, never on an allocation's path: the child's trace file may have
+ * been made, and attached, before this handler ran; its numbers are then made the child's.) */
 static void after_fork_child(void)
 {
     lock = 0;
     in_ledger = 0;
     own_process();
+    if (hdr)
+        mirror_all();
 }
 
 static inline void spin_pause(void)
@@ -146,12 +152,17 @@ void shimgen_ledger_attach(struct tf_header *h)
     h->mem_limit = shimgen_ledger_limit;
     hdr = h;
     hdr_pid = getpid();
+    mirror_all();
+    if (locked)
+        unlock_ledger();
+}
+
+static void mirror_all(void)
+{
     for (unsigned c = 0; c < COLS; c++)
         for (unsigned r = 0; r < ROUTES; r++)
             mirror(c, r);
     mirror_counts();
-    if (locked)
-        unlock_ledger();
 }
 
 static unsigned home(unsigned tag, uint64_t key)
@@ -188,28 +199,36 @@ static void remove_slot(unsigned i)
     }
 }
 
-static void count(const struct slot *s, int sign, int taken)
+/* An entry's bytes added (an allocation: `taken` too) or given back, into the header too. */
+static void count(const struct slot *s, int add, int taken)
 {
-    unsigned c = s->column, r = s->route;
-    uint64_t n = s->size;
-    led.current[c] += sign > 0 ? n : -n;
-    led.held[c][r] += sign > 0 ? n : -n;
-    led.live[c][r] += sign > 0 ? 1 : (uint64_t)-1;
-    if (taken)
-        led.taken[c][r] += n;
-    if (led.current[c] > led.peak[c])
-        led.peak[c] = led.current[c];
-    mirror(c, r);
+    unsigned c = s->column, at = c * ROUTES + s->route;
+    uint64_t n = add ? s->size : -s->size, one = add ? 1 : (uint64_t)-1;
+    uint64_t *held = &led.held[0][0] + at, *live = &led.live[0][0] + at;
+    uint64_t cur = led.current[c] += n;
+    *held += n;
+    *live += one;
+    struct tf_header *h = hdr;
+    if (h) {
+        __atomic_store_n(&h->mem_held[at], *held, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->mem_live[at], *live, __ATOMIC_RELAXED);
+    }
+    if (taken) {
+        uint64_t t = (&led.taken[0][0])[at] += s->size;
+        if (h)
+            __atomic_store_n(&h->mem_taken[at], t, __ATOMIC_RELAXED);
+    }
+    if (cur > led.peak[c]) {
+        led.peak[c] = cur;
+        if (h)
+            __atomic_store_n(&h->mem_peak[c], cur, __ATOMIC_RELAXED);
+    }
 }
 
-/* A new entry (replacing one of the same key, whose free the ledger never saw). */
+/* A new entry, in its key's place (replacing one of the same key, whose free the ledger
+ * never saw). */
 static int insert(const struct slot *s)
 {
-    int at = find(s->tag, s->key);
-    if (at >= 0) {
-        count(&slots[at], -1, 0);
-        remove_slot((unsigned)at);
-    }
     if (!slots) {
         void *m = mmap(NULL, SLOTS * sizeof *slots, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -218,8 +237,12 @@ static int insert(const struct slot *s)
     if (!slots || nslots >= SLOTS_FULL)
         return 0;
     unsigned i = home(s->tag, s->key);
-    while (slots[i].tag)
-        i = (i + 1) & (SLOTS - 1);
+    for (; slots[i].tag; i = (i + 1) & (SLOTS - 1))
+        if (slots[i].tag == s->tag && slots[i].key == s->key) {
+            count(&slots[i], 0, 0);
+            slots[i] = *s;
+            return 1;
+        }
     slots[i] = *s;
     nslots++;
     return 1;
@@ -230,7 +253,6 @@ int shimgen_ledger_begin(struct ledger_op *op)
     uint64_t limit = shimgen_ledger_limit;
     if (op->column < 0 || !limit || op->column == SHIMGEN_MEM_HOST_COLUMN || !lock_ledger())
         return 1;
-    own_process();
     uint64_t cur = led.current[op->column];
     int fits = cur <= limit && op->size <= limit - cur;
     if (fits) {
@@ -251,17 +273,17 @@ void shimgen_ledger_end(struct ledger_op *op, int ok, unsigned tag, uint64_t key
             __atomic_fetch_add(&led.untracked, 1, __ATOMIC_RELAXED);
         return;
     }
-    own_process();
     if (op->reserved)
         led.current[op->column] -= op->size;
     if (ok) {
         struct slot s = {.key = key, .size = op->size, .refs = 1, .tag = (uint8_t)tag,
                          .column = (uint8_t)op->column, .route = (uint8_t)op->route};
-        if (op->column >= 0 && op->route < ROUTES && insert(&s))
+        if (op->column >= 0 && op->route < ROUTES && insert(&s)) {
             count(&s, 1, 1);
-        else
+        } else {
             led.untracked++;
-        mirror_counts();
+            mirror_counts();
+        }
     }
     unlock_ledger();
 }
@@ -270,14 +292,13 @@ int shimgen_ledger_take(unsigned tag, uint64_t key, uint64_t out[3])
 {
     if (!lock_ledger())
         return 0;
-    own_process();
     int i = find(tag, key), took = 0;
     if (i >= 0 && slots[i].refs > 1) {
         slots[i].refs--;
         took = 2;
     } else if (i >= 0) {
         out[0] = slots[i].size, out[1] = slots[i].column, out[2] = slots[i].route;
-        count(&slots[i], -1, 0);
+        count(&slots[i], 0, 0);
         remove_slot((unsigned)i);
         took = 1;
     }

@@ -7,10 +7,15 @@
  *   array:W:H:FMT:CH  array3d:W:H:D:FMT:CH  mipmap:W:H:D:FMT:CH:LEVELS
  *   hostalloc:N  allochost:N
  *   free:K  freeasync:K  freeasyncptsz:K   item K given back by its own route's free
+ *   threads:T:N (T threads, N random allocations each, every 7th kept: the ledger's lock)
+ *   churn:N:SIZE (N times an allocation and its free: the cost of the ledger)
  *   info  total:D   fork (the child runs the rest; the parent waits and ends)   kill
  * Each allocation is an item, numbered from 0 in order. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +61,26 @@ static void totals(const char *who)
     get("fake_ledger_totals")(buf, sizeof buf);
     printf("%s %s\n", who, buf);
     fflush(stdout);
+}
+
+/* threads:T:N: T threads, each N allocations of random sizes on device (thread % 2), every
+ * 7th kept, the rest freed at once or after a random yield. */
+static u64 churn_n;
+static void *churner(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u;
+    get("cuCtxSetCurrent")((void *)((uintptr_t)arg % 2 + 1));
+    fn_t alloc = get("cuMemAlloc_v2"), release = get("cuMemFree_v2");
+    for (u64 i = 0; i < churn_n; i++) {
+        u64 p = 0;
+        if (alloc(&p, (size_t)(1 + rand_r(&seed) % 65536)) != 0)
+            return (void *)1;
+        if (rand_r(&seed) % 4 == 0)
+            sched_yield();
+        if (i % 7 && release(p) != 0)
+            return (void *)1;
+    }
+    return NULL;
 }
 
 static int run_op(char *op, const char *who)
@@ -130,6 +155,26 @@ static int run_op(char *op, const char *who)
         if (it.kind == 5)
             return get("cuMipmappedArrayDestroy")((void *)it.key);
         return get("cuMemFreeHost")((void *)it.key);
+    }
+    if (!strcmp(op, "churn")) { /* a times: cuMemAlloc_v2 of b bytes, then its free */
+        fn_t alloc = get("cuMemAlloc_v2"), release = get("cuMemFree_v2");
+        int rc = 0;
+        for (u64 i = 0; i < a && !rc; i++)
+            rc = alloc(&p, (size_t)b) || release(p);
+        return rc;
+    }
+    if (!strcmp(op, "threads")) {
+        pthread_t t[64];
+        void *bad = NULL;
+        churn_n = b;
+        for (u64 i = 0; i < a && i < 64; i++)
+            pthread_create(&t[i], NULL, churner, (void *)(uintptr_t)i);
+        for (u64 i = 0; i < a && i < 64; i++) {
+            void *r;
+            pthread_join(t[i], &r);
+            bad = bad ? bad : r;
+        }
+        return bad != NULL;
     }
     if (!strcmp(op, "info")) {
         size_t fr = 0, to = 0;

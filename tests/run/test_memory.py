@@ -138,11 +138,11 @@ def test_limit_refuses_before_the_driver_and_answers_with_it(probes, fake, fake_
     assert f"parent info free {MiB} total {MiB}" in out
     assert f"parent info free {MiB - 524288} total {MiB}" in out
     assert f"parent total {MiB}" in out
-    fake = fake_totals(out)
-    assert fake["taken"]["cuMemAlloc_v2"] == [2 * 524288, 2]  # the refused one never came
-    assert fake["taken"]["cuMemCreate"] == [2097152, 1]
+    want = fake_totals(out)
+    assert want["taken"]["cuMemAlloc_v2"] == [2 * 524288, 2]  # the refused one never came
+    assert want["taken"]["cuMemCreate"] == [2097152, 1]
     t = one_trace(traces)
-    assert_same(t, fake)
+    assert_same(t, want)
     assert (t.memory.limit, t.memory.refused) == (MiB, 2)
 
 
@@ -194,6 +194,21 @@ def test_sigkill_leaves_the_numbers_at_death(probes, fake, fake_shim, tmp_path):
     assert_same(t, fake_totals(out))
     m = memory_json(groups([t], None)[0])
     assert m["at_exit_bytes"] == 4096 + 8192 and m["leaked"]["count"] == 2
+
+
+def test_threads_racing_keep_the_ledger_exact(probes, fake, fake_shim, tmp_path):
+    """8 threads on two devices, 300 allocations each of random sizes and random yields, a
+    seventh kept: repeated, the ledger's bytes and allocations held and bytes taken equal the
+    fake's (the peak is the order each lock saw, which may differ)."""
+    for k in range(3):
+        out, traces = run_ops(probes, fake, fake_shim, tmp_path / str(k), ["threads:8:300"])
+        assert "threads:8:300 rc 0" in out, out
+        want = fake_totals(out)
+        got = ledger_of(one_trace(traces))
+        assert {c: v[1:] for c, v in got["columns"].items()} == {
+            c: v[1:] for c, v in want["columns"].items()}
+        assert got["taken"] == {fn: b for fn, (b, _) in want["taken"].items()}
+        assert want["columns"]["0"][2] == 4 * 43 and want["columns"]["1"][2] == 4 * 43
 
 
 def test_version_3_file_still_read(probes, fake, fake_shim, tmp_path):
