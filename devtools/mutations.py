@@ -3040,4 +3040,23 @@ MUTATIONS = [
                   "tests/devtools/test_layout.py::test_a_face_names_the_module_that_defines_each_name"],
         "why": "a face takes each name from the module that defines it: run's cached path stays light",
     },
+    # ---- the device memory ledger (runtime/ledger.c, docs/memory.md) ----
+    {
+        "name": "ledger-handle-freed-by-first-release",
+        "file": "runtime/ledger.c",
+        "old": "    if (i >= 0 && slots[i].refs > 1) {\n",
+        "new": "    if (i >= 0 && slots[i].refs > 1 && 0) {\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_retained_and_imported_handles_freed_by_their_last_release"],
+        "why": "a VMM handle is freed by its last release, not its first",
+    },
+    {
+        "name": "ledger-limit-not-checked",
+        "file": "runtime/ledger.c",
+        "old": "    int fits = cur <= limit && op->size <= limit - cur;\n",
+        "new": "    int fits = cur <= limit || op->size <= limit - cur;\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_limit_refuses_before_the_driver_and_answers_with_it"],
+        "why": "an allocation past the limit fails before it reaches the driver",
+    },
 ]
