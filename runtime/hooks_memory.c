@@ -15,16 +15,18 @@
 #include "ledger.h"
 
 #define OOM SHIMGEN_CUDA_ERROR_OUT_OF_MEMORY
+/* (a driver with only some routes, a test's fake, uses only some of the helpers) */
+#define UNUSED_OK __attribute__((unused))
 #define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
 #define HOOK(name, params)                                                                 \
     shimgen_CUresult shimgen_hook_##name params;                                            \
     shimgen_CUresult shimgen_hook_##name params
 
-static int said_device;
+static int said_device UNUSED_OK;
 
 /* The device of the calling thread's current context, as the allocation uses it; -1 when
  * there is none or its ordinal has no column. */
-static int device_column(void)
+static UNUSED_OK int device_column(void)
 {
 #ifdef SHIMGEN_IDX_cuCtxGetDevice
     int dev = -1;
@@ -41,7 +43,7 @@ static int device_column(void)
 
 /* Where a CUmemAllocationProp puts its memory: a device location's ordinal, or the host
  * column for any other location (host, host NUMA); never a current context. */
-static int location_column(const void *prop)
+static UNUSED_OK int location_column(const void *prop)
 {
     int type, id;
     if (!prop)
@@ -55,7 +57,7 @@ static int location_column(const void *prop)
 
 /* An imported handle's column: its location, asked of the driver (0 bytes are counted: the
  * memory is its exporter's); -1 when the driver cannot say. */
-static int import_column(uint64_t handle)
+static UNUSED_OK int import_column(uint64_t handle)
 {
 #ifdef SHIMGEN_IDX_cuMemGetAllocationPropertiesFromHandle
     unsigned char prop[64] = {0}; /* CUmemAllocationProp is 32 bytes; room to spare */
@@ -68,14 +70,15 @@ static int import_column(uint64_t handle)
     return -1;
 }
 
-static uint64_t times(uint64_t a, uint64_t b)
+static UNUSED_OK uint64_t times(uint64_t a, uint64_t b)
 {
     uint64_t p;
     return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
 }
 
 /* Bytes of an array: its extent (a zero height or depth is one) times its element. */
-static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, int format, unsigned channels)
+static UNUSED_OK uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, int format,
+                                     unsigned channels)
 {
     uint64_t element = 4;
 #define FORMAT(f, n) if (format == (f)) element = (n);
@@ -85,7 +88,7 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, int format, unsi
 }
 
 /* A 3D descriptor (CUDA_ARRAY3D_DESCRIPTOR): width, height, depth, format, channels. */
-static uint64_t array3d_bytes(const void *desc, unsigned levels)
+static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
 {
     size_t ext[3];
     int format;
