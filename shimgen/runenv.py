@@ -114,9 +114,11 @@ TRACE_HEADER = (
     ("mem_untracked", "u64", 1),  # allocations the ledger could not follow (a full table)
     ("mem_refused", "u64", 1),  # allocations refused for the limit
     ("mem_peak", "u64", MEM_COLUMNS),  # per column: the most held at once
-    ("mem_held", "u64", MEM_COLUMNS * MEM_ROUTES),  # [column][route]: bytes held now (at exit or death)
-    ("mem_live", "u64", MEM_COLUMNS * MEM_ROUTES),  # [column][route]: allocations (handles) held now
-    ("mem_taken", "u64", MEM_COLUMNS * MEM_ROUTES),  # [column][route]: bytes taken in all
+    # [column][route]: the bytes held now (at exit or death), the allocations (handles)
+    # held now, the bytes taken in all
+    ("mem_held", "u64", MEM_COLUMNS * MEM_ROUTES),
+    ("mem_live", "u64", MEM_COLUMNS * MEM_ROUTES),
+    ("mem_taken", "u64", MEM_COLUMNS * MEM_ROUTES),
 )
 # The first field of version 4: version 3's header is everything before it.
 TRACE_V3_END = "mem_columns"

@@ -109,7 +109,7 @@ def memory_section(g: Group) -> list[str]:
     lines = ["", f"device memory  peak {size_text(m['peak_bytes'])}, at exit "
              f"{size_text(m['at_exit_bytes'])}, never freed: {leaked['count']} allocations"
              f" ({size_text(leaked['bytes'])})"]
-    for c in sorted((c for c in cols if c != HOST)):
+    for c in sorted(c for c in cols if c != HOST):
         o = cols[c]
         lines.append(f"  device {c}: peak {size_text(o['peak'])}, at exit "
                      f"{size_text(sum(o['held'].values()))}")

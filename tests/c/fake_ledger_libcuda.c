@@ -50,7 +50,8 @@ static u64 add(const char *fn, int kind, int col, u64 size, u64 key)
 {
     pthread_mutex_lock(&lock);
     if (!key)
-        key = kind == 2 ? next_handle++ : (next_address += (size + (2u << 20)) & ~((2ull << 20) - 1));
+        key = kind == 2 ? next_handle++
+                        : (next_address += (size + (2u << 20)) & ~((2ull << 20) - 1));
     for (int i = 0; i < MAXA; i++)
         if (!allocs[i].kind) {
             allocs[i] = (struct alloc){key, size, col, 1, kind, fn};
