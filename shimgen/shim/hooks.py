@@ -9,6 +9,10 @@ hook can never recurse into itself. A build compiles the hook files its hooks na
   always  - on every run
   attrs   - SHIMGEN_TRACE=attrs, SHIMGEN_ATTR_OVERRIDE or SHIMGEN_GATES is in effect
   gates   - SHIMGEN_GATES is set and the loaded driver matches the baked-in gate profile
+  memory  - the run traces into a directory (SHIMGEN_TRACE_DIR), has a memory limit
+            (SHIMGEN_LIMIT_MEMORY), or has gates in effect: the memory ledger's routes
+            (shim/memroutes.py; `optional`: a driver without the function has no such hook)
+  limit   - SHIMGEN_LIMIT_MEMORY is set: cuMemGetInfo_v2 and cuDeviceTotalMem_v2 answer with it
 When its feature is off, the slot points straight at the real function: no cost.
 
 `wrappable` False: a user hook (docs/hooks.md) may not wrap the function: the
