@@ -3059,4 +3059,12 @@ MUTATIONS = [
                   "test_limit_refuses_before_the_driver_and_answers_with_it"],
         "why": "an allocation past the limit fails before it reaches the driver",
     },
+    {
+        "name": "ledger-child-waits-on-a-lock-copied-held",
+        "file": "runtime/ledger.c",
+        "old": "    if (led_pid != getpid()) { /* a forked child before its fork handler ran: the lock */\n",
+        "new": "    if (0) { /* a forked child before its fork handler ran: the lock */\n",
+        "tests": ["tests/run/test_memory.py::test_forks_while_other_threads_allocate"],
+        "why": "a forked child never hangs on the ledger's lock that another thread held at the fork",
+    },
 ]

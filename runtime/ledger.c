@@ -143,6 +143,10 @@ static void mirror_counts(void)
 
 void shimgen_ledger_attach(struct tf_header *h)
 {
+    if (led_pid != getpid()) { /* a forked child before its fork handler ran: the lock */
+        lock = 0;              /* may be a copy of another thread's, held for ever */
+        in_ledger = 0;
+    }
     int locked = lock_ledger();
     own_process();
     h->mem_columns = COLS;

@@ -8,6 +8,7 @@
  *   hostalloc:N  allochost:N
  *   free:K  freeasync:K  freeasyncptsz:K   item K given back by its own route's free
  *   threads:T:N (T threads, N random allocations each, every 7th kept: the ledger's lock)
+ *   forkbusy:K (K forks while 4 threads allocate: each child's ledger its own)
  *   churn:N:SIZE (N times an allocation and its free: the cost of the ledger)
  *   info  total:D   fork (the child runs the rest; the parent waits and ends)   kill
  * Each allocation is an item, numbered from 0 in order. */
@@ -81,6 +82,45 @@ static void *churner(void *arg)
             return (void *)1;
     }
     return NULL;
+}
+
+/* forkbusy:K: 4 threads allocate and free without pause while the main thread forks K
+ * times; each child (its ledger its own, made while another thread may have held the
+ * ledger's lock at the fork) allocates 100 bytes, frees them and ends. */
+static volatile int busy_stop;
+static void *busy(void *arg)
+{
+    get("cuCtxSetCurrent")((void *)1);
+    fn_t alloc = get("cuMemAlloc_v2"), release = get("cuMemFree_v2");
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    while (!busy_stop) {
+        u64 p = 0;
+        if (alloc(&p, (size_t)(1 + rand_r(&seed) % 4096)) == 0)
+            release(p);
+    }
+    return NULL;
+}
+
+static int fork_busy(u64 k)
+{
+    pthread_t t[4];
+    int bad = 0;
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, busy, (void *)(uintptr_t)(i + 1));
+    for (u64 i = 0; i < k && !bad; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            u64 p = 0;
+            int rc = get("cuMemAlloc_v2")(&p, (size_t)100) || get("cuMemFree_v2")(p);
+            _exit(rc);
+        }
+        int st = 0;
+        bad = pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st);
+    }
+    busy_stop = 1;
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    return bad;
 }
 
 static int run_op(char *op, const char *who)
@@ -176,6 +216,8 @@ static int run_op(char *op, const char *who)
         }
         return bad != NULL;
     }
+    if (!strcmp(op, "forkbusy"))
+        return fork_busy(a);
     if (!strcmp(op, "info")) {
         size_t fr = 0, to = 0;
         int rc = get("cuMemGetInfo_v2")(&fr, &to);

@@ -185,6 +185,22 @@ def test_a_forked_child_has_its_own_ledger(probes, fake, fake_shim, tmp_path):
     assert 0 not in child.memory.columns  # the parent's allocations are not the child's
 
 
+def test_forks_while_other_threads_allocate(probes, fake, fake_shim, tmp_path):
+    """100 forks while 4 threads allocate and free without pause (a fork may copy the
+    ledger's lock held): every child makes its own file, with its own ledger (its 100 bytes
+    taken and given back), and none hangs."""
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "forkbusy:100"])
+    assert "forkbusy:100 rc 0" in out, out
+    files = [load(p) for p in traces.glob("*.shimtrace")]
+    parent = next(t for t in files if t.complete)
+    children = [t for t in files if t.ppid == parent.pid]
+    assert len(children) == 100
+    for c in children:
+        col = c.memory.columns[0]
+        assert (col.taken, col.at_exit, col.leaked, col.peak) == (
+            {"cuMemAlloc_v2": 100}, 0, 0, 100), c.path
+
+
 def test_sigkill_leaves_the_numbers_at_death(probes, fake, fake_shim, tmp_path):
     out, traces = run_ops(probes, fake, fake_shim, tmp_path,
                           ["ctx:0", "alloc:4096", "create:8192:1:0", "alloc:1", "free:2",
