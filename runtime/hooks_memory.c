@@ -110,7 +110,7 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
 /* An allocation: ledger first (the limit), the driver, then what it answered. */
 #define TAKE(route, column, bytes, tag, call, ok, key, resize)                               \
     struct ledger_op op = {(route), (column), (bytes), 0};                                  \
-    if (!shimgen_ledger_begin(&op))                                                         \
+    if (shimgen_ledger_limit && !shimgen_ledger_begin(&op))                                 \
         return OOM;                                                                         \
     shimgen_CUresult rc = call;                                                             \
     if (rc == SHIMGEN_CUDA_SUCCESS && (ok))                                                 \
