@@ -102,8 +102,8 @@ def _function_lines(o: dict) -> list[str]:
 def memory_section(g: Group) -> list[str]:
     """The text: one line for the group, then each device and the host, by function."""
     m = memory_json(g)
-    if m is None:
-        return []
+    if m is None or not (m["devices"] or m["host"] or m["limit_bytes"] or m["untracked"]):
+        return []  # (no process took memory: nothing to say)
     cols = _column_totals(g)
     leaked = m["leaked"]
     lines = ["", f"device memory  peak {size_text(m['peak_bytes'])}, at exit "
