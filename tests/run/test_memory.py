@@ -124,6 +124,11 @@ def test_report_json_memory_object(probes, fake, fake_shim, tmp_path):
     text = subprocess.run([sys.executable, "-m", "shimgen", "report", str(traces)],
                           capture_output=True, text=True, timeout=60).stdout
     assert "device memory  peak 7.81 KiB, at exit 4.88 KiB, never freed: 1 allocations" in text
+    # a process that took no memory: no section, and a memory object of zeros
+    _, quiet = run_ops(probes, fake, fake_shim, tmp_path / "q", ["ctx:0", "info"])
+    text = subprocess.run([sys.executable, "-m", "shimgen", "report", str(quiet)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "cuMemGetInfo_v2" in text and "device memory" not in text
 
 
 def test_limit_refuses_before_the_driver_and_answers_with_it(probes, fake, fake_shim,
