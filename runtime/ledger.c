@@ -285,7 +285,7 @@ void shimgen_ledger_end(struct ledger_op *op, int ok, unsigned tag, uint64_t key
         if (op->column >= 0 && op->route < ROUTES && insert(&s)) {
             count(&s, 1, 1);
         } else {
-            led.untracked++;
+            __atomic_fetch_add(&led.untracked, 1, __ATOMIC_RELAXED); /* (also counted unlocked) */
             mirror_counts();
         }
     }
