@@ -181,10 +181,9 @@ def test_a_forked_child_has_its_own_ledger(probes, fake, fake_shim, tmp_path):
     out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops)
     files = [load(p) for p in sorted(traces.glob("*.shimtrace"))]
     assert len(files) == 2, out
-    parent = next(t for t in files if t.pid != files[0].ppid or t is files[0]
-                  and files[1].ppid == t.pid)
-    child = next(t for t in files if t is not parent)
-    assert child.ppid == parent.pid
+    child = next(t for t in files if t.ppid in {f.pid for f in files})
+    parent = next(t for t in files if t is not child)
+    assert child.ppid == parent.pid and parent.complete
     assert_same(parent, fake_totals(out, "parent"))
     assert_same(child, fake_totals(out, "child"))
     assert 0 not in child.memory.columns  # the parent's allocations are not the child's
