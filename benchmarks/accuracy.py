@@ -101,8 +101,7 @@ def _rates(d: Path, output: str) -> tuple[float, float | None]:
     from shimgen.trace import binary as tracefile
 
     (f,) = d.glob("*.shimtrace")
-    h = dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(f.read_bytes(), 0),
-                 strict=True))
+    h = tracefile._header(f.read_bytes(), tracefile.VERSION)
     a = (h["calib_ns_a"] - h["calib_ns0"]) / (h["calib_ticks_a"] - h["calib_ticks0"])
     return tracefile.load(f).ns_per_tick, a
 

@@ -58,7 +58,7 @@ def make_trace(driver: Path, work: Path) -> Path:
 def sparse_copy(real: Path, path: Path) -> None:
     """`real` grown to SPARSE_SIZE of holes, its header claiming every block."""
     data = bytearray(real.read_bytes())
-    h = dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(data, 0), strict=True))
+    h = tracefile._header(data, tracefile.VERSION)
     at = {name: (offset, code) for name, _, _, offset, code in trace_header_layout()}
     size = SPARSE_SIZE - (SPARSE_SIZE - h["blocks_off"]) % h["block_stride"]
     offset, code = at["blocks_reserved"]

@@ -1804,7 +1804,7 @@ MUTATIONS = [
         "old": "    if h[\"header_size\"] != hsize:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
-                  "[header_size-4688-words6]"],
+                  "[header_size-18032-words6]"],
         "why": "a header of another size is refused",
     },
     {
@@ -3101,5 +3101,32 @@ MUTATIONS = [
         "tests": ["tests/run/test_inflight.py::test_a_lasting_call_is_in_flight_and_after_sigkill_"
                   "the_process_died_inside_it"],
         "why": "a process of this machine runs only while its pid lives with the same start time",
+    },
+    # ---- the device memory ledger (runtime/ledger.c, docs/memory.md) ----
+    {
+        "name": "ledger-handle-freed-by-first-release",
+        "file": "runtime/ledger.c",
+        "old": "    if (i >= 0 && slots[i].refs > 1) {\n",
+        "new": "    if (i >= 0 && slots[i].refs > 1 && 0) {\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_retained_and_imported_handles_freed_by_their_last_release"],
+        "why": "a VMM handle is freed by its last release, not its first",
+    },
+    {
+        "name": "ledger-limit-not-checked",
+        "file": "runtime/ledger.c",
+        "old": "    int fits = cur <= limit && op->size <= limit - cur;\n",
+        "new": "    int fits = cur <= limit || op->size <= limit - cur;\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_limit_refuses_before_the_driver_and_answers_with_it"],
+        "why": "an allocation past the limit fails before it reaches the driver",
+    },
+    {
+        "name": "ledger-child-waits-on-a-lock-copied-held",
+        "file": "runtime/ledger.c",
+        "old": "    if (led_pid != getpid()) { /* a forked child before its fork handler ran: the lock */\n",
+        "new": "    if (0) { /* a forked child before its fork handler ran: the lock */\n",
+        "tests": ["tests/run/test_memory.py::test_forks_while_other_threads_allocate"],
+        "why": "a forked child never hangs on the ledger's lock that another thread held at the fork",
     },
 ]

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "inject.h"
+#include "ledger.h"
 #include "runtime.h"
 
 /* The load's state: one word, which waiting threads poll (async-signal-safe). pthread_once
@@ -220,6 +221,11 @@ static void load_driver(void)
     shimgen_cfg.features = SHIMGEN_FEATURE_ALWAYS;
     if (shimgen_attr_trace || shimgen_cfg.noverrides)
         shimgen_cfg.features |= SHIMGEN_FEATURE_ATTRS;
+    shimgen_ledger_config(); /* the memory ledger: with a trace file or a limit (ledger.c) */
+    if ((shimgen_cfg.trace != TRACE_OFF && shimgen_cfg.trace_dir[0]) || shimgen_ledger_limit)
+        shimgen_cfg.features |= SHIMGEN_FEATURE_MEMORY;
+    if (shimgen_ledger_limit)
+        shimgen_cfg.features |= SHIMGEN_FEATURE_LIMIT;
     char first_err[512];
     void *h = open_driver(shimgen_cfg.driver_path, first_err, sizeof first_err);
     if (!h) {

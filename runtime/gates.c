@@ -215,7 +215,8 @@ void shimgen_gates_arm(uintptr_t driver_base, const char *loaded_build_id)
         if (plan->selection[g] && !plan->at_init[g])
             active = 1;
     if (active)
-        shimgen_cfg.features |= SHIMGEN_FEATURE_GATES | SHIMGEN_FEATURE_ATTRS;
+        shimgen_cfg.features |=
+            SHIMGEN_FEATURE_GATES | SHIMGEN_FEATURE_ATTRS | SHIMGEN_FEATURE_MEMORY;
     if (method == SHIMGEN_GATE_METHOD_STRUCT) {
         shimgen_say("shimgen: SHIMGEN_GATES=%s armed on %s (build-id %s): applied to each "
                     "device once cuInit succeeds\n", spec, shimgen_cfg.driver_path,

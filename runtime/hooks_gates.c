@@ -1,18 +1,17 @@
 /*
  * hooks_gates.c: the hooks that apply the selected gates (gates.c) around the calls through
  * which programs discover and use them: cuInit (every device, once the driver is up),
- * cuDeviceGet, cuMemCreate (a GPUDirect RDMA allocation) and
- * cuMemGetHandleForAddressRange (a DMA-BUF export). Installed only when SHIMGEN_GATES is in
- * effect on the profile's driver (shimgen/shim/hooks.py: feature "gates"). The DMA-BUF export hook
- * is compiled where the driver exports its function (CUDA 11.7 on).
+ * cuDeviceGet and cuMemGetHandleForAddressRange (a DMA-BUF export); cuMemCreate's hook (a
+ * GPUDirect RDMA allocation) is the memory ledger's, hooks_memory.c, which applies them too.
+ * Installed only when SHIMGEN_GATES is in effect on the profile's driver
+ * (shimgen/shim/hooks.py: feature "gates"). The DMA-BUF export hook is compiled where the
+ * driver exports its function (CUDA 11.7 on).
  */
 
 #include "runtime.h"
 
 typedef shimgen_CUresult (*init_fn)(unsigned);
 typedef shimgen_CUresult (*device_get_fn)(int *, int);
-typedef shimgen_CUresult (*mem_create_fn)(unsigned long long *, size_t, const void *,
-                                          unsigned long long);
 typedef shimgen_CUresult (*handle_range_fn)(void *, unsigned long long, size_t, int,
                                             unsigned long long);
 
@@ -37,15 +36,6 @@ shimgen_CUresult shimgen_hook_cuDeviceGet(int *device, int ordinal)
     shimgen_CUresult rc = ((device_get_fn)shimgen_real[SHIMGEN_IDX_cuDeviceGet])(device, ordinal);
     shimgen_gates_apply();
     return rc;
-}
-
-shimgen_CUresult shimgen_hook_cuMemCreate(unsigned long long *handle, size_t size,
-                                          const void *prop, unsigned long long flags);
-shimgen_CUresult shimgen_hook_cuMemCreate(unsigned long long *handle, size_t size,
-                                          const void *prop, unsigned long long flags)
-{
-    shimgen_gates_apply();
-    return ((mem_create_fn)shimgen_real[SHIMGEN_IDX_cuMemCreate])(handle, size, prop, flags);
 }
 
 #ifdef SHIMGEN_IDX_cuMemGetHandleForAddressRange

@@ -17,6 +17,7 @@
 
 #include "block.h"
 #include "calib.h"
+#include "ledger.h"
 #include "tracefile_header.h"
 
 static uint64_t tf_clock(clockid_t c)
@@ -151,6 +152,7 @@ void shimgen_tracefile_header_init(struct tf_header *h, size_t page, size_t name
         memcpy(np, shimgen_names[i], n);
         np += n;
     }
+    shimgen_ledger_attach(h); /* the memory ledger's numbers, kept here from now on */
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(h->magic, TF_MAGIC, sizeof h->magic); /* last: a file cut short has none */
 }

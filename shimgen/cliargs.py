@@ -68,6 +68,10 @@ RUN_OPTIONS = (
     Option(("--inject",), "inject", "fail chosen driver calls on purpose: "
            "PATTERN=RESULT[,KEY=VALUE...], e.g. cuMemAlloc_v2=CUDA_ERROR_OUT_OF_MEMORY,nth=3 "
            "(repeatable; docs/inject.md)", metavar="RULE", repeat=True),
+    Option(("--limit",), "limit", "limit what the command may take: memory=SIZE, device "
+           "memory per process and device (200MiB, 2GiB); allocations past it fail with "
+           "CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo answers with it (docs/memory.md)",
+           metavar="memory=SIZE", repeat=True),
     Option(("--hook",), "hook", "a user hook file compiled into the shim (repeatable; the "
            "cached shim is keyed by their contents; docs/hooks.md)", metavar="FILE.c",
            repeat=True),

@@ -13,7 +13,8 @@ report is printed on stderr when the command ends. Exit status: the command's
 (128+N if signal N killed it).""", """\
 example:
   shimgen run -- python train.py
-  shimgen run --trace timeline -o runs/ddp -- torchrun --nproc-per-node 8 train.py"""),
+  shimgen run --trace timeline -o runs/ddp -- torchrun --nproc-per-node 8 train.py
+  shimgen run --limit memory=2GiB -- python train.py"""),
     "report": ("summarize the traces of a run, or compare two runs", """\
 Read a run directory (or trace files) and print every function's calls,
 times, percentiles and error returns; with two run directories, compare

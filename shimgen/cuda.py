@@ -133,7 +133,7 @@ CUDA_ERROR_NOT_SUPPORTED = CODES["CUDA_ERROR_NOT_SUPPORTED"]
 
 # The codes the generated C needs (facts.h): success, the shim's own failure returns.
 C_RESULTS = ("CUDA_SUCCESS", "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_SHARED_OBJECT_INIT_FAILED",
-             "CUDA_ERROR_NOT_SUPPORTED")
+             "CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_OUT_OF_MEMORY")
 
 
 def result_name(code: int) -> str:
@@ -429,7 +429,17 @@ def since_text(cuda: int) -> str:
 
 
 # ---- the shim's run-time features: which hooks are installed (see shim/hooks.py) -----------------
-FEATURES = {"always": 1, "attrs": 2, "gates": 4}
+FEATURES = {"always": 1, "attrs": 2, "gates": 4, "memory": 8, "limit": 16}
+
+# What the memory ledger reads of the driver's structs (runtime/hooks_memory.c): the
+# CUmemLocation {type, id} in a CUmemAllocationProp, at this byte offset; the location type
+# of a device (any other, host or host NUMA, is host memory); the bytes of one channel of an
+# element of each CUarray_format (a format not listed is counted at 4).
+MEM_PROP_LOCATION_OFFSET = 8
+MEM_LOCATION_TYPE_DEVICE = 1
+ARRAY_FORMAT_BYTES = {0x01: 1, 0x02: 2, 0x03: 4, 0x08: 1, 0x09: 2, 0x0A: 4, 0x10: 2, 0x20: 4,
+                      0xC0: 1, 0xC1: 2, 0xC2: 4, 0xC3: 2, 0xC4: 4, 0xC5: 8, 0xC6: 1, 0xC7: 2,
+                      0xC8: 4, 0xC9: 2, 0xCA: 4, 0xCB: 8}
 
 # ---- the CUDA types a user hook needs (shimgen/hook.h, templates/hook.h.j2) ----------------------
 # (name, C declaration) as cuda.h declares them for x86-64: hook.h typedefs each unless cuda.h

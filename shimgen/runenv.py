@@ -21,6 +21,7 @@ ENV = {
     "GATE_METHOD": "SHIMGEN_GATE_METHOD",
     "INJECT": "SHIMGEN_INJECT",
     "RUN_DIR": "SHIMGEN_RUN_DIR",
+    "LIMIT_MEMORY": "SHIMGEN_LIMIT_MEMORY",
 }
 
 # SHIMGEN_GATE_METHOD's values, by the number the shim's configuration keeps (facts.h:
@@ -29,6 +30,12 @@ ENV = {
 # and by the struct method a gate that has none for its direction; "init-all" applies every
 # selected gate at its init site, or none at all (docs/gates.md).
 GATE_METHODS = {0: "struct", 1: "init", 2: "init-all"}
+
+# The sizes SHIMGEN_LIMIT_MEMORY and `--limit memory=SIZE` take: bytes, or a number and one
+# of these letters (powers of 1024: K 2**10 ... T 2**40), with "iB", "B" or nothing after.
+SIZE_UNITS = "KMGT"
+# What `shimgen run --limit` limits: KEY=SIZE, each key's variable of the shim.
+LIMITS = {"memory": "LIMIT_MEMORY"}
 
 # The `shimgen` command's own variable (not the shim's): a traceback for an internal error.
 DEBUG = "SHIMGEN_DEBUG"
@@ -56,8 +63,8 @@ DEFAULT_TRACE = "time"
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
 TRACE_VERSION = 4
-# The versions the reader reads: 3 is 4 without the frame fields at the header's end (so no
-# calls in progress can be read from it).
+# The versions the reader reads: 3 is 4 without the fields from TRACE_HEADER_V4_FIRST on (so
+# no calls in progress and no memory ledger can be read from it).
 TRACE_VERSIONS_READ = (3, 4)
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even
@@ -69,6 +76,13 @@ TRACE_STATES = {"running": 1, "complete": 2}
 # An error slot's key with this bit set counts failures that SHIMGEN_INJECT returned without
 # calling the driver (the rest of the key as usual: (function index + 1) << 32 | code).
 TRACE_ERR_INJECTED = 1 << 63
+# The memory ledger's columns and routes (version 4's fields below): a column per device
+# ordinal below MEM_DEVICES, then one of pinned host memory; a row per route of the model's
+# table (shim/memroutes.py), by its index there.
+MEM_DEVICES = 16
+MEM_HOST_COLUMN = MEM_DEVICES
+MEM_COLUMNS = MEM_DEVICES + 1
+MEM_ROUTES = 32
 # Its header, field by field in order: (name, type, count), the type one of u32, u64, i64,
 # char. runtime/tracefile_header.h declares its struct from this list (rendered into facts.h,
 # with each field's offset checked) and shimgen/trace/binary.py reads it with the same one;
@@ -98,6 +112,19 @@ TRACE_HEADER = (
     # version 4: where a block's shadow frames are (its calls in progress, time modes)
     ("off_frames", "u32", 1), ("frame_slots", "u32", 1), ("frame_size", "u32", 1),
     ("frame_off_start", "u32", 1), ("frame_off_idx", "u32", 1), ("frame_off_ret", "u32", 1),
+    # version 4: the device memory ledger (runtime/ledger.c, docs/memory.md), kept in the
+    # header as it changes, so a process killed leaves its numbers at death.
+    ("mem_columns", "u32", 1), ("mem_routes", "u32", 1),
+    ("mem_route_fn", "u32", MEM_ROUTES),  # each route's function index + 1 in the names; 0: none
+    ("mem_limit", "u64", 1),  # --limit memory, bytes per device; 0: none
+    ("mem_untracked", "u64", 1),  # allocations the ledger could not follow (a full table)
+    ("mem_refused", "u64", 1),  # allocations refused for the limit
+    ("mem_peak", "u64", MEM_COLUMNS),  # per column: the most held at once
+    # [column][route]: the bytes held now (at exit or death), the allocations (handles)
+    # held now, the bytes taken in all
+    ("mem_held", "u64", MEM_COLUMNS * MEM_ROUTES),
+    ("mem_live", "u64", MEM_COLUMNS * MEM_ROUTES),
+    ("mem_taken", "u64", MEM_COLUMNS * MEM_ROUTES),
 )
 # The header's first field new in version 4 (a version 3 header ends where it begins).
 TRACE_HEADER_V4_FIRST = "off_frames"
@@ -105,13 +132,18 @@ _FIELD_TYPES = {"u32": ("uint32_t", "I", 4), "u64": ("uint64_t", "Q", 8),
                 "i64": ("int64_t", "q", 8), "char": ("char", "s", 1)}
 
 
-def trace_header_layout() -> list[tuple[str, str, int, int, str]]:
-    """Each header field as (name, C type, count, offset, struct code), in order."""
+def trace_header_layout(version: int = TRACE_VERSION) -> list[tuple[str, str, int, int, str]]:
+    """Each header field as (name, C type, count, offset, struct code), in order, of the
+    header of `version` (3: the fields before TRACE_HEADER_V4_FIRST)."""
     out, at = [], 0
-    for name, kind, count in TRACE_HEADER:
+    fields = TRACE_HEADER
+    if version == 3:
+        fields = fields[:[f[0] for f in fields].index(TRACE_HEADER_V4_FIRST)]
+    for name, kind, count in fields:
         ctype, code, size = _FIELD_TYPES[kind]
         assert at % size == 0, name  # (no padding: see TRACE_HEADER)
-        out.append((name, ctype, count, at, f"{count}s" if kind == "char" else code))
+        out.append((name, ctype, count, at, f"{count}s" if kind == "char" else
+                    (f"{count}{code}" if count > 1 else code)))
         at += size * count
     return out
 
@@ -125,6 +157,7 @@ NOTICES = "notices.log"
 HEARTBEAT = "heartbeat"
 
 
-def trace_header_size() -> int:
-    name, kind, count = TRACE_HEADER[-1]
-    return trace_header_layout()[-1][3] + _FIELD_TYPES[kind][2] * count
+def trace_header_size(version: int = TRACE_VERSION) -> int:
+    _, ctype, count, offset, _ = trace_header_layout(version)[-1]
+    size = {t[0]: t[2] for t in _FIELD_TYPES.values()}[ctype]
+    return offset + size * count

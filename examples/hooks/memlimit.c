@@ -1,4 +1,6 @@
-/* memlimit.c: a per-process device memory limit, SHIMGEN_MEMLIMIT=2GiB (bytes, or with K, M,
+/* An example of a hook with a table of its own; shimgen's built-in limit, over every
+ * allocation route, is `shimgen run --limit memory=2GiB` (docs/memory.md).
+ * memlimit.c: a per-process device memory limit, SHIMGEN_MEMLIMIT=2GiB (bytes, or with K, M,
  * G or T, and "iB" or "B" or nothing after: powers of 1024), over all the process's devices.
  * Allocations by cuMemAlloc_v2, cuMemAllocAsync, cuMemAllocPitch_v2, cuMemAllocManaged and
  * cuMemCreate are counted; one past the limit returns CUDA_ERROR_OUT_OF_MEMORY. cuMemFree_v2,

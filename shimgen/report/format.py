@@ -14,6 +14,7 @@ from math import isfinite
 from ..errors import ShimgenError
 from . import inflight
 from .inject import any_injected, injected_rows, injected_section, rules, rules_line
+from .memory import memory_json, memory_section
 from .model import Group, Merged, sorted_functions
 from .output import csv_value, dump_json, printable, shown
 from .source import NOTICES_MAX_BYTES, Notices, Source
@@ -356,6 +357,7 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
         lines.append("")
         lines += errors_section(g.functions, bool(_short(g)))
         lines += injected_section(g.functions)
+        lines += memory_section(g)
     return "\n".join(lines) + "\n"
 
 
@@ -386,6 +388,7 @@ def group_json(g: Group) -> dict:
         "functions": [function_row(n, m) for n, m in sorted_functions(g.functions)],
         "errors": error_rows(g.functions),
         "injected": injected_rows(g.functions),
+        "memory": memory_json(g),
     }
 
 

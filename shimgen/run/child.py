@@ -36,10 +36,11 @@ ENV_DRIVER = ENV["DRIVER"]
 ENV_GATES = ENV["GATES"]
 ENV_INJECT = ENV["INJECT"]
 ENV_RUN_DIR = ENV["RUN_DIR"]
+ENV_LIMIT_MEMORY = ENV["LIMIT_MEMORY"]
 # Inherited, they would send this run's record elsewhere or make a process think another
 # owns the trace file: never passed on. SHIMGEN_INJECT: only --inject's rules, which the
-# run checks and records.
-ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT)
+# run checks and records; SHIMGEN_LIMIT_MEMORY: only --limit's, likewise.
+ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT, ENV_LIMIT_MEMORY)
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # si_code of a signal sent by a process (kill, sigqueue, tgkill). A terminal's Ctrl-C or
@@ -201,4 +202,8 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         env.pop(ENV_GATES, None)
     if opts.inject:
         env[ENV_INJECT] = ";".join(opts.inject)
+    if opts.limits:
+        from .limits import limit_environment
+
+        env.update(limit_environment(opts.limits))
     return env

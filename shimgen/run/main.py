@@ -28,6 +28,7 @@ from .child import (
     ENV_DRIVER,
     ENV_GATES,
     ENV_INJECT,
+    ENV_LIMIT_MEMORY,
     ENV_NOTICE_FILE,
     ENV_PRELOAD,
     ENV_TIMELINE_FILE,
@@ -54,7 +55,8 @@ class RunOptions:
     def __init__(self, command: list[str], driver: Path, driver_given: bool, trace: str,
                  gates: str | None, gate_profile: str | None, out: Path | None,
                  inject: list[str] | None = None, hooks: tuple[str, ...] = (),
-                 stall: float | None = None) -> None:
+                 stall: float | None = None,
+                 limits: dict[str, int] | None = None) -> None:
         self.command = command
         self.driver = driver  # as given or found
         self.driver_given = driver_given  # --driver: also SHIMGEN_DRIVER
@@ -65,6 +67,7 @@ class RunOptions:
         self.inject = inject or []  # --inject RULE, each (shimgen/shim/inject.py)
         self.hooks = hooks  # --hook FILE.c, in order (shim/userhooks.py)
         self.stall = stall  # --stall SECONDS (run/watch.py), None: off
+        self.limits = limits or {}  # --limit KEY=SIZE, in bytes (run/limits.py)
 
 
 def check_selection(selection: str, gates: tuple[str, ...] | None,
@@ -203,12 +206,24 @@ def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
     gates = f", gates {opts.gates}" if opts.gates else ""
     gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
     gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
+    gates += "".join(f", limit {k} {n} bytes" for k, n in opts.limits.items())
     banner = one_line(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
                       f"run directory {run_dir}")
     if ENV_INJECT in os.environ and not opts.inject:
         banner += (f"\nshimgen: run: {ENV_INJECT} from the environment is not passed on "
                    "(give the rules with --inject, which checks and records them)")
+    if ENV_LIMIT_MEMORY in os.environ and not opts.limits:
+        banner += (f"\nshimgen: run: {ENV_LIMIT_MEMORY} from the environment is not passed on "
+                   "(give the limit with --limit memory=SIZE, which checks and records it)")
     return banner
+
+
+def _limits(values: list[str] | None) -> dict[str, int]:
+    if not values:
+        return {}
+    from .limits import parse_limits
+
+    return parse_limits(values)
 
 
 def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
@@ -225,12 +240,13 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
         "shim": {"path": str(entry.library), "key": key.as_dict(),
                  "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
         "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
-        "inject": opts.inject,
+        "inject": opts.inject, "limit": opts.limits,
         "hooks": [str(Path(h).absolute()) for h in opts.hooks],
         "shimgen_version": __version__, "host": host_name(),
         "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
                                             ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
-                                            ENV_GATES, ENV_INJECT) if k in env},
+                                            ENV_GATES, ENV_INJECT, ENV_LIMIT_MEMORY)
+                        if k in env},
         "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
     }
 
@@ -363,6 +379,7 @@ def command(args) -> int:
         inject=args.inject,
         hooks=tuple(args.hook or ()),
         stall=stall,
+        limits=_limits(args.limit),
     )
     try:
         return run(opts)

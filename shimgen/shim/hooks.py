@@ -9,6 +9,10 @@ hook can never recurse into itself. A build compiles the hook files its hooks na
   always  - on every run
   attrs   - SHIMGEN_TRACE=attrs, SHIMGEN_ATTR_OVERRIDE or SHIMGEN_GATES is in effect
   gates   - SHIMGEN_GATES is set and the loaded driver matches the baked-in gate profile
+  memory  - the run traces into a directory (SHIMGEN_TRACE_DIR), has a memory limit
+            (SHIMGEN_LIMIT_MEMORY), or has gates in effect: the memory ledger's routes
+            (shim/memroutes.py; `optional`: a driver without the function has no such hook)
+  limit   - SHIMGEN_LIMIT_MEMORY is set: cuMemGetInfo_v2 and cuDeviceTotalMem_v2 answer with it
 When its feature is off, the slot points straight at the real function: no cost.
 
 `wrappable` False: a user hook (docs/hooks.md) may not wrap the function: the
@@ -26,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..cuda import FEATURES, FUNCTION_SINCE
+from .memroutes import MEMORY_SOURCE, ROUTES
 
 __all__ = ["FEATURES", "HOOKS", "Hook"]
 
@@ -41,6 +46,9 @@ class Hook:
     # The CUDA version that added the function (cuda.FUNCTION_SINCE); 0: every supported
     # driver exports it
     since: int = 0
+    # True: a driver that lacks the function simply has no such hook (the memory routes,
+    # shim/memroutes.py: a program cannot take memory by a function its driver lacks)
+    optional: bool = False
 
 
 HOOKS: tuple[Hook, ...] = (
@@ -54,12 +62,14 @@ HOOKS: tuple[Hook, ...] = (
          "apply gates, then report (SHIMGEN_TRACE=attrs) or override the value", "attrs"),
     Hook("cuInit", "hooks_gates.c", "apply gates to every device once the driver is up", "gates"),
     Hook("cuDeviceGet", "hooks_gates.c", "apply gates around device lookup", "gates"),
-    Hook("cuMemCreate", "hooks_gates.c", "apply gates before a (GPUDirect RDMA) allocation",
-         "gates"),
     Hook("cuMemGetHandleForAddressRange", "hooks_gates.c",
          "apply gates before a DMA-BUF export", "gates",
          since=FUNCTION_SINCE["cuMemGetHandleForAddressRange"]),
-)
+) + tuple(
+    # The memory ledger's routes (cuMemCreate's hook also applies the gates before a
+    # GPUDirect RDMA allocation: gates install the "memory" hooks too)
+    Hook(r.name, MEMORY_SOURCE, f"memory ledger: {r.reads}", r.feature, optional=True)
+    for r in ROUTES)
 
 # Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of
 # private entry points whose layout is not public; it is forwarded untouched.

@@ -11,6 +11,7 @@ from ..driver import DriverImage, known_version
 from ..errors import ShimgenError
 from ..gates import GatePlan
 from .hooks import FEATURES, HOOKS, Hook
+from .memroutes import ROUTES
 
 # Exported by the shim besides the driver's functions. `dlopen` is wrapped so that a
 # program opening libcuda by another name (perftest's "libcuda.so", or the real file's
@@ -93,6 +94,12 @@ class ShimModel:
                 seen.append(f.hook.source)
         return seen
 
+    @property
+    def memory_routes(self) -> list[tuple[str, str, int]]:
+        """(kind, name, index) of each memory route this driver has (shim/memroutes.py)."""
+        have = {f.name for f in self.hooked}
+        return [(r.kind, r.name, i) for i, r in enumerate(ROUTES) if r.name in have]
+
     def exported_names(self) -> list[str]:
         return [f.name for f in self.functions] + list(self.extra_exports)
 
@@ -117,6 +124,8 @@ def build_model(
     predates: list[Hook] = []
     for hook in hooks:
         if hook.name not in known:
+            if hook.optional:
+                continue
             if driver_predates(driver, hook):
                 predates.append(hook)
                 continue

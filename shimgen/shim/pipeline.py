@@ -158,6 +158,14 @@ def _predates_summary(model) -> list[str]:
             "the shim has no hook for them"]
 
 
+def _hooked_summary(model) -> str:
+    """The hooked functions by name, the memory ledger's routes (shim/memroutes.py) by
+    their number."""
+    routes = {name for _, name, _ in model.memory_routes}
+    named = [f.name for f in model.hooked if f.name not in routes]
+    return ", ".join(named + ([f"{len(routes)} memory routes"] if routes else []))
+
+
 def summary(result: MadeShim, gates: str | None) -> str:
     """What `shimgen build` prints: the driver, what is forwarded, the gates, the shim."""
     model = result.model
@@ -167,7 +175,7 @@ def summary(result: MadeShim, gates: str | None) -> str:
         f"driver     {driver.real_path}",
         f"version    {driver.version}   build-id {driver.build_id or 'none'}",
         f"forwarded  {len(model.functions)} functions ({len(model.hooked)} with hooks: "
-        f"{', '.join(f.name for f in model.hooked)})",
+        f"{_hooked_summary(model)})",
         *_predates_summary(model),
         f"data       {len(driver.data)} exported objects left in the real library "
         f"(variables cannot be forwarded by code): {data}",

@@ -12,7 +12,18 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__, runenv
-from ..cuda import ATTRIBUTES, C_RESULTS, CODES, FEATURES, HOOK_TYPES, LIBCUDA_DIRS, RESULTS
+from ..cuda import (
+    ARRAY_FORMAT_BYTES,
+    ATTRIBUTES,
+    C_RESULTS,
+    CODES,
+    FEATURES,
+    HOOK_TYPES,
+    LIBCUDA_DIRS,
+    MEM_LOCATION_TYPE_DEVICE,
+    MEM_PROP_LOCATION_OFFSET,
+    RESULTS,
+)
 from ..errors import ShimgenError
 from . import inject
 from .model import SONAME, ShimModel
@@ -30,6 +41,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("hook_exports.h.j2", "include/shimgen/exports.h"),
     ("libcudashim.map.j2", f"lib{runenv.SHIM_TARGET}.map"),
     ("meson.build.j2", "meson.build"),
+    ("memroutes.inc.j2", "memroutes.inc"),
 )
 # runtime/ files named so are hooks: a shim gets those of its hooks (model.hook_sources).
 HOOK_PREFIX = "hooks_"
@@ -165,6 +177,11 @@ def render_context(model: ShimModel) -> dict:
         "trace_header": runenv.trace_header_layout(),
         "trace_header_size": runenv.trace_header_size(),
         "trace_err_injected": runenv.TRACE_ERR_INJECTED,
+        "mem": {"devices": runenv.MEM_DEVICES, "host": runenv.MEM_HOST_COLUMN,
+                "columns": runenv.MEM_COLUMNS, "routes": runenv.MEM_ROUTES,
+                "location_offset": MEM_PROP_LOCATION_OFFSET,
+                "location_device": MEM_LOCATION_TYPE_DEVICE,
+                "array_formats": ARRAY_FORMAT_BYTES, "size_units": runenv.SIZE_UNITS},
         "inject_keys": inject.KEYS,
         "inject_limits": {"MAX_RULES": inject.MAX_RULES, "MAX_LEN": inject.MAX_LEN,
                           "NUMBER_MAX": inject.NUMBER_MAX, "RESULT_MAX": inject.RESULT_MAX},

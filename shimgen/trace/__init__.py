@@ -2,13 +2,15 @@
 SHIMGEN_TRACE_DIR, jsonfile.py the JSON trace of SHIMGEN_TRACE_FILE, both into model.py's one
 shape of a process's trace (read by `shimgen report` and `shimgen run` alike); inflight.py
 the calls a process has in progress, live.py whether it runs (and the parts nodes made of a
-run directory), job.py a whole job now (report, top, run --stall).
+run directory), job.py a whole job now (report, top, run --stall); memory.py the
+device memory ledger of a binary trace file.
 """
 
 from .. import face
 
 __getattr__, __all__ = face(__name__, {
     "HIST_BUCKETS": "model",
+    "HOST": "memory",
     "NOT_FINISHED": "model",
     "NO_ERROR_COUNTS": "jsonfile",
     "NO_ROOM": "model",

@@ -28,11 +28,11 @@ from ..runenv import (
     TRACE_MODES,
     TRACE_STATES,
     TRACE_SUFFIX,
-    TRACE_HEADER_V4_FIRST,
     TRACE_VERSION,
     TRACE_VERSIONS_READ,
     trace_header_layout,
 )
+from .memory import LedgerError, read_ledger
 from .model import (
     FINE_BUCKETS,
     FINE_SUB_SHIFT,
@@ -58,15 +58,17 @@ NS_PER_TICK_RANGE = (0.05, 100.0)
 # A calibration less exact than this is used, with a note saying how exact it is.
 CALIBRATION_NOTE_ABOVE = 0.001
 
-# The header (runtime/tracefile_header.h), from the one list of its fields, little-endian.
-_LAYOUT = trace_header_layout()
-_HEADER = struct.Struct("<" + "".join(code for *_, code in _LAYOUT))
-_FIELDS = [name for name, *_ in _LAYOUT]
-HEADER_SIZE = _HEADER.size
-# Version 3's header: version 4's without the fields from TRACE_HEADER_V4_FIRST on.
-_V3_COUNT = _FIELDS.index(TRACE_HEADER_V4_FIRST)
-_HEADER_V3 = struct.Struct("<" + "".join(code for *_, code in _LAYOUT[:_V3_COUNT]))
-HEADER_SIZES = {3: _HEADER_V3.size, VERSION: HEADER_SIZE}
+# The header (runtime/tracefile_header.h), from the one list of its fields, little-endian:
+# of each version read (3 is 4 without the fields from TRACE_HEADER_V4_FIRST on), its struct
+# and fields.
+# (A field's values: one, or `count` for an array of numbers; text is one value.)
+_HEADERS = {v: (struct.Struct("<" + "".join(code for *_, code in trace_header_layout(v))),
+                [(name, 1 if ctype == "char" else count)
+                 for name, ctype, count, _, _ in trace_header_layout(v)])
+            for v in TRACE_VERSIONS_READ}
+HEADER_SIZE = _HEADERS[VERSION][0].size
+MIN_HEADER_SIZE = min(st.size for st, _ in _HEADERS.values())
+HEADER_SIZES = {v: st.size for v, (st, _) in _HEADERS.items()}
 FSTATS_SIZE = 32  # count, total, max, unused (uint64 each)
 ERRSLOT_SIZE = 16  # key, count
 
@@ -81,10 +83,21 @@ def _text(raw: bytes, what: str) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
+def _header(m: mmap.mmap, version: int) -> dict:
+    """The header's fields by name (an array field as a tuple) in `version`'s layout."""
+    st, fields = _HEADERS[version]
+    values, out = st.unpack_from(m, 0), {}
+    at = 0
+    for name, n in fields:
+        out[name] = values[at] if n == 1 else values[at:at + n]
+        at += n
+    return out
+
+
 def _check_header(h: dict, size: int) -> None:
+    hsize = _HEADERS[h["version"]][0].size
     if h["byte_order"] != BYTE_ORDER:
         raise _Bad("it was written with another byte order")
-    hsize = HEADER_SIZES[h["version"]]
     if h["header_size"] != hsize:
         raise _Bad(f"its header is {h['header_size']} bytes, version {h['version']} has "
                    f"{hsize}")
@@ -148,11 +161,9 @@ def read_header(m: mmap.mmap, size: int) -> dict:
                    f"{', '.join(map(str, TRACE_VERSIONS_READ))}")
     if size < HEADER_SIZES[version]:
         raise _Bad(f"it is truncated: {size} bytes, less than its header")
-    if version == VERSION:
-        h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0), strict=True))
-    else:
-        h = dict(zip(_FIELDS[:_V3_COUNT], _HEADER_V3.unpack_from(m, 0), strict=True))
-        h.update(dict.fromkeys(_FIELDS[_V3_COUNT:]))
+    h = _header(m, version)
+    if version != VERSION:  # the fields it lacks
+        h.update(dict.fromkeys(name for name, _ in _HEADERS[VERSION][1] if name not in h))
     _check_header(h, size)
     return h
 
@@ -352,7 +363,7 @@ def load(path: str | os.PathLike, *, follow: bool = True) -> ProcessTrace:
             size = st.st_size
             if size == 0:
                 raise _Bad("empty: the process died as it started")
-            if size < min(HEADER_SIZES.values()):
+            if size < MIN_HEADER_SIZE:
                 if size < len(MAGIC) or f.read(len(MAGIC)) != MAGIC:
                     raise _Bad("it is not a shimgen trace file (no magic)")
                 raise _Bad(f"it is truncated: {size} bytes, less than its header")
@@ -392,7 +403,7 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
             fs.total_ns, fs.max_ns = total * k, mx * k
         stats[names[i].decode("ascii", "replace")] = fs
     rank = _text(h["rank"], "rank")
-    return ProcessTrace(
+    trace = ProcessTrace(
         path=name, source="shimtrace", pid=h["pid"], rank=rank or None,
         mode=MODES[h["mode"]], complete=complete,
         shimgen_version=_text(h["shimgen_version"], "shimgen version"),
@@ -406,6 +417,11 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         boot_id=_text(h["boot_id"], "boot id"), proc_start=h["proc_start"] or None,
         calls_missing=h["calls_missing"],
     )
+    try:
+        trace.memory = read_ledger(h, names)
+    except LedgerError as e:
+        raise _Bad(str(e)) from None
+    return trace
 
 
 def missing_note(n: int, complete: bool) -> str:

@@ -339,3 +339,19 @@ def test_the_report_at_the_end(monkeypatch, tmp_path):
 
     fake.summary_for_run = refuse
     assert runreport.run_report(tmp_path) == f"report: no traces in it; shimgen report {tmp_path}"
+
+
+# ---- --limit (the memory ledger's own tests: tests/run/test_memory.py) -------------------
+
+def test_run_limit_option(driver, cache, tmp_path):
+    bad = shimgen_run(driver, cache, "--limit", "memory=2 GiB", "--", "true")
+    assert bad.returncode == 1
+    assert bad.stderr == ("shimgen: error: --limit memory=2 GiB: '2 GiB' is not a size "
+                          "(200MiB, 2GiB, or bytes)\n")
+    other = shimgen_run(driver, cache, "--limit", "threads=2", "--", "true")
+    assert other.returncode == 1 and "give memory=SIZE" in other.stderr
+    ok = shimgen_run(driver, cache, "-o", str(tmp_path / "r"), "--limit", "memory=2GiB", "--",
+                     "sh", "-c", "echo $SHIMGEN_LIMIT_MEMORY")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[0] == str(2 << 30)
+    assert _record(tmp_path / "r")["limit"] == {"memory": 2 << 30}

@@ -48,8 +48,7 @@ def sizes(shims, probes, tmp_path_factory) -> tuple[int, int]:
     run(["sh", "-c", 'echo | "$0" libcuda.so.1 rounds 1 1 7', probes / "tracekill"],
         shims[0].env(SHIMGEN_TRACE="time", SHIMGEN_TRACE_DIR=str(d)))
     (f,) = d.glob("*.shimtrace")
-    h = dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(f.read_bytes(), 0),
-                 strict=True))
+    h = tracefile._header(f.read_bytes(), tracefile.VERSION)
     return h["blocks_off"], h["block_stride"]
 
 
@@ -108,7 +107,7 @@ def test_load_of_a_file_with_a_block_the_disk_could_not_take(shims, probes, tmp_
     (f,) = d.glob("*.shimtrace")
     whole = load(f).functions[V].calls
     data = bytearray(f.read_bytes())
-    h = dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(data, 0), strict=True))
+    h = tracefile._header(data, tracefile.VERSION)
     put(data, "blocks_reserved", h["blocks_reserved"] + 1)
     p = tmp_path / "partial.shimtrace"
     p.write_bytes(bytes(data) + bytes(4096 * 3))

@@ -1,0 +1,265 @@
+/*
+ * hooks_memory.c: the hooks of the memory routes (shimgen/shim/memroutes.py, docs/memory.md),
+ * one family per kind of route (MEM_KIND_<kind>), each defined for every route of the
+ * driver by the list the build renders (memroutes.inc: MEM_ROUTE(kind, name, index)). An
+ * allocation asks the ledger (ledger.c) first, which may refuse it for the limit
+ * (CUDA_ERROR_OUT_OF_MEMORY, the driver never called), then tells it what the driver
+ * answered; a free takes its entry out first and puts it back when the driver refuses it.
+ * Installed when a run traces into a directory or has a limit (feature "memory"); the
+ * answers of cuMemGetInfo_v2 and cuDeviceTotalMem_v2 only with a limit (feature "limit").
+ * cuMemCreate's hook also applies the gates (a GPUDirect RDMA allocation, hooks_gates.c).
+ */
+
+#include <string.h>
+
+#include "ledger.h"
+
+#define OOM SHIMGEN_CUDA_ERROR_OUT_OF_MEMORY
+/* (a driver with only some routes, a test's fake, uses only some of the helpers) */
+#define UNUSED_OK __attribute__((unused))
+#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
+#define HOOK(name, params)                                                                 \
+    shimgen_CUresult shimgen_hook_##name params;                                            \
+    shimgen_CUresult shimgen_hook_##name params
+
+static int said_device UNUSED_OK;
+
+/* The device of the calling thread's current context, as the allocation uses it; -1 when
+ * there is none or its ordinal has no column. */
+static UNUSED_OK int device_column(void)
+{
+#ifdef SHIMGEN_IDX_cuCtxGetDevice
+    int dev = -1;
+    if (REAL(cuCtxGetDevice, int *)(&dev) != SHIMGEN_CUDA_SUCCESS || dev < 0)
+        return -1;
+    if (dev < (int)SHIMGEN_MEM_DEVICES)
+        return dev;
+    if (!__atomic_exchange_n(&said_device, 1, __ATOMIC_RELAXED))
+        shimgen_say("shimgen: device %d is past the memory ledger's %u devices: its "
+                    "allocations are not followed\n", dev, SHIMGEN_MEM_DEVICES);
+#endif
+    return -1;
+}
+
+/* Where a CUmemAllocationProp puts its memory: a device location's ordinal, or the host
+ * column for any other location (host, host NUMA); never a current context. */
+static UNUSED_OK int location_column(const void *prop)
+{
+    int type, id;
+    if (!prop)
+        return -1;
+    memcpy(&type, (const char *)prop + SHIMGEN_MEM_PROP_LOCATION_OFFSET, sizeof type);
+    memcpy(&id, (const char *)prop + SHIMGEN_MEM_PROP_LOCATION_OFFSET + sizeof type, sizeof id);
+    if (type != SHIMGEN_MEM_LOCATION_TYPE_DEVICE)
+        return SHIMGEN_MEM_HOST_COLUMN;
+    return id >= 0 && id < (int)SHIMGEN_MEM_DEVICES ? id : -1;
+}
+
+/* An imported handle's column: its location, asked of the driver (0 bytes are counted: the
+ * memory is its exporter's); -1 when the driver cannot say. */
+static UNUSED_OK int import_column(uint64_t handle)
+{
+#ifdef SHIMGEN_IDX_cuMemGetAllocationPropertiesFromHandle
+    unsigned char prop[64] = {0}; /* CUmemAllocationProp is 32 bytes; room to spare */
+    if (REAL(cuMemGetAllocationPropertiesFromHandle, void *, uint64_t)(prop, handle) ==
+        SHIMGEN_CUDA_SUCCESS)
+        return location_column(prop);
+#else
+    (void)handle;
+#endif
+    return -1;
+}
+
+static UNUSED_OK uint64_t times(uint64_t a, uint64_t b)
+{
+    uint64_t p;
+    return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
+}
+
+/* Bytes of an array: its extent (a zero height or depth is one) times its element. */
+static UNUSED_OK uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, int format,
+                                     unsigned channels)
+{
+    uint64_t element = 4;
+#define FORMAT(f, n) if (format == (f)) element = (n);
+    SHIMGEN_FOR_EACH_ARRAY_FORMAT(FORMAT)
+#undef FORMAT
+    return times(times(times(w, h ? h : 1), d ? d : 1), times(element, channels));
+}
+
+/* A 3D descriptor (CUDA_ARRAY3D_DESCRIPTOR): width, height, depth, format, channels. */
+static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
+{
+    size_t ext[3];
+    int format;
+    unsigned channels;
+    if (!desc)
+        return 0;
+    memcpy(ext, desc, sizeof ext);
+    memcpy(&format, (const char *)desc + sizeof ext, sizeof format);
+    memcpy(&channels, (const char *)desc + sizeof ext + sizeof format, sizeof channels);
+    uint64_t sum = 0;
+    for (unsigned l = 0; l < (levels ? levels : 1) && l < 64; l++) {
+        sum += array_bytes(ext[0], ext[1], ext[2], format, channels);
+        for (int k = 0; k < 3; k++)
+            ext[k] = ext[k] > 1 ? ext[k] / 2 : ext[k];
+    }
+    return sum;
+}
+
+/* An allocation: ledger first (the limit), the driver, then what it answered. */
+#define TAKE(route, column, bytes, tag, call, ok, key, resize)                               \
+    struct ledger_op op = {(route), (column), (bytes), 0};                                  \
+    if (shimgen_ledger_limit && !shimgen_ledger_begin(&op))                                 \
+        return OOM;                                                                         \
+    shimgen_CUresult rc = call;                                                             \
+    if (rc == SHIMGEN_CUDA_SUCCESS && (ok))                                                 \
+        resize;                                                                             \
+    shimgen_ledger_end(&op, rc == SHIMGEN_CUDA_SUCCESS && (ok), (tag),                      \
+                       rc == SHIMGEN_CUDA_SUCCESS && (ok) ? (uint64_t)(key) : 0);            \
+    return rc;
+
+/* A free: the entry out first, back when the driver refused the free. */
+#define GIVE(tag, key, call)                                                                \
+    uint64_t taken[3];                                                                      \
+    int took = shimgen_ledger_take((tag), (uint64_t)(key), taken);                          \
+    shimgen_CUresult rc = call;                                                             \
+    if (rc != SHIMGEN_CUDA_SUCCESS)                                                         \
+        shimgen_ledger_untake((tag), (uint64_t)(key), took, taken);                         \
+    return rc;
+
+#define MEM_KIND_alloc(name, r)                                                            \
+    HOOK(name, (uint64_t * p, size_t n))                                                    \
+    {                                                                                       \
+        TAKE(r, device_column(), n, LEDGER_ADDR, REAL(name, uint64_t *, size_t)(p, n), p,   \
+             *p, (void)0)                                                                   \
+    }
+#define MEM_KIND_managed(name, r)                                                          \
+    HOOK(name, (uint64_t * p, size_t n, unsigned f))                                        \
+    {                                                                                       \
+        TAKE(r, device_column(), n, LEDGER_ADDR,                                            \
+             REAL(name, uint64_t *, size_t, unsigned)(p, n, f), p, *p, (void)0)             \
+    }
+#define MEM_KIND_async(name, r)                                                            \
+    HOOK(name, (uint64_t * p, size_t n, void *s))                                           \
+    {                                                                                       \
+        TAKE(r, device_column(), n, LEDGER_ADDR,                                            \
+             REAL(name, uint64_t *, size_t, void *)(p, n, s), p, *p, (void)0)               \
+    }
+#define MEM_KIND_pool(name, r)                                                             \
+    HOOK(name, (uint64_t * p, size_t n, void *pool, void *s))                               \
+    {                                                                                       \
+        TAKE(r, device_column(), n, LEDGER_ADDR,                                            \
+             REAL(name, uint64_t *, size_t, void *, void *)(p, n, pool, s), p, *p, (void)0) \
+    }
+#define MEM_KIND_pitch(name, r)                                                            \
+    HOOK(name, (uint64_t * p, size_t * pitch, size_t w, size_t h, unsigned e))              \
+    {                                                                                       \
+        TAKE(r, device_column(), times(w, h), LEDGER_ADDR,                                  \
+             REAL(name, uint64_t *, size_t *, size_t, size_t, unsigned)(p, pitch, w, h, e), \
+             p && pitch, *p, op.size = times(*pitch, h))                                    \
+    }
+#define MEM_KIND_create(name, r)                                                           \
+    HOOK(name, (uint64_t * handle, size_t n, const void *prop, uint64_t f))                 \
+    {                                                                                       \
+        shimgen_gates_apply();                                                              \
+        TAKE(r, location_column(prop), n, LEDGER_HANDLE,                                    \
+             REAL(name, uint64_t *, size_t, const void *, uint64_t)(handle, n, prop, f),    \
+             handle, *handle, (void)0)                                                      \
+    }
+#define MEM_KIND_retain(name, r)                                                           \
+    HOOK(name, (uint64_t * handle, void *addr))                                             \
+    {                                                                                       \
+        shimgen_CUresult rc = REAL(name, uint64_t *, void *)(handle, addr);                 \
+        if (rc == SHIMGEN_CUDA_SUCCESS && handle)                                           \
+            shimgen_ledger_retain(*handle);                                                 \
+        return rc;                                                                          \
+    }
+#define MEM_KIND_import(name, r)                                                           \
+    HOOK(name, (uint64_t * handle, void *os, int type))                                     \
+    {                                                                                       \
+        shimgen_CUresult rc = REAL(name, uint64_t *, void *, int)(handle, os, type);        \
+        if (rc == SHIMGEN_CUDA_SUCCESS && handle) {                                         \
+            struct ledger_op op = {r, import_column(*handle), 0, 0};                        \
+            shimgen_ledger_end(&op, 1, LEDGER_HANDLE, *handle);                             \
+        }                                                                                   \
+        return rc;                                                                          \
+    }
+#define MEM_KIND_array(name, r)                                                            \
+    HOOK(name, (void **a, const void *desc))                                                \
+    {                                                                                       \
+        size_t ext[2] = {0, 0};                                                             \
+        int fmt = 0;                                                                        \
+        unsigned ch = 0;                                                                    \
+        if (desc) {                                                                         \
+            memcpy(ext, desc, sizeof ext);                                                  \
+            memcpy(&fmt, (const char *)desc + sizeof ext, sizeof fmt);                      \
+            memcpy(&ch, (const char *)desc + sizeof ext + sizeof fmt, sizeof ch);           \
+        }                                                                                   \
+        TAKE(r, device_column(), array_bytes(ext[0], ext[1], 1, fmt, ch), LEDGER_ARRAY,     \
+             REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0)         \
+    }
+#define MEM_KIND_array3d(name, r)                                                          \
+    HOOK(name, (void **a, const void *desc))                                                \
+    {                                                                                       \
+        TAKE(r, device_column(), array3d_bytes(desc, 1), LEDGER_ARRAY,                      \
+             REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0)         \
+    }
+#define MEM_KIND_mipmap(name, r)                                                           \
+    HOOK(name, (void **a, const void *desc, unsigned levels))                               \
+    {                                                                                       \
+        TAKE(r, device_column(), array3d_bytes(desc, levels), LEDGER_ARRAY,                 \
+             REAL(name, void **, const void *, unsigned)(a, desc, levels), a,               \
+             (uintptr_t)*a, (void)0)                                                        \
+    }
+#define MEM_KIND_hostalloc(name, r)                                                        \
+    HOOK(name, (void **p, size_t n, unsigned f))                                            \
+    {                                                                                       \
+        TAKE(r, SHIMGEN_MEM_HOST_COLUMN, n, LEDGER_HOST,                                    \
+             REAL(name, void **, size_t, unsigned)(p, n, f), p, (uintptr_t)*p, (void)0)     \
+    }
+#define MEM_KIND_allochost(name, r)                                                        \
+    HOOK(name, (void **p, size_t n))                                                        \
+    {                                                                                       \
+        TAKE(r, SHIMGEN_MEM_HOST_COLUMN, n, LEDGER_HOST, REAL(name, void **, size_t)(p, n), \
+             p, (uintptr_t)*p, (void)0)                                                     \
+    }
+#define MEM_KIND_free(name, r)                                                             \
+    HOOK(name, (uint64_t a)) { GIVE(LEDGER_ADDR, a, REAL(name, uint64_t)(a)) }
+#define MEM_KIND_freeasync(name, r)                                                        \
+    HOOK(name, (uint64_t a, void *s)) { GIVE(LEDGER_ADDR, a, REAL(name, uint64_t, void *)(a, s)) }
+#define MEM_KIND_release(name, r)                                                          \
+    HOOK(name, (uint64_t h)) { GIVE(LEDGER_HANDLE, h, REAL(name, uint64_t)(h)) }
+#define MEM_KIND_arraydestroy(name, r)                                                     \
+    HOOK(name, (void *a)) { GIVE(LEDGER_ARRAY, (uintptr_t)a, REAL(name, void *)(a)) }
+#define MEM_KIND_freehost(name, r)                                                         \
+    HOOK(name, (void *p)) { GIVE(LEDGER_HOST, (uintptr_t)p, REAL(name, void *)(p)) }
+/* Under a limit: the limit as the total (the device's own when smaller), and what is left
+ * of it as free (never more than the device really has free). */
+#define MEM_KIND_info(name, r)                                                             \
+    HOOK(name, (size_t * free, size_t * total))                                             \
+    {                                                                                       \
+        shimgen_CUresult rc = REAL(name, size_t *, size_t *)(free, total);                  \
+        int c = rc == SHIMGEN_CUDA_SUCCESS && free && total ? device_column() : -1;         \
+        uint64_t limit = shimgen_ledger_limit;                                              \
+        if (c >= 0 && limit) {                                                              \
+            uint64_t cap = limit < *total ? limit : *total, used = shimgen_ledger_held(c);  \
+            uint64_t left = used < cap ? cap - used : 0;                                    \
+            *total = cap;                                                                   \
+            *free = left < *free ? left : *free;                                            \
+        }                                                                                   \
+        return rc;                                                                          \
+    }
+#define MEM_KIND_total(name, r)                                                            \
+    HOOK(name, (size_t * bytes, int dev))                                                   \
+    {                                                                                       \
+        shimgen_CUresult rc = REAL(name, size_t *, int)(bytes, dev);                        \
+        uint64_t limit = shimgen_ledger_limit;                                              \
+        if (rc == SHIMGEN_CUDA_SUCCESS && bytes && limit && limit < *bytes)                 \
+            *bytes = limit;                                                                 \
+        return rc;                                                                          \
+    }
+
+#define MEM_ROUTE(kind, name, index) MEM_KIND_##kind(name, index)
+#include "memroutes.inc"
+#undef MEM_ROUTE

@@ -1,0 +1,127 @@
+"""What the report shows of device memory (docs/memory.md): per group, from each process's
+ledger (trace/memory.py, a version 4 binary trace), the peak and at-exit device memory per
+device and by allocation function, the allocations never freed, pinned host memory apart,
+and the limit the run had. A group none of whose traces has a ledger shows nothing (its
+`memory` is null in the JSON).
+
+The numbers of a group: `peak_bytes` is the most one process held at once on one device
+(the largest peak of any process and device); `at_exit_bytes` what the group's processes
+still held at exit or death, summed; `by_function` the bytes each allocation function
+took, summed; `leaked` the allocations still held at exit or death, and their bytes. A
+process that exec'd has a ledger per image: its peak is the largest, and what each image
+held when it exec'd is counted as held (the exec gave it back to the driver, not the program)."""
+
+from __future__ import annotations
+
+from ..trace import HOST
+from .model import Group
+
+UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def size_text(n: int) -> str:
+    """Bytes in the largest unit that keeps the number at or above 1, to 2 decimals."""
+    v, u = float(n), 0
+    while v >= 1024 and u < len(UNITS) - 1:
+        v, u = v / 1024, u + 1
+    return f"{n} B" if u == 0 else f"{v:.2f} {UNITS[u]}"
+
+
+def _add(into: dict, what: dict) -> None:
+    for k, v in what.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _column_totals(g: Group) -> dict:
+    """Per column (device ordinal or HOST): peak (the largest of one process), at exit,
+    taken and held by function, allocations held, summed over the group's traces."""
+    out: dict = {}
+    for t in g.processes:
+        for c, col in (t.memory.columns.items() if t.memory else ()):
+            o = out.setdefault(c, {"peak": 0, "taken": {}, "held": {}, "live": {}})
+            o["peak"] = max(o["peak"], col.peak)
+            _add(o["taken"], col.taken)
+            _add(o["held"], col.held)
+            _add(o["live"], col.live)
+    return out
+
+
+def _column_json(c: int | str, o: dict) -> dict:
+    head = {"device": c} if c != HOST else {}
+    return {**head, "peak_bytes": o["peak"], "at_exit_bytes": sum(o["held"].values()),
+            "by_function": dict(sorted(o["taken"].items())),
+            "at_exit_by_function": dict(sorted(o["held"].items())),
+            "leaked": {"count": sum(o["live"].values()), "bytes": sum(o["held"].values())}}
+
+
+def memory_json(g: Group) -> dict | None:
+    """A group's `memory` object, or None when no trace of it has a ledger."""
+    ledgers = [t for t in g.processes if t.memory is not None]
+    if not ledgers:
+        return None
+    cols = _column_totals(g)
+    devices = [_column_json(c, o) for c, o in sorted((c, o) for c, o in cols.items()
+                                                    if c != HOST)]
+    by_function: dict = {}
+    for d in devices:
+        _add(by_function, d["by_function"])
+    limits = sorted({t.memory.limit for t in ledgers if t.memory.limit})
+    return {
+        "peak_bytes": max((d["peak_bytes"] for d in devices), default=0),
+        "at_exit_bytes": sum(d["at_exit_bytes"] for d in devices),
+        "by_function": dict(sorted(by_function.items())),
+        "leaked": {"count": sum(d["leaked"]["count"] for d in devices),
+                   "bytes": sum(d["leaked"]["bytes"] for d in devices)},
+        "devices": devices,
+        "host": _column_json(HOST, cols[HOST]) if HOST in cols else None,
+        "limit_bytes": limits[-1] if limits else None,
+        "refused": sum(t.memory.refused for t in ledgers),
+        "untracked": sum(t.memory.untracked for t in ledgers),
+        "processes": [_process_json(t) for t in ledgers],
+    }
+
+
+def _process_json(t) -> dict:
+    cols = {c: col for c, col in t.memory.columns.items() if c != HOST}
+    return {"pid": t.pid, "rank": t.rank, "path": t.path, "complete": t.complete,
+            "peak_bytes": max((c.peak for c in cols.values()), default=0),
+            "at_exit_bytes": sum(c.at_exit for c in cols.values()),
+            "leaked": {"count": sum(c.leaked for c in cols.values()),
+                       "bytes": sum(c.at_exit for c in cols.values())}}
+
+
+def _function_lines(o: dict) -> list[str]:
+    lines = []
+    for name in sorted(o["taken"], key=lambda n: (-o["taken"][n], n)):
+        held, live = o["held"].get(name, 0), o["live"].get(name, 0)
+        rest = f"   held at exit {size_text(held)} ({live} never freed)" if live else ""
+        lines.append(f"    {name:<32} took {size_text(o['taken'][name])}{rest}")
+    return lines
+
+
+def memory_section(g: Group) -> list[str]:
+    """The text: one line for the group, then each device and the host, by function."""
+    m = memory_json(g)
+    if m is None or not (m["devices"] or m["host"] or m["limit_bytes"] or m["untracked"]):
+        return []  # (no process took memory: nothing to say)
+    cols = _column_totals(g)
+    leaked = m["leaked"]
+    lines = ["", f"device memory  peak {size_text(m['peak_bytes'])}, at exit "
+             f"{size_text(m['at_exit_bytes'])}, never freed: {leaked['count']} allocations"
+             f" ({size_text(leaked['bytes'])})"]
+    for c in sorted(c for c in cols if c != HOST):
+        o = cols[c]
+        lines.append(f"  device {c}: peak {size_text(o['peak'])}, at exit "
+                     f"{size_text(sum(o['held'].values()))}")
+        lines += _function_lines(o)
+    if HOST in cols:
+        o = cols[HOST]
+        lines.append(f"  pinned host memory: peak {size_text(o['peak'])}, at exit "
+                     f"{size_text(sum(o['held'].values()))}")
+        lines += _function_lines(o)
+    if m["limit_bytes"]:
+        lines.append(f"  limit {size_text(m['limit_bytes'])} per device: {m['refused']} "
+                     f"allocations refused")
+    if m["untracked"]:
+        lines.append(f"  {m['untracked']} allocations not followed (docs/memory.md)")
+    return lines

@@ -1,0 +1,78 @@
+"""The routes by which a program takes or gives back device memory (and pinned host
+memory), as data: the one table the memory ledger (runtime/ledger.c, runtime/hooks_memory.c)
+and `--limit memory` are built from (docs/memory.md).
+
+Each route is a driver function and what the shim reads of its call. `kind` names the C
+hook family of runtime/hooks_memory.c that reads it (MEM_KIND_<kind>); the build renders
+`memroutes.inc` from this table, one MEM_ROUTE(kind, name, index) line per route the driver
+exports (a route the driver lacks, an older driver's, is simply absent). `index` is the
+route's row in the trace file's ledger (runenv.MEM_ROUTES rows), its position here: append,
+never reorder.
+
+`column`: where its bytes go. "device": the device of the calling thread's current context
+(asked of the driver, cuCtxGetDevice, as the allocation itself does); "location": the
+`location` of the CUmemAllocationProp, never a current context (a device location's id, any
+other location is host memory); "host": pinned host memory, a column of its own; "freed":
+gives back what an allocation route took (the device recorded with the allocation).
+
+`feature`: the hooks of "memory" are installed when a run traces into a directory or has a
+limit; those of "limit" only with a limit (they answer with the limit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..runenv import MEM_ROUTES
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str  # exported driver function
+    kind: str  # MEM_KIND_<kind> of runtime/hooks_memory.c
+    column: str  # device, location, host or freed (above)
+    reads: str  # what the shim reads of the call, in words (docs/memory.md)
+    feature: str = "memory"
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("cuMemAlloc_v2", "alloc", "device", "size; the address out"),
+    Route("cuMemAllocPitch_v2", "pitch", "device", "the pitch out times the height"),
+    Route("cuMemAllocManaged", "managed", "device", "size; the address out"),
+    Route("cuMemAllocAsync", "async", "device", "size; the address out"),
+    Route("cuMemAllocAsync_ptsz", "async", "device", "size; the address out"),
+    Route("cuMemAllocFromPoolAsync", "pool", "device", "size; the address out"),
+    Route("cuMemAllocFromPoolAsync_ptsz", "pool", "device", "size; the address out"),
+    Route("cuMemCreate", "create", "location",
+          "size (a multiple of the granularity); the handle out; prop->location"),
+    Route("cuMemRetainAllocationHandle", "retain", "freed",
+          "the handle out: one more reference to a handle already held"),
+    Route("cuMemImportFromShareableHandle", "import", "freed",
+          "the handle out: a handle of another's memory, counted by handle (0 bytes)"),
+    Route("cuArrayCreate_v2", "array", "device", "the descriptor: width x height x element"),
+    Route("cuArray3DCreate_v2", "array3d", "device",
+          "the descriptor: width x height x depth x element"),
+    Route("cuMipmappedArrayCreate", "mipmap", "device",
+          "the descriptor and the levels: each level's extent halved"),
+    Route("cuMemHostAlloc", "hostalloc", "host", "size; the pointer out"),
+    Route("cuMemAllocHost_v2", "allochost", "host", "size; the pointer out"),
+    Route("cuMemFree_v2", "free", "freed", "the address"),
+    Route("cuMemFreeAsync", "freeasync", "freed", "the address (given back when enqueued)"),
+    Route("cuMemFreeAsync_ptsz", "freeasync", "freed", "the address (given back when enqueued)"),
+    Route("cuMemRelease", "release", "freed", "the handle: freed by its last reference"),
+    Route("cuArrayDestroy", "arraydestroy", "freed", "the array"),
+    Route("cuMipmappedArrayDestroy", "arraydestroy", "freed", "the mipmapped array"),
+    Route("cuMemFreeHost", "freehost", "freed", "the pointer"),
+    Route("cuMemGetInfo_v2", "info", "device", "answers with the limit as total", "limit"),
+    Route("cuDeviceTotalMem_v2", "total", "device", "answers with the limit", "limit"),
+)
+assert len(ROUTES) <= MEM_ROUTES and len({r.name for r in ROUTES}) == len(ROUTES)
+
+# What no route of the table can account, said in docs/memory.md: memory the driver takes
+# for itself (contexts, modules, a library inside the driver), pool memory reserved beyond
+# its allocations, graph memory nodes (taken at a graph's launch).
+MEMORY_SOURCE = "hooks_memory.c"
+
+
+def route_index(name: str) -> int:
+    return [r.name for r in ROUTES].index(name)

@@ -1,0 +1,322 @@
+/* A FAKE libcuda for the memory ledger's tests: not NVIDIA's driver. Every allocation route
+ * of shimgen/shim/memroutes.py hands out fake addresses and handles (no memory behind them)
+ * and keeps its own totals, per column (a device, or "host" for pinned host memory and
+ * memory at a host location), so a test compares the shim's ledger with them exactly
+ * (fake_ledger_totals). A thread's current device is set by cuCtxSetCurrent((CUcontext)
+ * (device + 1)); allocations that need a context fail without one (201). A forked child's
+ * totals start from zero, as its ledger does. Built with SONAME libcuda.so.1. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define COLS 5 /* devices 0..3, then the host */
+#define HOSTCOL 4
+#define MAXA 4096
+
+typedef int CUresult;
+typedef unsigned long long u64;
+
+static __thread int current = -1;
+static u64 next_address = 0x7f0000000000ull, next_handle = 0x1000;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct alloc {
+    u64 key;
+    u64 size;
+    int col, refs, kind; /* kind: 1 address, 2 handle, 3 array, 4 host */
+    const char *fn;
+} allocs[MAXA];
+static u64 held[COLS], peak[COLS], live[COLS];
+static struct {
+    const char *fn;
+    u64 bytes, calls;
+} taken[64];
+
+static void count_call(const char *fn, u64 bytes)
+{
+    for (int i = 0; i < 64; i++)
+        if (!taken[i].fn || strcmp(taken[i].fn, fn) == 0) {
+            taken[i].fn = fn;
+            taken[i].bytes += bytes;
+            taken[i].calls++;
+            return;
+        }
+}
+
+static u64 add(const char *fn, int kind, int col, u64 size, u64 key)
+{
+    pthread_mutex_lock(&lock);
+    if (!key)
+        key = kind == 2 ? next_handle++
+                        : (next_address += (size + (2u << 20)) & ~((2ull << 20) - 1));
+    for (int i = 0; i < MAXA; i++)
+        if (!allocs[i].kind) {
+            allocs[i] = (struct alloc){key, size, col, 1, kind, fn};
+            break;
+        }
+    held[col] += size;
+    live[col]++;
+    if (held[col] > peak[col])
+        peak[col] = held[col];
+    count_call(fn, size);
+    pthread_mutex_unlock(&lock);
+    return key;
+}
+
+/* A free (or a handle's release): 0, or 1 when the fake holds no such thing. */
+static CUresult drop(int kind, u64 key)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAXA; i++)
+        if (allocs[i].kind == kind && allocs[i].key == key) {
+            if (--allocs[i].refs == 0) {
+                held[allocs[i].col] -= allocs[i].size;
+                live[allocs[i].col]--;
+                allocs[i].kind = 0;
+            }
+            pthread_mutex_unlock(&lock);
+            return 0;
+        }
+    pthread_mutex_unlock(&lock);
+    return 1;
+}
+
+static void child_own(void)
+{
+    memset(allocs, 0, sizeof allocs);
+    memset(held, 0, sizeof held);
+    memset(peak, 0, sizeof peak);
+    memset(live, 0, sizeof live);
+    memset(taken, 0, sizeof taken);
+    pthread_mutex_init(&lock, NULL);
+}
+
+__attribute__((constructor)) static void fake_load(void)
+{
+    pthread_atfork(NULL, NULL, child_own);
+}
+
+/* The fake's own totals as one line of JSON into buf (what the tests compare). */
+EXPORT int fake_ledger_totals(char *buf, size_t cap)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, cap - n, "{\"columns\": {");
+    for (int c = 0; c < COLS; c++) {
+        char name[8];
+        snprintf(name, sizeof name, c == HOSTCOL ? "host" : "%d", c);
+        n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\": [%llu, %llu, %llu]", c ? ", " : "",
+                              name, peak[c], held[c], live[c]);
+    }
+    n += (size_t)snprintf(buf + n, cap - n, "}, \"taken\": {");
+    for (int i = 0; i < 64 && taken[i].fn; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\": [%llu, %llu]", i ? ", " : "",
+                              taken[i].fn, taken[i].bytes, taken[i].calls);
+    n += (size_t)snprintf(buf + n, cap - n, "}}");
+    return 0;
+}
+
+EXPORT CUresult cuInit(unsigned flags) { return flags == 0 ? 0 : 1; }
+EXPORT CUresult cuDriverGetVersion(int *v) { return v ? (*v = 12040, 0) : 1; }
+EXPORT CUresult cuDeviceGet(int *dev, int ordinal) { return dev ? (*dev = ordinal, 0) : 1; }
+EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int dev)
+{
+    (void)attribute;
+    (void)dev;
+    return value ? (*value = 0, 0) : 1;
+}
+EXPORT CUresult cuMemGetHandleForAddressRange(void *h, u64 d, size_t s, int t, u64 f)
+{
+    (void)h, (void)d, (void)s, (void)t, (void)f;
+    return 801;
+}
+EXPORT CUresult cuCtxSetCurrent(void *ctx)
+{
+    current = (int)(intptr_t)ctx - 1;
+    return 0;
+}
+EXPORT CUresult cuCtxGetDevice(int *dev)
+{
+    if (current < 0)
+        return 201;
+    *dev = current;
+    return 0;
+}
+
+#define NEEDS_CONTEXT if (current < 0) return 201
+#define DEVICE_ALLOC(name, ...)                                                            \
+    EXPORT CUresult name(u64 *p, size_t n, ##__VA_ARGS__)                                   \
+    {                                                                                       \
+        NEEDS_CONTEXT;                                                                      \
+        if (!p || !n)                                                                       \
+            return 1;                                                                       \
+        *p = add(#name, 1, current, n, 0);                                                  \
+        return 0;                                                                           \
+    }
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+DEVICE_ALLOC(cuMemAlloc_v2)
+DEVICE_ALLOC(cuMemAllocManaged, unsigned flags)
+DEVICE_ALLOC(cuMemAllocAsync, void *stream)
+DEVICE_ALLOC(cuMemAllocAsync_ptsz, void *stream)
+DEVICE_ALLOC(cuMemAllocFromPoolAsync, void *pool, void *stream)
+DEVICE_ALLOC(cuMemAllocFromPoolAsync_ptsz, void *pool, void *stream)
+#pragma GCC diagnostic warning "-Wunused-parameter"
+
+/* Rows padded to 512 bytes. */
+EXPORT CUresult cuMemAllocPitch_v2(u64 *p, size_t *pitch, size_t w, size_t h, unsigned e)
+{
+    NEEDS_CONTEXT;
+    if (!p || !pitch || !w || !h || !e)
+        return 1;
+    *pitch = (w + 511) & ~(size_t)511;
+    *p = add("cuMemAllocPitch_v2", 1, current, *pitch * h, 0);
+    return 0;
+}
+
+EXPORT CUresult cuMemCreate(u64 *handle, size_t n, const void *prop, u64 flags)
+{
+    int loc[2];
+    if (!handle || !n || !prop || flags)
+        return 1;
+    memcpy(loc, (const char *)prop + 8, sizeof loc); /* CUmemLocation {type, id} */
+    int col = loc[0] == 1 ? loc[1] : HOSTCOL;
+    if (col < 0 || col >= COLS)
+        return 101;
+    *handle = add("cuMemCreate", 2, col, n, 0);
+    return 0;
+}
+
+EXPORT CUresult cuMemRetainAllocationHandle(u64 *handle, void *addr)
+{
+    /* the fake maps each handle at the address equal to its value */
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAXA; i++)
+        if (allocs[i].kind == 2 && allocs[i].key == (u64)(uintptr_t)addr) {
+            allocs[i].refs++;
+            *handle = allocs[i].key;
+            pthread_mutex_unlock(&lock);
+            return 0;
+        }
+    pthread_mutex_unlock(&lock);
+    return 1;
+}
+
+/* An imported handle: 0 bytes (the exporter's memory), on the device the "shareable
+ * handle" names. */
+EXPORT CUresult cuMemImportFromShareableHandle(u64 *handle, void *os, int type)
+{
+    if (!handle || type != 1 || (uintptr_t)os >= HOSTCOL)
+        return 1;
+    *handle = add("cuMemImportFromShareableHandle", 2, (int)(uintptr_t)os, 0, 0);
+    return 0;
+}
+
+EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(void *prop, u64 handle)
+{
+    for (int i = 0; i < MAXA; i++)
+        if (allocs[i].kind == 2 && allocs[i].key == handle) {
+            int loc[2] = {allocs[i].col == HOSTCOL ? 2 : 1, allocs[i].col};
+            memset(prop, 0, 32);
+            memcpy((char *)prop + 8, loc, sizeof loc);
+            return 0;
+        }
+    return 1;
+}
+
+static u64 element(int format)
+{
+    return format == 0x01 ? 1 : format == 0x10 ? 2 : 4;
+}
+
+static u64 extent(size_t w, size_t h, size_t d, int format, unsigned ch)
+{
+    return (u64)w * (h ? h : 1) * (d ? d : 1) * element(format) * ch;
+}
+
+EXPORT CUresult cuArrayCreate_v2(void **a, const size_t *desc)
+{
+    NEEDS_CONTEXT;
+    int format = ((const int *)desc)[4];
+    unsigned ch = ((const unsigned *)desc)[5];
+    *a = (void *)(uintptr_t)add("cuArrayCreate_v2", 3, current,
+                                extent(desc[0], desc[1], 1, format, ch), 0);
+    return 0;
+}
+
+EXPORT CUresult cuArray3DCreate_v2(void **a, const size_t *desc)
+{
+    NEEDS_CONTEXT;
+    int format = ((const int *)desc)[6];
+    unsigned ch = ((const unsigned *)desc)[7];
+    *a = (void *)(uintptr_t)add("cuArray3DCreate_v2", 3, current,
+                                extent(desc[0], desc[1], desc[2], format, ch), 0);
+    return 0;
+}
+
+EXPORT CUresult cuMipmappedArrayCreate(void **a, const size_t *desc, unsigned levels)
+{
+    NEEDS_CONTEXT;
+    int format = ((const int *)desc)[6];
+    unsigned ch = ((const unsigned *)desc)[7];
+    size_t w = desc[0], h = desc[1], d = desc[2];
+    u64 sum = 0;
+    for (unsigned l = 0; l < levels; l++) {
+        sum += extent(w, h, d, format, ch);
+        w = w > 1 ? w / 2 : w, h = h > 1 ? h / 2 : h, d = d > 1 ? d / 2 : d;
+    }
+    *a = (void *)(uintptr_t)add("cuMipmappedArrayCreate", 3, current, sum, 0);
+    return 0;
+}
+
+EXPORT CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
+{
+    (void)flags;
+    *p = (void *)(uintptr_t)add("cuMemHostAlloc", 4, HOSTCOL, n, 0);
+    return 0;
+}
+
+EXPORT CUresult cuMemAllocHost_v2(void **p, size_t n)
+{
+    *p = (void *)(uintptr_t)add("cuMemAllocHost_v2", 4, HOSTCOL, n, 0);
+    return 0;
+}
+
+EXPORT CUresult cuMemFree_v2(u64 p) { return drop(1, p); }
+EXPORT CUresult cuMemFreeAsync(u64 p, void *s) { return (void)s, drop(1, p); }
+EXPORT CUresult cuMemFreeAsync_ptsz(u64 p, void *s) { return (void)s, drop(1, p); }
+EXPORT CUresult cuMemRelease(u64 h) { return drop(2, h); }
+EXPORT CUresult cuArrayDestroy(void *a) { return drop(3, (u64)(uintptr_t)a); }
+EXPORT CUresult cuMipmappedArrayDestroy(void *a) { return drop(3, (u64)(uintptr_t)a); }
+EXPORT CUresult cuMemFreeHost(void *p) { return drop(4, (u64)(uintptr_t)p); }
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    NEEDS_CONTEXT;
+    *free_bytes = 80ull << 30;
+    *total = 96ull << 30;
+    return 0;
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev)
+{
+    (void)dev;
+    *bytes = 96ull << 30;
+    return 0;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, u64 flags,
+                                    int *status)
+{
+    (void)symbol, (void)version, (void)flags;
+    *pfn = NULL;
+    if (status)
+        *status = 1;
+    return 0;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, u64 flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
+}

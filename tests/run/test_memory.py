@@ -1,0 +1,269 @@
+"""The device memory ledger (runtime/ledger.c, runtime/hooks_memory.c, docs/memory.md) on a
+FAKE driver (tests/c/fake_ledger_libcuda.c) whose allocation routes hand out addresses and
+handles and keep their own totals: for every route of shimgen/shim/memroutes.py, a program
+(tests/c/memledger.c) allocates and frees, and the ledger in its trace file equals the
+fake's totals exactly (per device and the host: peak, held at exit, allocations held;
+bytes taken per function); `SHIMGEN_LIMIT_MEMORY` refuses the allocation past it before the
+fake sees it and answers cuMemGetInfo_v2 and cuDeviceTotalMem_v2 with it; retained and
+imported handles; async frees; a forked child's ledger; the numbers a SIGKILL leaves; a
+version 3 file still read; `--limit`'s sizes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shimgen.errors import ShimgenError
+from shimgen.report.memory import memory_json
+from shimgen.report.model import groups
+from shimgen.runenv import trace_header_size
+from shimgen.shim.memroutes import ROUTES
+from shimgen.shim.pipeline import make_shim
+from shimgen.trace.binary import load
+from shimgen.trace.memory import HOST
+
+MiB = 1 << 20
+# Every allocation route, and every free route, with some left held: device 0, then 1.
+EVERY_ROUTE = [
+    "ctx:0", "alloc:1000", "alloc:5000", "free:0", "pitch:1000:10", "managed:3000",
+    "async:4000", "asyncptsz:4100", "pool:4200", "poolptsz:4300", "freeasync:5",
+    "freeasyncptsz:6", "free:7", "create:65536:1:0", "create:8192:2:0", "create:4096:3:0",
+    "retain:8", "free:8", "free:11", "array:10:10:32:2", "array3d:4:4:4:16:1",
+    "mipmap:16:16:0:1:4:5", "free:14", "free:12", "hostalloc:300", "allochost:700", "free:16",
+    "ctx:1", "alloc:777", "create:131072:1:1", "import:1", "free:15", "info", "total:0",
+]
+NOT_ALLOCATING = {"retain", "import", "free", "freeasync", "release", "arraydestroy",
+                  "freehost", "info", "total"}
+
+
+@pytest.fixture(scope="module")
+def fake(probes) -> Path:
+    return probes / "libfake_ledger_libcuda.so"
+
+
+@pytest.fixture(scope="module")
+def fake_shim(fake, tmp_path_factory) -> Path:
+    return make_shim(fake, tmp_path_factory.mktemp("ledger"), require_real=False).library
+
+
+def run_ops(probes, fake, shim, tmp_path, ops, **extra) -> tuple[str, Path]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHIMGEN_")}
+    traces = tmp_path / "traces"
+    tmp_path.mkdir(exist_ok=True)
+    env.update(LD_PRELOAD=str(shim), SHIMGEN_DRIVER=str(fake), SHIMGEN_TRACE="time",
+               SHIMGEN_TRACE_DIR=str(traces), **extra)
+    proc = subprocess.run([probes / "memledger", *ops], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode in (0, -9), proc.stdout + proc.stderr
+    return proc.stdout, traces
+
+
+def fake_totals(out: str, who: str = "parent") -> dict:
+    line = next(ln for ln in out.splitlines() if ln.startswith(who + " {"))
+    return json.loads(line[len(who) + 1:])
+
+
+def ledger_of(trace) -> dict:
+    """The ledger in the fake's shape: per column [peak, held, live]; taken per function."""
+    cols = {str(c): [0, 0, 0] for c in range(4)} | {"host": [0, 0, 0]}
+    taken: dict[str, int] = {}
+    for c, col in trace.memory.columns.items():
+        cols["host" if c == HOST else str(c)] = [col.peak, col.at_exit, col.leaked]
+        for fn, n in col.taken.items():
+            taken[fn] = taken.get(fn, 0) + n
+    return {"columns": cols, "taken": taken}
+
+
+def assert_same(trace, fake: dict) -> None:
+    taken = {fn: b for fn, (b, _) in fake["taken"].items() if b}
+    assert ledger_of(trace) == {"columns": fake["columns"], "taken": taken}
+
+
+def one_trace(traces: Path):
+    files = sorted(traces.glob("*.shimtrace"))
+    assert len(files) == 1, files
+    return load(files[0])
+
+
+def test_every_route_accounted_as_the_fake_counts(probes, fake, fake_shim, tmp_path):
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, EVERY_ROUTE)
+    assert " rc 1" not in out and " rc 2" not in out, out
+    t = one_trace(traces)
+    assert_same(t, fake_totals(out))
+    # every route of the table was called, the allocating ones took bytes
+    called = set(t.functions)
+    assert {r.name for r in ROUTES} <= called, {r.name for r in ROUTES} - called
+    taken = ledger_of(t)["taken"]
+    assert {r.name for r in ROUTES if r.kind not in NOT_ALLOCATING} == set(taken)
+    # a host location is host memory, never device 0; the import is a handle of 0 bytes
+    cols = t.memory.columns
+    assert cols[HOST].taken["cuMemCreate"] == 8192 + 4096
+    assert cols[0].held.get("cuMemCreate", 0) == 0  # the device one released
+    assert cols[1].live["cuMemImportFromShareableHandle"] == 1
+    assert t.memory.untracked == 0 and t.memory.refused == 0
+
+
+def test_report_json_memory_object(probes, fake, fake_shim, tmp_path):
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "alloc:3000",
+                                                             "alloc:5000", "free:0",
+                                                             "hostalloc:64"])
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "report", "--json",
+                           str(next(traces.glob("*.shimtrace")))], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    m = json.loads(proc.stdout)["groups"][0]["memory"]
+    assert (m["peak_bytes"], m["at_exit_bytes"]) == (8000, 5000)
+    assert m["by_function"] == {"cuMemAlloc_v2": 8000}
+    assert m["leaked"] == {"count": 1, "bytes": 5000}
+    assert m["host"]["at_exit_bytes"] == 64 and m["limit_bytes"] is None
+    text = subprocess.run([sys.executable, "-m", "shimgen", "report", str(traces)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "device memory  peak 7.81 KiB, at exit 4.88 KiB, never freed: 1 allocations" in text
+    # a process that took no memory: no section, and a memory object of zeros
+    _, quiet = run_ops(probes, fake, fake_shim, tmp_path / "q", ["ctx:0", "info"])
+    text = subprocess.run([sys.executable, "-m", "shimgen", "report", str(quiet)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "cuMemGetInfo_v2" in text and "device memory" not in text
+
+
+def test_limit_refuses_before_the_driver_and_answers_with_it(probes, fake, fake_shim,
+                                                             tmp_path):
+    ops = ["ctx:0", "info", "total:0", "alloc:524288", "alloc:600000", "info", "async:524288",
+           "free:0", "create:2097152:1:0", "create:2097152:2:0", "alloc:524288"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops,
+                          SHIMGEN_LIMIT_MEMORY="1MiB")
+    rcs = [ln.split(" rc ")[1] for ln in out.splitlines() if " rc " in ln]
+    # refused: 600000 past 1 MiB; the device handle of 2 MiB; not the host one (no limit)
+    assert rcs == ["0", "0", "0", "0", "2", "0", "0", "0", "2", "0", "0"], out
+    assert f"parent info free {MiB} total {MiB}" in out
+    assert f"parent info free {MiB - 524288} total {MiB}" in out
+    assert f"parent total {MiB}" in out
+    want = fake_totals(out)
+    assert want["taken"]["cuMemAlloc_v2"] == [2 * 524288, 2]  # the refused one never came
+    assert want["taken"]["cuMemCreate"] == [2097152, 1]
+    t = one_trace(traces)
+    assert_same(t, want)
+    assert (t.memory.limit, t.memory.refused) == (MiB, 2)
+
+
+def test_retained_and_imported_handles_freed_by_their_last_release(probes, fake, fake_shim,
+                                                                  tmp_path):
+    ops = ["create:65536:1:2", "retain:0", "retain:0", "import:2", "free:0", "free:1",
+           "kill"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops)
+    t = one_trace(traces)
+    assert_same(t, fake_totals(out))
+    assert t.memory.columns[2].at_exit == 65536  # one reference left
+    ops = ops[:-1] + ["free:2", "free:3"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path / "2", ops)
+    t = one_trace(traces)
+    assert_same(t, fake_totals(out))
+    assert t.memory.columns[2].at_exit == 0 and t.memory.columns[2].leaked == 0
+
+
+def test_async_frees_and_a_failed_free_keeps_the_entry(probes, fake, fake_shim, tmp_path):
+    ops = ["ctx:3", "async:100", "pool:200", "asyncptsz:300", "alloc:400", "freeasync:0",
+           "freeasyncptsz:1", "freeasync:2", "freeasync:3", "freeasync:3"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops)
+    assert out.count(" rc 1") == 1  # the second free of the same address: the fake refuses
+    t = one_trace(traces)
+    assert_same(t, fake_totals(out))
+    assert t.memory.columns[3].peak == 1000 and t.memory.columns[3].at_exit == 0
+
+
+def test_a_forked_child_has_its_own_ledger(probes, fake, fake_shim, tmp_path):
+    ops = ["ctx:0", "alloc:1000", "alloc:2000", "fork", "ctx:1", "alloc:300", "free:0"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops)
+    files = [load(p) for p in sorted(traces.glob("*.shimtrace"))]
+    assert len(files) == 2, out
+    child = next(t for t in files if t.ppid in {f.pid for f in files})
+    parent = next(t for t in files if t is not child)
+    assert child.ppid == parent.pid and parent.complete
+    assert_same(parent, fake_totals(out, "parent"))
+    assert_same(child, fake_totals(out, "child"))
+    assert 0 not in child.memory.columns  # the parent's allocations are not the child's
+
+
+def test_forks_while_other_threads_allocate(probes, fake, fake_shim, tmp_path):
+    """100 forks while 4 threads allocate and free without pause (a fork may copy the
+    ledger's lock held): every child makes its own file, with its own ledger (its 100 bytes
+    taken and given back), and none hangs."""
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "forkbusy:100"])
+    assert "forkbusy:100 rc 0" in out, out
+    files = [load(p) for p in traces.glob("*.shimtrace")]
+    parent = next(t for t in files if t.complete)
+    children = [t for t in files if t.ppid == parent.pid]
+    assert len(children) == 100
+    for c in children:
+        col = c.memory.columns[0]
+        assert (col.taken, col.at_exit, col.leaked, col.peak) == (
+            {"cuMemAlloc_v2": 100}, 0, 0, 100), c.path
+
+
+def test_sigkill_leaves_the_numbers_at_death(probes, fake, fake_shim, tmp_path):
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path,
+                          ["ctx:0", "alloc:4096", "create:8192:1:0", "alloc:1", "free:2",
+                           "hostalloc:10", "kill"])
+    t = one_trace(traces)
+    assert not t.complete
+    assert_same(t, fake_totals(out))
+    m = memory_json(groups([t], None)[0])
+    assert m["at_exit_bytes"] == 4096 + 8192 and m["leaked"]["count"] == 2
+
+
+def test_threads_racing_keep_the_ledger_exact(probes, fake, fake_shim, tmp_path):
+    """8 threads on two devices, 300 allocations each of random sizes and random yields, a
+    seventh kept: repeated, the ledger's bytes and allocations held and bytes taken equal the
+    fake's (the peak is the order each lock saw, which may differ)."""
+    for k in range(3):
+        out, traces = run_ops(probes, fake, fake_shim, tmp_path / str(k), ["threads:8:300"])
+        assert "threads:8:300 rc 0" in out, out
+        want = fake_totals(out)
+        got = ledger_of(one_trace(traces))
+        assert {c: v[1:] for c, v in got["columns"].items()} == {
+            c: v[1:] for c, v in want["columns"].items()}
+        assert got["taken"] == {fn: b for fn, (b, _) in want["taken"].items()}
+        assert want["columns"]["0"][2] == 4 * 43 and want["columns"]["1"][2] == 4 * 43
+
+
+def test_version_3_file_still_read(probes, fake, fake_shim, tmp_path):
+    """A version 4 file made version 3 (its header cut to version 3's, the names moved up):
+    read, with the same calls and no ledger."""
+    _, traces = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "alloc:10"])
+    path = next(traces.glob("*.shimtrace"))
+    v4 = load(path)
+    data = bytearray(path.read_bytes())
+    v3_size, v4_size = trace_header_size(3), trace_header_size()
+    names_size = int.from_bytes(data[56:64], "little")
+    names = bytes(data[v4_size:v4_size + names_size])
+    data[8:12] = (3).to_bytes(4, "little")
+    data[12:16] = v3_size.to_bytes(4, "little")
+    data[48:56] = v3_size.to_bytes(8, "little")
+    data[v3_size:v4_size + names_size] = names + bytes(v4_size - v3_size)
+    old = tmp_path / "v3.shimtrace"
+    old.write_bytes(bytes(data))
+    v3 = load(old)
+    assert v3.memory is None and v4.memory is not None
+    assert {n: f.calls for n, f in v3.functions.items()} == {
+        n: f.calls for n, f in v4.functions.items()}
+    data[8:12] = (5).to_bytes(4, "little")
+    old.write_bytes(bytes(data))
+    with pytest.raises(ShimgenError, match="format version 5; this shimgen reads versions 3, 4"):
+        load(old)
+
+
+@pytest.mark.parametrize("text, value", [("200MiB", 200 * MiB), ("2GiB", 2 << 30),
+                                         ("2G", 2 << 30), ("512K", 512 << 10),
+                                         ("1000", 1000), ("1000B", 1000), ("1TB", 1 << 40),
+                                         ("0", None), ("2 GiB", None), ("2gib", None),
+                                         ("GiB", None), ("1.5GiB", None), ("-1", None),
+                                         ("2GiBs", None), ("", None)])
+def test_sizes(text, value):
+    from shimgen.run.limits import parse_size
+
+    assert parse_size(text) == value
