@@ -12,7 +12,6 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from benchmarks import native, shims

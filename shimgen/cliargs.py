@@ -175,7 +175,8 @@ def _add_report(sub) -> None:
     r.add_argument("paths", nargs="+", metavar="PATH",
                    help="one run directory, two run directories to compare, or trace files "
                         "(*.shimtrace, JSON traces) to merge")
-    r.add_argument("--by", choices=BY, help="one table per rank, per process or per host (the nodes of a run)")
+    r.add_argument("--by", choices=BY,
+                   help="one table per rank, per process or per host (the nodes of a run)")
     out = r.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON (schema shimgen-report)")
     out.add_argument("--csv", action="store_true", help="CSV: one row per group and function")
@@ -294,8 +295,8 @@ def _add_top(sub) -> None:
     t.add_argument("--json", action="store_true", help="with --once: JSON (schema shimgen-top)")
 
 
-_ADD = {"run": _add_run, "report": _add_report, "top": _add_top, "build": _add_build, "gates": _add_gates,
-        "patch": _add_patch, "probe": _add_probe, "exports": _add_exports, "diff": _add_diff,
+_ADD = {"run": _add_run, "report": _add_report, "top": _add_top, "build": _add_build,
+        "gates": _add_gates, "patch": _add_patch, "probe": _add_probe, "exports": _add_exports, "diff": _add_diff,
         "hook-header": _add_hook_header}
 
 

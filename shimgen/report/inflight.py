@@ -133,8 +133,9 @@ def section(procs: list) -> list[str]:
              f"{'host':<12} function"]
     for n, c in found[:SHOWN]:
         secs = "?" if c.seconds is None else f"{c.seconds:.1f}"
-        lines.append(f"  {secs:>9}  {n.state:<8} {n.pid:>8} {c.tid:>8}  {shown(n.rank or '-', 6):<6} "
-                     f"{shown(n.host or '-', 12):<12} {c.function}")
+        rank, host = shown(n.rank or "-", 6), shown(n.host or "-", 12)
+        lines.append(f"  {secs:>9}  {n.state:<8} {n.pid:>8} {c.tid:>8}  {rank:<6} "
+                     f"{host:<12} {c.function}")
     if len(found) > SHOWN:
         lines.append(f"  ... and {len(found) - SHOWN} more")
     if any(n.state == job.DIED for n, _ in found):

@@ -75,7 +75,6 @@ def report(paths: list[Path], *, by: str | None = None, fmt: str = "text") -> st
 def summary_for_run(run_dir: Path) -> str:
     """The report `shimgen run` prints at the end of a run: every process merged."""
     from . import format as report_format
-
     from . import inflight
 
     src = load_source(run_dir, explicit=False)

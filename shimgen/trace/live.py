@@ -117,8 +117,8 @@ class Part:
 
 
 def _run_json(d: Path) -> dict | None:
-    from .jsonfile import read_json
     from ..errors import ShimgenError
+    from .jsonfile import read_json
 
     try:
         data = read_json(d / RUN_JSON)
