@@ -296,8 +296,8 @@ def _add_top(sub) -> None:
 
 
 _ADD = {"run": _add_run, "report": _add_report, "top": _add_top, "build": _add_build,
-        "gates": _add_gates, "patch": _add_patch, "probe": _add_probe, "exports": _add_exports, "diff": _add_diff,
-        "hook-header": _add_hook_header}
+        "gates": _add_gates, "patch": _add_patch, "probe": _add_probe, "exports": _add_exports,
+        "diff": _add_diff, "hook-header": _add_hook_header}
 
 
 def parser(say, version: str, command: str | None = None):
