@@ -16,6 +16,7 @@ ENV = {
     "TRACE_JOB": "SHIMGEN_TRACE_JOB",
     "TIMELINE_FILE": "SHIMGEN_TIMELINE_FILE",
     "TIMELINE_EVENTS": "SHIMGEN_TIMELINE_EVENTS",
+    "CALLS_RING": "SHIMGEN_CALLS_RING",
     "ATTR_OVERRIDE": "SHIMGEN_ATTR_OVERRIDE",
     "GATES": "SHIMGEN_GATES",
     "GATE_METHOD": "SHIMGEN_GATE_METHOD",
@@ -45,14 +46,16 @@ SHIM_MANIFEST = "shim.json"
 
 # The trace modes, by the number the binary trace file records (its header's `mode`) and
 # the name SHIMGEN_TRACE takes (which also takes "1" for counts and "attrs").
-TRACE_MODES = {1: "counts", 2: "time", 3: "timeline"}
+TRACE_MODES = {1: "counts", 2: "time", 3: "timeline", 4: "calls"}
 # `shimgen run --trace`'s default: the time path, which also records every error return
 # (counts does not: docs/performance.md says why the default is not counts).
 DEFAULT_TRACE = "time"
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
-TRACE_VERSION = 3
+TRACE_VERSION = 4
+# The versions the reader reads: 3 is 4 without the fields after `fine_hash` (no calls).
+TRACE_VERSIONS_READ = (3, 4)
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even
 # for the file's header: `<name>.nospace` for the `<name>.shimtrace` it could not make, so
@@ -89,7 +92,26 @@ TRACE_HEADER = (
     ("proc_start", "u64", 1), ("boot_id", "char", 40),
     ("off_fine", "u32", 1), ("fine_slots", "u32", 1), ("fine_bits", "u32", 1),
     ("fine_sub_shift", "u32", 1), ("fine_probes", "u32", 1), ("fine_hash", "u32", 1),
+    # version 4: SHIMGEN_TRACE=calls, each thread's ring of call records (docs/traceformat.md)
+    ("calls_ring_off", "u64", 1), ("calls_ring_records", "u64", 1),
+    ("calls_record_size", "u32", 1), ("calls_capture_off", "u32", 1),
+    ("off_calls_head", "u32", 1), ("calls_string_max", "u32", 1),
 )
+# SHIMGEN_TRACE=calls: one record per call in its thread's ring (runtime/calls.S writes it,
+# shimgen/calls/records.py reads it): its size, where its captured bytes start (strings,
+# structs, outputs, per the capture table the build renders from shimgen/calls/), the
+# stack arguments a record keeps (cuLaunchKernel's 11 arguments: 6 registers and 5 on the
+# stack), the longest string kept (its NUL included), and the ring's records per thread.
+CALLS_RECORD_SIZE = 256
+CALLS_CAPTURE_OFF = 128
+CALLS_STACK_ARGS = 5
+CALLS_STRING_MAX = 64
+CALLS_RING_DEFAULT = 65536
+CALLS_RING_MIN = 1024
+CALLS_RING_MAX = 1 << 22
+# A capture's kind (the capture table's `kind`): a string read at entry, a struct read at
+# entry, an output read after a successful return.
+CALLS_CAPTURE_KINDS = {1: "string", 2: "struct", 3: "output"}
 _FIELD_TYPES = {"u32": ("uint32_t", "I", 4), "u64": ("uint64_t", "Q", 8),
                 "i64": ("int64_t", "q", 8), "char": ("char", "s", 1)}
 

@@ -29,6 +29,7 @@ from ..runenv import (
     TRACE_STATES,
     TRACE_SUFFIX,
     TRACE_VERSION,
+    TRACE_VERSIONS_READ,
     trace_header_layout,
 )
 from .model import (
@@ -59,6 +60,10 @@ _LAYOUT = trace_header_layout()
 _HEADER = struct.Struct("<" + "".join(code for *_, code in _LAYOUT))
 _FIELDS = [name for name, *_ in _LAYOUT]
 HEADER_SIZE = _HEADER.size
+# Version 3's header: version 4's up to `fine_hash` (version 4 appended the calls fields).
+_V3_COUNT = _FIELDS.index("fine_hash") + 1
+_HEADERS = {3: struct.Struct("<" + "".join(code for *_, code in _LAYOUT[:_V3_COUNT])),
+            TRACE_VERSION: _HEADER}
 FSTATS_SIZE = 32  # count, total, max, unused (uint64 each)
 ERRSLOT_SIZE = 16  # key, count
 
@@ -76,8 +81,9 @@ def _text(raw: bytes, what: str) -> str:
 def _check_header(h: dict, size: int) -> None:
     if h["byte_order"] != BYTE_ORDER:
         raise _Bad("it was written with another byte order")
-    if h["header_size"] != HEADER_SIZE:
-        raise _Bad(f"its header is {h['header_size']} bytes, version {VERSION} has {HEADER_SIZE}")
+    want = _HEADERS[h["version"]].size
+    if h["header_size"] != want:
+        raise _Bad(f"its header is {h['header_size']} bytes, version {h['version']} has {want}")
     nf, page, bs, stride = h["nfuncs"], h["page_size"], h["block_size"], h["block_stride"]
     if not 0 < nf < 1 << 16:
         raise _Bad(f"it has {nf} functions")
@@ -85,7 +91,7 @@ def _check_header(h: dict, size: int) -> None:
         raise _Bad(f"its page size {page} is not a power of two from 4096")
     if not 0 < bs <= stride or stride % page or stride > 1 << 32:
         raise _Bad(f"its block size {bs} and stride {stride} do not fit its pages")
-    if h["names_off"] != HEADER_SIZE or h["names_size"] < 2 * nf:
+    if h["names_off"] != h["header_size"] or h["names_size"] < 2 * nf:
         raise _Bad("its names table is not where the header ends")
     if h["names_size"] > nf * MAX_NAME:
         raise _Bad(f"its names table is {h['names_size']} bytes, more than {nf} names of at "
@@ -324,7 +330,7 @@ def load(path: str | os.PathLike, *, follow: bool = True) -> ProcessTrace:
             size = st.st_size
             if size == 0:
                 raise _Bad("empty: the process died as it started")
-            if size < HEADER_SIZE:
+            if size < min(hs.size for hs in _HEADERS.values()):
                 if size < len(MAGIC) or f.read(len(MAGIC)) != MAGIC:
                     raise _Bad("it is not a shimgen trace file (no magic)")
                 raise _Bad(f"it is truncated: {size} bytes, less than its header")
@@ -341,11 +347,7 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         raise _Bad("no magic: the process died while it made the file")
     if m[:len(MAGIC)] != MAGIC:
         raise _Bad("it is not a shimgen trace file (wrong magic)")
-    h = dict(zip(_FIELDS, _HEADER.unpack_from(m, 0), strict=True))
-    if h["version"] != VERSION:
-        raise _Bad(f"it has format version {h['version']}; this shimgen reads version {VERSION}")
-    _check_header(h, size)
-    names = _names(m, h)
+    h, names = _checked_header(m, size)
     nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
     functions, untimed, overflow = _sum_blocks(m, fd, h, nblocks)
     complete = h["state"] == COMPLETE
@@ -381,6 +383,46 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         boot_id=_text(h["boot_id"], "boot id"), proc_start=h["proc_start"] or None,
         calls_missing=h["calls_missing"],
     )
+
+
+def _checked_header(m: mmap.mmap, size: int) -> tuple[dict, list[bytes]]:
+    """The header of a file of a version this shimgen reads (fields a version lacks are 0),
+    checked, and its names."""
+    version = struct.unpack_from("<I", m, 8)[0]
+    if version not in TRACE_VERSIONS_READ:
+        known = " and ".join(map(str, TRACE_VERSIONS_READ))
+        raise _Bad(f"it has format version {version}; this shimgen reads versions {known}")
+    hs = _HEADERS[version]
+    if size < hs.size:
+        raise _Bad(f"it is truncated: {size} bytes, less than its header")
+    h = dict.fromkeys(_FIELDS, 0)
+    h.update(zip(_FIELDS, hs.unpack_from(m, 0)))
+    _check_header(h, size)
+    return h, _names(m, h)
+
+
+def header(path: str | os.PathLike) -> dict:
+    """The checked header of a trace file, with `names` (str, slot order), `ns_per_tick`
+    (None when unknown) and `nblocks` (the whole blocks it holds) added; ShimgenError as
+    load() gives. For readers of the blocks' other contents (shimgen/calls/records.py)."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < len(MAGIC) + 8:
+                raise _Bad("it is not a shimgen trace file (too short)")
+            with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+                if m[:len(MAGIC)] != MAGIC:
+                    raise _Bad("it is not a shimgen trace file (no magic)")
+                h, names = _checked_header(m, size)
+    except _Bad as e:
+        raise ShimgenError(f"{name}: {e}") from None
+    except OSError as e:
+        raise ShimgenError(f"{name}: cannot read the trace file: {e.strerror or e}") from None
+    h["names"] = [n.decode("ascii", "replace") for n in names]
+    h["ns_per_tick"] = _calibration(h)[0] if h["mode"] != 1 else None
+    h["nblocks"] = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
+    return h
 
 
 def missing_note(n: int, complete: bool) -> str:

@@ -83,7 +83,7 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
 @pytest.mark.parametrize("field,value,words", [
     ("magic", b"SHIMTRC\0", ["wrong magic"]),
     ("version", tracefile.VERSION + 1, [f"format version {tracefile.VERSION + 1}",
-                                        f"reads version {tracefile.VERSION}"]),
+                                        "reads versions 3 and 4"]),
     ("fine_sub_shift", 5, ["fine histogram"]),
     ("off_fine", 1 << 30, ["fine histogram"]),
     ("fine_slots", 3000, ["fine histogram"]),
@@ -106,7 +106,9 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
     ("blocks_mapped", 99, ["holds"]),
     ("end_ns", 0, ["complete without an end"]),
     # version 2 had no injected failures in its error slots: refused, never misread
-    ("version", tracefile.VERSION - 1, [f"format version {tracefile.VERSION - 1}"]),
+    ("version", 2, ["format version 2"]),
+    # a version 4 file that says 3 has a longer header than version 3's: refused
+    ("version", 3, ["4688 bytes, version 3 has 4656"]),
 ])
 def test_corrupt_header_is_refused(real_file, tmp_path, field, value, words):
     data = bytearray(real_file.read_bytes())

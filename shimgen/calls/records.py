@@ -1,0 +1,126 @@
+"""The call records of SHIMGEN_TRACE=calls read back from trace files (docs/traceformat.md,
+"Call records"): each block's ring, its records checked (a record counts only when its
+`seq` says it belongs to the slot it is in and to the ring's last turn) and put in order,
+each thread's dropped calls (written before the ring's last turn) counted. Raw: decoding is
+decode.py's."""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import runenv
+from ..errors import ShimgenError
+
+RECORD = struct.Struct(f"<QHHiQQQ{6 + runenv.CALLS_STACK_ARGS}Q"
+                       f"{runenv.CALLS_RECORD_SIZE - runenv.CALLS_CAPTURE_OFF}s")
+ENTERED, RETURNED = 1, 2
+assert RECORD.size == runenv.CALLS_RECORD_SIZE
+
+
+@dataclass(slots=True)
+class Call:
+    pid: int
+    tid: int
+    seq: int
+    idx: int
+    name: str
+    state: int
+    start: int  # ticks
+    dur: int  # ticks (0 unless returned)
+    result: int
+    args: tuple
+    capture: bytes
+
+
+@dataclass
+class ProcessCalls:
+    path: str
+    pid: int
+    rank: str | None
+    driver_version: str
+    ns_per_tick: float | None
+    calib_ticks0: int
+    calib_ns0: int
+    complete: bool
+    calls: list[Call] = field(default_factory=list)
+    dropped: dict[int, int] = field(default_factory=dict)  # per thread: calls not kept
+    ring_records: int = 0
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The binary trace files of a run directory (or of its traces/), or the file named."""
+    if not path.is_dir():
+        return [path]
+    out = []
+    for d in (path, path / runenv.TRACES):
+        if d.is_dir():
+            out += sorted(p for p in d.iterdir() if p.name.endswith(runenv.TRACE_SUFFIX)
+                          and p.is_file() and not p.is_symlink())
+    return out
+
+
+def _ring(fd: int, base: int, h: dict) -> tuple[int, list[tuple]]:
+    n, size = h["calls_ring_records"], h["calls_record_size"]
+    head = int.from_bytes(os.pread(fd, 8, base + h["off_calls_head"]), "little")
+    data = os.pread(fd, n * size, base + h["calls_ring_off"])
+    if len(data) < n * size:
+        return head, []
+    lo = head - n if head > n else 0
+    kept = []
+    mask = n - 1
+    for slot, rec in enumerate(RECORD.iter_unpack(data)):
+        seq = rec[0]
+        if seq and lo < seq <= head and (seq - 1) & mask == slot:
+            kept.append(rec)
+    kept.sort(key=lambda r: r[0])
+    return head, kept
+
+
+def load(path: Path) -> ProcessCalls:
+    """One process's calls; ShimgenError when the file is no trace or has no calls."""
+    from ..trace import binary
+
+    h = binary.header(path)
+    if not h.get("calls_ring_records"):
+        raise ShimgenError(f"{path}: it holds no call records (it was traced in "
+                           f"{runenv.TRACE_MODES.get(h['mode'], '?')} mode, not calls)")
+    if h["calls_record_size"] != RECORD.size or h["calls_ring_records"] & (
+            h["calls_ring_records"] - 1) or h["calls_ring_off"] + RECORD.size * h[
+            "calls_ring_records"] > h["block_stride"]:
+        raise ShimgenError(f"{path}: its call rings are not ones this shimgen reads")
+    names = h["names"]
+    pc = ProcessCalls(str(path), h["pid"], h["rank"].split(b"\0")[0].decode() or None,
+                      h["driver_version"].split(b"\0")[0].decode(errors="replace"),
+                      h["ns_per_tick"], h["calib_ticks0"], h["calib_ns0"],
+                      h["state"] == runenv.TRACE_STATES["complete"],
+                      ring_records=h["calls_ring_records"])
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        for k in range(h["nblocks"]):
+            base = h["blocks_off"] + k * h["block_stride"]
+            head, kept = _ring(fd, base, h)
+            if kept and head > len(kept):
+                pc.dropped[kept[0][3]] = pc.dropped.get(kept[0][3], 0) + head - len(kept)
+            for seq, idx, state, tid, start, dur, result, *rest in kept:
+                if idx >= len(names):
+                    continue
+                pc.calls.append(Call(pc.pid, tid, seq, idx, names[idx], state, start,
+                                     dur if state == RETURNED else 0, result,
+                                     tuple(rest[:-1]), rest[-1]))
+    finally:
+        os.close(fd)
+    pc.calls.sort(key=lambda c: (c.start, c.tid, c.seq))
+    return pc
+
+
+def load_run(path: Path) -> list[ProcessCalls]:
+    files = trace_files(path)
+    if not files:
+        raise ShimgenError(f"{path}: no trace files in it")
+    out = []
+    for f in files:
+        out.append(load(f))
+    return out
