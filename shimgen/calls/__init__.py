@@ -6,7 +6,9 @@ per function (model.capture_table), and the records of a trace file read and dec
 from .. import face
 
 __getattr__, __all__ = face(__name__, {
+    "Decoder": "decode",
     "capture_table": "model",
+    "load_run": "records",
     "description": "model",
     "prototype": "model",
 })

@@ -33,6 +33,7 @@ class Arg:
     info: str = ""  # the enum's or struct's name, the handle's short name
     pointee: dict | None = None  # an output's: its own kind and info
     capture: tuple[int, int, int] | None = None  # (kind number, size, offset in the area)
+    size: int = 8  # a scalar's bytes
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ def _arg(desc: dict, name: str, d: dict, slot: int | None) -> Arg:
         return Arg(name, "float" if d["k"] == "float" else "other", None)
     h = _handle(d)
     if h or d["k"] != "ptr":
-        kind, info, _ = _scalar(d)
-        return Arg(name, kind, slot, info)
+        kind, info, size = _scalar(d)
+        return Arg(name, kind, slot, info, size=size or 8)
     to = d["to"]
     if to["k"] == "int" and to["size"] == 1 and "typedef" not in to:
         return Arg(name, "string" if d["const"] else "outstr", slot)
@@ -101,7 +102,7 @@ def _captures(args: list[Arg]) -> tuple[list[Arg], tuple]:
         size = min(size, CAPTURE_ROOM - off)
         if kind and size > 0 and a.slot is not None:
             number = KIND_NUMBER[kind] | (0x80 if a.kind == "outstr" else 0)
-            a = Arg(a.name, a.kind, a.slot, a.info, a.pointee, (number, size, off))
+            a = Arg(a.name, a.kind, a.slot, a.info, a.pointee, (number, size, off), a.size)
             caps.append((a.slot, number, size, off))
             off += (size + 7) & ~7
         out.append(a)

@@ -77,6 +77,19 @@ def summary_for_run(run_dir: Path) -> str:
     return report_format.render([src], groups(src.processes, None), None, "text")
 
 
+CALLS_ONLY = ("function", "errors", "last", "pid", "rank", "sqlite", "first_difference",
+              "addresses")
+
+
+def _calls_asked(args) -> bool:
+    """--calls, or an option that goes with it alone (said when --calls is missing)."""
+    given = [o for o in CALLS_ONLY if getattr(args, o, None) not in (None, False)]
+    if given and not getattr(args, "calls", False):
+        flag = "--" + given[0].replace("_", "-")
+        raise ShimgenError(f"report: {flag} goes with --calls")
+    return bool(getattr(args, "calls", False))
+
+
 def command(args) -> int:
     """`shimgen report`."""
     import sys
@@ -84,6 +97,12 @@ def command(args) -> int:
     if any(not p.strip() for p in args.paths):
         raise ShimgenError("report: empty path")
     fmt = "json" if args.json else "csv" if args.csv else "text"
+    if _calls_asked(args):
+        from .calls import command as calls_command
+
+        sys.stdout.write(calls_command(args, fmt))
+        sys.stdout.flush()
+        return 0
     sys.stdout.write(report([Path(p) for p in args.paths], by=args.by, fmt=fmt))
     sys.stdout.flush()
     return 0

@@ -201,4 +201,6 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         env.pop(ENV_GATES, None)
     if opts.inject:
         env[ENV_INJECT] = ";".join(opts.inject)
+    if getattr(opts, "calls_ring", None):
+        env[ENV["CALLS_RING"]] = opts.calls_ring
     return env

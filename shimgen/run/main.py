@@ -63,6 +63,7 @@ class RunOptions:
         self.out = out  # -o DIR
         self.inject = inject or []  # --inject RULE, each (shimgen/shim/inject.py)
         self.hooks = hooks  # --hook FILE.c, in order (shim/userhooks.py)
+        self.calls_ring: str | None = None  # --calls-ring N: SHIMGEN_CALLS_RING
         self.trace_note = ""  # why the trace is not the one asked (_counts_where_untimed)
 
 
@@ -201,10 +202,23 @@ def _counts_where_untimed(opts: RunOptions, library: Path) -> None:
     from ..driver import library_arch
 
     arch = library_arch(library)
-    if opts.trace in ("time", "timeline") and arch != "x86_64":
-        opts.trace_note = (f" (not {opts.trace}: timing is x86-64 only, for now; this {arch} "
+    if opts.trace in ("time", "timeline", "calls") and arch != "x86_64":
+        what = "calls mode is" if opts.trace == "calls" else "timing is"
+        opts.trace_note = (f" (not {opts.trace}: {what} x86-64 only, for now; this {arch} "
                            "shim counts calls)")
         opts.trace = "counts"
+
+
+def _calls_ring(value: str | None) -> str | None:
+    """--calls-ring N: records kept per thread in calls mode, checked as the shim checks it."""
+    from ..runenv import CALLS_RING_MAX, CALLS_RING_MIN
+
+    if value is None:
+        return None
+    if not value.isdigit() or not CALLS_RING_MIN <= int(value) <= CALLS_RING_MAX:
+        raise UsageError(f"run --calls-ring {value!r}: give a number of calls from "
+                         f"{CALLS_RING_MIN} to {CALLS_RING_MAX}")
+    return value
 
 
 def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
@@ -353,6 +367,7 @@ def command(args) -> int:
         inject=args.inject,
         hooks=tuple(args.hook or ()),
     )
+    opts.calls_ring = _calls_ring(getattr(args, "calls_ring", None))
     try:
         return run(opts)
     except CommandError as e:  # like a shell: 127 not found, 126 cannot be run
