@@ -141,20 +141,3 @@ def check(f: Filters) -> None:
     if f.last is not None and f.last < 1:
         raise ShimgenError("report: --last takes a number from 1")
 
-
-def command(args, fmt: str) -> str:
-    """`shimgen report --calls ...` (report/main.py hands it over)."""
-    if fmt == "csv" or args.by:
-        raise ShimgenError("report: --calls prints lines or --json (not --csv or --by)")
-    f = Filters(args.function, args.errors, args.last, args.pid, args.rank)
-    check(f)
-    paths = [Path(p) for p in args.paths]
-    if args.first_difference:
-        if len(paths) != 2:
-            raise ShimgenError("report: --first-difference compares two runs: name two")
-        from .calls_diff import first_difference
-
-        return first_difference(paths[0], paths[1], f, addresses=args.addresses, fmt=fmt)
-    if args.addresses:
-        raise ShimgenError("report: --addresses goes with --first-difference")
-    return render(paths, f, fmt, args.sqlite)
