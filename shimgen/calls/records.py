@@ -20,19 +20,8 @@ ENTERED, RETURNED = 1, 2
 assert RECORD.size == runenv.CALLS_RECORD_SIZE
 
 
-@dataclass(slots=True)
-class Call:
-    pid: int
-    tid: int
-    seq: int
-    idx: int
-    name: str
-    state: int
-    start: int  # ticks
-    dur: int  # ticks (0 unless returned)
-    result: int
-    args: tuple
-    capture: bytes
+# A record as read: (seq, idx, state, tid, start, dur, result, 11 argument words, capture).
+SEQ, IDX, STATE, TID, START, DUR, RESULT, ARGS, CAPTURE = 0, 1, 2, 3, 4, 5, 6, 7, 18
 
 
 @dataclass
@@ -45,7 +34,8 @@ class ProcessCalls:
     calib_ticks0: int
     calib_ns0: int
     complete: bool
-    calls: list[Call] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    calls: list[tuple] = field(default_factory=list)  # records in order of their start
     dropped: dict[int, int] = field(default_factory=dict)  # per thread: calls not kept
     ring_records: int = 0
 
@@ -69,14 +59,12 @@ def _ring(fd: int, base: int, h: dict) -> tuple[int, list[tuple]]:
     if len(data) < n * size:
         return head, []
     lo = head - n if head > n else 0
-    kept = []
     mask = n - 1
-    for slot, rec in enumerate(RECORD.iter_unpack(data)):
-        seq = rec[0]
-        if seq and lo < seq <= head and (seq - 1) & mask == slot:
-            kept.append(rec)
-    kept.sort(key=lambda r: r[0])
-    return head, kept
+    recs = list(RECORD.iter_unpack(data))
+    at = head & mask  # the oldest slot of a ring that wrapped: in order from there
+    recs = recs[at:] + recs[:at] if head > n else recs[:head]
+    # the record in each slot must be the one of the ring's last turn: place lo + j + 1
+    return head, [r for j, r in enumerate(recs, lo + 1) if r[0] == j]
 
 
 def load(path: Path) -> ProcessCalls:
@@ -98,21 +86,21 @@ def load(path: Path) -> ProcessCalls:
                       h["state"] == runenv.TRACE_STATES["complete"],
                       ring_records=h["calls_ring_records"])
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    rings = 0
     try:
         for k in range(h["nblocks"]):
             base = h["blocks_off"] + k * h["block_stride"]
             head, kept = _ring(fd, base, h)
             if kept and head > len(kept):
                 pc.dropped[kept[0][3]] = pc.dropped.get(kept[0][3], 0) + head - len(kept)
-            for seq, idx, state, tid, start, dur, result, *rest in kept:
-                if idx >= len(names):
-                    continue
-                pc.calls.append(Call(pc.pid, tid, seq, idx, names[idx], state, start,
-                                     dur if state == RETURNED else 0, result,
-                                     tuple(rest[:-1]), rest[-1]))
+            nf = len(names)
+            rings += bool(kept)
+            pc.calls.extend(r for r in kept if r[IDX] < nf)
     finally:
         os.close(fd)
-    pc.calls.sort(key=lambda c: (c.start, c.tid, c.seq))
+    pc.names = names
+    if rings > 1:  # one ring is in order already
+        pc.calls.sort(key=lambda r: (r[START], r[TID], r[SEQ]))
     return pc
 
 

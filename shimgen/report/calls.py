@@ -1,16 +1,20 @@
 """`shimgen report --calls RUN`: the call records of SHIMGEN_TRACE=calls, decoded
 (shimgen/calls), one line each as ltrace and strace print them, or as JSON records, or a
 table of an SQLite file; filtered by function, errors, the last N per thread, pid or rank.
-`--first-difference` (calls_diff.py) compares two runs."""
+The filters are applied to the raw records, so only the calls shown are decoded; handles
+are numbered over every call of a process in order, shown or not. `--first-difference`
+(calls_diff.py) compares two runs."""
 
 from __future__ import annotations
 
 import fnmatch
+import heapq
 import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..calls.records import DUR, IDX, SEQ, START, STATE, TID
 from ..errors import ShimgenError
 
 
@@ -41,8 +45,66 @@ def _decoders():
     return get, note
 
 
-def decoded(paths: list[Path]):
-    """(processes, [(process, record dict, text line)] in order, note) of every call."""
+class Shown:
+    """One process's calls that pass the filters, with what decodes them."""
+
+    def __init__(self, proc, dec, rows: list, zero: int):
+        self.proc, self.dec, self.rows = proc, dec, rows
+        self.k = proc.ns_per_tick or 0.0
+        self.base = proc.calib_ns0 - proc.calib_ticks0 * self.k - zero
+        self.handles = _handles(proc, dec)
+
+    def t(self, r) -> float:
+        return (self.base + r[START] * self.k) / 1e9
+
+    def line(self, r) -> str:
+        dur = ""
+        if r[STATE] == 2:
+            us = r[DUR] * self.k / 1e3
+            dur = f" {us:.0f}us" if us >= 10 else f" {us:.1f}us" if us >= 1 else f" {us:.2f}us"
+        return f"{self.t(r):.6f} [{r[TID]}] {self.dec.text(r, self.handles)}{dur}"
+
+    def record(self, r) -> dict:
+        p, dec = self.proc, self.dec
+        args, outs = dec.decode(r, self.handles)
+        code, rname = dec.result(r)
+        return {"pid": p.pid, "rank": p.rank, "tid": r[TID], "seq": r[SEQ],
+                "t": round(self.t(r), 9), "function": dec.names[r[IDX]],
+                "args": {n: v for n, v, _, _ in args}, "result": code,
+                "result_name": rname if code is not None else None,
+                "outputs": {n: v for n, v, _, _ in outs},
+                "dur_us": round(r[DUR] * self.k / 1e3, 3) if r[STATE] == 2 else None,
+                "state": "returned" if r[STATE] == 2 else "entered"}
+
+
+def _handles(proc, dec) -> dict:
+    """Every handle of the process numbered in order of first appearance (all its calls)."""
+    handles: dict = {}
+    flags = dec.handled
+    for r in proc.calls:
+        if flags[r[IDX]]:
+            dec.decode(r, handles)
+    return handles
+
+
+def _rows(proc, dec, f: Filters) -> list:
+    rows = proc.calls
+    if f.function:
+        wanted = [fnmatch.fnmatchcase(n, f.function) for n in dec.names]
+        rows = [r for r in rows if wanted[r[IDX]]]
+    if f.errors:
+        rows = [r for r in rows if dec.failed(r)]
+    if f.last is not None:
+        per = defaultdict(list)
+        for r in rows:
+            per[r[TID]].append(r)
+        keep = {id(r) for rs in per.values() for r in rs[-f.last:]}
+        rows = [r for r in rows if id(r) in keep]
+    return rows
+
+
+def shown(paths: list[Path], f: Filters):
+    """(every process read, [Shown] of those the filters keep, note)."""
     from ..calls import load_run
 
     procs = [p for path in paths for p in load_run(path)]
@@ -50,63 +112,27 @@ def decoded(paths: list[Path]):
     zero = min((p.calib_ns0 for p in procs), default=0)
     out = []
     for p in procs:
-        from ..trace import binary
-
-        dec = get(binary.header(p.path)["names"])
-        k = p.ns_per_tick or 0.0
-        handles: dict = {}
-        for c in p.calls:
-            out.append((p, *_record(p, c, dec, handles, k, zero)))
-    out.sort(key=lambda r: (r[1]["t"], r[1]["tid"], r[1]["seq"]))
+        if (f.pid is not None and p.pid != f.pid) or (
+                f.rank is not None and (p.rank or "") != f.rank):
+            continue
+        dec = get(p.names)
+        out.append(Shown(p, dec, _rows(p, dec, f), zero))
     return procs, out, note
 
 
-def _record(p, c, dec, handles, k, zero):
-    args, outs = dec.decode(c, handles)
-    code, rname = dec.result(c)
-    t = (p.calib_ns0 + (c.start - p.calib_ticks0) * k - zero) / 1e9
-    dur_us = c.dur * k / 1e3 if c.state == 2 else None
-    rec = {"pid": p.pid, "rank": p.rank, "tid": c.tid, "seq": c.seq, "t": round(t, 9),
-           "function": c.name, "args": {n: v for n, v, _, _ in args},
-           "result": code, "result_name": rname if code is not None else None,
-           "outputs": {n: v for n, v, _, _ in outs},
-           "dur_us": None if dur_us is None else round(dur_us, 3),
-           "state": "returned" if c.state == 2 else "entered"}
-    arg_text = ", ".join(f"{n}={t_}" for n, _, t_, _ in args)
-    out_text = (" {" + ", ".join(f"{n}={t_}" for n, _, t_, _ in outs) + "}") if outs else ""
-    dur = "" if dur_us is None else f" {dur_us:.0f}us" if dur_us >= 10 else f" {dur_us:.1f}us"
-    line = f"{t:.6f} [{c.tid}] {c.name}({arg_text}) = {rname}{out_text}{dur}"
-    rec["_key"] = (c.name, tuple((n, t_) for n, _, t_, a in args if not a),
-                   rname, tuple((n, t_) for n, _, t_, a in outs if not a))
-    rec["_addr"] = (tuple(t_ for _, _, t_, a in args if a), tuple(t_ for _, _, t_, a in outs if a))
-    return rec, line
+def in_order(groups: list[Shown]):
+    """(group, record) of every shown call, in order of start time over the processes."""
+    if len(groups) == 1:
+        g = groups[0]
+        return ((g, r) for r in g.rows)
+    return heapq.merge(*([(g, r) for r in g.rows] for g in groups),
+                       key=lambda x: x[0].t(x[1]))
 
 
-def select(rows, f: Filters):
-    out = []
-    for p, rec, line in rows:
-        if f.pid is not None and rec["pid"] != f.pid:
-            continue
-        if f.rank is not None and (rec["rank"] or "") != f.rank:
-            continue
-        if f.function and not fnmatch.fnmatchcase(rec["function"], f.function):
-            continue
-        if f.errors and not rec["result"]:
-            continue
-        out.append((p, rec, line))
-    if f.last is not None:
-        per = defaultdict(list)
-        for r in out:
-            per[(r[1]["pid"], r[1]["tid"])].append(r)
-        keep = {id(r) for rs in per.values() for r in rs[-f.last:]}
-        out = [r for r in out if id(r) in keep]
-    return out
-
-
-def _verdict(procs, rows, shown) -> list[str]:
-    threads = {(r["pid"], r["tid"]) for _, r, _ in rows}
-    lines = [f"calls      {len(rows)} recorded in {len(threads)} threads of "
-             f"{len(procs)} processes; {len(shown)} shown"]
+def _verdict(procs, groups, total_shown) -> list[str]:
+    threads = {(p.pid, r[TID]) for p in procs for r in p.calls}
+    lines = [f"calls      {sum(len(p.calls) for p in procs)} recorded in {len(threads)} "
+             f"threads of {len(procs)} processes; {total_shown} shown"]
     for p in procs:
         for tid, n in sorted(p.dropped.items()):
             lines.append(f"dropped    pid {p.pid} thread {tid}: {n} earlier calls (the ring "
@@ -118,26 +144,25 @@ def _verdict(procs, rows, shown) -> list[str]:
 
 
 def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None = None) -> str:
-    procs, rows, note = decoded(paths)
-    shown = select(rows, f)
+    procs, groups, note = shown(paths, f)
+    n = sum(len(g.rows) for g in groups)
     if sqlite:
         from .calls_sql import write_sqlite
 
-        write_sqlite(Path(sqlite), [r for _, r, _ in shown])
+        write_sqlite(Path(sqlite), (g.record(r) for g, r in in_order(groups)))
     if fmt == "json":
-        clean = [{k: v for k, v in r.items() if not k.startswith("_")} for _, r, _ in shown]
-        return json.dumps({"schema": "shimgen-calls", "note": note, "processes": [
+        head = json.dumps({"schema": "shimgen-calls", "note": note, "processes": [
             {"pid": p.pid, "rank": p.rank, "path": p.path, "driver_version": p.driver_version,
              "complete": p.complete, "ring_records": p.ring_records,
-             "dropped": {str(t): n for t, n in p.dropped.items()}} for p in procs],
-            "calls": clean}, indent=1) + "\n"
-    head = _verdict(procs, rows, shown) + ([f"note       {note}"] if note else [])
+             "dropped": {str(t): k for t, k in p.dropped.items()}} for p in procs]})
+        body = ",\n".join(json.dumps(g.record(r)) for g, r in in_order(groups))
+        return head[:-1] + ', "calls": [\n' + body + "\n]}\n"
+    head = _verdict(procs, groups, n) + ([f"note       {note}"] if note else [])
     if sqlite:
-        head.append(f"sqlite     {sqlite}: table calls, {len(shown)} rows")
-    return "\n".join(head + [""] + [line for _, _, line in shown]) + "\n"
+        head.append(f"sqlite     {sqlite}: table calls, {n} rows")
+    return "\n".join(head + [""] + [g.line(r) for g, r in in_order(groups)]) + "\n"
 
 
 def check(f: Filters) -> None:
     if f.last is not None and f.last < 1:
         raise ShimgenError("report: --last takes a number from 1")
-

@@ -10,29 +10,34 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from .calls import decoded, select
+from ..calls.records import IDX, TID
+from .calls import in_order, shown
 
 CONTEXT = 3  # calls shown before the first difference
 
 
 def _threads(path: Path, f) -> list[tuple[str, list]]:
-    procs, rows, _ = decoded([path])
-    rows = select(rows, f)
+    procs, groups, _ = shown([path], f)
     per = defaultdict(list)
-    for p, rec, line in rows:
-        per[(p.pid, rec["tid"])].append((rec, line))
+    for g, r in in_order(groups):
+        per[(g.proc.pid, r[TID])].append((_key(g, r), g.line(r), g.t(r)))
     order = {p.pid: (p.rank or "", p.calib_ns0) for p in procs}
-    keys = sorted(per, key=lambda k: (order[k[0]], per[k][0][0]["t"]))
+    keys = sorted(per, key=lambda k: (order[k[0]], per[k][0][2]))
     return [(f"pid {pid} thread {tid}", per[(pid, tid)]) for pid, tid in keys]
 
 
-def _key(rec: dict, addresses: bool):
-    return rec["_key"] + (rec["_addr"] if addresses else ())
+def _key(g, r) -> tuple:
+    """What is compared (names, values as text, result), and the addresses apart."""
+    args, outs = g.dec.decode(r, g.handles)
+    return ((g.dec.names[r[IDX]], tuple((n, t) for n, _, t, a in args if not a),
+             g.dec.result(r)[1], tuple((n, t) for n, _, t, a in outs if not a)),
+            (tuple(t for _, _, t, a in args if a), tuple(t for _, _, t, a in outs if a)))
 
 
 def _first(a: list, b: list, addresses: bool) -> int | None:
     for i, (ra, rb) in enumerate(zip(a, b)):
-        if _key(ra[0], addresses) != _key(rb[0], addresses):
+        ka, kb = ra[0], rb[0]
+        if ka[0] != kb[0] or (addresses and ka[1] != kb[1]):
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
 
@@ -47,7 +52,7 @@ def first_difference(a: Path, b: Path, f, *, addresses: bool = False,
             same += 1
             continue
         found.append({"a": na, "b": nb, "index": i,
-                      "before": [line for _, line in ca[max(0, i - CONTEXT):i]],
+                      "before": [line for _, line, _ in ca[max(0, i - CONTEXT):i]],
                       "a_call": ca[i][1] if i < len(ca) else None,
                       "b_call": cb[i][1] if i < len(cb) else None})
     extra = len(ta) - len(tb)

@@ -30,7 +30,7 @@ def _ours(path: Path) -> bool:
     return names <= {"calls", "calls_function"}
 
 
-def write_sqlite(path: Path, records: list[dict]) -> None:
+def write_sqlite(path: Path, records) -> None:
     if path.is_symlink() or (path.exists() and (not path.is_file() or not _ours(path))):
         raise ShimgenError(f"report: {path} exists and is not a calls database written by "
                            "shimgen; name a new file")

@@ -108,7 +108,7 @@ def test_text_lines_and_filters(shims, probes, tmp_path):
 
     alloc = [ln for ln in lines if " cuMemAlloc_v2(" in ln]
     assert re.fullmatch(r"\d+\.\d{6} \[\d+\] cuMemAlloc_v2\(dptr=0x[0-9a-f]+, "
-                        r"bytesize=4096\) = CUDA_ERROR_NOT_INITIALIZED \d+(\.\d)?us", alloc[0])
+                        r"bytesize=4096\) = CUDA_ERROR_NOT_INITIALIZED \d+(\.\d+)?us", alloc[0])
     ver = [ln for ln in lines if " cuDriverGetVersion(" in ln][0]
     assert re.search(r"\) = CUDA_SUCCESS \{driverVersion=12\d\d0\} ", ver)
     errs = cli("--calls", "--errors", "--function", "cuMem*", d).stdout.splitlines()[2:]
