@@ -1,7 +1,8 @@
 """`python -m benchmarks.calls`: what SHIMGEN_TRACE=calls costs, in instructions per call
 (callgrind, as the suite counts them: the count at 2N calls less the count at N, over N),
 against the real driver called directly and against the `time` path, for
-cuDriverGetVersion (one argument, an output read after its return) and cuLaunchKernel
+cuDriverGetVersion and cuCtxGetCurrent (one argument, an output read after a successful
+return; cuCtxGetCurrent's a handle, which fails before cuInit) and cuLaunchKernel
 (eleven arguments, five of them on the stack; an error return); and how long `shimgen
 report --calls` takes over a trace of a million records. The first fetched Debian driver,
 CPU only. The bars (docs/performance.md): at most 150 added instructions for a one-argument
@@ -20,7 +21,7 @@ from benchmarks.native import ROOT
 from shimgen.probe.child import child_env
 
 N = 20000
-FUNCTIONS = ("cuDriverGetVersion", "cuLaunchKernel")
+FUNCTIONS = ("cuDriverGetVersion", "cuCtxGetCurrent", "cuLaunchKernel")
 MILLION = 1 << 20
 
 
@@ -71,7 +72,8 @@ def main() -> int:
                 got[mode] = per_call(progs, "libcuda.so.1", func, env, tmp)
             print(f"{func:20} direct {direct:8.1f}   time +{got['time'] - direct:6.1f}   "
                   f"calls +{got['calls'] - direct:6.1f}")
-        print(report_speed(progs, lib, driver, tmp))
+        if "--no-report" not in sys.argv:
+            print(report_speed(progs, lib, driver, tmp))
     return 0
 
 

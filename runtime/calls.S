@@ -65,7 +65,7 @@ shimgen_calls_enter:
         mov     TS_TID(%r10), %eax
         mov     %eax, REC_TID(%rdx)
         lea     shimgen_calls_info(%rip), %rax
-        movzbl  (%rax,%r11), %eax
+        movzwl  (%rax,%r11,2), %eax
         test    $CALLS_INFO_STACK, %al
         jz      1f
         mov     8(%rsp), %rcx                       /* the stack arguments */
@@ -149,10 +149,29 @@ shimgen_calls_return:
         movw    $REC_RETURNED, REC_STATE(%rdx)
         mov     FRAME_IDX(%rbx), %rcx
         lea     shimgen_calls_info(%rip), %rsi
-        testb   $CALLS_INFO_EXIT, (%rsi,%rcx)
+        movzwl  (%rsi,%rcx,2), %esi
+        test    $(CALLS_INFO_EXIT | CALLS_INFO_WORD), %esi
         jz      4f
         test    %r8d, %r8d
         jnz     4f
+        test    $CALLS_INFO_WORD, %esi
+        jz      12f
+        /* the one output word, here: its pointer is argument word info >> 8 */
+        mov     %esi, %edi
+        shr     $CALLS_INFO_SLOT_SHIFT, %edi
+        mov     REC_ARGS(%rdx,%rdi,8), %rdi
+        test    %rdi, %rdi
+        jz      4f
+        test    $CALLS_INFO_WORD8, %esi
+        jz      11f
+        mov     (%rdi), %rcx
+        mov     %rcx, SHIMGEN_CALLS_CAPTURE_OFF(%rdx)
+        jmp     4f
+11:
+        mov     (%rdi), %ecx
+        mov     %ecx, SHIMGEN_CALLS_CAPTURE_OFF(%rdx)
+        jmp     4f
+12:
         /* outputs of a successful call: through C, with what is needed kept on the stack
          * (16-byte aligned: the caller's own stack pointer before its call, plus 32) */
         push    %r8

@@ -20,10 +20,16 @@
 #define REC_SHIFT 8   /* log2 of SHIMGEN_CALLS_RECORD_SIZE */
 #define REC_ENTERED 1
 #define REC_RETURNED 2
-/* A function's info byte (calls_table.c): stack words to keep, then two flags. */
+/* A function's info (calls_table.c, 16 bits): stack words to keep; captures at entry (C);
+ * captures after a successful return (C); or its one output a word that calls.S copies
+ * itself (8 bytes, else 4) from the pointer in argument word (info >> 8) to the capture
+ * area's start. */
 #define CALLS_INFO_STACK 7
 #define CALLS_INFO_ENTRY 8
 #define CALLS_INFO_EXIT 16
+#define CALLS_INFO_WORD 32
+#define CALLS_INFO_WORD8 64
+#define CALLS_INFO_SLOT_SHIFT 8
 /* struct tstats's tid (block.h; checked in calls.c) */
 #define TS_TID (TS_NEXT + 12)
 
@@ -47,7 +53,7 @@ struct calls_capture {
     uint8_t kind; /* SHIMGEN_CALLS_CAPTURE_*; 0x80: a string (an output's) */
     uint16_t size, off;
 };
-extern const unsigned char shimgen_calls_info[];
+extern const uint16_t shimgen_calls_info[];
 extern const uint16_t shimgen_calls_first[];
 extern const struct calls_capture shimgen_calls_captures[];
 #if defined(__x86_64__)

@@ -156,6 +156,16 @@ def description(include: str | None = None) -> dict:
     return _cached_description(include)
 
 
+def _exit_info(caps) -> int:
+    """The info bits of a function's outputs (runtime/calls.h): one output of 4 or 8 bytes
+    and no other capture is copied by calls.S itself (32, 64 for 8 bytes, its argument word
+    << 8); any other outputs go through C (16)."""
+    if len(caps) == 1 and caps[0][1] == KIND_NUMBER["output"] and caps[0][2] in (4, 8) \
+            and caps[0][3] == 0:
+        return 32 | (64 if caps[0][2] == 8 else 0) | caps[0][0] << 8
+    return 16
+
+
 def capture_table(names: list[str]) -> dict:
     """What the build renders into calls_table.c: per function (in slot order) its info byte
     (stack words | 8 entry captures | 16 exit captures) and its captures; the headers' source.
@@ -174,7 +184,7 @@ def capture_table(names: list[str]) -> dict:
             continue
         entry = any(k & 0x7F != KIND_NUMBER["output"] for _, k, _, _ in p.captures)
         exit_ = any(k & 0x7F == KIND_NUMBER["output"] for _, k, _, _ in p.captures)
-        info.append(p.nstack | (8 if entry else 0) | (16 if exit_ else 0))
+        info.append(p.nstack | (8 if entry else 0) | (_exit_info(p.captures) if exit_ else 0))
         caps.extend((i, slot, kind, size, off) for slot, kind, size, off in p.captures)
     first.append(len(caps))
     return {"source": desc.get("include", "?"), "info": info, "first": first, "captures": caps}
