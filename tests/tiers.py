@@ -117,6 +117,8 @@ SLOW = frozenset({
     'tests/run/test_userhooks_trust.py::test_a_builds_copy_of_a_hook_file_is_never_more_readable[416]',  # 3.5 s
     'tests/runtime/test_aarch64.py::test_run_of_an_aarch64_program_reports_its_calls',  # 4.9 s
     'tests/runtime/test_aarch64.py::test_threads_racing_the_first_calls_are_each_counted_once',  # 14.7 s
+    'tests/runtime/test_calls.py::test_text_lines_and_filters',  # 5.2 s (load 10)
+    'tests/runtime/test_calls.py::test_two_runs_first_difference',  # 4.3 s (load 10)
     'tests/runtime/test_errors.py::test_error_path_interrupted_by_failing_calls_in_a_signal_handler',  # 5.1 s
     'tests/runtime/test_faults_driver.py::test_changed_driver_forwards_by_name_and_says_so_once[replaced-in-place]',  # 4.8 s
     'tests/runtime/test_faults_files.py::test_shim_imports_nothing_that_changes_files_or_memory_protection',  # 3.3 s
