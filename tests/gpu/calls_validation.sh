@@ -39,19 +39,24 @@ python3 -m shimgen report --calls "$OUT/run-calls" --function 'cuLaunchKernel*' 
 python3 -m shimgen report --calls "$OUT/run-calls" --function 'cuDeviceGetAttribute' 2>&1 | head -6 | tee -a "$LOG"
 python3 -m shimgen report --calls "$OUT/run-calls" --errors 2>&1 | head -8 | tee -a "$LOG"
 say "3. overhead: train.py 300 steps, plain and calls mode, 3 interleaved rounds"
-plain=() calls=()
-for r in 1 2 3; do
-  t0=$(date +%s.%N); python3 tests/gpu/train.py >/dev/null 2>&1; t1=$(date +%s.%N)
-  rm -rf "$OUT/run-o$r"
-  python3 -m shimgen run --trace calls -o "$OUT/run-o$r" -- python3 tests/gpu/train.py >/dev/null 2>&1
-  t2=$(date +%s.%N)
-  plain+=("$(echo "$t1 - $t0" | bc)"); calls+=("$(echo "$t2 - $t1" | bc)")
-  say "round $r: plain ${plain[-1]} s, calls ${calls[-1]} s"
-done
-python3 - "${plain[@]}" "${calls[@]}" <<'PY' | tee -a "$LOG"
-import statistics, sys
-v = list(map(float, sys.argv[1:])); p, c = v[:3], v[3:]
-print(f"median plain {statistics.median(p):.3f} s, calls {statistics.median(c):.3f} s, "
-      f"ratio {statistics.median(c) / statistics.median(p):.3f} (process wall times, "
+python3 - "$OUT" <<'PY' | tee -a "$LOG"
+import shutil, statistics, subprocess, sys, time
+out = sys.argv[1]
+plain, calls = [], []
+for r in range(3):
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "tests/gpu/train.py"], capture_output=True, check=True)
+    t1 = time.perf_counter()
+    shutil.rmtree(f"{out}/run-o{r}", ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "shimgen", "run", "--trace", "calls", "-o",
+                    f"{out}/run-o{r}", "--", sys.executable, "tests/gpu/train.py"],
+                   capture_output=True, check=True)
+    t2 = time.perf_counter()
+    shutil.rmtree(f"{out}/run-o{r}", ignore_errors=True)
+    plain.append(t1 - t0)
+    calls.append(t2 - t1)
+    print(f"round {r + 1}: plain {plain[-1]:.3f} s, calls {calls[-1]:.3f} s", flush=True)
+p, c = statistics.median(plain), statistics.median(calls)
+print(f"median plain {p:.3f} s, calls {c:.3f} s, ratio {c / p:.3f} (process wall times, "
       "shimgen run's own start included)")
 PY

@@ -1,8 +1,9 @@
 """The calls of a run traced with --trace calls compared with CUPTI's callback API
 (tests/gpu/cupti_calls.c), process by process and thread by thread: the same functions in
 the same order, the same bytesize of every cuMemAlloc_v2 and grid of every cuLaunchKernel.
-CUPTI subscribes inside the first cuInit, so each thread's calls are compared from the
-first call CUPTI saw on it; cuGetExportTable (CUPTI reports none) and cuInit (the first one's
+CUPTI subscribes inside the first cuInit and writes its file at exit, so each thread's calls
+are compared from the first call CUPTI saw on it (the first 20 of its calls found in the
+shim's) to the last; cuGetExportTable (CUPTI reports none) and cuInit (the first one's
 enter comes before CUPTI subscribes) are left out of both.
 
     python3 compare_calls.py RUN CUPTI_FILE_PREFIX
@@ -65,9 +66,12 @@ def main():
     allocs = launches = 0
     for key in sorted(cupti):
         c, s = cupti[key], shim.get(key, [])
-        # the shim's calls on this thread from the first one CUPTI saw
-        start = next((i for i in range(min(len(s), 200)) if s[i:i + len(c)] == c), None)
+        # the shim's calls on this thread from the first one CUPTI saw (CUPTI subscribes
+        # inside the first cuInit, and writes its file at exit, before the last calls)
+        k0 = min(len(c), 20)
+        start = next((i for i in range(len(s)) if s[i:i + k0] == c[:k0]), None)
         same = start is not None and s[start:start + len(c)] == c
+        s = s[start:] if start is not None else s
         allocs += sum(1 for n, _ in c if n == "cuMemAlloc_v2")
         launches += sum(1 for n, _ in c if n.startswith("cuLaunchKernel"))
         if not same:
@@ -76,8 +80,8 @@ def main():
             print(f"  pid {key[0]} tid {key[1]}: DIFFER at {k}: shim {s[k:k + 3]} "
                   f"cupti {c[k:k + 3]} (shim {len(s)}, cupti {len(c)})")
         else:
-            print(f"  pid {key[0]} tid {key[1]}: same {len(c)} calls (shim had {start} "
-                  "before CUPTI's first)")
+            print(f"  pid {key[0]} tid {key[1]}: same {len(c)} calls (the shim had {start} "
+                  f"before CUPTI's first, {len(s) - len(c)} after CUPTI's last)")
     extra = [k for k in shim if k not in cupti]
     print(f"threads only the shim saw: {len(extra)} "
           f"({sum(len(shim[k]) for k in extra)} calls)")
