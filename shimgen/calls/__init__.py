@@ -6,7 +6,13 @@ per function (model.capture_table), and the records of a trace file read and dec
 from .. import face
 
 __getattr__, __all__ = face(__name__, {
+    "DUR": "records",
     "Decoder": "decode",
+    "IDX": "records",
+    "SEQ": "records",
+    "START": "records",
+    "STATE": "records",
+    "TID": "records",
     "capture_table": "model",
     "load_run": "records",
     "description": "model",

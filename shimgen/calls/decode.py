@@ -35,7 +35,7 @@ class Decoder:
                       for k, vals in (desc["enums"] if desc else {}).items()}
         self.structs = desc["structs"] if desc else {}
         self.results = [p.returns_result if p else returns_result(n)
-                        for n, p in zip(names, self.protos)]
+                        for n, p in zip(names, self.protos, strict=True)]
         self._texters: dict = {}
         self.handled = [bool(p) and any(a.kind == "handle" or (a.pointee or {}).get(
             "kind") == "handle" for a in p.args) for p in self.protos]

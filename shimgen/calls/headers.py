@@ -72,7 +72,8 @@ def preprocess(include: Path) -> str:
         src = Path(tmp, "all.c")
         src.write_text("#include <cudaTypedefs.h>\n")
         cmd = [os.environ.get("CC", "cc"), "-E", "-P", "-std=c99", "-undef", "-D__x86_64__",
-               "-D__linux__", "-D__LP64__=1", "-D__CUDA_API_VERSION_INTERNAL", "-D__attribute__(x)=",
+               "-D__linux__", "-D__LP64__=1", "-D__CUDA_API_VERSION_INTERNAL",
+               "-D__attribute__(x)=",
                "-nostdinc", "-I", tmp, "-I", str(include), str(src)]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..calls.records import DUR, IDX, SEQ, START, STATE, TID
+from ..calls import DUR, IDX, SEQ, START, STATE, TID
 from ..errors import ShimgenError
 
 

@@ -10,7 +10,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from ..calls.records import IDX, TID
+from ..calls import IDX, TID
 from .calls import in_order, shown
 
 CONTEXT = 3  # calls shown before the first difference
@@ -35,7 +35,7 @@ def _key(g, r) -> tuple:
 
 
 def _first(a: list, b: list, addresses: bool) -> int | None:
-    for i, (ra, rb) in enumerate(zip(a, b)):
+    for i, (ra, rb) in enumerate(zip(a, b, strict=False)):
         ka, kb = ra[0], rb[0]
         if ka[0] != kb[0] or (addresses and ka[1] != kb[1]):
             return i
@@ -46,7 +46,7 @@ def first_difference(a: Path, b: Path, f, *, addresses: bool = False,
                      fmt: str = "text") -> str:
     ta, tb = _threads(a, f), _threads(b, f)
     found, same = [], 0
-    for (na, ca), (nb, cb) in zip(ta, tb):
+    for (na, ca), (nb, cb) in zip(ta, tb, strict=False):
         i = _first(ca, cb, addresses)
         if i is None:
             same += 1

@@ -396,7 +396,7 @@ def _checked_header(m: mmap.mmap, size: int) -> tuple[dict, list[bytes]]:
     if size < hs.size:
         raise _Bad(f"it is truncated: {size} bytes, less than its header")
     h = dict.fromkeys(_FIELDS, 0)
-    h.update(zip(_FIELDS, hs.unpack_from(m, 0)))
+    h.update(zip(_FIELDS[:len(hs.unpack_from(m, 0))], hs.unpack_from(m, 0), strict=True))
     _check_header(h, size)
     return h, _names(m, h)
 

@@ -76,7 +76,8 @@ def main():
         launches += sum(1 for n, _ in c if n.startswith("cuLaunchKernel"))
         if not same:
             bad += 1
-            k = next((i for i, (x, y) in enumerate(zip(s, c)) if x != y), min(len(s), len(c)))
+            k = next((i for i, (x, y) in enumerate(zip(s, c, strict=False)) if x != y),
+                     min(len(s), len(c)))
             print(f"  pid {key[0]} tid {key[1]}: DIFFER at {k}: shim {s[k:k + 3]} "
                   f"cupti {c[k:k + 3]} (shim {len(s)}, cupti {len(c)})")
         else:

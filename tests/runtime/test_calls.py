@@ -18,8 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from shimgen.calls import Decoder, description
 from shimgen.report import calls as report_calls
 from tests.faultkit import run
