@@ -17,10 +17,14 @@ example:
     "report": ("summarize the traces of a run, or compare two runs", """\
 Read a run directory (or trace files) and print every function's calls,
 times, percentiles and error returns; with two run directories, compare
-them. A file that cannot be read is named with why; the rest is reported.""", """\
+them. A file that cannot be read is named with why; the rest is reported.
+With --calls (a run traced with --trace calls): every call with its arguments,
+outputs and result, one line each.""", """\
 example:
   shimgen report shimgen-runs/20261202-101500-python
-  shimgen report --by rank --json runs/ddp"""),
+  shimgen report --by rank --json runs/ddp
+  shimgen report --calls --function 'cuMemAlloc*' --errors runs/oom   (--trace calls)
+  shimgen report --calls --first-difference runs/on-555 runs/on-580"""),
     "build": (f"build {SHIM_LIBRARY} for a driver", """\
 Read every exported function of the driver, generate the forwarding shim and
 build it with meson into OUT/cudashim-<version>-<build-id>/. A rebuild
