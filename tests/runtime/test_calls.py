@@ -213,3 +213,22 @@ def test_flags_print_as_names_joined():
         "CU_EVENT_BLOCKING_SYNC|CU_EVENT_DISABLE_TIMING")
     assert dec.enum_text("CUevent_flags_enum", 0) == "CU_EVENT_DEFAULT"
     assert dec.enum_text("CUevent_flags_enum", 0x101) == "CU_EVENT_BLOCKING_SYNC|0x100"
+
+
+def test_signal_handlers_calling_inside_calls_keep_every_record_whole(shims, probes, tmp_path):
+    """A timer's handler calls the driver every 50 us while the main loop calls it (so the
+    handler's call lands anywhere in the interrupted call's entry or return): every call of
+    both is one whole record, returned, with its result and output, and the counts agree."""
+    s = shims[0]
+    d = tmp_path / "traces"
+    proc = run([probes / "sigcalls", "libcuda.so.1", 20000],
+               s.env(SHIMGEN_TRACE="calls", SHIMGEN_TRACE_DIR=str(d)))
+    main, handler = (int(proc.stdout.split()[i]) for i in (1, 3))
+    assert handler > 0
+    got = records(d)
+    calls = got["calls"]
+    assert len(calls) == main + handler and got["processes"][0]["dropped"] == {}
+    assert {c["function"] for c in calls} == {"cuDriverGetVersion"}
+    assert all(c["state"] == "returned" and c["result"] == 0 for c in calls)
+    assert {c["outputs"]["driverVersion"] for c in calls} == {s.cuda_version}
+    assert sorted(c["seq"] for c in calls) == list(range(1, main + handler + 1))
