@@ -113,6 +113,8 @@ def _lookup(desc: dict, name: str) -> dict | None:
     fn = desc["functions"].get(name)
     if fn is not None:
         return fn
+    if re.search(r"_v\d+(_ptds|_ptsz)?$", name):
+        return None  # a versioned export the headers do not declare: newer than they are
     base, suffix = _SUFFIX.sub("", name), (_SUFFIX.search(name).group(2) or "")
     best = None
     for key, proto in desc["pfn"].items():
@@ -124,7 +126,11 @@ def _lookup(desc: dict, name: str) -> dict | None:
 
 def prototype(desc: dict, name: str) -> Proto | None:
     """The model of one function, or None when the headers do not know it (or it takes an
-    argument this model does not place, such as a struct by value)."""
+    argument this model does not place, such as a struct by value). An export is found by
+    its name among the declarations (every versioned one, `__CUDA_API_VERSION_INTERNAL`),
+    else, for an unversioned name (or its _ptds/_ptsz form), through the newest
+    `PFN_<name>_v<version>` typedef; a versioned name the headers do not declare is newer
+    than they are, and unknown."""
     fn = _lookup(desc, name)
     if fn is None:
         return None
