@@ -235,3 +235,22 @@ def test_signal_handlers_calling_inside_calls_keep_every_record_whole(shims, pro
     assert all(c["state"] == "returned" and c["result"] == 0 for c in calls)
     assert {c["outputs"]["driverVersion"] for c in calls} == {s.cuda_version}
     assert sorted(c["seq"] for c in calls) == list(range(1, main + handler + 1))
+
+
+def test_forked_processes_each_keep_their_own_calls(shims, probes, tmp_path):
+    """forkcall: a child forked before the parent's first call (3 calls), the parent (2), a
+    child forked after it (5): one file each, each process's own calls only (a forked
+    child's rings start empty), merged in time order; --pid keeps one process."""
+    d = tmp_path / "traces"
+    proc = run([probes / "forkcall"],
+               shims[-1].env(SHIMGEN_TRACE="calls", SHIMGEN_TRACE_DIR=str(d)))
+    pids = {ln.split()[1]: int(ln.split()[2]) for ln in proc.stdout.splitlines()}
+    got = records(d)
+    per: dict[int, int] = {}
+    for c in got["calls"]:
+        per[c["pid"]] = per.get(c["pid"], 0) + 1
+        assert c["tid"] == c["pid"] and c["function"] == "cuDriverGetVersion"
+    assert per == {pids["child_before"]: 3, pids["parent"]: 2, pids["child_after"]: 5}
+    assert [c["t"] for c in got["calls"]] == sorted(c["t"] for c in got["calls"])
+    one = json.loads(report_calls.render([d], report_calls.Filters(pid=pids["parent"]), "json"))
+    assert {c["pid"] for c in one["calls"]} == {pids["parent"]} and len(one["calls"]) == 2
