@@ -3052,8 +3052,8 @@ MUTATIONS = [
     {
         "name": "calls-wrapped-ring-read-from-slot-0",
         "file": "shimgen/calls/records.py",
-        "old": "    recs = recs[at:] + recs[:at] if head > n else recs[:head]\n",
-        "new": "    recs = recs if head > n else recs[:head]\n",
+        "old": "        recs = recs[at:] + recs[:at]\n",
+        "new": "        recs = recs[:at] + recs[at:]\n",
         "tests": ["tests/runtime/test_calls.py::test_the_ring_keeps_exactly_the_last_calls"],
         "why": "a ring that wrapped gives exactly its last calls, in order",
     },

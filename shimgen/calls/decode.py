@@ -37,6 +37,7 @@ class Decoder:
         self.results = [p.returns_result if p else returns_result(n)
                         for n, p in zip(names, self.protos, strict=True)]
         self._texters: dict = {}
+        self._names: dict = {}
         self.handled = [bool(p) and any(a.kind == "handle" or (a.pointee or {}).get(
             "kind") == "handle" for a in p.args) for p in self.protos]
 
@@ -163,24 +164,35 @@ class Decoder:
             f = self._texters[r[IDX]] = self._texter(r[IDX])
         return f(r, handles)
 
+    def _rname(self, r) -> str:
+        """The result as text, each code's name found once."""
+        if r[STATE] != RETURNED:
+            return "?"
+        if not self.results[r[IDX]]:
+            return f"{r[RESULT]:#x}"
+        code = r[RESULT] & 0xFFFFFFFF
+        name = self._names.get(code)
+        if name is None:
+            name = self._names[code] = result_name(code)
+        return name
+
     def _texter(self, idx: int):
         p, name = self.protos[idx], self.names[idx]
-        rtext = self.result
+        rname = self._rname
         if p is None:
             def unknown(r, handles):
                 return (f"{name}({r[ARGS]:#x}, {r[ARGS + 1]:#x}, {r[ARGS + 2]:#x}, "
                         f"{r[ARGS + 3]:#x}, {r[ARGS + 4]:#x}, {r[ARGS + 5]:#x}) = "
-                        f"{rtext(r)[1]}")
+                        f"{rname(r)}")
             return unknown
         convs = [self._conv(a) for a in p.args]
         outs = [(ARGS + a.slot, self._out_conv(a)) for a in p.args
                 if a.capture and a.kind in ("out", "outstr")]
-        ok = self.ok
 
         def known(r, handles):
             text = f"{name}(" + ", ".join([c(r, handles) for c in convs]) + \
-                f") = {rtext(r)[1]}"
-            if outs and ok(r):
+                f") = {rname(r)}"
+            if outs and r[STATE] == RETURNED and not r[RESULT] & 0xFFFFFFFF:
                 got = [c(r[CAPTURE], handles) for s, c in outs if r[s]]
                 if got:
                     text += " {" + ", ".join(got) + "}"

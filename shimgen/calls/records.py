@@ -55,14 +55,15 @@ def trace_files(path: Path) -> list[Path]:
 def _ring(fd: int, base: int, h: dict) -> tuple[int, list[tuple]]:
     n, size = h["calls_ring_records"], h["calls_record_size"]
     head = int.from_bytes(os.pread(fd, 8, base + h["off_calls_head"]), "little")
-    data = os.pread(fd, n * size, base + h["calls_ring_off"])
-    if len(data) < n * size:
+    want = min(head, n) * size  # a ring that has not wrapped: its first `head` records
+    data = os.pread(fd, want, base + h["calls_ring_off"])
+    if len(data) < want:
         return head, []
     lo = head - n if head > n else 0
-    mask = n - 1
     recs = list(RECORD.iter_unpack(data))
-    at = head & mask  # the oldest slot of a ring that wrapped: in order from there
-    recs = recs[at:] + recs[:at] if head > n else recs[:head]
+    if head > n:
+        at = head & (n - 1)  # the oldest slot of a ring that wrapped: in order from there
+        recs = recs[at:] + recs[:at]
     # the record in each slot must be the one of the ring's last turn: place lo + j + 1
     return head, [r for j, r in enumerate(recs, lo + 1) if r[0] == j]
 

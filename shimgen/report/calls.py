@@ -62,7 +62,8 @@ class Shown:
         if r[STATE] == 2:
             us = r[DUR] * self.k / 1e3
             dur = f" {us:.0f}us" if us >= 10 else f" {us:.1f}us" if us >= 1 else f" {us:.2f}us"
-        return f"{self.t(r):.6f} [{r[TID]}] {self.dec.text(r, self.handles)}{dur}"
+        t = (self.base + r[START] * self.k) / 1e9
+        return f"{t:.6f} [{r[TID]}] {self.dec.text(r, self.handles)}{dur}"
 
     def record(self, r) -> dict:
         p, dec = self.proc, self.dec
