@@ -1,8 +1,8 @@
 /*
  * calls.c: SHIMGEN_TRACE=calls, the C side of calls.S: the ring's size (SHIMGEN_CALLS_RING,
- * records per thread), each block's ring (in the trace file right after the block, so a
- * process that is killed keeps its last calls; anonymous memory for a block that is not
- * in a file), the ring's facts in the file's header, a thread's first call, the captures
+ * records per thread), each block's ring (right after the block in the block's own
+ * mapping: in the trace file, so a process that is killed keeps its last calls, or in
+ * anonymous memory for a block that is not in a file), the ring's facts in the file's header, a thread's first call, the captures
  * of the capture table (calls_table.c: strings and structs at entry, the outputs of a
  * successful call) and the reset after fork. Nothing here formats: a capture is bytes.
  */
@@ -12,7 +12,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "block.h"
@@ -35,7 +34,6 @@ _Static_assert(offsetof(struct tstats, tid) == TS_TID, "tstats.tid");
 _Static_assert(SHIMGEN_NFUNCS < 1u << 16, "a function index fits in a record's u16");
 
 static unsigned long calls_records = SHIMGEN_CALLS_RING_DEFAULT;
-static struct calls_record calls_dummy; /* the ring of a block whose own could not be had */
 
 /* SHIMGEN_CALLS_RING: records kept per thread, rounded up to a power of two. */
 void shimgen_calls_config(const char *v)
@@ -70,22 +68,20 @@ size_t shimgen_calls_ring_bytes(void)
     return shimgen_cfg.calls ? calls_records * SHIMGEN_CALLS_RECORD_SIZE : 0;
 }
 
-/* A block's ring (its thread's first call; async-signal-safe): the file's, after the block,
- * or anonymous memory. A reused block keeps its ring and its place: records say their
+/* The bytes of a block's mapping, in the file or anonymous: its struct tstats rounded up
+ * to a page, then its ring in calls mode. Every block has this layout, so a forked child
+ * moves a block and its ring at once (tracefile.c move_block maps the file's stride). */
+size_t shimgen_calls_block_bytes(void)
+{
+    return ring_off() + shimgen_calls_ring_bytes();
+}
+
+/* A block's ring (its thread's first call; async-signal-safe): right after the block, in
+ * the same mapping. A reused block keeps its ring and its place: records say their
  * thread. */
 void shimgen_calls_ring(struct tstats *s)
 {
-    if (s->ev && s->ev != (void *)&calls_dummy)
-        return;
-    void *p = s->in_file ? (char *)s + ring_off()
-                         : mmap(NULL, shimgen_calls_ring_bytes(), PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        s->ev = (void *)&calls_dummy;
-        s->ev_mask = 0;
-        return;
-    }
-    s->ev = p;
+    s->ev = (void *)((char *)s + ring_off());
     s->ev_mask = calls_records - 1;
 }
 

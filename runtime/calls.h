@@ -70,6 +70,7 @@ struct tf_header;
 /* calls.c */
 void shimgen_calls_config(const char *ring);
 size_t shimgen_calls_ring_bytes(void);
+size_t shimgen_calls_block_bytes(void);
 void shimgen_calls_ring(struct tstats *s);
 void shimgen_calls_header(struct tf_header *h, size_t stride);
 #endif

@@ -139,7 +139,7 @@ static struct tstats *new_block(void)
     int anon;
     void *p = shimgen_tracefile_block(&anon);
     if (!p && anon)
-        p = mmap(NULL, sizeof(struct tstats), PROT_READ | PROT_WRITE,
+        p = mmap(NULL, shimgen_calls_block_bytes(), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (!p || p == MAP_FAILED)
         return NULL;

@@ -205,6 +205,7 @@ static int make_file(void)
     close(fd);
     close(dirfd);
     tf_stride = ((sizeof(struct tstats) + page - 1) & ~(page - 1)) + shimgen_calls_ring_bytes();
+    /* (the same as shimgen_calls_block_bytes(), the layout of an anonymous block) */
     shimgen_tracefile_header_init(m, page, names, hlen, tf_stride);
     size_t dn = strlen(shimgen_cfg.trace_dir);
     memcpy(tf_path, shimgen_cfg.trace_dir, dn);
