@@ -3129,4 +3129,29 @@ MUTATIONS = [
         "tests": ["tests/run/test_memory.py::test_forks_while_other_threads_allocate"],
         "why": "a forked child never hangs on the ledger's lock that another thread held at the fork",
     },
+    # ---- calls mode: the records and their reading ----
+    {
+        "name": "calls-stack-arguments-not-copied",
+        "file": "runtime/calls.S",
+        "old": "        test    $CALLS_INFO_STACK, %al\n        jz      1f\n",
+        "new": "        test    $CALLS_INFO_STACK, %al\n        jmp     1f\n",
+        "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
+        "why": "a function of more than six arguments keeps its stack arguments (cuLaunchKernel's 11)",
+    },
+    {
+        "name": "calls-wrapped-ring-read-from-slot-0",
+        "file": "shimgen/calls/records.py",
+        "old": "        recs = recs[at:] + recs[:at]\n",
+        "new": "        recs = recs[:at] + recs[at:]\n",
+        "tests": ["tests/runtime/test_calls.py::test_the_ring_keeps_exactly_the_last_calls"],
+        "why": "a ring that wrapped gives exactly its last calls, in order",
+    },
+    {
+        "name": "calls-handles-all-number-one",
+        "file": "shimgen/calls/decode.py",
+        "old": "                n = handles[key] = handles.get(info, 0) + 1\n",
+        "new": "                n = handles[key] = 1\n",
+        "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
+        "why": "handles are numbered per type in order of first appearance",
+    },
 ]

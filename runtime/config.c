@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "calls.h"
 
 struct shimgen_config shimgen_cfg;
 int shimgen_attr_trace;
@@ -43,11 +44,14 @@ static void parse_trace(const char *v)
         else if (strcmp(t, SHIMGEN_TRACE_NAME_TIMELINE) == 0) {
             shimgen_cfg.trace = TRACE_TIME;
             shimgen_cfg.timeline = 1;
+        } else if (strcmp(t, SHIMGEN_TRACE_NAME_CALLS) == 0) {
+            shimgen_cfg.trace = TRACE_TIME;
+            shimgen_cfg.calls = 1;
         } else if (strcmp(t, "attrs") == 0)
             shimgen_attr_trace = 1;
         else
             shimgen_say("shimgen: SHIMGEN_TRACE=%s: '%s' is not a known mode (use 1, counts, time, "
-                "timeline, attrs); ignored\n", v, t);
+                "timeline, calls, attrs); ignored\n", v, t);
     }
 }
 
@@ -365,6 +369,17 @@ static void read_config(void)
     v = secure_getenv(SHIMGEN_ENV_TRACE);
     if (v && *v)
         parse_trace(v);
+#if defined(__aarch64__) /* calls mode is x86-64 only, for now (calls.S) */
+    if (shimgen_cfg.calls) {
+        shimgen_say("shimgen: SHIMGEN_TRACE=%s: this aarch64 shim times calls and does not record "
+                    "each one (calls mode is x86-64 only, for now)\n", v);
+        shimgen_cfg.calls = 0;
+    }
+#endif
+    if (shimgen_cfg.calls && shimgen_cfg.timeline) /* one ring a block: calls wins */
+        shimgen_cfg.timeline = 0;
+    if (shimgen_cfg.calls)
+        shimgen_calls_config(secure_getenv(SHIMGEN_ENV_CALLS_RING));
     v = secure_getenv(SHIMGEN_ENV_ATTR_OVERRIDE);
     if (v && *v)
         parse_overrides(v);

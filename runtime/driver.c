@@ -21,6 +21,7 @@
 #include "inject.h"
 #include "ledger.h"
 #include "runtime.h"
+#include "calls.h"
 
 /* The load's state: one word, which waiting threads poll (async-signal-safe). pthread_once
  * would make a signal handler on the loading thread wait on itself, and a fork during the
@@ -153,6 +154,7 @@ static void fill_slots(void *handle)
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
         void *slot = shimgen_cfg.trace == TRACE_TIME
                          ? (shimgen_cfg.timeline ? shimgen_timeline_stubs[i]
+                            : shimgen_cfg.calls  ? SHIMGEN_CALLS_STUB(i)
                                                  : shimgen_time_stubs[i])
                      : shimgen_cfg.trace == TRACE_OFF ? shimgen_targets[i]
                                                       : shimgen_count_stubs[i];

@@ -58,6 +58,7 @@ struct shimgen_config {
     enum trace_mode trace;
     int timeline;                  /* SHIMGEN_TRACE=timeline: TRACE_TIME plus events */
     unsigned long timeline_events; /* per-thread ring, a power of two */
+    int calls;                     /* SHIMGEN_TRACE=calls: TRACE_TIME plus records (calls.c) */
     int quiet;
     int driver_stat_ok;
     long long job_sec; /* SHIMGEN_TRACE_JOB: when the job's first process loaded the shim, */

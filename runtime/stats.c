@@ -29,6 +29,7 @@
 #include "calib.h"
 #include "stats.h"
 #include "timeline.h"
+#include "calls.h"
 #include "totals.h"
 #include "tracefile.h"
 
@@ -162,7 +163,7 @@ static struct tstats *new_block(void)
     int anon;
     void *p = shimgen_tracefile_block(&anon);
     if (!p && anon)
-        p = mmap(NULL, sizeof(struct tstats), PROT_READ | PROT_WRITE,
+        p = mmap(NULL, shimgen_calls_block_bytes(), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (!p || p == MAP_FAILED)
         return NULL;
@@ -199,6 +200,8 @@ static struct tstats *stats_block(void)
     give_targets(s);
     if (shimgen_cfg.timeline)
         shimgen_timeline_ring(s);
+    if (shimgen_cfg.calls)
+        shimgen_calls_ring(s);
     /* A signal handler's driver call on this thread may have given it a block while this
      * one was being got: then that one stays and this one goes back. */
     struct tstats *had = NULL;
@@ -337,6 +340,16 @@ static void count_blockless(unsigned idx, int timed)
     shimgen_tracefile_missed(1);
 }
 
+struct tstats *shimgen_stats_block(void)
+{
+    return stats_block();
+}
+
+void shimgen_stats_blockless(unsigned idx)
+{
+    count_blockless(idx, 1);
+}
+
 void *shimgen_count_first(unsigned idx)
 {
     struct tstats *s = stats_block();
@@ -385,7 +398,8 @@ void *shimgen_real_caller(void *return_address)
 {
     struct tstats *s = shimgen_tls_stats;
     if ((return_address != (void *)shimgen_time_return &&
-         return_address != (void *)shimgen_timeline_return) || !s)
+         return_address != (void *)shimgen_timeline_return &&
+         return_address != (void *)shimgen_calls_return) || !s)
         return return_address;
     unsigned char is_free[SHADOW_DEPTH];
     mark_free_frames(s, is_free);

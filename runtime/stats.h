@@ -18,5 +18,7 @@ extern struct tstats *shimgen_live_blocks;   /* every block, live or free (a fre
 void shimgen_collect_stats(void); /* at exit: every block folded into the totals */
 extern uint64_t shimgen_blockless_calls; /* calls of threads that got no block (not timed) */
 void shimgen_stats_after_fork(void);
+struct tstats *shimgen_stats_block(void);     /* the thread's block, got now if need be */
+void shimgen_stats_blockless(unsigned idx);   /* a call counted in memory: no block */
 
 #endif

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "block.h"
+#include "calls.h"
 #include "tracefile.h"
 #include "tracefile_header.h"
 
@@ -203,7 +204,8 @@ static int make_file(void)
     }
     close(fd);
     close(dirfd);
-    tf_stride = (sizeof(struct tstats) + page - 1) & ~(page - 1);
+    tf_stride = ((sizeof(struct tstats) + page - 1) & ~(page - 1)) + shimgen_calls_ring_bytes();
+    /* (the same as shimgen_calls_block_bytes(), the layout of an anonymous block) */
     shimgen_tracefile_header_init(m, page, names, hlen, tf_stride);
     size_t dn = strlen(shimgen_cfg.trace_dir);
     memcpy(tf_path, shimgen_cfg.trace_dir, dn);

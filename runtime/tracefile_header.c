@@ -19,6 +19,7 @@
 #include "calib.h"
 #include "ledger.h"
 #include "tracefile_header.h"
+#include "calls.h"
 
 static uint64_t tf_clock(clockid_t c)
 {
@@ -129,7 +130,8 @@ void shimgen_tracefile_header_init(struct tf_header *h, size_t page, size_t name
         .off_hist = TS_HIST, .hist_buckets = TS_HIST_BUCKETS,
         .off_tid = offsetof(struct tstats, tid), .off_state = offsetof(struct tstats, state),
         .pid = getpid(), .ppid = getppid(), .state = TF_RUNNING,
-        .mode = shimgen_cfg.timeline              ? SHIMGEN_TRACEFILE_MODE_TIMELINE
+        .mode = shimgen_cfg.calls                 ? SHIMGEN_TRACEFILE_MODE_CALLS
+                : shimgen_cfg.timeline            ? SHIMGEN_TRACEFILE_MODE_TIMELINE
                 : shimgen_cfg.trace == TRACE_TIME ? SHIMGEN_TRACEFILE_MODE_TIME
                                                   : SHIMGEN_TRACEFILE_MODE_COUNTS,
         .start_ns = tf_clock(CLOCK_REALTIME),
@@ -139,6 +141,7 @@ void shimgen_tracefile_header_init(struct tf_header *h, size_t page, size_t name
         .off_frames = TS_FRAMES, .frame_slots = TS_SHADOW_DEPTH, .frame_size = TS_FRAME_SIZE,
         .frame_off_start = FRAME_START, .frame_off_idx = FRAME_IDX, .frame_off_ret = FRAME_RET,
     };
+    shimgen_calls_header(h, stride);
     shimgen_copy_str(h->rank, sizeof h->rank, shimgen_cfg.rank);
     boot_id(h->boot_id, sizeof h->boot_id);
     start_calibration(h);

@@ -12,7 +12,7 @@ import sys
 
 from .clihelp import DESCRIPTIONS
 from .gates import ALLOW_UNPROVEN
-from .runenv import DEFAULT_TRACE, TRACE_MODES
+from .runenv import CALLS_RING_DEFAULT, DEFAULT_TRACE, TRACE_MODES
 
 TYPE_CHECKING = False  # typing is not imported at run time: `shimgen run` starts faster
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ RUN_OPTIONS = (
     Option(("--driver",), "driver", f"{_DRIVER_HELP}; also given to the shim as SHIMGEN_DRIVER",
            metavar="P"),
     Option(("--trace",), "trace", "counts (calls only), time (calls, times and error "
-           f"returns) or timeline (also a Chrome trace per process); default {DEFAULT_TRACE}",
+           "returns), timeline (also a Chrome trace per process) or calls (also each call "
+           "with its arguments and result, `report --calls`); default " + DEFAULT_TRACE,
            choices=tuple(TRACE_MODES.values()), default=DEFAULT_TRACE),
     Option(("--gates",), "gates", "gate selection, as SHIMGEN_GATES takes it (gdr,dmabuf or "
            "-gdr,-dmabuf): runs a shim with gates baked in", metavar="SEL"),
@@ -72,6 +73,8 @@ RUN_OPTIONS = (
            "memory per process and device (200MiB, 2GiB); allocations past it fail with "
            "CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo answers with it (docs/memory.md)",
            metavar="memory=SIZE", repeat=True),
+    Option(("--calls-ring",), "calls_ring", "with --trace calls: the last N calls each "
+           f"thread keeps (default {CALLS_RING_DEFAULT})", metavar="N"),
     Option(("--hook",), "hook", "a user hook file compiled into the shim (repeatable; the "
            "cached shim is keyed by their contents; docs/hooks.md)", metavar="FILE.c",
            repeat=True),
@@ -180,6 +183,20 @@ def _add_report(sub) -> None:
     out = r.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON (schema shimgen-report)")
     out.add_argument("--csv", action="store_true", help="CSV: one row per group and function")
+    c = r.add_argument_group("decoded calls (a run traced with --trace calls)")
+    c.add_argument("--calls", action="store_true",
+                   help="every call with its arguments, outputs and result, one line each")
+    c.add_argument("--function", metavar="GLOB", help="with --calls: functions matching GLOB")
+    c.add_argument("--errors", action="store_true", help="with --calls: failed calls only")
+    c.add_argument("--last", metavar="N", type=int, help="with --calls: the last N per thread")
+    c.add_argument("--pid", metavar="N", type=int, help="with --calls: this process only")
+    c.add_argument("--rank", metavar="R", help="with --calls: this rank only")
+    c.add_argument("--sqlite", metavar="FILE",
+                   help="with --calls: also write the calls shown as table `calls` of FILE")
+    c.add_argument("--first-difference", action="store_true",
+                   help="with --calls and two runs: the first call where they part")
+    c.add_argument("--addresses", action="store_true",
+                   help="with --first-difference: addresses differ too (ignored by default)")
 
 
 def _add_build(sub) -> None:

@@ -18,10 +18,14 @@ example:
     "report": ("summarize the traces of a run, or compare two runs", """\
 Read a run directory (or trace files) and print every function's calls,
 times, percentiles and error returns; with two run directories, compare
-them. A file that cannot be read is named with why; the rest is reported.""", """\
+them. A file that cannot be read is named with why; the rest is reported.
+With --calls (a run traced with --trace calls): every call with its arguments,
+outputs and result, one line each.""", """\
 example:
   shimgen report shimgen-runs/20261202-101500-python
-  shimgen report --by rank --json runs/ddp"""),
+  shimgen report --by rank --json runs/ddp
+  shimgen report --calls --function 'cuMemAlloc*' --errors runs/oom   (--trace calls)
+  shimgen report --calls --first-difference runs/on-555 runs/on-580"""),
     "top": ("show what a running job is doing now, refreshed every second", """\
 Read a run directory's trace files (every node's part) every second and show
 each process: running, complete or died, its calls per second, and its longest

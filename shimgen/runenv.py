@@ -16,6 +16,7 @@ ENV = {
     "TRACE_JOB": "SHIMGEN_TRACE_JOB",
     "TIMELINE_FILE": "SHIMGEN_TIMELINE_FILE",
     "TIMELINE_EVENTS": "SHIMGEN_TIMELINE_EVENTS",
+    "CALLS_RING": "SHIMGEN_CALLS_RING",
     "ATTR_OVERRIDE": "SHIMGEN_ATTR_OVERRIDE",
     "GATES": "SHIMGEN_GATES",
     "GATE_METHOD": "SHIMGEN_GATE_METHOD",
@@ -55,7 +56,7 @@ SHIM_MANIFEST = "shim.json"
 
 # The trace modes, by the number the binary trace file records (its header's `mode`) and
 # the name SHIMGEN_TRACE takes (which also takes "1" for counts and "attrs").
-TRACE_MODES = {1: "counts", 2: "time", 3: "timeline"}
+TRACE_MODES = {1: "counts", 2: "time", 3: "timeline", 4: "calls"}
 # `shimgen run --trace`'s default: the time path, which also records every error return
 # (counts does not: docs/performance.md says why the default is not counts).
 DEFAULT_TRACE = "time"
@@ -64,7 +65,7 @@ DEFAULT_TRACE = "time"
 TRACE_MAGIC = b"SHIMTRC\n"
 TRACE_VERSION = 4
 # The versions the reader reads: 3 is 4 without the fields from TRACE_HEADER_V4_FIRST on (so
-# no calls in progress and no memory ledger can be read from it).
+# no calls in progress, no call records and no memory ledger can be read from it).
 TRACE_VERSIONS_READ = (3, 4)
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even
@@ -112,6 +113,10 @@ TRACE_HEADER = (
     # version 4: where a block's shadow frames are (its calls in progress, time modes)
     ("off_frames", "u32", 1), ("frame_slots", "u32", 1), ("frame_size", "u32", 1),
     ("frame_off_start", "u32", 1), ("frame_off_idx", "u32", 1), ("frame_off_ret", "u32", 1),
+    # version 4: SHIMGEN_TRACE=calls, each thread's ring of call records (docs/traceformat.md)
+    ("calls_ring_off", "u64", 1), ("calls_ring_records", "u64", 1),
+    ("calls_record_size", "u32", 1), ("calls_capture_off", "u32", 1),
+    ("off_calls_head", "u32", 1), ("calls_string_max", "u32", 1),
     # version 4: the device memory ledger (runtime/ledger.c, docs/memory.md), kept in the
     # header as it changes, so a process killed leaves its numbers at death.
     ("mem_columns", "u32", 1), ("mem_routes", "u32", 1),
@@ -128,6 +133,24 @@ TRACE_HEADER = (
 )
 # The header's first field new in version 4 (a version 3 header ends where it begins).
 TRACE_HEADER_V4_FIRST = "off_frames"
+# SHIMGEN_TRACE=calls: one record per call in its thread's ring (runtime/calls.S writes it,
+# shimgen/calls/records.py reads it): its size, where its captured bytes start (strings,
+# structs, outputs, per the capture table the build renders from shimgen/calls/), the
+# stack arguments a record keeps (cuLaunchKernel's 11 arguments: 6 registers and 5 on the
+# stack), the longest string kept (its NUL included), and the ring's records per thread.
+CALLS_RECORD_SIZE = 256
+# A record's words before its arguments (runtime/calls.h REC_*): seq, idx, state, tid, start,
+# dur, result, as a struct format (little-endian).
+CALLS_RECORD_HEAD = "<QHHiQQQ"
+CALLS_CAPTURE_OFF = 128
+CALLS_STACK_ARGS = 5
+CALLS_STRING_MAX = 64
+CALLS_RING_DEFAULT = 65536
+CALLS_RING_MIN = 1024
+CALLS_RING_MAX = 1 << 22
+# A capture's kind (the capture table's `kind`): a string read at entry, a struct read at
+# entry, an output read after a successful return.
+CALLS_CAPTURE_KINDS = {1: "string", 2: "struct", 3: "output"}
 _FIELD_TYPES = {"u32": ("uint32_t", "I", 4), "u64": ("uint64_t", "Q", 8),
                 "i64": ("int64_t", "q", 8), "char": ("char", "s", 1)}
 

@@ -12,7 +12,8 @@
  *
  * LIB is what dlopen gets: the real driver's path for a direct measurement, or
  * "libcuda.so.1" under LD_PRELOAD of a shim (the shim has that SONAME, so dlopen returns
- * the shim's handle). FUNC is cuDriverGetVersion, cuCtxGetCurrent or cuGetProcAddress.
+ * the shim's handle). FUNC is cuDriverGetVersion, cuCtxGetCurrent, cuGetProcAddress or
+ * cuLaunchKernel (eleven arguments; never initialised, so the driver fails it at once).
  * The function is resolved with dlsym and called once before any timing, so the shim's
  * lazy first-call path is not measured. Output: one JSON object on stdout.
  *
@@ -32,7 +33,10 @@ typedef int (*fn_version)(int *);
 typedef int (*fn_ctx)(void **);
 typedef int (*fn_proc)(const char *, void **, int, uint64_t);
 
-enum kind { K_VERSION, K_CTX, K_PROC };
+typedef int (*fn_launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                         unsigned, void *, void **, void **);
+
+enum kind { K_VERSION, K_CTX, K_PROC, K_LAUNCH };
 
 static enum kind kind;
 static void *fn, *direct_fn;
@@ -49,6 +53,8 @@ static inline __attribute__((always_inline)) int call_once(void *fn)
         void *ctx = NULL;
         return ((fn_ctx)fn)(&ctx);
     }
+    case K_LAUNCH: /* eleven arguments; without cuInit the driver answers 3 at once */
+        return ((fn_launch)fn)((void *)0x1234, 1, 2, 3, 4, 5, 6, 7, NULL, NULL, NULL);
     default: {
         void *p = NULL;
         return ((fn_proc)fn)("cuDriverGetVersion", &p, 12000, 0);
@@ -129,6 +135,8 @@ int main(int argc, char **argv)
         kind = K_CTX;
     else if (strcmp(name, "cuGetProcAddress") == 0)
         kind = K_PROC;
+    else if (strcmp(name, "cuLaunchKernel") == 0)
+        kind = K_LAUNCH;
     else {
         fprintf(stderr, "callbench: unsupported function %s\n", name);
         return 2;

@@ -82,6 +82,39 @@ def summary_for_run(run_dir: Path) -> str:
     return report_format.render([src], groups(src.processes, None), None, "text")
 
 
+def _calls_command(args, fmt: str) -> str:
+    """`shimgen report --calls ...` (report/main.py hands it over)."""
+    if fmt == "csv" or args.by:
+        raise ShimgenError("report: --calls prints lines or --json (not --csv or --by)")
+    from .calls import Filters, check, render
+
+    f = Filters(args.function, args.errors, args.last, args.pid, args.rank)
+    check(f)
+    paths = [Path(p) for p in args.paths]
+    if args.first_difference:
+        if len(paths) != 2:
+            raise ShimgenError("report: --first-difference compares two runs: name two")
+        from .calls_diff import first_difference
+
+        return first_difference(paths[0], paths[1], f, addresses=args.addresses, fmt=fmt)
+    if args.addresses:
+        raise ShimgenError("report: --addresses goes with --first-difference")
+    return render(paths, f, fmt, args.sqlite)
+
+
+CALLS_ONLY = ("function", "errors", "last", "pid", "rank", "sqlite", "first_difference",
+              "addresses")
+
+
+def _calls_asked(args) -> bool:
+    """--calls, or an option that goes with it alone (said when --calls is missing)."""
+    given = [o for o in CALLS_ONLY if getattr(args, o, None) not in (None, False)]
+    if given and not getattr(args, "calls", False):
+        flag = "--" + given[0].replace("_", "-")
+        raise ShimgenError(f"report: {flag} goes with --calls")
+    return bool(getattr(args, "calls", False))
+
+
 def command(args) -> int:
     """`shimgen report`."""
     import sys
@@ -89,6 +122,10 @@ def command(args) -> int:
     if any(not p.strip() for p in args.paths):
         raise ShimgenError("report: empty path")
     fmt = "json" if args.json else "csv" if args.csv else "text"
+    if _calls_asked(args):
+        sys.stdout.write(_calls_command(args, fmt))
+        sys.stdout.flush()
+        return 0
     sys.stdout.write(report([Path(p) for p in args.paths], by=args.by, fmt=fmt))
     sys.stdout.flush()
     return 0

@@ -206,4 +206,6 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         from .limits import limit_environment
 
         env.update(limit_environment(opts.limits))
+    if getattr(opts, "calls_ring", None):
+        env[ENV["CALLS_RING"]] = opts.calls_ring
     return env

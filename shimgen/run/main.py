@@ -68,6 +68,8 @@ class RunOptions:
         self.hooks = hooks  # --hook FILE.c, in order (shim/userhooks.py)
         self.stall = stall  # --stall SECONDS (run/watch.py), None: off
         self.limits = limits or {}  # --limit KEY=SIZE, in bytes (run/limits.py)
+        self.calls_ring: str | None = None  # --calls-ring N: SHIMGEN_CALLS_RING
+        self.trace_note = ""  # why the trace is not the one asked (_time_where_no_calls)
 
 
 def check_selection(selection: str, gates: tuple[str, ...] | None,
@@ -199,6 +201,30 @@ def _shim(opts: RunOptions, forwarded: set[int]) -> tuple[str, Path, str | None,
     return path, driver, profile, key, entry
 
 
+def _time_where_no_calls(opts: RunOptions, library: Path) -> None:
+    """`calls` on a shim without the calls path (aarch64, for now) is `time`, said in the
+    banner: the shim's own notice is not needed then."""
+    from ..driver import library_arch
+
+    arch = library_arch(library)
+    if opts.trace == "calls" and arch != "x86_64":
+        opts.trace_note = (f" (not calls: calls mode is x86-64 only, for now; this {arch} "
+                           "shim times calls)")
+        opts.trace = "time"
+
+
+def _calls_ring(value: str | None) -> str | None:
+    """--calls-ring N: records kept per thread in calls mode, checked as the shim checks it."""
+    from ..runenv import CALLS_RING_MAX, CALLS_RING_MIN
+
+    if value is None:
+        return None
+    if not value.isdigit() or not CALLS_RING_MIN <= int(value) <= CALLS_RING_MAX:
+        raise UsageError(f"run --calls-ring {value!r}: give a number of calls from "
+                         f"{CALLS_RING_MIN} to {CALLS_RING_MAX}")
+    return value
+
+
 def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
     """What `run` says once the command started: the shim, how it came, the trace, the run
     directory."""
@@ -207,7 +233,8 @@ def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
     gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
     gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
     gates += "".join(f", limit {k} {n} bytes" for k, n in opts.limits.items())
-    banner = one_line(f"shimgen: run: shim {entry.library} ({how}); trace {opts.trace}{gates}; "
+    banner = one_line(f"shimgen: run: shim {entry.library} ({how}); "
+                      f"trace {opts.trace}{opts.trace_note}{gates}; "
                       f"run directory {run_dir}")
     if ENV_INJECT in os.environ and not opts.inject:
         banner += (f"\nshimgen: run: {ENV_INJECT} from the environment is not passed on "
@@ -290,6 +317,7 @@ def run(opts: RunOptions) -> int:
     except KeyboardInterrupt as e:
         hold_for_good(forwarded)
         raise RunInterrupted(_signum(e), _not_started(entry)) from None
+    _time_where_no_calls(opts, entry.library)
     if opts.gates is not None:
         check_selection(opts.gates, entry.gates, driver)
     if opts.inject:
@@ -381,6 +409,7 @@ def command(args) -> int:
         stall=stall,
         limits=_limits(args.limit),
     )
+    opts.calls_ring = _calls_ring(getattr(args, "calls_ring", None))
     try:
         return run(opts)
     except CommandError as e:  # like a shell: 127 not found, 126 cannot be run

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jinja2
 
-from .. import __version__, runenv
+from .. import __version__, calls, runenv
 from ..cuda import (
     ARRAY_FORMAT_BYTES,
     ATTRIBUTES,
@@ -36,6 +36,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("functions.inc.j2", "functions.inc"),
     ("table.c.j2", "table.c"),
     ("gateplan.c.j2", "gateplan.c"),
+    ("calls_table.c.j2", "calls_table.c"),
     ("userreal.S.j2", "userreal.S"),
     ("hook.h.j2", "include/shimgen/hook.h"),
     ("hook_exports.h.j2", "include/shimgen/exports.h"),
@@ -50,7 +51,7 @@ INIT_SOURCE = "gates_init.c"
 RUNTIME_SUFFIXES = (".c", ".h", ".S")
 # runtime/ files of one architecture's entry code: a shim for a driver of another gets none
 # of them (every other runtime/ file is C that builds for both).
-ARCH_SOURCES = {"x86_64": ("stubs.S", "timing.S", "asm.h"),
+ARCH_SOURCES = {"x86_64": ("stubs.S", "timing.S", "calls.S", "asm.h"),
                 "aarch64": ("stubs_aarch64.S", "timing_aarch64.S")}
 # The user's hook files (--hook): copied under user/, compiled apart (no -Werror), each
 # starting with a #line that names the user's file, so the compiler's messages name it.
@@ -182,6 +183,14 @@ def render_context(model: ShimModel) -> dict:
                 "location_offset": MEM_PROP_LOCATION_OFFSET,
                 "location_device": MEM_LOCATION_TYPE_DEVICE,
                 "array_formats": ARRAY_FORMAT_BYTES, "size_units": runenv.SIZE_UNITS},
+        "calls_facts": {"record_size": runenv.CALLS_RECORD_SIZE,
+                        "capture_off": runenv.CALLS_CAPTURE_OFF,
+                        "stack_args": runenv.CALLS_STACK_ARGS,
+                        "string_max": runenv.CALLS_STRING_MAX,
+                        "ring_default": runenv.CALLS_RING_DEFAULT,
+                        "ring_min": runenv.CALLS_RING_MIN, "ring_max": runenv.CALLS_RING_MAX,
+                        "kinds": runenv.CALLS_CAPTURE_KINDS},
+        "calls_table": calls.capture_table([f.name for f in model.functions]),
         "inject_keys": inject.KEYS,
         "inject_limits": {"MAX_RULES": inject.MAX_RULES, "MAX_LEN": inject.MAX_LEN,
                           "NUMBER_MAX": inject.NUMBER_MAX, "RESULT_MAX": inject.RESULT_MAX},

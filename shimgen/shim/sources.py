@@ -37,7 +37,10 @@ def stamp() -> str:
     """12 hex digits that change when any file a build reads changes (its name, size or
     modification time: stat only, no file read, so the cached path stays fast)."""
     h = hashlib.sha256()
-    dirs = (templates_dir(), runtime_dir(), _PACKAGE / "shim")
+    # (calls/: the model of the prototypes that calls_table.c is rendered from; the headers
+    # it reads are not stamped: a shim built before they were installed records calls raw
+    # until the cache is cleared)
+    dirs = (templates_dir(), runtime_dir(), _PACKAGE / "shim", _PACKAGE / "calls")
     entries = [(d, e) for d in dirs for e in os.scandir(d) if e.is_file()]
     entries += [(_PACKAGE, e) for e in os.scandir(_PACKAGE) if e.name in _STAMPED_MODULES]
     for d, e in sorted(entries, key=lambda de: (str(de[0]), de[1].name)):

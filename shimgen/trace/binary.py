@@ -380,8 +380,7 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         raise _Bad("no magic: the process died while it made the file")
     if m[:len(MAGIC)] != MAGIC:
         raise _Bad("it is not a shimgen trace file (wrong magic)")
-    h = read_header(m, size)
-    names = _names(m, h)
+    h, names = _checked_header(m, size)
     nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
     functions, untimed, overflow = _sum_blocks(m, fd, h, nblocks)
     complete = h["state"] == COMPLETE
@@ -422,6 +421,36 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
     except LedgerError as e:
         raise _Bad(str(e)) from None
     return trace
+
+
+def _checked_header(m: mmap.mmap, size: int) -> tuple[dict, list[bytes]]:
+    """The header of a file that has the magic, checked (read_header), and its names."""
+    h = read_header(m, size)
+    return h, _names(m, h)
+
+
+def header(path: str | os.PathLike) -> dict:
+    """The checked header of a trace file, with `names` (str, slot order), `ns_per_tick`
+    (None when unknown) and `nblocks` (the whole blocks it holds) added; ShimgenError as
+    load() gives. For readers of the blocks' other contents (shimgen/calls/records.py)."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < len(MAGIC) + 8:
+                raise _Bad("it is not a shimgen trace file (too short)")
+            with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+                if m[:len(MAGIC)] != MAGIC:
+                    raise _Bad("it is not a shimgen trace file (no magic)")
+                h, names = _checked_header(m, size)
+    except _Bad as e:
+        raise ShimgenError(f"{name}: {e}") from None
+    except OSError as e:
+        raise ShimgenError(f"{name}: cannot read the trace file: {e.strerror or e}") from None
+    h["names"] = [n.decode("ascii", "replace") for n in names]
+    h["ns_per_tick"] = _calibration(h)[0] if h["mode"] != 1 else None
+    h["nblocks"] = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
+    return h
 
 
 def missing_note(n: int, complete: bool) -> str:

@@ -22,10 +22,14 @@ import os
 import stat
 import struct
 
+from .. import runenv
 from ..errors import ShimgenError
 from . import binary
 
 _Q = struct.Struct("<Q")
+# calls mode: where a call record's entry ticks are (its fifth word of runenv's head)
+_REC_START = struct.calcsize(runenv.CALLS_RECORD_HEAD[:5])
+CALLS_MODE = next(k for k, v in runenv.TRACE_MODES.items() if v == "calls")
 _I = struct.Struct("<i")
 BLOCK_LIVE = 1
 MAX_FRAMES = 4096
@@ -110,6 +114,9 @@ def _block_calls(m: mmap.mmap, base: int, h: dict, names: list[str], clock,
             found.append(f)
     if (_I.unpack_from(m, st_at)[0], _I.unpack_from(m, tid_at)[0]) != (state, tid):
         return  # the thread left its block meanwhile
+    if h["mode"] == CALLS_MODE:  # a frame keeps its record's place: the start is there
+        found = [(idx, start) for idx, place in found
+                 if (start := _record_start(m, base, h, place)) is not None]
     for idx, start in found:
         mono = real = None
         if clock is not None:
@@ -117,6 +124,20 @@ def _block_calls(m: mmap.mmap, base: int, h: dict, names: list[str], clock,
             mono = int(ns0 + (start - t0) * k)
             real = mono + real_off
         out.append(Call(tid, names[idx], mono, real))
+
+
+def _record_start(m: mmap.mmap, base: int, h: dict, place: int) -> int | None:
+    """Calls mode: the entry ticks in the call record at `place` of the block's ring, None
+    while the record is not whole (it is read again next time) or a later turn took it."""
+    n, size = h["calls_ring_records"], h["calls_record_size"]
+    if not n or n & (n - 1) or size < _REC_START + 8 or \
+            h["calls_ring_off"] + n * size > h["block_stride"]:
+        return None
+    at = base + h["calls_ring_off"] + (place & (n - 1)) * size
+    if _Q.unpack_from(m, at)[0] != place + 1:  # its seq: written last
+        return None
+    start = _Q.unpack_from(m, at + _REC_START)[0]
+    return start if _Q.unpack_from(m, at)[0] == place + 1 else None
 
 
 def _counted(m: mmap.mmap, base: int, h: dict) -> int:

@@ -107,6 +107,8 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
     ("end_ns", 0, ["complete without an end"]),
     # version 2 had no injected failures in its error slots: refused, never misread
     ("version", 2, ["format version 2"]),
+    # a version 4 file that says 3 has a longer header than version 3's: refused
+    ("version", 3, ["18064 bytes, version 3 has 4656"]),
 ])
 def test_corrupt_header_is_refused(real_file, tmp_path, field, value, words):
     data = bytearray(real_file.read_bytes())

@@ -1,0 +1,20 @@
+"""Decoded calls (SHIMGEN_TRACE=calls): the model of the driver's prototypes, from NVIDIA's
+own headers read by a C parser (headers.py, parse.py, model.py), what the build captures
+per function (model.capture_table), and the records of a trace file read and decoded
+(records.py, decode.py)."""
+
+from .. import face
+
+__getattr__, __all__ = face(__name__, {
+    "DUR": "records",
+    "Decoder": "decode",
+    "IDX": "records",
+    "SEQ": "records",
+    "START": "records",
+    "STATE": "records",
+    "TID": "records",
+    "capture_table": "model",
+    "load_run": "records",
+    "description": "model",
+    "prototype": "model",
+})

@@ -1,0 +1,260 @@
+"""Call records decoded after the fact, with the model of the prototypes (model.py): each
+argument by its kind (integers, enums by name and flags as A|B, handles numbered per type
+in order of first appearance, strings and structs as captured, pointers in hex), the
+outputs of a successful call, the result by name. A function the headers do not know
+gives its six argument registers in hex. Nothing is dropped for want of a prototype.
+
+A record is the tuple records.py reads; each function's decoding is worked out once (a list
+of argument specs), so that a million records decode in seconds."""
+
+from __future__ import annotations
+
+from ..cuda import result_name, returns_result
+from .model import SLOTS, _scalar, prototype
+from .records import ARGS, CAPTURE, IDX, RESULT, STATE
+
+RETURNED = 2
+
+
+def _hex(v: int) -> str:
+    return f"{v:#x}" if v else "NULL"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+class Decoder:
+    """Decodes the calls of one driver's function table (names in slot order)."""
+
+    def __init__(self, desc: dict | None, names: list[str]):
+        self.desc = desc
+        self.names = names
+        self.protos = [prototype(desc, n) if desc else None for n in names]
+        self.enums = {k: {int(v): n for v, n in vals.items()}
+                      for k, vals in (desc["enums"] if desc else {}).items()}
+        self.structs = desc["structs"] if desc else {}
+        self.results = [p.returns_result if p else returns_result(n)
+                        for n, p in zip(names, self.protos, strict=True)]
+        self._texters: dict = {}
+        self._names: dict = {}
+        self.handled = [bool(p) and any(a.kind == "handle" or (a.pointee or {}).get(
+            "kind") == "handle" for a in p.args) for p in self.protos]
+
+    # ---- one value --------------------------------------------------------------------------
+    def value(self, kind: str, info: str, raw: int, size: int, handles: dict):
+        """(JSON value, text) of a raw word of this kind."""
+        if kind in ("int", "uint"):
+            bits = 8 * (size or 8)
+            v = raw & ((1 << bits) - 1)
+            if kind == "int" and v >> (bits - 1):
+                v -= 1 << bits
+            return v, str(v)
+        if kind == "enum":
+            v = raw & 0xFFFFFFFF
+            text = self.enum_text(info, v)
+            return (text if not text[0].isdigit() else v), text
+        if kind == "handle":
+            if raw == 0:
+                return None, "NULL"
+            key = (info, raw)
+            n = handles.get(key)
+            if n is None:
+                n = handles[key] = handles.get(info, 0) + 1
+                handles[info] = n
+            return f"{info}#{n}", f"{info}#{n}"
+        return raw, (f"{raw:#x}" if raw or kind == "addr" else "NULL")
+
+    def enum_text(self, enum: str, v: int) -> str:
+        names = self.enums.get(enum, {})
+        name = names.get(v)
+        if name is not None:
+            return name
+        if "flag" in enum.lower() and v:
+            parts, left = [], v
+            for value, n in sorted(names.items(), reverse=True):
+                if value > 0 and value & (value - 1) == 0 and left & value:
+                    parts.append(n)
+                    left &= ~value
+            if parts:
+                return "|".join(reversed(parts)) + (f"|{left:#x}" if left else "")
+        return str(v)
+
+    def struct_value(self, name: str, data: bytes, handles: dict) -> tuple[dict, str]:
+        s = self.structs.get(name)
+        out = {}
+        for fname, off, size, d in (s["fields"] if s else []):
+            kind, info, _ = _scalar(d)
+            if kind == "other" or off + size > len(data) or size > 8:
+                continue
+            raw = int.from_bytes(data[off:off + size], "little")
+            out[fname] = self.value(kind, info, raw, size, handles)
+        return ({k: v for k, (v, _) in out.items()},
+                "{" + ", ".join(f"{k}={t}" for k, (_, t) in out.items()) + "}")
+
+    # ---- one call ---------------------------------------------------------------------------
+    def ok(self, r) -> bool:
+        return r[STATE] == RETURNED and r[RESULT] & 0xFFFFFFFF == 0
+
+    def failed(self, r) -> bool:
+        """A call that returned a failure (a non-zero CUresult)."""
+        return r[STATE] == RETURNED and self.results[r[IDX]] and r[RESULT] & 0xFFFFFFFF != 0
+
+    def decode(self, r, handles: dict) -> tuple[list, list]:
+        """([(name, JSON value, text, is an address)] of the arguments, the same of the
+        outputs of a successful call)."""
+        p = self.protos[r[IDX]]
+        if p is None:
+            return [(f"arg{i}", r[ARGS + i], f"{r[ARGS + i]:#x}", r[ARGS + i] >> 32 != 0)
+                    for i in range(6)], []
+        args, outs = [], []
+        ok = self.ok(r)
+        cap = r[CAPTURE]
+        for a in p.args:
+            if a.slot is None or a.slot >= SLOTS:
+                args.append((a.name, None, "?", False))
+                continue
+            raw = r[ARGS + a.slot]
+            if a.kind in ("string", "struct") and a.capture and raw:
+                _, size, off = a.capture
+                data = cap[off:off + size]
+                if a.kind == "string":
+                    text = data.split(b"\0")[0].decode("utf-8", "replace")
+                    args.append((a.name, text, _quote(text), False))
+                else:
+                    v, t = self.struct_value(a.info, data, handles)
+                    args.append((a.name, v, t, False))
+                continue
+            if a.kind in ("string", "struct", "out", "outstr", "ptr"):
+                args.append((a.name, raw, _hex(raw), True))
+                if ok and a.capture and raw:
+                    outs.append(self._output(a, cap, handles))
+                continue
+            v, t = self.value(a.kind, a.info, raw, a.size, handles)
+            args.append((a.name, v, t, a.kind == "addr"))
+        return args, outs
+
+    def _output(self, a, capture: bytes, handles: dict):
+        _, size, off = a.capture
+        data = capture[off:off + size]
+        if a.kind == "outstr":
+            text = data.split(b"\0")[0].decode("utf-8", "replace")
+            return a.name, text, _quote(text), False
+        pk = a.pointee or {}
+        if pk.get("kind") == "struct":
+            v, t = self.struct_value(pk["info"], data, handles)
+            return a.name, v, t, False
+        raw = int.from_bytes(data, "little")
+        v, t = self.value(pk.get("kind", "addr"), pk.get("info", ""), raw, size, handles)
+        return a.name, v, t, pk.get("kind", "addr") == "addr"
+
+    def result(self, r) -> tuple[int | None, str]:
+        if r[STATE] != RETURNED:
+            return None, "?"
+        if self.results[r[IDX]]:
+            code = r[RESULT] & 0xFFFFFFFF
+            return code, result_name(code)
+        return r[RESULT], f"{r[RESULT]:#x}"
+
+    def text(self, r, handles: dict) -> str:
+        """`name(arg=value, ...) = RESULT {output=value}`: each function's converters made
+        once (_texter), the same text as decode() gives."""
+        f = self._texters.get(r[IDX])
+        if f is None:
+            f = self._texters[r[IDX]] = self._texter(r[IDX])
+        return f(r, handles)
+
+    def _rname(self, r) -> str:
+        """The result as text, each code's name found once."""
+        if r[STATE] != RETURNED:
+            return "?"
+        if not self.results[r[IDX]]:
+            return f"{r[RESULT]:#x}"
+        code = r[RESULT] & 0xFFFFFFFF
+        name = self._names.get(code)
+        if name is None:
+            name = self._names[code] = result_name(code)
+        return name
+
+    def _texter(self, idx: int):
+        p, name = self.protos[idx], self.names[idx]
+        rname = self._rname
+        if p is None:
+            def unknown(r, handles):
+                return (f"{name}({r[ARGS]:#x}, {r[ARGS + 1]:#x}, {r[ARGS + 2]:#x}, "
+                        f"{r[ARGS + 3]:#x}, {r[ARGS + 4]:#x}, {r[ARGS + 5]:#x}) = "
+                        f"{rname(r)}")
+            return unknown
+        convs = [self._conv(a) for a in p.args]
+        outs = [(ARGS + a.slot, self._out_conv(a)) for a in p.args
+                if a.capture and a.kind in ("out", "outstr")]
+
+        def known(r, handles):
+            text = f"{name}(" + ", ".join([c(r, handles) for c in convs]) + \
+                f") = {rname(r)}"
+            if outs and r[STATE] == RETURNED and not r[RESULT] & 0xFFFFFFFF:
+                got = [c(r[CAPTURE], handles) for s, c in outs if r[s]]
+                if got:
+                    text += " {" + ", ".join(got) + "}"
+            return text
+        return known
+
+    def _out_conv(self, a):
+        """A function (capture bytes, handles) -> "name=text" of one output."""
+        label, (_, size, off) = a.name + "=", a.capture
+        pk = a.pointee or {}
+        kind = pk.get("kind")
+        end = off + size
+        if a.kind == "out" and kind in ("int", "uint"):
+            signed = kind == "int"
+            return lambda cap, h: label + str(int.from_bytes(cap[off:end], "little",
+                                                             signed=signed))
+        if a.kind == "out" and kind == "addr":
+            return lambda cap, h: f"{label}{int.from_bytes(cap[off:end], 'little'):#x}"
+        if a.kind == "out" and kind == "enum":
+            names, enum_text, info = self.enums.get(pk["info"], {}), self.enum_text, pk["info"]
+
+            def enum(cap, h):
+                v = int.from_bytes(cap[off:end], "little") & 0xFFFFFFFF
+                n = names.get(v)
+                return label + (n if n is not None else enum_text(info, v))
+            return enum
+        output = self._output
+        return lambda cap, h: label + output(a, cap, h)[2]
+
+    def _conv(self, a):
+        """A function (record, handles) -> "name=text" of one argument."""
+        label = a.name + "="
+        if a.slot is None or a.slot >= SLOTS:
+            return lambda r, h: label + "?"
+        s = ARGS + a.slot
+        if a.kind in ("int", "uint"):
+            bits = 8 * (a.size or 8)
+            mask, signed = (1 << bits) - 1, a.kind == "int"
+            top = 1 << (bits - 1)
+
+            def integer(r, h):
+                v = r[s] & mask
+                return label + str(v - (v & top) * 2 if signed else v)
+            return integer
+        if a.kind == "addr":
+            return lambda r, h: f"{label}{r[s]:#x}"
+        if a.kind in ("out", "outstr", "ptr") or (a.kind in ("string", "struct")
+                                                   and not a.capture):
+            return lambda r, h: label + (f"{r[s]:#x}" if r[s] else "NULL")
+        if a.kind == "enum":
+            names, enum_text, info = self.enums.get(a.info, {}), self.enum_text, a.info
+
+            def enum(r, h):
+                v = r[s] & 0xFFFFFFFF
+                n = names.get(v)
+                return label + (n if n is not None else enum_text(info, v))
+            return enum
+        dec = self.decode
+
+        def general(r, h, a=a):
+            for n, _, t, _ in dec(r, h)[0]:
+                if n == a.name:
+                    return label + t
+            return label + "?"
+        return general
