@@ -3102,6 +3102,15 @@ MUTATIONS = [
                   "the_process_died_inside_it"],
         "why": "a process of this machine runs only while its pid lives with the same start time",
     },
+    {
+        "name": "inflight-calls-mode-start-is-the-place",
+        "file": "shimgen/trace/inflight.py",
+        "old": "        found = [(idx, start) for idx, place in found\n",
+        "new": "        found = [(idx, place) for idx, place in found\n",
+        "tests": ["tests/run/test_inflight.py::test_a_lasting_call_in_calls_mode_is_in_flight_with_"
+                  "its_records_start"],
+        "why": "in calls mode a frame keeps its record's place: the call's start is the record's",
+    },
     # ---- the device memory ledger (runtime/ledger.c, docs/memory.md) ----
     {
         "name": "ledger-handle-freed-by-first-release",

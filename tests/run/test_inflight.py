@@ -149,6 +149,26 @@ def test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_i
     assert "1 died" in once and "died inside cuDriverGetVersion" in once
 
 
+def test_a_lasting_call_in_calls_mode_is_in_flight_with_its_records_start(hooked, tmp_path):
+    """Calls mode's frames keep the call's place in the ring: the age comes from the record's
+    entry ticks (read as a start, the place would be an age of days)."""
+    run = tmp_path / "run"
+    job = start(hooked, run, "--trace", "calls")
+    try:
+        t0 = time.monotonic()
+        g = wait_in_flight(run)
+        (pid,) = g["running"]
+        (call,) = g["in_flight"]
+        assert (call["pid"], call["function"], call["state"]) == (
+            pid, "cuDriverGetVersion", "running")
+        assert 0 <= call["seconds"] <= time.monotonic() - t0, call
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        stop(job, run)
+    g = report_json(run)["groups"][0]
+    assert g["died"][0]["inside"].startswith("died inside cuDriverGetVersion after "), g["died"]
+
+
 def test_stall_is_said_once_when_a_call_lasts_and_again_when_it_ends(hooked, tmp_path):
     run = tmp_path / "run"
     job = start(hooked, run, "--stall", "2", sleep="3.5")
