@@ -662,8 +662,8 @@ MUTATIONS = [
     {
         "name": "tracefile-reader-magic-unchecked",
         "file": "shimgen/trace/binary.py",
-        "old": "    if m[:len(MAGIC)] != MAGIC:\n",
-        "new": "    if False:\n",
+        "old": "    if m[:len(MAGIC)] != MAGIC:\n        raise _Bad(\"it is not a shimgen trace file (wrong magic)\")\n",
+        "new": "    if False:\n        raise _Bad(\"it is not a shimgen trace file (wrong magic)\")\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
                   "test_corrupt_header_is_refused[magic-SHIMTRC\\x00-words0]"],
         "why": "a file without the magic is refused",
@@ -1804,7 +1804,7 @@ MUTATIONS = [
         "old": "    if h[\"header_size\"] != hsize:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
-                  "[header_size-18032-words6]"],
+                  "[header_size-18072-words6]"],
         "why": "a header of another size is refused",
     },
     {
