@@ -21,7 +21,7 @@ LD_PRELOAD=$SHIM SHIMGEN_TRACE=time SHIMGEN_TRACE_DIR=$W/full SHIMGEN_TRACE_FILE
   || { say "FAIL traced run"; fail=1; }
 python3 - "$W" <<'PY' 2>&1 | tee -a "$LOG" || fail=1
 import glob, json, sys
-from shimgen.tracefile import load
+from shimgen.trace.binary import load
 w = sys.argv[1]
 bad = 0
 for f in sorted(glob.glob(f"{w}/full/*.shimtrace")):
@@ -44,7 +44,7 @@ kill -KILL $PID
 wait $PID
 python3 - "$W" <<'PY' 2>&1 | tee -a "$LOG" || fail=1
 import glob, sys
-from shimgen.tracefile import load
+from shimgen.trace.binary import load
 files = sorted(glob.glob(f"{sys.argv[1]}/killed/*.shimtrace"))
 ok = bool(files)
 for f in files:

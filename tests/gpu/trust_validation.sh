@@ -59,14 +59,13 @@ LD_PRELOAD=$SHIM SHIMGEN_DRIVER=$DRIVER SHIMGEN_TRACE=time SHIMGEN_TRACE_DIR=$R/
   sh -c '"$0" short 1 && sleep 2 && "$0" short 1' "$B/timedcalls" >/dev/null || fail=1
 python3 - "$R/short" "$R/long" <<'PY' 2>&1 | tee -a "$LOG" || fail=1
 import glob, sys
-from shimgen import tracefile
+from shimgen.trace import binary as tracefile
 # the reference rate: from the first reading of one process to the last of another that
 # ran 2 s later (the same time-stamp counter)
 a, b = sorted((tracefile.load(p) for p in glob.glob(sys.argv[2] + "/*.shimtrace")),
               key=lambda t: t.start_ns)
 def hdr(p):
-    d = open(p, "rb").read(tracefile.HEADER_SIZE)
-    return dict(zip(tracefile._FIELDS, tracefile._HEADER.unpack_from(d, 0), strict=True))
+    return tracefile.header(p)
 ha, hb = hdr(a.path), hdr(b.path)
 ref = (hb["calib_ns1"] - ha["calib_ns0"]) / (hb["calib_ticks1"] - ha["calib_ticks0"])
 print(f"reference {ref:.9f} ns per tick over {(hb['calib_ns1'] - ha['calib_ns0']) / 1e9:.2f} s")
