@@ -107,17 +107,32 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
     return sum;
 }
 
-/* An allocation: ledger first (the limit), the driver, then what it answered. */
+/* An allocation: under a limit, the ledger first (the column asked before the call); the
+ * driver; then what it answered (the column asked after a success when there is no limit:
+ * the calling thread's current context is the same). */
 #define TAKE(route, column, bytes, tag, call, ok, key, resize)                               \
-    struct ledger_op op = {(route), (column), (bytes), 0};                                  \
-    if (shimgen_ledger_limit && !shimgen_ledger_begin(&op))                                 \
-        return OOM;                                                                         \
+    if (__builtin_expect(shimgen_ledger_limit != 0, 0)) {                                   \
+        uint64_t held_back;                                                                 \
+        int col = (int)(column);                                                            \
+        if (!shimgen_ledger_reserve(col, (bytes), &held_back))                              \
+            return OOM;                                                                     \
+        shimgen_CUresult rc = call;                                                         \
+        if (rc == SHIMGEN_CUDA_SUCCESS && (ok)) {                                           \
+            uint64_t size = (bytes);                                                        \
+            resize;                                                                         \
+            shimgen_ledger_settle(col, LEDGER_META(route, tag), size, (uint64_t)(key),      \
+                                  held_back);                                               \
+        } else if (held_back) {                                                             \
+            shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);             \
+        }                                                                                   \
+        return rc;                                                                          \
+    }                                                                                       \
     shimgen_CUresult rc = call;                                                             \
-    if (rc == SHIMGEN_CUDA_SUCCESS && (ok))                                                 \
-        resize;                                                                             \
-    shimgen_ledger_end(&op, rc == SHIMGEN_CUDA_SUCCESS && (ok), (tag),                      \
-                       rc == SHIMGEN_CUDA_SUCCESS && (ok) ? (uint64_t)(key) : 0);            \
-    return rc;
+    if (__builtin_expect(rc != SHIMGEN_CUDA_SUCCESS || !(ok), 0))                           \
+        return rc;                                                                          \
+    uint64_t size = (bytes);                                                                \
+    resize;                                                                                 \
+    return shimgen_ledger_add((int)(column), LEDGER_META(route, tag), size, (uint64_t)(key));
 
 /* A free: the entry out first, back when the driver refused the free. */
 #define GIVE(tag, key, call)                                                                \
@@ -157,7 +172,7 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
     {                                                                                       \
         TAKE(r, device_column(), times(w, h), LEDGER_ADDR,                                  \
              REAL(name, uint64_t *, size_t *, size_t, size_t, unsigned)(p, pitch, w, h, e), \
-             p && pitch, *p, op.size = times(*pitch, h))                                    \
+             p && pitch, *p, size = times(*pitch, h))                                    \
     }
 #define MEM_KIND_create(name, r)                                                           \
     HOOK(name, (uint64_t * handle, size_t n, const void *prop, uint64_t f))                 \
@@ -180,8 +195,8 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
     {                                                                                       \
         shimgen_CUresult rc = REAL(name, uint64_t *, void *, int)(handle, os, type);        \
         if (rc == SHIMGEN_CUDA_SUCCESS && handle) {                                         \
-            struct ledger_op op = {r, import_column(*handle), 0, 0};                        \
-            shimgen_ledger_end(&op, 1, LEDGER_HANDLE, *handle);                             \
+            shimgen_ledger_add(import_column(*handle), LEDGER_META(r, LEDGER_HANDLE), 0,    \
+                               *handle);                                                    \
         }                                                                                   \
         return rc;                                                                          \
     }
