@@ -3115,8 +3115,8 @@ MUTATIONS = [
     {
         "name": "ledger-limit-not-checked",
         "file": "runtime/ledger.c",
-        "old": "    int fits = cur <= limit && op->size <= limit - cur;\n",
-        "new": "    int fits = cur <= limit || op->size <= limit - cur;\n",
+        "old": "    int fits = cur <= limit && size <= limit - cur;\n",
+        "new": "    int fits = cur <= limit || size <= limit - cur;\n",
         "tests": ["tests/run/test_memory.py::"
                   "test_limit_refuses_before_the_driver_and_answers_with_it"],
         "why": "an allocation past the limit fails before it reaches the driver",
@@ -3124,9 +3124,37 @@ MUTATIONS = [
     {
         "name": "ledger-child-waits-on-a-lock-copied-held",
         "file": "runtime/ledger.c",
-        "old": "    if (led_pid != getpid()) { /* a forked child before its fork handler ran: the lock */\n",
-        "new": "    if (0) { /* a forked child before its fork handler ran: the lock */\n",
+        "old": "    if (led_pid != getpid()) /* a forked child before its fork handler ran: the lock */\n",
+        "new": "    if (0) /* a forked child before its fork handler ran: the lock */\n",
         "tests": ["tests/run/test_memory.py::test_forks_while_other_threads_allocate"],
         "why": "a forked child never hangs on the ledger's lock that another thread held at the fork",
+    },
+    {
+        "name": "ledger-numbers-left-out-of-the-header",
+        "file": "runtime/ledger.c",
+        "old": "    num = to;\n",
+        "new": "    (void)to;\n",
+        "tests": ["tests/run/test_memory.py::test_every_route_accounted_as_the_fake_counts"],
+        "why": "the ledger's numbers live in the trace file's header once it is attached",
+    },
+    {
+        "name": "ledger-fast-path-ignores-the-lock",
+        "file": "runtime/ledger.c",
+        "old": "            !__atomic_compare_exchange_n(&lock, &was, me, 0, __ATOMIC_ACQUIRE, "
+               "__ATOMIC_RELAXED),\n            0))\n"
+               "        return shimgen_ledger_settle(column, meta, size, key, 0);\n",
+        "new": "            !__atomic_compare_exchange_n(&lock, &was, me, 0, __ATOMIC_ACQUIRE, "
+               "__ATOMIC_RELAXED) && 0,\n            0))\n"
+               "        return shimgen_ledger_settle(column, meta, size, key, 0);\n",
+        "tests": ["tests/run/test_memory.py::test_threads_racing_keep_the_ledger_exact"],
+        "why": "an allocation's common path waits for a lock another thread holds",
+    },
+    {
+        "name": "top-device-memory-counts-pinned-host",
+        "file": "shimgen/trace/inflight.py",
+        "old": "    return sum(held[:MEM_HOST_COLUMN * MEM_ROUTES]) & (2**64 - 1)\n",
+        "new": "    return sum(held) & (2**64 - 1)\n",
+        "tests": ["tests/run/test_memory.py::test_sigkill_leaves_the_numbers_at_death"],
+        "why": "top's device memory is the devices' columns of the ledger, not pinned host memory",
     },
 ]

@@ -173,17 +173,18 @@ void shimgen_ledger_attach(struct tf_header *h)
         unlock_ledger();
 }
 
-static unsigned home(unsigned tag, uint64_t key)
+/* An entry's first slot: its key's alone (keys of two kinds alike are told apart by the
+ * probe, which compares the tag too). */
+static inline unsigned home(uint64_t key)
 {
-    return (unsigned)(((key ^ ((uint64_t)tag << 58)) * 0x9E3779B97F4A7C15ull) >>
-                      (64 - SLOT_BITS));
+    return (unsigned)((key * 0x9E3779B97F4A7C15ull) >> (64 - SLOT_BITS));
 }
 
 static int find(unsigned tag, uint64_t key)
 {
     if (!slots)
         return -1;
-    for (unsigned i = home(tag, key);; i = (i + 1) & (SLOTS - 1)) {
+    for (unsigned i = home(key);; i = (i + 1) & (SLOTS - 1)) {
         if (!slots[i].tag)
             return -1;
         if (slots[i].tag == tag && slots[i].key == key)
@@ -197,7 +198,7 @@ static void remove_slot(unsigned i)
     slots[i].tag = 0;
     room++;
     for (unsigned j = (i + 1) & (SLOTS - 1); slots[j].tag; j = (j + 1) & (SLOTS - 1)) {
-        unsigned k = home(slots[j].tag, slots[j].key);
+        unsigned k = home(slots[j].key);
         int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {
             slots[i] = slots[j];
@@ -243,7 +244,7 @@ static __attribute__((noinline)) void forget(struct slot *s)
 static inline __attribute__((always_inline)) int free_slot(unsigned tag, uint64_t key)
 {
     struct slot *t = slots;
-    unsigned i = home(tag, key);
+    unsigned i = home(key);
     for (; t[i].tag; i = (i + 1) & (SLOTS - 1))
         if (__builtin_expect(t[i].tag == tag && t[i].key == key, 0))
             return -1;

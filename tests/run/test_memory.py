@@ -25,6 +25,7 @@ from shimgen.runenv import trace_header_size
 from shimgen.shim.memroutes import ROUTES
 from shimgen.shim.pipeline import make_shim
 from shimgen.trace.binary import load
+from shimgen.top.main import once
 from shimgen.trace.memory import HOST
 
 MiB = 1 << 20
@@ -214,6 +215,11 @@ def test_sigkill_leaves_the_numbers_at_death(probes, fake, fake_shim, tmp_path):
     assert_same(t, fake_totals(out))
     m = memory_json(groups([t], None)[0])
     assert m["at_exit_bytes"] == 4096 + 8192 and m["leaked"]["count"] == 2
+    # `shimgen top` shows the device memory it held at death (the host's pinned not in it)
+    top = json.loads(once(traces, True))
+    assert [(p["state"], p["device_bytes"]) for p in top["processes"]] == [
+        ("died", 4096 + 8192)]
+    assert " 12.00 KiB  " in once(traces, False)
 
 
 def test_threads_racing_keep_the_ledger_exact(probes, fake, fake_shim, tmp_path):
