@@ -3147,6 +3147,22 @@ MUTATIONS = [
                "the general one",
     },
     {
+        "name": "ledger-one-device-asked-anyway",
+        "file": "runtime/hooks_memory.c",
+        "old": "    if (__builtin_expect(n == 1, 1) || (!n && count_devices() == 1))\n",
+        "new": "    if (0)\n",
+        "tests": ["tests/run/test_memory.py::test_one_device_is_device_0_without_asking"],
+        "why": "with one device an allocation is device 0's without a cuCtxGetDevice",
+    },
+    {
+        "name": "ledger-any-device-count-taken-for-one",
+        "file": "runtime/hooks_memory.c",
+        "old": "        __atomic_store_n(&devices, n, __ATOMIC_RELAXED);\n",
+        "new": "        __atomic_store_n(&devices, 1, __ATOMIC_RELAXED);\n",
+        "tests": ["tests/run/test_memory.py::test_every_route_accounted_as_the_fake_counts"],
+        "why": "with several devices each allocation's device is asked",
+    },
+    {
         "name": "top-device-memory-counts-pinned-host",
         "file": "shimgen/trace/inflight.py",
         "old": "    return sum(held[:MEM_HOST_COLUMN * MEM_ROUTES]) & (2**64 - 1)\n",

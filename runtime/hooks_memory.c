@@ -24,11 +24,30 @@
 
 static int said_device UNUSED_OK;
 
+static int devices UNUSED_OK; /* the driver's device count once it said it; 0: not yet */
+
+#ifdef SHIMGEN_IDX_cuDeviceGetCount
+/* The driver's device count, kept once it says it (before cuInit it cannot: asked again). */
+static __attribute__((noinline)) int count_devices(void)
+{
+    int n = 0;
+    if (REAL(cuDeviceGetCount, int *)(&n) == SHIMGEN_CUDA_SUCCESS && n > 0)
+        __atomic_store_n(&devices, n, __ATOMIC_RELAXED);
+    return n;
+}
+#endif
+
 /* The device of the calling thread's current context, as the allocation uses it; -1 when
- * there is none or its ordinal has no column. */
+ * there is none or its ordinal has no column. With one device, device 0 without asking
+ * (asked after a success, or before a call that fails without a context). */
 static UNUSED_OK int device_column(void)
 {
 #ifdef SHIMGEN_IDX_cuCtxGetDevice
+#ifdef SHIMGEN_IDX_cuDeviceGetCount
+    int n = __atomic_load_n(&devices, __ATOMIC_RELAXED);
+    if (__builtin_expect(n == 1, 1) || (!n && count_devices() == 1))
+        return 0;
+#endif
     int dev;
     if (__builtin_expect(REAL(cuCtxGetDevice, int *)(&dev) != SHIMGEN_CUDA_SUCCESS, 0))
         return -1;
@@ -153,8 +172,8 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
             return rc;                                                                      \
         uint64_t size = (bytes);                                                            \
         resize;                                                                             \
-        return shimgen_ledger_add((int)(column), LEDGER_META(route, tag), size,             \
-                                  (uint64_t)(key));                                         \
+        int col = (int)(column); /* (the key read after: nothing kept over the call) */     \
+        return shimgen_ledger_add(col, LEDGER_META(route, tag), size, (uint64_t)(key));     \
     }
 
 /* A free: the entry out first, back when the driver refused the free. */

@@ -109,6 +109,19 @@ def test_every_route_accounted_as_the_fake_counts(probes, fake, fake_shim, tmp_p
     assert t.memory.untracked == 0 and t.memory.refused == 0
 
 
+def test_one_device_is_device_0_without_asking(probes, fake, fake_shim, tmp_path):
+    """With one device (the fake's FAKE_LEDGER_DEVICES=1) an allocation is device 0's and no
+    cuCtxGetDevice is called for it, with a limit or without; with four, each device route
+    asks."""
+    ops = ["ctx:0", "alloc:1000", "managed:3000", "free:1", "array:10:10:32:2", "info"]
+    for n, asked, limit in (("1", False, ""), ("1", False, "1GiB"), ("4", True, "")):
+        out, traces = run_ops(probes, fake, fake_shim, tmp_path / (n + limit), ops,
+                              FAKE_LEDGER_DEVICES=n, SHIMGEN_LIMIT_MEMORY=limit)
+        want = fake_totals(out)
+        assert_same(one_trace(traces), want)
+        assert want["columns"]["0"][1] == 1000 + 800 and (want["device_asked"] > 0) == asked
+
+
 def test_report_json_memory_object(probes, fake, fake_shim, tmp_path):
     out, traces = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "alloc:3000",
                                                              "alloc:5000", "free:0",
