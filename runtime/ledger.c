@@ -11,7 +11,8 @@
  * a driver call); a signal handler's allocation inside the thread's own section is not
  * followed (counted as untracked), never waited for. The numbers are kept in the trace
  * file's header as they change (tracefile_header.c attaches it), so a process killed
- * leaves them. A forked child starts a ledger of its own, empty, in its own file.
+ * leaves them (kept only there once it is attached; in memory before, or without a file).
+ * A forked child starts a ledger of its own, empty, in its own file.
  */
 
 #define _GNU_SOURCE
@@ -169,6 +170,18 @@ void shimgen_ledger_attach(struct tf_header *h)
     num = to;
     hdr = h;
     hdr_pid = getpid();
+    if (locked)
+        unlock_ledger();
+}
+
+void shimgen_ledger_detach(struct tf_header *h)
+{
+    int locked = lock_ledger();
+    if (hdr == h) {
+        memcpy(&own, num, sizeof own);
+        num = &own;
+        hdr = NULL;
+    }
     if (locked)
         unlock_ledger();
 }

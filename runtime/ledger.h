@@ -21,6 +21,8 @@ extern uint64_t shimgen_ledger_limit; /* SHIMGEN_LIMIT_MEMORY, bytes per device;
 
 void shimgen_ledger_config(void); /* SHIMGEN_LIMIT_MEMORY, read once at the driver's load */
 void shimgen_ledger_attach(struct tf_header *h);
+/* A header about to be unmapped (a child's file given up): the numbers back in memory. */
+void shimgen_ledger_detach(struct tf_header *h);
 /* An allocation. Under a limit, before the driver is called: its bytes reserved on its
  * column (`*reserved`; 0 when the column is not one the limit applies to), or 0 returned
  * when they would take the device past the limit (nothing counted, `refused` one more).
