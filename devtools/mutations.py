@@ -3150,7 +3150,7 @@ MUTATIONS = [
         "name": "ledger-one-device-asked-anyway",
         "file": "runtime/hooks_memory.c",
         "old": "    if (__builtin_expect(n == 1, 1) || (!n && count_devices() == 1))\n",
-        "new": "    if (0)\n",
+        "new": "    if ((__builtin_expect(n == 1, 1) || (!n && count_devices() == 1)) && n < 0)\n",
         "tests": ["tests/run/test_memory.py::test_one_device_is_device_0_without_asking"],
         "why": "with one device an allocation is device 0's without a cuCtxGetDevice",
     },
