@@ -24,8 +24,8 @@ from shimgen.report.model import groups
 from shimgen.runenv import trace_header_size
 from shimgen.shim.memroutes import ROUTES
 from shimgen.shim.pipeline import make_shim
-from shimgen.trace.binary import load
 from shimgen.top.main import once
+from shimgen.trace.binary import load
 from shimgen.trace.memory import HOST
 
 MiB = 1 << 20
