@@ -3124,8 +3124,8 @@ MUTATIONS = [
     {
         "name": "ledger-limit-not-checked",
         "file": "runtime/ledger.c",
-        "old": "    int fits = cur <= limit && op->size <= limit - cur;\n",
-        "new": "    int fits = cur <= limit || op->size <= limit - cur;\n",
+        "old": "    int fits = cur <= limit && size <= limit - cur;\n",
+        "new": "    int fits = cur <= limit || size <= limit - cur;\n",
         "tests": ["tests/run/test_memory.py::"
                   "test_limit_refuses_before_the_driver_and_answers_with_it"],
         "why": "an allocation past the limit fails before it reaches the driver",
@@ -3133,8 +3133,8 @@ MUTATIONS = [
     {
         "name": "ledger-child-waits-on-a-lock-copied-held",
         "file": "runtime/ledger.c",
-        "old": "    if (led_pid != getpid()) { /* a forked child before its fork handler ran: the lock */\n",
-        "new": "    if (0) { /* a forked child before its fork handler ran: the lock */\n",
+        "old": "    if (led_pid != getpid()) /* a forked child before its fork handler ran: the lock */\n",
+        "new": "    if (0) /* a forked child before its fork handler ran: the lock */\n",
         "tests": ["tests/run/test_memory.py::test_forks_while_other_threads_allocate"],
         "why": "a forked child never hangs on the ledger's lock that another thread held at the fork",
     },
@@ -3162,5 +3162,46 @@ MUTATIONS = [
         "new": "                n = handles[key] = 1\n",
         "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
         "why": "handles are numbered per type in order of first appearance",
+    },
+    {
+        "name": "ledger-numbers-left-out-of-the-header",
+        "file": "runtime/ledger.c",
+        "old": "    num = to;\n",
+        "new": "    (void)to;\n",
+        "tests": ["tests/run/test_memory.py::test_every_route_accounted_as_the_fake_counts"],
+        "why": "the ledger's numbers live in the trace file's header once it is attached",
+    },
+    {
+        "name": "ledger-fast-path-forgets-the-table-may-be-unmapped",
+        "file": "runtime/ledger.c",
+        "old": "    int i = room ? free_slot(tag, key) : -1;\n",
+        "new": "    int i = free_slot(tag, key);\n",
+        "tests": ["tests/run/test_memory.py::test_every_route_accounted_as_the_fake_counts"],
+        "why": "an allocation's common path leaves the table's mapping (and a full table) to "
+               "the general one",
+    },
+    {
+        "name": "ledger-one-device-asked-anyway",
+        "file": "runtime/hooks_memory.c",
+        "old": "    if (__builtin_expect(n == 1, 1) || (!n && count_devices() == 1))\n",
+        "new": "    if ((__builtin_expect(n == 1, 1) || (!n && count_devices() == 1)) && n < 0)\n",
+        "tests": ["tests/run/test_memory.py::test_one_device_is_device_0_without_asking"],
+        "why": "with one device an allocation is device 0's without a cuCtxGetDevice",
+    },
+    {
+        "name": "ledger-any-device-count-taken-for-one",
+        "file": "runtime/hooks_memory.c",
+        "old": "        __atomic_store_n(&devices, n, __ATOMIC_RELAXED);\n",
+        "new": "        __atomic_store_n(&devices, 1, __ATOMIC_RELAXED);\n",
+        "tests": ["tests/run/test_memory.py::test_every_route_accounted_as_the_fake_counts"],
+        "why": "with several devices each allocation's device is asked",
+    },
+    {
+        "name": "top-device-memory-counts-pinned-host",
+        "file": "shimgen/trace/inflight.py",
+        "old": "    return sum(held[:MEM_HOST_COLUMN * MEM_ROUTES]) & (2**64 - 1)\n",
+        "new": "    return sum(held) & (2**64 - 1)\n",
+        "tests": ["tests/run/test_memory.py::test_sigkill_leaves_the_numbers_at_death"],
+        "why": "top's device memory is the devices' columns of the ledger, not pinned host memory",
     },
 ]

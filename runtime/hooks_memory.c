@@ -24,17 +24,36 @@
 
 static int said_device UNUSED_OK;
 
+static int devices UNUSED_OK; /* the driver's device count once it said it; 0: not yet */
+
+#ifdef SHIMGEN_IDX_cuDeviceGetCount
+/* The driver's device count, kept once it says it (before cuInit it cannot: asked again). */
+static __attribute__((noinline)) int count_devices(void)
+{
+    int n = 0;
+    if (REAL(cuDeviceGetCount, int *)(&n) == SHIMGEN_CUDA_SUCCESS && n > 0)
+        __atomic_store_n(&devices, n, __ATOMIC_RELAXED);
+    return n;
+}
+#endif
+
 /* The device of the calling thread's current context, as the allocation uses it; -1 when
- * there is none or its ordinal has no column. */
+ * there is none or its ordinal has no column. With one device, device 0 without asking
+ * (asked after a success, or before a call that fails without a context). */
 static UNUSED_OK int device_column(void)
 {
 #ifdef SHIMGEN_IDX_cuCtxGetDevice
-    int dev = -1;
-    if (REAL(cuCtxGetDevice, int *)(&dev) != SHIMGEN_CUDA_SUCCESS || dev < 0)
+#ifdef SHIMGEN_IDX_cuDeviceGetCount
+    int n = __atomic_load_n(&devices, __ATOMIC_RELAXED);
+    if (__builtin_expect(n == 1, 1) || (!n && count_devices() == 1))
+        return 0;
+#endif
+    int dev;
+    if (__builtin_expect(REAL(cuCtxGetDevice, int *)(&dev) != SHIMGEN_CUDA_SUCCESS, 0))
         return -1;
-    if (dev < (int)SHIMGEN_MEM_DEVICES)
+    if (__builtin_expect((unsigned)dev < SHIMGEN_MEM_DEVICES, 1))
         return dev;
-    if (!__atomic_exchange_n(&said_device, 1, __ATOMIC_RELAXED))
+    if (dev >= 0 && !__atomic_exchange_n(&said_device, 1, __ATOMIC_RELAXED))
         shimgen_say("shimgen: device %d is past the memory ledger's %u devices: its "
                     "allocations are not followed\n", dev, SHIMGEN_MEM_DEVICES);
 #endif
@@ -87,6 +106,20 @@ static UNUSED_OK uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, int fo
     return times(times(times(w, h ? h : 1), d ? d : 1), times(element, channels));
 }
 
+/* A 2D descriptor (CUDA_ARRAY_DESCRIPTOR): width, height, format, channels. */
+static UNUSED_OK uint64_t array2d_bytes(const void *desc)
+{
+    size_t ext[2] = {0, 0};
+    int format = 0;
+    unsigned channels = 0;
+    if (desc) {
+        memcpy(ext, desc, sizeof ext);
+        memcpy(&format, (const char *)desc + sizeof ext, sizeof format);
+        memcpy(&channels, (const char *)desc + sizeof ext + sizeof format, sizeof channels);
+    }
+    return array_bytes(ext[0], ext[1], 1, format, channels);
+}
+
 /* A 3D descriptor (CUDA_ARRAY3D_DESCRIPTOR): width, height, depth, format, channels. */
 static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
 {
@@ -107,17 +140,41 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
     return sum;
 }
 
-/* An allocation: ledger first (the limit), the driver, then what it answered. */
-#define TAKE(route, column, bytes, tag, call, ok, key, resize)                               \
-    struct ledger_op op = {(route), (column), (bytes), 0};                                  \
-    if (shimgen_ledger_limit && !shimgen_ledger_begin(&op))                                 \
-        return OOM;                                                                         \
-    shimgen_CUresult rc = call;                                                             \
-    if (rc == SHIMGEN_CUDA_SUCCESS && (ok))                                                 \
+/* An allocation's hook and, out of its way, the same under a limit: the ledger first there
+ * (the column asked before the call, the bytes reserved), the driver, then what it answered.
+ * Without a limit, the column is asked after a success (the calling thread's current
+ * context is the same) and the ledger told in a tail call. `pre` runs first in both. */
+#define TAKE_HOOK(name, params, args, pre, route, column, bytes, tag, call, ok, key, resize)  \
+    static __attribute__((noinline)) shimgen_CUresult limited_##name params                 \
+    {                                                                                       \
+        uint64_t held_back;                                                                 \
+        int col = (int)(column);                                                            \
+        if (!shimgen_ledger_reserve(col, (bytes), &held_back))                              \
+            return OOM;                                                                     \
+        shimgen_CUresult rc = call;                                                         \
+        if (rc == SHIMGEN_CUDA_SUCCESS && (ok)) {                                           \
+            uint64_t size = (bytes);                                                        \
+            resize;                                                                         \
+            shimgen_ledger_settle(col, LEDGER_META(route, tag), size, (uint64_t)(key),      \
+                                  held_back);                                               \
+        } else if (held_back) {                                                             \
+            shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);             \
+        }                                                                                   \
+        return rc;                                                                          \
+    }                                                                                       \
+    HOOK(name, params)                                                                      \
+    {                                                                                       \
+        pre;                                                                                \
+        if (__builtin_expect(shimgen_ledger_limit != 0, 0))                                 \
+            return limited_##name args;                                                     \
+        shimgen_CUresult rc = call;                                                         \
+        if (__builtin_expect(rc != SHIMGEN_CUDA_SUCCESS || !(ok), 0))                       \
+            return rc;                                                                      \
+        uint64_t size = (bytes);                                                            \
         resize;                                                                             \
-    shimgen_ledger_end(&op, rc == SHIMGEN_CUDA_SUCCESS && (ok), (tag),                      \
-                       rc == SHIMGEN_CUDA_SUCCESS && (ok) ? (uint64_t)(key) : 0);            \
-    return rc;
+        int col = (int)(column); /* (the key read after: nothing kept over the call) */     \
+        return shimgen_ledger_add(col, LEDGER_META(route, tag), size, (uint64_t)(key));     \
+    }
 
 /* A free: the entry out first, back when the driver refused the free. */
 #define GIVE(tag, key, call)                                                                \
@@ -129,44 +186,31 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
     return rc;
 
 #define MEM_KIND_alloc(name, r)                                                            \
-    HOOK(name, (uint64_t * p, size_t n))                                                    \
-    {                                                                                       \
-        TAKE(r, device_column(), n, LEDGER_ADDR, REAL(name, uint64_t *, size_t)(p, n), p,   \
-             *p, (void)0)                                                                   \
-    }
+    TAKE_HOOK(name, (uint64_t * p, size_t n), (p, n), (void)0, r, device_column(), n,         \
+              LEDGER_ADDR, REAL(name, uint64_t *, size_t)(p, n), p, *p, (void)0)
 #define MEM_KIND_managed(name, r)                                                          \
-    HOOK(name, (uint64_t * p, size_t n, unsigned f))                                        \
-    {                                                                                       \
-        TAKE(r, device_column(), n, LEDGER_ADDR,                                            \
-             REAL(name, uint64_t *, size_t, unsigned)(p, n, f), p, *p, (void)0)             \
-    }
+    TAKE_HOOK(name, (uint64_t * p, size_t n, unsigned f), (p, n, f), (void)0, r,              \
+              device_column(), n, LEDGER_ADDR,                                              \
+              REAL(name, uint64_t *, size_t, unsigned)(p, n, f), p, *p, (void)0)
 #define MEM_KIND_async(name, r)                                                            \
-    HOOK(name, (uint64_t * p, size_t n, void *s))                                           \
-    {                                                                                       \
-        TAKE(r, device_column(), n, LEDGER_ADDR,                                            \
-             REAL(name, uint64_t *, size_t, void *)(p, n, s), p, *p, (void)0)               \
-    }
+    TAKE_HOOK(name, (uint64_t * p, size_t n, void *s), (p, n, s), (void)0, r,                 \
+              device_column(), n, LEDGER_ADDR,                                              \
+              REAL(name, uint64_t *, size_t, void *)(p, n, s), p, *p, (void)0)
 #define MEM_KIND_pool(name, r)                                                             \
-    HOOK(name, (uint64_t * p, size_t n, void *pool, void *s))                               \
-    {                                                                                       \
-        TAKE(r, device_column(), n, LEDGER_ADDR,                                            \
-             REAL(name, uint64_t *, size_t, void *, void *)(p, n, pool, s), p, *p, (void)0) \
-    }
+    TAKE_HOOK(name, (uint64_t * p, size_t n, void *pool, void *s), (p, n, pool, s), (void)0, \
+              r, device_column(), n, LEDGER_ADDR,                                           \
+              REAL(name, uint64_t *, size_t, void *, void *)(p, n, pool, s), p, *p, (void)0)
 #define MEM_KIND_pitch(name, r)                                                            \
-    HOOK(name, (uint64_t * p, size_t * pitch, size_t w, size_t h, unsigned e))              \
-    {                                                                                       \
-        TAKE(r, device_column(), times(w, h), LEDGER_ADDR,                                  \
-             REAL(name, uint64_t *, size_t *, size_t, size_t, unsigned)(p, pitch, w, h, e), \
-             p && pitch, *p, op.size = times(*pitch, h))                                    \
-    }
+    TAKE_HOOK(name, (uint64_t * p, size_t * pitch, size_t w, size_t h, unsigned e),           \
+              (p, pitch, w, h, e), (void)0, r, device_column(), times(w, h), LEDGER_ADDR,   \
+              REAL(name, uint64_t *, size_t *, size_t, size_t, unsigned)(p, pitch, w, h, e), \
+              p && pitch, *p, size = times(*pitch, h))
 #define MEM_KIND_create(name, r)                                                           \
-    HOOK(name, (uint64_t * handle, size_t n, const void *prop, uint64_t f))                 \
-    {                                                                                       \
-        shimgen_gates_apply();                                                              \
-        TAKE(r, location_column(prop), n, LEDGER_HANDLE,                                    \
-             REAL(name, uint64_t *, size_t, const void *, uint64_t)(handle, n, prop, f),    \
-             handle, *handle, (void)0)                                                      \
-    }
+    TAKE_HOOK(name, (uint64_t * handle, size_t n, const void *prop, uint64_t f),              \
+              (handle, n, prop, f), shimgen_gates_apply(), r, location_column(prop), n,     \
+              LEDGER_HANDLE,                                                                \
+              REAL(name, uint64_t *, size_t, const void *, uint64_t)(handle, n, prop, f),   \
+              handle, *handle, (void)0)
 #define MEM_KIND_retain(name, r)                                                           \
     HOOK(name, (uint64_t * handle, void *addr))                                             \
     {                                                                                       \
@@ -179,51 +223,31 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
     HOOK(name, (uint64_t * handle, void *os, int type))                                     \
     {                                                                                       \
         shimgen_CUresult rc = REAL(name, uint64_t *, void *, int)(handle, os, type);        \
-        if (rc == SHIMGEN_CUDA_SUCCESS && handle) {                                         \
-            struct ledger_op op = {r, import_column(*handle), 0, 0};                        \
-            shimgen_ledger_end(&op, 1, LEDGER_HANDLE, *handle);                             \
-        }                                                                                   \
+        if (rc == SHIMGEN_CUDA_SUCCESS && handle)                                           \
+            shimgen_ledger_add(import_column(*handle), LEDGER_META(r, LEDGER_HANDLE), 0,    \
+                               *handle);                                                    \
         return rc;                                                                          \
     }
 #define MEM_KIND_array(name, r)                                                            \
-    HOOK(name, (void **a, const void *desc))                                                \
-    {                                                                                       \
-        size_t ext[2] = {0, 0};                                                             \
-        int fmt = 0;                                                                        \
-        unsigned ch = 0;                                                                    \
-        if (desc) {                                                                         \
-            memcpy(ext, desc, sizeof ext);                                                  \
-            memcpy(&fmt, (const char *)desc + sizeof ext, sizeof fmt);                      \
-            memcpy(&ch, (const char *)desc + sizeof ext + sizeof fmt, sizeof ch);           \
-        }                                                                                   \
-        TAKE(r, device_column(), array_bytes(ext[0], ext[1], 1, fmt, ch), LEDGER_ARRAY,     \
-             REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0)         \
-    }
+    TAKE_HOOK(name, (void **a, const void *desc), (a, desc), (void)0, r, device_column(),     \
+              array2d_bytes(desc), LEDGER_ARRAY, REAL(name, void **, const void *)(a, desc), \
+              a, (uintptr_t)*a, (void)0)
 #define MEM_KIND_array3d(name, r)                                                          \
-    HOOK(name, (void **a, const void *desc))                                                \
-    {                                                                                       \
-        TAKE(r, device_column(), array3d_bytes(desc, 1), LEDGER_ARRAY,                      \
-             REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0)         \
-    }
+    TAKE_HOOK(name, (void **a, const void *desc), (a, desc), (void)0, r, device_column(),     \
+              array3d_bytes(desc, 1), LEDGER_ARRAY,                                         \
+              REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0)
 #define MEM_KIND_mipmap(name, r)                                                           \
-    HOOK(name, (void **a, const void *desc, unsigned levels))                               \
-    {                                                                                       \
-        TAKE(r, device_column(), array3d_bytes(desc, levels), LEDGER_ARRAY,                 \
-             REAL(name, void **, const void *, unsigned)(a, desc, levels), a,               \
-             (uintptr_t)*a, (void)0)                                                        \
-    }
+    TAKE_HOOK(name, (void **a, const void *desc, unsigned levels), (a, desc, levels),         \
+              (void)0, r, device_column(), array3d_bytes(desc, levels), LEDGER_ARRAY,       \
+              REAL(name, void **, const void *, unsigned)(a, desc, levels), a,              \
+              (uintptr_t)*a, (void)0)
 #define MEM_KIND_hostalloc(name, r)                                                        \
-    HOOK(name, (void **p, size_t n, unsigned f))                                            \
-    {                                                                                       \
-        TAKE(r, SHIMGEN_MEM_HOST_COLUMN, n, LEDGER_HOST,                                    \
-             REAL(name, void **, size_t, unsigned)(p, n, f), p, (uintptr_t)*p, (void)0)     \
-    }
+    TAKE_HOOK(name, (void **p, size_t n, unsigned f), (p, n, f), (void)0, r,                  \
+              SHIMGEN_MEM_HOST_COLUMN, n, LEDGER_HOST,                                      \
+              REAL(name, void **, size_t, unsigned)(p, n, f), p, (uintptr_t)*p, (void)0)
 #define MEM_KIND_allochost(name, r)                                                        \
-    HOOK(name, (void **p, size_t n))                                                        \
-    {                                                                                       \
-        TAKE(r, SHIMGEN_MEM_HOST_COLUMN, n, LEDGER_HOST, REAL(name, void **, size_t)(p, n), \
-             p, (uintptr_t)*p, (void)0)                                                     \
-    }
+    TAKE_HOOK(name, (void **p, size_t n), (p, n), (void)0, r, SHIMGEN_MEM_HOST_COLUMN, n,     \
+              LEDGER_HOST, REAL(name, void **, size_t)(p, n), p, (uintptr_t)*p, (void)0)
 #define MEM_KIND_free(name, r)                                                             \
     HOOK(name, (uint64_t a)) { GIVE(LEDGER_ADDR, a, REAL(name, uint64_t)(a)) }
 #define MEM_KIND_freeasync(name, r)                                                        \

@@ -11,12 +11,14 @@
  * a driver call); a signal handler's allocation inside the thread's own section is not
  * followed (counted as untracked), never waited for. The numbers are kept in the trace
  * file's header as they change (tracefile_header.c attaches it), so a process killed
- * leaves them. A forked child starts a ledger of its own, empty, in its own file.
+ * leaves them (kept only there once it is attached; in memory before, or without a file).
+ * A forked child starts a ledger of its own, empty, in its own file.
  */
 
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -33,23 +35,42 @@
 
 struct slot {
     uint64_t key, size;
-    uint32_t refs; /* a handle's references (cuMemRetainAllocationHandle adds one) */
-    uint8_t tag;   /* LEDGER_*; 0: a free slot */
-    uint8_t column, route, unused;
+    union {
+        struct {
+            uint32_t refs; /* a handle's references (cuMemRetainAllocationHandle adds one) */
+            uint8_t tag;   /* LEDGER_*; 0: a free slot */
+            uint8_t column, route, unused;
+        };
+        uint64_t meta; /* all of them, to write a new entry's at once */
+    };
 };
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "slot meta: refs in the low word");
+#define META_TAG(meta) ((unsigned)((meta) >> 32) & 0xff)
+#define META_ROUTE(meta) ((unsigned)((meta) >> 48) & 0xff)
 
-static struct {
-    uint64_t current[COLS], peak[COLS];
-    uint64_t held[COLS][ROUTES], live[COLS][ROUTES], taken[COLS][ROUTES];
-    uint64_t untracked, refused;
-} led;
+/* The numbers, in one place: the trace file's header once attached (its fields from
+ * mem_untracked to mem_taken, this layout), here before that or without a trace file. */
+struct nums {
+    uint64_t untracked, refused, peak[COLS];
+    uint64_t held[COLS * ROUTES], live[COLS * ROUTES], taken[COLS * ROUTES];
+};
+#define NUMS_AT(f, n) \
+    _Static_assert(offsetof(struct tf_header, mem_##f) - offsetof(struct tf_header, \
+                   mem_untracked) == offsetof(struct nums, f), "ledger header " #f);
+NUMS_AT(refused, 0)
+NUMS_AT(peak, 0)
+NUMS_AT(held, 0)
+NUMS_AT(live, 0)
+NUMS_AT(taken, 0)
+static struct nums own;
+static struct nums *num = &own;  /* where the numbers are: `own` or the header's */
+static uint64_t current[COLS];   /* the bytes held per column (and reserved for the limit) */
 static pid_t led_pid;           /* the process whose numbers `led` holds */
 static struct tf_header *hdr;   /* where they are kept too; NULL: no trace file */
 static pid_t hdr_pid;
 static struct slot *slots;      /* SLOTS entries, mapped at the first allocation */
-static unsigned nslots;
-static int lock;
-static __thread int in_ledger __attribute__((tls_model("initial-exec")));
+static unsigned room;           /* entries the table takes still; 0 too before it is mapped */
+static uintptr_t lock; /* 0, or the thread pointer of the thread holding it */
 uint64_t shimgen_ledger_limit;
 
 /* The route of each function this driver has (memroutes.inc, from memroutes.py). */
@@ -67,29 +88,28 @@ static void own_process(void)
 {
     pid_t me = getpid();
     if (led_pid != me) {
-        memset(&led, 0, sizeof led);
+        memset(&own, 0, sizeof own);
+        memset(current, 0, sizeof current);
+        num = &own;
         if (slots && mmap(slots, SLOTS * sizeof *slots, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
                          MAP_FAILED)
             slots = NULL;
-        nslots = 0;
+        room = slots ? SLOTS_FULL : 0;
         led_pid = me;
     }
-    if (hdr && hdr_pid != me)
+    if (hdr && hdr_pid != me) {
         hdr = NULL;
+        num = &own;
+    }
 }
-
-static void mirror_all(void);
 
 /* (Only here and in attach, never on an allocation's path: the child's trace file may have
  * been made, and attached, before this handler ran; its numbers are then made the child's.) */
 static void after_fork_child(void)
 {
     lock = 0;
-    in_ledger = 0;
     own_process();
-    if (hdr)
-        mirror_all();
 }
 
 static inline void spin_pause(void)
@@ -101,52 +121,43 @@ static inline void spin_pause(void)
 #endif
 }
 
-static int lock_ledger(void)
+/* The lock held by another thread: wait for it (never on the common path). */
+static __attribute__((noinline)) void wait_for_lock(uintptr_t me)
 {
-    if (in_ledger) /* a signal handler inside this thread's own section */
-        return 0;
-    in_ledger = 1;
-    for (unsigned spins = 0; __atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE); spins++) {
+    uintptr_t was = 0;
+    for (unsigned spins = 0;
+         !__atomic_compare_exchange_n(&lock, &was, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+         spins++, was = 0) {
         if (spins > 64)
             sched_yield();
         else
             spin_pause();
     }
+}
+
+/* 0: held by this very thread, a signal handler inside its own section (not waited for). */
+static inline __attribute__((always_inline)) int lock_ledger(void)
+{
+    uintptr_t me = (uintptr_t)__builtin_thread_pointer(), was = 0;
+    if (__builtin_expect(
+            __atomic_compare_exchange_n(&lock, &was, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
+            1))
+        return 1;
+    if (was == me)
+        return 0;
+    wait_for_lock(me);
     return 1;
 }
 
-static void unlock_ledger(void)
+static inline __attribute__((always_inline)) void unlock_ledger(void)
 {
     __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
-    in_ledger = 0;
-}
-
-/* One column and route's numbers into the header (under the lock). */
-static void mirror(unsigned c, unsigned r)
-{
-    struct tf_header *h = hdr;
-    if (!h)
-        return;
-    __atomic_store_n(&h->mem_held[c * ROUTES + r], led.held[c][r], __ATOMIC_RELAXED);
-    __atomic_store_n(&h->mem_live[c * ROUTES + r], led.live[c][r], __ATOMIC_RELAXED);
-    __atomic_store_n(&h->mem_taken[c * ROUTES + r], led.taken[c][r], __ATOMIC_RELAXED);
-    __atomic_store_n(&h->mem_peak[c], led.peak[c], __ATOMIC_RELAXED);
-}
-
-static void mirror_counts(void)
-{
-    if (hdr) {
-        __atomic_store_n(&hdr->mem_untracked, led.untracked, __ATOMIC_RELAXED);
-        __atomic_store_n(&hdr->mem_refused, led.refused, __ATOMIC_RELAXED);
-    }
 }
 
 void shimgen_ledger_attach(struct tf_header *h)
 {
-    if (led_pid != getpid()) { /* a forked child before its fork handler ran: the lock */
-        lock = 0;              /* may be a copy of another thread's, held for ever */
-        in_ledger = 0;
-    }
+    if (led_pid != getpid()) /* a forked child before its fork handler ran: the lock */
+        lock = 0;            /* may be a copy of another thread's, held for ever */
     int locked = lock_ledger();
     own_process();
     h->mem_columns = COLS;
@@ -154,32 +165,39 @@ void shimgen_ledger_attach(struct tf_header *h)
     for (unsigned i = 0; route_fns[i].route < ROUTES; i++)
         h->mem_route_fn[route_fns[i].route] = route_fns[i].idx + 1;
     h->mem_limit = shimgen_ledger_limit;
+    struct nums *to = (struct nums *)(void *)&h->mem_untracked;
+    memmove(to, num, sizeof *to);
+    num = to;
     hdr = h;
     hdr_pid = getpid();
-    mirror_all();
     if (locked)
         unlock_ledger();
 }
 
-static void mirror_all(void)
+void shimgen_ledger_detach(struct tf_header *h)
 {
-    for (unsigned c = 0; c < COLS; c++)
-        for (unsigned r = 0; r < ROUTES; r++)
-            mirror(c, r);
-    mirror_counts();
+    int locked = lock_ledger();
+    if (hdr == h) {
+        memcpy(&own, num, sizeof own);
+        num = &own;
+        hdr = NULL;
+    }
+    if (locked)
+        unlock_ledger();
 }
 
-static unsigned home(unsigned tag, uint64_t key)
+/* An entry's first slot: its key's alone (keys of two kinds alike are told apart by the
+ * probe, which compares the tag too). */
+static inline unsigned home(uint64_t key)
 {
-    return (unsigned)(((key ^ ((uint64_t)tag << 58)) * 0x9E3779B97F4A7C15ull) >>
-                      (64 - SLOT_BITS));
+    return (unsigned)((key * 0x9E3779B97F4A7C15ull) >> (64 - SLOT_BITS));
 }
 
 static int find(unsigned tag, uint64_t key)
 {
     if (!slots)
         return -1;
-    for (unsigned i = home(tag, key);; i = (i + 1) & (SLOTS - 1)) {
+    for (unsigned i = home(key);; i = (i + 1) & (SLOTS - 1)) {
         if (!slots[i].tag)
             return -1;
         if (slots[i].tag == tag && slots[i].key == key)
@@ -191,9 +209,9 @@ static int find(unsigned tag, uint64_t key)
 static void remove_slot(unsigned i)
 {
     slots[i].tag = 0;
-    nslots--;
+    room++;
     for (unsigned j = (i + 1) & (SLOTS - 1); slots[j].tag; j = (j + 1) & (SLOTS - 1)) {
-        unsigned k = home(slots[j].tag, slots[j].key);
+        unsigned k = home(slots[j].key);
         int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {
             slots[i] = slots[j];
@@ -203,93 +221,146 @@ static void remove_slot(unsigned i)
     }
 }
 
-/* An entry's bytes added (an allocation: `taken` too) or given back, into the header too. */
-static void count(const struct slot *s, int add, int taken)
+/* Bytes added to a column and route (an allocation: `one` 1, `taken` its bytes) or given
+ * back (minus its bytes, `one` -1, `taken` 0). */
+static inline void count(unsigned c, unsigned r, uint64_t n, uint64_t one, uint64_t taken)
 {
-    unsigned c = s->column, at = c * ROUTES + s->route;
-    uint64_t n = add ? s->size : -s->size, one = add ? 1 : (uint64_t)-1;
-    uint64_t *held = &led.held[0][0] + at, *live = &led.live[0][0] + at;
-    uint64_t cur = led.current[c] += n;
-    *held += n;
-    *live += one;
-    struct tf_header *h = hdr;
-    if (h) {
-        __atomic_store_n(&h->mem_held[at], *held, __ATOMIC_RELAXED);
-        __atomic_store_n(&h->mem_live[at], *live, __ATOMIC_RELAXED);
+    struct nums *x = num;
+    unsigned at = c * ROUTES + r;
+    uint64_t cur = current[c] += n;
+    x->held[at] += n;
+    x->live[at] += one;
+    x->taken[at] += taken;
+    if (cur > x->peak[c])
+        x->peak[c] = cur;
+}
+
+static __attribute__((noinline)) void map_slots(void)
+{
+    void *m = mmap(NULL, SLOTS * sizeof *slots, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m != MAP_FAILED) {
+        slots = m;
+        room = SLOTS_FULL;
     }
-    if (taken) {
-        uint64_t t = (&led.taken[0][0])[at] += s->size;
-        if (h)
-            __atomic_store_n(&h->mem_taken[at], t, __ATOMIC_RELAXED);
-    }
-    if (cur > led.peak[c]) {
-        led.peak[c] = cur;
-        if (h)
-            __atomic_store_n(&h->mem_peak[c], cur, __ATOMIC_RELAXED);
-    }
+}
+
+/* An entry whose free the ledger never saw, its key given again: its bytes given back. */
+static __attribute__((noinline)) void forget(struct slot *s)
+{
+    count(s->column, s->route, -s->size, (uint64_t)-1, 0);
+    room++;
+}
+
+/* Where a new entry goes: the free slot its probe ends at; -1 when an entry of the same key
+ * is there (its free never seen). */
+static inline __attribute__((always_inline)) int free_slot(unsigned tag, uint64_t key)
+{
+    struct slot *t = slots;
+    unsigned i = home(key);
+    for (; t[i].tag; i = (i + 1) & (SLOTS - 1))
+        if (__builtin_expect(t[i].tag == tag && t[i].key == key, 0))
+            return -1;
+    return (int)i;
+}
+
+/* A new entry in slot i, its bytes counted. */
+static inline __attribute__((always_inline)) void put_at(unsigned i, unsigned tag, uint64_t key,
+                                                        uint64_t size, unsigned column,
+                                                        unsigned route, uint64_t taken)
+{
+    slots[i].key = key;
+    slots[i].size = size;
+    slots[i].meta = LEDGER_META(route, tag) | (uint64_t)column << 40;
+    room--;
+    count(column, route, size, 1, taken);
 }
 
 /* A new entry, in its key's place (replacing one of the same key, whose free the ledger
- * never saw). */
-static int insert(const struct slot *s)
+ * never saw: its bytes given back first), its bytes counted. The table has room. */
+static void put(unsigned tag, uint64_t key, uint64_t size, unsigned column, unsigned route,
+                uint64_t taken)
 {
-    if (!slots) {
-        void *m = mmap(NULL, SLOTS * sizeof *slots, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        slots = m == MAP_FAILED ? NULL : m;
-    }
-    if (!slots || nslots >= SLOTS_FULL)
+    int i = find(tag, key);
+    if (i >= 0)
+        forget(&slots[i]);
+    put_at((unsigned)free_slot(tag, key), tag, key, size, column, route, taken);
+}
+
+/* put, mapping the table first; 0: no room, not followed. */
+static int insert(unsigned tag, uint64_t key, uint64_t size, unsigned column, unsigned route,
+                  uint64_t taken)
+{
+    if (!slots)
+        map_slots();
+    if (!room)
         return 0;
-    unsigned i = home(s->tag, s->key);
-    for (; slots[i].tag; i = (i + 1) & (SLOTS - 1))
-        if (slots[i].tag == s->tag && slots[i].key == s->key) {
-            count(&slots[i], 0, 0);
-            slots[i] = *s;
-            return 1;
-        }
-    slots[i] = *s;
-    nslots++;
+    put(tag, key, size, column, route, taken);
     return 1;
 }
 
-int shimgen_ledger_begin(struct ledger_op *op)
+int shimgen_ledger_reserve(int column, uint64_t size, uint64_t *reserved)
 {
     uint64_t limit = shimgen_ledger_limit;
-    if (op->column < 0 || !limit || op->column == SHIMGEN_MEM_HOST_COLUMN || !lock_ledger())
+    *reserved = 0;
+    if (column < 0 || !limit || column == SHIMGEN_MEM_HOST_COLUMN || !lock_ledger())
         return 1;
-    uint64_t cur = led.current[op->column];
-    int fits = cur <= limit && op->size <= limit - cur;
+    uint64_t cur = current[column];
+    int fits = cur <= limit && size <= limit - cur;
     if (fits) {
-        led.current[op->column] += op->size;
-        op->reserved = 1;
+        current[column] += size;
+        *reserved = size;
     } else {
-        led.refused++;
-        mirror_counts();
+        num->refused++;
     }
     unlock_ledger();
     return fits;
 }
 
-void shimgen_ledger_end(struct ledger_op *op, int ok, unsigned tag, uint64_t key)
+/* The general case: a reservation traded or given back (`meta`'s tag 0), the lock waited
+ * for, the table to map or full, a column not followed, a signal handler inside this
+ * thread's section. */
+shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size, uint64_t key,
+                                       uint64_t reserved)
 {
-    if (!lock_ledger()) {
-        if (ok)
-            __atomic_fetch_add(&led.untracked, 1, __ATOMIC_RELAXED);
-        return;
+    unsigned tag = META_TAG(meta), route = META_ROUTE(meta);
+    if (!lock_ledger()) { /* (a reservation is never made in here) */
+        if (tag)
+            __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED);
+        return SHIMGEN_CUDA_SUCCESS;
     }
-    if (op->reserved)
-        led.current[op->column] -= op->size;
-    if (ok) {
-        struct slot s = {.key = key, .size = op->size, .refs = 1, .tag = (uint8_t)tag,
-                         .column = (uint8_t)op->column, .route = (uint8_t)op->route};
-        if (op->column >= 0 && op->route < ROUTES && insert(&s)) {
-            count(&s, 1, 1);
-        } else {
-            __atomic_fetch_add(&led.untracked, 1, __ATOMIC_RELAXED); /* (also counted unlocked) */
-            mirror_counts();
-        }
-    }
+    if (reserved)
+        current[column] -= reserved;
+    if (tag && !((unsigned)column < COLS && insert(tag, key, size, (unsigned)column, route,
+                                                   size)))
+        __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED); /* (also counted unlocked) */
     unlock_ledger();
+    return SHIMGEN_CUDA_SUCCESS;
+}
+
+/* The common case: no calls but tail calls, so no registers to save. */
+shimgen_CUresult shimgen_ledger_add(int column, uint64_t meta, uint64_t size, uint64_t key)
+{
+    if (__builtin_expect((unsigned)column >= COLS, 0))
+        return shimgen_ledger_settle(column, meta, size, key, 0);
+    uintptr_t me = (uintptr_t)__builtin_thread_pointer(), was = 0;
+    if (__builtin_expect(
+            !__atomic_compare_exchange_n(&lock, &was, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
+            0))
+        return shimgen_ledger_settle(column, meta, size, key, 0);
+    unsigned tag = META_TAG(meta);
+    int i = room ? free_slot(tag, key) : -1;
+    if (__builtin_expect(i < 0, 0)) { /* the table to map, full, or the key there already */
+        unlock_ledger();
+        return shimgen_ledger_settle(column, meta, size, key, 0);
+    }
+    slots[i].key = key;
+    slots[i].size = size;
+    slots[i].meta = meta | (uint64_t)column << 40;
+    room--;
+    count((unsigned)column, META_ROUTE(meta), size, 1, size);
+    unlock_ledger();
+    return SHIMGEN_CUDA_SUCCESS;
 }
 
 int shimgen_ledger_take(unsigned tag, uint64_t key, uint64_t out[3])
@@ -302,7 +373,7 @@ int shimgen_ledger_take(unsigned tag, uint64_t key, uint64_t out[3])
         took = 2;
     } else if (i >= 0) {
         out[0] = slots[i].size, out[1] = slots[i].column, out[2] = slots[i].route;
-        count(&slots[i], 0, 0);
+        count(slots[i].column, slots[i].route, -slots[i].size, (uint64_t)-1, 0);
         remove_slot((unsigned)i);
         took = 1;
     }
@@ -318,10 +389,7 @@ void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t 
     if (i >= 0 && took == 2) {
         slots[i].refs++;
     } else if (i < 0 && took == 1) {
-        struct slot s = {.key = key, .size = taken[0], .refs = 1, .tag = (uint8_t)tag,
-                         .column = (uint8_t)taken[1], .route = (uint8_t)taken[2]};
-        if (insert(&s))
-            count(&s, 1, 0);
+        insert(tag, key, taken[0], (unsigned)taken[1], (unsigned)taken[2], 0);
     }
     unlock_ledger();
 }
@@ -339,7 +407,7 @@ void shimgen_ledger_retain(uint64_t handle)
 uint64_t shimgen_ledger_held(int column)
 {
     return column >= 0 && column < (int)COLS
-               ? __atomic_load_n(&led.current[column], __ATOMIC_RELAXED)
+               ? __atomic_load_n(&current[column], __ATOMIC_RELAXED)
                : 0;
 }
 

@@ -17,23 +17,26 @@ struct tf_header;
 /* What a live entry is keyed by: a device address, a host pointer, a VMM handle, an array. */
 enum { LEDGER_ADDR = 1, LEDGER_HOST, LEDGER_HANDLE, LEDGER_ARRAY };
 
-/* One allocation in progress: its route and column (-1: not followed), its bytes, and
- * whether they were reserved against the limit before the driver was called. */
-struct ledger_op {
-    unsigned route;
-    int column;
-    uint64_t size;
-    int reserved;
-};
-
 extern uint64_t shimgen_ledger_limit; /* SHIMGEN_LIMIT_MEMORY, bytes per device; 0: none */
 
 void shimgen_ledger_config(void); /* SHIMGEN_LIMIT_MEMORY, read once at the driver's load */
 void shimgen_ledger_attach(struct tf_header *h);
-/* An allocation: begin before the driver is called (0: refused by the limit, nothing
- * counted), end after it with the driver's answer and the new entry's key. */
-int shimgen_ledger_begin(struct ledger_op *op);
-void shimgen_ledger_end(struct ledger_op *op, int ok, unsigned tag, uint64_t key);
+/* A header about to be unmapped (a child's file given up): the numbers back in memory. */
+void shimgen_ledger_detach(struct tf_header *h);
+/* An allocation. Under a limit, before the driver is called: its bytes reserved on its
+ * column (`*reserved`; 0 when the column is not one the limit applies to), or 0 returned
+ * when they would take the device past the limit (nothing counted, `refused` one more).
+ * After the driver answered: the new entry (its key, column, bytes, and its route and tag
+ * in `meta`, LEDGER_META) counted; a column < 0 counts it untracked. `settle` trades a
+ * reservation for it, or only gives the reservation back when `meta`'s tag is 0 (the driver
+ * failed). Both return CUDA_SUCCESS (the hook's answer after a success: a tail call). */
+int shimgen_ledger_reserve(int column, uint64_t size, uint64_t *reserved);
+shimgen_CUresult shimgen_ledger_add(int column, uint64_t meta, uint64_t size, uint64_t key);
+shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size, uint64_t key,
+                                       uint64_t reserved);
+/* A live entry's route and tag, as its slot keeps them (a reference count of 1, the column
+ * put in bits 40-47). */
+#define LEDGER_META(route, tag) (1 | (uint64_t)(tag) << 32 | (uint64_t)(route) << 48)
 /* A free: the entry taken out before the driver is called, put back when the driver refused
  * the free. Returns 0 when nothing was taken, 1 the whole entry (its size, column and route
  * in `out`), 2 one reference of a handle that has more. */

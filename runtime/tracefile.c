@@ -30,6 +30,7 @@
 
 #include "block.h"
 #include "calls.h"
+#include "ledger.h"
 #include "tracefile.h"
 #include "tracefile_header.h"
 
@@ -395,8 +396,10 @@ void shimgen_tracefile_after_fork(struct tstats *blocks)
         tf_hdr->blocks_mapped = n;
         close(fd);
     } else {
-        if (tf_hdr)
+        if (tf_hdr) {
+            shimgen_ledger_detach(tf_hdr); /* (its numbers were kept there) */
             munmap(tf_hdr, tf_hdr_len);
+        }
         tf_hdr = NULL;
     }
     __atomic_store_n(&tf_state, fd >= 0 ? TF_READY : TF_FAILED, __ATOMIC_RELEASE);

@@ -14,5 +14,6 @@ __getattr__, __all__ = face(__name__, {
     "command": "main:command",
     "dump_json": "output",
     "shown": "output",
+    "size_text": "memory",
     "summary_for_run": "main",
 })

@@ -1,12 +1,13 @@
 """What `shimgen top` shows of one snapshot of a job: a table (per process: state, calls
-per second, longest call in progress) or JSON (the report's `running`, `died` and
+per second, device memory held now (the memory ledger in its trace file), longest call in
+progress) or JSON (the report's `running`, `died` and
 `in_flight` keys, with the rows)."""
 
 from __future__ import annotations
 
 import time
 
-from ..report import shown
+from ..report import shown, size_text
 from ..trace import job
 
 SCHEMA = "shimgen-top"
@@ -31,6 +32,10 @@ def _longest(p: job.ProcNow) -> str:
     return f"{verb} {b.function} {_secs(b.seconds)} (tid {b.tid})"
 
 
+def _memory(p: job.ProcNow) -> str:
+    return "-" if p.device_bytes is None else size_text(p.device_bytes)
+
+
 def text(run: str, procs: list[job.ProcNow], rates: dict, problems: list[str]) -> str:
     running = sum(p.state == job.RUNNING for p in procs)
     died = sum(p.state == job.DIED for p in procs)
@@ -39,13 +44,13 @@ def text(run: str, procs: list[job.ProcNow], rates: dict, problems: list[str]) -
              f"{len(procs)} process{'es' if len(procs) != 1 else ''}: {running} running, "
              f"{len(procs) - running - died} complete, {died} died; {busy} call"
              f"{'s' if busy != 1 else ''} in flight",
-             f"{'pid':>8}  {'rank':<6} {'host':<12} {'state':<8} {'calls/s':>9}  "
-             "longest call in flight"]
+             f"{'pid':>8}  {'rank':<6} {'host':<12} {'state':<8} {'calls/s':>9} "
+             f"{'device mem':>11}  longest call in flight"]
     for p in sorted(procs, key=_order):
         rate = rates.get(p.key)
         lines.append(f"{p.pid:>8}  {shown(p.rank or '-', 6):<6} {shown(p.host or '-', 12):<12} "
-                     f"{p.state:<8} {'-' if rate is None else f'{rate:.1f}':>9}  "
-                     f"{shown(_longest(p), 120)}")
+                     f"{p.state:<8} {'-' if rate is None else f'{rate:.1f}':>9} "
+                     f"{_memory(p):>11}  {shown(_longest(p), 120)}")
     if problems:
         lines.append(f"({len(problems)} trace file{'s' if len(problems) > 1 else ''} not "
                      f"read: {shown(problems[0], 200)})")
@@ -67,6 +72,7 @@ def as_json(run: str, procs: list[job.ProcNow], rates: dict, problems: list[str]
                        "state": p.state} for p, c in flight],
         "processes": [{"pid": p.pid, "rank": p.rank, "host": p.host or None, "state": p.state,
                        "calls": p.counts, "calls_per_second": rates.get(p.key),
+                       "device_bytes": p.device_bytes,
                        "in_flight_unknown": p.why_unknown or None} for p in rows],
         "unreadable": problems,
     }

@@ -24,6 +24,7 @@ import struct
 
 from .. import runenv
 from ..errors import ShimgenError
+from ..runenv import MEM_HOST_COLUMN, MEM_ROUTES
 from . import binary
 
 _Q = struct.Struct("<Q")
@@ -53,7 +54,7 @@ class InFlight:
     """What a file says of its process now: its identity, state and calls in progress."""
 
     __slots__ = ("path", "pid", "rank", "boot_id", "proc_start", "complete", "start_ns",
-                 "calls", "counts", "why_unknown")
+                 "calls", "counts", "why_unknown", "device_bytes")
 
     def __init__(self, path: str, h: dict) -> None:
         self.path = path
@@ -66,6 +67,16 @@ class InFlight:
         self.calls: list[Call] = []
         self.counts = 0  # calls counted so far, summed over the blocks (for a rate)
         self.why_unknown = ""  # NOT_IN_COUNTS or NOT_IN_VERSION_3: no calls can be read
+        self.device_bytes = _device_bytes(h)  # device memory held now (the ledger); None: unknown
+
+
+def _device_bytes(h: dict) -> int | None:
+    """The bytes of device memory the process holds now, summed over its devices' columns of
+    the ledger in the header (kept there as they change); None for a file without one."""
+    held = h.get("mem_held")
+    if held is None or h.get("mem_routes") != MEM_ROUTES:
+        return None
+    return sum(held[:MEM_HOST_COLUMN * MEM_ROUTES]) & (2**64 - 1)
 
 
 def _check_frames(h: dict) -> None:

@@ -36,7 +36,7 @@ class ProcNow:
     """A process as its trace file and its node say now."""
 
     __slots__ = ("pid", "rank", "host", "state", "calls", "why_unknown", "counts", "path",
-                 "until", "key")
+                 "until", "key", "device_bytes")
 
     def __init__(self, f: inflight.InFlight, host: str) -> None:
         self.pid, self.rank, self.host, self.path = f.pid, f.rank, host, f.path
@@ -44,6 +44,7 @@ class ProcNow:
         self.calls: list[Busy] = []
         self.why_unknown = f.why_unknown
         self.counts = f.counts
+        self.device_bytes = f.device_bytes  # device memory held now (at death); None: unknown
         self.until = ""  # a died process's calls: UNTIL_END or UNTIL_NOW
         self.key = (f.boot_id, f.pid, f.proc_start) if f.proc_start and f.boot_id else (
             f.path,)

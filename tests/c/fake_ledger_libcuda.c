@@ -94,9 +94,16 @@ static void child_own(void)
     pthread_mutex_init(&lock, NULL);
 }
 
+/* Its devices: FAKE_LEDGER_DEVICES (1 to 4), 4 without it; the calls of cuCtxGetDevice. */
+static int devices = COLS - 1;
+static unsigned long long device_asked;
+
 __attribute__((constructor)) static void fake_load(void)
 {
     pthread_atfork(NULL, NULL, child_own);
+    const char *d = getenv("FAKE_LEDGER_DEVICES");
+    if (d && *d >= '1' && *d <= '0' + COLS - 1)
+        devices = *d - '0';
 }
 
 /* The fake's own totals as one line of JSON into buf (what the tests compare). */
@@ -114,7 +121,8 @@ EXPORT int fake_ledger_totals(char *buf, size_t cap)
     for (int i = 0; i < 64 && taken[i].fn; i++)
         n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\": [%llu, %llu]", i ? ", " : "",
                               taken[i].fn, taken[i].bytes, taken[i].calls);
-    n += (size_t)snprintf(buf + n, cap - n, "}}");
+    n += (size_t)snprintf(buf + n, cap - n, "}, \"device_asked\": %llu}",
+                          __atomic_load_n(&device_asked, __ATOMIC_RELAXED));
     return 0;
 }
 
@@ -137,8 +145,10 @@ EXPORT CUresult cuCtxSetCurrent(void *ctx)
     current = (int)(intptr_t)ctx - 1;
     return 0;
 }
+EXPORT CUresult cuDeviceGetCount(int *n) { return n ? (*n = devices, 0) : 1; }
 EXPORT CUresult cuCtxGetDevice(int *dev)
 {
+    __atomic_fetch_add(&device_asked, 1, __ATOMIC_RELAXED);
     if (current < 0)
         return 201;
     *dev = current;

@@ -24,6 +24,7 @@ from shimgen.report.model import groups
 from shimgen.runenv import trace_header_size
 from shimgen.shim.memroutes import ROUTES
 from shimgen.shim.pipeline import make_shim
+from shimgen.top.main import once
 from shimgen.trace.binary import load
 from shimgen.trace.memory import HOST
 
@@ -106,6 +107,19 @@ def test_every_route_accounted_as_the_fake_counts(probes, fake, fake_shim, tmp_p
     assert cols[0].held.get("cuMemCreate", 0) == 0  # the device one released
     assert cols[1].live["cuMemImportFromShareableHandle"] == 1
     assert t.memory.untracked == 0 and t.memory.refused == 0
+
+
+def test_one_device_is_device_0_without_asking(probes, fake, fake_shim, tmp_path):
+    """With one device (the fake's FAKE_LEDGER_DEVICES=1) an allocation is device 0's and no
+    cuCtxGetDevice is called for it, with a limit or without; with four, each device route
+    asks."""
+    ops = ["ctx:0", "alloc:1000", "managed:3000", "free:1", "array:10:10:32:2", "info"]
+    for n, asked, limit in (("1", False, ""), ("1", False, "1GiB"), ("4", True, "")):
+        out, traces = run_ops(probes, fake, fake_shim, tmp_path / (n + limit), ops,
+                              FAKE_LEDGER_DEVICES=n, SHIMGEN_LIMIT_MEMORY=limit)
+        want = fake_totals(out)
+        assert_same(one_trace(traces), want)
+        assert want["columns"]["0"][1] == 1000 + 800 and (want["device_asked"] > 0) == asked
 
 
 def test_report_json_memory_object(probes, fake, fake_shim, tmp_path):
@@ -214,6 +228,11 @@ def test_sigkill_leaves_the_numbers_at_death(probes, fake, fake_shim, tmp_path):
     assert_same(t, fake_totals(out))
     m = memory_json(groups([t], None)[0])
     assert m["at_exit_bytes"] == 4096 + 8192 and m["leaked"]["count"] == 2
+    # `shimgen top` shows the device memory it held at death (the host's pinned not in it)
+    top = json.loads(once(traces, True))
+    assert [(p["state"], p["device_bytes"]) for p in top["processes"]] == [
+        ("died", 4096 + 8192)]
+    assert " 12.00 KiB  " in once(traces, False)
 
 
 def test_threads_racing_keep_the_ledger_exact(probes, fake, fake_shim, tmp_path):
