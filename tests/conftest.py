@@ -32,7 +32,7 @@ from shimgen.probe.child import child_env
 from shimgen.runenv import SHIM_LIBRARY
 from shimgen.shim.pipeline import make_shim
 from tests.skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (CI's skips)
-from tests.tiers import SLOW
+from tests.tiers import SLOW, SLOW_MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -215,14 +215,16 @@ def other() -> list[str]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The second tier (tests/tiers.py): each test it names is marked `slow`. A name there
-    that no test has is an error when the whole suite is collected."""
+    """The second tier (tests/tiers.py): each test it names, and every test of a module it
+    names, is marked `slow`. A name there that no test has is an error when the whole suite
+    is collected."""
     seen = set()
     for item in items:
-        if item.nodeid in SLOW:
+        module = item.nodeid.split("::")[0]
+        if item.nodeid in SLOW or module in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
-            seen.add(item.nodeid)
+            seen.update((item.nodeid, module))
     if not config.args or config.args == ["tests"]:
-        missing = sorted(SLOW - seen)
+        missing = sorted((SLOW | SLOW_MODULES) - seen)
         if missing and not config.getoption("keyword"):
             raise pytest.UsageError(f"tests/tiers.py names tests that do not exist: {missing}")
