@@ -5,8 +5,8 @@ ones. Light on purpose (no jinja2): `shimgen run`'s cached path calls `stamp()`.
 
 from __future__ import annotations
 
-import hashlib
 import os
+import zlib
 from pathlib import Path
 
 from ..errors import ShimgenError
@@ -34,16 +34,16 @@ def runtime_dir() -> Path:
 
 
 def stamp() -> str:
-    """12 hex digits that change when any file a build reads changes (its name, size or
-    modification time: stat only, no file read, so the cached path stays fast)."""
-    h = hashlib.sha256()
+    """16 hex digits that change when any file a build reads changes (its name, size or
+    modification time: stat only, no file read, and zlib's checksums rather than hashlib,
+    so `run`'s cached path stays fast and light)."""
     # (calls/: the model of the prototypes that calls_table.c is rendered from; the headers
     # it reads are not stamped: a shim built before they were installed records calls raw
     # until the cache is cleared)
     dirs = (templates_dir(), runtime_dir(), _PACKAGE / "shim", _PACKAGE / "calls")
-    entries = [(d, e) for d in dirs for e in os.scandir(d) if e.is_file()]
+    entries = [(d, e) for d in dirs if d.is_dir() for e in os.scandir(d) if e.is_file()]
     entries += [(_PACKAGE, e) for e in os.scandir(_PACKAGE) if e.name in _STAMPED_MODULES]
-    for d, e in sorted(entries, key=lambda de: (str(de[0]), de[1].name)):
-        st = e.stat()
-        h.update(f"{d.name}/{e.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:12]
+    text = "".join(f"{d.name}/{e.name}\0{e.stat().st_size}\0{e.stat().st_mtime_ns}\n"
+                   for d, e in sorted(entries, key=lambda de: (str(de[0]), de[1].name)))
+    data = text.encode()
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
