@@ -3013,8 +3013,10 @@ MUTATIONS = [
         "file": "runtime/totals.c",
         "old": "        s->fn[i].count = s->fn[i].total = s->fn[i].max = 0;\n",
         "new": "        s->fn[i] = (struct fstats){0, 0, 0, 0};\n",
-        "tests": ["tests/runtime/test_aarch64.py::test_a_forked_child_counts_only_its_own_calls"],
-        "why": "an aarch64 block cleared (a fork's child) keeps the targets its thread branches through",
+        "tests": ["tests/runtime/test_aarch64.py::test_threads_calling_while_the_exit_folds_"
+                  "their_blocks_go_on"],
+        "why": "an aarch64 block cleared at exit keeps the targets its thread, still calling, "
+               "branches through",
     },
     {
         "name": "arm64-timed-call-keeps-the-frame-in-x19",

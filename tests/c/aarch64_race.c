@@ -8,6 +8,9 @@
  *                                first count); prints the calls that returned 12040ish
  *   aarch64_race fork N          N calls, a fork, N more in the child and 2N in the parent;
  *                                prints "child PID"
+ *   aarch64_race exit T          T threads call cuDriverGetVersion without end; once each
+ *                                has called, the main thread calls exit(0) while they go on
+ *                                (the exit folds and clears their blocks under them)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -37,6 +40,19 @@ static void *racer(void *arg)
         int v = 0;
         if (version(&v) == 0 && v >= 11000)
             ok[k]++;
+    }
+    return NULL;
+}
+
+static volatile int called[256];
+
+static void *forever(void *arg)
+{
+    long k = (long)arg;
+    for (;;) {
+        int v = 0;
+        version(&v);
+        called[k] = 1;
     }
     return NULL;
 }
@@ -81,6 +97,18 @@ int main(int argc, char **argv)
         waitpid(pid, &status, 0);
         printf("child %d %d\n", (int)pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         return 0;
+    }
+    if (strcmp(argv[1], "exit") == 0) {
+        int threads = atoi(argv[2]);
+        if (threads < 1 || threads > 256)
+            return 2;
+        pthread_t t;
+        for (long k = 0; k < threads; k++)
+            pthread_create(&t, NULL, forever, (void *)k);
+        for (int k = 0; k < threads; k++)
+            while (!called[k])
+                usleep(100);
+        exit(0);
     }
     return 2;
 }

@@ -311,6 +311,16 @@ def test_a_forked_child_counts_only_its_own_calls(arm64_shim, racer, tmp_path):
     assert child["calls"] == {"cuDriverGetVersion": 5}
 
 
+def test_threads_calling_while_the_exit_folds_their_blocks_go_on(arm64_shim, racer):
+    """At exit the blocks are folded and cleared while other threads still call: a counted
+    call branches through the target kept in its thread's block, which the clearing must
+    leave in place (a zeroed one is a jump to address 0). 20 runs of 4 threads."""
+    driver, shim, _ = arm64_shim
+    for _ in range(20):
+        proc = run_arm64(racer, driver, shim, "exit", "4", SHIMGEN_TRACE="1")
+        assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+
+
 @pytest.mark.parametrize("mode", ["1", "time"])
 def test_a_forked_child_with_a_trace_file_counts_its_own_calls(arm64_shim, racer, tmp_path,
                                                                mode):
