@@ -21,6 +21,19 @@
 #include "calls.h"
 #include "asm.h"
 
+/* The argument registers (and rax, the caller's) back from the record at rdi, whose words
+ * the entry saved them in; r10 = shimgen_targets, for the call or jump through slot r11. */
+.macro args_from_record
+        mov     REC_RESULT(%rdi), %rax
+        mov     REC_ARGS+8(%rdi), %rsi
+        mov     REC_ARGS+16(%rdi), %rdx
+        mov     REC_ARGS+24(%rdi), %rcx
+        mov     REC_ARGS+32(%rdi), %r8
+        mov     REC_ARGS+40(%rdi), %r9
+        mov     REC_ARGS+0(%rdi), %rdi
+        lea     shimgen_targets(%rip), %r10
+.endm
+
         .hidden shimgen_targets
         .hidden shimgen_result_fns
         .hidden shimgen_calls_info
@@ -110,14 +123,7 @@ shimgen_calls_enter:
         mov     FRAME_START(%rbx), %rax
         inc     %rax
         mov     %rax, REC_SEQ(%rdi)                 /* the record is whole */
-        mov     REC_RESULT(%rdi), %rax
-        mov     REC_ARGS+8(%rdi), %rsi
-        mov     REC_ARGS+16(%rdi), %rdx
-        mov     REC_ARGS+24(%rdi), %rcx
-        mov     REC_ARGS+32(%rdi), %r8
-        mov     REC_ARGS+40(%rdi), %r9
-        mov     REC_ARGS+0(%rdi), %rdi
-        lea     shimgen_targets(%rip), %r10
+        args_from_record
         call    *(%r10,%r11,8)
 /*
  * shimgen_calls_return: the function returns here with rbx = its frame (as timing.S's
@@ -235,14 +241,7 @@ shimgen_calls_return:
         mov     REC_DUR(%rdi), %rax
         inc     %rax
         mov     %rax, REC_SEQ(%rdi)                 /* entered; its end is not recorded */
-        mov     REC_RESULT(%rdi), %rax
-        mov     REC_ARGS+8(%rdi), %rsi
-        mov     REC_ARGS+16(%rdi), %rdx
-        mov     REC_ARGS+24(%rdi), %rcx
-        mov     REC_ARGS+32(%rdi), %r8
-        mov     REC_ARGS+40(%rdi), %r9
-        mov     REC_ARGS+0(%rdi), %rdi
-        lea     shimgen_targets(%rip), %r10
+        args_from_record
         jmp     *(%r10,%r11,8)
 .Lcalls_capture_entry:                              /* strings and structs, through C */
         save_argument_registers                     /* rdx (the record) and r10 kept */

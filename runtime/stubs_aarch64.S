@@ -19,41 +19,7 @@
 #include "facts.h"
 #include "shim.h"
 #include "layout.h"
-
-/* Save and restore every register a call may carry an argument in (x0-x8, q0-q7), with
- * the frame record (x29, x30): 224 bytes, 16-aligned. */
-.macro save_argument_registers
-        stp     x29, x30, [sp, #-224]!
-        .cfi_def_cfa_offset 224
-        .cfi_offset x29, -224
-        .cfi_offset x30, -216
-        mov     x29, sp
-        stp     x0, x1, [sp, #16]
-        stp     x2, x3, [sp, #32]
-        stp     x4, x5, [sp, #48]
-        stp     x6, x7, [sp, #64]
-        stp     x8, x17, [sp, #80]
-        stp     q0, q1, [sp, #96]
-        stp     q2, q3, [sp, #128]
-        stp     q4, q5, [sp, #160]
-        stp     q6, q7, [sp, #192]
-.endm
-
-.macro restore_argument_registers
-        ldp     x0, x1, [sp, #16]
-        ldp     x2, x3, [sp, #32]
-        ldp     x4, x5, [sp, #48]
-        ldp     x6, x7, [sp, #64]
-        ldr     x8, [sp, #80]
-        ldp     q0, q1, [sp, #96]
-        ldp     q2, q3, [sp, #128]
-        ldp     q4, q5, [sp, #160]
-        ldp     q6, q7, [sp, #192]
-        ldp     x29, x30, [sp], #224
-        .cfi_def_cfa_offset 0
-        .cfi_restore x29
-        .cfi_restore x30
-.endm
+#include "asm_aarch64.h"
 
 /* x16 = the 8-byte entry i of `table`: one PC-relative load (the tables are within the
  * +-1 MiB it reaches; the link fails, never the call, were they not). */

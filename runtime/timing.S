@@ -327,19 +327,6 @@ shimgen_\name\()_return:
         timed timeline, 1
 
 /* ---- tables: one entry per function, the address of its timing stub ---- */
-        .section .data.rel.ro, "aw"
-        .balign 8
-        .globl  shimgen_time_stubs
-        .hidden shimgen_time_stubs
-shimgen_time_stubs:
-#define SHIMGEN_FUNCTION(i, name) .quad .Ltime_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        .globl  shimgen_timeline_stubs
-        .hidden shimgen_timeline_stubs
-shimgen_timeline_stubs:
-#define SHIMGEN_FUNCTION(i, name) .quad .Ltimeline_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
+#include "timetables.h"
 
         .section .note.GNU-stack, "", @progbits

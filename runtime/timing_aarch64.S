@@ -29,6 +29,7 @@
 #include "facts.h"
 #include "shim.h"
 #include "layout.h"
+#include "asm_aarch64.h"
 
         .hidden shimgen_targets
         .hidden shimgen_result_fns
@@ -266,20 +267,7 @@ shimgen_\name\()_return:
         load_target x16
         br      x16
 .L\name\()_slow:                                    /* no block yet: stats.c */
-        stp     x29, x30, [sp, #-224]!
-        .cfi_def_cfa_offset 224
-        .cfi_offset x29, -224
-        .cfi_offset x30, -216
-        mov     x29, sp
-        stp     x0, x1, [sp, #16]
-        stp     x2, x3, [sp, #32]
-        stp     x4, x5, [sp, #48]
-        stp     x6, x7, [sp, #64]
-        stp     x8, x17, [sp, #80]
-        stp     q0, q1, [sp, #96]
-        stp     q2, q3, [sp, #128]
-        stp     q4, q5, [sp, #160]
-        stp     q6, q7, [sp, #192]
+        save_argument_registers
         mov     w0, w17
         add     x1, sp, #8                          /* where the caller's return address is */
         mov     x2, x19                             /* the caller's x19, kept in the frame */
@@ -290,19 +278,7 @@ shimgen_\name\()_return:
         cbz     x1, 1f
         mov     x19, x1                             /* timed: x19 = frame, as fast */
 1:
-        ldp     x0, x1, [sp, #16]
-        ldp     x2, x3, [sp, #32]
-        ldp     x4, x5, [sp, #48]
-        ldp     x6, x7, [sp, #64]
-        ldr     x8, [sp, #80]
-        ldp     q0, q1, [sp, #96]
-        ldp     q2, q3, [sp, #128]
-        ldp     q4, q5, [sp, #160]
-        ldp     q6, q7, [sp, #192]
-        ldp     x29, x30, [sp], #224                /* x30: the timed return, when timed */
-        .cfi_def_cfa_offset 0
-        .cfi_restore x29
-        .cfi_restore x30
+        restore_argument_registers                  /* x30: the timed return, when timed */
         br      x16
         .cfi_endproc
         .size   shimgen_\name\()_enter, .-shimgen_\name\()_enter
@@ -329,19 +305,6 @@ shimgen_\name\()_return:
         timed timeline, 1
 
 /* ---- tables: one entry per function, the address of its timing stub ---- */
-        .section .data.rel.ro, "aw"
-        .balign 8
-        .globl  shimgen_time_stubs
-        .hidden shimgen_time_stubs
-shimgen_time_stubs:
-#define SHIMGEN_FUNCTION(i, name) .quad .Ltime_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        .globl  shimgen_timeline_stubs
-        .hidden shimgen_timeline_stubs
-shimgen_timeline_stubs:
-#define SHIMGEN_FUNCTION(i, name) .quad .Ltimeline_##i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
+#include "timetables.h"
 
         .section .note.GNU-stack, "", %progbits

@@ -52,7 +52,7 @@ RUNTIME_SUFFIXES = (".c", ".h", ".S")
 # runtime/ files of one architecture's entry code: a shim for a driver of another gets none
 # of them (every other runtime/ file is C that builds for both).
 ARCH_SOURCES = {"x86_64": ("stubs.S", "timing.S", "calls.S", "asm.h"),
-                "aarch64": ("stubs_aarch64.S", "timing_aarch64.S")}
+                "aarch64": ("stubs_aarch64.S", "timing_aarch64.S", "asm_aarch64.h")}
 # The user's hook files (--hook): copied under user/, compiled apart (no -Werror), each
 # starting with a #line that names the user's file, so the compiler's messages name it.
 USER_SOURCE = "user:"
