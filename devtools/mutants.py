@@ -1,7 +1,7 @@
 """The mutation check: every mistake in the list (devtools/mutations.py) must be caught by
 the tests it names.
 
-    python -m devtools.mutants [--list FILE] [--only NAME ...] [--repo DIR] [--keep]
+    python -m devtools.mutants [--list FILE] [--only NAME ...] [--repo DIR] [-j N] [--keep]
 
 The repository's files (`git ls-files`: tracked, plus new files not ignored) are copied once
 to a scratch directory, itself made a git checkout of them. First the tests that the
@@ -17,7 +17,9 @@ stopped" or a compiler's "error:" in a failure's message) is broken, "does not b
 caught: an entry must be a mistake that compiles. A line per mutation, then a summary; the
 exit status is 1 when any mutation survived or any entry is broken, 0 otherwise. The
 scratch copy keeps its C probe build between runs, so only what a mutation touches is
-rebuilt.
+rebuilt. With `-j N` (by default one for every two CPUs the process may use, at most
+four) N mutations are tested at once, each in a scratch copy of its own, made the same way.
+A mutated file is restored with its bytes and its modification time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,26 +236,56 @@ def _relative(reported: str, scratch: Path) -> str:
     return reported[len(root):] if reported.startswith(root) else reported
 
 
-def run_all(mutations: list[Mutation], scratch: Path, timeout: float,
+def run_one(m: Mutation, scratch: Path, timeout: float,
+            unmutated: dict[str, str] | None = None) -> Outcome:
+    """Apply `m` in `scratch`, run its tests, restore the file (its bytes and its times: a
+    restored file is the file the other mutations' tests were built from)."""
+    t0 = time.monotonic()
+    problem = (unmutated or {}).get(m.name) or check_entry(m, scratch)
+    if problem:
+        return Outcome(m, "BROKEN", problem, 0.0)
+    path = scratch / m.file
+    original, st = path.read_bytes(), path.stat()
+    path.write_text(original.decode().replace(m.old, m.new))
+    try:
+        verdict, detail = run_tests(m, scratch, timeout)
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return Outcome(m, verdict, detail, time.monotonic() - t0)
+
+
+def run_all(mutations: list[Mutation], scratches: list[Path], timeout: float,
             say=print, unmutated: dict[str, str] | None = None) -> list[Outcome]:
-    outcomes = []
-    for m in mutations:
-        t0 = time.monotonic()
-        problem = (unmutated or {}).get(m.name) or check_entry(m, scratch)
-        if problem:
-            outcomes.append(Outcome(m, "BROKEN", problem, 0.0))
-        else:
-            path = scratch / m.file
-            original = path.read_bytes()
-            path.write_text(original.decode().replace(m.old, m.new))
-            try:
-                verdict, detail = run_tests(m, scratch, timeout)
-            finally:
-                path.write_bytes(original)
-            outcomes.append(Outcome(m, verdict, detail, time.monotonic() - t0))
-        o = outcomes[-1]
-        say(f"{o.verdict:9} {m.name:44} {o.seconds:6.1f} s  {o.detail}")
-    return outcomes
+    """Every mutation, each in one of `scratches` (a worker thread per scratch copy, each
+    taking the next mutation when its last is done); the outcomes in the list's order."""
+    todo = list(enumerate(mutations))
+    done: dict[int, Outcome] = {}
+    lock = threading.Lock()
+
+    def worker(scratch: Path) -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i, m = todo.pop(0)
+            o = run_one(m, scratch, timeout, unmutated)
+            with lock:
+                done[i] = o
+                say(f"{o.verdict:9} {m.name:44} {o.seconds:6.1f} s  {o.detail}")
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in scratches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [done[i] for i in range(len(mutations))]
+
+
+def default_jobs() -> int:
+    """One mutation at a time for every two CPUs this process may use (at most four at
+    once): a mutation's tests run programs of their own, several at a time."""
+    return max(1, min(4, len(os.sched_getaffinity(0)) // 2))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds per mutation")
     ap.add_argument("--baseline-timeout", type=float, default=1800,
                     help="seconds for the run of every named test without a mutation")
+    ap.add_argument("--jobs", "-j", type=int, default=default_jobs(),
+                    help="mutations tested at once, each in a scratch copy of its own "
+                         "(default: %(default)s, from the CPUs this process may use)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     a = ap.parse_args(argv)
 
@@ -290,7 +326,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutants: their {ntests} tests without any mutation: "
               + (f"{len(unmutated)} entries broken" if unmutated else "all pass")
               + f", in {time.monotonic() - t1:.0f} s", flush=True)
-        outcomes = run_all(mutations, scratch, a.timeout,
+        scratches = [scratch]
+        for n in range(1, max(1, min(a.jobs, len(mutations)))):
+            scratches.append(scratch_root / f"repo{n}")
+            copy_repo(a.repo.resolve(), scratches[-1])
+        outcomes = run_all(mutations, scratches, a.timeout,
                            say=lambda line: print(line, flush=True), unmutated=unmutated)
     finally:
         if a.keep:

@@ -30,7 +30,7 @@ from devtools.driverfetch import (
 )
 from shimgen.probe.child import child_env
 from shimgen.runenv import SHIM_LIBRARY
-from shimgen.shim.pipeline import make_shim
+from tests import shimcache
 from tests.skippolicy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (CI's skips)
 from tests.tiers import SLOW, SLOW_MODULES
 
@@ -122,29 +122,35 @@ def driver_cuda_version(path: Path) -> int:
 
 class ShimBuilder:
     """The shims of one test worker, one per driver, each built with the real command line
-    the first time a test asks for it."""
+    the first time a test asks for it, and kept for later runs of the same sources
+    (tests/shimcache.py)."""
 
-    def __init__(self, out_root: Path):
-        self.out_root = out_root
+    def __init__(self) -> None:
+        self.stamp = shimcache.sources_stamp()
         self.built: dict[str, BuiltShim] = {}
 
     def __call__(self, d: FetchedDriver) -> BuiltShim:
         if d.version not in self.built:
-            proc = subprocess.run(
-                [sys.executable, "-m", "shimgen", "build", "--driver",
-                 str(d.libdir / "libcuda.so.1"), "--out", str(self.out_root)],
-                capture_output=True, text=True, cwd=ROOT,
-            )
-            assert proc.returncode == 0, proc.stderr
-            lib = next(self.out_root.glob(f"cudashim-{d.version}-*/{SHIM_LIBRARY}"))
-            self.built[d.version] = BuiltShim(d, lib, lib.parent, proc.stdout,
+            def build(out: Path) -> str:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "shimgen", "build", "--driver",
+                     str(d.libdir / "libcuda.so.1"), "--out", str(out)],
+                    capture_output=True, text=True, cwd=ROOT,
+                )
+                assert proc.returncode == 0, proc.stderr
+                return proc.stdout
+
+            entry, stdout = shimcache.cached(
+                shimcache.key(self.stamp, "driver", str(d.path), d.version), build)
+            lib = next(entry.glob(f"cudashim-{d.version}-*/{SHIM_LIBRARY}"))
+            self.built[d.version] = BuiltShim(d, lib, lib.parent, stdout,
                                               driver_cuda_version(d.path))
         return self.built[d.version]
 
 
 @pytest.fixture(scope="session")
-def shim_builder(tmp_path_factory) -> ShimBuilder:
-    return ShimBuilder(tmp_path_factory.mktemp("shims"))
+def shim_builder() -> ShimBuilder:
+    return ShimBuilder()
 
 
 @pytest.fixture(scope="session")
@@ -177,8 +183,7 @@ def matrix_shim(request, matrix_drivers, shim_builder) -> BuiltShim:
 def fake_shim(probes, tmp_path_factory) -> Path:
     """A shim for the fake driver (tests/c/fake_libcuda.c), built through the Python API as in
     tests/runtime/test_timing.py: `shimgen build` refuses the fake, a stub by design."""
-    fake = probes / "libfake_libcuda_for_tests.so"
-    return make_shim(fake, tmp_path_factory.mktemp("fakeshim"), require_real=False).library
+    return shimcache.fake_driver_shim(probes / "libfake_libcuda_for_tests.so")
 
 
 @pytest.fixture(scope="module")

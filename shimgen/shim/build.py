@@ -44,7 +44,7 @@ from ..driver import read_build_id
 from ..errors import Interrupted, ShimgenError, signals_held
 from ..runenv import SHIM_LIBRARY, SHIM_MANIFEST
 from .model import SONAME, ShimModel, output_name
-from .render import render
+from .render import render, render_layout
 
 STAGING_PREFIX = ".shimgen-staging-"
 INSTALLED = ("src", SHIM_MANIFEST, "build.log", SHIM_LIBRARY)
@@ -125,28 +125,37 @@ def _keep_log(log: Path, name: str) -> Path | None:
         return None
 
 
-def _run(cmd: list[str], what: str, env: dict[str, str], log: Path, name: str) -> None:
-    """Run one tool, its output appended to `log`, in a session of its own: if shimgen is
-    interrupted, the tool and every compiler it started are killed, and are gone before the
-    staging directory is removed."""
+def _start(cmd: list[str], what: str, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start one tool, its output appended to `log`, in a session of its own (_finish waits
+    for it; _kill_session ends it and every compiler it started)."""
     with open(log, "a") as fh:
         fh.write(f"$ {' '.join(cmd)}\n")
         fh.flush()
         try:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+            return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as e:
             raise ShimgenError(f"{what}: cannot run {cmd[0]} ({e.strerror})") from None
-        try:
-            code = proc.wait()
-        except BaseException:
-            with signals_held():
-                _kill_session(proc)
-            raise
+
+
+def _finish(proc: subprocess.Popen, what: str, log: Path, name: str) -> None:
+    """Wait for a tool _start started: if shimgen is interrupted, the tool and everything it
+    started are killed, and gone before the staging directory is removed."""
+    try:
+        code = proc.wait()
+    except BaseException:
+        with signals_held():
+            _kill_session(proc)
+        raise
     if code != 0:
         kept = _keep_log(log, name)
         where = f"; full log {kept}" if kept else ""
         raise ShimgenError(f"{what} failed (exit {code}): {_first_error(log)}{where}")
+
+
+def _run(cmd: list[str], what: str, env: dict[str, str], log: Path, name: str) -> None:
+    """Run one tool to its end (_start, then _finish)."""
+    _finish(_start(cmd, what, env, log), what, log, name)
 
 
 def _session_members(sid: int) -> list[int]:
@@ -249,17 +258,27 @@ def _remove_stale_staging(root: Path) -> None:
 
 def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
     """Render `model` into `new/src` and build it with meson in `bdir`, the log in
-    `new/build.log`; the library built."""
+    `new/build.log`; the library built. meson setup reads only meson.build and whether the
+    files it names exist, so it runs while the generated sources are rendered: the tree is
+    laid out first (meson.build, the runtime, the user's files, the generated files empty),
+    and the generated files are written before anything is compiled."""
     new.mkdir()
     src = new / "src"
     src.mkdir()
     progress.step(f"generating the sources of {len(model.functions)} functions")
-    render(model, src)
     env = _tool_env()
     log = new / "build.log"
-    progress.step("configuring the build (meson setup)")
     cross = _cross_file(model, new)
-    _run(_meson() + ["setup", *cross, str(bdir), str(src)], "meson setup", env, log, name)
+    render_layout(model, src)
+    setup = _start(_meson() + ["setup", *cross, str(bdir), str(src)], "meson setup", env, log)
+    try:
+        render(model, src, generated_only=True)
+    except BaseException:
+        with signals_held():
+            _kill_session(setup)
+        raise
+    progress.step("configuring the build (meson setup)")
+    _finish(setup, "meson setup", log, name)
     progress.step("compiling and linking (meson compile)")
     _run(_meson() + ["compile", "-C", str(bdir)], "compile", env, log, name)
     progress.step("installing")

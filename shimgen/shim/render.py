@@ -41,7 +41,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("hook.h.j2", "include/shimgen/hook.h"),
     ("hook_exports.h.j2", "include/shimgen/exports.h"),
     ("libcudashim.map.j2", f"lib{runenv.SHIM_TARGET}.map"),
-    ("meson.build.j2", "meson.build"),
+    ("meson.build.j2", "meson.build"),  # BUILD_FILE
     ("memroutes.inc.j2", "memroutes.inc"),
 )
 # runtime/ files named so are hooks: a shim gets those of its hooks (model.hook_sources).
@@ -148,8 +148,9 @@ def hook_header() -> str:
         hook_types=HOOK_TYPES)
 
 
-def render_context(model: ShimModel) -> dict:
-    """What every template of a shim is rendered with."""
+def render_context(model: ShimModel, captures: bool = True) -> dict:
+    """What every template of a shim is rendered with (without `captures`, all but the
+    decoded calls' capture table, the one part that takes time to make)."""
     return {
         "model": model,
         "shimgen_version": __version__,
@@ -190,17 +191,21 @@ def render_context(model: ShimModel) -> dict:
                         "ring_default": runenv.CALLS_RING_DEFAULT,
                         "ring_min": runenv.CALLS_RING_MIN, "ring_max": runenv.CALLS_RING_MAX,
                         "kinds": runenv.CALLS_CAPTURE_KINDS},
-        "calls_table": calls.capture_table([f.name for f in model.functions]),
+        "calls_table": (calls.capture_table([f.name for f in model.functions])
+                        if captures else None),
         "inject_keys": inject.KEYS,
         "inject_limits": {"MAX_RULES": inject.MAX_RULES, "MAX_LEN": inject.MAX_LEN,
                           "NUMBER_MAX": inject.NUMBER_MAX, "RESULT_MAX": inject.RESULT_MAX},
     }
 
 
-def render(model: ShimModel, dest: Path) -> list[Path]:
-    """Write every file of the shim's source tree into `dest`; returns the paths written."""
-    env = environment()
-    context = render_context(model)
+BUILD_FILE = "meson.build"
+
+
+def render_layout(model: ShimModel, dest: Path) -> list[Path]:
+    """The shim's source tree as meson setup needs it: meson.build rendered, the runtime and
+    the user's hook files copied, and every other generated file made empty (render with
+    `generated_only` writes them). Returns the paths written."""
     written = []
     runtime = runtime_dir()
     for source, name in outputs(model):
@@ -212,7 +217,26 @@ def render(model: ShimModel, dest: Path) -> list[Path]:
             write_private(path, user_source_text(hook.path, hook.data), hook.mode)
         elif source.startswith("runtime/"):
             shutil.copyfile(runtime / name, path)
+        elif name == BUILD_FILE:
+            template = environment().get_template(source)
+            path.write_text(template.render(**render_context(model, captures=False)))
         else:
-            path.write_text(env.get_template(source).render(**context))
+            path.write_bytes(b"")
         written.append(path)
     return written
+
+
+def render(model: ShimModel, dest: Path, generated_only: bool = False) -> list[Path]:
+    """Write every file of the shim's source tree into `dest` (with `generated_only`, the
+    generated files but meson.build, into a tree render_layout laid out); returns the paths
+    written."""
+    written = [] if generated_only else render_layout(model, dest)
+    env = environment()
+    context = render_context(model)
+    for source, name in GENERATED:
+        if name != BUILD_FILE:
+            path = dest / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(env.get_template(source).render(**context))
+            written.append(path)
+    return list(dict.fromkeys(written))  # each path once: the layout wrote them too

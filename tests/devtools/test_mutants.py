@@ -4,6 +4,8 @@ id that does not exist) must each be reported as such, with the right exit statu
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +88,25 @@ def test_all_caught_exits_zero(tmp_path):
     assert verdicts(proc.stdout) == {"caught": "caught"}
     proc = mutants(repo, "--only", "survives")
     assert proc.returncode == 1 and verdicts(proc.stdout) == {"survives": "SURVIVED"}
+
+
+def test_mutations_at_once_each_in_a_copy_give_the_same_verdicts_in_the_list_order(tmp_path):
+    """-j 3: three scratch copies; the verdicts are those of one at a time, the summary
+    lines in the list's order, and each copy's mutated file is restored, bytes and time."""
+    repo = tiny_repo(tmp_path)
+    os.utime(repo / "calc.py", ns=(10**18, 10**18))
+    proc = mutants(repo, "-j", "3", "--keep")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert verdicts(proc.stdout) == {"caught": "caught", "survives": "SURVIVED",
+                                     "twice": "BROKEN", "missing": "BROKEN",
+                                     "no-such-test": "BROKEN"}
+    kept = Path(proc.stdout.split("scratch copy kept in ")[1].split()[0])
+    copies = sorted(kept.glob("repo*"))
+    assert [c.name for c in copies] == ["repo", "repo1", "repo2"]
+    for c in copies:
+        assert (c / "calc.py").read_text() == CALC
+        assert (c / "calc.py").stat().st_mtime_ns == 10**18, c
+    shutil.rmtree(kept)
 
 
 def test_the_repository_list_is_well_formed():

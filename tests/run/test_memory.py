@@ -23,10 +23,10 @@ from shimgen.report.memory import memory_json
 from shimgen.report.model import groups
 from shimgen.runenv import trace_header_size
 from shimgen.shim.memroutes import ROUTES
-from shimgen.shim.pipeline import make_shim
 from shimgen.top.main import once
 from shimgen.trace.binary import load
 from shimgen.trace.memory import HOST
+from tests.shimcache import fake_driver_shim
 
 MiB = 1 << 20
 # Every allocation route, and every free route, with some left held: device 0, then 1.
@@ -49,7 +49,7 @@ def fake(probes) -> Path:
 
 @pytest.fixture(scope="module")
 def fake_shim(fake, tmp_path_factory) -> Path:
-    return make_shim(fake, tmp_path_factory.mktemp("ledger"), require_real=False).library
+    return fake_driver_shim(fake)
 
 
 def run_ops(probes, fake, shim, tmp_path, ops, **extra) -> tuple[str, Path]:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shimgen.shim.pipeline import make_shim
 from tests.gpu.check_timeline import EPS_US, nesting_violations
+from tests.shimcache import fake_driver_shim
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,8 +24,7 @@ def fake_shim(probes, tmp_path_factory) -> tuple[Path, Path]:
     """The fake is refused by `shimgen build` (it is a stub by design), so the tests build
     its shim through the Python API with the stub rule off."""
     fake = probes / "libfake_libcuda_for_tests.so"
-    result = make_shim(fake, tmp_path_factory.mktemp("fakeshim"), require_real=False)
-    return fake, result.library
+    return fake, fake_driver_shim(fake)
 
 
 EXPECTED = [
