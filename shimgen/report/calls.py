@@ -80,14 +80,14 @@ class Shown:
         return self._line(self.proc.record(s))
 
     def record(self, s: int) -> dict:
-        return self._record(self.proc.record(s))
+        return self.record_of(self.proc.record(s))
 
     def _line(self, r: tuple) -> str:
         dur = _dur_text(r[5] * self.k / 1e3) if r[2] == RETURNED else ""
         t = (self.base + r[4] * self.k) / 1e9
         return f"{t:.6f} [{r[3]}] {self.dec.text(r, self.handles)}{dur}"
 
-    def _record(self, r: tuple) -> dict:
+    def record_of(self, r: tuple) -> dict:
         p, dec = self.proc, self.dec
         args, outs = dec.decode(r, self.handles)
         code, rname = dec.result(r)
@@ -124,6 +124,16 @@ class Shown:
         made = memo[key] = make(row[:6] + BODY.unpack(row[6]))
         return made
 
+    def each(self, make):
+        """(seq, tid, start, dur, state, made) of every row: made = make(the record as a
+        tuple), once per distinct raw record (function, state, body)."""
+        memo: dict = {}
+        miss = self._made
+        for row in self._unpacked():
+            seq, idx, state, tid, start, dur, body = row
+            made = memo.get((idx, state, body)) or miss(memo, (idx, state, body), make, row)
+            yield seq, tid, start, dur, state, made
+
     def lines(self):
         """Each row's line, as line() gives it."""
         dec, handles, base, k = self.dec, self.handles, self.base, self.k
@@ -143,7 +153,7 @@ class Shown:
 
     def _middle(self, r: tuple) -> tuple:
         """What a record's JSON and table row take from its raw bytes alone."""
-        d = self._record(r)
+        d = self.record_of(r)
         mid = json.dumps({n: d[n] for n in ("function", "args", "result", "result_name",
                                             "outputs")})[1:-1]
         return mid, (d["function"], json.dumps(d["args"]), d["result"], d["result_name"],
@@ -283,7 +293,7 @@ def _verdict(procs, groups, total_shown) -> list[str]:
     return lines
 
 
-def _write(out, head: str, pieces, sep: str, tail: str, lead: str = "") -> None:
+def write_pieces(out, head: str, pieces, sep: str, tail: str, lead: str = "") -> None:
     """head, the pieces joined by sep (lead before the first), tail: written in chunks of
     CHUNK pieces."""
     out.write(head)
@@ -314,14 +324,14 @@ def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None 
             {"pid": p.pid, "rank": p.rank, "path": p.path, "driver_version": p.driver_version,
              "complete": p.complete, "ring_records": p.ring_records,
              "dropped": {str(t): k for t, k in p.dropped.items()}} for p in procs]})
-        _write(out, head[:-1] + ', "calls": [\n', merged(groups, [g.json_lines()
+        write_pieces(out, head[:-1] + ', "calls": [\n', merged(groups, [g.json_lines()
                                                                   for g in groups]),
                ",\n", "\n]}\n")
         return None
     head = _verdict(procs, groups, n) + ([f"note       {note}"] if note else [])
     if sqlite:
         head.append(f"sqlite     {sqlite}: table calls, {n} rows")
-    _write(out, "\n".join(head + [""]), merged(groups, [g.lines() for g in groups]), "\n",
+    write_pieces(out, "\n".join(head + [""]), merged(groups, [g.lines() for g in groups]), "\n",
            "\n", lead="\n")
     return None
 
