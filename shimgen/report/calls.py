@@ -151,13 +151,17 @@ class Shown:
                 d = durs[dur] = _dur_text(dur * k / 1e3)
             yield f"{(base + start * k) / 1e9:.6f} [{tid}] {t}{d}"
 
-    def _middle(self, r: tuple) -> tuple:
-        """What a record's JSON and table row take from its raw bytes alone."""
+    def _json_middle(self, r: tuple) -> str:
+        """What a record's JSON takes from its raw bytes alone."""
         d = self.record_of(r)
-        mid = json.dumps({n: d[n] for n in ("function", "args", "result", "result_name",
-                                            "outputs")})[1:-1]
-        return mid, (d["function"], json.dumps(d["args"]), d["result"], d["result_name"],
-                     json.dumps(d["outputs"]), d["state"])
+        return json.dumps({n: d[n] for n in ("function", "args", "result", "result_name",
+                                             "outputs")})[1:-1]
+
+    def _table_middle(self, r: tuple) -> tuple:
+        """What a record's table row takes from its raw bytes alone."""
+        d = self.record_of(r)
+        return (d["function"], json.dumps(d["args"]), d["result"], d["result_name"],
+                json.dumps(d["outputs"]), d["state"])
 
     def json_lines(self):
         """Each row's record as json.dumps(record()) gives it."""
@@ -167,8 +171,8 @@ class Shown:
         tails: dict = {}
         for row in self._unpacked():
             seq, idx, state, tid, start, dur, body = row
-            mid = (memo.get((idx, state, body)) or
-                   miss(memo, (idx, state, body), self._middle, row))[0]
+            mid = memo.get((idx, state, body)) or miss(memo, (idx, state, body),
+                                                        self._json_middle, row)
             tail = tails.get((dur, state))
             if tail is None:
                 tail = tails[(dur, state)] = (
@@ -181,12 +185,15 @@ class Shown:
         """Each row as a row of the table `calls` (calls_sql.COLUMNS)."""
         base, k, pid, rank, miss = self.base, self.k, self.proc.pid, self.proc.rank, self._made
         memo: dict = {}
+        durs: dict = {-1: None}  # -1: a call that had not returned
         for row in self._unpacked():
             seq, idx, state, tid, start, dur, body = row
             made = memo.get((idx, state, body)) or miss(memo, (idx, state, body),
-                                                         self._middle, row)
-            yield (pid, rank, tid, seq, round((base + start * k) / 1e9, 9),
-                   round(dur * k / 1e3, 3) if state == RETURNED else None) + made[1]
+                                                         self._table_middle, row)
+            d = dur if state == RETURNED else -1
+            if d not in durs:
+                durs[d] = round(dur * k / 1e3, 3)
+            yield (pid, rank, tid, seq, round((base + start * k) / 1e9, 9), durs[d]) + made
 
 
 def _seconds_json(t: float) -> str:
