@@ -117,11 +117,21 @@ class Shown:
             ROW.iter_unpack(view[rows[lo] * size:(rows[lo] + hi - lo) * size])
             for lo, hi in zip([0, *cuts], [*cuts, len(rows)], strict=True))
 
-    def _made(self, memo: dict, key: tuple, make, row: tuple):
-        """make(the record as a tuple), kept in memo under its raw bytes (key)."""
+    @staticmethod
+    def _made(memo: dict, key: tuple, make, row: tuple):
+        """make(the record as a tuple), kept in memo under its raw bytes (key). A memo that
+        fills (MEMO_MAX) starts anew, once; when it fills a second time, the records mostly
+        differ and it is given up (None in it: each record is made, nothing kept)."""
+        r = row[:6] + BODY.unpack(row[6])
+        if None in memo:
+            return make(r)
         if len(memo) >= MEMO_MAX:
+            full = memo.get(0, 0) + 1
             memo.clear()
-        made = memo[key] = make(row[:6] + BODY.unpack(row[6]))
+            memo[0 if full < 2 else None] = full
+        made = make(r)
+        if None not in memo:
+            memo[key] = made
         return made
 
     def each(self, make):
@@ -141,8 +151,10 @@ class Shown:
         durs: dict = {-1: ""}  # -1: a call that had not returned
         miss = self._made
 
+        texter = dec.texter
+
         def text(r):
-            return dec.text(r, handles)
+            return texter(r[1])(r, handles)
         for row in self._unpacked():
             _, idx, state, tid, start, dur, body = row
             t = memo.get((idx, state, body)) or miss(memo, (idx, state, body), text, row)
