@@ -347,7 +347,7 @@ def run(opts: RunOptions) -> int:
         watcher.start()
 
     try:
-        layout(run_dir, opts.trace)
+        layout(run_dir, "time" if opts.trace_note else opts.trace)  # no calls: no timeline
         st = os.fstat(run_dir.fd)
         env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,
                                 (st.st_dev, st.st_ino))
