@@ -6,10 +6,15 @@ return; cuCtxGetCurrent's a handle, which fails before cuInit) and cuLaunchKerne
 (eleven arguments, five of them on the stack; an error return); and how long `shimgen
 report --calls` takes over a trace of a million records. The first fetched Debian driver,
 CPU only. The bars (docs/performance.md): at most 150 added instructions for a one-argument
-function, 250 for cuLaunchKernel; the report of a million records under 5 s."""
+function, 250 for cuLaunchKernel; the report of a million records under 5 s on 2 cores.
+`--report-only`: the report's part alone (no callgrind); `--no-report`: without it."""
 
 from __future__ import annotations
 
+import os
+import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,28 +36,61 @@ def per_call(progs, lib: str, func: str, env: dict, tmp: Path) -> float:
     return (b - a) / N
 
 
-def report_speed(progs, lib: Path, driver, tmp: Path) -> str:
-    """A million cuDriverGetVersion calls recorded (a ring of 2^20), then reported."""
+def _timed(argv: list[str]) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds (user + system), first line) of one run of argv on cores 0
+    and 1 (taskset, where there is one), its output to a file."""
+    cores = ["taskset", "-c", "0,1"] if shutil.which("taskset") else []
+    with tempfile.TemporaryFile("w+") as out:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        p = subprocess.run([*cores, *argv], stdout=out, stderr=subprocess.PIPE, text=True,
+                           cwd=ROOT)
+        wall = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if p.returncode:
+            raise RuntimeError(f"report failed: {p.stderr.strip()}")
+        out.seek(0)
+        return (wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
+                out.readline().strip())
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):5.2f} s ({min(xs):.2f}-{max(xs):.2f})"
+
+
+def report_speed(progs, lib: Path, driver, tmp: Path, rounds: int = 5) -> str:
+    """A million cuDriverGetVersion calls recorded (a ring of 2^20, which wraps: the
+    program's own first calls come before), then reported as text, JSON, an SQLite table
+    and with a filter that keeps nothing, each `rounds` times: median and range of the wall
+    time and of the CPU time."""
     d = tmp / "million"
     env = child_env(lib, libdir=driver.libdir, SHIMGEN_TRACE="calls",
                     SHIMGEN_TRACE_DIR=str(d), SHIMGEN_CALLS_RING=str(MILLION))
     subprocess.run([str(progs.callbench), "libcuda.so.1", "cuDriverGetVersion",
                     str(MILLION), "1"], env=env, check=True, capture_output=True)
-    out = []
-    for args in ((), ("--json",), ("--function", "cuLaunch*")):
-        t = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "shimgen", "report", "--calls", *args,
-                            str(d)], capture_output=True, text=True, cwd=ROOT)
-        s = time.perf_counter() - t
-        if p.returncode:
-            return f"report failed: {p.stderr.strip()}"
-        out.append(f"report --calls {' '.join(args) or '(text)':22} {s:6.2f} s "
-                   f"({p.stdout.splitlines()[0].strip()[:70]})")
+    out = [f"report --calls of {MILLION} records, {rounds} rounds on cores 0,1; load average "
+           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}: median (range)"]
+    for args in ((), ("--json",), ("--sqlite", str(tmp / "calls.db")),
+                 ("--function", "cuLaunch*")):
+        walls, cpus, first = [], [], ""
+        try:
+            for _ in range(rounds):
+                (tmp / "calls.db").unlink(missing_ok=True)
+                w, c, first = _timed([sys.executable, "-m", "shimgen", "report", "--calls",
+                                      *args, str(d)])
+                walls.append(w)
+                cpus.append(c)
+        except RuntimeError as e:
+            return str(e)
+        name = " ".join(a if not a.startswith("/") else "FILE" for a in args) or "(text)"
+        out.append(f"  {name:22} wall {_spread(walls)}  cpu {_spread(cpus)}  ({first[:60]})")
+    out.append(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return "\n".join(out)
 
 
 def main() -> int:
-    why = native.callgrind_available()
+    report_only = "--report-only" in sys.argv
+    why = None if report_only else native.callgrind_available()
     if why:
         print(f"benchmarks.calls: {why}", file=sys.stderr)
         return 1
@@ -61,20 +99,24 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         lib, _, _ = shims.build(tmp / "shim", driver.path)
-        print(f"driver {driver.version}, {N} and {2 * N} calls; instructions per call")
-        for func in FUNCTIONS:
-            direct = per_call(progs, str(driver.path), func, child_env(libdir=driver.libdir),
-                              tmp)
-            got = {}
-            for mode in ("time", "calls"):
-                env = child_env(lib, libdir=driver.libdir, SHIMGEN_TRACE=mode,
-                                SHIMGEN_TRACE_DIR=str(tmp / f"traces-{mode}"))
-                got[mode] = per_call(progs, "libcuda.so.1", func, env, tmp)
-            print(f"{func:20} direct {direct:8.1f}   time +{got['time'] - direct:6.1f}   "
-                  f"calls +{got['calls'] - direct:6.1f}")
+        if not report_only:
+            instructions(progs, lib, driver, tmp)
         if "--no-report" not in sys.argv:
             print(report_speed(progs, lib, driver, tmp))
     return 0
+
+
+def instructions(progs, lib: Path, driver, tmp: Path) -> None:
+    print(f"driver {driver.version}, {N} and {2 * N} calls; instructions per call")
+    for func in FUNCTIONS:
+        direct = per_call(progs, str(driver.path), func, child_env(libdir=driver.libdir), tmp)
+        got = {}
+        for mode in ("time", "calls"):
+            env = child_env(lib, libdir=driver.libdir, SHIMGEN_TRACE=mode,
+                            SHIMGEN_TRACE_DIR=str(tmp / f"traces-{mode}"))
+            got[mode] = per_call(progs, "libcuda.so.1", func, env, tmp)
+        print(f"{func:20} direct {direct:8.1f}   time +{got['time'] - direct:6.1f}   "
+              f"calls +{got['calls'] - direct:6.1f}")
 
 
 if __name__ == "__main__":

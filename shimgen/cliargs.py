@@ -57,7 +57,8 @@ RUN_OPTIONS = (
            metavar="P"),
     Option(("--trace",), "trace", "counts (calls only), time (calls, times and error "
            "returns), timeline (also a Chrome trace per process) or calls (also each call "
-           "with its arguments and result, `report --calls`); default " + DEFAULT_TRACE,
+           "with its arguments and result, `report --calls`, and the Chrome trace with "
+           "them); default " + DEFAULT_TRACE,
            choices=tuple(TRACE_MODES.values()), default=DEFAULT_TRACE),
     Option(("--gates",), "gates", "gate selection, as SHIMGEN_GATES takes it (gdr,dmabuf or "
            "-gdr,-dmabuf): runs a shim with gates baked in", metavar="SEL"),

@@ -6,9 +6,12 @@ per function (model.capture_table), and the records of a trace file read and dec
 from .. import face
 
 __getattr__, __all__ = face(__name__, {
+    "BODY": "records",
     "DUR": "records",
     "Decoder": "decode",
     "IDX": "records",
+    "RETURNED": "records",
+    "ROW": "records",
     "SEQ": "records",
     "START": "records",
     "STATE": "records",

@@ -159,10 +159,14 @@ class Decoder:
     def text(self, r, handles: dict) -> str:
         """`name(arg=value, ...) = RESULT {output=value}`: each function's converters made
         once (_texter), the same text as decode() gives."""
-        f = self._texters.get(r[IDX])
+        return self.texter(r[IDX])(r, handles)
+
+    def texter(self, idx: int):
+        """The function (record, handles) -> text of the function of slot idx, made once."""
+        f = self._texters.get(idx)
         if f is None:
-            f = self._texters[r[IDX]] = self._texter(r[IDX])
-        return f(r, handles)
+            f = self._texters[idx] = self._texter(idx)
+        return f
 
     def _rname(self, r) -> str:
         """The result as text, each code's name found once."""

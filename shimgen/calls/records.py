@@ -2,7 +2,12 @@
 "Call records"): each block's ring, its records checked (a record counts only when its
 `seq` says it belongs to the slot it is in and to the ring's last turn) and put in order,
 each thread's dropped calls (written before the ring's last turn) counted. Raw: decoding is
-decode.py's."""
+decode.py's.
+
+Read in bulk, for a million records in a second or two: every ring's slots are read into
+one buffer (`data`), the records are named by their slot in it, in order (`order`), and
+their words are taken as columns of the buffer (memoryview casts), never one object per
+record. `record(slot)` gives one record as the tuple decode.py reads."""
 
 from __future__ import annotations
 
@@ -19,9 +24,21 @@ RECORD = struct.Struct(f"{runenv.CALLS_RECORD_HEAD}{6 + runenv.CALLS_STACK_ARGS}
 ENTERED, RETURNED = 1, 2
 assert RECORD.size == runenv.CALLS_RECORD_SIZE
 
-
 # A record as read: (seq, idx, state, tid, start, dur, result, 11 argument words, capture).
 SEQ, IDX, STATE, TID, START, DUR, RESULT, ARGS, CAPTURE = 0, 1, 2, 3, 4, 5, 6, 7, 18
+# The same record as (seq, idx, state, tid, start, dur, body): the body is every byte that
+# its decoding reads besides idx and state (the result, the argument words, the capture),
+# so that (idx, state, body) says all a decoded call's text depends on (report/calls.py).
+HEAD = struct.calcsize(runenv.CALLS_RECORD_HEAD[:-1])  # the bytes before the result
+ROW = struct.Struct(f"{runenv.CALLS_RECORD_HEAD[:-1]}{RECORD.size - HEAD}s")
+BODY = struct.Struct(f"<{7 + runenv.CALLS_STACK_ARGS}Q"
+                     f"{runenv.CALLS_RECORD_SIZE - runenv.CALLS_CAPTURE_OFF}s")
+assert HEAD + BODY.size == RECORD.size
+_WORDS = RECORD.size // 8
+# each column: (memoryview format, its item size, the item of a record it is)
+_COLUMNS = {"seq": ("Q", 8, 0), "idx": ("H", 2, 4), "state": ("H", 2, 5), "tid": ("i", 4, 3),
+            "start": ("Q", 8, 2), "dur": ("Q", 8, 3), "result": ("Q", 8, 4)}
+assert struct.calcsize(runenv.CALLS_RECORD_HEAD) == 40 and HEAD == 32
 
 
 @dataclass
@@ -35,9 +52,24 @@ class ProcessCalls:
     calib_ns0: int
     complete: bool
     names: list[str] = field(default_factory=list)
-    calls: list[tuple] = field(default_factory=list)  # records in order of their start
+    data: bytes | bytearray = b""  # the slots of every ring read, one after another
+    order: list[int] = field(default_factory=list)  # the records kept: slots, by start
     dropped: dict[int, int] = field(default_factory=dict)  # per thread: calls not kept
     ring_records: int = 0
+
+    def column(self, name: str) -> list[int]:
+        """One word of every slot (seq, idx, state, tid, start, dur, result), by slot."""
+        code, size, item = _COLUMNS[name]
+        per = RECORD.size // size
+        return memoryview(self.data).cast(code)[item::per].tolist()
+
+    def record(self, slot: int) -> tuple:
+        return RECORD.unpack_from(self.data, slot * RECORD.size)
+
+    @property
+    def calls(self) -> list[tuple]:
+        """Every record kept, in order, as a tuple (one object each: for a few calls)."""
+        return [self.record(s) for s in self.order]
 
 
 def trace_files(path: Path) -> list[Path]:
@@ -52,20 +84,78 @@ def trace_files(path: Path) -> list[Path]:
     return out
 
 
-def _ring(fd: int, base: int, h: dict) -> tuple[int, list[tuple]]:
-    n, size = h["calls_ring_records"], h["calls_record_size"]
-    head = int.from_bytes(os.pread(fd, 8, base + h["off_calls_head"]), "little")
-    want = min(head, n) * size  # a ring that has not wrapped: its first `head` records
-    data = os.pread(fd, want, base + h["calls_ring_off"])
-    if len(data) < want:
-        return head, []
+def _read_into(fd: int, view: memoryview, off: int) -> bool:
+    """Fill `view` from the file at `off`; False when the file ends first."""
+    while len(view):
+        n = os.preadv(fd, [view], off)
+        if n <= 0:
+            return False
+        view, off = view[n:], off + n
+    return True
+
+
+def _kept(pc: ProcessCalls, first: int, head: int, n: int, nf: int) -> tuple[bool, list[int]]:
+    """(whether the ring holds records of its last turn, the slots of those of known
+    functions, oldest first); the thread's dropped calls counted. `first`: the ring's first
+    slot in pc.data."""
+    count = min(head, n)
     lo = head - n if head > n else 0
-    recs = list(RECORD.iter_unpack(data))
+    slots = range(first, first + count)
+    if head > n:  # the oldest slot of a ring that wrapped: in order from there
+        at = head & (n - 1)
+        slots = [*range(first + at, first + n), *range(first, first + at)]
+    words = memoryview(pc.data).cast("Q")
+    seqs = words[first * _WORDS:(first + count) * _WORDS:_WORDS].tolist()
     if head > n:
-        at = head & (n - 1)  # the oldest slot of a ring that wrapped: in order from there
-        recs = recs[at:] + recs[:at]
+        seqs = seqs[at:] + seqs[:at]
     # the record in each slot must be the one of the ring's last turn: place lo + j + 1
-    return head, [r for j, r in enumerate(recs, lo + 1) if r[0] == j]
+    if seqs == list(range(lo + 1, lo + 1 + count)):
+        kept = list(slots)
+    else:
+        kept = [s for j, (s, q) in enumerate(zip(slots, seqs, strict=True), lo + 1) if q == j]
+    if kept and head > len(kept):
+        tid = memoryview(pc.data).cast("i")[kept[0] * (RECORD.size // 4) + 3]
+        pc.dropped[tid] = pc.dropped.get(tid, 0) + head - len(kept)
+    per = RECORD.size // 2
+    idx = memoryview(pc.data).cast("H")[first * per + 4:(first + count) * per:per].tolist()
+    some = bool(kept)
+    if kept and max(idx) >= nf:
+        kept = [s for s in kept if idx[s - first] < nf]
+    return some, kept
+
+
+def _rings(pc: ProcessCalls, path: Path, h: dict) -> None:
+    """Every block's ring read into pc.data; pc.order the records kept, by start."""
+    n, size = h["calls_ring_records"], h["calls_record_size"]
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        heads = []
+        for k in range(h["nblocks"]):
+            base = h["blocks_off"] + k * h["block_stride"]
+            heads.append(int.from_bytes(os.pread(fd, 8, base + h["off_calls_head"]), "little"))
+        buf = bytearray(sum(min(x, n) for x in heads) * size)
+        rings, at, view = [], 0, memoryview(buf)
+        for k, head in enumerate(heads):
+            count = min(head, n)
+            base = h["blocks_off"] + k * h["block_stride"]
+            if count and _read_into(fd, view[at * size:(at + count) * size],
+                                    base + h["calls_ring_off"]):
+                rings.append((at, head))  # a ring cut short by the file's end: none kept
+            at += count
+        view.release()
+    finally:
+        os.close(fd)
+    pc.data = buf
+    nf = len(pc.names)
+    kept = [_kept(pc, first, head, n, nf) for first, head in rings]
+    order = [s for _, k in kept for s in k]
+    if sum(some for some, _ in kept) <= 1:  # one ring is in order already
+        pc.order = order
+        return
+    # by (start, tid, seq) as one number: tid, an int32, made not negative
+    key = [(a << 96) | ((b + (1 << 31)) << 64) | c for a, b, c in zip(
+        pc.column("start"), pc.column("tid"), pc.column("seq"), strict=True)]
+    pc.order = sorted(order, key=key.__getitem__)
 
 
 def load(path: Path) -> ProcessCalls:
@@ -80,28 +170,12 @@ def load(path: Path) -> ProcessCalls:
             h["calls_ring_records"] - 1) or h["calls_ring_off"] + RECORD.size * h[
             "calls_ring_records"] > h["block_stride"]:
         raise ShimgenError(f"{path}: its call rings are not ones this shimgen reads")
-    names = h["names"]
     pc = ProcessCalls(str(path), h["pid"], h["rank"].split(b"\0")[0].decode() or None,
                       h["driver_version"].split(b"\0")[0].decode(errors="replace"),
                       h["ns_per_tick"], h["calib_ticks0"], h["calib_ns0"],
                       h["state"] == runenv.TRACE_STATES["complete"],
-                      ring_records=h["calls_ring_records"])
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    rings = 0
-    try:
-        for k in range(h["nblocks"]):
-            base = h["blocks_off"] + k * h["block_stride"]
-            head, kept = _ring(fd, base, h)
-            if kept and head > len(kept):
-                pc.dropped[kept[0][3]] = pc.dropped.get(kept[0][3], 0) + head - len(kept)
-            nf = len(names)
-            rings += bool(kept)
-            pc.calls.extend(r for r in kept if r[IDX] < nf)
-    finally:
-        os.close(fd)
-    pc.names = names
-    if rings > 1:  # one ring is in order already
-        pc.calls.sort(key=lambda r: (r[START], r[TID], r[SEQ]))
+                      names=h["names"], ring_records=h["calls_ring_records"])
+    _rings(pc, path, h)
     return pc
 
 

@@ -16,4 +16,5 @@ __getattr__, __all__ = face(__name__, {
     "shown": "output",
     "size_text": "memory",
     "summary_for_run": "main",
+    "write_calls_timeline": "calls_timeline:write_run",
 })

@@ -3,19 +3,31 @@
 table of an SQLite file; filtered by function, errors, the last N per thread, pid or rank.
 The filters are applied to the raw records, so only the calls shown are decoded; handles
 are numbered over every call of a process in order, shown or not. `--first-difference`
-(calls_diff.py) compares two runs."""
+(calls_diff.py) compares two runs.
+
+Fast for a million records: the records are read as columns of one buffer (records.py);
+a call's decoded text, JSON or table row is a function of its raw bytes (function, state,
+result, argument words, capture) once the process's handles are numbered (_handles, a
+first pass), so each is made once per distinct record and kept (`Shown.memo`); the time,
+thread and duration of each line are put around it; the output is written in large
+chunks. `line` and `record` decode one record at a time, the plain way (the first
+difference, and the test that the two agree)."""
 
 from __future__ import annotations
 
 import fnmatch
 import heapq
 import json
-from collections import defaultdict
 from dataclasses import dataclass
+from itertools import chain, islice
+from operator import itemgetter
 from pathlib import Path
 
-from ..calls import DUR, IDX, SEQ, START, STATE, TID
+from ..calls import BODY, RETURNED, ROW
 from ..errors import ShimgenError
+
+MEMO_MAX = 1 << 18  # distinct records kept decoded per process (then the memo starts anew)
+CHUNK = 1 << 14  # lines written at a time
 
 
 @dataclass(frozen=True)
@@ -45,62 +57,205 @@ def _decoders():
     return get, note
 
 
+def _dur_text(us: float) -> str:
+    return f" {us:.0f}us" if us >= 10 else f" {us:.1f}us" if us >= 1 else f" {us:.2f}us"
+
+
 class Shown:
-    """One process's calls that pass the filters, with what decodes them."""
+    """One process's calls that pass the filters (`rows`: their slots), with what decodes
+    them."""
 
     def __init__(self, proc, dec, rows: list, zero: int):
         self.proc, self.dec, self.rows = proc, dec, rows
         self.k = proc.ns_per_tick or 0.0
         self.base = proc.calib_ns0 - proc.calib_ticks0 * self.k - zero
         self.handles = _handles(proc, dec)
+        self.start = proc.column("start")
 
-    def t(self, r) -> float:
-        return (self.base + r[START] * self.k) / 1e9
+    def t(self, s: int) -> float:
+        return (self.base + self.start[s] * self.k) / 1e9
 
-    def line(self, r) -> str:
-        dur = ""
-        if r[STATE] == 2:
-            us = r[DUR] * self.k / 1e3
-            dur = f" {us:.0f}us" if us >= 10 else f" {us:.1f}us" if us >= 1 else f" {us:.2f}us"
-        t = (self.base + r[START] * self.k) / 1e9
-        return f"{t:.6f} [{r[TID]}] {self.dec.text(r, self.handles)}{dur}"
+    # ---- one record at a time ---------------------------------------------------------------
+    def line(self, s: int) -> str:
+        return self._line(self.proc.record(s))
 
-    def record(self, r) -> dict:
+    def record(self, s: int) -> dict:
+        return self.record_of(self.proc.record(s))
+
+    def _line(self, r: tuple) -> str:
+        dur = _dur_text(r[5] * self.k / 1e3) if r[2] == RETURNED else ""
+        t = (self.base + r[4] * self.k) / 1e9
+        return f"{t:.6f} [{r[3]}] {self.dec.text(r, self.handles)}{dur}"
+
+    def record_of(self, r: tuple) -> dict:
         p, dec = self.proc, self.dec
         args, outs = dec.decode(r, self.handles)
         code, rname = dec.result(r)
-        return {"pid": p.pid, "rank": p.rank, "tid": r[TID], "seq": r[SEQ],
-                "t": round(self.t(r), 9), "function": dec.names[r[IDX]],
+        return {"pid": p.pid, "rank": p.rank, "tid": r[3], "seq": r[0],
+                "t": round((self.base + r[4] * self.k) / 1e9, 9), "function": dec.names[r[1]],
                 "args": {n: v for n, v, _, _ in args}, "result": code,
                 "result_name": rname if code is not None else None,
                 "outputs": {n: v for n, v, _, _ in outs},
-                "dur_us": round(r[DUR] * self.k / 1e3, 3) if r[STATE] == 2 else None,
-                "state": "returned" if r[STATE] == 2 else "entered"}
+                "dur_us": round(r[5] * self.k / 1e3, 3) if r[2] == RETURNED else None,
+                "state": "returned" if r[2] == RETURNED else "entered"}
+
+    # ---- every row, each distinct record decoded once ---------------------------------------
+    def _unpacked(self):
+        """Every row as ROW unpacks it: each run of consecutive slots unpacked at once."""
+        rows, size = self.rows, ROW.size
+        if not rows:
+            return iter(())
+        j = rows.index(min(rows))  # where a ring that wrapped starts again from its slot 0
+        if rows[:j] == list(range(rows[0], rows[0] + j)) and rows[j:] == list(
+                range(rows[j], rows[j] + len(rows) - j)):
+            cuts = [j] if j else []
+        else:
+            cuts = [j for j, (a, b) in enumerate(zip(rows, rows[1:], strict=False), 1)
+                    if b != a + 1]
+        view = memoryview(self.proc.data)
+        return chain.from_iterable(
+            ROW.iter_unpack(view[rows[lo] * size:(rows[lo] + hi - lo) * size])
+            for lo, hi in zip([0, *cuts], [*cuts, len(rows)], strict=True))
+
+    @staticmethod
+    def _made(memo: dict, key: tuple, make, row: tuple):
+        """make(the record as a tuple), kept in memo under its raw bytes (key). A memo that
+        fills (MEMO_MAX) starts anew, once; when it fills a second time, the records mostly
+        differ and it is given up (None in it: each record is made, nothing kept)."""
+        r = row[:6] + BODY.unpack(row[6])
+        if None in memo:
+            return make(r)
+        if len(memo) >= MEMO_MAX:
+            full = memo.get(0, 0) + 1
+            memo.clear()
+            memo[0 if full < 2 else None] = full
+        made = make(r)
+        if None not in memo:
+            memo[key] = made
+        return made
+
+    def each(self, make):
+        """(seq, tid, start, dur, state, made) of every row: made = make(the record as a
+        tuple), once per distinct raw record (function, state, body)."""
+        memo: dict = {}
+        miss = self._made
+        for row in self._unpacked():
+            seq, idx, state, tid, start, dur, body = row
+            made = memo.get((idx, state, body)) or miss(memo, (idx, state, body), make, row)
+            yield seq, tid, start, dur, state, made
+
+    def lines(self):
+        """Each row's line, as line() gives it."""
+        dec, handles, base, k = self.dec, self.handles, self.base, self.k
+        memo: dict = {}
+        durs: dict = {-1: ""}  # -1: a call that had not returned
+        miss = self._made
+
+        texter = dec.texter
+
+        def text(r):
+            return texter(r[1])(r, handles)
+        for row in self._unpacked():
+            _, idx, state, tid, start, dur, body = row
+            t = memo.get((idx, state, body)) or miss(memo, (idx, state, body), text, row)
+            d = durs.get(dur if state == RETURNED else -1)
+            if d is None:
+                d = durs[dur] = _dur_text(dur * k / 1e3)
+            yield f"{(base + start * k) / 1e9:.6f} [{tid}] {t}{d}"
+
+    def _json_middle(self, r: tuple) -> str:
+        """What a record's JSON takes from its raw bytes alone."""
+        d = self.record_of(r)
+        return json.dumps({n: d[n] for n in ("function", "args", "result", "result_name",
+                                             "outputs")})[1:-1]
+
+    def _table_middle(self, r: tuple) -> tuple:
+        """What a record's table row takes from its raw bytes alone."""
+        d = self.record_of(r)
+        return (d["function"], json.dumps(d["args"]), d["result"], d["result_name"],
+                json.dumps(d["outputs"]), d["state"])
+
+    def json_lines(self):
+        """Each row's record as json.dumps(record()) gives it."""
+        base, k, miss = self.base, self.k, self._made
+        head = f'{{"pid": {self.proc.pid}, "rank": {json.dumps(self.proc.rank)}, "tid": '
+        memo: dict = {}
+        tails: dict = {}
+        for row in self._unpacked():
+            seq, idx, state, tid, start, dur, body = row
+            mid = memo.get((idx, state, body)) or miss(memo, (idx, state, body),
+                                                        self._json_middle, row)
+            tail = tails.get((dur, state))
+            if tail is None:
+                tail = tails[(dur, state)] = (
+                    f'{round(dur * k / 1e3, 3)!r}, "state": "returned"}}'
+                    if state == RETURNED else 'null, "state": "entered"}')
+            t = _seconds_json((base + start * k) / 1e9)
+            yield f'{head}{tid}, "seq": {seq}, "t": {t}, {mid}, "dur_us": {tail}'
+
+    def table_rows(self):
+        """Each row as a row of the table `calls` (calls_sql.COLUMNS)."""
+        base, k, pid, rank, miss = self.base, self.k, self.proc.pid, self.proc.rank, self._made
+        memo: dict = {}
+        durs: dict = {-1: None}  # -1: a call that had not returned
+        for row in self._unpacked():
+            seq, idx, state, tid, start, dur, body = row
+            made = memo.get((idx, state, body)) or miss(memo, (idx, state, body),
+                                                         self._table_middle, row)
+            d = dur if state == RETURNED else -1
+            if d not in durs:
+                durs[d] = round(dur * k / 1e3, 3)
+            yield (pid, rank, tid, seq, round((base + start * k) / 1e9, 9), durs[d]) + made
+
+
+def _seconds_json(t: float) -> str:
+    """repr(round(t, 9)), as json.dumps writes it, made faster: for 1e-4 <= t < 1e6 the
+    nine decimals, correctly rounded as round() rounds them, have at most 15 significant
+    digits, so they are the shortest text of round(t, 9) once the zeros at the end go."""
+    if 1e-4 <= t < 1e6:
+        text = f"{t:.9f}".rstrip("0")
+        return text + "0" if text[-1] == "." else text
+    return repr(round(t, 9))
 
 
 def _handles(proc, dec) -> dict:
-    """Every handle of the process numbered in order of first appearance (all its calls)."""
+    """Every handle of the process numbered in order of first appearance (all its calls):
+    each distinct raw record of a function that has handles decoded once, in order (a
+    record seen before numbers nothing new)."""
     handles: dict = {}
     flags = dec.handled
-    for r in proc.calls:
-        if flags[r[IDX]]:
-            dec.decode(r, handles)
+    if not any(flags):
+        return handles
+    seen: set = set()
+    data, unpack, size, idx = proc.data, ROW.unpack_from, ROW.size, proc.column("idx")
+    for s in proc.order:
+        if flags[idx[s]]:
+            _, i, state, _, _, _, body = unpack(data, s * size)
+            key = (i, state, body)
+            if key not in seen:
+                seen.add(key)
+                dec.decode(proc.record(s), handles)
     return handles
 
 
 def _rows(proc, dec, f: Filters) -> list:
-    rows = proc.calls
+    rows = proc.order
+    if f.function or f.errors:
+        idx = proc.column("idx")
     if f.function:
         wanted = [fnmatch.fnmatchcase(n, f.function) for n in dec.names]
-        rows = [r for r in rows if wanted[r[IDX]]]
+        rows = [s for s in rows if wanted[idx[s]]]
     if f.errors:
-        rows = [r for r in rows if dec.failed(r)]
+        state, result, results = proc.column("state"), proc.column("result"), dec.results
+        rows = [s for s in rows if state[s] == RETURNED and results[idx[s]]
+                and result[s] & 0xFFFFFFFF]
     if f.last is not None:
-        per = defaultdict(list)
-        for r in rows:
-            per[r[TID]].append(r)
-        keep = {id(r) for rs in per.values() for r in rs[-f.last:]}
-        rows = [r for r in rows if id(r) in keep]
+        tid = proc.column("tid")
+        per: dict = {}
+        for s in rows:
+            per.setdefault(tid[s], []).append(s)
+        keep = {s for ss in per.values() for s in ss[-f.last:]}
+        rows = [s for s in rows if s in keep]
     return rows
 
 
@@ -122,17 +277,30 @@ def shown(paths: list[Path], f: Filters):
 
 
 def in_order(groups: list[Shown]):
-    """(group, record) of every shown call, in order of start time over the processes."""
+    """(group, slot) of every shown call, in order of start time over the processes."""
     if len(groups) == 1:
         g = groups[0]
-        return ((g, r) for r in g.rows)
-    return heapq.merge(*([(g, r) for r in g.rows] for g in groups),
+        return ((g, s) for s in g.rows)
+    return heapq.merge(*([(g, s) for s in g.rows] for g in groups),
                        key=lambda x: x[0].t(x[1]))
 
 
+def merged(groups: list[Shown], made: list[list]):
+    """The items made for each group's rows (made[i][j] of groups[i].rows[j]), in the
+    order of in_order()."""
+    if len(groups) == 1:
+        return made[0]
+    return map(itemgetter(1), heapq.merge(
+        *(zip(map(g.t, g.rows), m, strict=True) for g, m in zip(groups, made, strict=True)),
+        key=itemgetter(0)))
+
+
 def _verdict(procs, groups, total_shown) -> list[str]:
-    threads = {(p.pid, r[TID]) for p in procs for r in p.calls}
-    lines = [f"calls      {sum(len(p.calls) for p in procs)} recorded in {len(threads)} "
+    threads = set()
+    for p in procs:
+        tid = p.column("tid")
+        threads |= {(p.pid, t) for t in {tid[s] for s in p.order}}
+    lines = [f"calls      {sum(len(p.order) for p in procs)} recorded in {len(threads)} "
              f"threads of {len(procs)} processes; {total_shown} shown"]
     for p in procs:
         for tid, n in sorted(p.dropped.items()):
@@ -144,26 +312,50 @@ def _verdict(procs, groups, total_shown) -> list[str]:
     return lines
 
 
-def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None = None) -> str:
+def write_pieces(out, head: str, pieces, sep: str, tail: str, lead: str = "") -> None:
+    """head, the pieces joined by sep (lead before the first), tail: written in chunks of
+    CHUNK pieces."""
+    out.write(head)
+    pieces = iter(pieces)
+    while chunk := list(islice(pieces, CHUNK)):
+        out.write(lead + sep.join(chunk))
+        lead = sep
+    out.write(tail)
+
+
+def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None = None,
+           out=None) -> str | None:
+    """The report, written to `out` (a text file) or returned when out is None."""
+    if out is None:
+        import io
+
+        buf = io.StringIO()
+        render(paths, f, fmt, sqlite, buf)
+        return buf.getvalue()
     procs, groups, note = shown(paths, f)
     n = sum(len(g.rows) for g in groups)
     if sqlite:
         from .calls_sql import write_sqlite
 
-        write_sqlite(Path(sqlite), (g.record(r) for g, r in in_order(groups)))
+        write_sqlite(Path(sqlite), merged(groups, [g.table_rows() for g in groups]))
     if fmt == "json":
         head = json.dumps({"schema": "shimgen-calls", "note": note, "processes": [
             {"pid": p.pid, "rank": p.rank, "path": p.path, "driver_version": p.driver_version,
              "complete": p.complete, "ring_records": p.ring_records,
              "dropped": {str(t): k for t, k in p.dropped.items()}} for p in procs]})
-        body = ",\n".join(json.dumps(g.record(r)) for g, r in in_order(groups))
-        return head[:-1] + ', "calls": [\n' + body + "\n]}\n"
+        write_pieces(out, head[:-1] + ', "calls": [\n', merged(groups, [g.json_lines()
+                                                                  for g in groups]),
+               ",\n", "\n]}\n")
+        return None
     head = _verdict(procs, groups, n) + ([f"note       {note}"] if note else [])
     if sqlite:
         head.append(f"sqlite     {sqlite}: table calls, {n} rows")
-    return "\n".join(head + [""] + [g.line(r) for g, r in in_order(groups)]) + "\n"
+    write_pieces(out, "\n".join(head + [""]), merged(groups, [g.lines() for g in groups]), "\n",
+           "\n", lead="\n")
+    return None
 
 
 def check(f: Filters) -> None:
     if f.last is not None and f.last < 1:
         raise ShimgenError("report: --last takes a number from 1")
+

@@ -19,8 +19,9 @@ CONTEXT = 3  # calls shown before the first difference
 def _threads(path: Path, f) -> list[tuple[str, list]]:
     procs, groups, _ = shown([path], f)
     per = defaultdict(list)
-    for g, r in in_order(groups):
-        per[(g.proc.pid, r[TID])].append((_key(g, r), g.line(r), g.t(r)))
+    for g, s in in_order(groups):
+        r = g.proc.record(s)
+        per[(g.proc.pid, r[TID])].append((_key(g, r), g.line(s), g.t(s)))
     order = {p.pid: (p.rank or "", p.calib_ns0) for p in procs}
     keys = sorted(per, key=lambda k: (order[k[0]], per[k][0][2]))
     return [(f"pid {pid} thread {tid}", per[(pid, tid)]) for pid, tid in keys]

@@ -5,7 +5,6 @@ is such a file already (a table `calls` and nothing else of another kind)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import tempfile
@@ -30,7 +29,8 @@ def _ours(path: Path) -> bool:
     return names <= {"calls", "calls_function"}
 
 
-def write_sqlite(path: Path, records) -> None:
+def write_sqlite(path: Path, rows) -> None:
+    """`rows`: tuples in the order of COLUMNS (report/calls.py Shown.table_rows)."""
     if path.is_symlink() or (path.exists() and (not path.is_file() or not _ours(path))):
         raise ShimgenError(f"report: {path} exists and is not a calls database written by "
                            "shimgen; name a new file")
@@ -38,18 +38,20 @@ def write_sqlite(path: Path, records) -> None:
     if not d.is_dir():
         raise ShimgenError(f"report: {d} is not a directory")
     fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
     try:
         con = sqlite3.connect(tmp)
+        # a new file, renamed over FILE only once whole: no journal, no sync while it fills
+        con.execute("PRAGMA journal_mode=OFF")
+        con.execute("PRAGMA synchronous=OFF")
         con.execute(f"CREATE TABLE calls ({COLUMNS})")
-        con.executemany("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
-            (r["pid"], r["rank"], r["tid"], r["seq"], r["t"], r["dur_us"], r["function"],
-             json.dumps(r["args"]), r["result"], r["result_name"], json.dumps(r["outputs"]),
-             r["state"]) for r in records))
+        con.executemany("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         con.execute("CREATE INDEX calls_function ON calls(function)")
         con.commit()
         con.close()
+        os.fsync(fd)  # once, whole, before it takes FILE's name
         os.replace(tmp, path)
     except (OSError, sqlite3.Error) as e:
         os.unlink(tmp)
         raise ShimgenError(f"report: cannot write {path}: {e}") from None
+    finally:
+        os.close(fd)

@@ -82,8 +82,9 @@ def summary_for_run(run_dir: Path) -> str:
     return report_format.render([src], groups(src.processes, None), None, "text")
 
 
-def _calls_command(args, fmt: str) -> str:
-    """`shimgen report --calls ...` (report/main.py hands it over)."""
+def _calls_command(args, fmt: str, out) -> str | None:
+    """`shimgen report --calls ...` (report/main.py hands it over): written to `out`, or the
+    first difference returned."""
     if fmt == "csv" or args.by:
         raise ShimgenError("report: --calls prints lines or --json (not --csv or --by)")
     from .calls import Filters, check, render
@@ -99,7 +100,7 @@ def _calls_command(args, fmt: str) -> str:
         return first_difference(paths[0], paths[1], f, addresses=args.addresses, fmt=fmt)
     if args.addresses:
         raise ShimgenError("report: --addresses goes with --first-difference")
-    return render(paths, f, fmt, args.sqlite)
+    return render(paths, f, fmt, args.sqlite, out)
 
 
 CALLS_ONLY = ("function", "errors", "last", "pid", "rank", "sqlite", "first_difference",
@@ -123,7 +124,9 @@ def command(args) -> int:
         raise ShimgenError("report: empty path")
     fmt = "json" if args.json else "csv" if args.csv else "text"
     if _calls_asked(args):
-        sys.stdout.write(_calls_command(args, fmt))
+        text = _calls_command(args, fmt, sys.stdout)
+        if text is not None:
+            sys.stdout.write(text)
         sys.stdout.flush()
         return 0
     sys.stdout.write(report([Path(p) for p in args.paths], by=args.by, fmt=fmt))

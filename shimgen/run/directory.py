@@ -264,7 +264,7 @@ def layout(run_dir: RunDir, trace: str) -> None:
     """What the shim writes into, made by run before the command starts (0700, 0600): so
     nothing of anyone else's can be there."""
     run_dir.mkdir(TRACES)
-    if trace == "timeline":
+    if trace in ("timeline", "calls"):  # calls: written by run from the records at the end
         run_dir.mkdir(TIMELINE)
     run_dir.create(NOTICES)
     run_dir.create(HEARTBEAT)

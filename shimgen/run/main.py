@@ -46,7 +46,7 @@ from .child import (
     take_pending,
 )
 from .directory import RunDir, layout, open_run_dir, write_json
-from .summary import one_line, run_report
+from .summary import calls_timeline, one_line, run_report
 
 
 class RunOptions:
@@ -278,9 +278,9 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
     }
 
 
-def _finish(run_dir: RunDir, record: dict, wait: int) -> int:
-    """After the command ended: run.json's end written, the report printed; the command's
-    exit status."""
+def _finish(run_dir: RunDir, record: dict, wait: int, timeline: bool = False) -> int:
+    """After the command ended: run.json's end written, the timeline of a calls run written
+    (`timeline`), the report printed; the command's exit status."""
     status = exit_status(wait)
     code = os.WEXITSTATUS(wait) if os.WIFEXITED(wait) else None
     sig = os.WTERMSIG(wait) if os.WIFSIGNALED(wait) else None
@@ -296,7 +296,8 @@ def _finish(run_dir: RunDir, record: dict, wait: int) -> int:
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     if run_dir.still_named():
-        report = run_report(run_dir.path)
+        said = calls_timeline(run_dir) if timeline else ""
+        report = run_report(run_dir.path) + ("\n" + said if said else "")
     else:
         report = (f"report: {one_line(str(run_dir.path))} is no longer this run's directory "
                   "(it was moved or replaced while the command ran); not read")
@@ -346,7 +347,7 @@ def run(opts: RunOptions) -> int:
         watcher.start()
 
     try:
-        layout(run_dir, opts.trace)
+        layout(run_dir, "time" if opts.trace_note else opts.trace)  # no calls: no timeline
         st = os.fstat(run_dir.fd)
         env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,
                                 (st.st_dev, st.st_ino))
@@ -365,7 +366,7 @@ def run(opts: RunOptions) -> int:
         if not started_pid:  # nothing ran: nothing of this run is left
             run_dir.discard()
         raise
-    return _finish(run_dir, record, wait)
+    return _finish(run_dir, record, wait, opts.trace == "calls" and not opts.trace_note)
 
 
 def _seconds(text: str, flag: str) -> float:

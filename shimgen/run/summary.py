@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from ..errors import ShimgenError
-from ..runenv import NOTICES
+from ..runenv import NOTICES, TIMELINE
 
 
 def one_line(text: str) -> str:
@@ -49,3 +49,23 @@ def run_report(run_dir: Path) -> str:
     except Exception as e:  # the command's exit status matters more than the report
         return (f"report: internal error, please report it: {type(e).__name__}: "
                 f"{one_line(str(e))}; {where}{_notices_written(run_dir)}")
+
+
+def calls_timeline(run_dir) -> str:
+    """`--trace calls`: the timeline written from the call records once the command ended
+    (report/calls_timeline.py: `timeline/<pid>.json`, each call's arguments in its event's
+    `args`), and the line that says where, or why not. `run_dir`: the run's RunDir."""
+    where = one_line(str(run_dir.path / TIMELINE))
+    try:
+        from ..report import write_calls_timeline
+
+        files, calls = write_calls_timeline(run_dir.path, run_dir.fd)
+    except ShimgenError as e:
+        return f"timeline   not written: {one_line(str(e))}"
+    except OSError as e:
+        return f"timeline   not written to {where}: {e.strerror or e}"
+    except Exception as e:  # the command's exit status matters more than the timeline
+        return (f"timeline   not written: internal error, please report it: "
+                f"{type(e).__name__}: {one_line(str(e))}")
+    return (f"timeline   {where}: {calls} calls of {files} processes as Chrome trace JSON "
+            "(Perfetto), each call's arguments in its event's args")

@@ -355,3 +355,37 @@ def test_run_limit_option(driver, cache, tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.splitlines()[0] == str(2 << 30)
     assert _record(tmp_path / "r")["limit"] == {"memory": 2 << 30}
+
+
+def test_a_calls_run_writes_its_timeline_with_each_calls_arguments(driver, cache, probes,
+                                                                   tmp_path):
+    """`--trace calls`: once the command ended, timeline/<pid>.json (0600, Chrome trace
+    JSON) as the timeline mode names it, each event with the call's decoded arguments,
+    outputs and result, at the times `report --calls --json` gives; the report says where."""
+    run_dir = tmp_path / "r"
+    proc = shimgen_run(driver, cache, "--trace", "calls", "-o", str(run_dir), "--",
+                       str(probes / "callsdecoded"), "routes")
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(subprocess.run(
+        [sys.executable, "-m", "shimgen", "report", "--calls", "--json", str(run_dir)],
+        capture_output=True, text=True, cwd=ROOT, timeout=120).stdout)
+    (pid,) = {c["pid"] for c in rec["calls"]}
+    path = run_dir / "timeline" / f"{pid}.json"
+    assert sorted(os.listdir(run_dir / "timeline")) == [path.name]
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert proc.stderr.splitlines()[-1] == (
+        f"timeline   {run_dir / 'timeline'}: 31 calls of 1 processes as Chrome trace JSON "
+        "(Perfetto), each call's arguments in its event's args")
+    doc = json.loads(path.read_text())
+    ev = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert [e["name"] for e in ev] == [c["function"] for c in rec["calls"]]
+    for e, c in zip(ev, rec["calls"], strict=True):
+        assert abs(e["ts"] - c["t"] * 1e6) < 0.002 and abs(e["dur"] - c["dur_us"]) < 0.002
+        assert e["args"]["result_name"] == c["result_name"]
+    attr = next(e["args"] for e in ev if e["name"] == "cuDeviceGetAttribute")
+    assert attr["args"]["attrib"] == "CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED"
+    assert attr["args"]["dev"] == 0 and attr["args"]["pi"].startswith("0x")
+    ver = next(e["args"] for e in ev if e["name"] == "cuDriverGetVersion")
+    assert ver["outputs"] == {"driverVersion": 12020} and ver["result_name"] == "CUDA_SUCCESS"
+    launch = next(e["args"]["args"] for e in ev if e["name"] == "cuLaunchKernel")
+    assert (launch["gridDimZ"], launch["hStream"]) == (3, "stream#1")
