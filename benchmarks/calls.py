@@ -59,31 +59,37 @@ def _spread(xs: list[float]) -> str:
 
 
 def report_speed(progs, lib: Path, driver, tmp: Path, rounds: int = 5) -> str:
-    """A million cuDriverGetVersion calls recorded (a ring of 2^20, which wraps: the
-    program's own first calls come before), then reported as text, JSON, an SQLite table
-    and with a filter that keeps nothing, each `rounds` times: median and range of the wall
-    time and of the CPU time."""
-    d = tmp / "million"
-    env = child_env(lib, libdir=driver.libdir, SHIMGEN_TRACE="calls",
-                    SHIMGEN_TRACE_DIR=str(d), SHIMGEN_CALLS_RING=str(MILLION))
-    subprocess.run([str(progs.callbench), "libcuda.so.1", "cuDriverGetVersion",
-                    str(MILLION), "1"], env=env, check=True, capture_output=True)
+    """A million calls recorded (a ring of 2^20, which wraps: the program's own first calls
+    come before), then reported as text, JSON, an SQLite table and with a filter that keeps
+    nothing, each `rounds` times: median and range of the wall time and of the CPU time.
+    Two recordings: cuDriverGetVersion called alike a million times (the report decodes one
+    record and repeats it), and cuDeviceGetAttribute with arguments that differ every call
+    (every record decoded: the worst case)."""
     out = [f"report --calls of {MILLION} records, {rounds} rounds on cores 0,1; load average "
            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}: median (range)"]
-    for args in ((), ("--json",), ("--sqlite", str(tmp / "calls.db")),
-                 ("--function", "cuLaunch*")):
-        walls, cpus, first = [], [], ""
-        try:
-            for _ in range(rounds):
-                (tmp / "calls.db").unlink(missing_ok=True)
-                w, c, first = _timed([sys.executable, "-m", "shimgen", "report", "--calls",
-                                      *args, str(d)])
-                walls.append(w)
-                cpus.append(c)
-        except RuntimeError as e:
-            return str(e)
-        name = " ".join(a if not a.startswith("/") else "FILE" for a in args) or "(text)"
-        out.append(f"  {name:22} wall {_spread(walls)}  cpu {_spread(cpus)}  ({first[:60]})")
+    for func, what in (("cuDriverGetVersion", "alike"), ("cuDeviceGetAttribute", "all differ")):
+        d = tmp / f"million-{func}"
+        env = child_env(lib, libdir=driver.libdir, SHIMGEN_TRACE="calls",
+                        SHIMGEN_TRACE_DIR=str(d), SHIMGEN_CALLS_RING=str(MILLION))
+        subprocess.run([str(progs.callbench), "libcuda.so.1", func, str(MILLION), "1"],
+                       env=env, check=True, capture_output=True)
+        out.append(f" {func}, {what}:")
+        for args in ((), ("--json",), ("--sqlite", str(tmp / "calls.db")),
+                     ("--function", "cuLaunch*")):
+            walls, cpus, first = [], [], ""
+            try:
+                for _ in range(rounds):
+                    (tmp / "calls.db").unlink(missing_ok=True)
+                    w, c, first = _timed([sys.executable, "-m", "shimgen", "report",
+                                          "--calls", *args, str(d)])
+                    walls.append(w)
+                    cpus.append(c)
+            except RuntimeError as e:
+                return str(e)
+            name = " ".join(a if not a.startswith("/") else "FILE" for a in args) or "(text)"
+            out.append(f"  {name:22} wall {_spread(walls)}  cpu {_spread(cpus)}  "
+                       f"({first[:60]})")
+        shutil.rmtree(d, ignore_errors=True)
     out.append(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return "\n".join(out)
 

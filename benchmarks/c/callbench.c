@@ -32,11 +32,12 @@
 typedef int (*fn_version)(int *);
 typedef int (*fn_ctx)(void **);
 typedef int (*fn_proc)(const char *, void **, int, uint64_t);
+typedef int (*fn_attr)(int *, int, int);
 
 typedef int (*fn_launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, void *, void **, void **);
 
-enum kind { K_VERSION, K_CTX, K_PROC, K_LAUNCH };
+enum kind { K_VERSION, K_CTX, K_PROC, K_LAUNCH, K_ATTR };
 
 static enum kind kind;
 static void *fn, *direct_fn;
@@ -55,6 +56,12 @@ static inline __attribute__((always_inline)) int call_once(void *fn)
     }
     case K_LAUNCH: /* eleven arguments; without cuInit the driver answers 3 at once */
         return ((fn_launch)fn)((void *)0x1234, 1, 2, 3, 4, 5, 6, 7, NULL, NULL, NULL);
+    case K_ATTR: { /* arguments that differ every call */
+        static int n;
+        int v = 0;
+        n++;
+        return ((fn_attr)fn)(&v, 1 + n % 120, n);
+    }
     default: {
         void *p = NULL;
         return ((fn_proc)fn)("cuDriverGetVersion", &p, 12000, 0);
@@ -137,6 +144,8 @@ int main(int argc, char **argv)
         kind = K_PROC;
     else if (strcmp(name, "cuLaunchKernel") == 0)
         kind = K_LAUNCH;
+    else if (strcmp(name, "cuDeviceGetAttribute") == 0)
+        kind = K_ATTR;
     else {
         fprintf(stderr, "callbench: unsupported function %s\n", name);
         return 2;

@@ -189,19 +189,50 @@ class Decoder:
                         f"{r[ARGS + 3]:#x}, {r[ARGS + 4]:#x}, {r[ARGS + 5]:#x}) = "
                         f"{rname(r)}")
             return unknown
-        convs = [self._conv(a) for a in p.args]
         outs = [(ARGS + a.slot, self._out_conv(a)) for a in p.args
                 if a.capture and a.kind in ("out", "outstr")]
+        # One function per prototype, its text a single f-string: the integers, addresses,
+        # pointers and enums inline, every other argument through its converter (_conv).
+        env = {"rname": rname, "outs": outs, "STATE": STATE, "RETURNED": RETURNED,
+               "RESULT": RESULT, "CAPTURE": CAPTURE, "enum_text": self.enum_text}
+        parts = [self._piece(a, i, env) for i, a in enumerate(p.args)]
+        env["NAME"], env["RN"] = name, self._names
+        result = "{rname(r)}"
+        if self.results[idx]:  # a CUresult: its name, found once (_rname), looked up inline
+            result = ("{(RN[c] if (c := r[RESULT] & 0xFFFFFFFF) in RN else rname(r)) "
+                      "if r[STATE] == RETURNED else '?'}")
+        src = ("def known(r, handles):\n"
+               f"    text = f\"{{NAME}}({', '.join(parts)}) = {result}\"\n"
+               "    if outs and r[STATE] == RETURNED and not r[RESULT] & 0xFFFFFFFF:\n"
+               "        got = [c(r[CAPTURE], handles) for s, c in outs if r[s]]\n"
+               "        if got:\n"
+               "            text += ' {' + ', '.join(got) + '}'\n"
+               "    return text\n")
+        exec(compile(src, f"<decoder of {name}>", "exec"), env)  # noqa: S102 (our own text)
+        return env["known"]
 
-        def known(r, handles):
-            text = f"{name}(" + ", ".join([c(r, handles) for c in convs]) + \
-                f") = {rname(r)}"
-            if outs and r[STATE] == RETURNED and not r[RESULT] & 0xFFFFFFFF:
-                got = [c(r[CAPTURE], handles) for s, c in outs if r[s]]
-                if got:
-                    text += " {" + ", ".join(got) + "}"
-            return text
-        return known
+    def _piece(self, a, i: int, env: dict) -> str:
+        """The f-string piece of argument `a` (the i-th): `name={expression}`, the same text
+        as its converter (_conv) gives."""
+        s = ARGS + a.slot if a.slot is not None and a.slot < SLOTS else None
+        simple_int = a.kind in ("int", "uint")
+        if s is not None and simple_int:
+            bits = 8 * (a.size or 8)
+            mask, top = (1 << bits) - 1, 1 << (bits - 1)
+            if a.kind == "uint":
+                return f"{a.name}={{r[{s}] & {mask}}}"
+            return f"{a.name}={{(r[{s}] & {mask}) - ((r[{s}] & {top}) << 1)}}"
+        if s is not None and a.kind == "addr":
+            return f"{a.name}={{r[{s}]:#x}}"
+        if s is not None and (a.kind in ("out", "outstr", "ptr") or (
+                a.kind in ("string", "struct") and not a.capture)):
+            return f"{a.name}={{format(r[{s}], '#x') if r[{s}] else 'NULL'}}"
+        if s is not None and a.kind == "enum":
+            env[f"N{i}"], env[f"I{i}"] = self.enums.get(a.info, {}), a.info
+            return (f"{a.name}={{N{i}[v] if (v := r[{s}] & 0xFFFFFFFF) in N{i} "
+                    f"else enum_text(I{i}, v)}}")
+        env[f"C{i}"] = self._conv(a)
+        return f"{{C{i}(r, handles)}}"
 
     def _out_conv(self, a):
         """A function (capture bytes, handles) -> "name=text" of one output."""

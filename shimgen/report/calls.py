@@ -26,7 +26,7 @@ from pathlib import Path
 from ..calls import BODY, RETURNED, ROW
 from ..errors import ShimgenError
 
-MEMO_MAX = 1 << 18  # distinct records kept decoded per process (then the memo starts anew)
+MEMO_MAX = 1 << 16  # distinct records kept decoded per process (then the memo starts anew)
 CHUNK = 1 << 14  # lines written at a time
 
 
@@ -149,15 +149,18 @@ class Shown:
         dec, handles, base, k = self.dec, self.handles, self.base, self.k
         memo: dict = {}
         durs: dict = {-1: ""}  # -1: a call that had not returned
-        miss = self._made
-
-        texter = dec.texter
+        texters: dict = {}
+        miss, texter, unpack = self._made, dec.texter, BODY.unpack
 
         def text(r):
             return texter(r[1])(r, handles)
         for row in self._unpacked():
             _, idx, state, tid, start, dur, body = row
-            t = memo.get((idx, state, body)) or miss(memo, (idx, state, body), text, row)
+            if None in memo:  # given up: the records mostly differ (_made)
+                f = texters.get(idx) or texters.setdefault(idx, texter(idx))
+                t = f(row[:6] + unpack(body), handles)
+            else:
+                t = memo.get((idx, state, body)) or miss(memo, (idx, state, body), text, row)
             d = durs.get(dur if state == RETURNED else -1)
             if d is None:
                 d = durs[dur] = _dur_text(dur * k / 1e3)
