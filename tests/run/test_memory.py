@@ -286,3 +286,105 @@ def test_sizes(text, value):
     from shimgen.run.limits import parse_size
 
     assert parse_size(text) == value
+
+
+# ---- pools, graphs, and the device of a thread's current context --------------------------
+
+def reserve_of(trace) -> dict:
+    """The ledger's reservations in the fake's shape: per column [reserved peak, the pools'
+    [reserved, high, used, high], the graphs' the same]."""
+    out = {str(c): [0, [0] * 4, [0] * 4] for c in range(4)} | {"host": [0, [0] * 4, [0] * 4]}
+    for c, col in trace.memory.columns.items():
+        out["host" if c == HOST else str(c)] = [col.reserved_peak, list(col.pool.values()),
+                                                list(col.graph.values())]
+    return out
+
+
+def assert_reserves(trace, want: dict) -> None:
+    assert_same(trace, want)
+    assert reserve_of(trace) == want["reserve"]
+
+
+MiB2 = 2 * MiB
+POOLS = [
+    "ctx:0", "async:3000000", "async:1000", "freeasync:1", "alloc:5000",
+    "defaultpool:1", "poolcreate:1:2", "poolalloc:700000:4", "poolalloc:100:3",
+    "freeasync:5", "sync", "poolcreate:1:3", "setpool:3:7", "ctx:3", "async:5000000",
+    "threshold:7:4194304", "free:8", "sync", "trim:7:0", "poolalloc:42:7", "pooldestroy:4",
+    "ctxsync",
+]
+
+
+def test_pools_reservations_exact(probes, fake, fake_shim, tmp_path):
+    """Pools of devices 0 to 3 (default ones, one made by cuMemPoolCreate on device 2 and
+    allocated from while device 0 is current, one set current on device 3): after each
+    allocation, free, synchronisation, trim and destruction, the ledger's view of what the
+    pools reserve and use, the highs, and the most held and reserved at once equal the
+    fake's own; the allocation from device 2's pool is device 2's."""
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, POOLS)
+    assert " rc 1" not in out and " rc 2" not in out, out
+    t = one_trace(traces)
+    want = fake_totals(out)
+    assert_reserves(t, want)
+    cols = t.memory.columns
+    assert cols[2].taken == {"cuMemAllocFromPoolAsync": 700000}
+    assert cols[0].pool["reserved_high"] == 2 * MiB2 and cols[0].reserved_peak > cols[0].peak
+    assert cols[3].pool["reserved"] == MiB2  # the trim kept the 42 bytes' chunk
+    assert t.memory.pools == 3  # (device 2's destroyed)
+
+
+GRAPHS = [
+    "ctx:1", "graph", "memnode:0:3000000:1", "memnode:0:1000:2", "instantiate:0",
+    "launch:1", "launch:1", "capture", "async:5000", "freeasync:2", "async:7000",
+    "endcapture", "instantiate:4", "launch:5", "alloc:100", "execdestroy:1", "graphtrim:1",
+    "graphtrim:2",
+]
+
+
+def test_graph_memory_exact(probes, fake, fake_shim, tmp_path):
+    """Graph memory nodes added (on devices 1 and 2) and captured (cuMemAllocAsync while the
+    stream captures: not an allocation of the route, the graph's), launched, destroyed and
+    trimmed: the ledger's graph reservation, use and highs equal the fake's, and a captured
+    allocation is never counted as held."""
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, GRAPHS)
+    assert " rc 1" not in out and " rc 4" not in out, out
+    t = one_trace(traces)
+    assert_reserves(t, fake_totals(out))
+    cols = t.memory.columns
+    assert "cuMemAllocAsync" not in cols[1].taken
+    assert cols[1].graph["reserved_high"] == 2 * MiB2 and cols[2].graph["used"] == 0
+    assert t.memory.graph_allocs == 4
+
+
+def test_limit_counts_pool_reservations(probes, fake, fake_shim, tmp_path):
+    """Under 4 MiB: a pool keeping 4 MiB reserved (its allocation freed, no sync yet) leaves
+    no room, so an allocation is refused before the fake sees it; after a synchronisation
+    (the pool gives it back) the same allocation is made."""
+    ops = ["ctx:0", "info", "async:3000000", "freeasync:0", "alloc:1000", "info", "sync",
+           "alloc:1000", "info"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops,
+                          SHIMGEN_LIMIT_MEMORY="4MiB")
+    rcs = [ln.split(" rc ")[1] for ln in out.splitlines() if " rc " in ln]
+    assert rcs == ["0", "0", "0", "0", "2", "0", "0", "0", "0"], out
+    assert f"parent info free 0 total {4 * MiB}" in out
+    assert f"parent info free {4 * MiB - 1000} total {4 * MiB}" in out
+    t = one_trace(traces)
+    assert_reserves(t, fake_totals(out))
+    assert t.memory.refused == 1
+
+
+def test_threads_switching_contexts_keep_devices_exact(probes, fake, fake_shim, tmp_path):
+    """6 threads, 400 random steps each: cuCtxSetCurrent, push, pop or an allocation on the
+    current device, kept or freed, with random yields: each device's bytes and allocations
+    held and the bytes taken equal the fake's (the ledger's cached device of a thread is
+    never stale), repeated with other seeds' interleavings."""
+    for k in range(3):
+        out, traces = run_ops(probes, fake, fake_shim, tmp_path / str(k),
+                              ["ctxthreads:6:400"], FAKE_LEDGER_DEVICES="4")
+        assert "ctxthreads:6:400 rc 0" in out, out
+        want = fake_totals(out)
+        got = ledger_of(one_trace(traces))
+        assert {c: v[1:] for c, v in got["columns"].items()} == {
+            c: v[1:] for c, v in want["columns"].items()}
+        assert got["taken"] == {fn: b for fn, (b, _) in want["taken"].items()}
+        assert sum(v[2] for v in want["columns"].values()) > 100

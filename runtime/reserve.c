@@ -1,0 +1,211 @@
+/*
+ * reserve.c: what memory pools and graphs hold reserved on each device (docs/memory.md),
+ * asked of the driver's own attributes and handed to the ledger (ledger.c). A pool keeps
+ * memory its allocations gave back, up to its release threshold, and the driver reserves
+ * memory for graphs when a graph with memory nodes is launched: neither passes through an
+ * exported function when it changes, but the driver says how much (cuMemPoolGetAttribute's
+ * RESERVED_MEM_CURRENT, _HIGH, USED_MEM_CURRENT, _HIGH, cuDeviceGetGraphMemAttribute's).
+ * The hooks (hooks_memory.c) call here after each function at which a reservation can
+ * change: a pool allocation, a trim, a pool's destruction, a graph's launch, upload or
+ * destruction, a synchronisation (where a pool gives back what is above its threshold).
+ *
+ * The pools the ledger knows (cuMemPoolCreate, cuDeviceGetDefaultMemPool,
+ * cuDeviceGetMemPool, cuDeviceSetMemPool; a device's current pool asked once with
+ * cuDeviceGetMemPool) and their devices are in a small table under a short spinlock, never
+ * held over a driver call; the driver is asked from the calling thread after its own call
+ * returned, as the program itself could ask. A forked child starts with no pools.
+ */
+
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ledger.h"
+
+#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
+#define MAX_POOLS 64
+#define DEVICES SHIMGEN_MEM_DEVICES
+
+static struct pool {
+    uint64_t handle, v[4]; /* the driver's four numbers (runenv.MEM_RESERVE_FIELDS) */
+    int column;
+} pools[MAX_POOLS];
+static unsigned npools;
+static uint64_t current_pool[DEVICES]; /* each device's current pool; 0: not known yet */
+static uint32_t graph_columns;         /* the devices with graph memory seen */
+static int captures;                   /* stream captures begun and not ended */
+static int lock, said_full;
+static pid_t pools_pid;
+
+static void lock_pools(void)
+{
+    pid_t me = getpid();
+    if (pools_pid != me) { /* a forked child: no pools of its own yet, the lock free */
+        memset(pools, 0, sizeof pools);
+        memset(current_pool, 0, sizeof current_pool);
+        npools = 0, graph_columns = 0, captures = 0, lock = 0;
+        pools_pid = me;
+    }
+    while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+}
+
+static void unlock_pools(void) { __atomic_store_n(&lock, 0, __ATOMIC_RELEASE); }
+
+static struct pool *find(uint64_t handle)
+{
+    for (unsigned i = 0; i < npools; i++)
+        if (pools[i].handle == handle)
+            return &pools[i];
+    return NULL;
+}
+
+/* A column's pools summed, handed to the ledger (the lock held: the ledger sees the sums
+ * in the order they were made). */
+static void hand_over(int column)
+{
+    uint64_t sum[4] = {0, 0, 0, 0};
+    for (unsigned i = 0; i < npools; i++)
+        for (int k = 0; k < 4 && pools[i].column == column; k++)
+            sum[k] += pools[i].v[k];
+    shimgen_ledger_reservation(0, column, sum);
+    shimgen_ledger_counts(npools, 0);
+}
+
+int shimgen_pool_column(uint64_t handle)
+{
+    lock_pools();
+    struct pool *p = find(handle);
+    int c = p ? p->column : -1;
+    unlock_pools();
+    return c;
+}
+
+void shimgen_pool_seen(uint64_t handle, int column, int current)
+{
+    if (!handle)
+        return;
+    lock_pools();
+    struct pool *p = find(handle);
+    if (column < 0 && p) { /* destroyed: its reservation gone with it */
+        int was = p->column;
+        *p = pools[--npools];
+        hand_over(was);
+    } else if (column >= 0 && !p && npools < MAX_POOLS) {
+        pools[npools++] = (struct pool){.handle = handle, .column = column};
+        shimgen_ledger_counts(npools, 0);
+    } else if (column >= 0 && !p && !said_full++) {
+        shimgen_say("shimgen: more than %d memory pools: the others' reservations are not "
+                    "followed\n", MAX_POOLS);
+    }
+    if (current && column >= 0 && column < (int)DEVICES)
+        current_pool[column] = handle;
+    unlock_pools();
+}
+
+uint64_t shimgen_device_pool(int column)
+{
+    if (column < 0 || column >= (int)DEVICES)
+        return 0;
+    uint64_t h = __atomic_load_n(&current_pool[column], __ATOMIC_RELAXED);
+#ifdef SHIMGEN_IDX_cuDeviceGetMemPool
+    if (!h && REAL(cuDeviceGetMemPool, uint64_t *, int)(&h, column) == SHIMGEN_CUDA_SUCCESS)
+        shimgen_pool_seen(h, column, 1);
+#endif
+    return h;
+}
+
+void shimgen_capture(int delta)
+{
+    __atomic_fetch_add(&captures, delta, __ATOMIC_RELAXED);
+}
+
+int shimgen_in_capture(void *stream)
+{
+    if (__atomic_load_n(&captures, __ATOMIC_RELAXED) <= 0)
+        return 0;
+    int status = 0;
+#ifdef SHIMGEN_IDX_cuStreamIsCapturing
+    if (REAL(cuStreamIsCapturing, void *, int *)(stream, &status) != SHIMGEN_CUDA_SUCCESS)
+        return 0;
+#else
+    (void)stream;
+#endif
+    return status == SHIMGEN_CAPTURE_ACTIVE;
+}
+
+void shimgen_graph_alloc(int column)
+{
+    if (column >= 0 && column < (int)DEVICES)
+        __atomic_fetch_or(&graph_columns, 1u << column, __ATOMIC_RELAXED);
+    shimgen_ledger_counts(__atomic_load_n(&npools, __ATOMIC_RELAXED), 1);
+}
+
+void shimgen_pool_refresh(uint64_t handle)
+{
+#ifdef SHIMGEN_IDX_cuMemPoolGetAttribute
+    static const int attrs[4] = SHIMGEN_MEMPOOL_ATTRS;
+    uint64_t v[4];
+    for (int k = 0; k < 4; k++)
+        if (!handle || REAL(cuMemPoolGetAttribute, uint64_t, int, uint64_t *)(
+                           handle, attrs[k], &v[k]) != SHIMGEN_CUDA_SUCCESS)
+            return;
+    lock_pools();
+    struct pool *p = find(handle);
+    if (p) {
+        for (int k = 0; k < 4; k++)
+            p->v[k] = v[k];
+        hand_over(p->column);
+    }
+    unlock_pools();
+#else
+    (void)handle;
+#endif
+}
+
+void shimgen_graph_refresh(int column)
+{
+#ifdef SHIMGEN_IDX_cuDeviceGetGraphMemAttribute
+    static const int attrs[4] = SHIMGEN_GRAPH_MEM_ATTRS;
+    uint32_t mask = __atomic_load_n(&graph_columns, __ATOMIC_RELAXED);
+    if (column >= 0 && column < (int)DEVICES)
+        mask &= 1u << column;
+    for (int c = 0; mask; c++, mask >>= 1) {
+        uint64_t v[4];
+        int k = 0;
+        while (k < 4 && (mask & 1) &&
+               REAL(cuDeviceGetGraphMemAttribute, int, int, uint64_t *)(c, attrs[k], &v[k]) ==
+                   SHIMGEN_CUDA_SUCCESS)
+            k++;
+        if (k == 4)
+            shimgen_ledger_reservation(1, c, v);
+    }
+#else
+    (void)column;
+#endif
+}
+
+void shimgen_reserve_refresh(void)
+{
+    uint64_t handles[MAX_POOLS];
+    unsigned n = 0;
+    lock_pools();
+    for (; n < npools; n++)
+        handles[n] = pools[n].handle;
+    unlock_pools();
+    for (unsigned i = 0; i < n; i++)
+        shimgen_pool_refresh(handles[i]);
+    if (__atomic_load_n(&graph_columns, __ATOMIC_RELAXED))
+        shimgen_graph_refresh(-1);
+}
+
+int shimgen_reserve_or_refresh(int column, uint64_t size, uint64_t *reserved)
+{
+    if (shimgen_ledger_reserve(column, size, reserved, 0))
+        return 1;
+    if (shimgen_ledger_extra(column))
+        shimgen_reserve_refresh();
+    return shimgen_ledger_reserve(column, size, reserved, 1);
+}
