@@ -103,11 +103,13 @@ static struct fpool *current_of(int col)
         pthread_mutex_unlock(&lock);                                                        \
         return pool_alloc(#name, p, n, pool, s);                                            \
     }
+/* (a NULL pool: the current device's current pool, a convenience of the fake's tests) */
 #define FROM_POOL(name)                                                                    \
     EXPORT CUresult name(u64 *p, size_t n, void *handle, void *s)                           \
     {                                                                                       \
         pthread_mutex_lock(&lock);                                                          \
-        struct fpool *pool = pool_of((u64)(uintptr_t)handle);                               \
+        struct fpool *pool = handle ? pool_of((u64)(uintptr_t)handle)                       \
+                                    : current < 0 ? NULL : current_of(current);             \
         pthread_mutex_unlock(&lock);                                                        \
         return pool_alloc(#name, p, n, pool, s);                                            \
     }

@@ -153,16 +153,17 @@ def test_limit_refuses_before_the_driver_and_answers_with_it(probes, fake, fake_
                           SHIMGEN_LIMIT_MEMORY="1MiB")
     rcs = [ln.split(" rc ")[1] for ln in out.splitlines() if " rc " in ln]
     # refused: 600000 past 1 MiB; the device handle of 2 MiB; not the host one (no limit)
-    assert rcs == ["0", "0", "0", "0", "2", "0", "0", "0", "2", "0", "0"], out
+    # (the last: the pool of the async allocation keeps 2 MiB reserved, past the limit)
+    assert rcs == ["0", "0", "0", "0", "2", "0", "0", "0", "2", "0", "2"], out
     assert f"parent info free {MiB} total {MiB}" in out
     assert f"parent info free {MiB - 524288} total {MiB}" in out
     assert f"parent total {MiB}" in out
     want = fake_totals(out)
-    assert want["taken"]["cuMemAlloc_v2"] == [2 * 524288, 2]  # the refused one never came
+    assert want["taken"]["cuMemAlloc_v2"] == [524288, 1]  # the refused ones never came
     assert want["taken"]["cuMemCreate"] == [2097152, 1]
     t = one_trace(traces)
     assert_same(t, want)
-    assert (t.memory.limit, t.memory.refused) == (MiB, 2)
+    assert (t.memory.limit, t.memory.refused) == (MiB, 3)
 
 
 def test_retained_and_imported_handles_freed_by_their_last_release(probes, fake, fake_shim,
@@ -250,30 +251,43 @@ def test_threads_racing_keep_the_ledger_exact(probes, fake, fake_shim, tmp_path)
         assert want["columns"]["0"][2] == 4 * 43 and want["columns"]["1"][2] == 4 * 43
 
 
-def test_version_3_file_still_read(probes, fake, fake_shim, tmp_path):
-    """A version 4 file made version 3 (its header cut to version 3's, the names moved up):
-    read, with the same calls and no ledger."""
-    _, traces = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "alloc:10"])
-    path = next(traces.glob("*.shimtrace"))
-    v4 = load(path)
+def cut_to(path, version: int, dest):
+    """The file made an older version: its header cut to that version's, the names moved
+    up."""
     data = bytearray(path.read_bytes())
-    v3_size, v4_size = trace_header_size(3), trace_header_size()
+    old_size, size = trace_header_size(version), trace_header_size()
     names_size = int.from_bytes(data[56:64], "little")
-    names = bytes(data[v4_size:v4_size + names_size])
-    data[8:12] = (3).to_bytes(4, "little")
-    data[12:16] = v3_size.to_bytes(4, "little")
-    data[48:56] = v3_size.to_bytes(8, "little")
-    data[v3_size:v4_size + names_size] = names + bytes(v4_size - v3_size)
-    old = tmp_path / "v3.shimtrace"
-    old.write_bytes(bytes(data))
-    v3 = load(old)
-    assert v3.memory is None and v4.memory is not None
+    names = bytes(data[size:size + names_size])
+    data[8:12] = version.to_bytes(4, "little")
+    data[12:16] = old_size.to_bytes(4, "little")
+    data[48:56] = old_size.to_bytes(8, "little")
+    data[old_size:size + names_size] = names + bytes(size - old_size)
+    dest.write_bytes(bytes(data))
+    return data
+
+
+def test_versions_3_and_4_still_read(probes, fake, fake_shim, tmp_path):
+    """A version 5 file made version 4, then 3: read, with the same calls; version 4 with
+    the same ledger and no reservations, version 3 with no ledger."""
+    _, traces = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "alloc:10", "async:7"])
+    path = next(traces.glob("*.shimtrace"))
+    v5 = load(path)
+    cut_to(path, 4, tmp_path / "v4.shimtrace")
+    v4 = load(tmp_path / "v4.shimtrace")
+    assert v4.memory.columns[0].taken == v5.memory.columns[0].taken == {
+        "cuMemAlloc_v2": 10, "cuMemAllocAsync": 7}
+    assert v4.memory.columns[0].pool is None and v4.memory.pools is None
+    assert v5.memory.columns[0].pool["reserved"] == 2 * MiB
+    assert memory_json(groups([v4], None)[0])["reserved"] is None
+    data = cut_to(path, 3, tmp_path / "v3.shimtrace")
+    v3 = load(tmp_path / "v3.shimtrace")
+    assert v3.memory is None and v5.memory is not None
     assert {n: f.calls for n, f in v3.functions.items()} == {
-        n: f.calls for n, f in v4.functions.items()}
-    data[8:12] = (5).to_bytes(4, "little")
-    old.write_bytes(bytes(data))
-    with pytest.raises(ShimgenError, match="format version 5; this shimgen reads versions 3, 4"):
-        load(old)
+        n: f.calls for n, f in v5.functions.items()}
+    data[8:12] = (6).to_bytes(4, "little")
+    (tmp_path / "v6.shimtrace").write_bytes(bytes(data))
+    with pytest.raises(ShimgenError, match="format version 6; this shimgen reads versions 3, 4, 5"):
+        load(tmp_path / "v6.shimtrace")
 
 
 @pytest.mark.parametrize("text, value", [("200MiB", 200 * MiB), ("2GiB", 2 << 30),
@@ -331,6 +345,20 @@ def test_pools_reservations_exact(probes, fake, fake_shim, tmp_path):
     assert cols[0].pool["reserved_high"] == 2 * MiB2 and cols[0].reserved_peak > cols[0].peak
     assert cols[3].pool["reserved"] == MiB2  # the trim kept the 42 bytes' chunk
     assert t.memory.pools == 3  # (device 2's destroyed)
+    # the report: the fields of before as they were, the reservations beside them
+    m = memory_json(groups([t], None)[0])
+    peaks = {c: v[0] for c, v in want["reserve"].items()}
+    assert m["reserved_peak_bytes"] == max(peaks.values()) > m["peak_bytes"]
+    assert m["peak_bytes"] == max(v[0] for v in want["columns"].values())
+    assert m["reserved"]["pools"] == {
+        f"{k}_bytes": sum(v[1][i] for v in want["reserve"].values())
+        for i, k in enumerate(("reserved", "reserved_high", "used", "used_high"))}
+    assert m["reserved"]["pools_known"] == 3 and m["reserved"]["graph_allocations"] == 0
+    assert [d["reserved_peak_bytes"] for d in m["devices"]] == [peaks[str(d["device"])]
+                                                              for d in m["devices"]]
+    from shimgen.report.memory import memory_section
+    text = "\n".join(memory_section(groups([t], None)[0]))
+    assert "pools: reserved 2.00 MiB at exit (high 6.00 MiB)" in text, text
 
 
 GRAPHS = [
