@@ -375,6 +375,9 @@ FUNCTION_SINCE: dict[str, int] = {
     "cuGetProcAddress": 11030,
     "cuGetProcAddress_v2": 12000,
     "cuMemGetHandleForAddressRange": 11070,
+    # (functions the memory ledger watches, shim/memroutes.py)
+    "cuStreamBeginCaptureToGraph": 12030, "cuStreamBeginCaptureToGraph_ptsz": 12030,
+    "cuGreenCtxDestroy": 12040, "cuCtxCreate_v4": 12050, "cuCtxSynchronize_v2": 12090,
 }
 ATTRIBUTE_SINCE: dict[int, int] = {
     124: 11070,  # DMA_BUF_SUPPORTED

@@ -70,7 +70,8 @@ HOOKS: tuple[Hook, ...] = (
     # GPUDirect RDMA allocation: gates install the "memory" hooks too)
     Hook(r.name, MEMORY_SOURCE, f"memory ledger: {r.reads}", r.feature, optional=True)
     for r in ROUTES) + tuple(
-    Hook(w.name, MEMORY_SOURCE, f"memory ledger: {w.reads}", "memory", optional=True)
+    Hook(w.name, MEMORY_SOURCE, f"memory ledger: {w.reads}", "memory",
+         since=FUNCTION_SINCE.get(w.name, 0), optional=True)
     for w in WATCHES)
 
 # Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of

@@ -130,7 +130,7 @@ def build_model(
     predates: list[Hook] = []
     for hook in hooks:
         if hook.name not in known:
-            if hook.optional:
+            if hook.optional and not (hook.since and driver_predates(driver, hook)):
                 continue
             if driver_predates(driver, hook):
                 predates.append(hook)
