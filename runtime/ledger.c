@@ -123,6 +123,7 @@ static void after_fork_child(void)
 {
     lock = 0;
     own_process();
+    shimgen_reserve_after_fork();
 }
 
 static inline void spin_pause(void)
@@ -257,10 +258,9 @@ static void recompute_extra(unsigned c)
 }
 
 /* Bytes added to a column and route (an allocation: `one` 1, `taken` its bytes) or given
- * back (minus its bytes, `one` -1, `taken` 0). With pools or graphs reserving on the
- * column, an allocation by another route is a reserved peak's candidate (a pool route's
- * is, once its pool is asked again). */
-static inline void count(unsigned c, unsigned r, uint64_t n, uint64_t one, uint64_t taken)
+ * back (minus its bytes, `one` -1, `taken` 0); the reserved peak left to the caller. */
+static inline __attribute__((always_inline)) void count_held(unsigned c, unsigned r, uint64_t n,
+                                                            uint64_t one, uint64_t taken)
 {
     struct nums *x = num;
     unsigned at = c * ROUTES + r;
@@ -270,8 +270,32 @@ static inline void count(unsigned c, unsigned r, uint64_t n, uint64_t one, uint6
     x->taken[at] += taken;
     if (cur > x->peak[c])
         x->peak[c] = cur;
-    if (__builtin_expect(extra[c] != 0, 0) && !(SHIMGEN_MEM_POOL_ROUTES >> r & 1))
+}
+
+/* With pools or graphs reserving on the column, an allocation by another route is a
+ * reserved peak's candidate (a pool route's is, once its pool is asked again). */
+static inline int reserved_candidate(unsigned c, unsigned r, uint64_t n)
+{
+    (void)n; /* (a free's is harmless: nothing grew) */
+    return __builtin_expect(extra[c] != 0, 0) && !(SHIMGEN_MEM_POOL_ROUTES >> r & 1);
+}
+
+static inline void count(unsigned c, unsigned r, uint64_t n, uint64_t one, uint64_t taken)
+{
+    count_held(c, r, n, one, taken);
+    if (reserved_candidate(c, r, n))
         note_reserved_peak(c);
+}
+
+/* The reserved peak noted after the common path's update, in a call of its own (so that
+ * the common path saves no registers). */
+static __attribute__((noinline)) shimgen_CUresult note_after(unsigned c)
+{
+    if (lock_ledger()) {
+        note_reserved_peak(c);
+        unlock_ledger();
+    }
+    return SHIMGEN_CUDA_SUCCESS;
 }
 
 static __attribute__((noinline)) void map_slots(void)
@@ -423,8 +447,11 @@ shimgen_CUresult shimgen_ledger_add(int column, uint64_t meta, uint64_t size, ui
     slots[i].size = size;
     slots[i].meta = meta | (uint64_t)column << 40;
     room--;
-    count((unsigned)column, META_ROUTE(meta), size, 1, size);
+    count_held((unsigned)column, META_ROUTE(meta), size, 1, size);
+    int note = reserved_candidate((unsigned)column, META_ROUTE(meta), size);
     unlock_ledger();
+    if (__builtin_expect(note, 0))
+        return note_after((unsigned)column);
     return SHIMGEN_CUDA_SUCCESS;
 }
 

@@ -60,6 +60,7 @@ void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs);
  * capturing (only asked while captures are in progress), what pools and graphs reserve
  * asked of the driver again (a pool, a device's graphs, or all of them). */
 int shimgen_pool_column(uint64_t pool);
+void shimgen_reserve_after_fork(void);
 void shimgen_pool_seen(uint64_t pool, int column, int current);
 uint64_t shimgen_device_pool(int column);
 int shimgen_in_capture(void *stream);

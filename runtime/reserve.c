@@ -20,7 +20,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ledger.h"
 
@@ -37,17 +36,18 @@ static uint64_t current_pool[DEVICES]; /* each device's current pool; 0: not kno
 static uint32_t graph_columns;         /* the devices with graph memory seen */
 static int captures;                   /* stream captures begun and not ended */
 static int lock, said_full;
-static pid_t pools_pid;
+
+/* A forked child (ledger.c's fork handler calls it): no pools of its own yet (its ledger
+ * starts empty), the lock free. */
+void shimgen_reserve_after_fork(void)
+{
+    memset(pools, 0, sizeof pools);
+    memset(current_pool, 0, sizeof current_pool);
+    npools = 0, graph_columns = 0, captures = 0, lock = 0;
+}
 
 static void lock_pools(void)
 {
-    pid_t me = getpid();
-    if (pools_pid != me) { /* a forked child: no pools of its own yet, the lock free */
-        memset(pools, 0, sizeof pools);
-        memset(current_pool, 0, sizeof current_pool);
-        npools = 0, graph_columns = 0, captures = 0, lock = 0;
-        pools_pid = me;
-    }
     while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
         sched_yield();
 }
@@ -76,6 +76,8 @@ static void hand_over(int column)
 
 int shimgen_pool_column(uint64_t handle)
 {
+    if (!__atomic_load_n(&npools, __ATOMIC_RELAXED))
+        return -1;
     lock_pools();
     struct pool *p = find(handle);
     int c = p ? p->column : -1;
@@ -191,6 +193,9 @@ void shimgen_reserve_refresh(void)
 {
     uint64_t handles[MAX_POOLS];
     unsigned n = 0;
+    if (!__atomic_load_n(&npools, __ATOMIC_RELAXED) &&
+        !__atomic_load_n(&graph_columns, __ATOMIC_RELAXED))
+        return; /* (no pool and no graph memory seen: nothing to ask) */
     lock_pools();
     for (; n < npools; n++)
         handles[n] = pools[n].handle;

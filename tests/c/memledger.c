@@ -10,6 +10,7 @@
  *   threads:T:N (T threads, N random allocations each, every 7th kept: the ledger's lock)
  *   forkbusy:K (K forks while 4 threads allocate: each child's ledger its own)
  *   churn:N:SIZE (N times an allocation and its free: the cost of the ledger)
+ *   ctxchurn:N  syncchurn:N (N cuCtxSetCurrent, N cuStreamSynchronize: what a watch costs)
  *   info  total:D   fork (the child runs the rest; the parent waits and ends)   kill
  * Pools and graphs (an item each: a pool, a graph, an instance):
  *   defaultpool:D  getpool:D  poolcreate:TYPE:ID  setpool:D:K  poolalloc:N:K (from pool K)
@@ -314,6 +315,13 @@ static int run_op(char *op, const char *who)
         int rc = 0;
         for (u64 i = 0; i < a && !rc; i++)
             rc = alloc(&p, (size_t)b) || release(p);
+        return rc;
+    }
+    if (!strcmp(op, "ctxchurn") || !strcmp(op, "syncchurn")) {
+        fn_t f = get(!strcmp(op, "ctxchurn") ? "cuCtxSetCurrent" : "cuStreamSynchronize");
+        int rc = 0;
+        for (u64 i = 0; i < a && !rc; i++)
+            rc = f((void *)(uintptr_t)(i % 2 + 1));
         return rc;
     }
     if (!strcmp(op, "threads")) {
