@@ -3140,6 +3140,38 @@ MUTATIONS = [
         "tests": ["tests/run/test_memory.py::test_forks_while_other_threads_allocate"],
         "why": "a forked child never hangs on the ledger's lock that another thread held at the fork",
     },
+    {
+        "name": "ledger-context-change-not-seen",
+        "file": "runtime/hooks_memory.c",
+        "old": "#define MEM_WATCH_context(name) WATCH(name, ctx_changed(), ctx_changed())\n",
+        "new": "#define MEM_WATCH_context(name) WATCH(name, (void)0, (void)0)\n",
+        "tests": ["tests/run/test_memory.py::test_threads_switching_contexts_keep_devices_exact"],
+        "why": "a thread's cached device is asked again after any context change",
+    },
+    {
+        "name": "ledger-limit-leaves-out-pool-reservations",
+        "file": "runtime/ledger.c",
+        "old": "    uint64_t cur = current[column] + extra[column];\n",
+        "new": "    uint64_t cur = current[column];\n",
+        "tests": ["tests/run/test_memory.py::test_limit_counts_pool_reservations"],
+        "why": "the limit counts what pools keep reserved beyond their allocations",
+    },
+    {
+        "name": "ledger-captured-allocation-held-by-its-route",
+        "file": "runtime/hooks_memory.c",
+        "old": "    int captured = rc == SHIMGEN_CUDA_SUCCESS && shimgen_in_capture(s);\n",
+        "new": "    int captured = 0;\n",
+        "tests": ["tests/run/test_memory.py::test_graph_memory_exact"],
+        "why": "an allocation made while its stream captures is a graph's, not the route's",
+    },
+    {
+        "name": "ledger-pool-allocation-on-the-current-device",
+        "file": "runtime/hooks_memory.c",
+        "old": "    return c >= 0 ? c : device_column();\n",
+        "new": "    return device_column();\n",
+        "tests": ["tests/run/test_memory.py::test_pools_reservations_exact"],
+        "why": "an allocation from a pool is on the pool's device, not the current context's",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

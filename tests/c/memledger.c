@@ -137,7 +137,7 @@ static int fork_busy(u64 k)
  * device is current (a third kept), with random yields. */
 static void *switcher(void *arg)
 {
-    unsigned seed = (unsigned)(uintptr_t)arg * 2246822519u + 7;
+    unsigned seed = (unsigned)(uintptr_t)arg * 2246822519u + (unsigned)getpid();
     fn_t set = get("cuCtxSetCurrent"), push = get("cuCtxPushCurrent_v2");
     fn_t pop = get("cuCtxPopCurrent_v2"), alloc = get("cuMemAlloc_v2");
     fn_t release = get("cuMemFree_v2");

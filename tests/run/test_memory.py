@@ -402,14 +402,14 @@ def test_limit_counts_pool_reservations(probes, fake, fake_shim, tmp_path):
 
 
 def test_threads_switching_contexts_keep_devices_exact(probes, fake, fake_shim, tmp_path):
-    """6 threads, 400 random steps each: cuCtxSetCurrent, push, pop or an allocation on the
+    """8 threads, 1000 random steps each: cuCtxSetCurrent, push, pop or an allocation on the
     current device, kept or freed, with random yields: each device's bytes and allocations
     held and the bytes taken equal the fake's (the ledger's cached device of a thread is
-    never stale), repeated with other seeds' interleavings."""
-    for k in range(3):
+    never stale); 12 runs, each with its own seeds (the process id) and interleaving."""
+    for k in range(12):
         out, traces = run_ops(probes, fake, fake_shim, tmp_path / str(k),
-                              ["ctxthreads:6:400"], FAKE_LEDGER_DEVICES="4")
-        assert "ctxthreads:6:400 rc 0" in out, out
+                              ["ctxthreads:8:1000"], FAKE_LEDGER_DEVICES="4")
+        assert "ctxthreads:8:1000 rc 0" in out, out
         want = fake_totals(out)
         got = ledger_of(one_trace(traces))
         assert {c: v[1:] for c, v in got["columns"].items()} == {
