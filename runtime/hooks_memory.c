@@ -388,11 +388,14 @@ static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t
  * location of their poolProps, first in them) */
 #define MEM_WATCH_graphnode(name)                                                          \
     WATCH(name, (void)0, if (ok && e) shimgen_graph_alloc(location_column((void *)e)))
-#define MEM_WATCH_graph(name) WATCH(name, (void)0, if (ok) shimgen_graph_refresh(-1))
+#define ANY_RESERVED __atomic_load_n(&shimgen_reserve_any, __ATOMIC_RELAXED)
+#define MEM_WATCH_graph(name)                                                              \
+    WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_graph_refresh(-1))
 #define MEM_WATCH_graphtrim(name) WATCH(name, (void)0, if (ok) shimgen_graph_refresh((int)a))
 #define MEM_WATCH_capture(name) WATCH(name, shimgen_capture(1), if (!ok) shimgen_capture(-1))
 #define MEM_WATCH_captureend(name) WATCH(name, (void)0, shimgen_capture(-1))
-#define MEM_WATCH_sync(name) WATCH(name, (void)0, if (ok) shimgen_reserve_refresh())
+#define MEM_WATCH_sync(name)                                                               \
+    WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_reserve_refresh())
 
 #define MEM_ROUTE(kind, name, index) MEM_KIND_##kind(name, index)
 #define MEM_WATCH(kind, name) MEM_WATCH_##kind(name)

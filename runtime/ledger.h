@@ -61,6 +61,7 @@ void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs);
  * asked of the driver again (a pool, a device's graphs, or all of them). */
 int shimgen_pool_column(uint64_t pool);
 void shimgen_reserve_after_fork(void);
+extern int shimgen_reserve_any; /* any pool or graph allocation seen (0: nothing to ask) */
 void shimgen_pool_seen(uint64_t pool, int column, int current);
 uint64_t shimgen_device_pool(int column);
 int shimgen_in_capture(void *stream);

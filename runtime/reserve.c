@@ -36,6 +36,7 @@ static uint64_t current_pool[DEVICES]; /* each device's current pool; 0: not kno
 static uint32_t graph_columns;         /* the devices with graph memory seen */
 static int captures;                   /* stream captures begun and not ended */
 static int lock, said_full;
+int shimgen_reserve_any; /* a pool or a graph allocation seen: worth asking at a sync */
 
 /* A forked child (ledger.c's fork handler calls it): no pools of its own yet (its ledger
  * starts empty), the lock free. */
@@ -43,7 +44,7 @@ void shimgen_reserve_after_fork(void)
 {
     memset(pools, 0, sizeof pools);
     memset(current_pool, 0, sizeof current_pool);
-    npools = 0, graph_columns = 0, captures = 0, lock = 0;
+    npools = 0, graph_columns = 0, captures = 0, lock = 0, shimgen_reserve_any = 0;
 }
 
 static void lock_pools(void)
@@ -97,6 +98,7 @@ void shimgen_pool_seen(uint64_t handle, int column, int current)
         hand_over(was);
     } else if (column >= 0 && !p && npools < MAX_POOLS) {
         pools[npools++] = (struct pool){.handle = handle, .column = column};
+        __atomic_store_n(&shimgen_reserve_any, 1, __ATOMIC_RELAXED);
         shimgen_ledger_counts(npools, 0);
     } else if (column >= 0 && !p && !said_full++) {
         shimgen_say("shimgen: more than %d memory pools: the others' reservations are not "
@@ -142,6 +144,7 @@ void shimgen_graph_alloc(int column)
 {
     if (column >= 0 && column < (int)DEVICES)
         __atomic_fetch_or(&graph_columns, 1u << column, __ATOMIC_RELAXED);
+    __atomic_store_n(&shimgen_reserve_any, 1, __ATOMIC_RELAXED);
     shimgen_ledger_counts(__atomic_load_n(&npools, __ATOMIC_RELAXED), 1);
 }
 

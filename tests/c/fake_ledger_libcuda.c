@@ -200,7 +200,8 @@ EXPORT int fake_ledger_totals(char *buf, size_t cap)
         char name[8];
         snprintf(name, sizeof name, c == HOSTCOL ? "host" : "%d", c);
         n += (size_t)snprintf(buf + n, cap - n,
-                              "%s\"%s\": [%llu, [%llu, %llu, %llu, %llu], [%llu, %llu, %llu, %llu]]",
+                              "%s\"%s\": [%llu, [%llu, %llu, %llu, %llu], "
+                              "[%llu, %llu, %llu, %llu]]",
                               c ? ", " : "", name, footprint_peak[c], p[0], p[1], p[2], p[3],
                               graph_mem[c][0], graph_mem[c][1], graph_mem[c][2],
                               graph_mem[c][3]);
