@@ -11,6 +11,7 @@ version 3 file still read; `--limit`'s sizes."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -416,3 +417,33 @@ def test_threads_switching_contexts_keep_devices_exact(probes, fake, fake_shim, 
             c: v[1:] for c, v in want["columns"].items()}
         assert got["taken"] == {fn: b for fn, (b, _) in want["taken"].items()}
         assert sum(v[2] for v in want["columns"].values()) > 100
+
+
+CONTEXT_CHANGES = re.compile(
+    r"^cu(Ctx(Create|Destroy|PushCurrent|PopCurrent|SetCurrent|Attach|Detach)"
+    r"|DevicePrimaryCtx(Release|Reset)|(?!Green)\w+CtxCreate|GreenCtxDestroy)")
+RESERVATION_POINTS = re.compile(
+    r"^cu(StreamSynchronize|CtxSynchronize|EventSynchronize|StreamBeginCapture"
+    r"|StreamEndCapture|GraphLaunch|GraphUpload|GraphExecDestroy|DeviceGraphMemTrim"
+    r"|MemPool(Create|Destroy|TrimTo)|Device(Get|Set|GetDefault)MemPool|GraphAddMemAllocNode)")
+
+
+def test_every_context_change_and_reservation_point_is_watched(drivers):
+    """Every function of the real drivers whose name says it changes a thread's current
+    context (any version: a new `_v5` would be caught; a green context is created without
+    becoming current), or at which a pool's or graphs' reservation can change, is watched by
+    the ledger; and every watch is a function of some
+    driver (no misspelling)."""
+    from shimgen.driver import read_driver
+    from shimgen.shim.memroutes import WATCHES
+
+    watched = {w.name: w.kind for w in WATCHES}
+    seen: set[str] = set()
+    for d in drivers:
+        names = set(read_driver(d.path).function_names())
+        seen |= names
+        ctx = {n for n in names if CONTEXT_CHANGES.match(n)}
+        assert ctx and {n for n in ctx if watched.get(n) != "context"} == set()
+        points = {n for n in names if RESERVATION_POINTS.match(n)}
+        assert points and points - set(watched) == set()
+    assert set(watched) - seen <= {"cuCtxCreate_v4", "cuCtxSynchronize_v2"}  # (newer drivers)
