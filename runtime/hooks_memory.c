@@ -377,13 +377,16 @@ static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t
 /* (CUmemPoolProps' location lies where a CUmemAllocationProp's does) */
 #define MEM_WATCH_poolcreate(name)                                                         \
     WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), location_column((void *)b), 0))
+/* (a device ordinal past the ledger's columns: not followed) */
+#define DEV_COLUMN(x) ((unsigned)(x) < SHIMGEN_MEM_DEVICES ? (int)(x) : -1)
 #define MEM_WATCH_poolget(name)                                                            \
-    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), (int)b, 0))
+    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), DEV_COLUMN(b), 0))
 #define MEM_WATCH_poolcurrent(name)                                                        \
-    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), (int)b, 1))
-#define MEM_WATCH_poolset(name) WATCH(name, (void)0, if (ok) shimgen_pool_seen(b, (int)a, 1))
+    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), DEV_COLUMN(b), 1))
+#define MEM_WATCH_poolset(name)                                                            \
+    WATCH(name, (void)0, if (ok) shimgen_pool_seen(b, DEV_COLUMN(a), 1))
 #define MEM_WATCH_pooltrim(name) WATCH(name, (void)0, if (ok) shimgen_pool_refresh(a))
-#define MEM_WATCH_pooldestroy(name) WATCH(name, (void)0, if (ok) shimgen_pool_seen(a, -1, 0))
+#define MEM_WATCH_pooldestroy(name) WATCH(name, (void)0, if (ok) shimgen_pool_gone(a))
 /* cuGraphAddMemAllocNode(node, graph, deps, ndeps, params): the params' device (the
  * location of their poolProps, first in them) */
 #define MEM_WATCH_graphnode(name)                                                          \
@@ -391,7 +394,8 @@ static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t
 #define ANY_RESERVED __atomic_load_n(&shimgen_reserve_any, __ATOMIC_RELAXED)
 #define MEM_WATCH_graph(name)                                                              \
     WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_graph_refresh(-1))
-#define MEM_WATCH_graphtrim(name) WATCH(name, (void)0, if (ok) shimgen_graph_refresh((int)a))
+#define MEM_WATCH_graphtrim(name)                                                          \
+    WATCH(name, (void)0, if (ok) shimgen_graph_refresh(DEV_COLUMN(a)))
 #define MEM_WATCH_capture(name) WATCH(name, shimgen_capture(1), if (!ok) shimgen_capture(-1))
 #define MEM_WATCH_captureend(name) WATCH(name, (void)0, shimgen_capture(-1))
 #define MEM_WATCH_sync(name)                                                               \

@@ -56,13 +56,14 @@ void shimgen_ledger_reservation(int graphs, int column, const uint64_t v[4]);
 void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs);
 
 /* reserve.c: pools and graphs. A pool's device (-1 not known), a pool seen (a column < 0:
- * forgotten), a device's current pool (0: not known; asked of the driver once), a stream
+ * not followed), a pool destroyed, a device's current pool (0: not known; asked of the driver once), a stream
  * capturing (only asked while captures are in progress), what pools and graphs reserve
  * asked of the driver again (a pool, a device's graphs, or all of them). */
 int shimgen_pool_column(uint64_t pool);
 void shimgen_reserve_after_fork(void);
 extern int shimgen_reserve_any; /* any pool or graph allocation seen (0: nothing to ask) */
 void shimgen_pool_seen(uint64_t pool, int column, int current);
+void shimgen_pool_gone(uint64_t pool);
 uint64_t shimgen_device_pool(int column);
 int shimgen_in_capture(void *stream);
 void shimgen_capture(int delta);

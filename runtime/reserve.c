@@ -35,7 +35,8 @@ static unsigned npools;
 static uint64_t current_pool[DEVICES]; /* each device's current pool; 0: not known yet */
 static uint32_t graph_columns;         /* the devices with graph memory seen */
 static int captures;                   /* stream captures begun and not ended */
-static int lock, said_full;
+static uintptr_t lock; /* 0, or the thread pointer of the thread holding it */
+static int said_full;
 int shimgen_reserve_any; /* a pool or a graph allocation seen: worth asking at a sync */
 
 /* A forked child (ledger.c's fork handler calls it): no pools of its own yet (its ledger
@@ -47,10 +48,19 @@ void shimgen_reserve_after_fork(void)
     npools = 0, graph_columns = 0, captures = 0, lock = 0, shimgen_reserve_any = 0;
 }
 
-static void lock_pools(void)
+/* 0: held by this very thread (a signal handler inside its own section: not waited for,
+ * its call not followed). */
+static int lock_pools(void)
 {
-    while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
+    uintptr_t me = (uintptr_t)__builtin_thread_pointer(), was = 0;
+    while (!__atomic_compare_exchange_n(&lock, &was, me, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+        if (was == me)
+            return 0;
+        was = 0;
         sched_yield();
+    }
+    return 1;
 }
 
 static void unlock_pools(void) { __atomic_store_n(&lock, 0, __ATOMIC_RELEASE); }
@@ -77,34 +87,41 @@ static void hand_over(int column)
 
 int shimgen_pool_column(uint64_t handle)
 {
-    if (!__atomic_load_n(&npools, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&npools, __ATOMIC_RELAXED) || !lock_pools())
         return -1;
-    lock_pools();
     struct pool *p = find(handle);
     int c = p ? p->column : -1;
     unlock_pools();
     return c;
 }
 
-void shimgen_pool_seen(uint64_t handle, int column, int current)
+void shimgen_pool_gone(uint64_t handle)
 {
-    if (!handle)
+    if (!handle || !lock_pools())
         return;
-    lock_pools();
     struct pool *p = find(handle);
-    if (column < 0 && p) { /* destroyed: its reservation gone with it */
+    if (p) { /* its reservation gone with it */
         int was = p->column;
         *p = pools[--npools];
         hand_over(was);
-    } else if (column >= 0 && !p && npools < MAX_POOLS) {
+    }
+    unlock_pools();
+}
+
+void shimgen_pool_seen(uint64_t handle, int column, int current)
+{
+    if (!handle || column < 0 || !lock_pools())
+        return;
+    struct pool *p = find(handle);
+    if (!p && npools < MAX_POOLS) {
         pools[npools++] = (struct pool){.handle = handle, .column = column};
         __atomic_store_n(&shimgen_reserve_any, 1, __ATOMIC_RELAXED);
         shimgen_ledger_counts(npools, 0);
-    } else if (column >= 0 && !p && !said_full++) {
+    } else if (!p && !said_full++) {
         shimgen_say("shimgen: more than %d memory pools: the others' reservations are not "
                     "followed\n", MAX_POOLS);
     }
-    if (current && column >= 0 && column < (int)DEVICES)
+    if (current && column < (int)DEVICES)
         current_pool[column] = handle;
     unlock_pools();
 }
@@ -121,9 +138,13 @@ uint64_t shimgen_device_pool(int column)
     return h;
 }
 
+/* (never below 0: a capture ended that began before the hooks were in place) */
 void shimgen_capture(int delta)
 {
-    __atomic_fetch_add(&captures, delta, __ATOMIC_RELAXED);
+    int was = __atomic_load_n(&captures, __ATOMIC_RELAXED);
+    while (was + delta >= 0 && !__atomic_compare_exchange_n(&captures, &was, was + delta, 1,
+                                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
 }
 
 int shimgen_in_capture(void *stream)
@@ -157,7 +178,8 @@ void shimgen_pool_refresh(uint64_t handle)
         if (!handle || REAL(cuMemPoolGetAttribute, uint64_t, int, uint64_t *)(
                            handle, attrs[k], &v[k]) != SHIMGEN_CUDA_SUCCESS)
             return;
-    lock_pools();
+    if (!lock_pools())
+        return;
     struct pool *p = find(handle);
     if (p) {
         for (int k = 0; k < 4; k++)
@@ -199,10 +221,11 @@ void shimgen_reserve_refresh(void)
     if (!__atomic_load_n(&npools, __ATOMIC_RELAXED) &&
         !__atomic_load_n(&graph_columns, __ATOMIC_RELAXED))
         return; /* (no pool and no graph memory seen: nothing to ask) */
-    lock_pools();
-    for (; n < npools; n++)
-        handles[n] = pools[n].handle;
-    unlock_pools();
+    if (lock_pools()) {
+        for (; n < npools; n++)
+            handles[n] = pools[n].handle;
+        unlock_pools();
+    }
     for (unsigned i = 0; i < n; i++)
         shimgen_pool_refresh(handles[i]);
     if (__atomic_load_n(&graph_columns, __ATOMIC_RELAXED))
