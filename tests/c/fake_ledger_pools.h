@@ -293,6 +293,9 @@ EXPORT CUresult cuGraphLaunch(int exec, void *s)
     return 0;
 }
 
+/* An upload takes the instance's memory as its first launch would. */
+EXPORT CUresult cuGraphUpload(int exec, void *s) { return cuGraphLaunch(exec, s); }
+
 EXPORT CUresult cuGraphExecDestroy(int exec)
 {
     if (exec <= 0 || exec >= MAXG || !graphs[exec].exec_of)

@@ -16,7 +16,7 @@
  *   defaultpool:D  getpool:D  poolcreate:TYPE:ID  setpool:D:K  poolalloc:N:K (from pool K)
  *   threshold:K:N  trim:K:N  pooldestroy:K  sync  ctxsync
  *   graph  memnode:K:N:D (an allocation node of N bytes on device D in graph K)
- *   capture  endcapture (the graph made)  instantiate:K  launch:K  execdestroy:K
+ *   capture  endcapture (the graph made)  instantiate:K  launch:K  upload:K  execdestroy:K
  *   graphtrim:D
  *   push:D  pop   ctxthreads:T:N (T threads, N steps each: a random context change by
  *   cuCtxSetCurrent, push or pop, or an allocation, kept or freed)
@@ -226,6 +226,8 @@ static int pool_op(const char *op, u64 a, u64 b, u64 c)
         return keep(get("cuGraphInstantiateWithFlags")(&g, (int)items[a].key, 0ull), 8, g);
     if (!strcmp(op, "launch"))
         return get("cuGraphLaunch")((int)items[a].key, NULL);
+    if (!strcmp(op, "upload"))
+        return get("cuGraphUpload")((int)items[a].key, NULL);
     if (!strcmp(op, "execdestroy"))
         return get("cuGraphExecDestroy")((int)items[a].key);
     if (!strcmp(op, "graphtrim"))

@@ -205,6 +205,20 @@ def test_a_forked_child_has_its_own_ledger(probes, fake, fake_shim, tmp_path):
     assert 0 not in child.memory.columns  # the parent's allocations are not the child's
 
 
+def test_a_forked_child_has_its_own_pools(probes, fake, fake_shim, tmp_path):
+    """The parent's pools are not the child's: the child's ledger knows only the pool it
+    used, and its reservations equal its own fake's."""
+    ops = ["ctx:0", "async:3000000", "defaultpool:2", "fork", "ctx:1", "async:100", "sync"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops)
+    files = [load(p) for p in sorted(traces.glob("*.shimtrace"))]
+    child = next(t for t in files if t.ppid in {f.pid for f in files})
+    parent = next(t for t in files if t is not child)
+    assert_reserves(parent, fake_totals(out, "parent"))
+    assert_reserves(child, fake_totals(out, "child"))
+    assert (parent.memory.pools, child.memory.pools) == (2, 1)
+    assert child.memory.columns[1].pool["reserved"] == MiB2 and 0 not in child.memory.columns
+
+
 def test_forks_while_other_threads_allocate(probes, fake, fake_shim, tmp_path):
     """100 forks while 4 threads allocate and free without pause (a fork may copy the
     ledger's lock held): every child makes its own file, with its own ledger (its 100 bytes
@@ -365,15 +379,16 @@ def test_pools_reservations_exact(probes, fake, fake_shim, tmp_path):
 GRAPHS = [
     "ctx:1", "graph", "memnode:0:3000000:1", "memnode:0:1000:2", "instantiate:0",
     "launch:1", "launch:1", "capture", "async:5000", "freeasync:2", "async:7000",
-    "endcapture", "instantiate:4", "launch:5", "alloc:100", "execdestroy:1", "graphtrim:1",
+    "endcapture", "instantiate:4", "upload:5", "launch:5", "alloc:100", "execdestroy:1",
+    "graphtrim:1",
     "graphtrim:2",
 ]
 
 
 def test_graph_memory_exact(probes, fake, fake_shim, tmp_path):
     """Graph memory nodes added (on devices 1 and 2) and captured (cuMemAllocAsync while the
-    stream captures: not an allocation of the route, the graph's), launched, destroyed and
-    trimmed: the ledger's graph reservation, use and highs equal the fake's, and a captured
+    stream captures: not an allocation of the route, the graph's), uploaded, launched,
+    destroyed and trimmed: the ledger's graph reservation, use and highs equal the fake's, and a captured
     allocation is never counted as held."""
     out, traces = run_ops(probes, fake, fake_shim, tmp_path, GRAPHS)
     assert " rc 1" not in out and " rc 4" not in out, out
@@ -406,8 +421,8 @@ def test_threads_switching_contexts_keep_devices_exact(probes, fake, fake_shim, 
     """8 threads, 1000 random steps each: cuCtxSetCurrent, push, pop or an allocation on the
     current device, kept or freed, with random yields: each device's bytes and allocations
     held and the bytes taken equal the fake's (the ledger's cached device of a thread is
-    never stale); 12 runs, each with its own seeds (the process id) and interleaving."""
-    for k in range(12):
+    never stale); 30 runs, each with its own seeds (the process id) and interleaving."""
+    for k in range(30):
         out, traces = run_ops(probes, fake, fake_shim, tmp_path / str(k),
                               ["ctxthreads:8:1000"], FAKE_LEDGER_DEVICES="4")
         assert "ctxthreads:8:1000 rc 0" in out, out
