@@ -128,7 +128,7 @@ void shimgen_pool_seen(uint64_t handle, int column, int current)
 
 uint64_t shimgen_device_pool(int column)
 {
-    if (column < 0 || column >= (int)DEVICES)
+    if (column < 0 || column >= (int)DEVICES || capturing())
         return 0;
     uint64_t h = __atomic_load_n(&current_pool[column], __ATOMIC_RELAXED);
 #ifdef SHIMGEN_IDX_cuDeviceGetMemPool
@@ -169,11 +169,21 @@ void shimgen_graph_alloc(int column)
     shimgen_ledger_counts(__atomic_load_n(&npools, __ATOMIC_RELAXED), 1);
 }
 
+/* While any stream captures, the driver is not asked (a capture in the global mode forbids
+ * other threads calls that are not safe; these queries are not among them, but a capture is
+ * too easily broken to find out): the next watched call after it asks. */
+static int capturing(void)
+{
+    return __atomic_load_n(&captures, __ATOMIC_RELAXED) > 0;
+}
+
 void shimgen_pool_refresh(uint64_t handle)
 {
 #ifdef SHIMGEN_IDX_cuMemPoolGetAttribute
     static const int attrs[4] = SHIMGEN_MEMPOOL_ATTRS;
     uint64_t v[4];
+    if (capturing())
+        return;
     for (int k = 0; k < 4; k++)
         if (!handle || REAL(cuMemPoolGetAttribute, uint64_t, int, uint64_t *)(
                            handle, attrs[k], &v[k]) != SHIMGEN_CUDA_SUCCESS)
@@ -196,7 +206,7 @@ void shimgen_graph_refresh(int column)
 {
 #ifdef SHIMGEN_IDX_cuDeviceGetGraphMemAttribute
     static const int attrs[4] = SHIMGEN_GRAPH_MEM_ATTRS;
-    uint32_t mask = __atomic_load_n(&graph_columns, __ATOMIC_RELAXED);
+    uint32_t mask = capturing() ? 0 : __atomic_load_n(&graph_columns, __ATOMIC_RELAXED);
     if (column >= 0 && column < (int)DEVICES)
         mask &= 1u << column;
     for (int c = 0; mask; c++, mask >>= 1) {
