@@ -39,6 +39,14 @@ static uintptr_t lock; /* 0, or the thread pointer of the thread holding it */
 static int said_full;
 int shimgen_reserve_any; /* a pool or a graph allocation seen: worth asking at a sync */
 
+/* While any stream captures, the driver is not asked (a capture in the global mode forbids
+ * the other threads' unsafe calls; these queries are not among them, but a broken capture
+ * is too high a price to find out): the next watched call after it asks. */
+static int capturing(void)
+{
+    return __atomic_load_n(&captures, __ATOMIC_RELAXED) > 0;
+}
+
 /* A forked child (ledger.c's fork handler calls it): no pools of its own yet (its ledger
  * starts empty), the lock free. */
 void shimgen_reserve_after_fork(void)
@@ -167,14 +175,6 @@ void shimgen_graph_alloc(int column)
         __atomic_fetch_or(&graph_columns, 1u << column, __ATOMIC_RELAXED);
     __atomic_store_n(&shimgen_reserve_any, 1, __ATOMIC_RELAXED);
     shimgen_ledger_counts(__atomic_load_n(&npools, __ATOMIC_RELAXED), 1);
-}
-
-/* While any stream captures, the driver is not asked (a capture in the global mode forbids
- * other threads calls that are not safe; these queries are not among them, but a capture is
- * too easily broken to find out): the next watched call after it asks. */
-static int capturing(void)
-{
-    return __atomic_load_n(&captures, __ATOMIC_RELAXED) > 0;
 }
 
 void shimgen_pool_refresh(uint64_t handle)
