@@ -674,7 +674,7 @@ MUTATIONS = [
         "old": "    if version not in TRACE_VERSIONS_READ:\n",
         "new": "    if version > VERSION + 1:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
-                  "test_corrupt_header_is_refused[version-5-words1]"],
+                  "test_corrupt_header_is_refused[version-6-words1]"],
         "why": "a file of another format version is refused, not misread",
     },
     {
@@ -1804,7 +1804,7 @@ MUTATIONS = [
         "old": "    if h[\"header_size\"] != hsize:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
-                  "[header_size-18072-words6]"],
+                  "[header_size-19312-words6]"],
         "why": "a header of another size is refused",
     },
     {
@@ -3217,8 +3217,8 @@ MUTATIONS = [
     {
         "name": "ledger-one-device-asked-anyway",
         "file": "runtime/hooks_memory.c",
-        "old": "    if (__builtin_expect(n == 1, 1) || (!n && count_devices() == 1))\n",
-        "new": "    if ((__builtin_expect(n == 1, 1) || (!n && count_devices() == 1)) && n < 0)\n",
+        "old": "    if (__builtin_expect(__atomic_load_n(&devices, __ATOMIC_RELAXED) == 1, 1))\n",
+        "new": "    if (__builtin_expect(__atomic_load_n(&devices, __ATOMIC_RELAXED) == -1, 1))\n",
         "tests": ["tests/run/test_memory.py::test_one_device_is_device_0_without_asking"],
         "why": "with one device an allocation is device 0's without a cuCtxGetDevice",
     },
