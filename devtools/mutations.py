@@ -674,7 +674,7 @@ MUTATIONS = [
         "old": "    if version not in TRACE_VERSIONS_READ:\n",
         "new": "    if version > VERSION + 1:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
-                  "test_corrupt_header_is_refused[version-5-words1]"],
+                  "test_corrupt_header_is_refused[version-6-words1]"],
         "why": "a file of another format version is refused, not misread",
     },
     {
@@ -1804,7 +1804,7 @@ MUTATIONS = [
         "old": "    if h[\"header_size\"] != hsize:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
-                  "[header_size-18072-words6]"],
+                  "[header_size-19312-words6]"],
         "why": "a header of another size is refused",
     },
     {
@@ -3140,6 +3140,38 @@ MUTATIONS = [
         "tests": ["tests/run/test_memory.py::test_forks_while_other_threads_allocate"],
         "why": "a forked child never hangs on the ledger's lock that another thread held at the fork",
     },
+    {
+        "name": "ledger-context-change-not-seen",
+        "file": "runtime/hooks_memory.c",
+        "old": "#define MEM_WATCH_context(name) WATCH(name, ctx_changed(), ctx_changed())\n",
+        "new": "#define MEM_WATCH_context(name) WATCH(name, (void)0, (void)0)\n",
+        "tests": ["tests/run/test_memory.py::test_threads_switching_contexts_keep_devices_exact"],
+        "why": "a thread's cached device is asked again after any context change",
+    },
+    {
+        "name": "ledger-limit-leaves-out-pool-reservations",
+        "file": "runtime/ledger.c",
+        "old": "    uint64_t cur = current[column] + extra[column];\n",
+        "new": "    uint64_t cur = current[column];\n",
+        "tests": ["tests/run/test_memory.py::test_limit_counts_pool_reservations"],
+        "why": "the limit counts what pools keep reserved beyond their allocations",
+    },
+    {
+        "name": "ledger-captured-allocation-held-by-its-route",
+        "file": "runtime/hooks_memory.c",
+        "old": "    int captured = rc == SHIMGEN_CUDA_SUCCESS && shimgen_in_capture(s);\n",
+        "new": "    int captured = 0 && shimgen_in_capture(s);\n",
+        "tests": ["tests/run/test_memory.py::test_graph_memory_exact"],
+        "why": "an allocation made while its stream captures is a graph's, not the route's",
+    },
+    {
+        "name": "ledger-pool-allocation-on-the-current-device",
+        "file": "runtime/hooks_memory.c",
+        "old": "    return c >= 0 ? c : device_column();\n",
+        "new": "    return (void)c, device_column();\n",
+        "tests": ["tests/run/test_memory.py::test_pools_reservations_exact"],
+        "why": "an allocation from a pool is on the pool's device, not the current context's",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",
@@ -3210,8 +3242,8 @@ MUTATIONS = [
     {
         "name": "ledger-one-device-asked-anyway",
         "file": "runtime/hooks_memory.c",
-        "old": "    if (__builtin_expect(n == 1, 1) || (!n && count_devices() == 1))\n",
-        "new": "    if ((__builtin_expect(n == 1, 1) || (!n && count_devices() == 1)) && n < 0)\n",
+        "old": "    if (__builtin_expect(__atomic_load_n(&devices, __ATOMIC_RELAXED) == 1, 1))\n",
+        "new": "    if (__builtin_expect(__atomic_load_n(&devices, __ATOMIC_RELAXED) == -1, 1))\n",
         "tests": ["tests/run/test_memory.py::test_one_device_is_device_0_without_asking"],
         "why": "with one device an allocation is device 0's without a cuCtxGetDevice",
     },

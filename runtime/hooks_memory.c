@@ -8,6 +8,11 @@
  * Installed when a run traces into a directory or has a limit (feature "memory"); the
  * answers of cuMemGetInfo_v2 and cuDeviceTotalMem_v2 only with a limit (feature "limit").
  * cuMemCreate's hook also applies the gates (a GPUDirect RDMA allocation, hooks_gates.c).
+ *
+ * The functions the ledger watches (memroutes.py WATCHES, MEM_WATCH(kind, name)): those that
+ * change a thread's current context bump an epoch, so that an allocation asks the driver
+ * for its device only when a context may have changed since the thread last asked; those
+ * of pools and graphs tell reserve.c what to ask the driver again.
  */
 
 #include <string.h>
@@ -26,6 +31,21 @@ static int said_device UNUSED_OK;
 
 static int devices UNUSED_OK; /* the driver's device count once it said it; 0: not yet */
 
+/* Bumped before and after every function that can change a thread's current context (the
+ * "context" watches): a thread's cached device is good while the epoch it was asked at is
+ * the epoch now. (Asked before the driver is: a bump during the call makes the next
+ * allocation ask again.) Starts at 1: a thread's cache of 0 was never asked. */
+static uint64_t ctx_epoch UNUSED_OK = 1;
+static __thread struct {
+    uint64_t epoch;
+    int column;
+} ctx_cache __attribute__((tls_model("initial-exec"), unused));
+
+static UNUSED_OK void ctx_changed(void)
+{
+    __atomic_fetch_add(&ctx_epoch, 1, __ATOMIC_RELEASE);
+}
+
 #ifdef SHIMGEN_IDX_cuDeviceGetCount
 /* The driver's device count, kept once it says it (before cuInit it cannot: asked again). */
 static __attribute__((noinline)) int count_devices(void)
@@ -37,27 +57,43 @@ static __attribute__((noinline)) int count_devices(void)
 }
 #endif
 
-/* The device of the calling thread's current context, as the allocation uses it; -1 when
- * there is none or its ordinal has no column. With one device, device 0 without asking
- * (asked after a success, or before a call that fails without a context). */
-static UNUSED_OK int device_column(void)
+/* The device of the current context asked of the driver, kept for the thread with the
+ * epoch it was asked at (a failure, no context, is not kept). */
+static __attribute__((noinline, unused)) int ask_device(uint64_t epoch)
 {
 #ifdef SHIMGEN_IDX_cuCtxGetDevice
 #ifdef SHIMGEN_IDX_cuDeviceGetCount
-    int n = __atomic_load_n(&devices, __ATOMIC_RELAXED);
-    if (__builtin_expect(n == 1, 1) || (!n && count_devices() == 1))
+    if (!__atomic_load_n(&devices, __ATOMIC_RELAXED) && count_devices() == 1)
         return 0;
 #endif
     int dev;
-    if (__builtin_expect(REAL(cuCtxGetDevice, int *)(&dev) != SHIMGEN_CUDA_SUCCESS, 0))
+    if (REAL(cuCtxGetDevice, int *)(&dev) != SHIMGEN_CUDA_SUCCESS)
         return -1;
-    if (__builtin_expect((unsigned)dev < SHIMGEN_MEM_DEVICES, 1))
-        return dev;
-    if (dev >= 0 && !__atomic_exchange_n(&said_device, 1, __ATOMIC_RELAXED))
+    int column = (unsigned)dev < SHIMGEN_MEM_DEVICES ? dev : -1;
+    if (column < 0 && dev >= 0 && !__atomic_exchange_n(&said_device, 1, __ATOMIC_RELAXED))
         shimgen_say("shimgen: device %d is past the memory ledger's %u devices: its "
                     "allocations are not followed\n", dev, SHIMGEN_MEM_DEVICES);
-#endif
+    ctx_cache.column = column;
+    ctx_cache.epoch = epoch;
+    return column;
+#else
+    (void)epoch;
     return -1;
+#endif
+}
+
+/* The device of the calling thread's current context, as the allocation uses it; -1 when
+ * there is none or its ordinal has no column. With one device, device 0 without asking;
+ * with several, the thread's cached answer while no context may have changed (asked after
+ * a success, or before a call that fails without a context). */
+static UNUSED_OK int device_column(void)
+{
+    if (__builtin_expect(__atomic_load_n(&devices, __ATOMIC_RELAXED) == 1, 1))
+        return 0;
+    uint64_t epoch = __atomic_load_n(&ctx_epoch, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(ctx_cache.epoch == epoch, 1))
+        return ctx_cache.column;
+    return ask_device(epoch);
 }
 
 /* Where a CUmemAllocationProp puts its memory: a device location's ordinal, or the host
@@ -87,6 +123,13 @@ static UNUSED_OK int import_column(uint64_t handle)
     (void)handle;
 #endif
     return -1;
+}
+
+/* A pool's device: the ledger's record of it, else the current context's. */
+static UNUSED_OK int pool_device(uint64_t pool)
+{
+    int c = shimgen_pool_column(pool);
+    return c >= 0 ? c : device_column();
 }
 
 static UNUSED_OK uint64_t times(uint64_t a, uint64_t b)
@@ -149,7 +192,7 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
     {                                                                                       \
         uint64_t held_back;                                                                 \
         int col = (int)(column);                                                            \
-        if (!shimgen_ledger_reserve(col, (bytes), &held_back))                              \
+        if (!shimgen_reserve_or_refresh(col, (bytes), &held_back))                          \
             return OOM;                                                                     \
         shimgen_CUresult rc = call;                                                         \
         if (rc == SHIMGEN_CUDA_SUCCESS && (ok)) {                                           \
@@ -192,14 +235,44 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
     TAKE_HOOK(name, (uint64_t * p, size_t n, unsigned f), (p, n, f), (void)0, r,              \
               device_column(), n, LEDGER_ADDR,                                              \
               REAL(name, uint64_t *, size_t, unsigned)(p, n, f), p, *p, (void)0)
+/* An allocation from a pool (the device's current one for cuMemAllocAsync): on the pool's
+ * device when the ledger knows the pool, else the current context's. Inside a stream
+ * capture it is a graph's allocation, taken when the graph is launched (the graphs'
+ * reservation counts it, not this route). After it, the pool's reservation asked again. */
+static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t *p, size_t n,
+                                            uint64_t pool, void *s, int col, unsigned r,
+                                            uint64_t held_back)
+{
+    int captured = rc == SHIMGEN_CUDA_SUCCESS && shimgen_in_capture(s);
+    if (rc == SHIMGEN_CUDA_SUCCESS && p && !captured)
+        shimgen_ledger_settle(col, LEDGER_META(r, LEDGER_ADDR), n, *p, held_back);
+    else if (held_back)
+        shimgen_ledger_settle(col, LEDGER_META(r, 0), 0, 0, held_back);
+    if (rc == SHIMGEN_CUDA_SUCCESS && captured)
+        shimgen_graph_alloc(col);
+    else if (rc == SHIMGEN_CUDA_SUCCESS)
+        shimgen_pool_refresh(pool ? pool : shimgen_device_pool(col));
+    return rc;
+}
+
+#define POOL_HOOK(name, params, col, call, pool, s, r)                                      \
+    HOOK(name, params)                                                                      \
+    {                                                                                       \
+        uint64_t held_back = 0;                                                             \
+        int c = (col);                                                                      \
+        if (__builtin_expect(shimgen_ledger_limit != 0, 0) &&                               \
+            !shimgen_reserve_or_refresh(c, n, &held_back))                                  \
+            return OOM;                                                                     \
+        shimgen_CUresult rc = call;                                                         \
+        return pool_taken(rc, p, n, (uint64_t)(pool), s, c, r, held_back);                  \
+    }
 #define MEM_KIND_async(name, r)                                                            \
-    TAKE_HOOK(name, (uint64_t * p, size_t n, void *s), (p, n, s), (void)0, r,                 \
-              device_column(), n, LEDGER_ADDR,                                              \
-              REAL(name, uint64_t *, size_t, void *)(p, n, s), p, *p, (void)0)
+    POOL_HOOK(name, (uint64_t * p, size_t n, void *s), device_column(),                      \
+              REAL(name, uint64_t *, size_t, void *)(p, n, s), 0, s, r)
 #define MEM_KIND_pool(name, r)                                                             \
-    TAKE_HOOK(name, (uint64_t * p, size_t n, void *pool, void *s), (p, n, pool, s), (void)0, \
-              r, device_column(), n, LEDGER_ADDR,                                           \
-              REAL(name, uint64_t *, size_t, void *, void *)(p, n, pool, s), p, *p, (void)0)
+    POOL_HOOK(name, (uint64_t * p, size_t n, void *pool, void *s),                           \
+              pool_device((uint64_t)(uintptr_t)pool),                                       \
+              REAL(name, uint64_t *, size_t, void *, void *)(p, n, pool, s), pool, s, r)
 #define MEM_KIND_pitch(name, r)                                                            \
     TAKE_HOOK(name, (uint64_t * p, size_t * pitch, size_t w, size_t h, unsigned e),           \
               (p, pitch, w, h, e), (void)0, r, device_column(), times(w, h), LEDGER_ADDR,   \
@@ -259,7 +332,8 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
 #define MEM_KIND_freehost(name, r)                                                         \
     HOOK(name, (void *p)) { GIVE(LEDGER_HOST, (uintptr_t)p, REAL(name, void *)(p)) }
 /* Under a limit: the limit as the total (the device's own when smaller), and what is left
- * of it as free (never more than the device really has free). */
+ * of it as free (never more than the device really has free; pools' and graphs'
+ * reservations beyond their allocations count as used). */
 #define MEM_KIND_info(name, r)                                                             \
     HOOK(name, (size_t * free, size_t * total))                                             \
     {                                                                                       \
@@ -267,7 +341,8 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
         int c = rc == SHIMGEN_CUDA_SUCCESS && free && total ? device_column() : -1;         \
         uint64_t limit = shimgen_ledger_limit;                                              \
         if (c >= 0 && limit) {                                                              \
-            uint64_t cap = limit < *total ? limit : *total, used = shimgen_ledger_held(c);  \
+            uint64_t cap = limit < *total ? limit : *total;                                 \
+            uint64_t used = shimgen_ledger_held(c) + shimgen_ledger_extra(c);               \
             uint64_t left = used < cap ? cap - used : 0;                                    \
             *total = cap;                                                                   \
             *free = left < *free ? left : *free;                                            \
@@ -284,6 +359,50 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
         return rc;                                                                          \
     }
 
+/* The watches: each forwards six registers (every watched function takes at most six
+ * integer or pointer arguments), with what the ledger does before and after. */
+#define ARGS6 (uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f)
+#define WATCH(name, before, after)                                                          \
+    HOOK(name, ARGS6)                                                                       \
+    {                                                                                       \
+        before;                                                                             \
+        shimgen_CUresult rc = REAL(name, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,  \
+                                   uint64_t)(a, b, c, d, e, f);                             \
+        int ok UNUSED_OK = rc == SHIMGEN_CUDA_SUCCESS;                                      \
+        after;                                                                              \
+        return rc;                                                                          \
+    }
+#define OUT64(x) (*(const uint64_t *)(uintptr_t)(x))
+#define MEM_WATCH_context(name) WATCH(name, ctx_changed(), ctx_changed())
+/* (CUmemPoolProps' location lies where a CUmemAllocationProp's does) */
+#define MEM_WATCH_poolcreate(name)                                                         \
+    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), location_column((void *)b), 0))
+/* (a device ordinal past the ledger's columns: not followed) */
+#define DEV_COLUMN(x) ((unsigned)(x) < SHIMGEN_MEM_DEVICES ? (int)(x) : -1)
+#define MEM_WATCH_poolget(name)                                                            \
+    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), DEV_COLUMN(b), 0))
+#define MEM_WATCH_poolcurrent(name)                                                        \
+    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), DEV_COLUMN(b), 1))
+#define MEM_WATCH_poolset(name)                                                            \
+    WATCH(name, (void)0, if (ok) shimgen_pool_seen(b, DEV_COLUMN(a), 1))
+#define MEM_WATCH_pooltrim(name) WATCH(name, (void)0, if (ok) shimgen_pool_refresh(a))
+#define MEM_WATCH_pooldestroy(name) WATCH(name, (void)0, if (ok) shimgen_pool_gone(a))
+/* cuGraphAddMemAllocNode(node, graph, deps, ndeps, params): the params' device (the
+ * location of their poolProps, first in them) */
+#define MEM_WATCH_graphnode(name)                                                          \
+    WATCH(name, (void)0, if (ok && e) shimgen_graph_alloc(location_column((void *)e)))
+#define ANY_RESERVED __atomic_load_n(&shimgen_reserve_any, __ATOMIC_RELAXED)
+#define MEM_WATCH_graph(name)                                                              \
+    WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_graph_refresh(-1))
+#define MEM_WATCH_graphtrim(name)                                                          \
+    WATCH(name, (void)0, if (ok) shimgen_graph_refresh(DEV_COLUMN(a)))
+#define MEM_WATCH_capture(name) WATCH(name, shimgen_capture(1), if (!ok) shimgen_capture(-1))
+#define MEM_WATCH_captureend(name) WATCH(name, (void)0, shimgen_capture(-1))
+#define MEM_WATCH_sync(name)                                                               \
+    WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_reserve_refresh())
+
 #define MEM_ROUTE(kind, name, index) MEM_KIND_##kind(name, index)
+#define MEM_WATCH(kind, name) MEM_WATCH_##kind(name)
 #include "memroutes.inc"
 #undef MEM_ROUTE
+#undef MEM_WATCH

@@ -13,6 +13,11 @@
  * file's header as they change (tracefile_header.c attaches it), so a process killed
  * leaves them (kept only there once it is attached; in memory before, or without a file).
  * A forked child starts a ledger of its own, empty, in its own file.
+ *
+ * What pools and graphs hold reserved (reserve.c asks the driver) comes here as four numbers
+ * per column; the ledger keeps, per column, the bytes they reserve beyond what the pool
+ * routes hold (`extra`): the limit counts them, and the reserved peak is the most held and
+ * reserved at once.
  */
 
 #define _GNU_SOURCE
@@ -53,6 +58,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "slot meta: refs in th
 struct nums {
     uint64_t untracked, refused, peak[COLS];
     uint64_t held[COLS * ROUTES], live[COLS * ROUTES], taken[COLS * ROUTES];
+    uint64_t reserved_peak[COLS], pool[COLS * 4], graph[COLS * 4], pools, graph_allocs;
 };
 #define NUMS_AT(f, n) \
     _Static_assert(offsetof(struct tf_header, mem_##f) - offsetof(struct tf_header, \
@@ -62,9 +68,15 @@ NUMS_AT(peak, 0)
 NUMS_AT(held, 0)
 NUMS_AT(live, 0)
 NUMS_AT(taken, 0)
+NUMS_AT(reserved_peak, 0)
+NUMS_AT(pool, 0)
+NUMS_AT(graph, 0)
+NUMS_AT(pools, 0)
+NUMS_AT(graph_allocs, 0)
 static struct nums own;
 static struct nums *num = &own;  /* where the numbers are: `own` or the header's */
 static uint64_t current[COLS];   /* the bytes held per column (and reserved for the limit) */
+static uint64_t extra[COLS];     /* what pools and graphs reserve beyond the pool routes' */
 static pid_t led_pid;           /* the process whose numbers `led` holds */
 static struct tf_header *hdr;   /* where they are kept too; NULL: no trace file */
 static pid_t hdr_pid;
@@ -90,6 +102,7 @@ static void own_process(void)
     if (led_pid != me) {
         memset(&own, 0, sizeof own);
         memset(current, 0, sizeof current);
+        memset(extra, 0, sizeof extra);
         num = &own;
         if (slots && mmap(slots, SLOTS * sizeof *slots, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
@@ -110,6 +123,7 @@ static void after_fork_child(void)
 {
     lock = 0;
     own_process();
+    shimgen_reserve_after_fork();
 }
 
 static inline void spin_pause(void)
@@ -221,9 +235,32 @@ static void remove_slot(unsigned i)
     }
 }
 
+/* The most held and reserved at once: what the column holds and pools and graphs reserve
+ * beyond it, now. */
+static __attribute__((noinline)) void note_reserved_peak(unsigned c)
+{
+    uint64_t now = current[c] + extra[c];
+    if (now > num->reserved_peak[c])
+        num->reserved_peak[c] = now;
+}
+
+/* A column's `extra`: the pools' reservation beyond what the pool routes hold there (never
+ * below 0: the ledger's view of a pool may be older than its routes'), and the graphs'. */
+static void recompute_extra(unsigned c)
+{
+    uint64_t pooled = 0;
+    for (unsigned r = 0; r < ROUTES; r++)
+        if (SHIMGEN_MEM_POOL_ROUTES >> r & 1)
+            pooled += num->held[c * ROUTES + r];
+    uint64_t res = num->pool[c * 4];
+    extra[c] = (res > pooled ? res - pooled : 0) + num->graph[c * 4];
+    note_reserved_peak(c);
+}
+
 /* Bytes added to a column and route (an allocation: `one` 1, `taken` its bytes) or given
- * back (minus its bytes, `one` -1, `taken` 0). */
-static inline void count(unsigned c, unsigned r, uint64_t n, uint64_t one, uint64_t taken)
+ * back (minus its bytes, `one` -1, `taken` 0); the reserved peak left to the caller. */
+static inline __attribute__((always_inline)) void count_held(unsigned c, unsigned r, uint64_t n,
+                                                            uint64_t one, uint64_t taken)
 {
     struct nums *x = num;
     unsigned at = c * ROUTES + r;
@@ -233,6 +270,32 @@ static inline void count(unsigned c, unsigned r, uint64_t n, uint64_t one, uint6
     x->taken[at] += taken;
     if (cur > x->peak[c])
         x->peak[c] = cur;
+}
+
+/* With pools or graphs reserving on the column, an allocation by another route is a
+ * reserved peak's candidate (a pool route's is, once its pool is asked again). */
+static inline int reserved_candidate(unsigned c, unsigned r, uint64_t n)
+{
+    (void)n; /* (a free's is harmless: nothing grew) */
+    return __builtin_expect(extra[c] != 0, 0) && !(SHIMGEN_MEM_POOL_ROUTES >> r & 1);
+}
+
+static inline void count(unsigned c, unsigned r, uint64_t n, uint64_t one, uint64_t taken)
+{
+    count_held(c, r, n, one, taken);
+    if (reserved_candidate(c, r, n))
+        note_reserved_peak(c);
+}
+
+/* The reserved peak noted after the common path's update, in a call of its own (so that
+ * the common path saves no registers). */
+static __attribute__((noinline)) shimgen_CUresult note_after(unsigned c)
+{
+    if (lock_ledger()) {
+        note_reserved_peak(c);
+        unlock_ledger();
+    }
+    return SHIMGEN_CUDA_SUCCESS;
 }
 
 static __attribute__((noinline)) void map_slots(void)
@@ -299,22 +362,48 @@ static int insert(unsigned tag, uint64_t key, uint64_t size, unsigned column, un
     return 1;
 }
 
-int shimgen_ledger_reserve(int column, uint64_t size, uint64_t *reserved)
+int shimgen_ledger_reserve(int column, uint64_t size, uint64_t *reserved, int last)
 {
     uint64_t limit = shimgen_ledger_limit;
     *reserved = 0;
     if (column < 0 || !limit || column == SHIMGEN_MEM_HOST_COLUMN || !lock_ledger())
         return 1;
-    uint64_t cur = current[column];
+    uint64_t cur = current[column] + extra[column];
     int fits = cur <= limit && size <= limit - cur;
     if (fits) {
         current[column] += size;
         *reserved = size;
-    } else {
+    } else if (last) {
         num->refused++;
     }
     unlock_ledger();
     return fits;
+}
+
+uint64_t shimgen_ledger_extra(int column)
+{
+    return column >= 0 && column < (int)COLS ? __atomic_load_n(&extra[column], __ATOMIC_RELAXED)
+                                             : 0;
+}
+
+void shimgen_ledger_reservation(int graphs, int column, const uint64_t v[4])
+{
+    if ((unsigned)column >= COLS || !lock_ledger())
+        return;
+    uint64_t *to = (graphs ? num->graph : num->pool) + column * 4;
+    for (int k = 0; k < 4; k++) /* (the highs, 1 and 3, kept at their most) */
+        to[k] = (k & 1) && to[k] > v[k] ? to[k] : v[k];
+    recompute_extra((unsigned)column);
+    unlock_ledger();
+}
+
+void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs)
+{
+    if (!lock_ledger())
+        return;
+    num->pools = pools;
+    num->graph_allocs += graph_allocs;
+    unlock_ledger();
 }
 
 /* The general case: a reservation traded or given back (`meta`'s tag 0), the lock waited
@@ -358,8 +447,11 @@ shimgen_CUresult shimgen_ledger_add(int column, uint64_t meta, uint64_t size, ui
     slots[i].size = size;
     slots[i].meta = meta | (uint64_t)column << 40;
     room--;
-    count((unsigned)column, META_ROUTE(meta), size, 1, size);
+    count_held((unsigned)column, META_ROUTE(meta), size, 1, size);
+    int note = reserved_candidate((unsigned)column, META_ROUTE(meta), size);
     unlock_ledger();
+    if (__builtin_expect(note, 0))
+        return note_after((unsigned)column);
     return SHIMGEN_CUDA_SUCCESS;
 }
 
@@ -374,6 +466,8 @@ int shimgen_ledger_take(unsigned tag, uint64_t key, uint64_t out[3])
     } else if (i >= 0) {
         out[0] = slots[i].size, out[1] = slots[i].column, out[2] = slots[i].route;
         count(slots[i].column, slots[i].route, -slots[i].size, (uint64_t)-1, 0);
+        if (SHIMGEN_MEM_POOL_ROUTES >> slots[i].route & 1) /* back to its pool, reserved */
+            recompute_extra(slots[i].column);
         remove_slot((unsigned)i);
         took = 1;
     }

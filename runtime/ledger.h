@@ -29,8 +29,9 @@ void shimgen_ledger_detach(struct tf_header *h);
  * After the driver answered: the new entry (its key, column, bytes, and its route and tag
  * in `meta`, LEDGER_META) counted; a column < 0 counts it untracked. `settle` trades a
  * reservation for it, or only gives the reservation back when `meta`'s tag is 0 (the driver
- * failed). Both return CUDA_SUCCESS (the hook's answer after a success: a tail call). */
-int shimgen_ledger_reserve(int column, uint64_t size, uint64_t *reserved);
+ * failed). Both return CUDA_SUCCESS (the hook's answer after a success: a tail call).
+ * `last` 0: a refusal is not counted (the caller asks pools and graphs again and retries). */
+int shimgen_ledger_reserve(int column, uint64_t size, uint64_t *reserved, int last);
 shimgen_CUresult shimgen_ledger_add(int column, uint64_t meta, uint64_t size, uint64_t key);
 shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size, uint64_t key,
                                        uint64_t reserved);
@@ -46,5 +47,32 @@ void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t 
 void shimgen_ledger_retain(uint64_t handle);
 /* The bytes held on a device now (its column), for cuMemGetInfo under a limit. */
 uint64_t shimgen_ledger_held(int column);
+/* What pools and graphs reserve on a column beyond what the pool routes hold there. */
+uint64_t shimgen_ledger_extra(int column);
+/* What a column's pools (`graphs` 0: summed over them) or graphs hold, as the driver says:
+ * runenv.MEM_RESERVE_FIELDS (reserved, its high, used, its high; the highs kept at their
+ * most). The pools known now, and graph allocations seen since the last call. */
+void shimgen_ledger_reservation(int graphs, int column, const uint64_t v[4]);
+void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs);
+
+/* reserve.c: pools and graphs. A pool's device (-1 not known), a pool seen (a column < 0:
+ * not followed), a pool destroyed, a device's current pool (0: not known; asked of the driver once), a stream
+ * capturing (only asked while captures are in progress), what pools and graphs reserve
+ * asked of the driver again (a pool, a device's graphs, or all of them). */
+int shimgen_pool_column(uint64_t pool);
+void shimgen_reserve_after_fork(void);
+extern int shimgen_reserve_any; /* any pool or graph allocation seen (0: nothing to ask) */
+void shimgen_pool_seen(uint64_t pool, int column, int current);
+void shimgen_pool_gone(uint64_t pool);
+uint64_t shimgen_device_pool(int column);
+int shimgen_in_capture(void *stream);
+void shimgen_capture(int delta);
+void shimgen_graph_alloc(int column);
+void shimgen_pool_refresh(uint64_t pool);
+void shimgen_graph_refresh(int column);
+void shimgen_reserve_refresh(void);
+/* shimgen_ledger_reserve, asking pools and graphs again before a refusal when they hold
+ * memory reserved on the column. */
+int shimgen_reserve_or_refresh(int column, uint64_t size, uint64_t *reserved);
 
 #endif

@@ -375,6 +375,9 @@ FUNCTION_SINCE: dict[str, int] = {
     "cuGetProcAddress": 11030,
     "cuGetProcAddress_v2": 12000,
     "cuMemGetHandleForAddressRange": 11070,
+    # (functions the memory ledger watches, shim/memroutes.py)
+    "cuStreamBeginCaptureToGraph": 12030, "cuStreamBeginCaptureToGraph_ptsz": 12030,
+    "cuGreenCtxDestroy": 12040, "cuCtxCreate_v4": 12050, "cuCtxSynchronize_v2": 12090,
 }
 ATTRIBUTE_SINCE: dict[int, int] = {
     124: 11070,  # DMA_BUF_SUPPORTED
@@ -437,6 +440,15 @@ FEATURES = {"always": 1, "attrs": 2, "gates": 4, "memory": 8, "limit": 16}
 # element of each CUarray_format (a format not listed is counted at 4).
 MEM_PROP_LOCATION_OFFSET = 8
 MEM_LOCATION_TYPE_DEVICE = 1
+# Memory pools and graph memory: CUmemPoolProps' location lies where a CUmemAllocationProp's
+# does (MEM_PROP_LOCATION_OFFSET), so does a CUDA_MEM_ALLOC_NODE_PARAMS' (its poolProps
+# first); the attributes the ledger asks, in runenv.MEM_RESERVE_FIELDS' order (reserved,
+# reserved high, used, used high): CUmemPool_attribute's RESERVED_MEM_CURRENT, _HIGH,
+# USED_MEM_CURRENT, _HIGH and CUgraphMem_attribute's; cuStreamIsCapturing's answer of a
+# stream capturing (CU_STREAM_CAPTURE_STATUS_ACTIVE).
+MEMPOOL_ATTRS = (5, 6, 7, 8)
+GRAPH_MEM_ATTRS = (2, 3, 0, 1)
+STREAM_CAPTURE_ACTIVE = 1
 ARRAY_FORMAT_BYTES = {0x01: 1, 0x02: 2, 0x03: 4, 0x08: 1, 0x09: 2, 0x0A: 4, 0x10: 2, 0x20: 4,
                       0xC0: 1, 0xC1: 2, 0xC2: 4, 0xC3: 2, 0xC4: 4, 0xC5: 8, 0xC6: 1, 0xC7: 2,
                       0xC8: 4, 0xC9: 2, 0xCA: 4, 0xCB: 8}

@@ -63,10 +63,11 @@ DEFAULT_TRACE = "time"
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
-TRACE_VERSION = 4
-# The versions the reader reads: 3 is 4 without the fields from TRACE_HEADER_V4_FIRST on (so
-# no calls in progress, no call records and no memory ledger can be read from it).
-TRACE_VERSIONS_READ = (3, 4)
+TRACE_VERSION = 5
+# The versions the reader reads: each is the next without the fields from that version's
+# first field on (TRACE_HEADER_FIRST): 4 has no pool or graph reservations in its memory
+# ledger; 3 no calls in progress, no call records and no memory ledger.
+TRACE_VERSIONS_READ = (3, 4, 5)
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even
 # for the file's header: `<name>.nospace` for the `<name>.shimtrace` it could not make, so
@@ -130,9 +131,22 @@ TRACE_HEADER = (
     ("mem_held", "u64", MEM_COLUMNS * MEM_ROUTES),
     ("mem_live", "u64", MEM_COLUMNS * MEM_ROUTES),
     ("mem_taken", "u64", MEM_COLUMNS * MEM_ROUTES),
+    # version 5: what memory pools and graphs reserve (docs/memory.md), as the ledger last
+    # asked the driver: per column, the most held at once counting the reservations beyond
+    # what the routes hold (0 while never more than mem_peak); the pools' and the graphs'
+    # [column][MEM_RESERVE_FIELDS]; the pools the ledger knows; graph allocations seen.
+    ("mem_reserved_peak", "u64", MEM_COLUMNS),
+    ("mem_pool", "u64", MEM_COLUMNS * 4),
+    ("mem_graph", "u64", MEM_COLUMNS * 4),
+    ("mem_pools", "u64", 1), ("mem_graph_allocs", "u64", 1),
 )
-# The header's first field new in version 4 (a version 3 header ends where it begins).
-TRACE_HEADER_V4_FIRST = "off_frames"
+# The four numbers of a column's pools (the driver's CU_MEMPOOL_ATTR_*, summed over the
+# column's pools) and of its graphs (CU_GRAPH_MEM_ATTR_*), in the order mem_pool and
+# mem_graph keep them.
+MEM_RESERVE_FIELDS = ("reserved", "reserved_high", "used", "used_high")
+# The first field new in each version (the previous version's header ends where it begins).
+TRACE_HEADER_FIRST = {4: "off_frames", 5: "mem_reserved_peak"}
+TRACE_HEADER_V4_FIRST = TRACE_HEADER_FIRST[4]
 # SHIMGEN_TRACE=calls: one record per call in its thread's ring (runtime/calls.S writes it,
 # shimgen/calls/records.py reads it): its size, where its captured bytes start (strings,
 # structs, outputs, per the capture table the build renders from shimgen/calls/), the
@@ -157,11 +171,11 @@ _FIELD_TYPES = {"u32": ("uint32_t", "I", 4), "u64": ("uint64_t", "Q", 8),
 
 def trace_header_layout(version: int = TRACE_VERSION) -> list[tuple[str, str, int, int, str]]:
     """Each header field as (name, C type, count, offset, struct code), in order, of the
-    header of `version` (3: the fields before TRACE_HEADER_V4_FIRST)."""
+    header of `version` (an older one: the fields before TRACE_HEADER_FIRST[version + 1])."""
     out, at = [], 0
     fields = TRACE_HEADER
-    if version == 3:
-        fields = fields[:[f[0] for f in fields].index(TRACE_HEADER_V4_FIRST)]
+    if version + 1 in TRACE_HEADER_FIRST:
+        fields = fields[:[f[0] for f in fields].index(TRACE_HEADER_FIRST[version + 1])]
     for name, kind, count in fields:
         ctype, code, size = _FIELD_TYPES[kind]
         assert at % size == 0, name  # (no padding: see TRACE_HEADER)

@@ -9,10 +9,17 @@ The numbers of a group: `peak_bytes` is the most one process held at once on one
 still held at exit or death, summed; `by_function` the bytes each allocation function
 took, summed; `leaked` the allocations still held at exit or death, and their bytes. A
 process that exec'd has a ledger per image: its peak is the largest, and what each image
-held when it exec'd is counted as held (the exec gave it back to the driver, not the program)."""
+held when it exec'd is counted as held (the exec gave it back to the driver, not the program).
+
+Pools and graphs (format version 5): `reserved_peak_bytes` is the most one process held and
+had reserved at once on one device (what its pools and graphs reserved beyond their
+allocations included); `reserved` the pools' and the graphs' reserved and used bytes at
+exit and their highs (the driver's own numbers, as the ledger last asked them), summed over
+devices and processes. Both are null when no trace of the group is version 5."""
 
 from __future__ import annotations
 
+from ..runenv import MEM_RESERVE_FIELDS
 from ..trace import HOST
 from .model import Group
 
@@ -38,8 +45,14 @@ def _column_totals(g: Group) -> dict:
     out: dict = {}
     for t in g.processes:
         for c, col in (t.memory.columns.items() if t.memory else ()):
-            o = out.setdefault(c, {"peak": 0, "taken": {}, "held": {}, "live": {}})
+            o = out.setdefault(c, {"peak": 0, "taken": {}, "held": {}, "live": {},
+                                   "reserved_peak": 0, "pool": None, "graph": None})
             o["peak"] = max(o["peak"], col.peak)
+            o["reserved_peak"] = max(o["reserved_peak"], col.reserved_peak)
+            for kind in ("pool", "graph"):
+                if getattr(col, kind) is not None:
+                    o[kind] = o[kind] or dict.fromkeys(MEM_RESERVE_FIELDS, 0)
+                    _add(o[kind], getattr(col, kind))
             _add(o["taken"], col.taken)
             _add(o["held"], col.held)
             _add(o["live"], col.live)
@@ -51,7 +64,28 @@ def _column_json(c: int | str, o: dict) -> dict:
     return {**head, "peak_bytes": o["peak"], "at_exit_bytes": sum(o["held"].values()),
             "by_function": dict(sorted(o["taken"].items())),
             "at_exit_by_function": dict(sorted(o["held"].items())),
-            "leaked": {"count": sum(o["live"].values()), "bytes": sum(o["held"].values())}}
+            "leaked": {"count": sum(o["live"].values()), "bytes": sum(o["held"].values())},
+            "reserved_peak_bytes": o["reserved_peak"] if o["pool"] is not None else None,
+            "pools": _reserve_json(o["pool"]), "graphs": _reserve_json(o["graph"])}
+
+
+def _reserve_json(r: dict | None) -> dict | None:
+    return {f"{k}_bytes": v for k, v in r.items()} if r is not None else None
+
+
+def _reserved_json(devices: list[dict], ledgers: list) -> dict | None:
+    """The group's pools and graphs, summed over devices (None: no version 5 trace)."""
+    if not any(t.memory.pools is not None for t in ledgers):
+        return None
+    out = {}
+    for kind in ("pools", "graphs"):
+        total = dict.fromkeys((f"{k}_bytes" for k in MEM_RESERVE_FIELDS), 0)
+        for d in devices:
+            _add(total, d[kind] or {})
+        out[kind] = total
+    out["pools_known"] = sum(t.memory.pools or 0 for t in ledgers)
+    out["graph_allocations"] = sum(t.memory.graph_allocs or 0 for t in ledgers)
+    return out
 
 
 def memory_json(g: Group) -> dict | None:
@@ -78,6 +112,10 @@ def memory_json(g: Group) -> dict | None:
         "refused": sum(t.memory.refused for t in ledgers),
         "untracked": sum(t.memory.untracked for t in ledgers),
         "processes": [_process_json(t) for t in ledgers],
+        "reserved_peak_bytes": max((d["reserved_peak_bytes"] or 0 for d in devices),
+                                   default=0) if any(t.memory.pools is not None
+                                                     for t in ledgers) else None,
+        "reserved": _reserved_json(devices, ledgers),
     }
 
 
@@ -87,7 +125,8 @@ def _process_json(t) -> dict:
             "peak_bytes": max((c.peak for c in cols.values()), default=0),
             "at_exit_bytes": sum(c.at_exit for c in cols.values()),
             "leaked": {"count": sum(c.leaked for c in cols.values()),
-                       "bytes": sum(c.at_exit for c in cols.values())}}
+                       "bytes": sum(c.at_exit for c in cols.values())},
+            "reserved_peak_bytes": max((c.reserved_peak for c in cols.values()), default=0)}
 
 
 def _function_lines(o: dict) -> list[str]:
@@ -96,6 +135,21 @@ def _function_lines(o: dict) -> list[str]:
         held, live = o["held"].get(name, 0), o["live"].get(name, 0)
         rest = f"   held at exit {size_text(held)} ({live} never freed)" if live else ""
         lines.append(f"    {name:<32} took {size_text(o['taken'][name])}{rest}")
+    return lines
+
+
+def _reserve_lines(o: dict) -> list[str]:
+    """What a device's pools and graphs reserved and used, when they did."""
+    lines = []
+    if o["reserved_peak"] > o["peak"]:
+        lines.append(f"    with pools' and graphs' reservations: peak "
+                     f"{size_text(o['reserved_peak'])}")
+    for kind, name in (("pool", "pools"), ("graph", "graphs")):
+        r = o[kind]
+        if r and any(r.values()):
+            lines.append(f"    {name}: reserved {size_text(r['reserved'])} at exit (high "
+                         f"{size_text(r['reserved_high'])}), used {size_text(r['used'])} "
+                         f"(high {size_text(r['used_high'])})")
     return lines
 
 
@@ -113,7 +167,7 @@ def memory_section(g: Group) -> list[str]:
         o = cols[c]
         lines.append(f"  device {c}: peak {size_text(o['peak'])}, at exit "
                      f"{size_text(sum(o['held'].values()))}")
-        lines += _function_lines(o)
+        lines += _function_lines(o) + _reserve_lines(o)
     if HOST in cols:
         o = cols[HOST]
         lines.append(f"  pinned host memory: peak {size_text(o['peak'])}, at exit "

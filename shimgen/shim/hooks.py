@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..cuda import FEATURES, FUNCTION_SINCE
-from .memroutes import MEMORY_SOURCE, ROUTES
+from .memroutes import MEMORY_SOURCE, ROUTES, WATCHES
 
 __all__ = ["FEATURES", "HOOKS", "Hook"]
 
@@ -69,7 +69,10 @@ HOOKS: tuple[Hook, ...] = (
     # The memory ledger's routes (cuMemCreate's hook also applies the gates before a
     # GPUDirect RDMA allocation: gates install the "memory" hooks too)
     Hook(r.name, MEMORY_SOURCE, f"memory ledger: {r.reads}", r.feature, optional=True)
-    for r in ROUTES)
+    for r in ROUTES) + tuple(
+    Hook(w.name, MEMORY_SOURCE, f"memory ledger: {w.reads}", "memory",
+         since=FUNCTION_SINCE.get(w.name, 0), optional=True)
+    for w in WATCHES)
 
 # Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of
 # private entry points whose layout is not public; it is forwarded untouched.

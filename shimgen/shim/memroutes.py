@@ -17,6 +17,14 @@ gives back what an allocation route took (the device recorded with the allocatio
 
 `feature`: the hooks of "memory" are installed when a run traces into a directory or has a
 limit; those of "limit" only with a limit (they answer with the limit).
+
+WATCHES: functions that take no bytes the ledger counts by call, but change what it must
+know: which device the calling thread's current context is on (the "context" kind: each
+bumps an epoch that makes every thread ask the driver again, so that an allocation need not
+ask it each time), which pools exist and where, what pools and graphs hold reserved (asked
+of the driver's own attributes after each). Rendered into memroutes.inc as
+MEM_WATCH(kind, name); all take at most six integer or pointer arguments (the hooks
+forward six registers).
 """
 
 from __future__ import annotations
@@ -68,9 +76,61 @@ ROUTES: tuple[Route, ...] = (
 )
 assert len(ROUTES) <= MEM_ROUTES and len({r.name for r in ROUTES}) == len(ROUTES)
 
-# What no route of the table can account, said in docs/memory.md: memory the driver takes
-# for itself (contexts, modules, a library inside the driver), pool memory reserved beyond
-# its allocations, graph memory nodes (taken at a graph's launch).
+# The kinds of route that allocate from a memory pool: their bytes are the pool's, which
+# holds reserved what the driver says (the ledger counts the reservation beyond them).
+POOL_KINDS = ("async", "pool")
+
+
+@dataclass(frozen=True)
+class Watch:
+    name: str  # exported driver function
+    kind: str  # MEM_WATCH_<kind> of runtime/hooks_memory.c
+    reads: str  # what the shim does around it, in words (docs/memory.md)
+
+
+_CONTEXT = "the calling thread's device may change: every thread asks the driver again"
+_SYNC = "after it, what pools and graphs hold reserved asked again (a pool gives back here)"
+WATCHES: tuple[Watch, ...] = tuple(
+    Watch(n, "context", _CONTEXT) for n in (
+        "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxDestroy",
+        "cuCtxDestroy_v2", "cuCtxPushCurrent", "cuCtxPushCurrent_v2", "cuCtxPopCurrent",
+        "cuCtxPopCurrent_v2", "cuCtxSetCurrent", "cuCtxAttach", "cuCtxDetach",
+        "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2",
+        "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", "cuGLCtxCreate",
+        "cuGLCtxCreate_v2", "cuVDPAUCtxCreate", "cuVDPAUCtxCreate_v2", "cuGreenCtxDestroy")
+) + (
+    Watch("cuMemPoolCreate", "poolcreate", "the pool's device from its props' location"),
+    Watch("cuDeviceGetDefaultMemPool", "poolget", "the pool out is the device's"),
+    Watch("cuDeviceGetMemPool", "poolcurrent", "the pool out is the device's current one"),
+    Watch("cuDeviceSetMemPool", "poolset", "the pool is the device's current one"),
+    Watch("cuMemPoolTrimTo", "pooltrim", "after it, the pool's reservation asked again"),
+    Watch("cuMemPoolDestroy", "pooldestroy", "the pool forgotten: its reservation gone"),
+    Watch("cuGraphAddMemAllocNode", "graphnode", "a graph allocation on the params' device"),
+    Watch("cuGraphLaunch", "graph", "after it, the graphs' reservation asked again"),
+    Watch("cuGraphLaunch_ptsz", "graph", "after it, the graphs' reservation asked again"),
+    Watch("cuGraphUpload", "graph", "after it, the graphs' reservation asked again"),
+    Watch("cuGraphUpload_ptsz", "graph", "after it, the graphs' reservation asked again"),
+    Watch("cuGraphExecDestroy", "graph", "after it, the graphs' reservation asked again"),
+    Watch("cuDeviceGraphMemTrim", "graphtrim", "after it, the device's graphs asked again"),
+    Watch("cuStreamBeginCapture", "capture", "a capture begun: pool allocations asked"),
+    Watch("cuStreamBeginCapture_v2", "capture", "a capture begun: pool allocations asked"),
+    Watch("cuStreamBeginCapture_ptsz", "capture", "a capture begun: pool allocations asked"),
+    Watch("cuStreamBeginCapture_v2_ptsz", "capture", "a capture begun: pool allocations asked"),
+    Watch("cuStreamBeginCaptureToGraph", "capture", "a capture begun: pool allocations asked"),
+    Watch("cuStreamBeginCaptureToGraph_ptsz", "capture",
+          "a capture begun: pool allocations asked"),
+    Watch("cuStreamEndCapture", "captureend", "a capture ended"),
+    Watch("cuStreamEndCapture_ptsz", "captureend", "a capture ended"),
+    Watch("cuStreamSynchronize", "sync", _SYNC),
+    Watch("cuStreamSynchronize_ptsz", "sync", _SYNC),
+    Watch("cuCtxSynchronize", "sync", _SYNC),
+    Watch("cuCtxSynchronize_v2", "sync", _SYNC),
+    Watch("cuEventSynchronize", "sync", _SYNC),
+)
+assert len({w.name for w in WATCHES} | {r.name for r in ROUTES}) == len(WATCHES) + len(ROUTES)
+
+# What no route or watch can account, said in docs/memory.md: memory the driver takes for
+# itself (contexts, modules, a library inside the driver).
 MEMORY_SOURCE = "hooks_memory.c"
 
 

@@ -11,7 +11,7 @@ from ..driver import DriverImage, known_version
 from ..errors import ShimgenError
 from ..gates import GatePlan
 from .hooks import FEATURES, HOOKS, Hook
-from .memroutes import ROUTES
+from .memroutes import ROUTES, WATCHES
 
 # Exported by the shim besides the driver's functions. `dlopen` is wrapped so that a
 # program opening libcuda by another name (perftest's "libcuda.so", or the real file's
@@ -100,6 +100,12 @@ class ShimModel:
         have = {f.name for f in self.hooked}
         return [(r.kind, r.name, i) for i, r in enumerate(ROUTES) if r.name in have]
 
+    @property
+    def memory_watches(self) -> list[tuple[str, str]]:
+        """(kind, name) of each function the ledger watches that this driver has."""
+        have = {f.name for f in self.hooked}
+        return [(w.kind, w.name) for w in WATCHES if w.name in have]
+
     def exported_names(self) -> list[str]:
         return [f.name for f in self.functions] + list(self.extra_exports)
 
@@ -124,7 +130,7 @@ def build_model(
     predates: list[Hook] = []
     for hook in hooks:
         if hook.name not in known:
-            if hook.optional:
+            if hook.optional and not (hook.since and driver_predates(driver, hook)):
                 continue
             if driver_predates(driver, hook):
                 predates.append(hook)

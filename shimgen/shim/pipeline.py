@@ -159,11 +159,13 @@ def _predates_summary(model) -> list[str]:
 
 
 def _hooked_summary(model) -> str:
-    """The hooked functions by name, the memory ledger's routes (shim/memroutes.py) by
-    their number."""
+    """The hooked functions by name, the memory ledger's routes and watches
+    (shim/memroutes.py) by their number."""
     routes = {name for _, name, _ in model.memory_routes}
-    named = [f.name for f in model.hooked if f.name not in routes]
-    return ", ".join(named + ([f"{len(routes)} memory routes"] if routes else []))
+    watches = {name for _, name in model.memory_watches}
+    named = [f.name for f in model.hooked if f.name not in routes | watches]
+    return ", ".join(named + ([f"{len(routes)} memory routes"] if routes else [])
+                     + ([f"{len(watches)} watched by the memory ledger"] if watches else []))
 
 
 def summary(result: MadeShim, gates: str | None) -> str:

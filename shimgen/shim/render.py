@@ -14,6 +14,7 @@ import jinja2
 from .. import __version__, calls, runenv
 from ..cuda import (
     ARRAY_FORMAT_BYTES,
+    GRAPH_MEM_ATTRS,
     ATTRIBUTES,
     C_RESULTS,
     CODES,
@@ -22,10 +23,13 @@ from ..cuda import (
     LIBCUDA_DIRS,
     MEM_LOCATION_TYPE_DEVICE,
     MEM_PROP_LOCATION_OFFSET,
+    MEMPOOL_ATTRS,
+    STREAM_CAPTURE_ACTIVE,
     RESULTS,
 )
 from ..errors import ShimgenError
 from . import inject
+from .memroutes import POOL_KINDS, ROUTES
 from .model import SONAME, ShimModel
 from .sources import runtime_dir, templates_dir
 
@@ -183,7 +187,11 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                 "columns": runenv.MEM_COLUMNS, "routes": runenv.MEM_ROUTES,
                 "location_offset": MEM_PROP_LOCATION_OFFSET,
                 "location_device": MEM_LOCATION_TYPE_DEVICE,
-                "array_formats": ARRAY_FORMAT_BYTES, "size_units": runenv.SIZE_UNITS},
+                "array_formats": ARRAY_FORMAT_BYTES, "size_units": runenv.SIZE_UNITS,
+                "pool_attrs": MEMPOOL_ATTRS, "graph_attrs": GRAPH_MEM_ATTRS,
+                "capture_active": STREAM_CAPTURE_ACTIVE,
+                "pool_routes": sum(1 << i for i, r in enumerate(ROUTES)
+                                   if r.kind in POOL_KINDS)},
         "calls_facts": {"record_size": runenv.CALLS_RECORD_SIZE,
                         "capture_off": runenv.CALLS_CAPTURE_OFF,
                         "stack_args": runenv.CALLS_STACK_ARGS,

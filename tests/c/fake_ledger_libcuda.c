@@ -4,7 +4,18 @@
  * memory at a host location), so a test compares the shim's ledger with them exactly
  * (fake_ledger_totals). A thread's current device is set by cuCtxSetCurrent((CUcontext)
  * (device + 1)); allocations that need a context fail without one (201). A forked child's
- * totals start from zero, as its ledger does. Built with SONAME libcuda.so.1. */
+ * totals start from zero, as its ledger does. Built with SONAME libcuda.so.1.
+ *
+ * Pools and graphs: each device has a default pool; cuMemPoolCreate makes more (their
+ * device their props' location). A pool reserves memory in 2 MiB chunks as its allocations
+ * need it and keeps what they give back until a synchronisation (above its release
+ * threshold) or cuMemPoolTrimTo; cuMemPoolGetAttribute says its reserved and used bytes
+ * and their highs. A graph's memory allocation nodes (cuGraphAddMemAllocNode, or
+ * cuMemAllocAsync while its stream captures) take their memory from the device's graph
+ * reservation at the first launch of an instance (2 MiB chunks, kept until
+ * cuDeviceGraphMemTrim); cuDeviceGetGraphMemAttribute says it. The fake keeps per column
+ * the pools' and the graphs' four numbers and the peak of what is held by the other routes
+ * plus what pools and graphs reserve (fake_ledger_totals). Streams run at once. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -28,12 +39,47 @@ static struct alloc {
     u64 size;
     int col, refs, kind; /* kind: 1 address, 2 handle, 3 array, 4 host */
     const char *fn;
+    struct fpool *pool; /* an allocation from a pool: the pool */
 } allocs[MAXA];
-static u64 held[COLS], peak[COLS], live[COLS];
 static struct {
     const char *fn;
     u64 bytes, calls;
 } taken[64];
+
+/* Pools (a column's default pool is pool (column + 1) << 8) and graph memory. */
+#define MAXP 16
+#define CHUNK (2ull << 20)
+#define UP(n) (((n) + CHUNK - 1) / CHUNK * CHUNK)
+static struct fpool {
+    u64 handle, reserved, reserved_high, used, used_high, threshold;
+    int col, live;
+} fpools[MAXP];
+static u64 next_pool = 0x100000, current_pool[COLS];
+static u64 graph_mem[COLS][4];   /* reserved, reserved high, used, used high */
+static u64 pool_high_sum[COLS], used_high_sum[COLS]; /* the most the column's live pools'
+                                                      * highs summed to */
+static u64 footprint_peak[COLS]; /* the most held (pools' allocations apart) and reserved */
+static u64 pool_held[COLS];      /* what the pool allocations hold, per column */
+
+static u64 held[COLS], peak[COLS], live[COLS];
+
+static void note_footprint(void)
+{
+    for (int c = 0; c < COLS; c++) {
+        u64 f = held[c] - pool_held[c] + graph_mem[c][0], highs = 0, used_highs = 0;
+        for (int i = 0; i < MAXP; i++)
+            if (fpools[i].live && fpools[i].col == c) {
+                f += fpools[i].reserved, highs += fpools[i].reserved_high;
+                used_highs += fpools[i].used_high;
+            }
+        if (used_highs > used_high_sum[c])
+            used_high_sum[c] = used_highs;
+        if (f > footprint_peak[c])
+            footprint_peak[c] = f;
+        if (highs > pool_high_sum[c])
+            pool_high_sum[c] = highs;
+    }
+}
 
 static void count_call(const char *fn, u64 bytes)
 {
@@ -46,15 +92,21 @@ static void count_call(const char *fn, u64 bytes)
         }
 }
 
-static u64 add(const char *fn, int kind, int col, u64 size, u64 key)
+static void pool_give_back(struct fpool *p, int col, u64 size)
 {
-    pthread_mutex_lock(&lock);
+    p->used -= size;
+    pool_held[col] -= size;
+}
+
+/* A new allocation, the lock held. */
+static u64 add_locked(const char *fn, int kind, int col, u64 size, u64 key)
+{
     if (!key)
         key = kind == 2 ? next_handle++
                         : (next_address += (size + (2u << 20)) & ~((2ull << 20) - 1));
     for (int i = 0; i < MAXA; i++)
         if (!allocs[i].kind) {
-            allocs[i] = (struct alloc){key, size, col, 1, kind, fn};
+            allocs[i] = (struct alloc){key, size, col, 1, kind, fn, NULL};
             break;
         }
     held[col] += size;
@@ -62,6 +114,14 @@ static u64 add(const char *fn, int kind, int col, u64 size, u64 key)
     if (held[col] > peak[col])
         peak[col] = held[col];
     count_call(fn, size);
+    return key;
+}
+
+static u64 add(const char *fn, int kind, int col, u64 size, u64 key)
+{
+    pthread_mutex_lock(&lock);
+    key = add_locked(fn, kind, col, size, key);
+    note_footprint();
     pthread_mutex_unlock(&lock);
     return key;
 }
@@ -76,6 +136,9 @@ static CUresult drop(int kind, u64 key)
                 held[allocs[i].col] -= allocs[i].size;
                 live[allocs[i].col]--;
                 allocs[i].kind = 0;
+                if (allocs[i].pool)
+                    pool_give_back(allocs[i].pool, allocs[i].col, allocs[i].size);
+                note_footprint();
             }
             pthread_mutex_unlock(&lock);
             return 0;
@@ -91,6 +154,13 @@ static void child_own(void)
     memset(peak, 0, sizeof peak);
     memset(live, 0, sizeof live);
     memset(taken, 0, sizeof taken);
+    memset(fpools, 0, sizeof fpools);
+    memset(graph_mem, 0, sizeof graph_mem);
+    memset(pool_high_sum, 0, sizeof pool_high_sum);
+    memset(used_high_sum, 0, sizeof used_high_sum);
+    memset(footprint_peak, 0, sizeof footprint_peak);
+    memset(pool_held, 0, sizeof pool_held);
+    memset(current_pool, 0, sizeof current_pool);
     pthread_mutex_init(&lock, NULL);
 }
 
@@ -121,6 +191,21 @@ EXPORT int fake_ledger_totals(char *buf, size_t cap)
     for (int i = 0; i < 64 && taken[i].fn; i++)
         n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\": [%llu, %llu]", i ? ", " : "",
                               taken[i].fn, taken[i].bytes, taken[i].calls);
+    n += (size_t)snprintf(buf + n, cap - n, "}, \"reserve\": {");
+    for (int c = 0; c < COLS; c++) {
+        u64 p[4] = {0, pool_high_sum[c], 0, used_high_sum[c]};
+        for (int i = 0; i < MAXP; i++)
+            if (fpools[i].live && fpools[i].col == c)
+                p[0] += fpools[i].reserved, p[2] += fpools[i].used;
+        char name[8];
+        snprintf(name, sizeof name, c == HOSTCOL ? "host" : "%d", c);
+        n += (size_t)snprintf(buf + n, cap - n,
+                              "%s\"%s\": [%llu, [%llu, %llu, %llu, %llu], "
+                              "[%llu, %llu, %llu, %llu]]",
+                              c ? ", " : "", name, footprint_peak[c], p[0], p[1], p[2], p[3],
+                              graph_mem[c][0], graph_mem[c][1], graph_mem[c][2],
+                              graph_mem[c][3]);
+    }
     n += (size_t)snprintf(buf + n, cap - n, "}, \"device_asked\": %llu}",
                           __atomic_load_n(&device_asked, __ATOMIC_RELAXED));
     return 0;
@@ -168,10 +253,6 @@ EXPORT CUresult cuCtxGetDevice(int *dev)
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 DEVICE_ALLOC(cuMemAlloc_v2)
 DEVICE_ALLOC(cuMemAllocManaged, unsigned flags)
-DEVICE_ALLOC(cuMemAllocAsync, void *stream)
-DEVICE_ALLOC(cuMemAllocAsync_ptsz, void *stream)
-DEVICE_ALLOC(cuMemAllocFromPoolAsync, void *pool, void *stream)
-DEVICE_ALLOC(cuMemAllocFromPoolAsync_ptsz, void *pool, void *stream)
 #pragma GCC diagnostic warning "-Wunused-parameter"
 
 /* Rows padded to 512 bytes. */
@@ -293,9 +374,14 @@ EXPORT CUresult cuMemAllocHost_v2(void **p, size_t n)
     return 0;
 }
 
+#include "fake_ledger_pools.h"
+/* (while capturing: a graph's free node, nothing freed now) */
 EXPORT CUresult cuMemFree_v2(u64 p) { return drop(1, p); }
-EXPORT CUresult cuMemFreeAsync(u64 p, void *s) { return (void)s, drop(1, p); }
-EXPORT CUresult cuMemFreeAsync_ptsz(u64 p, void *s) { return (void)s, drop(1, p); }
+EXPORT CUresult cuMemFreeAsync(u64 p, void *s) { return (void)s, capturing ? 0 : drop(1, p); }
+EXPORT CUresult cuMemFreeAsync_ptsz(u64 p, void *s)
+{
+    return (void)s, capturing ? 0 : drop(1, p);
+}
 EXPORT CUresult cuMemRelease(u64 h) { return drop(2, h); }
 EXPORT CUresult cuArrayDestroy(void *a) { return drop(3, (u64)(uintptr_t)a); }
 EXPORT CUresult cuMipmappedArrayDestroy(void *a) { return drop(3, (u64)(uintptr_t)a); }

@@ -10,7 +10,16 @@
  *   threads:T:N (T threads, N random allocations each, every 7th kept: the ledger's lock)
  *   forkbusy:K (K forks while 4 threads allocate: each child's ledger its own)
  *   churn:N:SIZE (N times an allocation and its free: the cost of the ledger)
+ *   ctxchurn:N  syncchurn:N (N cuCtxSetCurrent, N cuStreamSynchronize: what a watch costs)
  *   info  total:D   fork (the child runs the rest; the parent waits and ends)   kill
+ * Pools and graphs (an item each: a pool, a graph, an instance):
+ *   defaultpool:D  getpool:D  poolcreate:TYPE:ID  setpool:D:K  poolalloc:N:K (from pool K)
+ *   threshold:K:N  trim:K:N  pooldestroy:K  sync  ctxsync
+ *   graph  memnode:K:N:D (an allocation node of N bytes on device D in graph K)
+ *   capture  endcapture (the graph made)  instantiate:K  launch:K  upload:K  execdestroy:K
+ *   graphtrim:D
+ *   push:D  pop   ctxthreads:T:N (T threads, N steps each: a random context change by
+ *   cuCtxSetCurrent, push or pop, or an allocation, kept or freed)
  * Each allocation is an item, numbered from 0 in order. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -123,6 +132,113 @@ static int fork_busy(u64 k)
     return bad;
 }
 
+/* ctxthreads:T:N: each thread's steps at random: cuCtxSetCurrent, cuCtxPushCurrent_v2 or
+ * cuCtxPopCurrent_v2 to a random device of 4, or an allocation of random size on whatever
+ * device is current (a third kept), with random yields. */
+static void *switcher(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg * 2246822519u + (unsigned)getpid();
+    fn_t set = get("cuCtxSetCurrent"), push = get("cuCtxPushCurrent_v2");
+    fn_t pop = get("cuCtxPopCurrent_v2"), alloc = get("cuMemAlloc_v2");
+    fn_t release = get("cuMemFree_v2");
+    int depth = 0;
+    set((void *)(uintptr_t)(rand_r(&seed) % 4 + 1));
+    for (u64 i = 0; i < churn_n; i++) {
+        unsigned r = (unsigned)rand_r(&seed) % 8;
+        if (r == 0)
+            set((void *)(uintptr_t)(rand_r(&seed) % 4 + 1));
+        else if (r == 1 && depth < 8 && push((void *)(uintptr_t)(rand_r(&seed) % 4 + 1)) == 0)
+            depth++;
+        else if (r == 2 && depth && pop(NULL) == 0)
+            depth--;
+        else {
+            u64 p = 0;
+            if (alloc(&p, (size_t)(1 + rand_r(&seed) % 10000)) != 0)
+                return (void *)1;
+            if (rand_r(&seed) % 3 && release(p) != 0)
+                return (void *)1;
+        }
+        if (rand_r(&seed) % 16 == 0)
+            sched_yield();
+    }
+    return NULL;
+}
+
+static int run_threads(u64 t, u64 n, void *(*fn)(void *))
+{
+    pthread_t th[64];
+    void *bad = NULL;
+    churn_n = n;
+    for (u64 i = 0; i < t && i < 64; i++)
+        pthread_create(&th[i], NULL, fn, (void *)(uintptr_t)i);
+    for (u64 i = 0; i < t && i < 64; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        bad = bad ? bad : r;
+    }
+    return bad != NULL;
+}
+
+/* The pool and graph ops (above); -1: not one of them. */
+static int pool_op(const char *op, u64 a, u64 b, u64 c)
+{
+    u64 p = 0;
+    u64 g = 0; /* (an int handle, in its low bytes) */
+    if (!strcmp(op, "defaultpool"))
+        return keep(get("cuDeviceGetDefaultMemPool")(&p, (int)a), 6, p);
+    if (!strcmp(op, "getpool"))
+        return keep(get("cuDeviceGetMemPool")(&p, (int)a), 6, p);
+    if (!strcmp(op, "poolcreate")) {
+        unsigned char props[88] = {0};
+        int loc[2] = {(int)a, (int)b};
+        memcpy(props + 8, loc, sizeof loc);
+        return keep(get("cuMemPoolCreate")(&p, props), 6, p);
+    }
+    if (!strcmp(op, "setpool"))
+        return get("cuDeviceSetMemPool")((int)a, items[b].key);
+    if (!strcmp(op, "poolalloc"))
+        return keep(get("cuMemAllocFromPoolAsync")(&p, (size_t)a, items[b].key, NULL), 1, p);
+    if (!strcmp(op, "threshold"))
+        return get("cuMemPoolSetAttribute")(items[a].key, 4, &b);
+    if (!strcmp(op, "trim"))
+        return get("cuMemPoolTrimTo")(items[a].key, (size_t)b);
+    if (!strcmp(op, "pooldestroy"))
+        return get("cuMemPoolDestroy")(items[a].key);
+    if (!strcmp(op, "sync"))
+        return get("cuStreamSynchronize")(NULL);
+    if (!strcmp(op, "ctxsync"))
+        return get("cuCtxSynchronize")();
+    if (!strcmp(op, "graph"))
+        return keep(get("cuGraphCreate")(&g, 0u), 7, g);
+    if (!strcmp(op, "memnode")) {
+        unsigned char params[120] = {0};
+        int loc[2] = {1, (int)c};
+        void *node;
+        memcpy(params + 8, loc, sizeof loc);
+        memcpy(params + 104, &b, sizeof b);
+        return get("cuGraphAddMemAllocNode")(&node, (int)items[a].key, NULL, (size_t)0, params);
+    }
+    if (!strcmp(op, "capture"))
+        return get("cuStreamBeginCapture_v2")(NULL, 0);
+    if (!strcmp(op, "endcapture"))
+        return keep(get("cuStreamEndCapture")(NULL, &g), 7, g);
+    if (!strcmp(op, "instantiate"))
+        return keep(get("cuGraphInstantiateWithFlags")(&g, (int)items[a].key, 0ull), 8, g);
+    if (!strcmp(op, "launch"))
+        return get("cuGraphLaunch")((int)items[a].key, NULL);
+    if (!strcmp(op, "upload"))
+        return get("cuGraphUpload")((int)items[a].key, NULL);
+    if (!strcmp(op, "execdestroy"))
+        return get("cuGraphExecDestroy")((int)items[a].key);
+    if (!strcmp(op, "graphtrim"))
+        return get("cuDeviceGraphMemTrim")((int)a);
+    if (!strcmp(op, "push"))
+        return get("cuCtxPushCurrent_v2")((void *)(a + 1));
+    if (!strcmp(op, "pop"))
+        return get("cuCtxPopCurrent_v2")(NULL);
+    return -1;
+}
+
 static int run_op(char *op, const char *who)
 {
     u64 a = 0, b = 0, c = 0, d = 0, e = 0, f = 0;
@@ -203,6 +319,13 @@ static int run_op(char *op, const char *who)
             rc = alloc(&p, (size_t)b) || release(p);
         return rc;
     }
+    if (!strcmp(op, "ctxchurn") || !strcmp(op, "syncchurn")) {
+        fn_t f = get(!strcmp(op, "ctxchurn") ? "cuCtxSetCurrent" : "cuStreamSynchronize");
+        int rc = 0;
+        for (u64 i = 0; i < a && !rc; i++)
+            rc = f((void *)(uintptr_t)(i % 2 + 1));
+        return rc;
+    }
     if (!strcmp(op, "threads")) {
         pthread_t t[64];
         void *bad = NULL;
@@ -218,6 +341,11 @@ static int run_op(char *op, const char *who)
     }
     if (!strcmp(op, "forkbusy"))
         return fork_busy(a);
+    if (!strcmp(op, "ctxthreads"))
+        return run_threads(a, b, switcher);
+    int rc = pool_op(op, a, b, c);
+    if (rc >= 0)
+        return rc;
     if (!strcmp(op, "info")) {
         size_t fr = 0, to = 0;
         int rc = get("cuMemGetInfo_v2")(&fr, &to);

@@ -3,7 +3,7 @@
 # repository root of a machine with an NVIDIA GPU, PyTorch, JAX, CuPy and NCCL, with
 # shimgen importable (PYTHONPATH):
 #
-#     bash tests/gpu/memory_validation.sh
+#     bash tests/gpu/memory_validation.sh          (ONLY=pools: the pool and graph runs alone)
 #
 # Each workload of tests/gpu/memory_workloads.py under `shimgen run`: PyTorch (its default
 # allocator, then PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), JAX (no preallocation),
@@ -38,11 +38,19 @@ m = g[0]["memory"] if g else None
 calls = {f["function"]: f["calls"] for f in g[0]["functions"]} if g else {}
 routes = {k: v for k, v in calls.items() if k.startswith(("cuMem", "cuArray"))}
 print("   report:", json.dumps({k: m[k] for k in ("peak_bytes", "at_exit_bytes", "by_function",
-      "leaked", "limit_bytes", "refused", "untracked")} if m else None))
+      "leaked", "limit_bytes", "refused", "untracked", "reserved_peak_bytes", "reserved")}
+      if m else None))
 print("   routes:", json.dumps(routes))
 PY
   tail -3 "$OUT/$name.err" | sed 's/^/   stderr: /' | tee -a "$LOG"
 }
+# Pools and graphs (the ledger's reservations): ONLY=pools runs these alone.
+one torch-pool PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- torch-pool
+one torch-graph PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- torch-graph
+one cupy-pool -- cupy-pool
+one cupy-graph -- cupy-graph
+one torch-pool-limit PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- torch-limit --limit memory=2GiB
+if [ "${ONLY:-}" != pools ]; then
 one torch-default -- torch
 one torch-expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -- torch
 one jax XLA_PYTHON_CLIENT_PREALLOCATE=false -- jax
@@ -52,4 +60,5 @@ one torch-limit -- torch-limit --limit memory=2GiB
 one torch-limit-expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -- torch-limit --limit memory=2GiB
 one torch-plain -- torch-limit
 one jax-limit -- jax-limit --limit memory=2GiB
+fi
 say "done"

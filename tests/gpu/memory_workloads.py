@@ -1,6 +1,10 @@
 """What tests/gpu/memory_validation.sh runs under `shimgen run`: one framework's workload
-(argv[1]: torch, jax, cupy, nccl, torch-limit, jax-limit), printing one line
-`RESULT {json}`.
+(argv[1]: torch, jax, cupy, nccl, torch-limit, jax-limit, torch-pool, cupy-pool,
+torch-graph, cupy-graph), printing one line `RESULT {json}`.
+
+The pool and graph checks compare the device memory really taken with what the ledger says
+the process holds and has reserved on device 0: what the routes hold, less what the pool
+routes hold, plus what the pools and graphs reserve (as the ledger last asked the driver).
 
 The ledger check (torch, jax, cupy, nccl): once the framework is up and its kernels loaded,
 the device memory really free (cuMemGetInfo_v2 on the primary context, asked of the driver
@@ -45,6 +49,121 @@ def ledger_now() -> tuple[int, int, int]:
             col = t.memory.columns.get(0)
             return (col.at_exit, col.leaked, col.peak) if col else (0, 0, 0)
     raise SystemExit("no trace file of this process")
+
+
+POOL_FNS = ("cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
+            "cuMemAllocFromPoolAsync_ptsz")
+
+
+def footprint_now() -> tuple[int, int, int, dict]:
+    """(bytes held and reserved on device 0, allocations held there plus graph allocations
+    seen, reserved peak, detail) from this process's file."""
+    from shimgen.trace.binary import load
+
+    pid = os.getpid()
+    for p in sorted(glob.glob(f"{os.environ['SHIMGEN_TRACE_DIR']}/*{pid}*.shimtrace"),
+                    key=os.path.getmtime, reverse=True):
+        t = load(p)
+        if t.pid != pid or t.memory is None:
+            continue
+        col = t.memory.columns.get(0)
+        if col is None:
+            return 0, 0, 0, {}
+        pooled = sum(v for k, v in col.held.items() if k in POOL_FNS)
+        pool, graph = col.pool or {}, col.graph or {}
+        held = (col.at_exit - pooled + max(pool.get("reserved", 0), pooled)
+                + graph.get("reserved", 0))
+        return (held, col.leaked + (t.memory.graph_allocs or 0), col.reserved_peak,
+                {"pool": pool, "graph": graph, "pooled": pooled, "held": col.at_exit})
+    raise SystemExit("no trace file of this process")
+
+
+def reserved_measured(b, a, f0, f1, extra=None) -> dict:
+    out = measured(b, a, f0, f1, extra)
+    out.update(ledger_reserved_peak=a[2], ledger_detail=a[3])
+    return out
+
+
+def torch_pool() -> dict:
+    """PyTorch on its cudaMallocAsync backend: every tensor a pool allocation."""
+    import torch
+
+    x = torch.randn(1024, 1024, device="cuda")
+    (x @ x).sum().item()
+    torch.cuda.synchronize()
+    f0, b = real_free(), footprint_now()
+    keep = [torch.empty(s, dtype=torch.uint8, device="cuda") for s in SIZES]
+    torch.cuda.synchronize()
+    f1, a = real_free(), footprint_now()
+    out = reserved_measured(b, a, f0, f1, {"alloc_conf": os.environ.get(
+        "PYTORCH_CUDA_ALLOC_CONF")})
+    del keep
+    torch.cuda.synchronize()
+    f2, c = real_free(), footprint_now()
+    out["after_free"] = reserved_measured(b, c, f0, f2)
+    return out
+
+
+def torch_graph() -> dict:
+    """A CUDA graph captured by PyTorch on the cudaMallocAsync backend: its allocations are
+    graph memory nodes, taken at the first replay."""
+    import torch
+
+    x = torch.ones(1024, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        (x * 2).sum()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    f0, b = real_free(), footprint_now()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ys = [torch.full((n // 4,), 1.0, device="cuda") for n in (64 * MiB, 200 * MiB)]
+        y = sum(t.sum() for t in ys)
+    g.replay()
+    torch.cuda.synchronize()
+    f1, a = real_free(), footprint_now()
+    return reserved_measured(b, a, f0, f1, {"value": float(y.item())})
+
+
+def cupy_pool() -> dict:
+    import cupy as cp
+
+    cp.cuda.set_allocator(cp.cuda.MemoryAsyncPool().malloc)
+    cp.ones(10).sum().get()
+    cp.cuda.Device(0).synchronize()
+    f0, b = real_free(), footprint_now()
+    keep = [cp.empty(s, dtype=cp.uint8) for s in SIZES]
+    cp.cuda.Device(0).synchronize()
+    f1, a = real_free(), footprint_now()
+    out = reserved_measured(b, a, f0, f1)
+    del keep
+    cp.cuda.Device(0).synchronize()
+    f2, c = real_free(), footprint_now()
+    out["after_free"] = reserved_measured(b, c, f0, f2)
+    return out
+
+
+def cupy_graph() -> dict:
+    """A graph captured by CuPy on its async pool: graph memory nodes."""
+    import cupy as cp
+
+    cp.cuda.set_allocator(cp.cuda.MemoryAsyncPool().malloc)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        cp.ones(10).sum()
+    s.synchronize()
+    f0, b = real_free(), footprint_now()
+    with s:
+        s.begin_capture()
+        ys = [cp.full(n // 4, 1.0, dtype=cp.float32) for n in (64 * MiB, 200 * MiB)]
+        total = sum(float(0) + t.sum() for t in ys)
+        g = s.end_capture()
+    g.launch(s)
+    s.synchronize()
+    f1, a = real_free(), footprint_now()
+    return reserved_measured(b, a, f0, f1, {"value": float(total)})
 
 
 def nvml_used() -> int | None:
@@ -168,7 +287,12 @@ def nccl_work() -> dict:
 
 
 WORK = {"torch": torch_work, "torch-limit": torch_limit, "jax": jax_work,
-        "jax-limit": jax_limit, "cupy": cupy_work, "nccl": nccl_work}
+        "jax-limit": jax_limit, "cupy": cupy_work, "nccl": nccl_work, "torch-pool": torch_pool,
+        "torch-graph": torch_graph, "cupy-pool": cupy_pool, "cupy-graph": cupy_graph}
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps({"work": sys.argv[1], **WORK[sys.argv[1]]()}), flush=True)
+    try:
+        result = WORK[sys.argv[1]]()
+    except Exception as e:  # (a framework without the feature: said in the result)
+        result = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    print("RESULT " + json.dumps({"work": sys.argv[1], **result}), flush=True)

@@ -11,6 +11,7 @@ version 3 file still read; `--limit`'s sizes."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -153,16 +154,17 @@ def test_limit_refuses_before_the_driver_and_answers_with_it(probes, fake, fake_
                           SHIMGEN_LIMIT_MEMORY="1MiB")
     rcs = [ln.split(" rc ")[1] for ln in out.splitlines() if " rc " in ln]
     # refused: 600000 past 1 MiB; the device handle of 2 MiB; not the host one (no limit)
-    assert rcs == ["0", "0", "0", "0", "2", "0", "0", "0", "2", "0", "0"], out
+    # (the last: the pool of the async allocation keeps 2 MiB reserved, past the limit)
+    assert rcs == ["0", "0", "0", "0", "2", "0", "0", "0", "2", "0", "2"], out
     assert f"parent info free {MiB} total {MiB}" in out
     assert f"parent info free {MiB - 524288} total {MiB}" in out
     assert f"parent total {MiB}" in out
     want = fake_totals(out)
-    assert want["taken"]["cuMemAlloc_v2"] == [2 * 524288, 2]  # the refused one never came
+    assert want["taken"]["cuMemAlloc_v2"] == [524288, 1]  # the refused ones never came
     assert want["taken"]["cuMemCreate"] == [2097152, 1]
     t = one_trace(traces)
     assert_same(t, want)
-    assert (t.memory.limit, t.memory.refused) == (MiB, 2)
+    assert (t.memory.limit, t.memory.refused) == (MiB, 3)
 
 
 def test_retained_and_imported_handles_freed_by_their_last_release(probes, fake, fake_shim,
@@ -201,6 +203,20 @@ def test_a_forked_child_has_its_own_ledger(probes, fake, fake_shim, tmp_path):
     assert_same(parent, fake_totals(out, "parent"))
     assert_same(child, fake_totals(out, "child"))
     assert 0 not in child.memory.columns  # the parent's allocations are not the child's
+
+
+def test_a_forked_child_has_its_own_pools(probes, fake, fake_shim, tmp_path):
+    """The parent's pools are not the child's: the child's ledger knows only the pool it
+    used, and its reservations equal its own fake's."""
+    ops = ["ctx:0", "async:3000000", "defaultpool:2", "fork", "ctx:1", "async:100", "sync"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops)
+    files = [load(p) for p in sorted(traces.glob("*.shimtrace"))]
+    child = next(t for t in files if t.ppid in {f.pid for f in files})
+    parent = next(t for t in files if t is not child)
+    assert_reserves(parent, fake_totals(out, "parent"))
+    assert_reserves(child, fake_totals(out, "child"))
+    assert (parent.memory.pools, child.memory.pools) == (2, 1)
+    assert child.memory.columns[1].pool["reserved"] == MiB2 and 0 not in child.memory.columns
 
 
 def test_forks_while_other_threads_allocate(probes, fake, fake_shim, tmp_path):
@@ -250,30 +266,43 @@ def test_threads_racing_keep_the_ledger_exact(probes, fake, fake_shim, tmp_path)
         assert want["columns"]["0"][2] == 4 * 43 and want["columns"]["1"][2] == 4 * 43
 
 
-def test_version_3_file_still_read(probes, fake, fake_shim, tmp_path):
-    """A version 4 file made version 3 (its header cut to version 3's, the names moved up):
-    read, with the same calls and no ledger."""
-    _, traces = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "alloc:10"])
-    path = next(traces.glob("*.shimtrace"))
-    v4 = load(path)
+def cut_to(path, version: int, dest):
+    """The file made an older version: its header cut to that version's, the names moved
+    up."""
     data = bytearray(path.read_bytes())
-    v3_size, v4_size = trace_header_size(3), trace_header_size()
+    old_size, size = trace_header_size(version), trace_header_size()
     names_size = int.from_bytes(data[56:64], "little")
-    names = bytes(data[v4_size:v4_size + names_size])
-    data[8:12] = (3).to_bytes(4, "little")
-    data[12:16] = v3_size.to_bytes(4, "little")
-    data[48:56] = v3_size.to_bytes(8, "little")
-    data[v3_size:v4_size + names_size] = names + bytes(v4_size - v3_size)
-    old = tmp_path / "v3.shimtrace"
-    old.write_bytes(bytes(data))
-    v3 = load(old)
-    assert v3.memory is None and v4.memory is not None
+    names = bytes(data[size:size + names_size])
+    data[8:12] = version.to_bytes(4, "little")
+    data[12:16] = old_size.to_bytes(4, "little")
+    data[48:56] = old_size.to_bytes(8, "little")
+    data[old_size:size + names_size] = names + bytes(size - old_size)
+    dest.write_bytes(bytes(data))
+    return data
+
+
+def test_versions_3_and_4_still_read(probes, fake, fake_shim, tmp_path):
+    """A version 5 file made version 4, then 3: read, with the same calls; version 4 with
+    the same ledger and no reservations, version 3 with no ledger."""
+    _, traces = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "alloc:10", "async:7"])
+    path = next(traces.glob("*.shimtrace"))
+    v5 = load(path)
+    cut_to(path, 4, tmp_path / "v4.shimtrace")
+    v4 = load(tmp_path / "v4.shimtrace")
+    assert v4.memory.columns[0].taken == v5.memory.columns[0].taken == {
+        "cuMemAlloc_v2": 10, "cuMemAllocAsync": 7}
+    assert v4.memory.columns[0].pool is None and v4.memory.pools is None
+    assert v5.memory.columns[0].pool["reserved"] == 2 * MiB
+    assert memory_json(groups([v4], None)[0])["reserved"] is None
+    data = cut_to(path, 3, tmp_path / "v3.shimtrace")
+    v3 = load(tmp_path / "v3.shimtrace")
+    assert v3.memory is None and v5.memory is not None
     assert {n: f.calls for n, f in v3.functions.items()} == {
-        n: f.calls for n, f in v4.functions.items()}
-    data[8:12] = (5).to_bytes(4, "little")
-    old.write_bytes(bytes(data))
-    with pytest.raises(ShimgenError, match="format version 5; this shimgen reads versions 3, 4"):
-        load(old)
+        n: f.calls for n, f in v5.functions.items()}
+    data[8:12] = (6).to_bytes(4, "little")
+    (tmp_path / "v6.shimtrace").write_bytes(bytes(data))
+    with pytest.raises(ShimgenError, match="format version 6; this shimgen reads versions 3, 4, 5"):
+        load(tmp_path / "v6.shimtrace")
 
 
 @pytest.mark.parametrize("text, value", [("200MiB", 200 * MiB), ("2GiB", 2 << 30),
@@ -286,3 +315,150 @@ def test_sizes(text, value):
     from shimgen.run.limits import parse_size
 
     assert parse_size(text) == value
+
+
+# ---- pools, graphs, and the device of a thread's current context --------------------------
+
+def reserve_of(trace) -> dict:
+    """The ledger's reservations in the fake's shape: per column [reserved peak, the pools'
+    [reserved, high, used, high], the graphs' the same]."""
+    out = {str(c): [0, [0] * 4, [0] * 4] for c in range(4)} | {"host": [0, [0] * 4, [0] * 4]}
+    for c, col in trace.memory.columns.items():
+        out["host" if c == HOST else str(c)] = [col.reserved_peak, list(col.pool.values()),
+                                                list(col.graph.values())]
+    return out
+
+
+def assert_reserves(trace, want: dict) -> None:
+    assert_same(trace, want)
+    assert reserve_of(trace) == want["reserve"]
+
+
+MiB2 = 2 * MiB
+POOLS = [
+    "ctx:0", "async:3000000", "async:1000", "freeasync:1", "alloc:5000",
+    "defaultpool:1", "poolcreate:1:2", "poolalloc:700000:4", "poolalloc:100:3",
+    "freeasync:5", "sync", "poolcreate:1:3", "setpool:3:7", "ctx:3", "async:5000000",
+    "threshold:7:4194304", "free:8", "sync", "trim:7:0", "poolalloc:42:7", "pooldestroy:4",
+    "ctxsync",
+]
+
+
+def test_pools_reservations_exact(probes, fake, fake_shim, tmp_path):
+    """Pools of devices 0 to 3 (default ones, one made by cuMemPoolCreate on device 2 and
+    allocated from while device 0 is current, one set current on device 3): after each
+    allocation, free, synchronisation, trim and destruction, the ledger's view of what the
+    pools reserve and use, the highs, and the most held and reserved at once equal the
+    fake's own; the allocation from device 2's pool is device 2's."""
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, POOLS)
+    assert " rc 1" not in out and " rc 2" not in out, out
+    t = one_trace(traces)
+    want = fake_totals(out)
+    assert_reserves(t, want)
+    cols = t.memory.columns
+    assert cols[2].taken == {"cuMemAllocFromPoolAsync": 700000}
+    assert cols[0].pool["reserved_high"] == 2 * MiB2 and cols[0].reserved_peak > cols[0].peak
+    assert cols[3].pool["reserved"] == MiB2  # the trim kept the 42 bytes' chunk
+    assert t.memory.pools == 3  # (device 2's destroyed)
+    # the report: the fields of before as they were, the reservations beside them
+    m = memory_json(groups([t], None)[0])
+    peaks = {c: v[0] for c, v in want["reserve"].items()}
+    assert m["reserved_peak_bytes"] == max(peaks.values()) > m["peak_bytes"]
+    assert m["peak_bytes"] == max(v[0] for v in want["columns"].values())
+    assert m["reserved"]["pools"] == {
+        f"{k}_bytes": sum(v[1][i] for v in want["reserve"].values())
+        for i, k in enumerate(("reserved", "reserved_high", "used", "used_high"))}
+    assert m["reserved"]["pools_known"] == 3 and m["reserved"]["graph_allocations"] == 0
+    assert [d["reserved_peak_bytes"] for d in m["devices"]] == [peaks[str(d["device"])]
+                                                              for d in m["devices"]]
+    from shimgen.report.memory import memory_section
+    text = "\n".join(memory_section(groups([t], None)[0]))
+    assert "pools: reserved 2.00 MiB at exit (high 6.00 MiB)" in text, text
+
+
+GRAPHS = [
+    "ctx:1", "graph", "memnode:0:3000000:1", "memnode:0:1000:2", "instantiate:0",
+    "launch:1", "launch:1", "capture", "async:5000", "freeasync:2", "async:7000",
+    "endcapture", "instantiate:4", "upload:5", "launch:5", "alloc:100", "execdestroy:1",
+    "graphtrim:1",
+    "graphtrim:2",
+]
+
+
+def test_graph_memory_exact(probes, fake, fake_shim, tmp_path):
+    """Graph memory nodes added (on devices 1 and 2) and captured (cuMemAllocAsync while the
+    stream captures: not an allocation of the route, the graph's), uploaded, launched,
+    destroyed and trimmed: the ledger's graph reservation, use and highs equal the fake's, and a captured
+    allocation is never counted as held."""
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, GRAPHS)
+    assert " rc 1" not in out and " rc 4" not in out, out
+    t = one_trace(traces)
+    assert_reserves(t, fake_totals(out))
+    cols = t.memory.columns
+    assert "cuMemAllocAsync" not in cols[1].taken
+    assert cols[1].graph["reserved_high"] == 2 * MiB2 and cols[2].graph["used"] == 0
+    assert t.memory.graph_allocs == 4
+
+
+def test_limit_counts_pool_reservations(probes, fake, fake_shim, tmp_path):
+    """Under 4 MiB: a pool keeping 4 MiB reserved (its allocation freed, no sync yet) leaves
+    no room, so an allocation is refused before the fake sees it; after a synchronisation
+    (the pool gives it back) the same allocation is made."""
+    ops = ["ctx:0", "info", "async:3000000", "freeasync:0", "alloc:1000", "info", "sync",
+           "alloc:1000", "info"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops,
+                          SHIMGEN_LIMIT_MEMORY="4MiB")
+    rcs = [ln.split(" rc ")[1] for ln in out.splitlines() if " rc " in ln]
+    assert rcs == ["0", "0", "0", "0", "2", "0", "0", "0", "0"], out
+    assert f"parent info free 0 total {4 * MiB}" in out
+    assert f"parent info free {4 * MiB - 1000} total {4 * MiB}" in out
+    t = one_trace(traces)
+    assert_reserves(t, fake_totals(out))
+    assert t.memory.refused == 1
+
+
+def test_threads_switching_contexts_keep_devices_exact(probes, fake, fake_shim, tmp_path):
+    """8 threads, 1000 random steps each: cuCtxSetCurrent, push, pop or an allocation on the
+    current device, kept or freed, with random yields: each device's bytes and allocations
+    held and the bytes taken equal the fake's (the ledger's cached device of a thread is
+    never stale); 30 runs, each with its own seeds (the process id) and interleaving."""
+    for k in range(30):
+        out, traces = run_ops(probes, fake, fake_shim, tmp_path / str(k),
+                              ["ctxthreads:8:1000"], FAKE_LEDGER_DEVICES="4")
+        assert "ctxthreads:8:1000 rc 0" in out, out
+        want = fake_totals(out)
+        got = ledger_of(one_trace(traces))
+        assert {c: v[1:] for c, v in got["columns"].items()} == {
+            c: v[1:] for c, v in want["columns"].items()}
+        assert got["taken"] == {fn: b for fn, (b, _) in want["taken"].items()}
+        assert sum(v[2] for v in want["columns"].values()) > 100
+
+
+CONTEXT_CHANGES = re.compile(
+    r"^cu(Ctx(Create|Destroy|PushCurrent|PopCurrent|SetCurrent|Attach|Detach)"
+    r"|DevicePrimaryCtx(Release|Reset)|(?!Green)\w+CtxCreate|GreenCtxDestroy)")
+RESERVATION_POINTS = re.compile(
+    r"^cu(StreamSynchronize|CtxSynchronize|EventSynchronize|StreamBeginCapture"
+    r"|StreamEndCapture|GraphLaunch|GraphUpload|GraphExecDestroy|DeviceGraphMemTrim"
+    r"|MemPool(Create|Destroy|TrimTo)|Device(Get|Set|GetDefault)MemPool|GraphAddMemAllocNode)")
+
+
+def test_every_context_change_and_reservation_point_is_watched(drivers):
+    """Every function of the real drivers whose name says it changes a thread's current
+    context (any version: a new `_v5` would be caught; a green context is created without
+    becoming current), or at which a pool's or graphs' reservation can change, is watched by
+    the ledger; and every watch is a function of some
+    driver (no misspelling)."""
+    from shimgen.driver import read_driver
+    from shimgen.shim.memroutes import WATCHES
+
+    watched = {w.name: w.kind for w in WATCHES}
+    seen: set[str] = set()
+    for d in drivers:
+        names = set(read_driver(d.path).function_names())
+        seen |= names
+        ctx = {n for n in names if CONTEXT_CHANGES.match(n)}
+        assert ctx and {n for n in ctx if watched.get(n) != "context"} == set()
+        points = {n for n in names if RESERVATION_POINTS.match(n)}
+        assert points and points - set(watched) == set()
+    assert set(watched) - seen <= {"cuCtxCreate_v4", "cuCtxSynchronize_v2"}  # (newer drivers)
