@@ -14,18 +14,18 @@ import jinja2
 from .. import __version__, calls, runenv
 from ..cuda import (
     ARRAY_FORMAT_BYTES,
-    GRAPH_MEM_ATTRS,
     ATTRIBUTES,
     C_RESULTS,
     CODES,
     FEATURES,
+    GRAPH_MEM_ATTRS,
     HOOK_TYPES,
     LIBCUDA_DIRS,
     MEM_LOCATION_TYPE_DEVICE,
     MEM_PROP_LOCATION_OFFSET,
     MEMPOOL_ATTRS,
-    STREAM_CAPTURE_ACTIVE,
     RESULTS,
+    STREAM_CAPTURE_ACTIVE,
 )
 from ..errors import ShimgenError
 from . import inject

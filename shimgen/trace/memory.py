@@ -84,8 +84,9 @@ def read_ledger(h: dict, names: list[bytes]) -> MemoryLedger | None:
         col.peak = col.reserved_peak = h["mem_peak"][c]
         if reserves:
             n = len(MEM_RESERVE_FIELDS)
-            col.pool, col.graph = (dict(zip(MEM_RESERVE_FIELDS, h[f][c * n:(c + 1) * n]))
-                                   for f in ("mem_pool", "mem_graph"))
+            col.pool, col.graph = (
+                dict(zip(MEM_RESERVE_FIELDS, h[f][c * n:(c + 1) * n], strict=True))
+                for f in ("mem_pool", "mem_graph"))
             col.reserved_peak = max(col.peak, h["mem_reserved_peak"][c])
         if col.peak or col.taken or col.live or (reserves and col.reserved_peak > col.peak
                                                   or any((col.pool or {}).values())

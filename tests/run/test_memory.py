@@ -11,8 +11,8 @@ version 3 file still read; `--limit`'s sizes."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -388,8 +388,8 @@ GRAPHS = [
 def test_graph_memory_exact(probes, fake, fake_shim, tmp_path):
     """Graph memory nodes added (on devices 1 and 2) and captured (cuMemAllocAsync while the
     stream captures: not an allocation of the route, the graph's), uploaded, launched,
-    destroyed and trimmed: the ledger's graph reservation, use and highs equal the fake's, and a captured
-    allocation is never counted as held."""
+    destroyed and trimmed: the ledger's graph reservation, use and highs equal the fake's,
+    and a captured allocation is never counted as held."""
     out, traces = run_ops(probes, fake, fake_shim, tmp_path, GRAPHS)
     assert " rc 1" not in out and " rc 4" not in out, out
     t = one_trace(traces)
