@@ -4,7 +4,8 @@ against the real driver called directly and against the `time` path, for
 cuDriverGetVersion and cuCtxGetCurrent (one argument, an output read after a successful
 return; cuCtxGetCurrent's a handle, which fails before cuInit) and cuLaunchKernel
 (eleven arguments, five of them on the stack; an error return); and how long `shimgen
-report --calls` takes over a trace of a million records. The first fetched Debian driver,
+report --calls` takes over a trace of a million records (calls alike, and calls that all
+differ). The first fetched Debian driver,
 CPU only. The bars (docs/performance.md): at most 150 added instructions for a one-argument
 function, 250 for cuLaunchKernel; the report of a million records under 5 s on 2 cores.
 `--report-only`: the report's part alone (no callgrind); `--no-report`: without it."""
@@ -95,6 +96,9 @@ def report_speed(progs, lib: Path, driver, tmp: Path, rounds: int = 5) -> str:
 
 
 def main() -> int:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        return 0
     report_only = "--report-only" in sys.argv
     why = None if report_only else native.callgrind_available()
     if why:
