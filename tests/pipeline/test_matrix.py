@@ -101,6 +101,13 @@ def test_a_driver_older_than_cu_get_proc_address_is_refused_in_one_line(refused_
     assert (cuda_text(OLDEST_CUDA), first_driver(OLDEST_CUDA)) == ("11.3", 465)
 
 
+# The hooks 470.256.02 (CUDA 11.4) is too old for, in the hook table's order: the gates' and
+# cuGetProcAddress_v2, then the memory ledger's watches of functions CUDA 12 added.
+PREDATES_470 = ["cuGetProcAddress_v2", "cuMemGetHandleForAddressRange", "cuCtxCreate_v4",
+                "cuGreenCtxDestroy", "cuStreamBeginCaptureToGraph",
+                "cuStreamBeginCaptureToGraph_ptsz", "cuCtxSynchronize_v2"]
+
+
 def test_a_hook_is_absent_only_from_a_driver_older_than_its_function(matrix_drivers):
     """470.256.02 is CUDA 11.4: a hook of a function CUDA 11.5 added is absent from its
     shim; one of a function CUDA 11.4 added, or of one with no CUDA version, or of any
@@ -108,10 +115,8 @@ def test_a_hook_is_absent_only_from_a_driver_older_than_its_function(matrix_driv
     d470 = next(d for d in matrix_drivers if d.version == "470.256.02")
     image = read_driver(d470.path)
     model = build_model(image, ["shimgen"])
-    assert [h.name for h in model.predates] == ["cuGetProcAddress_v2",
-                                                "cuMemGetHandleForAddressRange"]
-    assert {f.name for f in model.hooked} == {h.name for h in HOOKS} - {
-        "cuGetProcAddress_v2", "cuMemGetHandleForAddressRange"}
+    assert [h.name for h in model.predates] == PREDATES_470
+    assert {f.name for f in model.hooked} == {h.name for h in HOOKS} - set(PREDATES_470)
     newer = Hook("cuNewInCuda115", "hooks_gates.c", "test", since=11050)
     assert build_model(image, ["shimgen"], hooks=HOOKS + (newer,)).predates[-1] == newer
     for hook, why in [(replace(newer, since=11040), "CUDA 11.4 added it; driver 470.256.02 is"),
@@ -132,8 +137,7 @@ def test_a_driver_copied_under_another_name_is_told_by_its_contents(matrix_drive
         shutil.copyfile(d.path, tmp_path / d.version / "libcuda.so.1")
     copy = read_driver(tmp_path / "470.256.02" / "libcuda.so.1")
     assert copy.version == "unknown" and known_version(copy) == "470.256.02"
-    assert [h.name for h in build_model(copy, ["shimgen"]).predates] == [
-        "cuGetProcAddress_v2", "cuMemGetHandleForAddressRange"]
+    assert [h.name for h in build_model(copy, ["shimgen"]).predates] == PREDATES_470
     with pytest.raises(ShimgenError) as e:
         read_driver(tmp_path / "418.226.00" / "libcuda.so.1")
     assert str(e.value).startswith("driver 418.226.00 (CUDA 10.1) predates cuGetProcAddress")
