@@ -7,7 +7,10 @@
 #   2. a few decoded lines of the run (`report --calls`);
 #   3. the training loop (300 steps) plain and in calls mode, 3 interleaved rounds: the ratio
 #      of the medians of the wall times.
-# Run from the repository root: bash tests/gpu/calls_validation.sh   (OUT=dir for the output)
+#   2b. the run's timeline (timeline/<pid>.json): as many call events as records, and each
+#      cuMemAlloc_v2's bytesize and cuLaunchKernel's grid in the events' args as in --json;
+# Run from the repository root: bash tests/gpu/calls_validation.sh   (OUT=dir for the output;
+# NO_OVERHEAD=1 leaves out step 3)
 set -u
 . tests/gpu/common.sh calls
 export PYTHONPATH=$PYTHONPATH:/tmp/site  # what the caller installed there
@@ -38,6 +41,31 @@ python3 -m shimgen report --calls "$OUT/run-calls" --function 'cuMemAlloc*' 2>&1
 python3 -m shimgen report --calls "$OUT/run-calls" --function 'cuLaunchKernel*' --last 1 2>&1 | head -6 | tee -a "$LOG"
 python3 -m shimgen report --calls "$OUT/run-calls" --function 'cuDeviceGetAttribute' 2>&1 | head -6 | tee -a "$LOG"
 python3 -m shimgen report --calls "$OUT/run-calls" --errors 2>&1 | head -8 | tee -a "$LOG"
+say "2b. the run's timeline (Chrome trace JSON): each call's decoded arguments in args"
+python3 - "$OUT/run-calls" <<'PY' 2>&1 | tee -a "$LOG"
+import glob, json, subprocess, sys
+run = sys.argv[1]
+events = []
+for f in sorted(glob.glob(f"{run}/timeline/*.json")):
+    events += [e for e in json.load(open(f))["traceEvents"] if e.get("ph") in ("X", "B")]
+rep = json.loads(subprocess.run([sys.executable, "-m", "shimgen", "report", "--calls", "--json",
+                                 run], capture_output=True, text=True, check=True).stdout)
+recs = rep["calls"]
+alloc_t = sorted(e["args"]["args"]["bytesize"] for e in events if e["name"] == "cuMemAlloc_v2")
+alloc_r = sorted(r["args"]["bytesize"] for r in recs if r["function"] == "cuMemAlloc_v2")
+grid_t = sorted((e["args"]["args"]["gridDimX"], e["args"]["args"]["gridDimY"])
+                for e in events if e["name"] == "cuLaunchKernel")
+grid_r = sorted((r["args"]["gridDimX"], r["args"]["gridDimY"])
+                for r in recs if r["function"] == "cuLaunchKernel")
+print(f"timeline: {len(events)} call events, report: {len(recs)} records")
+print(f"cuMemAlloc_v2 bytesizes equal: {alloc_t == alloc_r} ({len(alloc_t)} calls)")
+print(f"cuLaunchKernel grids equal: {grid_t == grid_r} ({len(grid_t)} calls)")
+ex = next((e for e in events if e["name"] == "cuMemAlloc_v2"), None)
+print("an event:", json.dumps(ex)[:400])
+ok = len(events) == len(recs) and alloc_t == alloc_r and grid_t == grid_r and alloc_t
+print("TIMELINE:", "PASS" if ok else "FAIL")
+PY
+if [ -n "${NO_OVERHEAD:-}" ]; then exit 0; fi
 say "3. overhead: train.py 300 steps, plain and calls mode, 3 interleaved rounds"
 python3 - "$OUT" <<'PY' | tee -a "$LOG"
 import shutil, statistics, subprocess, sys, time
