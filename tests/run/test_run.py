@@ -61,7 +61,8 @@ def driver(drivers) -> Path:
 def cache(driver, tmp_path_factory) -> Path:
     """A shim cache with the driver's plain shim in it."""
     home = tmp_path_factory.mktemp("xdg")
-    proc = shimgen_run(driver, home, "-o", str(home.parent / "warm"), "--", "true")
+    warm = tmp_path_factory.mktemp("warm") / "run"  # a place of its own each time it is made
+    proc = shimgen_run(driver, home, "-o", str(warm), "--", "true")
     assert proc.returncode == 0, proc.stderr
     return home
 
