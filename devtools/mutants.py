@@ -19,16 +19,19 @@ exit status is 1 when any mutation survived or any entry is broken, 0 otherwise.
 scratch copy keeps its C probe build between runs, so only what a mutation touches is
 rebuilt. With `-j N` (by default one for every two CPUs the process may use, at most
 four) N mutations are tested at once, each in a scratch copy of its own, made the same way.
-A mutated file is restored with its bytes and its modification time.
+A mutated file is restored with its bytes and its modification time, and whatever the
+tests left running in the scratch copy (a program a mistake made hang) is killed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import runpy
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -135,8 +138,34 @@ def pytest(tests: list[str] | tuple[str, ...], scratch: Path, timeout: float,
     env.pop("SHIMGEN_STRICT_SKIPS", None)  # a skip policy is for whole runs, not these
     cmd = [sys.executable, "-m", "pytest", "-q", "-rfEp", "-p", "no:cacheprovider",
            "--no-header", "-m", "", *extra, *tests]  # -m "": either tier (tests/tiers.py)
-    return subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    try:
+        return subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    finally:
+        reap(scratch)
+
+
+def reap(scratch: Path) -> list[int]:
+    """Kill what the tests left running in `scratch` (a process whose program or working
+    directory lies in it): a mistake can make a test's program hang or spin after its test
+    gave up on it, and it must not take a core from the mutations after it. The pids
+    killed."""
+    root = str(scratch.resolve())
+    killed = []
+    for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):
+        if pid == os.getpid():
+            continue
+        for link in ("exe", "cwd"):
+            try:
+                where = os.readlink(f"/proc/{pid}/{link}")
+            except OSError:
+                continue
+            if where == root or where.startswith(root + os.sep):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                break
+    return killed
 
 
 def does_not_build(out: str) -> str | None:

@@ -3272,4 +3272,12 @@ MUTATIONS = [
         "why": "a restored file keeps its modification time, so the shims built for the "
                "unmutated sources are taken again",
     },
+    {
+        "name": "mutants-leaves-hung-programs-running",
+        "file": "devtools/mutants.py",
+        "old": "    finally:\n        reap(scratch)\n",
+        "new": "    finally:\n        pass\n",
+        "tests": ["tests/devtools/test_mutants.py::test_what_the_tests_leave_running_in_the_copy_is_killed"],
+        "why": "a program a mistake made hang must not take a core from the mutations after it",
+    },
 ]

@@ -120,14 +120,15 @@ def outputs(model: ShimModel) -> list[tuple[str, str]]:
 
 def compiled(model: ShimModel) -> list[str]:
     """The files meson compiles into the shim with -Werror (the rest are headers, the
-    included function list and the user's hook files): the runtime's largest first, then
-    the generated tables (quick to compile however long), so that ninja starts the longest
-    compiles first and no core waits alone on one at the end."""
+    included function list and the user's hook files): the generated tables first (quick to
+    compile however long; their data first in the link, as the runtime's assembly expects),
+    then the runtime's, largest first, so that ninja starts the longest compiles early and
+    no core waits alone on one at the end."""
     runtime = runtime_dir()
     names = [(source, name) for source, name in outputs(model)
              if name.endswith((".c", ".S")) and not name.startswith(USER_DIR + "/")]
     return [name for source, name in sorted(names, key=lambda sn: -(
-        (runtime / sn[1]).stat().st_size if sn[0].startswith("runtime/") else 0))]
+        (runtime / sn[1]).stat().st_size if sn[0].startswith("runtime/") else 1 << 40))]
 
 
 def user_compiled(model: ShimModel) -> list[str]:

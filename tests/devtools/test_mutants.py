@@ -109,6 +109,42 @@ def test_mutations_at_once_each_in_a_copy_give_the_same_verdicts_in_the_list_ord
     shutil.rmtree(kept)
 
 
+LEAVES = '''import os, subprocess, sys
+from calc import add
+
+
+def test_add_leaves_a_program_running():
+    p = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    with open(os.environ["LEFT_RUNNING"], "a") as f:
+        f.write(f"{p.pid}\\n")
+    assert add(2, 3) == 5
+'''
+
+
+def test_what_the_tests_leave_running_in_the_copy_is_killed(tmp_path):
+    """A test that leaves a program running (in its own session, as a hung probe would be):
+    after the unmutated run and after the mutation's, nothing of it is left."""
+    repo = tiny_repo(tmp_path)
+    (repo / "test_calc.py").write_text(LEAVES)
+    (repo / "mutations.py").write_text(LIST.replace("test_calc.py::test_add",
+                                                    "test_calc.py::test_add_leaves_a_program_running"))
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    left = tmp_path / "pids"
+    env = dict(os.environ, LEFT_RUNNING=str(left))
+    proc = subprocess.run([sys.executable, "-m", "devtools.mutants", "--repo", str(repo),
+                           "--list", str(repo / "mutations.py"), "--only", "caught"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert verdicts(proc.stdout) == {"caught": "caught"}, proc.stdout + proc.stderr
+    pids = [int(x) for x in left.read_text().split()]
+    assert len(pids) == 2  # the run without the mutation, then the mutation's
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # gone
+        assert state == "Z", f"pid {pid} still running"  # killed, not yet waited for
+
+
 def test_the_repository_list_is_well_formed():
     """Every entry of devtools/mutations.py applies to this tree (its old text occurs exactly
     once) and names test files that exist; running them is the job of the check itself."""
