@@ -20,7 +20,8 @@ scratch copy keeps its C probe build between runs, so only what a mutation touch
 rebuilt. With `-j N` (by default one for every two CPUs the process may use, at most
 four) N mutations are tested at once, each in a scratch copy of its own, made the same way.
 A mutated file is restored with its bytes and its modification time, and whatever the
-tests left running in the scratch copy (a program a mistake made hang) is killed.
+tests left running (a program a mistake made hang: in the session pytest ran in, or from
+the scratch copy) is killed; never a process outside, whatever its working directory.
 """
 
 from __future__ import annotations
@@ -134,37 +135,76 @@ BUILD_FAILED = re.compile(r"^E\s.*?(\bcompile failed\b|\bmeson setup failed\b|"
 
 def pytest(tests: list[str] | tuple[str, ...], scratch: Path, timeout: float,
            *extra: str) -> subprocess.CompletedProcess:
+    """pytest on `tests` in `scratch`, in a session of its own: whatever it leaves running
+    in that session is killed when it ends, and, when `scratch` is a copy this check made
+    (COPIES), whatever runs from the copy too (a program that left the session)."""
     env = dict(os.environ, PYTHONPATH=str(scratch), PYTHONDONTWRITEBYTECODE="1")
     env.pop("SHIMGEN_STRICT_SKIPS", None)  # a skip policy is for whole runs, not these
     cmd = [sys.executable, "-m", "pytest", "-q", "-rfEp", "-p", "no:cacheprovider",
            "--no-header", "-m", "", *extra, *tests]  # -m "": either tier (tests/tiers.py)
+    proc = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        return subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     finally:
-        reap(scratch)
+        reap(scratch, proc)
 
 
-def reap(scratch: Path) -> list[int]:
-    """Kill what the tests left running in `scratch` (a process whose program or working
-    directory lies in it): a mistake can make a test's program hang or spin after its test
-    gave up on it, and it must not take a core from the mutations after it. The pids
-    killed."""
+# The scratch copies this process made (main): the only directories whose programs reap
+# kills by where they run. Never the repository itself, nor a directory a caller names.
+COPIES: set[str] = set()
+
+
+def _ancestors() -> set[int]:
+    """This process and the processes it descends from."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                pid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return found
+
+
+def reap(scratch: Path, proc: subprocess.Popen | None = None) -> list[int]:
+    """Kill what a pytest run left behind: every process of its session (`proc`, started
+    in a session of its own), and, when `scratch` is one of COPIES, every process whose
+    program or working directory lies in it. A mistake can make a test's program hang or
+    spin after its test gave up on it, and it must not take a core from the mutations
+    after it. Never this process or one it descends from. The pids killed."""
     root = str(scratch.resolve())
+    ours = root in COPIES
+    spared = _ancestors()
     killed = []
+    if proc is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
     for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):
-        if pid == os.getpid():
+        if pid in spared:
             continue
-        for link in ("exe", "cwd"):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                sid = int(fh.read().rsplit(b")", 1)[1].split()[3])
+        except (OSError, IndexError, ValueError):
+            continue
+        hit = proc is not None and sid == proc.pid
+        for link in ("exe", "cwd") if ours and not hit else ():
             try:
                 where = os.readlink(f"/proc/{pid}/{link}")
             except OSError:
                 continue
-            if where == root or where.startswith(root + os.sep):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
+            hit = where == root or where.startswith(root + os.sep)
+            if hit:
                 break
+        if hit:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
     return killed
 
 
@@ -348,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         scratch = scratch_root / "repo"
         copy_repo(a.repo.resolve(), scratch)
+        COPIES.add(str(scratch.resolve()))
         print(f"mutants: {len(mutations)} mutations of {a.list.name}, in {scratch}", flush=True)
         t1 = time.monotonic()
         ntests = len({t for m in mutations for t in m.tests})
@@ -359,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(1, max(1, min(a.jobs, len(mutations)))):
             scratches.append(scratch_root / f"repo{n}")
             copy_repo(a.repo.resolve(), scratches[-1])
+            COPIES.add(str(scratches[-1].resolve()))
         outcomes = run_all(mutations, scratches, a.timeout,
                            say=lambda line: print(line, flush=True), unmutated=unmutated)
     finally:

@@ -3275,9 +3275,18 @@ MUTATIONS = [
     {
         "name": "mutants-leaves-hung-programs-running",
         "file": "devtools/mutants.py",
-        "old": "    finally:\n        reap(scratch)\n",
+        "old": "    finally:\n        reap(scratch, proc)\n",
         "new": "    finally:\n        pass\n",
         "tests": ["tests/devtools/test_mutants.py::test_what_the_tests_leave_running_in_the_copy_is_killed"],
         "why": "a program a mistake made hang must not take a core from the mutations after it",
+    },
+    {
+        "name": "mutants-reaps-outside-its-copies",
+        "file": "devtools/mutants.py",
+        "old": "    ours = root in COPIES\n",
+        "new": "    ours = True\n",
+        "tests": ["tests/devtools/test_mutants.py::test_nothing_outside_the_checks_copies_is_killed"],
+        "why": "a pytest run in the repository itself (the suite's own check of the tiers) "
+               "would kill every process working there: the suite, its workers, CI",
     },
 ]

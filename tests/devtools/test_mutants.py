@@ -145,6 +145,31 @@ def test_what_the_tests_leave_running_in_the_copy_is_killed(tmp_path):
         assert state == "Z", f"pid {pid} still running"  # killed, not yet waited for
 
 
+def test_nothing_outside_the_checks_copies_is_killed(tmp_path):
+    """After a pytest run in a directory the check did not copy (the suite checks its tiers
+    with the check's pytest in the repository itself), nothing that works there is killed:
+    the suite's own workers and the shell that started them run there. In a copy the check
+    made, a program left there is; never this process or one it descends from."""
+    from devtools import mutants
+
+    bystander = subprocess.Popen(["sleep", "60"], cwd=tmp_path)  # as a pytest worker would
+    try:
+        assert mutants.reap(tmp_path) == [] and bystander.poll() is None
+        proc = mutants.pytest(["--version"], tmp_path, 60)
+        assert proc.returncode == 0 and bystander.poll() is None
+        mutants.COPIES.add(str(tmp_path.resolve()))
+        try:
+            os.chdir(tmp_path)  # this process works there too: it is spared
+            assert mutants.reap(tmp_path) == [bystander.pid]
+        finally:
+            os.chdir(ROOT)
+            mutants.COPIES.discard(str(tmp_path.resolve()))
+        assert bystander.wait(timeout=10) == -9
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
 def test_the_repository_list_is_well_formed():
     """Every entry of devtools/mutations.py applies to this tree (its old text occurs exactly
     once) and names test files that exist; running them is the job of the check itself."""
