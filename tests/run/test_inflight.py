@@ -7,6 +7,7 @@ host; a process on another host is running while its node's heartbeat is fresh."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -83,13 +84,18 @@ def report_json(path: Path, *args: str) -> dict:
 
 def stop(job: subprocess.Popen, run: Path) -> None:
     """The traced command killed (its `shimgen run` then ends as it does after a crash)."""
+    from shimgen.errors import ShimgenError
+    from shimgen.trace import inflight
+
     if job.poll() is None:
         for f in (run / "traces").glob("*.shimtrace"):
-            pid = int(f.name.split(".")[0].split("-")[-1 if f.name.startswith("r") else 0])
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            try:  # the pid its header names ("[r<rank>-]<pid>[-<k>]": the name's is ambiguous)
+                got = inflight.read(f)
+            except ShimgenError:
+                continue  # a file being made
+            if got.pid > 1 and not got.complete:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(got.pid, signal.SIGKILL)
     try:
         job.communicate(timeout=60)
     except subprocess.TimeoutExpired:
