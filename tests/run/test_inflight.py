@@ -82,20 +82,42 @@ def report_json(path: Path, *args: str) -> dict:
     return json.loads(report([path], by=by, fmt="json"))
 
 
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat", "rb") as fh:
+                if d.isdigit() and int(fh.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                    out.append(int(d))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
 def stop(job: subprocess.Popen, run: Path) -> None:
-    """The traced command killed (its `shimgen run` then ends as it does after a crash)."""
+    """The traced command killed (its `shimgen run` then ends as it does after a crash):
+    `run`'s own children, and every process whose trace file's header names it (read again
+    while a file is being made)."""
     from shimgen.errors import ShimgenError
     from shimgen.trace import inflight
 
-    if job.poll() is None:
+    deadline = time.monotonic() + 10
+    while job.poll() is None:
+        pids, pending = set(_children(job.pid)), False
         for f in (run / "traces").glob("*.shimtrace"):
             try:  # the pid its header names ("[r<rank>-]<pid>[-<k>]": the name's is ambiguous)
                 got = inflight.read(f)
             except ShimgenError:
-                continue  # a file being made
-            if got.pid > 1 and not got.complete:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(got.pid, signal.SIGKILL)
+                pending = True  # a file being made
+                continue
+            if not got.complete:
+                pids.add(got.pid)
+        for pid in pids - {0, 1, os.getpid()}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if not pending or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     try:
         job.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -107,9 +129,9 @@ def wait_in_flight(run: Path, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if list((run / "traces").glob("*.shimtrace")):
-            g = report_json(run)["groups"][0]
-            if g["in_flight"]:
-                return g
+            groups = report_json(run)["groups"]  # none while the file is being made
+            if groups and groups[0]["in_flight"]:
+                return groups[0]
         time.sleep(0.1)
     raise AssertionError(f"no call in flight in {run}")
 
