@@ -122,6 +122,8 @@ def check_entry(m: Mutation, scratch: Path) -> str | None:
 
 
 FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+# pytest's short summary line of a failure: its id, then " - " and the failure's message
+FAILED_WHY = re.compile(r"^(?:FAILED|ERROR) (\S+) - (.+)$", re.M)
 PASSED = re.compile(r"^PASSED (\S+)", re.M)
 NOT_FOUND = re.compile(r"^ERROR: (?:file or directory )?not found: (\S+)", re.M)
 # What a failure says when code did not build: shimgen.shim.build's ShimgenError ("compile
@@ -286,9 +288,12 @@ def baseline(mutations: list[Mutation], scratch: Path, timeout: float) -> dict[s
             bad = [t for t in m.tests if any(_covers(t, f) for f in failed)]
             unrun = [t for t in m.tests if not any(_covers(t, p) for p in passed)]
             if bad:
+                why = next((w for f, w in FAILED_WHY.findall(out)
+                            if any(_covers(t, f) for t in bad)), "")
                 broken[m.name] = ("its tests fail without the mutation"
                                   + (f" (does not build: {line})" if line else "")
-                                  + ": " + ", ".join(bad))
+                                  + ": " + ", ".join(bad)
+                                  + (f" ({why.strip()[:300]})" if why and not line else ""))
             elif unrun:
                 last = (out.strip().splitlines() or ["no output"])[-1] if proc.returncode \
                     not in (0, 1) else ""

@@ -3289,4 +3289,13 @@ MUTATIONS = [
         "why": "a pytest run in the repository itself (the suite's own check of the tiers) "
                "would kill every process working there: the suite, its workers, CI",
     },
+    {
+        "name": "mutants-broken-says-not-why",
+        "file": "devtools/mutants.py",
+        "old": "                                  + (f\" ({why.strip()[:300]})\" if why and not line else \"\"))\n",
+        "new": "                                  + \"\")\n",
+        "tests": ["tests/devtools/test_mutants.py::test_tests_that_fail_unmutated_and_code_that_does_not_build_are_broken"],
+        "why": "an entry broken by a test that fails anyway must say how it failed: CI's log "
+               "is all there is to tell a flaky test from a real one",
+    },
 ]

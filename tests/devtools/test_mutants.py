@@ -252,8 +252,8 @@ def test_tests_that_fail_unmutated_and_code_that_does_not_build_are_broken(tmp_p
     lines = {ln.split()[1]: ln for ln in proc.stdout.splitlines()
              if ln.split()[:1] in (["caught"], ["BROKEN"])}
     assert "does not build: compile failed" in lines["does-not-build"]
-    assert ("its tests fail without the mutation: test_two.py::test_always_fails"
-            in lines["fails-unmutated"])
+    assert ("its tests fail without the mutation: test_two.py::test_always_fails "
+            "(assert 2 == 3" in lines["fails-unmutated"])  # and why, as pytest said it
     assert "not found" in lines["no-such-case"]
     assert "mutants: their 4 tests without any mutation: 2 entries broken" in proc.stdout
     assert "mutants: 2 caught, 0 survived, 3 broken entries" in proc.stdout
