@@ -158,16 +158,25 @@ def pytest(tests: list[str] | tuple[str, ...], scratch: Path, timeout: float,
 COPIES: set[str] = set()
 
 
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, session id) of a process from /proc; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()  # after the name, which may hold ")"
+        return int(fields[1]), int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _ancestors() -> set[int]:
     """This process and the processes it descends from."""
     found, pid = set(), os.getpid()
     while pid > 1 and pid not in found:
         found.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                pid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
+        st = _stat(pid)
+        if st is None:
             break
+        pid = st[0]
     return found
 
 
@@ -189,12 +198,10 @@ def reap(scratch: Path, proc: subprocess.Popen | None = None) -> list[int]:
     for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):
         if pid in spared:
             continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                sid = int(fh.read().rsplit(b")", 1)[1].split()[3])
-        except (OSError, IndexError, ValueError):
+        st = _stat(pid)
+        if st is None:
             continue
-        hit = proc is not None and sid == proc.pid
+        hit = proc is not None and st[1] == proc.pid
         for link in ("exe", "cwd") if ours and not hit else ():
             try:
                 where = os.readlink(f"/proc/{pid}/{link}")

@@ -125,15 +125,22 @@ def stop(job: subprocess.Popen, run: Path) -> None:
         job.communicate()
 
 
-def wait_in_flight(run: Path, timeout: float = 60) -> dict:
+def wait_group(run: Path, ready=lambda g: True, timeout: float = 60, what: str = "no job"
+               ) -> dict:
+    """The run's report group once `ready` says so of it (there is none until the trace
+    file is made, and none while it is being made)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if list((run / "traces").glob("*.shimtrace")):
-            groups = report_json(run)["groups"]  # none while the file is being made
-            if groups and groups[0]["in_flight"]:
+            groups = report_json(run)["groups"]
+            if groups and ready(groups[0]):
                 return groups[0]
         time.sleep(0.1)
-    raise AssertionError(f"no call in flight in {run}")
+    raise AssertionError(f"{what} in {run}")
+
+
+def wait_in_flight(run: Path, timeout: float = 60) -> dict:
+    return wait_group(run, lambda g: g["in_flight"], timeout, "no call in flight")
 
 
 def test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_it(hooked,
@@ -215,13 +222,7 @@ def test_counts_mode_says_calls_in_progress_are_not_known(hooked, tmp_path):
     run = tmp_path / "run"
     job = start(hooked, run, "--trace", "counts")
     try:
-        deadline = time.monotonic() + 60
-        groups = []  # none until the trace file is made, and while it is being made
-        while time.monotonic() < deadline and not groups:
-            time.sleep(0.1)
-            if list(run.glob("traces/*.shimtrace")):
-                groups = report_json(run)["groups"]
-        g = groups[0]
+        g = wait_group(run)
         assert g["in_flight"] == [] and g["in_flight_unknown"] == "not known in counts mode"
         assert "in flight  not known in counts mode" in shimgen("report", run).stdout
     finally:
