@@ -2,6 +2,7 @@
 the tests it names.
 
     python -m devtools.mutants [--list FILE] [--only NAME ...] [--repo DIR] [-j N] [--keep]
+                               [--changed-since COMMIT] [--share K/N]
 
 The repository's files (`git ls-files`: tracked, plus new files not ignored) are copied once
 to a scratch directory, itself made a git checkout of them. First the tests that the
@@ -40,6 +41,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from devtools import mutselect
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LIST = ROOT / "devtools" / "mutations.py"
@@ -369,6 +372,20 @@ def default_jobs() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0)) // 2))
 
 
+def select(mutations: list[Mutation], a: argparse.Namespace) -> tuple[list[Mutation], str]:
+    """The entries `--changed-since` and `--share` pick (their union), and a line saying so."""
+    repo = a.repo.resolve()
+    changed = (mutselect.changed_since(mutations, repo, a.changed_since, a.list)
+               if a.changed_since else set())
+    k, n = mutselect.parse_share(a.share, repo) if a.share else (0, 0)
+    shared = {m.name for m in mutations if n and mutselect.in_share(m.name, k, n)}
+    picked = [m for m in mutations if m.name in changed | shared]
+    parts = ([f"{len(changed)} changed since {a.changed_since}"] if a.changed_since else []) + \
+        ([f"{len(shared - changed)} more of share {k}/{n}"] if n else [])
+    return picked, (f"checking {len(picked)} of {len(mutations)} entries: "
+                    + ", ".join(parts) + " (the whole list: no --changed-since, no --share)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m devtools.mutants",
                                  description=__doc__.split("\n\n")[0].replace("\n", " "),
@@ -377,6 +394,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", type=Path, default=DEFAULT_LIST, help="the list of mutations")
     ap.add_argument("--repo", type=Path, default=ROOT, help="the repository to copy")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutations")
+    ap.add_argument("--changed-since", metavar="COMMIT",
+                    help="only the entries a change since COMMIT can have broken (their "
+                         "file or tests changed, or the entry itself), with --share's")
+    ap.add_argument("--share", metavar="K/N",
+                    help="only the entries of share K of N (by their names' CRC-32; auto/N: "
+                         "K from HEAD's commit count, a rotation), with --changed-since's")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per mutation")
     ap.add_argument("--baseline-timeout", type=float, default=1800,
                     help="seconds for the run of every named test without a mutation")
@@ -393,6 +416,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutants: no mutation named {', '.join(sorted(unknown))}", file=sys.stderr)
             return 2
         mutations = [m for m in mutations if m.name in a.only]
+    if a.changed_since or a.share:
+        try:
+            mutations, why = select(mutations, a)
+        except mutselect.SelectError as e:
+            print(f"mutants: {e}", file=sys.stderr)
+            return 2
+        print(f"mutants: {why}", flush=True)
     t0 = time.monotonic()
     # A neutral name, without "shim" in it; the tests must not depend on the path either way
     # (CI runs the suite from a path that has it).

@@ -10,6 +10,25 @@ whole list runs in CI.
 """
 
 MUTATIONS = [
+    # ---- the mutation check's own selection (devtools/mutselect.py: CI's share) ----
+    {
+        "name": "mutselect-changed-file-not-picked",
+        "file": "devtools/mutselect.py",
+        "old": "                or m.file in files or any(",
+        "new": "                or any(",
+        "tests": ["tests/devtools/test_mutants.py::"
+                  "test_changed_since_picks_the_entries_a_change_can_have_broken"],
+        "why": "an entry whose code changed since the last whole check is checked in CI",
+    },
+    {
+        "name": "mutselect-share-overlaps",
+        "file": "devtools/mutselect.py",
+        "old": "    return zlib.crc32(name.encode()) % n == k",
+        "new": "    return zlib.crc32(name.encode()) % n <= k",
+        "tests": ["tests/devtools/test_mutants.py::"
+                  "test_shares_partition_the_list_and_auto_rotates_with_the_commits"],
+        "why": "the shares partition the list: every entry is checked once in N landings",
+    },
     # ---- gate identity at build time: every instruction a profile records ----
     {
         "name": "gates-build-init-sites-unchecked",

@@ -258,3 +258,88 @@ def test_tests_that_fail_unmutated_and_code_that_does_not_build_are_broken(tmp_p
     assert "mutants: their 4 tests without any mutation: 2 entries broken" in proc.stdout
     assert "mutants: 2 caught, 0 survived, 3 broken entries" in proc.stdout
     assert (repo / "one.c").read_text() == ONE_C
+
+
+def _commit(repo: Path, message: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "-m", message], check=True)
+
+
+def test_changed_since_picks_the_entries_a_change_can_have_broken(tmp_path):
+    """An entry is checked when its file, a file of its tests or the entry itself changed
+    since the commit named, or when it is new; the others only in their share."""
+    from devtools import mutants as M
+    from devtools import mutselect
+    repo = tiny_repo(tmp_path)
+    (repo / "other.py").write_text("def other():\n    return 1\n")
+    (repo / "test_other.py").write_text("from other import other\n\n\ndef test_other():\n"
+                                        "    assert other() == 1\n")
+    other = ('    {"name": "other", "file": "other.py", "old": "return 1", "new": "return 2",\n'
+             '     "tests": ["test_other.py::test_other"], "why": "other is 1"},\n]\n')
+    (repo / "mutations.py").write_text(LIST.replace("]\n", other))
+    _commit(repo, "base")
+    base = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    ms, _ = M.load(repo / "mutations.py")
+
+    def picked():
+        return mutselect.changed_since(ms, repo, base, repo / "mutations.py")
+
+    assert picked() == set()
+    (repo / "test_other.py").write_text((repo / "test_other.py").read_text() + "\n")
+    assert picked() == {"other"}
+    _commit(repo, "a test changed")
+    assert picked() == {"other"}
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", base, "--", "test_other.py"],
+                   check=True)
+    assert picked() == set()
+    (repo / "calc.py").write_text(CALC + "\n")
+    assert picked() == {"caught", "survives", "twice", "missing", "no-such-test"}
+    (repo / "calc.py").write_text(CALC)
+    listed = (repo / "mutations.py").read_text()
+    (repo / "mutations.py").write_text(listed.replace('"why": "other is 1"',
+                                                       '"why": "other is one"'))
+    ms, _ = M.load(repo / "mutations.py")
+    assert picked() == {"other"}
+    try:
+        mutselect.changed_since(ms, repo, "0" * 40, repo / "mutations.py")
+    except mutselect.SelectError as e:
+        assert "git" in str(e)
+    else:
+        raise AssertionError("an unknown commit was taken")
+
+
+def test_shares_partition_the_list_and_auto_rotates_with_the_commits(tmp_path):
+    from devtools import mutselect
+    from devtools.mutants import DEFAULT_LIST, load
+    names = [m.name for m in load(DEFAULT_LIST)[0]]
+    shares = [{n for n in names if mutselect.in_share(n, k, 4)} for k in range(4)]
+    assert set().union(*shares) == set(names)
+    assert sum(len(s) for s in shares) == len(names)
+    assert all(len(s) > len(names) // 8 for s in shares)
+    repo = tiny_repo(tmp_path)
+    _commit(repo, "one")
+    k1 = mutselect.parse_share("auto/4", repo)
+    (repo / "calc.py").write_text(CALC + "#\n")
+    _commit(repo, "two")
+    k2 = mutselect.parse_share("auto/4", repo)
+    assert (k1, k2) == ((1, 4), (2, 4))
+    assert mutselect.parse_share("3/4", repo) == (3, 4)
+    for bad in ("4/4", "x/4", "1/0", "1", "auto/"):
+        try:
+            mutselect.parse_share(bad, repo)
+        except mutselect.SelectError as e:
+            assert bad in str(e)
+        else:
+            raise AssertionError(f"--share {bad} was taken")
+
+
+def test_a_selection_runs_only_its_entries(tmp_path):
+    repo = tiny_repo(tmp_path)
+    _commit(repo, "base")
+    (repo / "test_calc.py").write_text(TEST + "\n")
+    r = mutants(repo, "--only", "caught", "survives", "--changed-since", "HEAD")
+    assert "checking 2 of 2 entries: 2 changed since HEAD" in r.stdout, r.stdout + r.stderr
+    r = mutants(repo, "--share", "9/4")
+    assert r.returncode == 2 and "K must be a whole number below N" in r.stderr
