@@ -27,6 +27,8 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +79,17 @@ static u64 held[COLS], peak[COLS], live[COLS];
 static u64 reuse[5][REUSE];
 static int nreuse[5];
 static int jitter;
+static u64 device_free = 80ull << 30; /* FAKE_LEDGER_FREE: what cuMemGetInfo_v2 says free */
+static int align_says = 512; /* FAKE_LEDGER_ALIGN_SAYS: TEXTURE_ALIGNMENT, less than it pads */
+
+/* As a driver checks what it is passed: 1 when n bytes at p can be read. */
+static int readable(const void *p, size_t n)
+{
+    char buf[64];
+    struct iovec local = {buf, n}, remote = {(void *)p, n};
+    return p && n <= sizeof buf && process_vm_readv(getpid(), &local, 1, &remote, 1, 0) ==
+                                       (ssize_t)n;
+}
 static __thread unsigned jitter_seed;
 
 static void maybe_yield(void)
@@ -206,6 +219,10 @@ __attribute__((constructor)) static void fake_load(void)
     if (d && *d >= '1' && *d <= '0' + COLS - 1)
         devices = *d - '0';
     jitter = getenv("FAKE_LEDGER_JITTER") != NULL;
+    if (getenv("FAKE_LEDGER_ALIGN_SAYS"))
+        align_says = atoi(getenv("FAKE_LEDGER_ALIGN_SAYS"));
+    if (getenv("FAKE_LEDGER_FREE"))
+        device_free = strtoull(getenv("FAKE_LEDGER_FREE"), NULL, 10);
 }
 
 /* The fake's own totals as one line of JSON into buf (what the tests compare). */
@@ -252,7 +269,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int dev)
     (void)dev;
     if (!value)
         return 1;
-    *value = attribute == 14 ? PITCH : attribute == 51 ? 32 : 0;
+    *value = attribute == 14 ? align_says : attribute == 51 ? 32 : 0;
     return 0;
 }
 EXPORT CUresult cuMemGetHandleForAddressRange(void *h, u64 d, size_t s, int t, u64 f)
@@ -304,7 +321,7 @@ EXPORT CUresult cuMemAllocPitch_v2(u64 *p, size_t *pitch, size_t w, size_t h, un
 EXPORT CUresult cuMemCreate(u64 *handle, size_t n, const void *prop, u64 flags)
 {
     int loc[2];
-    if (!handle || !n || !prop || flags)
+    if (!handle || !n || !readable(prop, 16) || flags)
         return 1;
     memcpy(loc, (const char *)prop + 8, sizeof loc); /* CUmemLocation {type, id} */
     int col = loc[0] == 1 ? loc[1] : HOSTCOL;
@@ -366,6 +383,8 @@ static u64 extent(size_t w, size_t h, size_t d, int format, unsigned ch)
 EXPORT CUresult cuArrayCreate_v2(void **a, const size_t *desc)
 {
     NEEDS_CONTEXT;
+    if (!a || !readable(desc, 32))
+        return 1;
     int format = ((const int *)desc)[4];
     unsigned ch = ((const unsigned *)desc)[5];
     *a = (void *)(uintptr_t)add("cuArrayCreate_v2", 3, current,
@@ -376,6 +395,8 @@ EXPORT CUresult cuArrayCreate_v2(void **a, const size_t *desc)
 EXPORT CUresult cuArray3DCreate_v2(void **a, const size_t *desc)
 {
     NEEDS_CONTEXT;
+    if (!a || !readable(desc, 32))
+        return 1;
     int format = ((const int *)desc)[6];
     unsigned ch = ((const unsigned *)desc)[7];
     *a = (void *)(uintptr_t)add("cuArray3DCreate_v2", 3, current,
@@ -386,6 +407,8 @@ EXPORT CUresult cuArray3DCreate_v2(void **a, const size_t *desc)
 EXPORT CUresult cuMipmappedArrayCreate(void **a, const size_t *desc, unsigned levels)
 {
     NEEDS_CONTEXT;
+    if (!a || !readable(desc, 32))
+        return 1;
     int format = ((const int *)desc)[6];
     unsigned ch = ((const unsigned *)desc)[7];
     size_t w = desc[0], h = desc[1], d = desc[2];
@@ -427,7 +450,7 @@ EXPORT CUresult cuMemFreeHost(void *p) { return drop(4, (u64)(uintptr_t)p); }
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     NEEDS_CONTEXT;
-    *free_bytes = 80ull << 30;
+    *free_bytes = device_free;
     *total = 96ull << 30;
     return 0;
 }
