@@ -3275,6 +3275,89 @@ MUTATIONS = [
         "why": "with several devices each allocation's device is asked",
     },
     {
+        "name": "ledger-free-given-back-before-the-driver-freed",
+        "file": "runtime/hooks_memory.c",
+        "old": "    int took = shimgen_ledger_take((tag), (uint64_t)(key), taken);                          \\\n",
+        "new": "    int took = shimgen_ledger_take((tag), (uint64_t)(key), taken);                          \\\n"
+               "    shimgen_ledger_given(took, taken), took = 0;                                            \\\n",
+        "tests": ["tests/run/test_memory_race.py::"
+                  "test_the_limit_holds_at_the_driver_under_threads_and_forks"],
+        "why": "a free's bytes are given back only once the driver freed them: the limit holds "
+               "at the driver under racing threads",
+    },
+    {
+        "name": "ledger-pitch-checked-unpadded",
+        "file": "runtime/hooks_memory.c",
+        "old": "              times(padded_row(col, w), h), LEDGER_ADDR,                                    \\\n",
+        "new": "              times(w, h), LEDGER_ADDR,                                    \\\n",
+        "tests": ["tests/run/test_memory_race.py::test_pitched_rows_are_checked_padded"],
+        "why": "a pitched allocation is checked with its rows padded before it reaches the "
+               "driver",
+    },
+    {
+        "name": "ledger-pitch-past-the-bound-kept",
+        "file": "runtime/hooks_memory.c",
+        "old": "            if (!shimgen_ledger_grow(col, held_back, size)) {                               \\\n",
+        "new": "            if (0) {                               \\\n",
+        "tests": ["tests/run/test_memory_race.py::"
+                  "test_a_pitch_past_what_the_device_says_is_refused_after_the_fact"],
+        "why": "an allocation the driver made larger than its bound, past the limit, is given "
+               "back and refused",
+    },
+    {
+        "name": "ledger-array-zero-height-counted-zero",
+        "file": "runtime/hooks_memory.c",
+        "old": "    return times(row, times(ext[1] ? ext[1] : 1, ext[2] ? ext[2] : 1));\n",
+        "new": "    return times(row, times(ext[1], ext[2] ? ext[2] : 1));\n",
+        "tests": ["tests/run/test_memory_race.py::"
+                  "test_arrays_are_checked_padded_and_a_zero_height_is_one_row"],
+        "why": "a 1-D array's height 0 is one row",
+    },
+    {
+        "name": "ledger-array-rows-unpadded",
+        "file": "runtime/hooks_memory.c",
+        "old": "    uint64_t row = padded_row(col, times(ext[0], times(element, channels)));\n",
+        "new": "    uint64_t row = times(ext[0], times(element, channels)) + 0 * (uint64_t)col;\n",
+        "tests": ["tests/run/test_memory_race.py::"
+                  "test_arrays_are_checked_padded_and_a_zero_height_is_one_row"],
+        "why": "an array is checked with its rows padded as the device pads them",
+    },
+    {
+        "name": "ledger-info-more-free-than-the-device",
+        "file": "runtime/hooks_memory.c",
+        "old": "            *free = left < *free ? left : *free;                                            \\\n",
+        "new": "            *free = left;                                            \\\n",
+        "tests": ["tests/run/test_memory_race.py::test_info_never_more_free_than_the_device_has"],
+        "why": "under a limit cuMemGetInfo_v2 never says more free than the device has",
+    },
+    {
+        "name": "ledger-limit-past-the-largest-size-taken",
+        "file": "runtime/ledger.c",
+        "old": "        if (__builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, *s - '0', &n) ||\n"
+               "            n > SHIMGEN_SIZE_MAX)\n",
+        "new": "        if ((n = n * 10 + (uint64_t)(*s - '0'), 0))\n",
+        "tests": ["tests/run/test_memory_race.py::"
+                  "test_a_limit_past_any_size_is_refused_as_the_cli_refuses_it"],
+        "why": "a limit past 2^64 - 1 bytes is none: refused as --limit refuses it",
+    },
+    {
+        "name": "limit-cli-huge-digits-to-int",
+        "file": "shimgen/run/limits.py",
+        "old": "    if len(text[:digits].lstrip(\"0\")) > len(str(SIZE_MAX)):\n",
+        "new": "    if False:\n",
+        "tests": ["tests/run/test_memory_race.py::test_the_largest_size_is_taken_by_both"],
+        "why": "a size of thousands of digits is one line, never int()'s own error",
+    },
+    {
+        "name": "ledger-program-struct-read-unsafely",
+        "file": "runtime/hooks_memory.c",
+        "old": "    return src && shimgen_safe_read(dst, src, n) == (long)n;\n",
+        "new": "    return src && memcpy(dst, src, n);\n",
+        "tests": ["tests/run/test_memory_race.py::"
+                  "test_unreadable_structs_are_the_drivers_to_answer"],
+        "why": "a prop or array descriptor the program passes is read without faulting",
+    },
+    {
         "name": "top-device-memory-counts-pinned-host",
         "file": "shimgen/trace/inflight.py",
         "old": "    return sum(held[:MEM_HOST_COLUMN * MEM_ROUTES]) & (2**64 - 1)\n",

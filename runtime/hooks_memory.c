@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ledger.h"
+#include "saferead.h"
 
 #define OOM SHIMGEN_CUDA_ERROR_OUT_OF_MEMORY
 /* (a driver with only some routes, a test's fake, uses only some of the helpers) */
@@ -96,18 +97,25 @@ static UNUSED_OK int device_column(void)
     return ask_device(epoch);
 }
 
+/* What the program passed, read without faulting (saferead.h): 1 when all n bytes were. A
+ * struct that cannot be read is no reason to fault where the driver would answer: the
+ * call is forwarded untouched (its column -1, not limited; untracked if the driver took it). */
+static UNUSED_OK int read_in(void *dst, const void *src, size_t n)
+{
+    return src && shimgen_safe_read(dst, src, n) == (long)n;
+}
+
 /* Where a CUmemAllocationProp puts its memory: a device location's ordinal, or the host
- * column for any other location (host, host NUMA); never a current context. */
+ * column for any other location (host, host NUMA); never a current context. -1 when it
+ * cannot be read. */
 static UNUSED_OK int location_column(const void *prop)
 {
-    int type, id;
-    if (!prop)
+    int loc[2]; /* CUmemLocation {type, id} */
+    if (!read_in(loc, (const char *)prop + SHIMGEN_MEM_PROP_LOCATION_OFFSET, sizeof loc))
         return -1;
-    memcpy(&type, (const char *)prop + SHIMGEN_MEM_PROP_LOCATION_OFFSET, sizeof type);
-    memcpy(&id, (const char *)prop + SHIMGEN_MEM_PROP_LOCATION_OFFSET + sizeof type, sizeof id);
-    if (type != SHIMGEN_MEM_LOCATION_TYPE_DEVICE)
+    if (loc[0] != SHIMGEN_MEM_LOCATION_TYPE_DEVICE)
         return SHIMGEN_MEM_HOST_COLUMN;
-    return id >= 0 && id < (int)SHIMGEN_MEM_DEVICES ? id : -1;
+    return loc[1] >= 0 && loc[1] < (int)SHIMGEN_MEM_DEVICES ? loc[1] : -1;
 }
 
 /* An imported handle's column: its location, asked of the driver (0 bytes are counted: the
@@ -138,69 +146,128 @@ static UNUSED_OK uint64_t times(uint64_t a, uint64_t b)
     return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
 }
 
-/* Bytes of an array: its extent (a zero height or depth is one) times its element. */
-static UNUSED_OK uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, int format,
+/* The most a device pads a row to: the largest of its pitch alignments
+ * (SHIMGEN_PITCH_ALIGNMENT_ATTRS), asked of the driver once per device (1 while it cannot
+ * say: before cuInit, when no allocation succeeds either). */
+static uint64_t row_align[SHIMGEN_MEM_DEVICES] UNUSED_OK;
+
+static UNUSED_OK uint64_t padded_row(int col, uint64_t bytes)
+{
+    if (col < 0 || col >= (int)SHIMGEN_MEM_DEVICES)
+        return bytes;
+    uint64_t a = __atomic_load_n(&row_align[col], __ATOMIC_RELAXED);
+#ifdef SHIMGEN_IDX_cuDeviceGetAttribute
+    if (!a) {
+        static const int attrs[] = SHIMGEN_PITCH_ALIGNMENT_ATTRS;
+        for (unsigned k = 0; k < sizeof attrs / sizeof *attrs; k++) {
+            int v = 0;
+            if (REAL(cuDeviceGetAttribute, int *, int, int)(&v, attrs[k], col) ==
+                    SHIMGEN_CUDA_SUCCESS && v > 0 && (uint64_t)v > a)
+                a = (uint64_t)v;
+        }
+        if (a)
+            __atomic_store_n(&row_align[col], a, __ATOMIC_RELAXED);
+    }
+#endif
+    if (a <= 1)
+        return bytes;
+    return bytes > UINT64_MAX - (a - 1) ? UINT64_MAX : (bytes + a - 1) / a * a;
+}
+
+/* Bytes of an array: its rows (a zero height or depth is one row) of its width times its
+ * element, each padded as a pitched row is. */
+static UNUSED_OK uint64_t array_bytes(int col, const uint64_t ext[3], int format,
                                      unsigned channels)
 {
     uint64_t element = 4;
 #define FORMAT(f, n) if (format == (f)) element = (n);
     SHIMGEN_FOR_EACH_ARRAY_FORMAT(FORMAT)
 #undef FORMAT
-    return times(times(times(w, h ? h : 1), d ? d : 1), times(element, channels));
+    uint64_t row = padded_row(col, times(ext[0], times(element, channels)));
+    return times(row, times(ext[1] ? ext[1] : 1, ext[2] ? ext[2] : 1));
 }
 
-/* A 2D descriptor (CUDA_ARRAY_DESCRIPTOR): width, height, format, channels. */
-static UNUSED_OK uint64_t array2d_bytes(const void *desc)
-{
-    size_t ext[2] = {0, 0};
-    int format = 0;
-    unsigned channels = 0;
-    if (desc) {
-        memcpy(ext, desc, sizeof ext);
-        memcpy(&format, (const char *)desc + sizeof ext, sizeof format);
-        memcpy(&channels, (const char *)desc + sizeof ext + sizeof format, sizeof channels);
-    }
-    return array_bytes(ext[0], ext[1], 1, format, channels);
-}
-
-/* A 3D descriptor (CUDA_ARRAY3D_DESCRIPTOR): width, height, depth, format, channels. */
-static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
-{
-    size_t ext[3];
+/* An array descriptor (CUDA_ARRAY_DESCRIPTOR, dims 2: width, height, format, channels;
+ * CUDA_ARRAY3D_DESCRIPTOR, dims 3: width, height, depth, format, channels), read without
+ * faulting; 0 when it cannot be. */
+struct desc {
+    uint64_t ext[3];
     int format;
     unsigned channels;
-    if (!desc)
+};
+static UNUSED_OK int read_desc(const void *d, int dims, struct desc *out)
+{
+    size_t raw[3] = {0, 0, 1};
+    int fc[2];
+    if (!read_in(raw, d, dims * sizeof *raw) ||
+        !read_in(fc, (const char *)d + dims * sizeof *raw, sizeof fc))
         return 0;
-    memcpy(ext, desc, sizeof ext);
-    memcpy(&format, (const char *)desc + sizeof ext, sizeof format);
-    memcpy(&channels, (const char *)desc + sizeof ext + sizeof format, sizeof channels);
+    for (int k = 0; k < 3; k++)
+        out->ext[k] = raw[k];
+    out->format = fc[0];
+    out->channels = (unsigned)fc[1];
+    return 1;
+}
+
+/* An array's column: the current context's device, -1 when its descriptor cannot be read. */
+static UNUSED_OK int array_column(const void *d, int dims)
+{
+    struct desc x;
+    return read_desc(d, dims, &x) ? device_column() : -1;
+}
+
+/* Bytes of an array of `levels` levels (0 and 1: one), each level's extent halved. */
+static UNUSED_OK uint64_t levels_bytes(int col, const void *d, int dims, unsigned levels)
+{
+    struct desc x;
+    if (!read_desc(d, dims, &x))
+        return 0;
     uint64_t sum = 0;
     for (unsigned l = 0; l < (levels ? levels : 1) && l < 64; l++) {
-        sum += array_bytes(ext[0], ext[1], ext[2], format, channels);
+        uint64_t b = array_bytes(col, x.ext, x.format, x.channels);
+        sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
         for (int k = 0; k < 3; k++)
-            ext[k] = ext[k] > 1 ? ext[k] / 2 : ext[k];
+            x.ext[k] = x.ext[k] > 1 ? x.ext[k] / 2 : x.ext[k];
     }
     return sum;
 }
 
+/* A pitched allocation the driver made larger than its bound: given back (to be refused). */
+static UNUSED_OK void free_pitched(uint64_t p)
+{
+#ifdef SHIMGEN_IDX_cuMemFree_v2
+    REAL(cuMemFree_v2, uint64_t)(p);
+#else
+    (void)p;
+#endif
+}
+
 /* An allocation's hook and, out of its way, the same under a limit: the ledger first there
- * (the column asked before the call, the bytes reserved), the driver, then what it answered.
- * Without a limit, the column is asked after a success (the calling thread's current
- * context is the same) and the ledger told in a tail call. `pre` runs first in both. */
-#define TAKE_HOOK(name, params, args, pre, route, column, bytes, tag, call, ok, key, resize)  \
+ * (the column asked before the call, the bytes reserved: the most the driver may take), the
+ * driver, then what it answered (the bytes it took: more than reserved, and past the limit,
+ * `undo` gives them back and the allocation is refused). Without a limit, the column is
+ * asked after a success (the calling thread's current context is the same) and the ledger
+ * told in a tail call. `pre` runs first in both; `bytes` may use the column, `col`. */
+#define TAKE_HOOK(name, params, args, pre, route, column, bytes, tag, call, ok, key, resize,  \
+                  undo)                                                                     \
     static __attribute__((noinline)) shimgen_CUresult limited_##name params                 \
     {                                                                                       \
-        uint64_t held_back;                                                                 \
+        uint64_t held_back[2];                                                              \
         int col = (int)(column);                                                            \
-        if (!shimgen_reserve_or_refresh(col, (bytes), &held_back))                          \
+        if (!shimgen_reserve_or_refresh(col, (bytes), held_back))                           \
             return OOM;                                                                     \
         shimgen_CUresult rc = call;                                                         \
         if (rc == SHIMGEN_CUDA_SUCCESS && (ok)) {                                           \
             uint64_t size = (bytes);                                                        \
             resize;                                                                         \
+            if (!shimgen_ledger_grow(col, held_back, size)) {                               \
+                undo;                                                                       \
+                shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);         \
+                return OOM;                                                                 \
+            }                                                                               \
             shimgen_ledger_settle(col, LEDGER_META(route, tag), size, (uint64_t)(key),      \
                                   held_back);                                               \
-        } else if (held_back) {                                                             \
+        } else if (held_back[0]) {                                                          \
             shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);             \
         }                                                                                   \
         return rc;                                                                          \
@@ -213,40 +280,43 @@ static UNUSED_OK uint64_t array3d_bytes(const void *desc, unsigned levels)
         shimgen_CUresult rc = call;                                                         \
         if (__builtin_expect(rc != SHIMGEN_CUDA_SUCCESS || !(ok), 0))                       \
             return rc;                                                                      \
+        int col = (int)(column); /* (the key read after: nothing kept over the call) */     \
         uint64_t size = (bytes);                                                            \
         resize;                                                                             \
-        int col = (int)(column); /* (the key read after: nothing kept over the call) */     \
         return shimgen_ledger_add(col, LEDGER_META(route, tag), size, (uint64_t)(key));     \
     }
 
-/* A free: the entry out first, back when the driver refused the free. */
+/* A free: the entry out first, its bytes given back once the driver freed them, the entry
+ * back when the driver refused the free. */
 #define GIVE(tag, key, call)                                                                \
     uint64_t taken[3];                                                                      \
     int took = shimgen_ledger_take((tag), (uint64_t)(key), taken);                          \
     shimgen_CUresult rc = call;                                                             \
     if (rc != SHIMGEN_CUDA_SUCCESS)                                                         \
         shimgen_ledger_untake((tag), (uint64_t)(key), took, taken);                         \
+    else if (took == 1)                                                                     \
+        shimgen_ledger_given(took, taken);                                                  \
     return rc;
 
 #define MEM_KIND_alloc(name, r)                                                            \
     TAKE_HOOK(name, (uint64_t * p, size_t n), (p, n), (void)0, r, device_column(), n,         \
-              LEDGER_ADDR, REAL(name, uint64_t *, size_t)(p, n), p, *p, (void)0)
+              LEDGER_ADDR, REAL(name, uint64_t *, size_t)(p, n), p, *p, (void)0, (void)0)
 #define MEM_KIND_managed(name, r)                                                          \
     TAKE_HOOK(name, (uint64_t * p, size_t n, unsigned f), (p, n, f), (void)0, r,              \
               device_column(), n, LEDGER_ADDR,                                              \
-              REAL(name, uint64_t *, size_t, unsigned)(p, n, f), p, *p, (void)0)
+              REAL(name, uint64_t *, size_t, unsigned)(p, n, f), p, *p, (void)0, (void)0)
 /* An allocation from a pool (the device's current one for cuMemAllocAsync): on the pool's
  * device when the ledger knows the pool, else the current context's. Inside a stream
  * capture it is a graph's allocation, taken when the graph is launched (the graphs'
  * reservation counts it, not this route). After it, the pool's reservation asked again. */
 static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t *p, size_t n,
                                             uint64_t pool, void *s, int col, unsigned r,
-                                            uint64_t held_back)
+                                            const uint64_t *held_back)
 {
     int captured = rc == SHIMGEN_CUDA_SUCCESS && shimgen_in_capture(s);
     if (rc == SHIMGEN_CUDA_SUCCESS && p && !captured)
         shimgen_ledger_settle(col, LEDGER_META(r, LEDGER_ADDR), n, *p, held_back);
-    else if (held_back)
+    else if (held_back[0])
         shimgen_ledger_settle(col, LEDGER_META(r, 0), 0, 0, held_back);
     if (rc == SHIMGEN_CUDA_SUCCESS && captured)
         shimgen_graph_alloc(col);
@@ -258,10 +328,10 @@ static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t
 #define POOL_HOOK(name, params, col, call, pool, s, r)                                      \
     HOOK(name, params)                                                                      \
     {                                                                                       \
-        uint64_t held_back = 0;                                                             \
+        uint64_t held_back[2] = {0, 0};                                                     \
         int c = (col);                                                                      \
         if (__builtin_expect(shimgen_ledger_limit != 0, 0) &&                               \
-            !shimgen_reserve_or_refresh(c, n, &held_back))                                  \
+            !shimgen_reserve_or_refresh(c, n, held_back))                                   \
             return OOM;                                                                     \
         shimgen_CUresult rc = call;                                                         \
         return pool_taken(rc, p, n, (uint64_t)(pool), s, c, r, held_back);                  \
@@ -273,17 +343,20 @@ static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t
     POOL_HOOK(name, (uint64_t * p, size_t n, void *pool, void *s),                           \
               pool_device((uint64_t)(uintptr_t)pool),                                       \
               REAL(name, uint64_t *, size_t, void *, void *)(p, n, pool, s), pool, s, r)
+/* A pitched allocation: before the call, its rows padded as much as the device pads a row;
+ * after, the pitch the driver chose times the height. */
 #define MEM_KIND_pitch(name, r)                                                            \
     TAKE_HOOK(name, (uint64_t * p, size_t * pitch, size_t w, size_t h, unsigned e),           \
-              (p, pitch, w, h, e), (void)0, r, device_column(), times(w, h), LEDGER_ADDR,   \
+              (p, pitch, w, h, e), (void)0, r, device_column(),                             \
+              times(padded_row(col, w), h), LEDGER_ADDR,                                    \
               REAL(name, uint64_t *, size_t *, size_t, size_t, unsigned)(p, pitch, w, h, e), \
-              p && pitch, *p, size = times(*pitch, h))
+              p && pitch, *p, size = times(*pitch, h), free_pitched(*p))
 #define MEM_KIND_create(name, r)                                                           \
     TAKE_HOOK(name, (uint64_t * handle, size_t n, const void *prop, uint64_t f),              \
               (handle, n, prop, f), shimgen_gates_apply(), r, location_column(prop), n,     \
               LEDGER_HANDLE,                                                                \
               REAL(name, uint64_t *, size_t, const void *, uint64_t)(handle, n, prop, f),   \
-              handle, *handle, (void)0)
+              handle, *handle, (void)0, (void)0)
 #define MEM_KIND_retain(name, r)                                                           \
     HOOK(name, (uint64_t * handle, void *addr))                                             \
     {                                                                                       \
@@ -302,25 +375,27 @@ static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t
         return rc;                                                                          \
     }
 #define MEM_KIND_array(name, r)                                                            \
-    TAKE_HOOK(name, (void **a, const void *desc), (a, desc), (void)0, r, device_column(),     \
-              array2d_bytes(desc), LEDGER_ARRAY, REAL(name, void **, const void *)(a, desc), \
-              a, (uintptr_t)*a, (void)0)
+    TAKE_HOOK(name, (void **a, const void *desc), (a, desc), (void)0, r,                      \
+              array_column(desc, 2), levels_bytes(col, desc, 2, 1), LEDGER_ARRAY,           \
+              REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0, (void)0)
 #define MEM_KIND_array3d(name, r)                                                          \
-    TAKE_HOOK(name, (void **a, const void *desc), (a, desc), (void)0, r, device_column(),     \
-              array3d_bytes(desc, 1), LEDGER_ARRAY,                                         \
-              REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0)
+    TAKE_HOOK(name, (void **a, const void *desc), (a, desc), (void)0, r,                      \
+              array_column(desc, 3), levels_bytes(col, desc, 3, 1), LEDGER_ARRAY,           \
+              REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0, (void)0)
 #define MEM_KIND_mipmap(name, r)                                                           \
     TAKE_HOOK(name, (void **a, const void *desc, unsigned levels), (a, desc, levels),         \
-              (void)0, r, device_column(), array3d_bytes(desc, levels), LEDGER_ARRAY,       \
-              REAL(name, void **, const void *, unsigned)(a, desc, levels), a,              \
-              (uintptr_t)*a, (void)0)
+              (void)0, r, array_column(desc, 3), levels_bytes(col, desc, 3, levels),        \
+              LEDGER_ARRAY, REAL(name, void **, const void *, unsigned)(a, desc, levels), a, \
+              (uintptr_t)*a, (void)0, (void)0)
 #define MEM_KIND_hostalloc(name, r)                                                        \
     TAKE_HOOK(name, (void **p, size_t n, unsigned f), (p, n, f), (void)0, r,                  \
               SHIMGEN_MEM_HOST_COLUMN, n, LEDGER_HOST,                                      \
-              REAL(name, void **, size_t, unsigned)(p, n, f), p, (uintptr_t)*p, (void)0)
+              REAL(name, void **, size_t, unsigned)(p, n, f), p, (uintptr_t)*p, (void)0,    \
+              (void)0)
 #define MEM_KIND_allochost(name, r)                                                        \
     TAKE_HOOK(name, (void **p, size_t n), (p, n), (void)0, r, SHIMGEN_MEM_HOST_COLUMN, n,     \
-              LEDGER_HOST, REAL(name, void **, size_t)(p, n), p, (uintptr_t)*p, (void)0)
+              LEDGER_HOST, REAL(name, void **, size_t)(p, n), p, (uintptr_t)*p, (void)0,    \
+              (void)0)
 #define MEM_KIND_free(name, r)                                                             \
     HOOK(name, (uint64_t a)) { GIVE(LEDGER_ADDR, a, REAL(name, uint64_t)(a)) }
 #define MEM_KIND_freeasync(name, r)                                                        \

@@ -362,22 +362,37 @@ static int insert(unsigned tag, uint64_t key, uint64_t size, unsigned column, un
     return 1;
 }
 
-int shimgen_ledger_reserve(int column, uint64_t size, uint64_t *reserved, int last)
+/* (reserved[1]: what the column held and had reserved with these bytes, the peak's
+ * candidate once the driver took them: the driver held no more than that then) */
+int shimgen_ledger_reserve(int column, uint64_t size, uint64_t reserved[2], int last)
 {
     uint64_t limit = shimgen_ledger_limit;
-    *reserved = 0;
+    reserved[0] = reserved[1] = 0;
     if (column < 0 || !limit || column == SHIMGEN_MEM_HOST_COLUMN || !lock_ledger())
         return 1;
     uint64_t cur = current[column] + extra[column];
     int fits = cur <= limit && size <= limit - cur;
     if (fits) {
         current[column] += size;
-        *reserved = size;
+        reserved[0] = size;
+        reserved[1] = current[column];
     } else if (last) {
         num->refused++;
     }
     unlock_ledger();
     return fits;
+}
+
+int shimgen_ledger_grow(int column, uint64_t reserved[2], uint64_t size)
+{
+    if (!reserved[0] || size <= reserved[0])
+        return 1;
+    uint64_t more[2];
+    if (!shimgen_ledger_reserve(column, size - reserved[0], more, 1))
+        return 0;
+    reserved[0] += more[0];
+    reserved[1] = more[1] > reserved[1] ? more[1] : reserved[1];
+    return 1;
 }
 
 uint64_t shimgen_ledger_extra(int column)
@@ -408,9 +423,11 @@ void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs)
 
 /* The general case: a reservation traded or given back (`meta`'s tag 0), the lock waited
  * for, the table to map or full, a column not followed, a signal handler inside this
- * thread's section. */
+ * thread's section. A reservation traded: the column's peak is at least what it held with
+ * the reservation (less what the driver did not take of it), as other threads' allocations
+ * and frees may have come and gone between the reservation and the driver's answer. */
 shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size, uint64_t key,
-                                       uint64_t reserved)
+                                       const uint64_t *reserved)
 {
     unsigned tag = META_TAG(meta), route = META_ROUTE(meta);
     if (!lock_ledger()) { /* (a reservation is never made in here) */
@@ -418,11 +435,16 @@ shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size,
             __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED);
         return SHIMGEN_CUDA_SUCCESS;
     }
-    if (reserved)
-        current[column] -= reserved;
+    if (reserved && reserved[0])
+        current[column] -= reserved[0];
     if (tag && !((unsigned)column < COLS && insert(tag, key, size, (unsigned)column, route,
                                                    size)))
         __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED); /* (also counted unlocked) */
+    else if (tag && reserved && reserved[0]) {
+        uint64_t then = reserved[1] - reserved[0] + size;
+        if (then > num->peak[column])
+            num->peak[column] = then;
+    }
     unlock_ledger();
     return SHIMGEN_CUDA_SUCCESS;
 }
@@ -431,17 +453,17 @@ shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size,
 shimgen_CUresult shimgen_ledger_add(int column, uint64_t meta, uint64_t size, uint64_t key)
 {
     if (__builtin_expect((unsigned)column >= COLS, 0))
-        return shimgen_ledger_settle(column, meta, size, key, 0);
+        return shimgen_ledger_settle(column, meta, size, key, NULL);
     uintptr_t me = (uintptr_t)__builtin_thread_pointer(), was = 0;
     if (__builtin_expect(
             !__atomic_compare_exchange_n(&lock, &was, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
             0))
-        return shimgen_ledger_settle(column, meta, size, key, 0);
+        return shimgen_ledger_settle(column, meta, size, key, NULL);
     unsigned tag = META_TAG(meta);
     int i = room ? free_slot(tag, key) : -1;
     if (__builtin_expect(i < 0, 0)) { /* the table to map, full, or the key there already */
         unlock_ledger();
-        return shimgen_ledger_settle(column, meta, size, key, 0);
+        return shimgen_ledger_settle(column, meta, size, key, NULL);
     }
     slots[i].key = key;
     slots[i].size = size;
@@ -465,14 +487,25 @@ int shimgen_ledger_take(unsigned tag, uint64_t key, uint64_t out[3])
         took = 2;
     } else if (i >= 0) {
         out[0] = slots[i].size, out[1] = slots[i].column, out[2] = slots[i].route;
-        count(slots[i].column, slots[i].route, -slots[i].size, (uint64_t)-1, 0);
-        if (SHIMGEN_MEM_POOL_ROUTES >> slots[i].route & 1) /* back to its pool, reserved */
-            recompute_extra(slots[i].column);
-        remove_slot((unsigned)i);
+        remove_slot((unsigned)i); /* (its bytes still held: the driver has not freed them) */
         took = 1;
     }
     unlock_ledger();
     return took;
+}
+
+void shimgen_ledger_given(int took, const uint64_t taken[3])
+{
+    if (took != 1)
+        return;
+    if (!lock_ledger()) { /* (a signal handler inside this thread's section: kept held) */
+        __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    count((unsigned)taken[1], (unsigned)taken[2], -taken[0], (uint64_t)-1, 0);
+    if (SHIMGEN_MEM_POOL_ROUTES >> taken[2] & 1) /* back to its pool, reserved */
+        recompute_extra((unsigned)taken[1]);
+    unlock_ledger();
 }
 
 void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t taken[3])
@@ -482,8 +515,15 @@ void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t 
     int i = find(tag, key);
     if (i >= 0 && took == 2) {
         slots[i].refs++;
-    } else if (i < 0 && took == 1) {
-        insert(tag, key, taken[0], (unsigned)taken[1], (unsigned)taken[2], 0);
+    } else if (took == 1 && (i >= 0 || !slots || !room)) {
+        /* (the key given again meanwhile, or no room: its bytes given back, not kept) */
+        count((unsigned)taken[1], (unsigned)taken[2], -taken[0], (uint64_t)-1, 0);
+    } else if (took == 1) { /* (back in its place, its bytes never given) */
+        unsigned at = (unsigned)free_slot(tag, key);
+        slots[at].key = key;
+        slots[at].size = taken[0];
+        slots[at].meta = LEDGER_META(taken[2], tag) | taken[1] << 40;
+        room--;
     }
     unlock_ledger();
 }
@@ -506,14 +546,19 @@ uint64_t shimgen_ledger_held(int column)
 }
 
 /* SHIMGEN_LIMIT_MEMORY: bytes, or a number and K, M, G or T (powers of 1024), with "iB",
- * "B" or nothing after; anything else is said once and no limit is set. */
+ * "B" or nothing after, at most SHIMGEN_SIZE_MAX (shimgen/run/limits.py takes the same);
+ * anything else is said once and no limit is set. */
 static uint64_t parse_size(const char *s)
 {
     static const char units[] = SHIMGEN_SIZE_UNITS;
     if (*s < '0' || *s > '9')
         return 0;
-    char *end;
-    unsigned long long n = strtoull(s, &end, 10);
+    uint64_t n = 0;
+    for (; *s >= '0' && *s <= '9'; s++)
+        if (__builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, *s - '0', &n) ||
+            n > SHIMGEN_SIZE_MAX)
+            return 0;
+    const char *end = s;
     int shift = 0;
     const char *u = *end ? strchr(units, *end) : NULL;
     if (u) {
@@ -524,9 +569,9 @@ static uint64_t parse_size(const char *s)
     } else if (strcmp(end, "B") == 0) {
         end++;
     }
-    if (*end || n > (~0ull >> shift))
+    if (*end || n > (SHIMGEN_SIZE_MAX >> shift))
         return 0;
-    return (uint64_t)(n << shift);
+    return n << shift;
 }
 
 void shimgen_ledger_config(void)
@@ -538,6 +583,6 @@ void shimgen_ledger_config(void)
         return;
     shimgen_ledger_limit = parse_size(v);
     if (!shimgen_ledger_limit)
-        shimgen_say("shimgen: %s=%s is not a size (200MiB, 2GiB); no memory limit\n",
+        shimgen_say("shimgen: %s=%s " SHIMGEN_SIZE_HINT "; no memory limit\n",
                     SHIMGEN_ENV_LIMIT_MEMORY, v);
 }

@@ -24,24 +24,31 @@ void shimgen_ledger_attach(struct tf_header *h);
 /* A header about to be unmapped (a child's file given up): the numbers back in memory. */
 void shimgen_ledger_detach(struct tf_header *h);
 /* An allocation. Under a limit, before the driver is called: its bytes reserved on its
- * column (`*reserved`; 0 when the column is not one the limit applies to), or 0 returned
- * when they would take the device past the limit (nothing counted, `refused` one more).
- * After the driver answered: the new entry (its key, column, bytes, and its route and tag
- * in `meta`, LEDGER_META) counted; a column < 0 counts it untracked. `settle` trades a
- * reservation for it, or only gives the reservation back when `meta`'s tag is 0 (the driver
- * failed). Both return CUDA_SUCCESS (the hook's answer after a success: a tail call).
+ * column (reserved[0]; 0 when the column is not one the limit applies to; reserved[1] what
+ * the column held with them), or 0 returned when they would take the device past the limit
+ * (nothing counted, `refused` one more). `grow` reserves more for an allocation the driver
+ * made larger than reserved (0: past the limit, refused). After the driver answered: the
+ * new entry (its key, column, bytes, and its route and tag in `meta`, LEDGER_META) counted;
+ * a column < 0 counts it untracked. `settle` trades a reservation (NULL: none) for it, or
+ * only gives the reservation back when `meta`'s tag is 0 (the driver failed). Both return
+ * CUDA_SUCCESS (the hook's answer after a success: a tail call).
  * `last` 0: a refusal is not counted (the caller asks pools and graphs again and retries). */
-int shimgen_ledger_reserve(int column, uint64_t size, uint64_t *reserved, int last);
+int shimgen_ledger_reserve(int column, uint64_t size, uint64_t reserved[2], int last);
+int shimgen_ledger_grow(int column, uint64_t reserved[2], uint64_t size);
 shimgen_CUresult shimgen_ledger_add(int column, uint64_t meta, uint64_t size, uint64_t key);
 shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size, uint64_t key,
-                                       uint64_t reserved);
+                                       const uint64_t *reserved);
 /* A live entry's route and tag, as its slot keeps them (a reference count of 1, the column
  * put in bits 40-47). */
 #define LEDGER_META(route, tag) (1 | (uint64_t)(tag) << 32 | (uint64_t)(route) << 48)
-/* A free: the entry taken out before the driver is called, put back when the driver refused
- * the free. Returns 0 when nothing was taken, 1 the whole entry (its size, column and route
- * in `out`), 2 one reference of a handle that has more. */
+/* A free: the entry taken out before the driver is called (an address the driver hands to
+ * another thread's allocation before the free returned is then a new entry), its bytes
+ * still held; `given` gives them back once the driver freed them, `untake` puts the entry
+ * back when the driver refused the free. `take` returns 0 when nothing was taken, 1 the
+ * whole entry (its size, column and route in `out`), 2 one reference of a handle that has
+ * more. So what the ledger holds is never less than what the driver holds. */
 int shimgen_ledger_take(unsigned tag, uint64_t key, uint64_t out[3]);
+void shimgen_ledger_given(int took, const uint64_t taken[3]);
 void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t taken[3]);
 /* One more reference to a handle held (cuMemRetainAllocationHandle). */
 void shimgen_ledger_retain(uint64_t handle);
@@ -73,6 +80,6 @@ void shimgen_graph_refresh(int column);
 void shimgen_reserve_refresh(void);
 /* shimgen_ledger_reserve, asking pools and graphs again before a refusal when they hold
  * memory reserved on the column. */
-int shimgen_reserve_or_refresh(int column, uint64_t size, uint64_t *reserved);
+int shimgen_reserve_or_refresh(int column, uint64_t size, uint64_t reserved[2]);
 
 #endif

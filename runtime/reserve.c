@@ -242,7 +242,7 @@ void shimgen_reserve_refresh(void)
         shimgen_graph_refresh(-1);
 }
 
-int shimgen_reserve_or_refresh(int column, uint64_t size, uint64_t *reserved)
+int shimgen_reserve_or_refresh(int column, uint64_t size, uint64_t reserved[2])
 {
     if (shimgen_ledger_reserve(column, size, reserved, 0))
         return 1;

@@ -439,6 +439,10 @@ FEATURES = {"always": 1, "attrs": 2, "gates": 4, "memory": 8, "limit": 16}
 # of a device (any other, host or host NUMA, is host memory); the bytes of one channel of an
 # element of each CUarray_format (a format not listed is counted at 4).
 MEM_PROP_LOCATION_OFFSET = 8
+# The device attributes whose largest bounds the pitch of a row the driver pads
+# (cuMemAllocPitch_v2, an array's rows): the ledger checks a limit against rows padded to it.
+PITCH_ALIGNMENT_ATTRIBUTES = [n for n, name in ATTRIBUTES.items()
+                              if name in ("TEXTURE_ALIGNMENT", "TEXTURE_PITCH_ALIGNMENT")]
 MEM_LOCATION_TYPE_DEVICE = 1
 # Memory pools and graph memory: CUmemPoolProps' location lies where a CUmemAllocationProp's
 # does (MEM_PROP_LOCATION_OFFSET), so does a CUDA_MEM_ALLOC_NODE_PARAMS' (its poolProps

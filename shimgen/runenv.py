@@ -35,6 +35,10 @@ GATE_METHODS = {0: "struct", 1: "init", 2: "init-all"}
 # The sizes SHIMGEN_LIMIT_MEMORY and `--limit memory=SIZE` take: bytes, or a number and one
 # of these letters (powers of 1024: K 2**10 ... T 2**40), with "iB", "B" or nothing after.
 SIZE_UNITS = "KMGT"
+# The most a size can be (what is more is no size: a limit of 16 EiB would be none), and the
+# words both parsers say of what is not a size (`--limit`, and the shim of its variable).
+SIZE_MAX = (1 << 64) - 1
+SIZE_HINT = "is not a size (200MiB, 2GiB, or bytes)"
 # What `shimgen run --limit` limits: KEY=SIZE, each key's variable of the shim.
 LIMITS = {"memory": "LIMIT_MEMORY"}
 

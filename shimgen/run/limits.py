@@ -6,9 +6,7 @@ M, G or T (powers of 1024), with "iB", "B" or nothing after: what the shim's par
 from __future__ import annotations
 
 from ..errors import ShimgenError
-from ..runenv import ENV, LIMITS, SIZE_UNITS
-
-MAX_SIZE = (1 << 64) - 1
+from ..runenv import ENV, LIMITS, SIZE_HINT, SIZE_MAX, SIZE_UNITS
 
 
 def parse_size(text: str) -> int | None:
@@ -16,6 +14,8 @@ def parse_size(text: str) -> int | None:
     digits = len(text) - len(text.lstrip("0123456789"))
     if not digits or not text[:digits].isascii():
         return None
+    if len(text[:digits].lstrip("0")) > len(str(SIZE_MAX)):
+        return None  # (past any size, and past what int() takes of a string)
     n, rest, shift = int(text[:digits]), text[digits:], 0
     if rest[:1] and rest[:1] in SIZE_UNITS:
         shift, rest = 10 * (SIZE_UNITS.index(rest[0]) + 1), rest[1:]
@@ -23,7 +23,7 @@ def parse_size(text: str) -> int | None:
     elif rest == "B":
         rest = ""
     value = n << shift
-    return value if not rest and 0 < value <= MAX_SIZE else None
+    return value if not rest and 0 < value <= SIZE_MAX else None
 
 
 def parse_limits(values: list[str]) -> dict[str, int]:
@@ -38,7 +38,7 @@ def parse_limits(values: list[str]) -> dict[str, int]:
             raise ShimgenError(f"--limit {key} is given twice")
         n = parse_size(size)
         if n is None:
-            raise ShimgenError(f"--limit {v}: {size!r} is not a size (200MiB, 2GiB, or bytes)")
+            raise ShimgenError(f"--limit {v}: {size!r} {SIZE_HINT}")
         out[key] = n
     return out
 

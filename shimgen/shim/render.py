@@ -23,6 +23,7 @@ from ..cuda import (
     LIBCUDA_DIRS,
     MEM_LOCATION_TYPE_DEVICE,
     MEM_PROP_LOCATION_OFFSET,
+    PITCH_ALIGNMENT_ATTRIBUTES,
     MEMPOOL_ATTRS,
     RESULTS,
     STREAM_CAPTURE_ACTIVE,
@@ -194,6 +195,8 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                 "location_offset": MEM_PROP_LOCATION_OFFSET,
                 "location_device": MEM_LOCATION_TYPE_DEVICE,
                 "array_formats": ARRAY_FORMAT_BYTES, "size_units": runenv.SIZE_UNITS,
+                "size_max": runenv.SIZE_MAX,
+                "pitch_attrs": PITCH_ALIGNMENT_ATTRIBUTES, "size_hint": runenv.SIZE_HINT,
                 "pool_attrs": MEMPOOL_ATTRS, "graph_attrs": GRAPH_MEM_ATTRS,
                 "capture_active": STREAM_CAPTURE_ACTIVE,
                 "pool_routes": sum(1 << i for i, r in enumerate(ROUTES)

@@ -15,9 +15,20 @@
  * reservation at the first launch of an instance (2 MiB chunks, kept until
  * cuDeviceGraphMemTrim); cuDeviceGetGraphMemAttribute says it. The fake keeps per column
  * the pools' and the graphs' four numbers and the peak of what is held by the other routes
- * plus what pools and graphs reserve (fake_ledger_totals). Streams run at once. */
+ * plus what pools and graphs reserve (fake_ledger_totals). Streams run at once.
+ *
+ * As a driver does, it pads: a pitched allocation's rows to 512 bytes (the largest of the
+ * device's pitch alignments, cuDeviceGetAttribute's TEXTURE_ALIGNMENT; TEXTURE_PITCH_
+ * ALIGNMENT says 32), an array's rows (width times element) the same; and it hands a freed
+ * address (or array, or host pointer) out again, the most recently freed first. With
+ * FAKE_LEDGER_JITTER set, an allocation yields the processor at random after it took its
+ * bytes and a free before it gives them back, so that other threads' calls come in between
+ * (the fake's peak, the most it held at once, is then the driver's worst case). */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +74,32 @@ static u64 pool_held[COLS];      /* what the pool allocations hold, per column *
 
 static u64 held[COLS], peak[COLS], live[COLS];
 
+/* Freed keys of addresses, arrays and host pointers, handed out again (most recent first). */
+#define REUSE 64
+static u64 reuse[5][REUSE];
+static int nreuse[5];
+static int jitter;
+static u64 device_free = 80ull << 30; /* FAKE_LEDGER_FREE: what cuMemGetInfo_v2 says free */
+static int align_says = 512; /* FAKE_LEDGER_ALIGN_SAYS: TEXTURE_ALIGNMENT, less than it pads */
+
+/* As a driver checks what it is passed: 1 when n bytes at p can be read. */
+static int readable(const void *p, size_t n)
+{
+    char buf[64];
+    struct iovec local = {buf, n}, remote = {(void *)p, n};
+    return p && n <= sizeof buf && process_vm_readv(getpid(), &local, 1, &remote, 1, 0) ==
+                                       (ssize_t)n;
+}
+static __thread unsigned jitter_seed;
+
+static void maybe_yield(void)
+{
+    if (!jitter_seed)
+        jitter_seed = (unsigned)(uintptr_t)&jitter_seed | 1;
+    if (jitter && (rand_r(&jitter_seed) & 3) == 0)
+        sched_yield();
+}
+
 static void note_footprint(void)
 {
     for (int c = 0; c < COLS; c++) {
@@ -101,7 +138,9 @@ static void pool_give_back(struct fpool *p, int col, u64 size)
 /* A new allocation, the lock held. */
 static u64 add_locked(const char *fn, int kind, int col, u64 size, u64 key)
 {
-    if (!key)
+    if (!key && kind != 2 && nreuse[kind])
+        key = reuse[kind][--nreuse[kind]];
+    else if (!key)
         key = kind == 2 ? next_handle++
                         : (next_address += (size + (2u << 20)) & ~((2ull << 20) - 1));
     for (int i = 0; i < MAXA; i++)
@@ -123,18 +162,22 @@ static u64 add(const char *fn, int kind, int col, u64 size, u64 key)
     key = add_locked(fn, kind, col, size, key);
     note_footprint();
     pthread_mutex_unlock(&lock);
+    maybe_yield(); /* (the bytes taken, the call not returned) */
     return key;
 }
 
 /* A free (or a handle's release): 0, or 1 when the fake holds no such thing. */
 static CUresult drop(int kind, u64 key)
 {
+    maybe_yield(); /* (the call made, the bytes not given back) */
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAXA; i++)
         if (allocs[i].kind == kind && allocs[i].key == key) {
             if (--allocs[i].refs == 0) {
                 held[allocs[i].col] -= allocs[i].size;
                 live[allocs[i].col]--;
+                if (kind != 2 && nreuse[kind] < REUSE)
+                    reuse[kind][nreuse[kind]++] = key;
                 allocs[i].kind = 0;
                 if (allocs[i].pool)
                     pool_give_back(allocs[i].pool, allocs[i].col, allocs[i].size);
@@ -161,6 +204,7 @@ static void child_own(void)
     memset(footprint_peak, 0, sizeof footprint_peak);
     memset(pool_held, 0, sizeof pool_held);
     memset(current_pool, 0, sizeof current_pool);
+    memset(nreuse, 0, sizeof nreuse);
     pthread_mutex_init(&lock, NULL);
 }
 
@@ -174,6 +218,11 @@ __attribute__((constructor)) static void fake_load(void)
     const char *d = getenv("FAKE_LEDGER_DEVICES");
     if (d && *d >= '1' && *d <= '0' + COLS - 1)
         devices = *d - '0';
+    jitter = getenv("FAKE_LEDGER_JITTER") != NULL;
+    if (getenv("FAKE_LEDGER_ALIGN_SAYS"))
+        align_says = atoi(getenv("FAKE_LEDGER_ALIGN_SAYS"));
+    if (getenv("FAKE_LEDGER_FREE"))
+        device_free = strtoull(getenv("FAKE_LEDGER_FREE"), NULL, 10);
 }
 
 /* The fake's own totals as one line of JSON into buf (what the tests compare). */
@@ -214,11 +263,14 @@ EXPORT int fake_ledger_totals(char *buf, size_t cap)
 EXPORT CUresult cuInit(unsigned flags) { return flags == 0 ? 0 : 1; }
 EXPORT CUresult cuDriverGetVersion(int *v) { return v ? (*v = 12040, 0) : 1; }
 EXPORT CUresult cuDeviceGet(int *dev, int ordinal) { return dev ? (*dev = ordinal, 0) : 1; }
+#define PITCH 512 /* TEXTURE_ALIGNMENT (14); TEXTURE_PITCH_ALIGNMENT (51) is 32 */
 EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int dev)
 {
-    (void)attribute;
     (void)dev;
-    return value ? (*value = 0, 0) : 1;
+    if (!value)
+        return 1;
+    *value = attribute == 14 ? align_says : attribute == 51 ? 32 : 0;
+    return 0;
 }
 EXPORT CUresult cuMemGetHandleForAddressRange(void *h, u64 d, size_t s, int t, u64 f)
 {
@@ -255,13 +307,13 @@ DEVICE_ALLOC(cuMemAlloc_v2)
 DEVICE_ALLOC(cuMemAllocManaged, unsigned flags)
 #pragma GCC diagnostic warning "-Wunused-parameter"
 
-/* Rows padded to 512 bytes. */
+/* Rows padded to PITCH bytes. */
 EXPORT CUresult cuMemAllocPitch_v2(u64 *p, size_t *pitch, size_t w, size_t h, unsigned e)
 {
     NEEDS_CONTEXT;
     if (!p || !pitch || !w || !h || !e)
         return 1;
-    *pitch = (w + 511) & ~(size_t)511;
+    *pitch = (w + PITCH - 1) & ~(size_t)(PITCH - 1);
     *p = add("cuMemAllocPitch_v2", 1, current, *pitch * h, 0);
     return 0;
 }
@@ -269,7 +321,7 @@ EXPORT CUresult cuMemAllocPitch_v2(u64 *p, size_t *pitch, size_t w, size_t h, un
 EXPORT CUresult cuMemCreate(u64 *handle, size_t n, const void *prop, u64 flags)
 {
     int loc[2];
-    if (!handle || !n || !prop || flags)
+    if (!handle || !n || !readable(prop, 16) || flags)
         return 1;
     memcpy(loc, (const char *)prop + 8, sizeof loc); /* CUmemLocation {type, id} */
     int col = loc[0] == 1 ? loc[1] : HOSTCOL;
@@ -321,14 +373,18 @@ static u64 element(int format)
     return format == 0x01 ? 1 : format == 0x10 ? 2 : 4;
 }
 
+/* An array's rows padded to PITCH bytes, a zero height or depth one row. */
 static u64 extent(size_t w, size_t h, size_t d, int format, unsigned ch)
 {
-    return (u64)w * (h ? h : 1) * (d ? d : 1) * element(format) * ch;
+    u64 row = ((u64)w * element(format) * ch + PITCH - 1) / PITCH * PITCH;
+    return row * (h ? h : 1) * (d ? d : 1);
 }
 
 EXPORT CUresult cuArrayCreate_v2(void **a, const size_t *desc)
 {
     NEEDS_CONTEXT;
+    if (!a || !readable(desc, 32))
+        return 1;
     int format = ((const int *)desc)[4];
     unsigned ch = ((const unsigned *)desc)[5];
     *a = (void *)(uintptr_t)add("cuArrayCreate_v2", 3, current,
@@ -339,6 +395,8 @@ EXPORT CUresult cuArrayCreate_v2(void **a, const size_t *desc)
 EXPORT CUresult cuArray3DCreate_v2(void **a, const size_t *desc)
 {
     NEEDS_CONTEXT;
+    if (!a || !readable(desc, 32))
+        return 1;
     int format = ((const int *)desc)[6];
     unsigned ch = ((const unsigned *)desc)[7];
     *a = (void *)(uintptr_t)add("cuArray3DCreate_v2", 3, current,
@@ -349,6 +407,8 @@ EXPORT CUresult cuArray3DCreate_v2(void **a, const size_t *desc)
 EXPORT CUresult cuMipmappedArrayCreate(void **a, const size_t *desc, unsigned levels)
 {
     NEEDS_CONTEXT;
+    if (!a || !readable(desc, 32))
+        return 1;
     int format = ((const int *)desc)[6];
     unsigned ch = ((const unsigned *)desc)[7];
     size_t w = desc[0], h = desc[1], d = desc[2];
@@ -390,7 +450,7 @@ EXPORT CUresult cuMemFreeHost(void *p) { return drop(4, (u64)(uintptr_t)p); }
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     NEEDS_CONTEXT;
-    *free_bytes = 80ull << 30;
+    *free_bytes = device_free;
     *total = 96ull << 30;
     return 0;
 }

@@ -6,6 +6,8 @@
  *   create:N:TYPE:ID (CUmemLocation)  retain:K (the handle of item K)  import:D
  *   array:W:H:FMT:CH  array3d:W:H:D:FMT:CH  mipmap:W:H:D:FMT:CH:LEVELS
  *   hostalloc:N  allochost:N
+ *   badcreate:W badarray:W badarray3d:W badmipmap:W (the prop or descriptor at NULL, W 0;
+ *   0x10, W 1; an unmapped page, W 2)
  *   free:K  freeasync:K  freeasyncptsz:K   item K given back by its own route's free
  *   threads:T:N (T threads, N random allocations each, every 7th kept: the ledger's lock)
  *   forkbusy:K (K forks while 4 threads allocate: each child's ledger its own)
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,6 +66,14 @@ static int keep_(int rc, int kind, const void *keyp)
     else
         nitems++; /* numbered all the same */
     return rc;
+}
+
+/* A page mapped and unmapped again: an address no read can reach. */
+static const void *unmapped_page(void)
+{
+    void *m = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(m, 4096);
+    return m;
 }
 
 static void totals(const char *who)
@@ -293,6 +304,16 @@ static int run_op(char *op, const char *who)
         if (!strcmp(op, "array3d"))
             return keep(get("cuArray3DCreate_v2")(&v, desc), 3, v);
         return keep(get("cuMipmappedArrayCreate")(&v, desc, (unsigned)f), 5, v);
+    }
+    if (!strncmp(op, "bad", 3)) { /* a struct at NULL (0), 0x10 (1), an unmapped page (2) */
+        const void *bad = a == 0 ? NULL : a == 1 ? (const void *)0x10 : unmapped_page();
+        if (!strcmp(op, "badcreate"))
+            return get("cuMemCreate")(&p, (size_t)2 << 20, bad, 0ull);
+        if (!strcmp(op, "badarray"))
+            return get("cuArrayCreate_v2")(&v, bad);
+        if (!strcmp(op, "badarray3d"))
+            return get("cuArray3DCreate_v2")(&v, bad);
+        return get("cuMipmappedArrayCreate")(&v, bad, 2u);
     }
     if (!strcmp(op, "hostalloc"))
         return keep(get("cuMemHostAlloc")(&v, (size_t)a, 0u), 4, v);

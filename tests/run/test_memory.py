@@ -120,7 +120,8 @@ def test_one_device_is_device_0_without_asking(probes, fake, fake_shim, tmp_path
                               FAKE_LEDGER_DEVICES=n, SHIMGEN_LIMIT_MEMORY=limit)
         want = fake_totals(out)
         assert_same(one_trace(traces), want)
-        assert want["columns"]["0"][1] == 1000 + 800 and (want["device_asked"] > 0) == asked
+        # (the array: 10 rows of 80 bytes, each padded to the fake's pitch of 512)
+        assert want["columns"]["0"][1] == 1000 + 512 * 10 and (want["device_asked"] > 0) == asked
 
 
 def test_report_json_memory_object(probes, fake, fake_shim, tmp_path):
