@@ -62,7 +62,7 @@ def test_a_heartbeat_from_the_future_is_no_node_that_runs(tmp_path):
         assert live.Part(tmp_path, "h", {}).node_running(now) is running, ahead
 
 
-def test_a_trace_naming_a_process_of_another_user_is_not_taken_for_it(real_file, tmp_path):
+def test_a_trace_naming_a_process_of_another_user_is_not_taken_for_it(real_file, tmp_path):  # noqa: F811
     """This process's pid, start time and boot in an unfinished trace: running while the file
     is its user's, not once the file belongs to another user."""
     if os.geteuid() != 0:
@@ -107,7 +107,7 @@ def _cuts(size: int) -> list[tuple[int, bool]]:
 
 
 @pytest.mark.parametrize("mode", ["calls", "time"])
-def test_a_trace_cut_or_zeroed_at_any_byte_is_said_never_a_traceback(evil, real_file, mode,
+def test_a_trace_cut_or_zeroed_at_any_byte_is_said_never_a_traceback(evil, real_file, mode,  # noqa: F811
                                                                         tmp_path):
     src = next((evil[0] / "traces").glob("*.shimtrace")) if mode == "calls" else real_file
     data = src.read_bytes()
@@ -157,7 +157,7 @@ def test_a_thread_that_stopped_early_is_a_difference(monkeypatch):
     assert "  A line z 2\n  B (no more calls)\n" in out
 
 
-def test_a_call_that_never_returned_has_no_duration(evil, tmp_path):
+def test_a_call_that_never_returned_has_no_duration(evil, tmp_path):  # noqa: F811
     """The first call's state made `entered` (a call in progress when the process died), its
     duration word left as it was: the text gives it no duration, the JSON none either."""
     def change(data, f):
