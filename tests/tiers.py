@@ -88,6 +88,8 @@ SLOW = frozenset({
     'tests/report/test_compare_modes.py::test_a_time_run_against_a_counts_run',  # 3.8 s
     'tests/report/test_report.py::test_real_traces_of_a_forking_program_are_merged[trace.%p.json]',  # 9.9 s
     'tests/report/test_report_trust_run.py::test_the_shims_warning_is_in_the_report_at_the_end',  # 3.8 s
+    'tests/report/test_calls_hostile_more.py::test_a_trace_cut_or_zeroed_at_any_byte_is_said_never_a_traceback[calls]',  # 63 s
+    'tests/report/test_calls_hostile_more.py::test_a_trace_cut_or_zeroed_at_any_byte_is_said_never_a_traceback[time]',  # 5.2 s
     'tests/run/test_cache_trust.py::test_a_bad_entry_is_replaced_without_following_its_symlinks',  # 3.7 s
     'tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run[as-written]',  # 6.6 s
     'tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run[mtime-put-back]',  # 8.3 s

@@ -23,6 +23,10 @@ RECORD = struct.Struct(f"{runenv.CALLS_RECORD_HEAD}{6 + runenv.CALLS_STACK_ARGS}
                        f"{runenv.CALLS_RECORD_SIZE - runenv.CALLS_CAPTURE_OFF}s")
 ENTERED, RETURNED = 1, 2
 assert RECORD.size == runenv.CALLS_RECORD_SIZE
+# The most calls a ring may say its block's threads wrote: a thread making a call every
+# nanosecond would take 292 years to pass it, and every record's place fits a signed 64-bit
+# integer (an SQLite INTEGER). A file that says more is damaged or crafted.
+HEAD_MAX = (1 << 63) - 1
 
 # A record as read: (seq, idx, state, tid, start, dur, result, 11 argument words, capture).
 SEQ, IDX, STATE, TID, START, DUR, RESULT, ARGS, CAPTURE = 0, 1, 2, 3, 4, 5, 6, 7, 18
@@ -133,6 +137,9 @@ def _rings(pc: ProcessCalls, path: Path, h: dict) -> None:
         for k in range(h["nblocks"]):
             base = h["blocks_off"] + k * h["block_stride"]
             heads.append(int.from_bytes(os.pread(fd, 8, base + h["off_calls_head"]), "little"))
+        if any(x > HEAD_MAX for x in heads):  # more calls than a thread can make
+            raise ShimgenError(f"{path}: its call rings are not ones this shimgen reads (a "
+                               f"ring says {max(heads)} calls)")
         buf = bytearray(sum(min(x, n) for x in heads) * size)
         rings, at, view = [], 0, memoryview(buf)
         for k, head in enumerate(heads):
@@ -170,7 +177,8 @@ def load(path: Path) -> ProcessCalls:
             h["calls_ring_records"] - 1) or h["calls_ring_off"] + RECORD.size * h[
             "calls_ring_records"] > h["block_stride"]:
         raise ShimgenError(f"{path}: its call rings are not ones this shimgen reads")
-    pc = ProcessCalls(str(path), h["pid"], h["rank"].split(b"\0")[0].decode() or None,
+    pc = ProcessCalls(str(path), h["pid"],
+                      h["rank"].split(b"\0")[0].decode(errors="replace") or None,
                       h["driver_version"].split(b"\0")[0].decode(errors="replace"),
                       h["ns_per_tick"], h["calib_ticks0"], h["calib_ns0"],
                       h["state"] == runenv.TRACE_STATES["complete"],

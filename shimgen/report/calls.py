@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..calls import BODY, RETURNED, ROW
 from ..errors import ShimgenError
+from .output import shown as escaped
 
 MEMO_MAX = 1 << 16  # distinct records kept decoded per process (then the memo starts anew)
 CHUNK = 1 << 14  # lines written at a time
@@ -85,7 +86,7 @@ class Shown:
     def _line(self, r: tuple) -> str:
         dur = _dur_text(r[5] * self.k / 1e3) if r[2] == RETURNED else ""
         t = (self.base + r[4] * self.k) / 1e9
-        return f"{t:.6f} [{r[3]}] {self.dec.text(r, self.handles)}{dur}"
+        return f"{t:.6f} [{r[3]}] {escaped(self.dec.text(r, self.handles))}{dur}"
 
     def record_of(self, r: tuple) -> dict:
         p, dec = self.proc, self.dec
@@ -152,13 +153,13 @@ class Shown:
         texters: dict = {}
         miss, texter, unpack = self._made, dec.texter, BODY.unpack
 
-        def text(r):
-            return texter(r[1])(r, handles)
+        def text(r):  # escaped: a name or string from the trace is printed as one line
+            return escaped(texter(r[1])(r, handles))
         for row in self._unpacked():
             _, idx, state, tid, start, dur, body = row
             if None in memo:  # given up: the records mostly differ (_made)
                 f = texters.get(idx) or texters.setdefault(idx, texter(idx))
-                t = f(row[:6] + unpack(body), handles)
+                t = escaped(f(row[:6] + unpack(body), handles))
             else:
                 t = memo.get((idx, state, body)) or miss(memo, (idx, state, body), text, row)
             d = durs.get(dur if state == RETURNED else -1)
@@ -174,8 +175,10 @@ class Shown:
 
     def _table_middle(self, r: tuple) -> tuple:
         """What a record's table row takes from its raw bytes alone."""
+        from .calls_sql import signed64  # (the text report imports no sqlite3)
+
         d = self.record_of(r)
-        return (d["function"], json.dumps(d["args"]), d["result"], d["result_name"],
+        return (d["function"], json.dumps(d["args"]), signed64(d["result"]), d["result_name"],
                 json.dumps(d["outputs"]), d["state"])
 
     def json_lines(self):
@@ -350,9 +353,9 @@ def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None 
                                                                   for g in groups]),
                ",\n", "\n]}\n")
         return None
-    head = _verdict(procs, groups, n) + ([f"note       {note}"] if note else [])
+    head = _verdict(procs, groups, n) + ([f"note       {escaped(note)}"] if note else [])
     if sqlite:
-        head.append(f"sqlite     {sqlite}: table calls, {n} rows")
+        head.append(f"sqlite     {escaped(sqlite)}: table calls, {n} rows")
     write_pieces(out, "\n".join(head + [""]), merged(groups, [g.lines() for g in groups]), "\n",
            "\n", lead="\n")
     return None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..calls import IDX, TID
 from .calls import in_order, shown
+from .output import shown as escaped
 
 CONTEXT = 3  # calls shown before the first difference
 
@@ -57,6 +58,7 @@ def first_difference(a: Path, b: Path, f, *, addresses: bool = False,
                       "a_call": ca[i][1] if i < len(ca) else None,
                       "b_call": cb[i][1] if i < len(cb) else None})
     extra = len(ta) - len(tb)
+    a, b = escaped(str(a)), escaped(str(b))  # as the text shows them; the JSON names neither
     if fmt == "json":
         return json.dumps({"schema": "shimgen-calls-difference", "same_threads": same,
                            "threads_a": len(ta), "threads_b": len(tb),

@@ -71,7 +71,7 @@ def died_inside(proc) -> str:
     b = now.longest if now is not None else None
     if b is None:
         return ""
-    return f"died inside {b.function} after {_secs(b.seconds)}"
+    return f"died inside {shown(b.function, CUT)} after {_secs(b.seconds)}"
 
 
 def who_lines(running: list, gone: list, who, listing) -> list[str]:
@@ -115,12 +115,13 @@ def section(procs: list) -> list[str]:
     found = calls(procs)
     why = _unknown(procs)
     if not found:
-        return ["", "in flight  " + (why or "no driver call in progress")]
+        return ["", "in flight  " + shown(why or "no driver call in progress")]
     now, b = found[0]
     busy = {id(n) for n, _ in found}
     idle = len([p for p in unfinished if id(p.last.now) not in busy])
     verb = "has been" if now.state == job.RUNNING else "was"
-    head = (f"in flight  {_who(now)} {verb} inside {b.function} for {_secs(b.seconds)}"
+    head = (f"in flight  {_who(now)} {verb} inside {shown(b.function, CUT)} for "
+            f"{_secs(b.seconds)}"
             + (" (until the run ended)" if now.until == job.UNTIL_END else ""))
     if len(found) > 1:
         head += f"; {len(found) - 1} more call{'s' if len(found) > 2 else ''} in progress"
@@ -135,7 +136,7 @@ def section(procs: list) -> list[str]:
         secs = "?" if c.seconds is None else f"{c.seconds:.1f}"
         rank, host = shown(n.rank or "-", 6), shown(n.host or "-", 12)
         lines.append(f"  {secs:>9}  {n.state:<8} {n.pid:>8} {c.tid:>8}  {rank:<6} "
-                     f"{host:<12} {c.function}")
+                     f"{host:<12} {shown(c.function, CUT)}")
     if len(found) > SHOWN:
         lines.append(f"  ... and {len(found) - SHOWN} more")
     if any(n.state == job.DIED for n, _ in found):

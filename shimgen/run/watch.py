@@ -26,14 +26,24 @@ TICK_S = 0.25  # how often the trace files are read with --stall
 _O_APPEND = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
+def _who(pid: int, rank: str | None) -> str:
+    from ..report import shown
+
+    return f"pid {pid}" + (f" (rank {shown(rank)})" if rank is not None else "")
+
+
 def stall_line(pid: int, rank: str | None, function: str, seconds: float) -> str:
-    who = f"pid {pid}" + (f" (rank {rank})" if rank is not None else "")
-    return f"shimgen: {who} has been inside {function} for {seconds:g} s"
+    """The notice of a call in progress for longer than --stall; what the trace file
+    says (rank, function) escaped, as one printable line."""
+    from ..report import shown
+
+    return f"shimgen: {_who(pid, rank)} has been inside {shown(function)} for {seconds:g} s"
 
 
 def left_line(pid: int, rank: str | None, function: str, seconds: float) -> str:
-    who = f"pid {pid}" + (f" (rank {rank})" if rank is not None else "")
-    return f"shimgen: {who} left {function} after {seconds:.1f} s"
+    from ..report import shown
+
+    return f"shimgen: {_who(pid, rank)} left {shown(function)} after {seconds:.1f} s"
 
 
 class Watcher:

@@ -17,7 +17,7 @@ CUT = 40
 
 def _order(p: job.ProcNow) -> tuple:
     r = p.rank or ""
-    return (r == "", int(r) if r.isdigit() else 0, r, p.host, p.pid)
+    return (r == "", int(r) if r.isascii() and r.isdigit() else 0, r, p.host, p.pid)
 
 
 def _secs(x: float | None) -> str:

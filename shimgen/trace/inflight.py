@@ -54,7 +54,7 @@ class InFlight:
     """What a file says of its process now: its identity, state and calls in progress."""
 
     __slots__ = ("path", "pid", "rank", "boot_id", "proc_start", "complete", "start_ns",
-                 "calls", "counts", "why_unknown", "device_bytes")
+                 "calls", "counts", "why_unknown", "device_bytes", "uid")
 
     def __init__(self, path: str, h: dict) -> None:
         self.path = path
@@ -68,6 +68,7 @@ class InFlight:
         self.counts = 0  # calls counted so far, summed over the blocks (for a rate)
         self.why_unknown = ""  # NOT_IN_COUNTS or NOT_IN_VERSION_3: no calls can be read
         self.device_bytes = _device_bytes(h)  # device memory held now (the ledger); None: unknown
+        self.uid: int | None = None  # the file's owner: the user its process ran as
 
 
 def _device_bytes(h: dict) -> int | None:
@@ -170,6 +171,7 @@ def _read_mapped(path: str, m: mmap.mmap, fd: int, size: int, counts: bool) -> I
                           "shimgen trace file")
     h = binary.read_header(m, size)
     out = InFlight(path, h)
+    out.uid = os.fstat(fd).st_uid
     nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
     blocks = list(binary._blocks_with_data(fd, h["blocks_off"], h["block_stride"], nblocks))
     if counts:

@@ -64,7 +64,7 @@ def judge(f: inflight.InFlight, part: live.Part | None, host: str, here: str,
         return p
     same_boot = bool(here) and f.boot_id == here
     if same_boot:
-        running = live.alive_here(f.pid, f.proc_start)
+        running = live.alive_here(f.pid, f.proc_start, f.uid)
     else:
         running = part is not None and part.node_running(now_real)
     end = None

@@ -48,13 +48,21 @@ def proc_start(pid: int) -> int | None:
         return None
 
 
-def alive_here(pid: int, start: int | None) -> bool:
+def alive_here(pid: int, start: int | None, uid: int | None = None) -> bool:
     """Whether the process of this pid and start time runs on this machine now (a zombie
-    does not: it ended)."""
+    does not: it ended); with `uid` (the owner of the trace file that names it, which the
+    process wrote as itself), only a process of that user: a file that names another
+    user's process (its pid and start time can be read in /proc) is not taken for it."""
     if start is None or pid <= 0:
         return False
     if proc_start(pid) != start:
         return False
+    if uid is not None:
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                return False
+        except OSError:
+            return False
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read()
@@ -113,7 +121,9 @@ class Part:
         if self.end_ns is not None:
             return False
         hb = self.heartbeat_ns
-        return hb is not None and now_real_ns - hb < HEARTBEAT_FRESH_S * 1e9
+        # fresh: written within HEARTBEAT_FRESH_S, by a clock at most as much ahead of this
+        # one (a heartbeat from further in the future is no sign of a node that runs)
+        return hb is not None and abs(now_real_ns - hb) < HEARTBEAT_FRESH_S * 1e9
 
 
 def _run_json(d: Path) -> dict | None:

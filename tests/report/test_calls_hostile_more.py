@@ -1,0 +1,173 @@
+"""What else a file can say to `shimgen report`, `top` and `run --stall`: a function's name
+or rank with control characters in the in-flight lines, top's table and the stall notices
+(escaped); a rank that Python calls a digit but int() refuses; a heartbeat from the future
+(not a node that runs); a trace that names a process of another user (not taken for it); a
+trace file cut at any byte, or with its end lost to zeros (a file system that lost power),
+read by every view without a traceback. And `--first-difference` and the durations of
+`report --calls` on small made-up inputs: the context of a difference among the first
+calls, a thread that stopped early, a call that never returned."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import struct
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from shimgen.errors import ShimgenError
+from shimgen.report import calls as report_calls
+from shimgen.report import calls_diff, inflight
+from shimgen.report.main import report
+from shimgen.run.watch import left_line, stall_line
+from shimgen.runenv import HEARTBEAT
+from shimgen.top import view
+from shimgen.trace import inflight as trace_inflight
+from shimgen.trace import job, live
+from tests.report.test_calls_hostile import _changed, _record_at, cli, evil, printable  # noqa: F401
+from tests.report.test_tracefile_reader import put, real_file  # noqa: F401
+
+NAME = "cuEvil\x1b]0;TITLE\x07\x1b[2J"
+RANK = "0\x1b[31m"
+
+
+def _now(state=job.DIED, rank=RANK, function=NAME, pid=7) -> job.ProcNow:
+    f = SimpleNamespace(pid=pid, rank=rank, path="p", complete=False, why_unknown="",
+                        counts=0, device_bytes=None, boot_id="", proc_start=None)
+    p = job.ProcNow(f, "host\x1b[2J")
+    p.state = state
+    p.calls = [job.Busy(pid, function, 12.5)]
+    return p
+
+
+def test_in_flight_lines_top_and_stall_notices_escape_what_a_file_says():
+    now = _now()
+    proc = SimpleNamespace(complete=False, last=SimpleNamespace(now=now, rank=RANK, pid=7))
+    lines = inflight.section([proc]) + [inflight.died_inside(proc)]
+    lines += view.text("run", [now, _now(rank="\u00b2", pid=8)], {}, []).splitlines()
+    lines += [stall_line(7, RANK, NAME, 60), left_line(7, RANK, NAME, 61.0)]
+    for line in lines:
+        assert line.isprintable(), repr(line)
+    assert sum("\\x1b]0;TITLE\\x07" in line for line in lines) == 7
+
+
+def test_a_heartbeat_from_the_future_is_no_node_that_runs(tmp_path):
+    now = time.time_ns()
+    for ahead, running in ((-2e9, True), (2e9, True), (3600e9, False), (-3600e9, False)):
+        (tmp_path / HEARTBEAT).write_text(f"{int(now + ahead)}\n")
+        assert live.Part(tmp_path, "h", {}).node_running(now) is running, ahead
+
+
+def test_a_trace_naming_a_process_of_another_user_is_not_taken_for_it(real_file, tmp_path):  # noqa: F811
+    """This process's pid, start time and boot in an unfinished trace: running while the file
+    is its user's, not once the file belongs to another user."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    data = bytearray(real_file.read_bytes())
+    put(data, "state", trace_inflight.binary.RUNNING)
+    put(data, "pid", os.getpid())
+    put(data, "proc_start", live.proc_start(os.getpid()))
+    put(data, "boot_id", live.boot_id().encode())
+    f = tmp_path / "1.shimtrace"
+    f.write_bytes(data)
+    def state() -> str:
+        return job.judge(trace_inflight.read(f), None, "", live.boot_id(), time.time_ns(),
+                         time.monotonic_ns()).state
+    assert state() == job.RUNNING
+    os.chown(f, 65534, 65534)
+    assert state() == job.DIED
+
+
+# ---- a trace file cut at any byte, or its end lost ---------------------------------------------
+
+def _views(run: Path, calls: bool):
+    yield lambda: report([run])
+    yield lambda: report([run], fmt="json")
+    if calls:
+        yield lambda: report_calls.render([run], report_calls.Filters())
+        yield lambda: report_calls.render([run], report_calls.Filters(), "json")
+        yield lambda: report_calls.render([run], report_calls.Filters(),
+                                          sqlite=str(run / "calls.db"))
+
+
+def _cuts(size: int) -> list[tuple[int, bool]]:
+    """(where, whether the rest is zeros rather than gone), a dense sample: every cut in the
+    first 64 bytes (the magic and the version), 150 in the rest of the first 5000 (the
+    header, the start of the names), and at 40 page boundaries (a byte either side) and 100
+    places at random, both cut and zeroed."""
+    rng = random.Random(size)
+    pages = rng.sample(range(0, size, 4096), min(40, size // 4096))
+    some = {p + d for p in pages for d in (-1, 0)} | set(rng.sample(range(size), 100))
+    return sorted({(c, False) for c in [*range(64), *rng.sample(range(64, 5000), 150)]}
+                  | {(c, z) for c in some if 0 <= c < size for z in (False, True)})
+
+
+@pytest.mark.parametrize("mode", ["calls", "time"])
+def test_a_trace_cut_or_zeroed_at_any_byte_is_said_never_a_traceback(evil, real_file, mode,  # noqa: F811
+                                                                        tmp_path):
+    src = next((evil[0] / "traces").glob("*.shimtrace")) if mode == "calls" else real_file
+    data = src.read_bytes()
+    run = tmp_path / "run"
+    (run / "traces").mkdir(parents=True)
+    (run / "run.json").write_text('{"command": ["x"]}')
+    f = run / "traces" / "1.shimtrace"
+    results = set()
+    for cut, zeros in _cuts(len(data)):
+        f.write_bytes(data[:cut] + bytes(len(data) - cut if zeros else 0))
+        for view_of in _views(run, mode == "calls"):
+            try:
+                out = view_of()
+            except ShimgenError as e:
+                assert "\n" not in str(e)
+                results.add("refused")
+                continue
+            if not zeros and out is not None:  # the run's report names the file, cut
+                assert any(w in out for w in ("truncated", "no magic", "not a shimgen",
+                                              "empty")), (cut, out[:300])
+            results.add("read")
+        assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+    assert "read" in results
+
+
+# ---- --first-difference and durations on made-up calls ---------------------------------------
+
+def _thread(calls: list[str]) -> list:
+    return [((c, ()), f"line {c} {i}", float(i)) for i, c in enumerate(calls)]
+
+
+def _diff(monkeypatch, a: list[str], b: list[str]) -> str:
+    threads = {"A": [("pid 1 thread 1", _thread(a))], "B": [("pid 2 thread 2", _thread(b))]}
+    monkeypatch.setattr(calls_diff, "_threads", lambda path, f: threads[str(path)])
+    return calls_diff.first_difference(Path("A"), Path("B"), None)
+
+
+def test_a_difference_in_the_first_calls_has_the_calls_before_it(monkeypatch):
+    out = _diff(monkeypatch, ["x", "y", "z"], ["x", "q", "z"]).splitlines()
+    at = out.index("pid 1 thread 1 of A / pid 2 thread 2 of B: call 2")
+    assert out[at + 1:at + 4] == ["    line x 0", "  A line y 1", "  B line q 1"]
+
+
+def test_a_thread_that_stopped_early_is_a_difference(monkeypatch):
+    out = _diff(monkeypatch, ["x", "y", "z"], ["x", "y"])
+    assert out.startswith("first difference: 1 of 1 threads part")
+    assert "  A line z 2\n  B (no more calls)\n" in out
+
+
+def test_a_call_that_never_returned_has_no_duration(evil, tmp_path):  # noqa: F811
+    """The first call's state made `entered` (a call in progress when the process died), its
+    duration word left as it was: the text gives it no duration, the JSON none either."""
+    def change(data, f):
+        struct.pack_into("<H", data, _record_at(f) + 10, 1)
+    d = _changed(evil[0], tmp_path, change)
+    out = cli("--calls", d)
+    first = [ln for ln in printable(out.stdout).splitlines() if " cuModuleLoad(" in ln]
+    assert first and first[0].endswith(") = ?"), first
+    import json
+
+    calls = json.loads(cli("--calls", "--json", d).stdout)["calls"]
+    assert (calls[0]["state"], calls[0]["dur_us"]) == ("entered", None)
+    shutil.rmtree(d)
