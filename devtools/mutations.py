@@ -1096,6 +1096,15 @@ MUTATIONS = [
         "why": "first runs at once build once: the others use the entry they waited for",
     },
     {
+        "name": "cache-interrupted-install-left-unsealed",
+        "file": "shimgen/cache/store.py",
+        "old": "                if e.installed:  # it came while the build was put in place: sealed, so that\n",
+        "new": "                if False:\n",
+        "tests": ["tests/run/test_run_cache.py::test_an_interrupt_while_the_build_is_put_in_place_"
+                  "leaves_it_sealed_and_said"],
+        "why": "an interrupt held back while a build is put in place leaves it sealed and usable",
+    },
+    {
         "name": "cache-default-driver-kept-after-ldconfig",
         "file": "shimgen/cache/memo.py",
         "old": "if stamp is not None and got[\"ld_so_cache\"] == stamp and os.path.exists(",
@@ -1638,6 +1647,24 @@ MUTATIONS = [
         "tests": ["tests/run/test_run_safety.py::test_sigterm_to_the_group_at_any_moment_is_said_"
                   "truly"],
         "why": "a command that ran keeps its run directory and report, whatever signal comes",
+    },
+    {
+        "name": "run-interrupted-build-said-in-the-cache",
+        "file": "shimgen/run/main.py",
+        "old": "        usable = lookup(key) is not None\n",
+        "new": "        usable = True\n",
+        "tests": ["tests/run/test_run_safety.py::test_sigterm_to_the_group_at_any_moment_is_said_"
+                  "truly"],
+        "why": "an interrupted first build says what the cache holds for the run's key",
+    },
+    {
+        "name": "calls-report-says-a-dying-file-is-no-trace",
+        "file": "shimgen/trace/binary.py",
+        "old": "                if m[:len(MAGIC)] == bytes(len(MAGIC)):  # as load() says it\n",
+        "new": "                if False:\n",
+        "tests": ["tests/run/test_calls_sigkill.py::test_a_calls_trace_the_process_died_making_is_"
+                  "said_so_by_every_view"],
+        "why": "report --calls says a file the process died making is so, as report does",
     },
     {
         "name": "report-csv-names-raw",

@@ -35,6 +35,12 @@ from tests.skippolicy import pytest_sessionfinish, pytest_terminal_summary  # no
 from tests.tiers import SLOW, SLOW_MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
+# Every `python -m shimgen` a test starts, from whatever working directory, imports this
+# tree's shimgen: otherwise one installed elsewhere (another checkout installed for editing)
+# would be what runs, with its own sources' stamp in its cache keys.
+if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != str(ROOT):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 @contextmanager

@@ -134,6 +134,7 @@ SLOW = frozenset({
     'tests/run/test_run_cache.py::test_the_default_driver_is_remembered_until_the_loader_cache_changes',  # 4.9 s
     'tests/run/test_run_cache.py::test_the_second_run_builds_nothing',  # 4.3 s
     'tests/run/test_run_safety.py::test_sigterm_to_the_group_at_any_moment_is_said_truly',  # 3.3 s
+    'tests/run/test_calls_sigkill.py::test_sigkill_while_sixteen_threads_wrap_their_rings',  # 77 s
     'tests/run/test_userhooks.py::test_run_rebuilds_when_the_hook_file_changes',  # 8.8 s
     'tests/run/test_userhooks.py::test_summary_names_hooks_and_other_variants',  # 3.8 s
     'tests/run/test_userhooks_trust.py::test_a_builds_copy_of_a_hook_file_is_never_more_readable[384]',  # 3.4 s

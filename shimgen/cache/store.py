@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .. import __version__, progress
 from ..driver import read_build_id
-from ..errors import ShimgenError
+from ..errors import Interrupted, ShimgenError, signals_held
 from ..runenv import SHIM_LIBRARY, SHIM_MANIFEST
 from .seal import seal, sha256, stat_seal
 from .trust import (
@@ -233,6 +233,12 @@ def ensure(driver: Path, key: Key, gates: str | None, hooks: tuple[str, ...] = (
                                if gates == "auto" else "seconds; ") + f"{directory})")
             try:
                 seconds = _build(driver, key, gates, root, hooks)
+            except Interrupted as e:
+                if e.installed:  # it came while the build was put in place: sealed, so that
+                    # the entry is usable (the next run uses it) as the interrupt's line says
+                    with signals_held(), contextlib.suppress(ShimgenError):
+                        seal(dirs[1], key.name)
+                raise
             finally:
                 progress.clear()
             seal(dirs[1], key.name)

@@ -406,6 +406,8 @@ def header(path: str | os.PathLike) -> dict:
             if size < len(MAGIC) + 8:
                 raise _Bad("it is not a shimgen trace file (too short)")
             with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+                if m[:len(MAGIC)] == bytes(len(MAGIC)):  # as load() says it
+                    raise _Bad("no magic: the process died while it made the file")
                 if m[:len(MAGIC)] != MAGIC:
                     raise _Bad("it is not a shimgen trace file (no magic)")
                 h, names = _checked_header(m, size)

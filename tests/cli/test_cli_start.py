@@ -45,9 +45,13 @@ INTERRUPTED = ("shimgen: error: interrupted by SIGINT; nothing was installed, an
 
 def test_sigint_at_any_moment_of_the_start_is_one_line_and_130(drivers, tmp_path):
     rng = random.Random(os.getpid())
-    counted = 0
-    for i in range(110):
-        out = tmp_path / f"out{i % 4}"
+    counted = tries = 0
+    # 100 interrupts that reached shimgen, however many the probe's own lines took first (a
+    # busy machine holds the process there longer): the count is of what was seen
+    while counted < 100:
+        tries += 1
+        assert tries <= 1000, f"only {counted} of {tries} interrupts reached shimgen"
+        out = tmp_path / f"out{tries % 4}"
         proc = subprocess.Popen([sys.executable, "-c", START, "build", "--driver",
                                  str(drivers[0].path), "--out", str(out)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -66,7 +70,6 @@ def test_sigint_at_any_moment_of_the_start_is_one_line_and_130(drivers, tmp_path
         assert "Traceback" not in text and "Fatal Python error" not in text, (delay, text)
         assert proc.returncode == 130, (delay, proc.returncode, text)
         assert lines == [INTERRUPTED], (delay, text)
-    assert counted >= 100
 
 
 @pytest.mark.parametrize("where", ["out", "cwd"])

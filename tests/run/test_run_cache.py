@@ -321,3 +321,32 @@ def test_an_entry_copied_under_another_drivers_key_is_rebuilt_not_used(drivers, 
     manifest = json.loads((entry1 / SHIM_MANIFEST).read_text())
     assert manifest["cache_key"]["driver_build_id"] == read_build_id(d1)
     assert read_build_id(entry1 / SHIM_LIBRARY) == manifest["library_build_id"]
+
+
+def test_an_interrupt_while_the_build_is_put_in_place_leaves_it_sealed_and_said(
+        driver, shims, tmp_path, monkeypatch):
+    """An interrupt held back while a first build is put in place (shim/build.py's install)
+    is raised once the build is there: the entry is sealed before it goes on, so the cache
+    holds a usable shim and `run`'s line says that the shim was built and is in the cache."""
+    import signal
+
+    from shimgen.cache import store
+    from shimgen.errors import Interrupted
+    from shimgen.run.main import _in_cache_now
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    key = key_for(driver, None)
+    built = shims[0].out_dir
+
+    def installed_then_interrupted(_driver, key, _gates, root, _hooks=()):
+        shutil.copytree(built, root / key.name, ignore=shutil.ignore_patterns("src"))
+        manifest = json.loads((root / key.name / SHIM_MANIFEST).read_text())
+        manifest["cache_key"] = key.as_dict()
+        (root / key.name / SHIM_MANIFEST).write_text(json.dumps(manifest))
+        raise Interrupted(signal.SIGTERM, installed=True)
+
+    monkeypatch.setattr(store, "_build", installed_then_interrupted)
+    with pytest.raises(Interrupted):
+        store.ensure(driver, key, None)
+    assert store.lookup(key) is not None
+    assert _in_cache_now(store.lookup, key) == "the shim was built and is in the cache"

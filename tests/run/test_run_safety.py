@@ -327,15 +327,14 @@ SAID = {
 }
 
 
-def _usable_entry(xdg: Path) -> bool:
-    """Whether the cache holds a built, sealed entry."""
-    shims = xdg / "shimgen" / "shims"
-    for e in shims.iterdir() if shims.is_dir() else ():
-        manifest = e / SHIM_MANIFEST
-        if not e.name.startswith(".") and manifest.is_file() and (e / SHIM_LIBRARY).is_file():
-            with contextlib.suppress(ValueError):
-                if "library_sha256" in json.loads(manifest.read_text()):
-                    return True
+def _usable_entry(xdg: Path, name: str) -> bool:
+    """Whether the cache holds a built, sealed entry `name` (the run's key's: what the
+    line speaks of; an entry of another key is another shim)."""
+    e = xdg / "shimgen" / "shims" / name
+    manifest = e / SHIM_MANIFEST
+    if manifest.is_file() and (e / SHIM_LIBRARY).is_file():
+        with contextlib.suppress(ValueError):
+            return "library_sha256" in json.loads(manifest.read_text())
     return False
 
 
@@ -370,9 +369,10 @@ def _interrupted_run(driver: Path, xdg: Path, where: Path, delay: float, hold: f
     return proc.wait(timeout=120), err.decode(errors="replace")
 
 
-def _check_true(rc: int, err: str, xdg: Path, where: Path, cold: bool) -> str:
-    """What the run's end said is what happened; the kind of end (a build announced, as a
-    cold cache's run does first, is no end)."""
+def _check_true(rc: int, err: str, xdg: Path, where: Path, cold: bool, name: str) -> str:
+    """What the run's end said is what happened, of the cache entry `name` (the one every
+    run here uses); the kind of end (a build announced, as a cold cache's run does first,
+    is no end)."""
     lines = [ln for ln in err.splitlines() if not ln.startswith("shimgen: run: building the ")]
     ran = (where / "ran").exists()
     runs = where / "shimgen-runs"
@@ -390,10 +390,12 @@ def _check_true(rc: int, err: str, xdg: Path, where: Path, cold: bool) -> str:
         assert said in SAID, said
         assert not ran, f"{said!r}, yet the command ran"
         assert not run_dirs and not runs.exists(), f"{said!r}, yet {run_dirs} is left"
-        assert _usable_entry(xdg) == (not cold if SAID[said] == AS_IT_WAS else SAID[said]), \
+        assert _usable_entry(xdg, name) == (not cold if SAID[said] == AS_IT_WAS else SAID[said]), \
             (said, cold)
         if "was in the cache already" in said:
             assert not cold, said
+        if "being built" in said:  # the entry is there and checks out: never built again
+            assert cold, said
         return said
     # the command started: its run directory and its report, and its exit status
     assert len(run_dirs) == 1, (rc, err, run_dirs)
@@ -415,6 +417,8 @@ def test_sigterm_to_the_group_at_any_moment_is_said_truly(driver, cache, tmp_pat
     command ran and no run directory is left, and what it says of the cache is so; a
     command that ran has its run directory, run.json's end, the report and its status."""
     rng = random.Random(os.getpid())
+    # the cache key of every run here: the entry the fixture's run made
+    [name] = [e for e in os.listdir(cache / "shimgen" / "shims") if not e.startswith(".")]
     # (a first build, delay, the command's sleep, twice, the delay counted from the banner)
     plans = [(True, rng.uniform(0, 1.0), 0.0, rng.random() < 0.5, False) for _ in range(14)]
     plans += [(False, rng.uniform(0, 0.15), rng.uniform(0, 0.03), rng.random() < 0.5, False)
@@ -428,7 +432,7 @@ def test_sigterm_to_the_group_at_any_moment_is_said_truly(driver, cache, tmp_pat
         where = tmp_path / f"w{i}"
         rc, err = _interrupted_run(driver, xdg, where, delay, hold, twice, after_banner)
         try:
-            return _check_true(rc, err, xdg, where, cold), plans[i]
+            return _check_true(rc, err, xdg, where, cold, name), plans[i]
         except AssertionError as e:
             raise AssertionError(f"run {i} {plans[i]}: {e}") from None
 
