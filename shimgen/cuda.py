@@ -402,9 +402,7 @@ def cuda_of_driver(version: str) -> int | None:
     """The CUDA version a driver of this version carries ("470.256.02" -> 11040), or None when
     the version is unknown or older than every branch of CUDA_DRIVER_BRANCHES."""
     branch = driver_branch(version)
-    if branch is None:
-        return None
-    found = [cuda for cuda, first in CUDA_DRIVER_BRANCHES if first <= branch]
+    found = [cuda for cuda, first in CUDA_DRIVER_BRANCHES if branch is not None and first <= branch]
     return found[-1] if found else None
 
 
