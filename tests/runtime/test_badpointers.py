@@ -4,7 +4,8 @@ reads (each function with a capture in the calls capture table, generated from
 shimgen/calls/model.py for the driver's exports, and every hooked function), each of its
 pointer arguments in turn NULL, 0x10 and an unmapped page, the others zeroed buffers, is
 called in a forked child of tests/c/badpointers.c without the shim, then under `--trace
-calls` without and with `SHIMGEN_LIMIT_MEMORY`; each child's exit status (its result, or
+calls` without and with `SHIMGEN_LIMIT_MEMORY` (and the attribute hook's `--trace attrs`);
+each child's exit status (its result, or
 the signal that ended it) must be the same. The real Debian driver answers without a GPU
 (before cuInit); the memory routes, which need a device, run on the FAKE ledger driver
 (tests/c/fake_ledger_libcuda.c) with a context current."""
@@ -58,7 +59,10 @@ def differ(base: dict, got: dict) -> list[str]:
             if base[k] != "absent" and got.get(k) != base[k]]
 
 
-MODES = {"calls": {}, "calls_limit": {"SHIMGEN_LIMIT_MEMORY": LIMIT}}
+# calls mode, with a limit, and the attribute hook's trace (the hooks of its feature)
+MODES = {"calls": {"SHIMGEN_TRACE": "calls"},
+         "calls_limit": {"SHIMGEN_TRACE": "calls", "SHIMGEN_LIMIT_MEMORY": LIMIT},
+         "attrs": {"SHIMGEN_TRACE": "attrs"}}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -71,7 +75,7 @@ def test_bad_pointers_to_the_real_driver_end_as_without_the_shim(shims, probes, 
     assert case_file.read_text().count("cuModuleLoad ") == 6  # module and name: 2 x 3
     base = statuses(probes, shim.env_without_shim(), case_file)
     assert len(base) > 1000 and base["cuModuleLoad arg 1 0x10"] == "exit 3"
-    env = shim.env(SHIMGEN_TRACE="calls", SHIMGEN_TRACE_DIR=str(tmp_path / "t"),
+    env = shim.env(SHIMGEN_TRACE_DIR=str(tmp_path / "t"),
                    BADPOINTERS_TRACES=str(tmp_path / "t"), SHIMGEN_CALLS_RING="1024",
                    **MODES[mode])
     assert differ(base, statuses(probes, env, case_file)) == []
@@ -89,7 +93,7 @@ def test_bad_pointers_to_the_memory_routes_end_as_without_the_shim(probes, tmp_p
     base = statuses(probes, clean | {"LD_PRELOAD": str(fake)}, case_file, "ctx")
     assert base["cuMemCreate arg 2 0x10"] == "exit 1"
     env = clean | {"LD_PRELOAD": str(shim), "SHIMGEN_DRIVER": str(fake),
-                   "SHIMGEN_TRACE": "calls", "SHIMGEN_TRACE_DIR": str(tmp_path / "t"),
+                   "SHIMGEN_TRACE_DIR": str(tmp_path / "t"),
                    "BADPOINTERS_TRACES": str(tmp_path / "t"), "SHIMGEN_CALLS_RING": "1024",
                    **MODES[mode]}
     assert differ(base, statuses(probes, env, case_file, "ctx")) == []
