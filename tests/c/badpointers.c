@@ -5,9 +5,7 @@
  * pointer a zeroed scratch buffer, and the bad one in SLOT, then exits with the call's
  * result; the parent prints "NAME SLOT KIND exit N" or "NAME SLOT KIND signal N", so that
  * a crash is one call's. Functions are found through the loader (the shim when it is
- * preloaded, else libcuda.so.1); one that is not there prints "absent". With
- * BADPOINTERS_TRACES=DIR, each child's trace file there (DIR/PID.shimtrace) is removed once
- * the child has ended, so that a thousand children leave no gigabyte behind.
+ * preloaded, else libcuda.so.1); one that is not there prints "absent".
  *   badpointers FILE [ctx]   ctx: cuInit(0) and cuCtxSetCurrent(device 0's) first
  */
 #define _GNU_SOURCE
@@ -61,12 +59,6 @@ static int one(const char *name, unsigned mask, unsigned slot, int kind, uintptr
     int st = 0;
     if (pid < 0 || waitpid(pid, &st, 0) != pid)
         return -2;
-    const char *traces = getenv("BADPOINTERS_TRACES");
-    if (traces) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%d.shimtrace", traces, (int)pid);
-        unlink(path);
-    }
     return st;
 }
 

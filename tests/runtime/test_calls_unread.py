@@ -14,6 +14,7 @@ import signal
 
 from shimgen.calls import load_run
 from shimgen.report import calls as report_calls
+from shimgen.trace import binary
 from tests.faultkit import run, shim_for
 
 DRIVER = "550.163.01"
@@ -66,10 +67,7 @@ def test_a_process_that_faults_inside_the_driver_keeps_the_call_in_flight(
     # not an earlier call dropped
     cut = tmp_path / "cut"
     shutil.copytree(d, cut)
-    [p] = load_run(cut)
     [path] = list(cut.iterdir())
-    from shimgen.trace import binary
-
     h = binary.header(path)
     with open(path, "r+b") as f:
         f.seek(h["blocks_off"] + h["calls_ring_off"])
