@@ -9,7 +9,11 @@
  * the outputs of a successful call, through calls.c), counts and times the call and counts
  * an error return in the block's error slots. No formatting: the record is raw words.
  *
- * A record is written as: seq = 0, its words, seq = place + 1 (calls.h). A call's frame
+ * A record is written as: seq = 0, its words, seq = place + 1 (calls.h); a function with
+ * captures at entry is published so (its unread word all ones: calls.h REC_UNREAD) before
+ * they are read, so that a process that dies while they are read keeps the call as
+ * entered, and its start taken again after them. A returned record gets its state last,
+ * after its outputs. A call's frame
  * keeps its place (FRAME_START) instead of its start ticks, which are in the record; the
  * return finds the record from the place and writes it only when its seq is still the
  * place's (a ring that wrapped during the call has given the slot to a later call).
@@ -152,34 +156,36 @@ shimgen_calls_return:
         sub     REC_START(%rdx), %rax               /* elapsed ticks */
         mov     %rax, REC_DUR(%rdx)
         mov     %r8, REC_RESULT(%rdx)
-        movw    $REC_RETURNED, REC_STATE(%rdx)
         mov     FRAME_IDX(%rbx), %rcx
         lea     shimgen_calls_info(%rip), %rsi
         movzwl  (%rsi,%rcx,2), %esi
         test    $(CALLS_INFO_EXIT | CALLS_INFO_WORD), %esi
-        jz      4f
+        jz      13f
         test    %r8d, %r8d
-        jnz     4f
+        jnz     13f
         test    $CALLS_INFO_WORD, %esi
         jz      12f
-        /* the one output word, here: its pointer is argument word info >> 8 */
+        /* the one output word, here: its pointer is argument word info >> 8. Read as it
+         * is: the driver has just written it (a successful return), so it is readable */
+        movq    $0, REC_UNREAD(%rdx)
         mov     %esi, %edi
         shr     $CALLS_INFO_SLOT_SHIFT, %edi
         mov     REC_ARGS(%rdx,%rdi,8), %rdi
         test    %rdi, %rdi
-        jz      4f
+        jz      13f
         test    $CALLS_INFO_WORD8, %esi
         jz      11f
         mov     (%rdi), %rcx
         mov     %rcx, SHIMGEN_CALLS_CAPTURE_OFF(%rdx)
-        jmp     4f
+        jmp     13f
 11:
         mov     (%rdi), %ecx
         mov     %ecx, SHIMGEN_CALLS_CAPTURE_OFF(%rdx)
-        jmp     4f
+        jmp     13f
 12:
-        /* outputs of a successful call: through C, with what is needed kept on the stack
-         * (16-byte aligned: the caller's own stack pointer before its call, plus 32) */
+        /* outputs of a successful call: through C, which writes the state after them, with
+         * what is needed kept on the stack (16-byte aligned: the caller's own stack pointer
+         * before its call, plus 32) */
         push    %r8
         push    %r9
         push    %rax
@@ -193,6 +199,9 @@ shimgen_calls_return:
         jmp     4f
 3:
         xor     %eax, %eax                          /* no record: the time is not known */
+        jmp     4f
+13:
+        movw    $REC_RETURNED, REC_STATE(%rdx)      /* after its outputs */
 4:
         mov     %rbx, %rsi                          /* the frame */
         mov     FRAME_IDX(%rsi), %rdi               /* i */
@@ -246,6 +255,13 @@ shimgen_calls_return:
 .Lcalls_capture_entry:                              /* strings and structs, through C */
         save_argument_registers                     /* rdx (the record) and r10 kept */
         mov     %rdx, %rdi
+        movq    $-1, REC_UNREAD(%rdi)               /* its captures: not read yet */
+        rdtsc
+        mov     %eax, REC_START(%rdi)
+        mov     %edx, REC_START+4(%rdi)
+        mov     REC_DUR(%rdi), %rax
+        inc     %rax
+        mov     %rax, REC_SEQ(%rdi)                 /* entered, before any capture */
         call    shimgen_calls_capture_entry
         restore_argument_registers
         jmp     2b

@@ -4,7 +4,9 @@
  * mapping: in the trace file, so a process that is killed keeps its last calls, or in
  * anonymous memory for a block that is not in a file), the ring's facts in the file's header, a thread's first call, the captures
  * of the capture table (calls_table.c: strings and structs at entry, the outputs of a
- * successful call) and the reset after fork. Nothing here formats: a capture is bytes.
+ * successful call), read through saferead.h so that a pointer the driver would refuse is
+ * recorded as not read instead of faulting, and the reset after fork. Nothing here
+ * formats: a capture is bytes.
  */
 
 #define _GNU_SOURCE
@@ -16,6 +18,7 @@
 
 #include "block.h"
 #include "calls.h"
+#include "saferead.h"
 #include "stats.h"
 #include "tracefile_header.h"
 
@@ -107,13 +110,17 @@ void *shimgen_calls_first_call(unsigned idx)
     return shimgen_targets[idx];
 }
 
-static void capture(struct calls_record *r, int at_exit)
+/* The captures of the record's function at entry or after its return, each read through
+ * saferead.h (a program's pointer may be garbage: an unreadable one is never touched, its
+ * bytes are zeros and its bit set); the bits of those not read. */
+static uint64_t capture(struct calls_record *r, int at_exit)
 {
-    unsigned i = r->idx;
-    for (unsigned k = shimgen_calls_first[i]; k < shimgen_calls_first[i + 1]; k++) {
+    unsigned i = r->idx, first = shimgen_calls_first[i];
+    uint64_t unread = 0;
+    for (unsigned k = first; k < shimgen_calls_first[i + 1]; k++) {
         const struct calls_capture *c = &shimgen_calls_captures[k];
         int output = (c->kind & 0x7f) == SHIMGEN_CALLS_CAPTURE_OUTPUT;
-        const char *src = (const char *)(uintptr_t)r->args[c->slot];
+        const void *src = (const void *)(uintptr_t)r->args[c->slot];
         unsigned char *dst = r->capture + c->off;
         if (output != at_exit)
             continue;
@@ -121,21 +128,34 @@ static void capture(struct calls_record *r, int at_exit)
             memset(dst, 0, c->size);
             continue;
         }
-        if ((c->kind & 0x7f) == SHIMGEN_CALLS_CAPTURE_STRING || (c->kind & 0x80)) {
-            size_t n = strnlen(src, (size_t)c->size - 1);
-            memcpy(dst, src, n);
-            dst[n] = 0;
-        } else
-            memcpy(dst, src, c->size);
+        long got;
+        if ((c->kind & 0x7f) == SHIMGEN_CALLS_CAPTURE_STRING || (c->kind & 0x80))
+            got = shimgen_safe_string((char *)dst, c->size, src);
+        else
+            got = shimgen_safe_read(dst, src, c->size) == (long)c->size ? 0 : -1;
+        if (got < 0) {
+            memset(dst, 0, c->size);
+            unread |= 1ull << (k - first);
+        }
     }
+    return unread;
 }
 
+/* calls.S has published the record (entered, its unread word all ones): the captures at
+ * entry, then which were not read. */
 void shimgen_calls_capture_entry(struct calls_record *r)
 {
-    capture(r, 0);
+    uint64_t unread = capture(r, 0);
+    __atomic_store_n(&r->args[SHIMGEN_CALLS_UNREAD_WORD], unread, __ATOMIC_RELEASE);
 }
 
+/* A successful return: the outputs, which were not read (with those of the entry), then
+ * the state, last, so that a returned record has its outputs. */
 void shimgen_calls_capture_exit(struct calls_record *r)
 {
-    capture(r, 1);
+    uint64_t unread = capture(r, 1);
+    if (shimgen_calls_info[r->idx] & CALLS_INFO_ENTRY)
+        unread |= r->args[SHIMGEN_CALLS_UNREAD_WORD];
+    r->args[SHIMGEN_CALLS_UNREAD_WORD] = unread;
+    __atomic_store_n(&r->state, REC_RETURNED, __ATOMIC_RELEASE);
 }

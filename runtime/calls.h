@@ -17,6 +17,9 @@
 #define REC_DUR 24    /* u64: elapsed ticks once returned (the place, while entering) */
 #define REC_RESULT 32 /* u64: rax at the return (the caller's rax, while entering) */
 #define REC_ARGS 40   /* u64[11]: rdi, rsi, rdx, rcx, r8, r9, then 5 stack words */
+/* u64, the argument word SHIMGEN_CALLS_UNREAD_WORD of a function with captures: bit k, its
+ * k-th capture could not be read; all ones while its captures at entry are being read */
+#define REC_UNREAD (REC_ARGS + 8 * SHIMGEN_CALLS_UNREAD_WORD)
 #define REC_SHIFT 8   /* log2 of SHIMGEN_CALLS_RECORD_SIZE */
 #define REC_ENTERED 1
 #define REC_RETURNED 2

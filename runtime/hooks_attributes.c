@@ -2,7 +2,8 @@
  * hooks_attributes.c: the cuDeviceGetAttribute hook, installed only when SHIMGEN_TRACE=attrs,
  * SHIMGEN_ATTR_OVERRIDE or SHIMGEN_GATES is in effect. Applies gates first, then asks the
  * driver; an override replaces the value reported to the caller (the driver's state is
- * untouched); the attrs trace logs the query, the answer and the module that asked.
+ * untouched); the attrs trace logs the query, the answer and the module that asked. The
+ * answer is read only after a successful call, through saferead.h.
  */
 
 #define _GNU_SOURCE
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "saferead.h"
 
 /* CUdevice_attribute names (facts.h, from shimgen/cuda.py), by number. */
 #define ATTRIBUTE_NAME(number, name) [number] = name,
@@ -44,9 +46,12 @@ shimgen_CUresult shimgen_hook_cuDeviceGetAttribute(int *value, int attribute, in
     shimgen_CUresult rc =
         ((get_attribute_fn)shimgen_real[SHIMGEN_IDX_cuDeviceGetAttribute])(value, attribute,
                                                                            device);
-    int driver_value = value ? *value : 0;
+    /* The driver's answer, read only once it says it wrote one, and through saferead.h: a
+     * failed call may have left value a pointer nobody can read (NULL, 0x10). */
+    int driver_value = 0, answered = rc == SHIMGEN_CUDA_SUCCESS && value &&
+        shimgen_safe_read(&driver_value, value, sizeof driver_value) == (long)sizeof driver_value;
     int overridden = 0, forced;
-    if (rc == SHIMGEN_CUDA_SUCCESS && value && shimgen_attr_override(attribute, &forced)) {
+    if (answered && shimgen_attr_override(attribute, &forced)) {
         *value = forced;
         overridden = 1;
     }
@@ -57,12 +62,11 @@ shimgen_CUresult shimgen_hook_cuDeviceGetAttribute(int *value, int attribute, in
             n = snprintf(line, sizeof line,
                          "shimgen attr: dev %d %d %s = %d (driver said %d; overridden) rc %d "
                          "from %s\n",
-                         device, attribute, attribute_name(attribute), *value, driver_value, rc,
+                         device, attribute, attribute_name(attribute), forced, driver_value, rc,
                          module_of(shimgen_real_caller(ra)));
         else
             n = snprintf(line, sizeof line, "shimgen attr: dev %d %d %s = %d rc %d from %s\n",
-                         device, attribute, attribute_name(attribute),
-                         rc == SHIMGEN_CUDA_SUCCESS && value ? *value : 0, rc,
+                         device, attribute, attribute_name(attribute), driver_value, rc,
                          module_of(shimgen_real_caller(ra)));
         if (n > 0) {
             ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n

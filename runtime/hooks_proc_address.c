@@ -4,10 +4,24 @@
  * cuMemAlloc_v2, _ptds/_ptsz, errors and the query result); the shim then swaps the
  * returned address for its own trampoline of that same export (procaddr.c), so later calls
  * go through the shim. An address that is no export is passed through unchanged and
- * counted. Each hook is compiled where the driver exports its function.
+ * counted. Each hook is compiled where the driver exports its function. The symbol is the
+ * driver's to read; the address is read only after a successful call, through saferead.h
+ * (a program's pointer may be garbage where the driver wrote nothing), and written back
+ * only where it was read.
  */
 
 #include "runtime.h"
+#include "saferead.h"
+
+#if defined(SHIMGEN_IDX_cuGetProcAddress) || defined(SHIMGEN_IDX_cuGetProcAddress_v2)
+/* The driver's answer at pfn replaced by the shim's forwarder of it. */
+static void swap_answer(void **pfn)
+{
+    void *fn = NULL;
+    if (pfn && shimgen_safe_read(&fn, pfn, sizeof fn) == (long)sizeof fn && fn)
+        *pfn = shimgen_map_proc_address(fn);
+}
+#endif
 
 typedef shimgen_CUresult (*get_proc_v1)(const char *, void **, int, uint64_t);
 typedef shimgen_CUresult (*get_proc_v2)(const char *, void **, int, uint64_t, int *);
@@ -20,8 +34,8 @@ shimgen_CUresult shimgen_hook_cuGetProcAddress(const char *symbol, void **pfn, i
 {
     get_proc_v1 real = (get_proc_v1)shimgen_real[SHIMGEN_IDX_cuGetProcAddress];
     shimgen_CUresult rc = real(symbol, pfn, version, flags);
-    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn)
-        *pfn = shimgen_map_proc_address(*pfn);
+    if (rc == SHIMGEN_CUDA_SUCCESS)
+        swap_answer(pfn);
     return rc;
 }
 #endif
@@ -34,8 +48,8 @@ shimgen_CUresult shimgen_hook_cuGetProcAddress_v2(const char *symbol, void **pfn
 {
     get_proc_v2 real = (get_proc_v2)shimgen_real[SHIMGEN_IDX_cuGetProcAddress_v2];
     shimgen_CUresult rc = real(symbol, pfn, version, flags, status);
-    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn)
-        *pfn = shimgen_map_proc_address(*pfn);
+    if (rc == SHIMGEN_CUDA_SUCCESS)
+        swap_answer(pfn);
     return rc;
 }
 #endif

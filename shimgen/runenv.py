@@ -163,6 +163,13 @@ CALLS_RECORD_HEAD = "<QHHiQQQ"
 CALLS_CAPTURE_OFF = 128
 CALLS_STACK_ARGS = 5
 CALLS_STRING_MAX = 64
+# The argument word of a record that says which of its function's captures were not read
+# (bit k: the k-th capture of the function's table: its address could not be read), or
+# CALLS_UNREAD_TAKING while its captures at entry are being read (a process that died then
+# left them unread). A function with captures has at most this many integer arguments, so
+# the word is never one of its own (model.py).
+CALLS_UNREAD_WORD = 10
+CALLS_UNREAD_TAKING = (1 << 64) - 1
 CALLS_RING_DEFAULT = 65536
 CALLS_RING_MIN = 1024
 CALLS_RING_MAX = 1 << 22

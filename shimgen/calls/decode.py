@@ -9,11 +9,29 @@ of argument specs), so that a million records decode in seconds."""
 
 from __future__ import annotations
 
+from .. import runenv
 from ..cuda import result_name, returns_result
 from .model import SLOTS, _scalar, prototype
 from .records import ARGS, CAPTURE, IDX, RESULT, STATE
 
 RETURNED = 2
+UNREAD = ARGS + runenv.CALLS_UNREAD_WORD  # which captures were not read (runtime/calls.h)
+
+
+def unread_of(r, bit: int) -> tuple[str, str] | None:
+    """(JSON key, text word) of a capture the record says was not read: its address could
+    not be read ("unreadable"), or the process died while its arguments were being read
+    ("not read"); None when it was read."""
+    mask = r[UNREAD]
+    if mask == runenv.CALLS_UNREAD_TAKING:
+        return "not_read", "not read"
+    return ("unreadable", "unreadable") if mask >> bit & 1 else None
+
+
+def unread_value(why: tuple[str, str], raw: int) -> tuple[dict, str]:
+    """(JSON value, text) of a capture not read, at address raw: {"unreadable": 16} and
+    `<unreadable 0x10>`."""
+    return {why[0]: raw}, f"<{why[1]} {raw:#x}>"
 
 
 def _hex(v: int) -> str:
@@ -38,6 +56,9 @@ class Decoder:
                         for n, p in zip(names, self.protos, strict=True)]
         self._texters: dict = {}
         self._names: dict = {}
+        # per function, each captured argument's bit in the record's unread word
+        self.bits = [{a.name: k for k, a in enumerate(x for x in p.args if x.capture)}
+                     if p else {} for p in self.protos]
         self.handled = [bool(p) and any(a.kind == "handle" or (a.pointee or {}).get(
             "kind") == "handle" for a in p.args) for p in self.protos]
 
@@ -110,11 +131,16 @@ class Decoder:
         args, outs = [], []
         ok = self.ok(r)
         cap = r[CAPTURE]
+        bits = self.bits[r[IDX]]
         for a in p.args:
             if a.slot is None or a.slot >= SLOTS:
                 args.append((a.name, None, "?", False))
                 continue
             raw = r[ARGS + a.slot]
+            why = unread_of(r, bits[a.name]) if a.capture and raw else None
+            if a.kind in ("string", "struct") and why:
+                args.append((a.name, *unread_value(why, raw), False))
+                continue
             if a.kind in ("string", "struct") and a.capture and raw:
                 _, size, off = a.capture
                 data = cap[off:off + size]
@@ -128,7 +154,8 @@ class Decoder:
             if a.kind in ("string", "struct", "out", "outstr", "ptr"):
                 args.append((a.name, raw, _hex(raw), True))
                 if ok and a.capture and raw:
-                    outs.append(self._output(a, cap, handles))
+                    outs.append((a.name, *unread_value(why, raw), False) if why
+                                else self._output(a, cap, handles))
                 continue
             v, t = self.value(a.kind, a.info, raw, a.size, handles)
             args.append((a.name, v, t, a.kind == "addr"))
@@ -189,12 +216,14 @@ class Decoder:
                         f"{r[ARGS + 3]:#x}, {r[ARGS + 4]:#x}, {r[ARGS + 5]:#x}) = "
                         f"{rname(r)}")
             return unknown
-        outs = [(ARGS + a.slot, self._out_conv(a)) for a in p.args
+        bits = self.bits[idx]
+        outs = [(ARGS + a.slot, self._out_conv(a), bits[a.name], a.name) for a in p.args
                 if a.capture and a.kind in ("out", "outstr")]
         # One function per prototype, its text a single f-string: the integers, addresses,
         # pointers and enums inline, every other argument through its converter (_conv).
         env = {"rname": rname, "outs": outs, "STATE": STATE, "RETURNED": RETURNED,
-               "RESULT": RESULT, "CAPTURE": CAPTURE, "enum_text": self.enum_text}
+               "RESULT": RESULT, "CAPTURE": CAPTURE, "enum_text": self.enum_text,
+               "unread_of": unread_of, "unread_value": unread_value}
         parts = [self._piece(a, i, env) for i, a in enumerate(p.args)]
         env["NAME"], env["RN"] = name, self._names
         result = "{rname(r)}"
@@ -204,7 +233,8 @@ class Decoder:
         src = ("def known(r, handles):\n"
                f"    text = f\"{{NAME}}({', '.join(parts)}) = {result}\"\n"
                "    if outs and r[STATE] == RETURNED and not r[RESULT] & 0xFFFFFFFF:\n"
-               "        got = [c(r[CAPTURE], handles) for s, c in outs if r[s]]\n"
+               "        got = [f'{n}={unread_value(w, r[s])[1]}' if (w := unread_of(r, b))\n"
+               "               else c(r[CAPTURE], handles) for s, c, b, n in outs if r[s]]\n"
                "        if got:\n"
                "            text += ' {' + ', '.join(got) + '}'\n"
                "    return text\n")

@@ -145,7 +145,8 @@ def prototype(desc: dict, name: str) -> Proto | None:
         ints += 1
     if ints > SLOTS:
         return None
-    args, caps = _captures(args)
+    # a record's unread word (runenv.CALLS_UNREAD_WORD) must be none of the function's own
+    args, caps = _captures(args) if ints <= runenv.CALLS_UNREAD_WORD else (args, ())
     ret = fn["ret"]
     return Proto(name, tuple(args), ret.get("typedef") == "CUresult",
                  max(0, ints - REGS), caps)

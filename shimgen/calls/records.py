@@ -117,9 +117,11 @@ def _kept(pc: ProcessCalls, first: int, head: int, n: int, nf: int) -> tuple[boo
         kept = list(slots)
     else:
         kept = [s for j, (s, q) in enumerate(zip(slots, seqs, strict=True), lo + 1) if q == j]
-    if kept and head > len(kept):
+    # dropped: the calls of earlier turns, whose slots later calls took; a slot of the last
+    # turn whose record is not whole (being written as the process died) is no earlier call
+    if kept and head > n:
         tid = memoryview(pc.data).cast("i")[kept[0] * (RECORD.size // 4) + 3]
-        pc.dropped[tid] = pc.dropped.get(tid, 0) + head - len(kept)
+        pc.dropped[tid] = pc.dropped.get(tid, 0) + head - n
     per = RECORD.size // 2
     idx = memoryview(pc.data).cast("H")[first * per + 4:(first + count) * per:per].tolist()
     some = bool(kept)

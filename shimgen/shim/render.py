@@ -205,6 +205,7 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                         "capture_off": runenv.CALLS_CAPTURE_OFF,
                         "stack_args": runenv.CALLS_STACK_ARGS,
                         "string_max": runenv.CALLS_STRING_MAX,
+                        "unread_word": runenv.CALLS_UNREAD_WORD,
                         "ring_default": runenv.CALLS_RING_DEFAULT,
                         "ring_min": runenv.CALLS_RING_MIN, "ring_max": runenv.CALLS_RING_MAX,
                         "kinds": runenv.CALLS_CAPTURE_KINDS},

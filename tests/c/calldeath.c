@@ -1,0 +1,84 @@
+/* A process that dies inside a driver call, or whose arguments cannot be read
+ * (tests/runtime/test_calls_unread.py), through the loader's libcuda.so.1 (the shim):
+ *   calldeath unreadable   cuModuleLoad(&m, 0x10), then cuModuleLoad(&m, "kept.cubin"); exit 0
+ *   calldeath capture      a seccomp filter that kills the process at process_vm_readv (the
+ *                          shim's safe read of a capture), then cuModuleLoad(&m, "dies.cubin")
+ *   calldeath refused      a seccomp filter that answers process_vm_readv with EPERM, then
+ *                          cuModuleLoad(&m, "refused.cubin"); exit 0
+ *   calldeath inside       cuDriverGetVersion((int *)0x10): the driver faults inside the call
+ * Each prints nothing; the trace tells what happened.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef int (*fn_t)();
+
+static fn_t get(void *h, const char *name)
+{
+    fn_t f = (fn_t)dlsym(h, name);
+    if (!f) {
+        fprintf(stderr, "calldeath: no %s\n", name);
+        _exit(3);
+    }
+    return f;
+}
+
+/* process_vm_readv answered with `action`; every other system call allowed. */
+static void filter(unsigned action)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, action),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof code / sizeof code[0], code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+        perror("calldeath: seccomp");
+        _exit(4);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h)
+        return 3;
+    void *m = NULL;
+    fn_t load = get(h, "cuModuleLoad");
+    if (!strcmp(argv[1], "unreadable")) {
+        load(&m, (const char *)0x10);
+        load(&m, "kept.cubin");
+        return 0;
+    }
+    if (!strcmp(argv[1], "capture")) {
+        filter(SECCOMP_RET_KILL_PROCESS);
+        load(&m, "dies.cubin");
+        return 0;
+    }
+    if (!strcmp(argv[1], "refused")) {
+        filter(SECCOMP_RET_ERRNO | EPERM);
+        load(&m, "refused.cubin");
+        return 0;
+    }
+    if (!strcmp(argv[1], "inside")) {
+        get(h, "cuDriverGetVersion")((int *)0x10);
+        return 0;
+    }
+    return 2;
+}

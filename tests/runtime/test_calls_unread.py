@@ -1,0 +1,79 @@
+"""Calls mode and a program's unreadable arguments (runtime/calls.c, calls.S,
+shimgen/calls): an address the shim could not read is recorded as such and shown as
+`<unreadable 0x10>` in the text, `{"unreadable": 16}` in the JSON; a process that dies while its
+arguments are read (a seccomp filter that kills it at the shim's process_vm_readv) or
+inside the driver keeps that call as entered, with its name, and no earlier call counted
+dropped in a ring that never wrapped; a record left half written is no dropped call. The
+probe is tests/c/calldeath.c, on the real Debian driver."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+from shimgen.calls import load_run
+from shimgen.report import calls as report_calls
+from shimgen.trace import binary
+from tests.faultkit import run, shim_for
+
+DRIVER = "550.163.01"
+
+
+def traced(shims, probes, tmp_path, mode: str):
+    d = tmp_path / "traces"
+    env = shim_for(shims, DRIVER).env(SHIMGEN_TRACE="calls", SHIMGEN_TRACE_DIR=str(d))
+    proc = run([probes / "calldeath", mode], env, ok=False, timeout=60)
+    got = json.loads(report_calls.render([d], report_calls.Filters(), "json"))
+    return proc, d, got
+
+
+def test_an_unreadable_name_is_recorded_as_such(shims, probes, tmp_path):
+    proc, d, got = traced(shims, probes, tmp_path, "unreadable")
+    assert proc.returncode == 0, proc.stderr
+    names = [c["args"]["fname"] for c in got["calls"]]
+    assert names == [{"unreadable": 0x10}, "kept.cubin"]
+    text = report_calls.render([d], report_calls.Filters(), "text")
+    assert "fname=<unreadable 0x10>) = CUDA_ERROR_NOT_INITIALIZED" in text
+    assert 'fname="kept.cubin"' in text
+
+
+def test_reads_refused_by_the_kernel_are_recorded_unread_and_the_program_goes_on(
+        shims, probes, tmp_path):
+    proc, _, got = traced(shims, probes, tmp_path, "refused")
+    assert proc.returncode == 0, proc.stderr
+    [call] = got["calls"]
+    assert list(call["args"]["fname"]) == ["unreadable"] and call["state"] == "returned"
+
+
+def test_a_process_killed_while_its_arguments_are_read_keeps_the_call_in_flight(
+        shims, probes, tmp_path):
+    proc, _, got = traced(shims, probes, tmp_path, "capture")
+    assert proc.returncode == -signal.SIGSYS, proc.stderr
+    [call] = got["calls"]
+    assert (call["function"], call["state"], list(call["args"]["fname"])) == (
+        "cuModuleLoad", "entered", ["not_read"])
+    assert got["processes"][0]["dropped"] == {}
+
+
+def test_a_process_that_faults_inside_the_driver_keeps_the_call_in_flight(
+        shims, probes, tmp_path):
+    proc, d, got = traced(shims, probes, tmp_path, "inside")
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr
+    [call] = got["calls"]
+    assert (call["function"], call["state"]) == ("cuDriverGetVersion", "entered")
+    assert got["processes"][0]["dropped"] == {}
+
+
+def test_a_half_written_record_is_no_dropped_call(shims, probes, tmp_path):
+    _, d, got = traced(shims, probes, tmp_path, "unreadable")
+    assert len(got["calls"]) == 2 and got["processes"][0]["dropped"] == {}
+    # the second record half written (its seq 0, as while being written when the process
+    # died): not shown, and not an earlier call dropped
+    [path] = list(d.iterdir())
+    h = binary.header(path)
+    with open(path, "r+b") as f:
+        f.seek(h["blocks_off"] + h["calls_ring_off"] + h["calls_record_size"])
+        f.write(bytes(8))
+    [p] = load_run(d)
+    assert (len(p.order), p.dropped) == (1, {})
+    assert "dropped" not in report_calls.render([d], report_calls.Filters(), "text")
