@@ -3,8 +3,9 @@
 --calls` and `report --calls --json` of every such trace end in their output or one line,
 never a traceback; each thread's records are its last calls, in order, with no gap, kept
 and dropped adding up to the calls it made (the one in flight, whose record may be cut
-short, counted as dropped); only a thread's last call may be in flight, and the text shows it so. A file the process
-was still making when it died is said to be so by every view. The probe is
+short, counted as dropped or not); only a thread's last call may be in flight, and the
+text shows it so. A file the process was still making when it died is said to be so by
+every view. The probe is
 tests/c/callsdecoded.c ("threads": each thread calls cuDeviceGetAttribute(&v, its number,
 i) for i = -1, 0, 1, ...)."""
 

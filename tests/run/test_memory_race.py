@@ -20,8 +20,7 @@ from shimgen.run.limits import parse_limits
 from shimgen.runenv import SIZE_HINT
 from shimgen.shim.memroutes import ROUTES
 from shimgen.trace.binary import load
-from tests.run.test_memory import (MiB, assert_same, fake_totals, ledger_of, one_trace,
-                                   run_ops)
+from tests.run.test_memory import MiB, assert_same, fake_totals, ledger_of, one_trace, run_ops
 from tests.shimcache import fake_driver_shim
 
 ROUNDS, FORK_EVERY = 500, 10
