@@ -2641,8 +2641,8 @@ MUTATIONS = [
         "name": "userhooks-procaddr-answer-bypasses-hook",
         "file": "runtime/hooks_proc_address.c",
         "old": ("    shimgen_CUresult rc = real(symbol, pfn, version, flags, status);\n"
-                "    if (rc == SHIMGEN_CUDA_SUCCESS && pfn && *pfn)\n"
-                "        *pfn = shimgen_map_proc_address(*pfn);\n"),
+                "    if (rc == SHIMGEN_CUDA_SUCCESS)\n"
+                "        swap_answer(pfn);\n"),
         "new": "    shimgen_CUresult rc = real(symbol, pfn, version, flags, status);\n",
         "tests": ["tests/run/test_userhooks.py::test_hook_reached_by_every_route[555.58.02]",
                   "tests/run/test_userhooks.py::test_memlimit_accounts_and_refuses[procaddr]"],
@@ -2867,8 +2867,8 @@ MUTATIONS = [
     {
         "name": "cuda-of-driver-skips-the-first-of-a-branch",
         "file": "shimgen/cuda.py",
-        "old": "if first <= branch]",
-        "new": "if first < branch]",
+        "old": "and first <= branch]",
+        "new": "and first < branch]",
         "tests": ["tests/pipeline/test_matrix.py::test_the_cuda_version_of_every_driver_is_what_it_reports"],
         "why": "the CUDA version said of a driver is the one its cuDriverGetVersion reports",
     },
@@ -3448,11 +3448,28 @@ MUTATIONS = [
         "why": "the dropped count is the calls of earlier turns only, not a record being written",
     },
     {
+        "name": "saferead-fallback-reads-unmapped-pages",
+        "file": "runtime/saferead.c",
+        "old": "        if (syscall(SYS_msync, base, (size_t)pg, MS_ASYNC) != 0) {",
+        "new": "        if (0 && syscall(SYS_msync, base, (size_t)pg, MS_ASYNC) != 0) {",
+        "tests": ["tests/runtime/test_calls_unread.py::"
+                  "test_where_the_kernel_refuses_process_vm_readv_a_mapped_page_is_still_read"],
+        "why": "where process_vm_readv is refused, a page nothing maps is never read",
+    },
+    {
+        "name": "saferead-refused-gives-up",
+        "file": "runtime/saferead.c",
+        "old": "                long rest = read_mapped((char *)dst + done, (uintptr_t)src + done, n - done);",
+        "new": "                long rest = -1;",
+        "tests": ["tests/runtime/test_calls_unread.py::"
+                  "test_where_the_kernel_refuses_process_vm_readv_a_mapped_page_is_still_read"],
+        "why": "under qemu-user or a seccomp filter the captures and structs are still read",
+    },
+    {
         "name": "attribute-hook-reads-the-answer-of-a-failed-call",
         "file": "runtime/hooks_attributes.c",
-        "old": "    int driver_value = 0, answered = rc == SHIMGEN_CUDA_SUCCESS && value &&\n"
-               "        shimgen_safe_read(&driver_value, value, sizeof driver_value) == (long)sizeof driver_value;\n",
-        "new": "    int driver_value = value ? *value : 0, answered = rc == SHIMGEN_CUDA_SUCCESS && value;\n",
+        "old": "    int driver_value = answered ? *value : 0;\n",
+        "new": "    int driver_value = value ? *value : 0;\n",
         "tests": ["tests/runtime/test_badpointers.py::test_bad_pointers_to_the_real_driver_end_as_without_the_shim[attrs]"],
         "why": "the attribute hook never reads the answer of a call that failed",
     },

@@ -3,7 +3,7 @@
  * SHIMGEN_ATTR_OVERRIDE or SHIMGEN_GATES is in effect. Applies gates first, then asks the
  * driver; an override replaces the value reported to the caller (the driver's state is
  * untouched); the attrs trace logs the query, the answer and the module that asked. The
- * answer is read only after a successful call, through saferead.h.
+ * answer is read only after a successful call (the driver wrote it).
  */
 
 #define _GNU_SOURCE
@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "runtime.h"
-#include "saferead.h"
 
 /* CUdevice_attribute names (facts.h, from shimgen/cuda.py), by number. */
 #define ATTRIBUTE_NAME(number, name) [number] = name,
@@ -46,10 +45,10 @@ shimgen_CUresult shimgen_hook_cuDeviceGetAttribute(int *value, int attribute, in
     shimgen_CUresult rc =
         ((get_attribute_fn)shimgen_real[SHIMGEN_IDX_cuDeviceGetAttribute])(value, attribute,
                                                                            device);
-    /* The driver's answer, read only once it says it wrote one, and through saferead.h: a
-     * failed call may have left value a pointer nobody can read (NULL, 0x10). */
-    int driver_value = 0, answered = rc == SHIMGEN_CUDA_SUCCESS && value &&
-        shimgen_safe_read(&driver_value, value, sizeof driver_value) == (long)sizeof driver_value;
+    /* The driver's answer, read only once it says it wrote one: a failed call may have
+     * left value a pointer nobody can read (NULL, 0x10). */
+    int answered = rc == SHIMGEN_CUDA_SUCCESS && value;
+    int driver_value = answered ? *value : 0;
     int overridden = 0, forced;
     if (answered && shimgen_attr_override(attribute, &forced)) {
         *value = forced;

@@ -5,21 +5,21 @@
  * returned address for its own trampoline of that same export (procaddr.c), so later calls
  * go through the shim. An address that is no export is passed through unchanged and
  * counted. Each hook is compiled where the driver exports its function. The symbol is the
- * driver's to read; the address is read only after a successful call, through saferead.h
- * (a program's pointer may be garbage where the driver wrote nothing), and written back
- * only where it was read.
+ * driver's to read; the address only after a successful call, where the driver has just
+ * written it (a failed call may leave pfn garbage: it is never read then). Read directly,
+ * never through saferead.h: the route must not depend on a system call a sandbox may
+ * refuse.
  */
 
 #include "runtime.h"
-#include "saferead.h"
 
 #if defined(SHIMGEN_IDX_cuGetProcAddress) || defined(SHIMGEN_IDX_cuGetProcAddress_v2)
-/* The driver's answer at pfn replaced by the shim's forwarder of it. */
+/* The driver's answer at pfn (a successful call wrote it there) replaced by the shim's
+ * forwarder of it. */
 static void swap_answer(void **pfn)
 {
-    void *fn = NULL;
-    if (pfn && shimgen_safe_read(&fn, pfn, sizeof fn) == (long)sizeof fn && fn)
-        *pfn = shimgen_map_proc_address(fn);
+    if (pfn && *pfn)
+        *pfn = shimgen_map_proc_address(*pfn);
 }
 #endif
 

@@ -6,6 +6,11 @@
  * pid is kept (getpid is a system call), forgotten in a forked child (its fork handler)
  * and taken again whenever the kernel says the pid it was given names no process (a child
  * made by a raw clone, whose parent is gone).
+ *
+ * Where the kernel refuses process_vm_readv (qemu-user, which does not emulate it; a
+ * seccomp filter), a page is read directly when the kernel says it is mapped (msync answers
+ * ENOMEM for an address nothing maps): NULL, 0x10, an unmapped or freed page end the copy
+ * as above; only a page mapped without read permission (a guard page) could still fault.
  */
 
 #define _GNU_SOURCE
@@ -13,6 +18,8 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -23,7 +30,7 @@
 #define PAGE 4096u /* the smallest page: a split at 4 KiB is a split at every larger page too */
 
 static pid_t self_pid;
-static int refused; /* the kernel refused the read outright: never asked again */
+static int refused; /* the kernel refused process_vm_readv outright: never asked again */
 
 void shimgen_safe_read_after_fork(void)
 {
@@ -77,18 +84,53 @@ static long read_pieces(void *dst, uintptr_t src, size_t n, size_t *planned)
     return -1;
 }
 
+/* The copy where process_vm_readv is refused: page by page, each page read only once the
+ * kernel said it is mapped; -1 when msync is refused too (or the page size is unknown). */
+static long read_mapped(void *dst, uintptr_t src, size_t n)
+{
+    static uintptr_t page;
+    uintptr_t pg = __atomic_load_n(&page, __ATOMIC_RELAXED);
+    if (!pg) {
+        pg = (uintptr_t)getauxval(AT_PAGESZ);
+        if (!pg || pg & (pg - 1))
+            return -1;
+        __atomic_store_n(&page, pg, __ATOMIC_RELAXED);
+    }
+    size_t done = 0;
+    while (done < n) {
+        uintptr_t at = src + done, base = at & ~(pg - 1);
+        size_t len = n - done < pg - (at - base) ? n - done : (size_t)(pg - (at - base));
+        if (syscall(SYS_msync, base, (size_t)pg, MS_ASYNC) != 0) {
+            if (errno == ENOMEM || errno == EINVAL)
+                break; /* nothing mapped there: the copy ends */
+            return done ? (long)done : -1;
+        }
+        memcpy((char *)dst + done, (const void *)at, len);
+        done += len;
+    }
+    return (long)done;
+}
+
 long shimgen_safe_read(void *dst, const void *src, size_t n)
 {
-    if (__atomic_load_n(&refused, __ATOMIC_RELAXED))
-        return -1;
+    if (__atomic_load_n(&refused, __ATOMIC_RELAXED)) {
+        int saved = errno;
+        long got = read_mapped(dst, (uintptr_t)src, n);
+        errno = saved;
+        return got;
+    }
     int saved = errno;
     size_t done = 0;
     while (done < n) {
         size_t planned = 0;
         long got = read_pieces((char *)dst + done, (uintptr_t)src + done, n - done, &planned);
         if (got < 0) {
-            if (errno == EPERM || errno == ENOSYS || errno == EACCES)
+            if (errno == EPERM || errno == ENOSYS || errno == EACCES) {
                 __atomic_store_n(&refused, 1, __ATOMIC_RELAXED);
+                long rest = read_mapped((char *)dst + done, (uintptr_t)src + done, n - done);
+                errno = saved;
+                return rest < 0 ? (done ? (long)done : -1) : (long)(done + (size_t)rest);
+            }
             errno = saved;
             return done ? (long)done : -1;
         }

@@ -4,7 +4,8 @@
  *   calldeath capture      a seccomp filter that kills the process at process_vm_readv (the
  *                          shim's safe read of a capture), then cuModuleLoad(&m, "dies.cubin")
  *   calldeath refused      a seccomp filter that answers process_vm_readv with EPERM, then
- *                          cuModuleLoad(&m, "refused.cubin"); exit 0
+ *                          cuModuleLoad(&m, "refused.cubin"), cuModuleLoad(&m, 0x10); exit 0
+ *   calldeath refusedall   the same with msync refused too (the safe read's fallback)
  *   calldeath inside       cuDriverGetVersion((int *)0x10): the driver faults inside the call
  * Each prints nothing; the trace tells what happened.
  */
@@ -33,15 +34,17 @@ static fn_t get(void *h, const char *name)
     return f;
 }
 
-/* process_vm_readv answered with `action`; every other system call allowed. */
-static void filter(unsigned action)
+/* process_vm_readv (and `also`, unless -1) answered with `action`; every other system
+ * call allowed. */
+static void filter2(unsigned action, long also)
 {
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)also, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, action),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -50,6 +53,11 @@ static void filter(unsigned action)
         perror("calldeath: seccomp");
         _exit(4);
     }
+}
+
+static void filter(unsigned action)
+{
+    filter2(action, -1);
 }
 
 int main(int argc, char **argv)
@@ -71,9 +79,10 @@ int main(int argc, char **argv)
         load(&m, "dies.cubin");
         return 0;
     }
-    if (!strcmp(argv[1], "refused")) {
-        filter(SECCOMP_RET_ERRNO | EPERM);
+    if (!strcmp(argv[1], "refused") || !strcmp(argv[1], "refusedall")) {
+        filter2(SECCOMP_RET_ERRNO | EPERM, argv[1][7] ? SYS_msync : -1);
         load(&m, "refused.cubin");
+        load(&m, (const char *)0x10);
         return 0;
     }
     if (!strcmp(argv[1], "inside")) {
