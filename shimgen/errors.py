@@ -49,6 +49,16 @@ class Interrupted(KeyboardInterrupt):
                 f"it was{not_run}")
 
 
+def left_out_why(e: Exception, path) -> str:
+    """Why one file of a run could not be read, as the reports say it beside its path: a
+    ShimgenError's line without the path it starts with; any other exception a reader's
+    mistake, named so that it is reported."""
+    if not isinstance(e, ShimgenError):
+        return f"internal error reading it, please report it: {type(e).__name__}: {e}"
+    msg = str(e)
+    return msg[len(f"{path}: "):] if msg.startswith(f"{path}: ") else msg
+
+
 def one_line(text: str) -> str:
     """`text` as one line: inner line breaks become '; ', control characters are escaped."""
     parts = [p.strip() for p in str(text).splitlines() if p.strip()]
