@@ -3294,6 +3294,22 @@ MUTATIONS = [
         "why": 'a thread that stopped early is a difference, never "no difference"',
     },
     {
+        "name": 'escaping-rule-c0-only',
+        "file": 'shimgen/errors.py',
+        "old": '    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)\n',
+        "new": '    return "".join(c if c >= " " else repr(c)[1:-1] for c in text)\n',
+        "tests": ['tests/report/test_report_escaping.py::test_one_escaping_rule_for_every_line_made_of_text_from_outside'],
+        "why": 'every view escapes DEL, C1 controls, separators, overrides and lone surrogates too',
+    },
+    {
+        "name": 'escaping-error-line-unescaped',
+        "file": 'shimgen/errors.py',
+        "old": '    return printable_line("; ".join(parts))\n',
+        "new": '    return "; ".join(parts)\n',
+        "tests": ['tests/report/test_report_escaping.py::test_one_escaping_rule_for_every_line_made_of_text_from_outside'],
+        "why": 'an error line escapes what it quotes by the one rule',
+    },
+    {
         "name": 'calls-unreadable-file-refuses-run',
         "file": 'shimgen/calls/records.py',
         "old": '    if unreadable is None or not path.is_dir():\n',
