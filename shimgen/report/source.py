@@ -74,7 +74,8 @@ class Source:
     """One path given to `shimgen report`: a trace file, or a directory (a run). (Plain
     classes in this module, not dataclasses: see trace/model.py.)"""
 
-    __slots__ = ("path", "is_run", "processes", "run", "run_problem", "unreadable", "notices")
+    __slots__ = ("path", "is_run", "processes", "run", "run_problem", "unreadable", "notices",
+                 "ignored")
 
     def __init__(self, path: Path, is_run: bool,
                  processes: list[ProcessTrace] | None = None) -> None:
@@ -85,6 +86,8 @@ class Source:
         self.run_problem = ""  # why run.json could not be used
         # (path, why) of each file of a run that could not be read: left out of the totals
         self.unreadable: list[tuple[str, str]] = []
+        # what of the run's parts was ignored (a time in the future: trace/live.py), and why
+        self.ignored: list[str] = []
         self.notices: Notices | None = None  # the run's notices.log, when it has one
 
     @property
