@@ -148,7 +148,8 @@ def pytest(tests: list[str] | tuple[str, ...], scratch: Path, timeout: float,
     cmd = [sys.executable, "-m", "pytest", "-q", "-rfEp", "-p", "no:cacheprovider",
            "--no-header", "-m", "", *extra, *tests]  # -m "": either tier (tests/tiers.py)
     proc = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, errors="backslashreplace",
+                            start_new_session=True)  # a test may print any byte
     try:
         out, err = proc.communicate(timeout=timeout)
         return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

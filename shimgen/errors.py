@@ -49,11 +49,30 @@ class Interrupted(KeyboardInterrupt):
                 f"it was{not_run}")
 
 
+def left_out_why(e: Exception, path) -> str:
+    """Why one file of a run could not be read, as the reports say it beside its path: a
+    ShimgenError's line without the path it starts with; any other exception a reader's
+    mistake, named so that it is reported."""
+    if not isinstance(e, ShimgenError):
+        return f"internal error reading it, please report it: {type(e).__name__}: {e}"
+    msg = str(e)
+    return msg[len(f"{path}: "):] if msg.startswith(f"{path}: ") else msg
+
+
+def printable_line(text: str) -> str:
+    """`text` (from a file, a file's name, a program) as one printable line: every character
+    that is not printable (a control character, a line break, an undecodable byte of a file's
+    name) escaped as Python writes it in a string. The one rule of every view's escaping
+    (report/output.py shown)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def one_line(text: str) -> str:
     """`text` as one line: inner line breaks become '; ', control characters are escaped."""
     parts = [p.strip() for p in str(text).splitlines() if p.strip()]
-    line = "; ".join(parts)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    return printable_line("; ".join(parts))
 
 
 #: The interrupt redeliver_swallowed is about to raise again, while its timer runs.

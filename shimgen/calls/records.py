@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import runenv
-from ..errors import ShimgenError
+from ..errors import ShimgenError, left_out_why
 
 RECORD = struct.Struct(f"{runenv.CALLS_RECORD_HEAD}{6 + runenv.CALLS_STACK_ARGS}Q"
                        f"{runenv.CALLS_RECORD_SIZE - runenv.CALLS_CAPTURE_OFF}s")
@@ -189,11 +189,24 @@ def load(path: Path) -> ProcessCalls:
     return pc
 
 
-def load_run(path: Path) -> list[ProcessCalls]:
+def load_run(path: Path, unreadable: list | None = None) -> list[ProcessCalls]:
+    """The calls of every trace file of a run directory (or of the one file named). Given a
+    list `unreadable`, a file of a directory that cannot be read is left out and put there as
+    (path, why), as the plain report does; ShimgenError when none could be read."""
     files = trace_files(path)
     if not files:
         raise ShimgenError(f"{path}: no trace files in it")
-    out = []
+    if unreadable is None or not path.is_dir():
+        return [load(f) for f in files]
+    out, bad = [], []
     for f in files:
-        out.append(load(f))
+        try:
+            out.append(load(f))
+        except Exception as e:  # noqa: BLE001 - one file's fault is the file's, not the run's
+            bad.append((str(f), left_out_why(e, f)))
+    if not out:
+        f, why = bad[0]
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise ShimgenError(f"{path}: no trace in it could be read: {f}: {why}{more}")
+    unreadable += bad
     return out

@@ -265,11 +265,13 @@ def _rows(proc, dec, f: Filters) -> list:
     return rows
 
 
-def shown(paths: list[Path], f: Filters):
-    """(every process read, [Shown] of those the filters keep, note)."""
+def shown(paths: list[Path], f: Filters, unreadable: list | None = None):
+    """(every process read, [Shown] of those the filters keep, note). Given a list
+    `unreadable`, a run's file that cannot be read is left out and put there as (path, why)
+    (calls/records.py load_run); otherwise it is refused."""
     from ..calls import load_run
 
-    procs = [p for path in paths for p in load_run(path)]
+    procs = [p for path in paths for p in load_run(path, unreadable)]
     get, note = _decoders()
     zero = min((p.calib_ns0 for p in procs), default=0)
     out = []
@@ -318,6 +320,12 @@ def _verdict(procs, groups, total_shown) -> list[str]:
     return lines
 
 
+def unreadable_lines(unreadable: list[tuple[str, str]]) -> list[str]:
+    """One escaped line for each file of a run that could not be read: left out, and why."""
+    return [f"unreadable {escaped(path)}: left out, it could not be read: {escaped(why)}"
+            for path, why in unreadable]
+
+
 def write_pieces(out, head: str, pieces, sep: str, tail: str, lead: str = "") -> None:
     """head, the pieces joined by sep (lead before the first), tail: written in chunks of
     CHUNK pieces."""
@@ -338,7 +346,8 @@ def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None 
         buf = io.StringIO()
         render(paths, f, fmt, sqlite, buf)
         return buf.getvalue()
-    procs, groups, note = shown(paths, f)
+    unreadable: list[tuple[str, str]] = []
+    procs, groups, note = shown(paths, f, unreadable)
     n = sum(len(g.rows) for g in groups)
     if sqlite:
         from .calls_sql import write_sqlite
@@ -348,12 +357,14 @@ def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None 
         head = json.dumps({"schema": "shimgen-calls", "note": note, "processes": [
             {"pid": p.pid, "rank": p.rank, "path": p.path, "driver_version": p.driver_version,
              "complete": p.complete, "ring_records": p.ring_records,
-             "dropped": {str(t): k for t, k in p.dropped.items()}} for p in procs]})
+             "dropped": {str(t): k for t, k in p.dropped.items()}} for p in procs],
+            "unreadable": [{"file": path, "reason": why} for path, why in unreadable]})
         write_pieces(out, head[:-1] + ', "calls": [\n', merged(groups, [g.json_lines()
                                                                   for g in groups]),
                ",\n", "\n]}\n")
         return None
-    head = _verdict(procs, groups, n) + ([f"note       {escaped(note)}"] if note else [])
+    head = (_verdict(procs, groups, n) + unreadable_lines(unreadable)
+            + ([f"note       {escaped(note)}"] if note else []))
     if sqlite:
         head.append(f"sqlite     {escaped(sqlite)}: table calls, {n} rows")
     write_pieces(out, "\n".join(head + [""]), merged(groups, [g.lines() for g in groups]), "\n",

@@ -11,14 +11,14 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..calls import IDX, TID
-from .calls import in_order, shown
+from .calls import in_order, shown, unreadable_lines
 from .output import shown as escaped
 
 CONTEXT = 3  # calls shown before the first difference
 
 
-def _threads(path: Path, f) -> list[tuple[str, list]]:
-    procs, groups, _ = shown([path], f)
+def _threads(path: Path, f, unreadable: list) -> list[tuple[str, list]]:
+    procs, groups, _ = shown([path], f, unreadable)
     per = defaultdict(list)
     for g, s in in_order(groups):
         r = g.proc.record(s)
@@ -46,7 +46,9 @@ def _first(a: list, b: list, addresses: bool) -> int | None:
 
 def first_difference(a: Path, b: Path, f, *, addresses: bool = False,
                      fmt: str = "text") -> str:
-    ta, tb = _threads(a, f), _threads(b, f)
+    ua: list[tuple[str, str]] = []
+    ub: list[tuple[str, str]] = []
+    ta, tb = _threads(a, f, ua), _threads(b, f, ub)
     found, same = [], 0
     for (na, ca), (nb, cb) in zip(ta, tb, strict=False):
         i = _first(ca, cb, addresses)
@@ -62,10 +64,13 @@ def first_difference(a: Path, b: Path, f, *, addresses: bool = False,
     if fmt == "json":
         return json.dumps({"schema": "shimgen-calls-difference", "same_threads": same,
                            "threads_a": len(ta), "threads_b": len(tb),
-                           "differences": found}, indent=1) + "\n"
+                           "differences": found,
+                           "unreadable": [{"file": path, "reason": why} for path, why in ua + ub]},
+                          indent=1) + "\n"
     head = (f"first difference: {len(found)} of {min(len(ta), len(tb))} threads part"
             if found else f"no difference: {same} threads make the same calls")
     out = [head + (" (addresses compared)" if addresses else " (addresses ignored)")]
+    out += unreadable_lines(ua + ub)
     if extra:
         out.append(f"threads    {a} has {len(ta)}, {b} has {len(tb)}")
     for d in found:

@@ -335,6 +335,7 @@ def source_header(sources: list[Source]) -> list[str]:
         if s.run_problem:
             lines.append(f"run        metadata not read: {shown(s.run_problem)}")
         lines += unreadable_lines(s)
+        lines += [f"ignored    {shown(line)}" for line in s.ignored]
         lines += rules_line(s)
         lines += notice_lines(s.notices)
     return lines
@@ -400,7 +401,7 @@ def source_json(s: Source) -> dict:
         start, end = run.get("start"), run.get("end")
         out.update(command=run_command(s), exit_status=status, signal=sig, error=error,
                    start=start if isinstance(start, str) else None,
-                   end=end if isinstance(end, str) else None)
+                   end=end if isinstance(end, str) else None, ignored=s.ignored)
     return out
 
 

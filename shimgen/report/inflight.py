@@ -39,6 +39,7 @@ def attach(sources: list) -> None:
     now_real, now_mono = time.time_ns(), time.monotonic_ns()
     for s in sources:
         parts = live.parts(s.path) if s.is_run else []
+        s.ignored = [line for part in parts for line in part.ignored(now_real)]
         for t in s.processes:
             if t.complete or t.source != "shimtrace":
                 continue

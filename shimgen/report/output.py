@@ -7,14 +7,13 @@ output always text that can be written."""
 from __future__ import annotations
 
 # json is imported where it is used: the plain table (what `shimgen run` prints) needs none.
-from ..errors import ShimgenError
+from ..errors import ShimgenError, printable_line
 
 
 def shown(text: str, limit: int | None = None) -> str:
     """Text from a trace, a file's name or the shim's notices as one printable line:
     control characters and undecodable bytes escaped; cut at `limit` characters."""
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = printable_line(text)
     return text if limit is None or len(text) <= limit else text[:limit] + "..."
 
 

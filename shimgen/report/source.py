@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..errors import ShimgenError
+from ..errors import ShimgenError, left_out_why
 from ..runenv import NOTICES, RUN_JSON, TRACE_NOSPACE_SUFFIX, TRACE_SUFFIX, TRACES
 from ..trace import NO_ROOM, ProcessTrace
 
@@ -74,7 +74,8 @@ class Source:
     """One path given to `shimgen report`: a trace file, or a directory (a run). (Plain
     classes in this module, not dataclasses: see trace/model.py.)"""
 
-    __slots__ = ("path", "is_run", "processes", "run", "run_problem", "unreadable", "notices")
+    __slots__ = ("path", "is_run", "processes", "run", "run_problem", "unreadable", "notices",
+                 "ignored")
 
     def __init__(self, path: Path, is_run: bool,
                  processes: list[ProcessTrace] | None = None) -> None:
@@ -85,6 +86,8 @@ class Source:
         self.run_problem = ""  # why run.json could not be used
         # (path, why) of each file of a run that could not be read: left out of the totals
         self.unreadable: list[tuple[str, str]] = []
+        # what of the run's parts was ignored (a time in the future: trace/live.py), and why
+        self.ignored: list[str] = []
         self.notices: Notices | None = None  # the run's notices.log, when it has one
 
     @property
@@ -181,12 +184,6 @@ def _read_run_metadata(src: Source) -> None:
         src.run_problem = f"{path}: not an object"
 
 
-def _why(e: Exception, path: Path | str) -> str:
-    """A reader's one line ("PATH: reason") without the path."""
-    msg = str(e)
-    return msg[len(f"{path}: "):] if msg.startswith(f"{path}: ") else msg
-
-
 def _trace_files(directory: Path, unreadable: list[tuple[str, str]]) -> list[Path]:
     """The binary traces and the notes of no room (`.nospace`) by their suffix; the JSON
     traces by content, whatever their name
@@ -214,7 +211,7 @@ def _trace_files(directory: Path, unreadable: list[tuple[str, str]]) -> list[Pat
                         and _looks_like_json_trace(path)):
                     found.append(path)
             except ShimgenError as err:
-                unreadable.append((str(path), _why(err, path)))
+                unreadable.append((str(path), left_out_why(err, path)))
     return found
 
 
@@ -237,12 +234,8 @@ def _read_traces(src: Source, d: Path, host: str) -> None:
     for f in _trace_files(d, src.unreadable):
         try:
             trace = _read_file(f, skip_other_json=True)
-        except ShimgenError as e:
-            src.unreadable.append((str(f), _why(e, f)))
-            continue
-        except Exception as e:  # a reader's mistake: this file is left out, not the run
-            src.unreadable.append((str(f), "internal error reading it, please report "
-                                           f"it: {type(e).__name__}: {e}"))
+        except Exception as e:  # noqa: BLE001 - a reader's mistake too: the file is left out
+            src.unreadable.append((str(f), left_out_why(e, f)))
             continue
         if trace is not None:
             trace.host = host

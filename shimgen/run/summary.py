@@ -1,7 +1,7 @@
 """What `shimgen run` says of the report once the command ended: the report itself
 (report.summary_for_run, imported only then), or, when it cannot be had, where to get it and
-where the shim's notices are; a name from the run shown as one printable line (one_line, also
-for run/main.py's banner and errors)."""
+where the shim's notices are; a name from the run shown as one printable line (one_line,
+errors.py printable_line; also for run/main.py's banner and errors)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,8 @@ import os
 from pathlib import Path
 
 from ..errors import ShimgenError
+from ..errors import printable_line as one_line
 from ..runenv import NOTICES, TIMELINE
-
-
-def one_line(text: str) -> str:
-    """`text` as one printable line, control characters escaped (report_format.shown's
-    rule; that module is not imported before the report)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _notices_written(run_dir: Path) -> str:

@@ -37,8 +37,8 @@ def once(run: Path, as_json: bool) -> str:
     if as_json:
         from ..report import dump_json
 
-        return dump_json(view.as_json(str(run), procs, rates, problems))
-    return view.text(str(run), procs, rates, problems)
+        return dump_json(view.as_json(str(run), procs, rates, problems, job.ignored(run)))
+    return view.text(str(run), procs, rates, problems, job.ignored(run))
 
 
 def _key_pressed(timeout: float) -> str:
@@ -65,7 +65,8 @@ def live(run: Path) -> None:
             now = time.monotonic()
             rates = _rates(before, procs, now - t_before)
             before, t_before = {p.key: p.counts for p in procs}, now
-            sys.stdout.write("\x1b[H\x1b[2J" + view.text(str(run), procs, rates, problems)
+            sys.stdout.write("\x1b[H\x1b[2J" + view.text(str(run), procs, rates, problems,
+                                                                job.ignored(run))
                              + "(q to leave)\n")
             sys.stdout.flush()
             key = _key_pressed(REFRESH_S) if saved is not None else (

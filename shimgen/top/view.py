@@ -36,7 +36,8 @@ def _memory(p: job.ProcNow) -> str:
     return "-" if p.device_bytes is None else size_text(p.device_bytes)
 
 
-def text(run: str, procs: list[job.ProcNow], rates: dict, problems: list[str]) -> str:
+def text(run: str, procs: list[job.ProcNow], rates: dict, problems: list[str],
+         ignored: list[str] = ()) -> str:
     running = sum(p.state == job.RUNNING for p in procs)
     died = sum(p.state == job.DIED for p in procs)
     busy = sum(len(p.calls) for p in procs if p.state != job.COMPLETE)
@@ -54,10 +55,12 @@ def text(run: str, procs: list[job.ProcNow], rates: dict, problems: list[str]) -
     if problems:
         lines.append(f"({len(problems)} trace file{'s' if len(problems) > 1 else ''} not "
                      f"read: {shown(problems[0], 200)})")
+    lines += [f"(ignored: {shown(line)})" for line in ignored]
     return "\n".join(lines) + "\n"
 
 
-def as_json(run: str, procs: list[job.ProcNow], rates: dict, problems: list[str]) -> dict:
+def as_json(run: str, procs: list[job.ProcNow], rates: dict, problems: list[str],
+            ignored: list[str] = ()) -> dict:
     rows = sorted(procs, key=_order)
     flight = sorted(((p, c) for p in rows if p.state != job.COMPLETE for c in p.calls),
                     key=lambda pc: -(pc[1].seconds or 0))
@@ -75,4 +78,5 @@ def as_json(run: str, procs: list[job.ProcNow], rates: dict, problems: list[str]
                        "device_bytes": p.device_bytes,
                        "in_flight_unknown": p.why_unknown or None} for p in rows],
         "unreadable": problems,
+        "ignored": list(ignored),
     }

@@ -327,12 +327,7 @@ def load(path: str | os.PathLike, *, follow: bool = True) -> ProcessTrace:
                        else "it is not a regular file")
         with open(fd, "rb") as f:
             size = st.st_size
-            if size == 0:
-                raise _Bad("empty: the process died as it started")
-            if size < MIN_HEADER_SIZE:
-                if size < len(MAGIC) or f.read(len(MAGIC)) != MAGIC:
-                    raise _Bad("it is not a shimgen trace file (no magic)")
-                raise _Bad(f"it is truncated: {size} bytes, less than its header")
+            _whole_header(f, size)
             with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
                 return _parse(name, m, f.fileno(), size)
     except _Bad as e:
@@ -395,6 +390,16 @@ def _checked_header(m: mmap.mmap, size: int) -> tuple[dict, list[bytes]]:
     return h, _names(m, h)
 
 
+def _whole_header(f, size: int) -> None:
+    """_Bad unless the file (`f` at its start, `size` bytes) can hold a header."""
+    if size == 0:
+        raise _Bad("empty: the process died as it started")
+    if size < MIN_HEADER_SIZE:
+        if size < len(MAGIC) or f.read(len(MAGIC)) != MAGIC:
+            raise _Bad("it is not a shimgen trace file (no magic)")
+        raise _Bad(f"it is truncated: {size} bytes, less than its header")
+
+
 def header(path: str | os.PathLike) -> dict:
     """The checked header of a trace file, with `names` (str, slot order), `ns_per_tick`
     (None when unknown) and `nblocks` (the whole blocks it holds) added; ShimgenError as
@@ -403,8 +408,7 @@ def header(path: str | os.PathLike) -> dict:
     try:
         with open(name, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            if size < len(MAGIC) + 8:
-                raise _Bad("it is not a shimgen trace file (too short)")
+            _whole_header(f, size)
             with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
                 if m[:len(MAGIC)] == bytes(len(MAGIC)):  # as load() says it
                     raise _Bad("no magic: the process died while it made the file")

@@ -70,7 +70,7 @@ def judge(f: inflight.InFlight, part: live.Part | None, host: str, here: str,
     end = None
     if not running:
         p.state = DIED
-        end = part.end_ns if part is not None else None
+        end = part.end_ns(now_real) if part is not None else None
         p.until = UNTIL_END if end is not None else UNTIL_NOW
     for c in f.calls:
         if end is not None:
@@ -125,3 +125,10 @@ def snapshot(run_dir: Path, *, counts: bool = False,
     procs = [judge(f, part, host, here, now_real, now_mono)
              for f, part, host in _last_images(read)]
     return procs, problems
+
+
+def ignored(run_dir: Path) -> list[str]:
+    """A line for each time of a run directory's parts that is ignored, being in the future
+    (live.Part.ignored)."""
+    now_real = time.time_ns()
+    return [line for part in live.parts(run_dir) for line in part.ignored(now_real)]

@@ -22,6 +22,9 @@ from ..runenv import HEARTBEAT, RUN_JSON, TRACES
 
 HEARTBEAT_EVERY_S = 1.0
 HEARTBEAT_FRESH_S = 10.0
+# The most a time written on another host may be ahead of this machine's clock (the hosts'
+# clocks as synchronised as they are); a time further ahead is ignored, never taken as now.
+AHEAD_S = HEARTBEAT_FRESH_S
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
@@ -112,18 +115,41 @@ class Part:
         self.path, self.host, self.run = path, host, run
         self.heartbeat_ns = read_heartbeat(path)
 
-    @property
-    def end_ns(self) -> int | None:
-        return stamp_ns((self.run or {}).get("end"))
+    def _stamp(self, key: str, now_real_ns: int) -> int | None:
+        """run.json's `key` time in ns; None: none, or one further ahead of this machine's
+        clock than the hosts' clocks may differ (ignored: never taken for now or a time
+        past)."""
+        t = stamp_ns((self.run or {}).get(key))
+        return None if t is None or t - now_real_ns >= AHEAD_S * 1e9 else t
+
+    def end_ns(self, now_real_ns: int) -> int | None:
+        """When this node's run ended (run.json); None: not said, or said in the future."""
+        return self._stamp("end", now_real_ns)
 
     def node_running(self, now_real_ns: int) -> bool:
         """Whether this node's `shimgen run` still runs, as far as its files tell."""
-        if self.end_ns is not None:
+        if self.end_ns(now_real_ns) is not None:
             return False
         hb = self.heartbeat_ns
-        # fresh: written within HEARTBEAT_FRESH_S, by a clock at most as much ahead of this
+        # fresh: written within HEARTBEAT_FRESH_S, by a clock at most AHEAD_S ahead of this
         # one (a heartbeat from further in the future is no sign of a node that runs)
-        return hb is not None and abs(now_real_ns - hb) < HEARTBEAT_FRESH_S * 1e9
+        return (hb is not None and now_real_ns - hb < HEARTBEAT_FRESH_S * 1e9
+                and hb - now_real_ns < AHEAD_S * 1e9)
+
+    def ignored(self, now_real_ns: int) -> list[str]:
+        """A line for each time of this part that is ignored because it is in the future
+        (further ahead of this machine's clock than AHEAD_S), saying what and why."""
+        out = []
+        for key in ("start", "end"):
+            t = stamp_ns((self.run or {}).get(key))
+            if t is not None and self._stamp(key, now_real_ns) is None:
+                out.append(f"{self.path / RUN_JSON}: its {key} is {(t - now_real_ns) / 1e9:.0f} s "
+                           "ahead of this machine's clock: ignored")
+        hb = self.heartbeat_ns
+        if hb is not None and hb - now_real_ns >= AHEAD_S * 1e9:
+            out.append(f"{self.path / HEARTBEAT}: its time is {(hb - now_real_ns) / 1e9:.0f} s "
+                       "ahead of this machine's clock: ignored (no sign of a node that runs)")
+        return out
 
 
 def _run_json(d: Path) -> dict | None:

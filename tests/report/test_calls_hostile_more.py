@@ -141,7 +141,7 @@ def _thread(calls: list[str]) -> list:
 
 def _diff(monkeypatch, a: list[str], b: list[str]) -> str:
     threads = {"A": [("pid 1 thread 1", _thread(a))], "B": [("pid 2 thread 2", _thread(b))]}
-    monkeypatch.setattr(calls_diff, "_threads", lambda path, f: threads[str(path)])
+    monkeypatch.setattr(calls_diff, "_threads", lambda path, f, unreadable: threads[str(path)])
     return calls_diff.first_difference(Path("A"), Path("B"), None)
 
 

@@ -240,3 +240,19 @@ def test_the_report_at_the_end_of_a_run_says_a_bad_name_escaped(monkeypatch, tmp
     monkeypatch.setattr(report, "summary_for_run", refuse)
     line = runreport.run_report(tmp_path / f"r{CLEAR}")
     assert line.isprintable() and escaped(NAME) in line and escaped(CLEAR) in line, line
+
+
+def test_one_escaping_rule_for_every_line_made_of_text_from_outside():
+    """report/output.py shown, errors.py one_line (every error line) and run/summary.py
+    one_line (the run's banner) escape by one rule: each of NAME's characters that a
+    terminal could act on (C0 and C1 controls, DEL, line and paragraph separators, a
+    direction override, a lone surrogate) escaped as Python writes it, the rest as it is."""
+    from shimgen.errors import one_line, printable_line
+    from shimgen.run import summary
+
+    text = NAME + RANK + "\x7f"
+    want = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    assert printable_line(text) == want and want.isprintable()
+    assert shown(text) == want and summary.one_line(text) == want
+    assert one_line(f"a{CLEAR}\x7f\nb\u202e\udc9b") == "a\\x1b[2J\\x7f; b\\u202e\\udc9b"
+    assert printable_line("caf\u00e9 \u4e2d") == "caf\u00e9 \u4e2d"
