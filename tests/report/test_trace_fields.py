@@ -6,6 +6,7 @@ header (templates/tracefields.h.j2)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -91,4 +92,6 @@ def test_the_rendered_header_is_the_blocks_c_layout(tmp_path):
                            "-DSHIMGEN_NFUNCS=1", "-I", str(tmp_path), "-I",
                            str(ROOT / "runtime"), str(tmp_path / "check.c")],
                           capture_output=True, text=True)
+    differ = re.findall(r'static assertion failed: "(\w+)"', proc.stderr)
+    assert not differ, f"the header and layout.h differ in: {differ}"
     assert proc.returncode == 0, proc.stderr
