@@ -144,6 +144,36 @@ TRACE_HEADER = (
     ("mem_graph", "u64", MEM_COLUMNS * 4),
     ("mem_pools", "u64", 1), ("mem_graph_allocs", "u64", 1),
 )
+# One list of the trace's fields, read by both readers (trace/jsonfile.py: the exit JSON of
+# SHIMGEN_TRACE_FILE, runtime/trace.c; trace/binary.py and blocks.py: the binary file).
+# A process's: (its name in trace/model.py's ProcessTrace, its JSON key, where the binary
+# file keeps it: a header field, "block:" a word of each block summed, or None: derived).
+TRACE_PROCESS_FIELDS = (
+    ("shimgen_version", "shimgen", "shimgen_version"),
+    ("driver_path", "driver", "driver_path"),
+    ("driver_version", "driver_version", "driver_version"),
+    ("driver_build_id", "loaded_build_id", "driver_build_id"),
+    ("pid", "pid", "pid"), ("rank", "rank", "rank"), ("mode", "mode", "mode"),
+    ("unmapped_proc_addresses", "unmapped_proc_addresses", "unmapped_proc_addresses"),
+    ("ns_per_tick", "ns_per_tick", None),  # binary: from the header's calibration
+    ("untimed_calls", "untimed_calls", "block:untimed"),
+    ("errors_overflow", "error_overflow", "block:err_overflow"),
+)
+# The exit JSON's other keys: the shim's own build (not read into a trace), the tables.
+TRACE_JSON_OTHER = ("shim_driver_version", "build_id", "calls", "time", "errors", "injected")
+# A function's, in the JSON's `time` entry and in a block: (its name in FunctionStats or None,
+# its JSON key or None, its word of struct fstats (runtime/block.h) or None). The JSON's
+# times are the block's ticks times ns_per_tick; its mean and percentiles are derived.
+TRACE_FUNCTION_FIELDS = (
+    ("calls", "calls", "count"), ("total_ns", "total_ns", "total"),
+    (None, "mean_ns", None), ("max_ns", "max_ns", "max"),
+    (None, "p50_ns", None), (None, "p90_ns", None), (None, "p99_ns", None),
+    ("hist", "hist", None), ("fine", "fine", None),  # block: the tables at off_hist, off_fine
+    (None, None, "target"),  # aarch64's counted calls read the function's target here
+)
+# struct fstats, one per function at the block's off_fn: each word's byte offset; its size.
+TRACE_FSTATS = {"count": 0, "total": 8, "max": 16, "target": 24}
+TRACE_FSTATS_SIZE = 32
 # The four numbers of a column's pools (the driver's CU_MEMPOOL_ATTR_*, summed over the
 # column's pools) and of its graphs (CU_GRAPH_MEM_ATTR_*), in the order mem_pool and
 # mem_graph keep them.

@@ -1,6 +1,7 @@
 """`shimgen diff OLD NEW`: what a driver upgrade changes for a shim. compare.py makes the
 comparison (exports, hooks, gates through gates.py, cuGetProcAddress answers through
-procaddr.py and its query.c), main.py is the command and its text.
+procaddr.py, which compiles query.c, and query.py, which runs it and compares the answers),
+main.py is the command and its text.
 """
 
 from .. import face

@@ -2,8 +2,8 @@
 
 Four comparisons, each of the two drivers read once (driver.read_driver):
 - exports: the functions and the objects of .dynsym, added and removed;
-- cuGetProcAddress answers (diff/procaddr.py): every (name, version, flags) query of both
-  APIs whose answer differs, asked of each real driver in a process of its own;
+- cuGetProcAddress answers (diff/procaddr.py, diff/query.py): every (name, version, flags)
+  query of both APIs whose answer differs, asked of each real driver in a process of its own;
 - gates (diff/gates.py): each gate's struct offset and bit, its proof, its init-site bytes;
 - hooks (--hook FILE.c): which hooked or declared names vanish, appear or change variants,
   and which stop being what cuGetProcAddress returns.
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cuda import variants as _same_function
+from ..cudaversions import variants as _same_function
 from ..driver import DriverImage
 from ..errors import ShimgenError
 from .gates import GateDiff, GatesOf
-from .procaddr import Span
+from .query import Span
 
 SCHEMA = "shimgen-diff/1"
 NO_DIFFERENCES, DIFFERENCES, TROUBLE = 0, 1, 2
@@ -160,13 +160,13 @@ class Diff:
     new_gates: GatesOf | None = None
     hooks: dict[str, list[HookedName]] = field(default_factory=dict)
     seconds: float = 0.0
-    # The cuGetProcAddress APIs each driver has (diff_procaddr.APIS' keys): 2 is CUDA 12.0's
+    # The cuGetProcAddress APIs each driver has (diff/query.py's APIS' keys): 2 is CUDA 12.0's
     apis: tuple[list[int], list[int]] = ([1, 2], [1, 2])
 
     def apis_lacking(self) -> list[tuple[str, DriverImage, int, str]]:
         """(OLD or NEW, its driver, its CUDA version, the API name) for each cuGetProcAddress
         API one driver lacks: its answers are not compared."""
-        from .procaddr import APIS
+        from .query import APIS
 
         return [(label, d, cuda, APIS[api])
                 for label, d, cuda, has in zip(("OLD", "NEW"), (self.old, self.new),
@@ -212,7 +212,7 @@ class Diff:
                     "proc_address_apis": [APIS[a] for a in has],
                     "gates_error": None if g is None else g.error or None}
 
-        from .procaddr import APIS
+        from .query import APIS
 
         return {
             "schema": SCHEMA, "differences": self.differs(),
@@ -231,7 +231,7 @@ class Diff:
 
 
 def span_json(s: Span) -> dict[str, Any]:
-    from .procaddr import APIS
+    from .query import APIS
 
     def answer(a) -> dict[str, Any]:
         return {"rc": a.rc, "status": None if a.status < 0 else a.status,
@@ -247,6 +247,7 @@ def compare(old_path: Path, new_path: Path, gates: str = "default",
     gates (`gates`: "yes", "default" (the same: see docs/diff.md) or "no")."""
     from ..driver import read_driver
     from . import procaddr as pa
+    from . import query
     from .gates import analyse
 
     start = time.monotonic()
@@ -256,22 +257,22 @@ def compare(old_path: Path, new_path: Path, gates: str = "default",
     hook_files = hook_files or []
     for h in hook_files:
         _read_hook_file(h)  # a bad hook file is trouble before any work
-    names = pa.query_names(old.function_names(), new.function_names())
+    names = query.query_names(old.function_names(), new.function_names())
     with tempfile.TemporaryDirectory(prefix="shimgen-diff-") as tmp:
         exes = {d.arch: pa.querier(Path(tmp), d.arch) for d in (old, new)}
-        queries: list[pa.Query] = []
+        queries: list[query.Query] = []
         try:
             for d in (old, new):
-                queries.append(pa.Query(exes[d.arch], d.real_path, d.function_names(), names,
+                queries.append(query.Query(exes[d.arch], d.real_path, d.function_names(), names,
                                           Path(tmp), runner=pa.runner(d.arch)))
             found = [analyse(d) for d in (old, new)] if gates != "no" else [None, None]
             (va, sa), (vb, sb) = (q.result() for q in queries)
         finally:
             for q in queries:
                 q.stop()
-    spans = pa.spans(sa, sb)
+    spans = query.spans(sa, sb)
     result = Diff(old, new, (va, vb), spans, gates, found[0], found[1],
-                  apis=(pa.apis(sa), pa.apis(sb)))
+                  apis=(query.apis(sa), query.apis(sb)))
     for h in hook_files:
         result.hooks[str(h)] = compare_hooks(h, old, new, spans)
     result.seconds = time.monotonic() - start

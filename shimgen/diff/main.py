@@ -9,11 +9,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cuda import FUNCTION_SINCE, cuda_text, result_name
+from ..cuda import result_name
+from ..cudaversions import FUNCTION_SINCE, cuda_text
 from ..errors import ShimgenError, say
 from ..report import shown as shown_text
 from .compare import TROUBLE, Diff, compare, driver_file
-from .procaddr import APIS, FAR_VERSION, FLAGS, Answer, Span
+from .query import APIS, FAR_VERSION, FLAGS, Answer, Span
 
 if TYPE_CHECKING:
     from .gates import GateSide, GatesOf

@@ -8,7 +8,7 @@ than any libcuda could be), mapped (only what is looked at is read), and its lay
 checked by hand before pyelftools parses anything: every table must lie inside the file and
 have the x86-64 entry size. The exports come from the dynamic symbol table only: it is what
 the dynamic loader and `dlsym` see. Every refusal is a ShimgenError of one line naming the
-file.
+file. The layout's check is driver/layout.py.
 """
 
 from __future__ import annotations
@@ -23,18 +23,28 @@ from pathlib import Path
 
 from ..arches import ARCHES as ARCH_FACTS
 from ..errors import ShimgenError
+from .layout import (
+    MAX_DYNAMIC_SYMBOLS,
+    MAX_SMALL_SECTION,
+    SHT_DYNAMIC,
+    SHT_DYNSYM,
+    SHT_NOTE,
+    SHT_RELA,
+    SHT_STRTAB,
+    Layout,
+    Section,
+    Segment,
+    check_layout,
+)
 from .notes import (
     ARCHES,
     check_driver,
-    check_header,
     check_path_text,
     open_library,
     read_build_id,
     read_notes,
     version_from_name,
 )
-from .notes import EHDR as _EHDR
-from .notes import PHDR as _PHDR
 
 __all__ = ["DriverImage", "Export", "Section", "Segment", "check_driver", "check_path_text",
            "read_build_id", "read_image", "read_notes", "version_from_name"]
@@ -51,38 +61,6 @@ class Export:
     address: int
     size: int
     weak: bool
-
-
-@dataclass(frozen=True)
-class Segment:
-    """A loadable (PT_LOAD) segment: `filesz` bytes at file `offset` are mapped at `vaddr`."""
-
-    vaddr: int
-    offset: int
-    filesz: int
-    memsz: int
-    flags: int  # PF_X 1, PF_W 2, PF_R 4
-
-    @property
-    def executable(self) -> bool:
-        return bool(self.flags & PF_X)
-
-    @property
-    def writable(self) -> bool:
-        return bool(self.flags & PF_W)
-
-    def holds(self, vaddr: int) -> bool:
-        return self.vaddr <= vaddr < self.vaddr + self.filesz
-
-
-@dataclass(frozen=True)
-class Section:
-    index: int
-    type: int
-    offset: int
-    size: int
-    link: int
-    entsize: int
 
 
 @dataclass(frozen=True)
@@ -159,103 +137,7 @@ class DriverImage:
         return next((s for s in self.segments if s.holds(vaddr)), None)
 
 
-# ---------------------------------------------------------------------------------------------
-# ELF layout, checked by hand before pyelftools reads anything: pyelftools trusts the header's
-# counts and sizes, so a corrupt file could make it loop for a very long time or read far past
-# the end. Every table must lie inside the file and have the x86-64 entry size.
-
-_SHDR = struct.Struct("<IIQQQQIIQQ")
-(SHT_NULL, SHT_STRTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS,
- SHT_DYNSYM) = 0, 3, 4, 6, 7, 8, 11
-PT_LOAD, PT_GNU_EH_FRAME, PF_X, PF_W = 1, 0x6474E550, 1, 2
-MAX_SECTIONS = 0x10000
-MAX_DYNAMIC_SYMBOLS = 200_000  # a real libcuda has about 700
-MAX_SMALL_SECTION = 1 << 20  # .dynamic and build-id notes are a few hundred bytes
-
-
-@dataclass(frozen=True)
-class _Layout:
-    sections: tuple[Section, ...]
-    segments: tuple[Segment, ...]
-    eh_frame_hdr: int | None = None
-    machine: int = ARCH_FACTS["x86_64"].e_machine
-
-
-def _program_headers(fh, size: int, path: Path, e_phoff: int, e_phentsize: int,
-                     e_phnum: int) -> tuple[list[Segment], int | None]:
-    """The loadable segments, each inside the file, and the .eh_frame_hdr's address."""
-    def bad(why: str) -> ShimgenError:
-        return ShimgenError(f"driver {path}: truncated or malformed ELF ({why})")
-
-    if e_phnum == 0:
-        raise ShimgenError(f"driver {path}: no program headers; not a loadable library")
-    if e_phentsize != _PHDR.size:
-        raise bad(f"program header size {e_phentsize}, not {_PHDR.size}")
-    end = e_phoff + e_phnum * _PHDR.size
-    if end > size:
-        raise bad(f"the program headers end at byte {end}, the file has {size} bytes")
-    fh.seek(e_phoff)
-    table = fh.read(e_phnum * _PHDR.size)
-    loads = []
-    eh_frame_hdr = None
-    for i in range(e_phnum):
-        typ, flags, off, vaddr, _, filesz, memsz, _ = _PHDR.unpack_from(table, i * _PHDR.size)
-        if typ == PT_GNU_EH_FRAME:
-            eh_frame_hdr = vaddr
-        if typ != PT_LOAD:
-            continue
-        if off + filesz > size:
-            raise bad(f"loadable segment {i} ends at byte {off + filesz}, "
-                      f"the file has {size} bytes")
-        loads.append(Segment(vaddr, off, filesz, memsz, flags))
-    return loads, eh_frame_hdr
-
-
-def _check_layout(fh, size: int, path: Path) -> _Layout:
-    def bad(why: str) -> ShimgenError:
-        return ShimgenError(f"driver {path}: truncated or malformed ELF ({why})")
-
-    ident = fh.read(_EHDR.size)
-    machine = check_header(ident, size, f"driver {path}")
-    (_, _, _, _, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum, e_shentsize, e_shnum,
-     e_shstrndx) = _EHDR.unpack(ident)
-
-    if e_shoff == 0:
-        raise ShimgenError(f"driver {path}: no section headers (stripped with sstrip or "
-                           "similar); shimgen reads the .dynsym section")
-    if e_shentsize != _SHDR.size:
-        raise bad(f"section header size {e_shentsize}, not {_SHDR.size}")
-    if e_shoff + _SHDR.size > size:
-        raise bad(f"section headers at byte {e_shoff}; the file has {size} bytes")
-    fh.seek(e_shoff)
-    first = _SHDR.unpack(fh.read(_SHDR.size))
-    count = e_shnum or first[5]  # more than 0xff00 sections: the count is in section 0
-    if count > MAX_SECTIONS:
-        raise bad(f"{count} sections")
-    end = e_shoff + count * _SHDR.size
-    if end > size:
-        raise bad(f"the section headers end at byte {end}, the file has {size} bytes")
-    shstrndx = first[6] if e_shstrndx == 0xFFFF else e_shstrndx
-    if shstrndx >= count:
-        raise bad(f"section-name table index {shstrndx}, but {count} sections")
-    fh.seek(e_shoff + shstrndx * _SHDR.size)
-    if _SHDR.unpack(fh.read(_SHDR.size))[1] != SHT_STRTAB:
-        raise bad(f"section {shstrndx}, the section-name table, is not a string table")
-    fh.seek(e_shoff)
-    table = fh.read(count * _SHDR.size)
-    sections = []
-    for i in range(count):
-        _, typ, _, _, off, sz, link, _, _, entsize = _SHDR.unpack_from(table, i * _SHDR.size)
-        if typ not in (SHT_NULL, SHT_NOBITS) and off + sz > size:
-            raise bad(f"section {i} ends at byte {off + sz}, the file has {size} bytes")
-        sections.append(Section(i, typ, off, sz, link, entsize))
-
-    loads, eh_frame_hdr = _program_headers(fh, size, path, e_phoff, e_phentsize, e_phnum)
-    fh.seek(0)
-    return _Layout(tuple(sections), tuple(loads), eh_frame_hdr, machine)
-
-
-def _build_id(elf, layout: _Layout) -> str:
+def _build_id(elf, layout: Layout) -> str:
     for s in layout.sections:
         if s.type != SHT_NOTE or s.size > MAX_SMALL_SECTION:
             continue
@@ -286,7 +168,7 @@ def read_image(path: Path | str) -> DriverImage:
         # a stream over the mapping of its own: pyelftools keeps some of its objects, which
         # hold the stream, and moves its position
         with _MappedStream(contents) as fh:
-            layout = _check_layout(fh, size, path)
+            layout = check_layout(fh, size, path)
             functions, data, soname, build_id = _read_dynamic(fh, layout, path)
     except ShimgenError:
         raise
@@ -358,7 +240,7 @@ def _elffile():
     return ELFFile
 
 
-def _read_dynamic(fh, layout: _Layout, path: Path
+def _read_dynamic(fh, layout: Layout, path: Path
                   ) -> tuple[dict[str, Export], dict[str, Export], str, str]:
     """Exported functions and objects, SONAME and build-id, with pyelftools."""
     dynsym = next((s for s in layout.sections if s.type == SHT_DYNSYM), None)

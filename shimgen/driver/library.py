@@ -13,15 +13,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cuda import (
-    CUDA_ERROR_STUB_LIBRARY,
-    LIBCUDA_DIRS,
-    OLDEST_CUDA,
-    cuda_of_driver,
-    cuda_text,
-    first_driver,
-    since_text,
-)
+from ..cuda import CUDA_ERROR_STUB_LIBRARY, LIBCUDA_DIRS
+from ..cudaversions import OLDEST_CUDA, cuda_of_driver, cuda_text, first_driver, since_text
 from ..errors import ShimgenError
 
 if TYPE_CHECKING:  # driver/elf.py is imported where a driver is read: default_driver() needs none
@@ -80,7 +73,7 @@ def refuse_older(image: DriverImage) -> None:
 def known_version(image: DriverImage) -> str:
     """The driver's version: its file name's (libcuda.so.470.256.02), else the one its
     contents name (a copy called libcuda.so.1), else "unknown". What its CUDA version is
-    told from (cuda.cuda_of_driver)."""
+    told from (cudaversions.cuda_of_driver)."""
     if image.version != "unknown":
         return image.version
     m = _PROFILES_FILE.search(image.contents)

@@ -9,14 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cuda import (
-    ATTR_DMABUF,
-    ATTR_GDR,
-    ATTRIBUTE_SINCE,
-    attribute_name,
-    cuda_of_driver,
-    cuda_text,
-)
+from ..cuda import ATTR_DMABUF, ATTR_GDR, attribute_name
+from ..cudaversions import ATTRIBUTE_SINCE, cuda_of_driver, cuda_text
 from ..errors import ShimgenError
 
 SET, MASK = "set", "mask"  # the driver made to set a gate's bit, or never to set it

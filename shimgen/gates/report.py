@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..cuda import ATTRIBUTE_SINCE, GATE_ATTRIBUTES, attribute_name, cuda_of_driver, cuda_text
+from ..cuda import GATE_ATTRIBUTES, attribute_name
+from ..cudaversions import ATTRIBUTE_SINCE, cuda_of_driver, cuda_text
 from ..driver import DriverImage
 from ..errors import ShimgenError
 from ..files import write_whole

@@ -3,8 +3,8 @@ or two runs side by side.
 
 source.py reads what a run left (traces, run.json, notices) through the trace readers
 (trace/), model.py folds them into one report, format.py and compare.py write one run and
-two, inject.py the injected faults, output.py the rules every output keeps; main.py is the
-command and the summary `shimgen run` prints.
+two (facts.py: the values both show), inject.py the injected faults, output.py the rules
+every output keeps; main.py is the command and the summary `shimgen run` prints.
 """
 
 from .. import face

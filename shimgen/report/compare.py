@@ -9,9 +9,8 @@ from __future__ import annotations
 import csv
 import io
 
+from .facts import DIED, code_name
 from .format import (
-    DIED,
-    code_name,
     notices_json,
     source_header,
     source_json,

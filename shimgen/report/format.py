@@ -1,18 +1,36 @@
 """How `shimgen report` prints one run (or merged trace files): the header, the per-function
 table (calls, total, mean, p50, p90, p99, max, errors, and injected when there are any), the
-errors section, the injected failures (report/inject.py), and the same data
-as JSON (schema `shimgen-report`, docs/report.md) or CSV. Every string read from a file is
-shown escaped in the table and in the CSV, exact in the JSON (report/output.py)."""
+errors section, the injected failures (report/inject.py), and the same data (the values
+both print: report/facts.py) as JSON (schema `shimgen-report`, docs/report.md) or CSV. Every
+string read from a file is shown escaped in the table and in the CSV, exact in the JSON
+(report/output.py)."""
 
 from __future__ import annotations
 
 from itertools import islice
-from math import isfinite
 
-# csv, io, shlex and the table of CUDA facts are imported where they are used: the plain
-# table of a run with no errors (what `shimgen run` prints) needs none of them.
-from ..errors import ShimgenError
+# csv and io are imported where they are used (and shlex and the table of CUDA facts in
+# facts.py): the plain table of a run with no errors (what `shimgen run` prints) needs none.
 from . import inflight
+from .facts import (
+    CUT,
+    DIED,
+    error_rows,
+    function_row,
+    group_drivers,
+    group_notes,
+    group_ranks,
+    listing,
+    missing_line,
+    note_kinds,
+    note_line,
+    run_command,
+    run_exit,
+    run_outcome,
+    short_processes,
+    traced_twice,
+    who,
+)
 from .inject import any_injected, injected_rows, injected_section, rules, rules_line
 from .memory import memory_json, memory_section
 from .model import Group, Merged, sorted_functions
@@ -23,182 +41,18 @@ SCHEMA = "shimgen-report"
 SCHEMA_VERSION = 1
 CSV_COLUMNS = ("by", "group", "function", "calls", "total_ns", "mean_ns", "p50_ns", "p90_ns",
                "p99_ns", "max_ns", "errors", "injected")
-QUANTILES = (0.50, 0.90, 0.99)  # p50, p90, p99
-DIED = "counts exact up to its last call"
-LISTED = 8  # pids or ranks named before "... (N in all)"
 UNREADABLE_SHOWN = 20  # unreadable files named in the table before "... and N more"
 NOTICES_SHOWN = 10  # kinds of notice shown before "... and N more kinds"
-CUT = 300  # characters of a notice or a reason shown
-_DIGITS = str.maketrans("0123456789", "#" * 10)
-
-
-def code_name(code: int) -> str:
-    from ..cuda import RESULTS
-
-    return RESULTS.get(code, "(unknown code)")
-
-
-def function_row(name: str, m: Merged) -> dict:
-    """One function's numbers; None where the traces do not have them."""
-    p50, p90, p99 = m.percentiles(*QUANTILES)
-    for q, v in zip(QUANTILES, (p50, p90, p99), strict=True):
-        if v is not None and not isfinite(v):
-            raise ShimgenError(f"report: {shown(name, CUT)}: its p{round(q * 100)} is {v}: a "
-                               "trace's histogram or ns_per_tick is wrong")
-    return {"function": name, "calls": m.calls,
-            "total_ns": m.total_ns if m.timed else None, "mean_ns": m.mean_ns,
-            "p50_ns": p50, "p90_ns": p90, "p99_ns": p99,
-            "max_ns": m.max_ns, "errors": m.error_count, "injected": m.injected_count}
-
-
-def error_rows(functions: dict[str, Merged]) -> list[dict]:
-    """Every (function, code) with non-success returns, most returns first."""
-    rows = [{"function": name, "code": code, "name": code_name(code), "count": n}
-            for name, m in functions.items() for code, n in m.errors.items() if n]
-    return sorted(rows, key=lambda r: (-r["count"], r["function"], r["code"]))
-
-
-def run_command(src: Source) -> str | None:
-    cmd = (src.run or {}).get("command")
-    if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
-        import shlex
-
-        return shlex.join(cmd)
-    return cmd if isinstance(cmd, str) else None
-
-
-def run_exit(src: Source) -> tuple[int | None, str | None, str | None]:
-    """(exit status, the signal that ended the command, why it could not start) from
-    run.json's `exit`: {"status", "code", "signal", "signal_name"} or {"error", "status"}."""
-    end = (src.run or {}).get("exit")
-    if not isinstance(end, dict):
-        return None, None, None
-    status = end.get("status") if type(end.get("status")) is int else None
-    sig = end.get("signal_name") or end.get("signal")
-    error = end.get("error")
-    return status, str(sig) if sig else None, str(error) if error else None
-
-
-def run_outcome(src: Source) -> str:
-    status, sig, error = run_exit(src)
-    if error:
-        return f"it did not start: {error}" + (f"; exit status {status}" if status else "")
-    if sig:
-        return f"killed by {sig}" + (f", exit status {status}" if status is not None else "")
-    if status is not None:
-        return f"exit status {status}"
-    return "no exit status recorded (still running, or shimgen run was stopped)"
-
-
-def _listing(items: list[str]) -> str:
-    if len(items) > 2 and all(i.isascii() and i.isdigit() for i in items):
-        nums = sorted(int(i) for i in items)
-        if nums == list(range(nums[0], nums[0] + len(nums))):
-            return f"{nums[0]}-{nums[-1]}"
-    shown = ", ".join(items[:LISTED])
-    return shown + (f", ... ({len(items)} in all)" if len(items) > LISTED else "")
-
-
-def _ranks(g: Group) -> list[str]:
-    return sorted({p.rank for p in g.processes if p.rank is not None},
-                  key=lambda r: (0, int(r), "") if r.isascii() and r.isdigit() else (1, 0, r))
-
-
-def _drivers(g: Group) -> dict[str, int]:
-    """Each driver version with how many processes loaded it (a process that exec'd: the
-    versions its programs loaded; "unknown" when none of them says)."""
-    seen: dict[str, int] = {}
-    for proc in g.procs:
-        if all(p.no_file for p in proc.traces):
-            continue  # no trace: nothing said of its driver
-        versions = {p.driver_version for p in proc.traces if p.driver_version} or {"unknown"}
-        for v in versions:
-            seen[v] = seen.get(v, 0) + 1
-    return seen
-
-
-def _traced_twice(g: Group) -> list[str]:
-    """Pids with both a binary and a JSON trace: SHIMGEN_TRACE_DIR and SHIMGEN_TRACE_FILE
-    both set, so one process's calls are in the group twice."""
-    sources: dict[int, set[str]] = {}
-    for p in g.processes:
-        sources.setdefault(p.pid, set()).add(p.source)
-    return [f"pid {pid}" for pid, s in sorted(sources.items()) if len(s) > 1]
-
-
-def _notes(g: Group) -> dict[str, int]:
-    """What the readers could not give, and why: each note with how many processes have it
-    (a process that exec'd: any of its traces)."""
-    seen: dict[str, int] = {}
-    for proc in g.procs:
-        for note in dict.fromkeys(n for p in proc.traces for n in p.notes):
-            seen[note] = seen.get(note, 0) + 1
-    return seen
-
-
-def note_kind(note: str) -> str:
-    """A note with each of its numbers (a run of digits, with a decimal point or not) as
-    "#": notes that differ only in a number are of one kind."""
-    kind = note.translate(_DIGITS)
-    while "##" in kind:
-        kind = kind.replace("##", "#")
-    while "#.#" in kind:
-        kind = kind.replace("#.#", "#")
-    return kind
-
-
-def note_kinds(g: Group) -> list[tuple[str, int, bool]]:
-    """The notes by kind, in the order first seen: (the first one's text, how many processes
-    have a note of that kind, whether all of them have that same text)."""
-    kinds: dict[str, list] = {}
-    for note, n in _notes(g).items():
-        kind = kinds.get(note_kind(note))
-        if kind is None:
-            kinds[note_kind(note)] = [note, n, True]
-        else:
-            kind[1] += n
-            kind[2] = False
-    return [(text, n, same) for text, n, same in kinds.values()]
-
-
-def _note_line(text: str, n: int, same: bool) -> str:
-    if same:
-        return f"note       {shown(text, CUT)} ({n} process{'es' if n > 1 else ''})"
-    more = n - 1
-    return (f"note       {shown(text, CUT)} (and {more} more process{'es' if more > 1 else ''} "
-            "with the like, their numbers differ)")
-
-
-def _who(p) -> str:
-    return f"pid {p.pid}" + (f" rank {shown(p.rank, CUT)}" if p.rank is not None else "")
-
-
-def _short(g: Group) -> list:
-    """The processes whose calls are not all in their traces (a full disk), by their last
-    trace: never said to have counts exact."""
-    return [proc for proc in g.procs if any(t.short for t in proc.traces)]
-
-
-def _missing_line(short: list) -> str:
-    said = []
-    for proc in short:
-        n = sum(t.calls_missing for t in proc.traces)
-        what = ("no trace" if any(t.no_file for t in proc.traces) and not n
-                else f"{n} calls at least")
-        said.append(f"{_who(proc.last)} ({what})")
-    return ("missing    calls not in the traces (no room on the disk): " + _listing(said))
-
-
 def group_header(g: Group) -> list[str]:
     n = len(g.procs)
-    short = _short(g)
+    short = short_processes(g)
     untraced = [p for p in g.procs if all(t.no_file for t in p.traces)]
     running = [p.last for p in g.procs if inflight.state(p) == inflight.JOB_RUNNING]
     gone = [p for p in g.procs if inflight.state(p) == inflight.JOB_DIED and p not in untraced]
     died = [p.last for p in gone]
     exact = [p.last for p in gone if p not in short]
-    ranks = [shown(r, CUT) for r in _ranks(g)]
-    line = f"processes  {n}" + (f", ranks {_listing(ranks)}" if ranks else "")
+    ranks = [shown(r, CUT) for r in group_ranks(g)]
+    line = f"processes  {n}" + (f", ranks {listing(ranks)}" if ranks else "")
     line += (f": {n - len(died) - len(untraced) - len(running)} complete"
              + (f", {len(running)} running" if running else "")
              + (f", {len(exact)} died ({DIED})" if exact else ""))
@@ -207,15 +61,15 @@ def group_header(g: Group) -> list[str]:
     if untraced:
         line += f", {len(untraced)} with no trace (no room on the disk for one)"
     lines = [line]
-    lines += inflight.who_lines(running, gone, _who, _listing)
+    lines += inflight.who_lines(running, gone, who, listing)
     if short:
-        lines.append(_missing_line(short))
+        lines.append(missing_line(short))
     execs = sum(p.execs for p in g.procs)
     if execs:
         lines.append(f"exec       {execs} time{'s' if execs > 1 else ''} a process ran another "
                      "program: each such process counts once, its calls summed over its "
                      "programs")
-    drivers = _drivers(g)
+    drivers = group_drivers(g)
     if not drivers:
         pass  # no trace says which (no room on the disk for one)
     elif len(drivers) == 1:
@@ -227,10 +81,10 @@ def group_header(g: Group) -> list[str]:
     modes = sorted({p.mode for p in g.processes if p.mode})
     if modes:
         lines.append(f"mode       {', '.join(shown(m, CUT) for m in modes)}")
-    twice = _traced_twice(g)
+    twice = traced_twice(g)
     if twice:
         lines.append("warning    the same pid has a binary and a JSON trace (the process traced "
-                     "both ways: its calls count twice): " + _listing(twice))
+                     "both ways: its calls count twice): " + listing(twice))
     untimed = sum(p.untimed_calls for p in g.processes)
     if untimed:
         lines.append(f"untimed    {untimed} calls counted but not timed (shadow stack full, or "
@@ -243,7 +97,7 @@ def group_header(g: Group) -> list[str]:
     if overflow:
         lines.append(f"errors     {overflow} non-success returns not counted by code "
                      "(no free error slot)")
-    lines += [_note_line(*kind) for kind in note_kinds(g)]
+    lines += [note_line(*kind) for kind in note_kinds(g)]
     return lines
 
 
@@ -356,7 +210,7 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
         lines.append("")
         lines += function_table(g.functions, any(rules(s) for s in sources))
         lines.append("")
-        lines += errors_section(g.functions, bool(_short(g)))
+        lines += errors_section(g.functions, bool(short_processes(g)))
         lines += injected_section(g.functions)
         lines += memory_section(g)
     return "\n".join(lines) + "\n"
@@ -376,16 +230,16 @@ def group_json(g: Group) -> dict:
                            "path": proc.last.path,
                            "calls": sum(t.calls_missing for t in proc.traces),
                            "trace": not all(t.no_file for t in proc.traces)}
-                          for proc in _short(g)],
+                          for proc in short_processes(g)],
         "execs": sum(p.execs for p in g.procs),
         "traces": len(g.processes),
-        "ranks": _ranks(g),
-        "driver_versions": _drivers(g),
+        "ranks": group_ranks(g),
+        "driver_versions": group_drivers(g),
         "modes": sorted({p.mode for p in g.processes if p.mode}),
         "untimed_calls": sum(p.untimed_calls for p in g.processes),
         "unmapped_proc_addresses": sum(p.unmapped_proc_addresses for p in g.processes),
         "errors_overflow": sum(p.errors_overflow for p in g.processes),
-        "notes": _notes(g),
+        "notes": group_notes(g),
         "functions": [function_row(n, m) for n, m in sorted_functions(g.functions)],
         "errors": error_rows(g.functions),
         "injected": injected_rows(g.functions),

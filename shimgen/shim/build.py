@@ -20,9 +20,6 @@ directories, files are moved one by one, the library last. So a reader of
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import errno
 import fcntl
 import json
 import os
@@ -34,7 +31,6 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,11 +39,18 @@ from ..arches import ARCHES, host
 from ..driver import read_build_id
 from ..errors import Interrupted, ShimgenError, signals_held
 from ..runenv import SHIM_LIBRARY, SHIM_MANIFEST
-from .model import SONAME, ShimModel, output_name
+from .install import (
+    STAGING_PREFIX,
+    check_output,
+    cleanup,
+    dir_lock,
+    fsync_tree,
+    put_in_place,
+    remove_stale_staging,
+    rmtree,
+)
+from .model import SONAME, ShimModel
 from .render import render, render_layout
-
-STAGING_PREFIX = ".shimgen-staging-"
-INSTALLED = ("src", SHIM_MANIFEST, "build.log", SHIM_LIBRARY)
 
 
 @dataclass(frozen=True)
@@ -193,69 +196,6 @@ def _kill_session(proc: subprocess.Popen, seconds: float = 10.0) -> None:
         proc.wait(timeout=max(0.0, deadline - time.monotonic()))
 
 
-@contextlib.contextmanager
-def _dir_lock(path: Path, blocking: bool = True) -> Iterator[bool]:
-    """flock(2) on a directory. Yields False if `blocking` is off and another process holds
-    it. A file system without flock (some network file systems) yields True unlocked."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as e:
-        raise ShimgenError(f"output directory {path}: {e.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        except OSError:
-            pass
-        yield True
-    finally:
-        os.close(fd)
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a tree, making read-only directories in it writable first."""
-
-    def retry(func, p, _exc) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o700)
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, 0o700)
-            func(p)
-
-    if os.path.lexists(path):
-        shutil.rmtree(path, onerror=retry)
-
-
-def check_writable(root: Path) -> None:
-    """The output root made if missing, and checked to be a directory this user can write."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise ShimgenError(f"output directory {root}: not a directory") from None
-    except OSError as e:
-        raise ShimgenError(f"output directory {root}: {e.strerror}") from None
-    if not root.is_dir():
-        raise ShimgenError(f"output directory {root}: not a directory")
-    if not os.access(root, os.W_OK | os.X_OK):
-        raise ShimgenError(f"output directory {root}: not writable")
-
-
-def _remove_stale_staging(root: Path) -> None:
-    """Staging directories of builds that were killed: nobody holds their lock."""
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.name.startswith(STAGING_PREFIX) or not entry.is_dir(follow_symlinks=False):
-            continue
-        with contextlib.suppress(ShimgenError), _dir_lock(Path(entry.path), False) as free:
-            if free:
-                _rmtree(Path(entry.path))
-
-
 def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
     """Render `model` into `new/src` and build it with meson in `bdir`, the log in
     `new/build.log`; the library built. meson setup reads only meson.build and whether the
@@ -327,8 +267,8 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
     staging: Path | None = None
     staging_fd = -1
     try:
-        with _dir_lock(out_root), signals_held():
-            _remove_stale_staging(out_root)
+        with dir_lock(out_root), signals_held():
+            remove_stale_staging(out_root)
             staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{final.name}-",
                                             dir=out_root))
             staging_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -337,14 +277,14 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
         new = staging / "out"
         built = _compile(model, new, staging / "meson", final.name)
         _write_output(model, built, new, identity)
-        _fsync_tree(new)
+        fsync_tree(new)
         installed = False
         try:
             with signals_held():
-                with _dir_lock(out_root):
-                    _install(new, final, staging)
+                with dir_lock(out_root):
+                    put_in_place(new, final, staging)
                 installed = True
-                _rmtree(staging)
+                rmtree(staging)
                 os.close(staging_fd)
                 staging_fd = -1
         except Interrupted as e:  # held back during the install, delivered just now
@@ -352,85 +292,15 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
             raise
     except OSError as e:
         with signals_held():
-            _cleanup(staging, staging_fd)
+            cleanup(staging, staging_fd)
         where = f" ({e.filename})" if e.filename else ""
         raise ShimgenError(f"build into {out_root} failed: {e.strerror or e}{where}") from None
     except BaseException as e:
         if isinstance(e, Interrupted) and e.installed:
             raise
         with signals_held():
-            _cleanup(staging, staging_fd)
+            cleanup(staging, staging_fd)
         raise
     return BuildResult(model, final, final / SHIM_LIBRARY, time.monotonic() - start)
 
 
-def _cleanup(staging: Path | None, staging_fd: int) -> None:
-    if staging is not None:
-        _rmtree(staging)
-    if staging_fd >= 0:
-        os.close(staging_fd)
-
-
-def _fsync_tree(root: Path) -> None:
-    """Flush the new build to disk before it replaces the old one."""
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            fd = os.open(os.path.join(dirpath, f), os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-_SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}  # where libc has no renameat2()
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two directories atomically (renameat2 RENAME_EXCHANGE). False where the kernel or
-    the file system cannot."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    fa, fb = os.fsencode(a), os.fsencode(b)
-    if hasattr(libc, "renameat2"):
-        rc = libc.renameat2(_AT_FDCWD, fa, _AT_FDCWD, fb, _RENAME_EXCHANGE)
-    else:
-        number = _SYS_RENAMEAT2.get(host())
-        if number is None:
-            return False
-        rc = libc.syscall(number, _AT_FDCWD, fa, _AT_FDCWD, fb, _RENAME_EXCHANGE)
-    if rc == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-def check_output(model: ShimModel, out_root: Path, name: str | None = None) -> Path:
-    """Where `model` is built (`out_root/name`, default output_name), checked before any
-    work: the root usable, the name free or a directory (an earlier build)."""
-    out_root = out_root.absolute()
-    check_writable(out_root)
-    final = out_root / (name or output_name(model.driver, model.gates is not None,
-                                            model.user is not None))
-    if os.path.lexists(final) and (final.is_symlink() or not final.is_dir()):
-        raise ShimgenError(f"output {final} exists and is not a directory")
-    return final
-
-
-def _install(new: Path, final: Path, staging: Path) -> None:
-    """Put the complete build `new` at `final`; the previous build ends up inside `staging`."""
-    if not os.path.lexists(final):
-        os.rename(new, final)
-        return
-    if final.is_symlink() or not final.is_dir():
-        raise ShimgenError(f"output {final} exists and is not a directory")
-    if _exchange(new, final):
-        return
-    # No directory swap here: move complete files in one by one, the library last.
-    trash = Path(tempfile.mkdtemp(prefix="old-", dir=staging))
-    if (final / "src").exists():
-        os.replace(final / "src", trash / "src")
-    for item in INSTALLED:
-        os.replace(new / item, final / item)

@@ -19,17 +19,18 @@ When its feature is off, the slot points straight at the real function: no cost.
 cuGetProcAddress hooks are how every address the driver hands out reaches the shim.
 
 A hooked function that not every supported driver has is marked with the CUDA version that
-added it (`cuda.FUNCTION_SINCE`): a driver older than that has no such hook (470.256.02, CUDA
-11.4, has cuGetProcAddress and no cuGetProcAddress_v2). Generation fails when this table names
-any other function the driver does not export, or one of these that a driver new enough
-lacks: a misspelt name is never silently left out.
+added it (`cudaversions.FUNCTION_SINCE`): a driver older than that has no such hook
+(470.256.02, CUDA 11.4, has cuGetProcAddress and no cuGetProcAddress_v2). Generation fails
+when this table names any other function the driver does not export, or one of these that a
+driver new enough lacks: a misspelt name is never silently left out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cuda import FEATURES, FUNCTION_SINCE
+from ..cuda import FEATURES
+from ..cudaversions import FUNCTION_SINCE
 from .memroutes import MEMORY_SOURCE, ROUTES, WATCHES
 
 __all__ = ["FEATURES", "HOOKS", "Hook"]
@@ -43,7 +44,7 @@ class Hook:
     feature: str = "always"
     # False: a user hook (shimgen/shim/userhooks.py) may not wrap it; shimgen must keep it as it is
     wrappable: bool = True
-    # The CUDA version that added the function (cuda.FUNCTION_SINCE); 0: every supported
+    # The CUDA version that added the function (cudaversions.FUNCTION_SINCE); 0: every supported
     # driver exports it
     since: int = 0
     # True: a driver that lacks the function simply has no such hook (the memory routes,

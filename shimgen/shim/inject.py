@@ -5,14 +5,16 @@ arithmetic as runtime/inject.c, for the tests to predict it). The key names and 
 rendered into facts.h (SHIMGEN_INJECT_*) for the shim's own parser (runtime/inject.c).
 
 A rule is PATTERN=RESULT[,KEY=VALUE...]; rules are separated by ';' (docs/inject.md).
-Imports only cuda.py (and fnmatch): it is on `shimgen run`'s path when --inject is given.
+Imports only cuda.py and cudaversions.py (and fnmatch): it is on `shimgen run`'s path when
+--inject is given.
 """
 
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from ..cuda import CODES, newer_than_driver, returns_result
+from ..cuda import CODES, returns_result
+from ..cudaversions import newer_than_driver
 from ..errors import ShimgenError
 
 # The keys of a rule, in the order a rule is shown; facts.h: SHIMGEN_INJECT_KEY_<NAME>.

@@ -6,7 +6,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cuda import cuda_of_driver, cuda_text, returns_result
+from ..cuda import returns_result
+from ..cudaversions import cuda_of_driver, cuda_text
 from ..driver import DriverImage, known_version
 from ..errors import ShimgenError
 from ..gates import GatePlan

@@ -20,6 +20,7 @@ from ..gates import ALLOW_UNPROVEN
 from ..options import path_option
 from . import build as _build
 from .hooks import HOOKS, Hook
+from .install import check_output, check_writable
 from .model import ShimModel, build_model, default_output_root
 
 
@@ -54,9 +55,9 @@ def _begin(version: str, out_root: Path, model: ShimModel | None = None,
     root; with the model, the build's own directory): a refused output is the command's one
     line, as any other input."""
     if model is None:
-        _build.check_writable(out_root.absolute())
+        check_writable(out_root.absolute())
     else:
-        _build.check_output(model, out_root, name)
+        check_output(model, out_root, name)
     progress.begin(version)
 
 
@@ -148,7 +149,7 @@ def _predates_summary(model) -> list[str]:
     the CUDA version that added each, and the driver's own."""
     if not model.predates:
         return []
-    from ..cuda import cuda_of_driver, cuda_text
+    from ..cudaversions import cuda_of_driver, cuda_text
     from ..driver import known_version
 
     version = known_version(model.driver)

@@ -14,7 +14,7 @@ from ..errors import ShimgenError
 _PACKAGE = Path(__file__).resolve().parents[1]  # shimgen/
 # what a build reads besides the driver: the data directories, and the Python that renders
 # them (the facts and the build pipeline)
-_STAMPED_MODULES = ("cuda.py", "runenv.py", "arches.py")
+_STAMPED_MODULES = ("cuda.py", "cudaversions.py", "runenv.py", "arches.py")
 
 
 def _data_dir(name: str, marker: str) -> Path:

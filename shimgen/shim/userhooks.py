@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..cuda import newer_than_driver
+from ..cudaversions import newer_than_driver
 from ..driver import check_path_text, known_version
 from ..errors import ShimgenError
 from .model import ShimModel, UserHookFile, UserHooks
@@ -245,7 +245,7 @@ def attach(model: ShimModel, files: tuple[UserHookFile, ...]) -> ShimModel:
 
 def variants(model: ShimModel, name: str) -> list[str]:
     """The driver's other exports of the same function as `name` (its ABI variants)."""
-    from ..cuda import variants as same_function
+    from ..cudaversions import variants as same_function
 
     return same_function(name, [f.name for f in model.functions])
 

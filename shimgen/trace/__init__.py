@@ -1,8 +1,8 @@
-"""The traces the shim writes, read: binary.py the binary trace files of
-SHIMGEN_TRACE_DIR, jsonfile.py the JSON trace of SHIMGEN_TRACE_FILE, both into model.py's one
-shape of a process's trace (read by `shimgen report` and `shimgen run` alike); inflight.py
-the calls a process has in progress, live.py whether it runs (and the parts nodes made of a
-run directory), job.py a whole job now (report, top, run --stall); memory.py the
+"""The traces the shim writes, read: binary.py the binary trace files of SHIMGEN_TRACE_DIR
+(blocks.py sums their blocks), jsonfile.py the JSON trace of SHIMGEN_TRACE_FILE, both into
+model.py's one shape of a process's trace (read by `shimgen report` and `shimgen run` alike);
+inflight.py the calls a process has in progress, live.py whether it runs (and the parts nodes
+made of a run directory), job.py a whole job now (report, top, run --stall); memory.py the
 device memory ledger of a binary trace file.
 """
 

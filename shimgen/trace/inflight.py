@@ -26,6 +26,7 @@ from .. import runenv
 from ..errors import ShimgenError
 from ..runenv import MEM_HOST_COLUMN, MEM_ROUTES
 from . import binary
+from .blocks import COUNT_WORD, FSTATS_SIZE, FSTATS_WORDS, blocks_with_data
 
 _Q = struct.Struct("<Q")
 # calls mode: where a call record's entry ticks are (its fifth word of runenv's head)
@@ -83,12 +84,12 @@ def _device_bytes(h: dict) -> int | None:
 def _check_frames(h: dict) -> None:
     n, size = h["frame_slots"], h["frame_size"]
     if not 0 < n <= MAX_FRAMES or size < 24 or size % 8:
-        raise binary._Bad(f"its {n} shadow frames of {size} bytes are not the format's")
+        raise binary.BadTrace(f"its {n} shadow frames of {size} bytes are not the format's")
     for name in ("frame_off_start", "frame_off_idx", "frame_off_ret"):
         if h[name] % 8 or h[name] + 8 > size:
-            raise binary._Bad(f"its frame field {name} lies outside a {size}-byte frame")
+            raise binary.BadTrace(f"its frame field {name} lies outside a {size}-byte frame")
     if h["off_frames"] % 8 or h["off_frames"] + n * size > h["block_size"]:
-        raise binary._Bad("its shadow frames lie outside a block")
+        raise binary.BadTrace("its shadow frames lie outside a block")
 
 
 def _clock(h: dict) -> tuple[float, int, int, int] | None:
@@ -156,9 +157,9 @@ def _counted(m: mmap.mmap, base: int, h: dict) -> int:
     nf = h["nfuncs"]
     mv = memoryview(m)
     try:
-        fn = mv[base + h["off_fn"]:base + h["off_fn"] + nf * binary.FSTATS_SIZE].cast("Q")
+        fn = mv[base + h["off_fn"]:base + h["off_fn"] + nf * FSTATS_SIZE].cast("Q")
         try:
-            return sum(fn[0::4])
+            return sum(fn[COUNT_WORD::FSTATS_WORDS])
         finally:
             fn.release()
     finally:
@@ -167,13 +168,13 @@ def _counted(m: mmap.mmap, base: int, h: dict) -> int:
 
 def _read_mapped(path: str, m: mmap.mmap, fd: int, size: int, counts: bool) -> InFlight:
     if m[:len(binary.MAGIC)] != binary.MAGIC:
-        raise binary._Bad("no magic: the process died while it made the file, or it is no "
+        raise binary.BadTrace("no magic: the process died while it made the file, or it is no "
                           "shimgen trace file")
     h = binary.read_header(m, size)
     out = InFlight(path, h)
     out.uid = os.fstat(fd).st_uid
     nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
-    blocks = list(binary._blocks_with_data(fd, h["blocks_off"], h["block_stride"], nblocks))
+    blocks = list(blocks_with_data(fd, h["blocks_off"], h["block_stride"], nblocks))
     if counts:
         out.counts = sum(_counted(m, h["blocks_off"] + b * h["block_stride"], h)
                          for b in blocks)
@@ -201,19 +202,19 @@ def read(path: str | os.PathLike, *, counts: bool = False) -> InFlight:
             fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError as e:
             if e.errno == errno.ELOOP:
-                raise binary._Bad("it is a symbolic link, which is not followed") from None
+                raise binary.BadTrace("it is a symbolic link, which is not followed") from None
             raise
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise binary._Bad("it is not a regular file")
+                raise binary.BadTrace("it is not a regular file")
             if st.st_size < min(binary.HEADER_SIZES.values()):
-                raise binary._Bad("it is shorter than a header")
+                raise binary.BadTrace("it is shorter than a header")
             with mmap.mmap(fd, st.st_size, prot=mmap.PROT_READ) as m:
                 return _read_mapped(name, m, fd, st.st_size, counts)
         finally:
             os.close(fd)
-    except binary._Bad as e:
+    except binary.BadTrace as e:
         raise ShimgenError(f"{name}: {e}") from None
     except OSError as e:
         raise ShimgenError(f"{name}: cannot read the trace file: {e.strerror or e}") from None

@@ -17,7 +17,13 @@ from math import isfinite
 from pathlib import Path
 
 from ..errors import ShimgenError
+from ..runenv import TRACE_FUNCTION_FIELDS, TRACE_PROCESS_FIELDS
 from .model import FINE_BUCKETS, HIST_BUCKETS, FunctionStats, ProcessTrace
+
+# The JSON's keys (runenv's one list of trace fields), by their names in trace/model.py: a
+# process's (K) and a function's in `time` (F).
+K = {name: key for name, key, _ in TRACE_PROCESS_FIELDS}
+F = {name: key for name, key, _ in TRACE_FUNCTION_FIELDS if name and key}
 
 MODES = ("counts", "time", "timeline")
 # The note (ProcessTrace.notes) of a timed trace without "errors": from a shim that did
@@ -206,14 +212,15 @@ def _fine(value, what: str) -> dict[int, int]:
 
 def _timed(fs: FunctionStats, entry, what: str, calls: int) -> None:
     entry = _obj(entry, what)
-    if "calls" in entry and _int(entry["calls"], f"{what}.calls") != calls:
-        raise ShimgenError(f"{what}.calls is {entry['calls']}, but calls has {calls}")
-    fs.total_ns = _num(entry.get("total_ns"), f"{what}.total_ns")
-    fs.max_ns = _num(entry.get("max_ns"), f"{what}.max_ns")
-    if "hist" in entry:
-        fs.hist = _hist(entry["hist"], f"{what}.hist")
-    if "fine" in entry:
-        fs.fine = _fine(entry["fine"], f"{what}.fine")
+    c, total, most, hist, fine = (F[n] for n in ("calls", "total_ns", "max_ns", "hist", "fine"))
+    if c in entry and _int(entry[c], f"{what}.{c}") != calls:
+        raise ShimgenError(f"{what}.{c} is {entry[c]}, but calls has {calls}")
+    fs.total_ns = _num(entry.get(total), f"{what}.{total}")
+    fs.max_ns = _num(entry.get(most), f"{what}.{most}")
+    if hist in entry:
+        fs.hist = _hist(entry[hist], f"{what}.{hist}")
+    if fine in entry:
+        fs.fine = _fine(entry[fine], f"{what}.{fine}")
 
 
 def _time_fast(functions: dict[str, FunctionStats], timed) -> bool:
@@ -221,8 +228,10 @@ def _time_fast(functions: dict[str, FunctionStats], timed) -> bool:
     (a thousand traces must be read in well under a second); False when any is not, and
     the entries are then read one by one to say which."""
     try:
-        rows = [(functions[n], e["calls"], e["total_ns"], e["max_ns"], e.get("hist"),
-                 e.get("fine")) for n, e in timed.items()]
+        c, total, most, hist, fine = (F[n] for n in ("calls", "total_ns", "max_ns", "hist",
+                                                     "fine"))
+        rows = [(functions[n], e[c], e[total], e[most], e.get(hist), e.get(fine))
+                for n, e in timed.items()]
     except (KeyError, TypeError, AttributeError):
         return False
     numbers = [r[2] for r in rows] + [r[3] for r in rows]
@@ -286,24 +295,25 @@ def parse(data, path: str) -> ProcessTrace:
     if not is_trace(data):
         raise NotATrace("not a shimgen trace (no \"shimgen\", \"calls\" and \"pid\" keys)")
     timed = data.get("time")
-    mode = data.get("mode", "time" if timed is not None else "counts")
+    mode = data.get(K["mode"], "time" if timed is not None else "counts")
     if mode not in MODES:
         raise ShimgenError(f"mode is {_show(mode)}, not one of {', '.join(MODES)}")
-    rank = _str(data.get("rank"), "rank", null=True, limit=NAME_MAX)
-    npt = data.get("ns_per_tick")
+    rank = _str(data.get(K["rank"]), K["rank"], null=True, limit=NAME_MAX)
+    npt = data.get(K["ns_per_tick"])
     trace = ProcessTrace(
-        path=path, source="json", pid=_int(data["pid"], "pid", low=1, high=PID_MAX),
+        path=path, source="json", pid=_int(data[K["pid"]], K["pid"], low=1, high=PID_MAX),
         rank=rank, mode=mode, complete=True,
-        shimgen_version=_str(data["shimgen"], "shimgen", limit=NAME_MAX),
-        driver_path=_str(data.get("driver", ""), "driver"),
-        driver_version=_str(data.get("driver_version", ""), "driver_version", limit=NAME_MAX),
-        driver_build_id=_str(data.get("loaded_build_id") or data.get("build_id") or "",
-                             "loaded_build_id", limit=NAME_MAX),
-        ns_per_tick=None if npt is None else _ns_per_tick(npt, "ns_per_tick"),
-        untimed_calls=_int(data.get("untimed_calls", 0), "untimed_calls"),
-        unmapped_proc_addresses=_int(data.get("unmapped_proc_addresses", 0),
-                                     "unmapped_proc_addresses"),
-        errors_overflow=_int(data.get("error_overflow", 0), "error_overflow"),
+        shimgen_version=_str(data[K["shimgen_version"]], K["shimgen_version"], limit=NAME_MAX),
+        driver_path=_str(data.get(K["driver_path"], ""), K["driver_path"]),
+        driver_version=_str(data.get(K["driver_version"], ""), K["driver_version"],
+                            limit=NAME_MAX),
+        driver_build_id=_str(data.get(K["driver_build_id"]) or data.get("build_id") or "",
+                             K["driver_build_id"], limit=NAME_MAX),
+        ns_per_tick=None if npt is None else _ns_per_tick(npt, K["ns_per_tick"]),
+        untimed_calls=_int(data.get(K["untimed_calls"], 0), K["untimed_calls"]),
+        unmapped_proc_addresses=_int(data.get(K["unmapped_proc_addresses"], 0),
+                                     K["unmapped_proc_addresses"]),
+        errors_overflow=_int(data.get(K["errors_overflow"], 0), K["errors_overflow"]),
     )
     if mode != "counts" and "errors" not in data:
         trace.notes.append(NO_ERROR_COUNTS)

@@ -15,6 +15,7 @@ import pytest
 
 from shimgen import cli
 from shimgen.diff import procaddr as pa
+from shimgen.diff import query
 from shimgen.diff.compare import hook_names
 from shimgen.driver.library import read_driver
 from tests.badinput import assert_one_line_error, shimgen
@@ -79,7 +80,7 @@ def _grid(driver, probes, names, versions) -> dict[tuple[str, int, int, int], tu
 
 
 def _covering(spans, name, api, flags, version):
-    api_name = pa.APIS[api]
+    api_name = query.APIS[api]
     return [s for s in spans if s["name"] == name and s["api"] == api_name
             and s["flags"] == flags and s["from"] <= version
             and (s["to"] is None or version <= s["to"])]
@@ -90,7 +91,7 @@ def test_proc_address_differences_are_the_drivers_own(pair, probes):
     differently on OLD and NEW lies in exactly one span of the diff, with both answers; each
     query it answers alike lies in none."""
     old, new, got = pair
-    names = pa.query_names(sorted(_nm(old.path, FUNCTION_TYPES)),
+    names = query.query_names(sorted(_nm(old.path, FUNCTION_TYPES)),
                            sorted(_nm(new.path, FUNCTION_TYPES)))
     top = max(got["old"]["cuda_version"], got["new"]["cuda_version"])
     versions = sorted({0, 1999, 2000, 3020, 7000, 11000, 11035, 12000, 12029, 12030, 12035,

@@ -18,6 +18,7 @@ import pytest
 
 from shimgen import cli
 from shimgen.diff import procaddr as pa
+from shimgen.diff import query
 from tests.badinput import assert_one_line_error, shimgen
 from tests.fakeevil import build_fake_evil
 from tests.faultkit import OTHER
@@ -99,7 +100,7 @@ def test_what_the_driver_started_is_killed_and_does_not_stall_diff(evil, evil_ne
     for the pipe's end, and the children are gone when it returns."""
     pids = tmp_path / "pids"
     monkeypatch.setenv("FAKE_EVIL_FORK", str(pids))
-    monkeypatch.setattr(pa, "QUERY_SECONDS", 60)
+    monkeypatch.setattr(query, "QUERY_SECONDS", 60)
     code, err = diff(capsys, evil, evil_new)
     assert code == 0, err
     started = [int(p) for p in pids.read_text().split()]
@@ -109,7 +110,7 @@ def test_what_the_driver_started_is_killed_and_does_not_stall_diff(evil, evil_ne
 
 def test_a_driver_that_hangs_is_stopped_and_said_truly(evil, evil_new, cache, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_EVIL_HANG", "1")
-    monkeypatch.setattr(pa, "QUERY_SECONDS", 2)
+    monkeypatch.setattr(query, "QUERY_SECONDS", 2)
     code, err = diff(capsys, evil, evil_new)
     assert code == 2 and len(err) == 1, err
     assert "the process asking its cuGetProcAddress (the driver's load and its answers) " \
@@ -138,7 +139,7 @@ def test_a_driver_version_far_out_bounds_the_versions_asked(evil, evil_new, cach
     """A driver that says it is CUDA 1999999990: the versions asked stop at the far one
     (99999), so the grid is that of any driver."""
     monkeypatch.setenv("FAKE_EVIL_VERSION", "1999999990")
-    monkeypatch.setattr(pa, "QUERY_SECONDS", 60)
+    monkeypatch.setattr(query, "QUERY_SECONDS", 60)
     code, err = diff(capsys, evil, evil_new)
     assert code == 0 and err == [], err
 

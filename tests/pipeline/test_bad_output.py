@@ -26,6 +26,7 @@ from shimgen.driver.library import read_driver
 from shimgen.errors import ShimgenError
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 from shimgen.shim import build as build_mod
+from shimgen.shim import install as install_mod
 from shimgen.shim.model import build_model
 from shimgen.shim.pipeline import build_command
 from tests.badinput import (
@@ -106,9 +107,9 @@ def test_install_without_directory_swap(drivers, tmp_path, monkeypatch):
     model = _model(drivers[0].path)
     out = tmp_path / "out"
     build_mod.build(model, out)
-    monkeypatch.setattr(build_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(install_mod, "_exchange", lambda a, b: False)
     second = build_mod.build(model, out)
-    assert entries(second.out_dir) == sorted(build_mod.INSTALLED)
+    assert entries(second.out_dir) == sorted(install_mod.INSTALLED)
     assert entries(out) == [second.out_dir.name]
     manifest = json.loads((second.out_dir / SHIM_MANIFEST).read_text())
     assert manifest["functions"] == len(model.functions)
@@ -122,7 +123,7 @@ def test_rebuild_swaps_the_whole_directory(drivers, tmp_path):
     first = build_mod.build(model, out)
     (first.out_dir / "stray").write_text("x")
     second = build_mod.build(model, out)
-    assert entries(second.out_dir) == sorted(build_mod.INSTALLED)
+    assert entries(second.out_dir) == sorted(install_mod.INSTALLED)
     assert second.out_dir.stat().st_mode & 0o755 == 0o755
 
 
@@ -131,10 +132,10 @@ def test_stale_staging_is_removed_live_one_kept(drivers, tmp_path):
     running build holds (its lock is taken) is left alone."""
     out = tmp_path / "out"
     out.mkdir()
-    stale = out / f"{build_mod.STAGING_PREFIX}cudashim-x-dead"
+    stale = out / f"{install_mod.STAGING_PREFIX}cudashim-x-dead"
     (stale / "meson").mkdir(parents=True)
     (stale / "meson" / "junk.o").write_bytes(b"x")
-    live = out / f"{build_mod.STAGING_PREFIX}cudashim-x-live"
+    live = out / f"{install_mod.STAGING_PREFIX}cudashim-x-live"
     live.mkdir()
     fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -272,7 +273,7 @@ def test_signal_during_install_is_held_back(drivers, tmp_path, monkeypatch, caps
     """SIGTERM that lands while the build is being put in place waits for the install to
     finish: the new build is complete, no staging is left, and the line says so."""
     out = tmp_path / "out"
-    real_install = build_mod._install
+    real_install = build_mod.put_in_place
     calls = []
 
     def install_with_signal(new, final, staging):
@@ -281,7 +282,7 @@ def test_signal_during_install_is_held_back(drivers, tmp_path, monkeypatch, caps
         calls.append(final)
         real_install(new, final, staging)
 
-    monkeypatch.setattr(build_mod, "_install", install_with_signal)
+    monkeypatch.setattr(build_mod, "put_in_place", install_with_signal)
     code = cli.main(["build", "--driver", str(drivers[0].path), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 128 + signal.SIGTERM, err
@@ -290,7 +291,7 @@ def test_signal_during_install_is_held_back(drivers, tmp_path, monkeypatch, caps
     assert err == "shimgen: error: interrupted by SIGTERM, after the new build was installed\n"
     assert len(calls) == 1
     assert entries(out) == [calls[0].name]
-    assert entries(calls[0]) == sorted(build_mod.INSTALLED)
+    assert entries(calls[0]) == sorted(install_mod.INSTALLED)
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,7 +358,7 @@ def test_concurrent_builds_into_one_place(drivers, tmp_path):
         assert stderr.startswith("shimgen: build: building the shim ") and stderr.count("\n") == 1
     assert bad == [] and seen[0] > 0
     assert entries(out) == [final.name]
-    assert entries(final) == sorted(build_mod.INSTALLED)
+    assert entries(final) == sorted(install_mod.INSTALLED)
 
     code = ("import ctypes; l = ctypes.CDLL('libcuda.so.1'); v = ctypes.c_int(0); "
             "assert l.cuDriverGetVersion(ctypes.byref(v)) == 0; print(v.value)")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from shimgen.cuda import (
+from shimgen.cudaversions import (
     ATTRIBUTE_SINCE,
     FUNCTION_SINCE,
     OLDEST_CUDA,
@@ -72,7 +72,7 @@ def _needed_stand_in(driver: Path, tmp_path: Path) -> Path:
 
 def test_the_cuda_version_of_every_driver_is_what_it_reports(matrix_drivers, refused_driver,
                                                               tmp_path):
-    """cuda.CUDA_DRIVER_BRANCHES against each build's own cuDriverGetVersion."""
+    """cudaversions.CUDA_DRIVER_BRANCHES against each build's own cuDriverGetVersion."""
     for d in matrix_drivers:
         assert cuda_of_driver(d.version) == driver_cuda_version(d.path), d.version
     libdir = _needed_stand_in(refused_driver.path, tmp_path)
@@ -97,7 +97,7 @@ def test_a_driver_older_than_cu_get_proc_address_is_refused_in_one_line(refused_
             "shimgen: error: driver 418.226.00 (CUDA 10.1) predates cuGetProcAddress (CUDA "
             "11.3, driver 465): shimgen supports drivers from 465 on\n"), args
     assert not (tmp_path / "out").exists()
-    # the facts said are cuda.py's: the oldest CUDA version is the one that added it
+    # the facts said are cudaversions.py's: the oldest CUDA version is the one that added it
     assert (cuda_text(OLDEST_CUDA), first_driver(OLDEST_CUDA)) == ("11.3", 465)
 
 
@@ -147,7 +147,7 @@ def test_a_driver_copied_under_another_name_is_told_by_its_contents(matrix_drive
 
 def test_a_misspelt_hook_fails_on_a_driver_new_enough(matrix_drivers):
     """Every hook marked with a CUDA version is exported by each driver that new: the
-    table's versions are cuda.FUNCTION_SINCE's, and a misspelt name still fails."""
+    table's versions are cudaversions.FUNCTION_SINCE's, and a misspelt name still fails."""
     for d in matrix_drivers:
         names = set(read_driver(d.path).function_names())
         for h in HOOKS:

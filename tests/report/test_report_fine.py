@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import struct
 
-from shimgen.trace import binary as tracefile
+from shimgen.trace import blocks
 from shimgen.trace.model import (
     FINE_BUCKETS,
     FINE_SUB,
@@ -81,6 +81,6 @@ def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch):
         for f, n in want[i].items():
             row[fine_octave(f)] += n
         got: dict[int, int] = {}
-        tracefile._read_fine(memoryview(bytes(table)), 0, i, row, got, shift, slots - 1, probes,
+        blocks._read_fine(memoryview(bytes(table)), 0, i, row, got, shift, slots - 1, probes,
                              bits, (1 << bits) - 1, mult)
         assert got == want[i], i

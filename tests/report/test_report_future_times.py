@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 from shimgen.report.main import report

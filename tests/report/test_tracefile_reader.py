@@ -18,6 +18,7 @@ import pytest
 from shimgen.errors import ShimgenError
 from shimgen.runenv import trace_header_layout
 from shimgen.trace import binary as tracefile
+from shimgen.trace import blocks
 from shimgen.trace.binary import HEADER_SIZE, load
 from tests.faultkit import run
 
@@ -290,7 +291,7 @@ def test_a_sparse_file_of_16_gib_is_read_in_the_time_of_its_data(real_file, tmp_
     assert p.stat().st_blocks * 512 < 64 << 20
     real_blocks = -(-(real_file.stat().st_size - h["blocks_off"]) // h["block_stride"])
     visited = []
-    walk = tracefile._blocks_with_data
+    walk = blocks.blocks_with_data
 
     def counted(*args):
         for b in walk(*args):
@@ -299,7 +300,7 @@ def test_a_sparse_file_of_16_gib_is_read_in_the_time_of_its_data(real_file, tmp_
             yield b
 
     calls = load(real_file).functions["cuDriverGetVersion"].calls
-    monkeypatch.setattr(tracefile, "_blocks_with_data", counted)
+    monkeypatch.setattr(blocks, "blocks_with_data", counted)
     assert load(p).functions["cuDriverGetVersion"].calls == calls
     assert 0 < len(visited) <= real_blocks
 
@@ -342,7 +343,7 @@ def with_error_slots(real_file: Path, tmp_path: Path, slots: list[tuple[str, int
         data[base + h["off_err"]:base + h["off_err"] + 16 * h["err_slots"]] = bytes(
             16 * h["err_slots"])
     for k, (name, code, count, injected) in enumerate(slots):
-        key = (names.index(name.encode()) + 1) << 32 | code | (tracefile.ERR_INJECTED
+        key = (names.index(name.encode()) + 1) << 32 | code | (blocks.ERR_INJECTED
                                                              if injected else 0)
         struct.pack_into("<QQ", data, h["blocks_off"] + h["off_err"] + 16 * k, key, count)
     if state is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from shimgen.errors import ShimgenError
-from shimgen.run.main import check_selection
+from shimgen.run.options import check_selection
 
 ROOT = Path(__file__).resolve().parents[2]
 V470 = "470.256.02"

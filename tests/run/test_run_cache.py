@@ -234,8 +234,8 @@ def test_a_cache_directory_that_is_not_a_directory_is_refused(driver, tmp_path, 
 
 
 HEAVY = ("jinja2", "elftools", "mesonbuild", "capstone", "unicorn", "shimgen.driver.elf",
-         "shimgen.shim.build", "shimgen.shim.render", "dataclasses", "hashlib", "subprocess",
-         "typing", "argparse", "shutil")
+         "shimgen.shim.build", "shimgen.shim.install", "shimgen.shim.render", "dataclasses",
+         "hashlib", "subprocess", "typing", "argparse", "shutil")
 # The `shimgen` console script, and at its exit the heavy modules the process had loaded.
 SCRIPT = ("import atexit, sys\n"
           "atexit.register(lambda: sys.stderr.write('loaded: ' + ' '.join(sorted(\n"

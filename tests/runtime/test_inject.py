@@ -17,6 +17,7 @@ import pytest
 from shimgen.errors import ShimgenError
 from shimgen.shim import inject
 from shimgen.trace import binary as tracefile
+from shimgen.trace import blocks
 from shimgen.trace import jsonfile as tracejson
 
 OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
@@ -322,7 +323,7 @@ def test_reader_keeps_driver_errors_apart(tmp_path):
     gives the driver's own as the rest (never below 0) and the injected ones apart."""
     errors = {0: {OOM: 5, 1: 2}, 1: {OOM: 1}}
     injected = {0: {OOM: 3}, 1: {OOM: 2}}
-    tracefile._less_injected(errors, injected)
+    blocks._less_injected(errors, injected)
     assert errors == {0: {OOM: 2, 1: 2}}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from shimgen.cuda import cuda_text
+from shimgen.cudaversions import cuda_text
 from shimgen.driver.library import read_driver
 from shimgen.runenv import SHIM_LIBRARY, SHIM_MANIFEST
 from shimgen.shim.hooks import HOOKS

@@ -1,0 +1,94 @@
+"""`shimgen run`'s options: what was asked, each checked as the shim will check it (the
+gate selection, the calls ring, the limits, the seconds of --stall), and the trace mode a
+shim without the calls path gives instead of `calls`. main.py runs with them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ShimgenError, UsageError
+
+
+class RunOptions:
+    """What `shimgen run` was asked (a plain class: a dataclass costs milliseconds to make)."""
+
+    def __init__(self, command: list[str], driver: Path, driver_given: bool, trace: str,
+                 gates: str | None, gate_profile: str | None, out: Path | None,
+                 inject: list[str] | None = None, hooks: tuple[str, ...] = (),
+                 stall: float | None = None,
+                 limits: dict[str, int] | None = None) -> None:
+        self.command = command
+        self.driver = driver  # as given or found
+        self.driver_given = driver_given  # --driver: also SHIMGEN_DRIVER
+        self.trace = trace  # a name of runenv.TRACE_MODES, also SHIMGEN_TRACE's value
+        self.gates = gates  # the SHIMGEN_GATES selection, e.g. "-gdr,-dmabuf"
+        self.gate_profile = gate_profile  # with gates: "auto" or a profile file
+        self.out = out  # -o DIR
+        self.inject = inject or []  # --inject RULE, each (shimgen/shim/inject.py)
+        self.hooks = hooks  # --hook FILE.c, in order (shim/userhooks.py)
+        self.stall = stall  # --stall SECONDS (run/watch.py), None: off
+        self.limits = limits or {}  # --limit KEY=SIZE, in bytes (run/limits.py)
+        self.calls_ring: str | None = None  # --calls-ring N: SHIMGEN_CALLS_RING
+        self.trace_note = ""  # why the trace is not the one asked (time_where_no_calls)
+
+
+def check_selection(selection: str, gates: tuple[str, ...] | None,
+                    driver: Path | None = None) -> None:
+    """A SHIMGEN_GATES selection: names separated by commas, each optionally after + (set)
+    or - (clear). With `gates` (the names the shim has), every name must be one of them; a
+    gate the driver is too old to have says so."""
+    for tok in selection.split(","):
+        name = tok[1:] if tok[:1] in "+-" and tok else tok
+        if not name or not name[0].isalnum() \
+                or not all(c.isascii() and (c.isalnum() or c in "_-") for c in name):
+            raise ShimgenError(f"--gates {selection!r}: {tok!r} is not a gate name, +name or "
+                               "-name (e.g. gdr,dmabuf or -gdr,-dmabuf)")
+        if gates is not None and name not in gates:
+            from ..driver import version_from_name
+            from ..gates import why_no_gate
+
+            why = why_no_gate(name, version_from_name(driver)) if driver else ""
+            raise ShimgenError(f"--gates {selection!r}: unknown gate {name!r} (this driver's "
+                               f"shim has: {', '.join(gates) or 'none'}{why})")
+
+
+def time_where_no_calls(opts: RunOptions, library: Path) -> None:
+    """`calls` on a shim without the calls path (aarch64, for now) is `time`, said in the
+    banner: the shim's own notice is not needed then."""
+    from ..driver import library_arch
+
+    arch = library_arch(library)
+    if opts.trace == "calls" and arch != "x86_64":
+        opts.trace_note = (f" (not calls: calls mode is x86-64 only, for now; this {arch} "
+                           "shim times calls)")
+        opts.trace = "time"
+
+
+def calls_ring_option(value: str | None) -> str | None:
+    """--calls-ring N: records kept per thread in calls mode, checked as the shim checks it."""
+    from ..runenv import CALLS_RING_MAX, CALLS_RING_MIN
+
+    if value is None:
+        return None
+    if not value.isdigit() or not CALLS_RING_MIN <= int(value) <= CALLS_RING_MAX:
+        raise UsageError(f"run --calls-ring {value!r}: give a number of calls from "
+                         f"{CALLS_RING_MIN} to {CALLS_RING_MAX}")
+    return value
+
+
+def limit_options(values: list[str] | None) -> dict[str, int]:
+    if not values:
+        return {}
+    from .limits import parse_limits
+
+    return parse_limits(values)
+
+
+def seconds_option(text: str, flag: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e7:
+        raise UsageError(f"run {flag} {text!r}: a number of seconds above 0")
+    return value

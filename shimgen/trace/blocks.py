@@ -1,0 +1,161 @@
+"""The blocks of a binary trace file summed (binary.py checks the header and the names
+first, and says a fault with the file's name): each block's per-function counts, times,
+histograms and fine buckets, its error slots, and the injected failures told apart from the
+driver's own errors. Only blocks with data are read, and of them only the functions with
+calls."""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import struct
+
+from ..runenv import TRACE_ERR_INJECTED as ERR_INJECTED
+from ..runenv import TRACE_FSTATS, TRACE_FSTATS_SIZE
+from .model import FINE_SUB_SHIFT, HIST_BUCKETS
+
+FSTATS_SIZE = TRACE_FSTATS_SIZE
+# struct fstats' words (runenv.TRACE_FSTATS), as indexes of 64-bit words
+FSTATS_WORDS = FSTATS_SIZE // 8
+COUNT_WORD, TOTAL_WORD, MAX_WORD = (TRACE_FSTATS[w] // 8 for w in ("count", "total", "max"))
+ERRSLOT_SIZE = 16  # key, count
+
+
+class BadTrace(Exception):
+    """What is wrong with the file, said by load() with its name."""
+
+
+def blocks_with_data(fd: int, boff: int, stride: int, nblocks: int):
+    """The blocks that hold any data: a block that is a hole of a sparse file is zeros and
+    adds nothing, so the work is the data's, not the file's apparent size (SEEK_DATA; where
+    the file system cannot tell, every block)."""
+    b = 0
+    while b < nblocks:
+        try:
+            data = os.lseek(fd, boff + b * stride, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                return  # nothing but a hole from here on
+            data = boff + b * stride  # (no SEEK_DATA here)
+        first = (data - boff) // stride
+        if first > b:
+            b = first
+            continue
+        yield b
+        b += 1
+
+
+def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int, int]:
+    nf, boff, stride = h["nfuncs"], h["blocks_off"], h["block_stride"]
+    timed = h["mode"] != 1
+    counts, totals, maxes = [0] * nf, [0] * nf, [0] * nf
+    hists: dict[int, list[int]] = {}
+    fines: dict[int, dict[int, int]] = {}
+    fslots, fmask, fprobes = h["fine_slots"], h["fine_slots"] - 1, h["fine_probes"]
+    fshift, fbits, fhash = fslots.bit_length() - 1, h["fine_bits"], h["fine_hash"]
+    fmaskb = (1 << fbits) - 1
+    errors: dict[int, dict[int, int]] = {}
+    injected: dict[int, dict[int, int]] = {}
+    untimed = overflow = 0
+    mv = memoryview(m)
+    try:
+        for b in blocks_with_data(fd, boff, stride, nblocks):
+            base = boff + b * stride
+            fn = mv[base + h["off_fn"]:base + h["off_fn"] + nf * FSTATS_SIZE].cast("Q")
+            called = [i for i, c in enumerate(fn[COUNT_WORD::FSTATS_WORDS]) if c]
+            for i in called:
+                counts[i] += fn[FSTATS_WORDS * i + COUNT_WORD]
+                if timed:
+                    totals[i] += fn[FSTATS_WORDS * i + TOTAL_WORD]
+                    maxes[i] = max(maxes[i], fn[FSTATS_WORDS * i + MAX_WORD])
+                    ho = base + h["off_hist"] + i * HIST_BUCKETS * 8
+                    row = mv[ho:ho + HIST_BUCKETS * 8].cast("Q")
+                    if any(row):
+                        acc = hists.setdefault(i, [0] * HIST_BUCKETS)
+                        for j, v in enumerate(row):
+                            acc[j] += v
+                        _read_fine(mv, base + h["off_fine"], i, row,
+                                   fines.setdefault(i, {}), fshift, fmask, fprobes, fbits,
+                                   fmaskb, fhash)
+                    row.release()
+            fn.release()
+            untimed += struct.unpack_from("<Q", m, base + h["off_untimed"])[0]
+            overflow += struct.unpack_from("<Q", m, base + h["off_err_overflow"])[0]
+            eo = base + h["off_err"]
+            slots = mv[eo:eo + h["err_slots"] * ERRSLOT_SIZE].cast("Q")
+            try:
+                _read_errors(slots, b, nf, errors, injected)
+            finally:
+                slots.release()
+    finally:
+        mv.release()
+    if timed:  # the time path counted the injected failures among the returns too
+        _less_injected(errors, injected)
+    functions: dict = {}
+    for i in sorted(set(i for i in range(nf) if counts[i]) | set(errors) | set(injected)):
+        functions[i] = (counts[i], totals[i], maxes[i], hists.get(i), errors.get(i, {}),
+                        fines.get(i), injected.get(i, {}))
+    return functions, untimed, overflow
+
+
+def _read_errors(slots, b: int, nf: int, errors: dict, injected: dict) -> None:
+    """One block's error slots added to `errors` (the returns the time path counted) and
+    `injected` (the failures SHIMGEN_INJECT returned: keys with ERR_INJECTED)."""
+    for s in range(0, len(slots), 2):
+        key, cnt = slots[s], slots[s + 1]
+        if not key:
+            continue
+        into = injected if key & ERR_INJECTED else errors
+        key &= ~ERR_INJECTED
+        idx = (key >> 32) - 1
+        if not 0 <= idx < nf:
+            raise BadTrace(f"block {b} has an error slot for function {idx}, of {nf}")
+        code = key & 0xFFFFFFFF
+        per = into.setdefault(idx, {})
+        per[code] = per.get(code, 0) + cnt
+
+
+def _less_injected(errors: dict, injected: dict) -> None:
+    """The driver's own errors: the returns counted less the injected failures among them
+    (never below 0: a call counted but not timed has no return counted)."""
+    for idx, per in injected.items():
+        own = errors.get(idx, {})
+        for code, n in per.items():
+            left = own.get(code, 0) - n
+            if left > 0:
+                own[code] = left
+            else:
+                own.pop(code, None)
+        if idx in errors and not own:
+            del errors[idx]
+
+
+def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift: int,
+               mask: int, probes: int, bits: int, maskb: int, mult: int) -> None:
+    """Adds to `acc` the fine buckets of function i in one block's fine table at `off`: for
+    each non-empty log2 bucket, only the slots its keys can be in (runtime/totals.c), each
+    key taken once, by the bucket it belongs to."""
+    table = mv[off:off + (mask + 1) * 8].cast("I")
+    try:
+        home = (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
+        want = (i + 1) << bits
+        for b, n in enumerate(row):
+            if not n:
+                continue
+            first = 0 if b == 0 else fine_first(b)
+            end = fine_first(b + 1)
+            for k in range(home + first, home + end + probes - 1):
+                slot = 2 * (k & mask)
+                key = table[slot]
+                if key & ~maskb == want:
+                    f = key & maskb
+                    if first <= f < end:
+                        acc[f] = acc.get(f, 0) + table[slot + 1]
+    finally:
+        table.release()
+
+
+def fine_first(b: int) -> int:
+    """The first fine bucket of log2 bucket b (b >= 1)."""
+    return 1 << b if b < FINE_SUB_SHIFT else (b - FINE_SUB_SHIFT + 1) << FINE_SUB_SHIFT
