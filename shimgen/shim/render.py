@@ -49,11 +49,15 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("meson.build.j2", "meson.build"),  # BUILD_FILE
     ("memroutes.inc.j2", "memroutes.inc"),
 )
-# runtime/ files named so are hooks: a shim gets those of its hooks (model.hook_sources).
+# runtime/ files named so are hooks, in whatever folder: a shim gets those of its hooks
+# (model.hook_sources names them by file name).
 HOOK_PREFIX = "hooks_"
 # the init-site method's code writer: only in a shim whose gate plan has init-site bytes
 INIT_SOURCE = "gates_init.c"
 RUNTIME_SUFFIXES = (".c", ".h", ".S")
+# runtime/arch/<arch>/: one architecture's entry code, taken whole by a shim for a driver of
+# that architecture and by no other (arches.Arch.runtime)
+ARCH_DIR = "arch"
 # runtime/ files of one architecture's entry code: a shim for a driver of another gets none
 # of them (every other runtime/ file is C that builds for both).
 ARCH_SOURCES = {"x86_64": ("stubs.S", "timing.S", "calls.S", "asm.h"),
@@ -90,19 +94,45 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def runtime_files(arch: str) -> list[str]:
+    """Every runtime/ file a shim for `arch` may take, as paths under runtime/ (folders
+    kept): all of runtime/ less the other architectures' folders under arch/."""
+    root = runtime_dir()
+    names = []
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if not path.is_file() or path.suffix not in RUNTIME_SUFFIXES:
+            continue
+        if len(rel.parts) > 2 and rel.parts[0] == ARCH_DIR and rel.parts[1] != arch:
+            continue
+        names.append(rel.as_posix())
+    return sorted(names)
+
+
 def copied(model: ShimModel) -> list[str]:
-    """The runtime/ files this shim is built from: every one but the hooks it does not use."""
+    """The runtime/ files this shim is built from (paths under runtime/): every one but the
+    hooks it does not use and the other architectures' entry code."""
     hooks = set(model.hook_sources)
-    names = sorted(p.name for p in runtime_dir().iterdir()
-                   if p.is_file() and p.suffix in RUNTIME_SUFFIXES)
-    missing = hooks - set(names)
+    names = runtime_files(model.driver.arch)
+    missing = hooks - {n.rsplit("/", 1)[-1] for n in names}
     if missing:
         raise ShimgenError(f"hook table names {sorted(missing)[0]}, which runtime/ lacks")
     init = model.gates is not None and model.gates.has_init_bytes
     other = {n for arch, files in ARCH_SOURCES.items() if arch != model.driver.arch
              for n in files}
-    return [n for n in names if (not n.startswith(HOOK_PREFIX) or n in hooks)
-            and (n != INIT_SOURCE or init) and n not in other]
+
+    def wanted(n: str) -> bool:
+        base = n.rsplit("/", 1)[-1]
+        return ((not base.startswith(HOOK_PREFIX) or base in hooks)
+                and (base != INIT_SOURCE or init) and n not in other)
+    return [n for n in names if wanted(n)]
+
+
+def include_dirs(model: ShimModel) -> list[str]:
+    """The folders of the source tree that the compiler searches besides its top: the
+    architecture's own folder, whose asm.h and cpu_arch.h the shared files name."""
+    arch = f"{ARCH_DIR}/{model.driver.arch}"
+    return [arch] if (runtime_dir() / arch).is_dir() else []
 
 
 def user_file_name(index: int, path: Path) -> str:
@@ -168,6 +198,7 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
         "sources": compiled(model),
         "user_sources": user_compiled(model),
         "include_dir": INCLUDE_DIR,
+        "include_dirs": include_dirs(model),
         "hook_types": HOOK_TYPES,
         "reserved": model.unwrappable,
         "soname": SONAME,
