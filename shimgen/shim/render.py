@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__, calls, runenv
+from ..arches import ARCHES
 from ..cuda import (
     ARRAY_FORMAT_BYTES,
     ATTRIBUTES,
@@ -55,13 +56,9 @@ HOOK_PREFIX = "hooks_"
 # the init-site method's code writer: only in a shim whose gate plan has init-site bytes
 INIT_SOURCE = "gates_init.c"
 RUNTIME_SUFFIXES = (".c", ".h", ".S")
-# runtime/arch/<arch>/: one architecture's entry code, taken whole by a shim for a driver of
-# that architecture and by no other (arches.Arch.runtime)
-ARCH_DIR = "arch"
-# runtime/ files of one architecture's entry code: a shim for a driver of another gets none
-# of them (every other runtime/ file is C that builds for both).
-ARCH_SOURCES = {"x86_64": ("stubs.S", "timing.S", "calls.S", "asm.h"),
-                "aarch64": ("stubs_aarch64.S", "timing_aarch64.S", "asm_aarch64.h")}
+# runtime/arch/<arch>/ (arches.Arch.runtime): one architecture's entry code, taken whole by
+# a shim for a driver of that architecture and by no other; every other runtime/ file is C
+# that builds for all.
 # The user's hook files (--hook): copied under user/, compiled apart (no -Werror), each
 # starting with a #line that names the user's file, so the compiler's messages name it.
 USER_SOURCE = "user:"
@@ -96,17 +93,12 @@ def environment() -> jinja2.Environment:
 
 def runtime_files(arch: str) -> list[str]:
     """Every runtime/ file a shim for `arch` may take, as paths under runtime/ (folders
-    kept): all of runtime/ less the other architectures' folders under arch/."""
+    kept): all of runtime/ less the other architectures' folders."""
     root = runtime_dir()
-    names = []
-    for path in root.rglob("*"):
-        rel = path.relative_to(root)
-        if not path.is_file() or path.suffix not in RUNTIME_SUFFIXES:
-            continue
-        if len(rel.parts) > 2 and rel.parts[0] == ARCH_DIR and rel.parts[1] != arch:
-            continue
-        names.append(rel.as_posix())
-    return sorted(names)
+    others = tuple(f"{a.runtime}/" for a in ARCHES.values() if a.name != arch)
+    names = (p.relative_to(root).as_posix() for p in root.rglob("*")
+             if p.is_file() and p.suffix in RUNTIME_SUFFIXES)
+    return sorted(n for n in names if not n.startswith(others))
 
 
 def copied(model: ShimModel) -> list[str]:
@@ -118,21 +110,17 @@ def copied(model: ShimModel) -> list[str]:
     if missing:
         raise ShimgenError(f"hook table names {sorted(missing)[0]}, which runtime/ lacks")
     init = model.gates is not None and model.gates.has_init_bytes
-    other = {n for arch, files in ARCH_SOURCES.items() if arch != model.driver.arch
-             for n in files}
 
     def wanted(n: str) -> bool:
         base = n.rsplit("/", 1)[-1]
-        return ((not base.startswith(HOOK_PREFIX) or base in hooks)
-                and (base != INIT_SOURCE or init) and n not in other)
+        return (not base.startswith(HOOK_PREFIX) or base in hooks) and (base != INIT_SOURCE or init)
     return [n for n in names if wanted(n)]
 
 
 def include_dirs(model: ShimModel) -> list[str]:
     """The folders of the source tree that the compiler searches besides its top: the
     architecture's own folder, whose asm.h and cpu_arch.h the shared files name."""
-    arch = f"{ARCH_DIR}/{model.driver.arch}"
-    return [arch] if (runtime_dir() / arch).is_dir() else []
+    return [ARCHES[model.driver.arch].runtime]
 
 
 def user_file_name(index: int, path: Path) -> str:
@@ -199,6 +187,7 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
         "user_sources": user_compiled(model),
         "include_dir": INCLUDE_DIR,
         "include_dirs": include_dirs(model),
+        "arch": ARCHES[model.driver.arch],
         "hook_types": HOOK_TYPES,
         "reserved": model.unwrappable,
         "soname": SONAME,

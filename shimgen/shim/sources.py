@@ -45,7 +45,8 @@ def stamp() -> str:
     dirs += [Path(top) for top, _, _ in os.walk(runtime)]  # runtime/ and its folders
     entries = [(d, e) for d in dirs if d.is_dir() for e in os.scandir(d) if e.is_file()]
     entries += [(_PACKAGE, e) for e in os.scandir(_PACKAGE) if e.name in _STAMPED_MODULES]
-    text = "".join(f"{os.path.relpath(d, runtime.parent)}/{e.name}\0{e.stat().st_size}\0{e.stat().st_mtime_ns}\n"
+    text = "".join(f"{os.path.relpath(d, runtime.parent)}/{e.name}\0{e.stat().st_size}\0"
+                   f"{e.stat().st_mtime_ns}\n"
                    for d, e in sorted(entries, key=lambda de: (str(de[0]), de[1].name)))
     data = text.encode()
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
