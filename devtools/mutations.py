@@ -192,7 +192,7 @@ MUTATIONS = [
     # ---- timed calls that end in any order (runtime/timing.S) ----
     {
         "name": "timing-frame-not-linked-back",
-        "file": "runtime/timing.S",
+        "file": "runtime/arch/x86_64/timing.S",
         "old": "        mov     %rdx, FRAME_NEXT(%rsi)\n",
         "new": "",
         "tests": ["tests/runtime/test_faults_timing.py::test_coroutines_suspended_inside_driver_calls"],
@@ -402,7 +402,7 @@ MUTATIONS = [
     # ---- error returns and latency histograms of the time paths (runtime/timing.S, totals.c) ----
     {
         "name": "errors-path-skipped",
-        "file": "runtime/timing.S",
+        "file": "runtime/arch/x86_64/timing.S",
         "old": "        jnz     .L\\name\\()_error\n",
         "new": "",
         "tests": ["tests/runtime/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
@@ -411,7 +411,7 @@ MUTATIONS = [
     },
     {
         "name": "errors-flag-table-ignored",
-        "file": "runtime/timing.S",
+        "file": "runtime/arch/x86_64/timing.S",
         "old": "        cmpb    $0, (%rcx,%rdi)\n        je      2b\n",
         "new": "",
         "tests": ["tests/runtime/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
@@ -420,7 +420,7 @@ MUTATIONS = [
     },
     {
         "name": "errors-overflow-not-counted",
-        "file": "runtime/timing.S",
+        "file": "runtime/arch/x86_64/timing.S",
         "old": "        incq    TS_ERR_OVERFLOW(%r10)",
         "new": "        nop",
         "tests": ["tests/runtime/test_errors.py::test_more_codes_than_slots_go_to_the_overflow"],
@@ -428,7 +428,7 @@ MUTATIONS = [
     },
     {
         "name": "hist-wrong-bucket",
-        "file": "runtime/timing.S",
+        "file": "runtime/arch/x86_64/timing.S",
         "old": "        bsr     %rdx, %rdx                          /* the bucket */\n",
         "new": "        bsr     %rdx, %rdx\n        inc     %rdx\n",
         "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
@@ -1257,7 +1257,7 @@ MUTATIONS = [
     # ---- times a user can trust: fine percentiles, a calibration made with the file ----
     {
         "name": "fine-histogram-not-counted",
-        "file": "runtime/timing.S",
+        "file": "runtime/arch/x86_64/timing.S",
         "old": "        incl    TS_FINE+4(%r10,%rcx,8)\n",
         "new": "        nop\n",
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
@@ -1268,7 +1268,7 @@ MUTATIONS = [
     },
     {
         "name": "fine-bucket-off-by-one-sub-bucket",
-        "file": "runtime/timing.S",
+        "file": "runtime/arch/x86_64/timing.S",
         "old": "        sub     $TS_FINE_SUB_SHIFT, %ecx            /* e - 6 */\n",
         "new": "        sub     $(TS_FINE_SUB_SHIFT - 1), %ecx      /* e - 6 */\n",
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
@@ -2590,7 +2590,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-stub-decides-before-saving-the-arguments",
-        "file": "runtime/stubs.S",
+        "file": "runtime/arch/x86_64/stubs.S",
         "old": ("        save_argument_registers\n        mov     %r11, 192(%rsp)\n"
                 "        mov     %r11d, %edi\n        call    shimgen_inject_decide\n"),
         "new": ("        push    %r11\n        mov     %r11d, %edi\n"
@@ -2740,9 +2740,9 @@ MUTATIONS = [
     },
     {
         "name": "userhooks-real-before-the-load-reaches-the-hook",
-        "file": "templates/userreal.S.j2",
-        "old": "1:      mov     $SHIMGEN_IDX_{{ name }}, %r11d\n        jmp     shimgen_user_real_common\n",
-        "new": "1:      jmp     *shimgen_slots+8*SHIMGEN_IDX_{{ name }}(%rip)\n",
+        "file": "runtime/arch/x86_64/asm.h",
+        "old": "1:      mov     $\\idx, %r11d\n        jmp     shimgen_user_real_common\n",
+        "new": "1:      jmp     *shimgen_slots+8*\\idx(%rip)\n",
         "tests": ["tests/run/test_userhooks.py::test_a_hook_of_a_function_the_loaded_driver_lacks_never_runs"],
         "why": "SHIMGEN_REAL from a hook file's constructor, before the driver is loaded, reaches "
                "the function behind the hook, never the hook",
@@ -3048,7 +3048,7 @@ MUTATIONS = [
     },
     {
         "name": "arm64-count-stub-counts-nothing",
-        "file": "runtime/stubs_aarch64.S",
+        "file": "runtime/arch/aarch64/stubs.S",
         "old": "        ldr     x9, [x16, #(TS_COUNT + TS_FSTATS_SIZE * \\i)]\n        add     x9, x9, #1\n",
         "new": "        ldr     x9, [x16, #(TS_COUNT + TS_FSTATS_SIZE * \\i)]\n        add     x9, x9, #0\n",
         "tests": ["tests/runtime/test_aarch64.py::test_the_shim_forwards_every_route_and_counts_under_qemu"],
@@ -3066,7 +3066,7 @@ MUTATIONS = [
     },
     {
         "name": "arm64-timed-call-keeps-the-frame-in-x19",
-        "file": "runtime/timing_aarch64.S",
+        "file": "runtime/arch/aarch64/timing.S",
         "old": "        ldp     x12, x19, [x9, #FRAME_IDX]          /* i, the caller's x19 */\n",
         "new": "        ldr     x12, [x9, #FRAME_IDX]\n",
         "tests": ["tests/runtime/test_aarch64_timing.py::"
@@ -3076,14 +3076,14 @@ MUTATIONS = [
     {
         "name": "arm64-forked-child-keeps-its-moved-blocks-targets",
         "file": "runtime/stats.c",
-        "old": "     * the thread's next counted call takes the first-count path, which gives them back. */\n    SET_TLS_FN(nursery);\n",
+        "old": "     * the thread's next counted call takes the first-count path, which gives them back. */\n    shimgen_arch_thread_fn(NULL);\n",
         "new": "     * the thread's next counted call takes the first-count path, which gives them back. */\n",
         "tests": ["tests/runtime/test_aarch64.py::test_a_forked_child_with_a_trace_file_counts_its_own_calls"],
         "why": "an aarch64 child whose blocks moved onto its own trace file still forwards its calls",
     },
     {
         "name": "arm64-timed-errors-not-counted",
-        "file": "runtime/timing_aarch64.S",
+        "file": "runtime/arch/aarch64/timing.S",
         "old": "        cbnz    w0, .L\\name\\()_error\n",
         "new": "        nop\n",
         "tests": ["tests/runtime/test_aarch64.py::test_run_of_an_aarch64_program_reports_its_calls"],
@@ -3091,7 +3091,7 @@ MUTATIONS = [
     },
     {
         "name": "arm64-timed-frame-not-given-back",
-        "file": "runtime/timing_aarch64.S",
+        "file": "runtime/arch/aarch64/timing.S",
         "old": "        str     x13, [x9, #FRAME_NEXT]\n        str     x9, [x16, #TS_FREE]\n",
         "new": "        str     x13, [x9, #FRAME_NEXT]\n",
         "tests": ["tests/runtime/test_aarch64_timing.py::test_coroutines_end_timed_calls_in_any_order",
@@ -3100,7 +3100,7 @@ MUTATIONS = [
     },
     {
         "name": "arm64-timed-return-address-cfi-wrong",
-        "file": "runtime/timing_aarch64.S",
+        "file": "runtime/arch/aarch64/timing.S",
         "old": "        CFI_SAVED_AT_X19(30, FRAME_RET)",
         "new": "        CFI_SAVED_AT_X19(30, FRAME_START)",
         "tests": ["tests/runtime/test_aarch64_timing.py::test_exceptions_and_stack_walks_cross_a_timed_call"],
@@ -3117,7 +3117,7 @@ MUTATIONS = [
     {
         "name": "arm64-gates-analysed-as-x86",
         "file": "shimgen/gates/discover.py",
-        "old": "    if image.arch != \"x86_64\":\n        raise GateDiscoveryError(",
+        "old": "    if not ARCHES[image.arch].gates:\n        raise GateDiscoveryError(",
         "new": "    if False:\n        raise GateDiscoveryError(",
         "tests": ["tests/runtime/test_aarch64.py::test_what_is_x86_64_only_says_so_in_one_line"],
         "why": "the gate analysis says plainly that it reads x86-64 code only",
@@ -3259,7 +3259,7 @@ MUTATIONS = [
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",
-        "file": "runtime/calls.S",
+        "file": "runtime/arch/x86_64/calls.S",
         "old": "        test    $CALLS_INFO_STACK, %al\n        jz      1f\n",
         "new": "        test    $CALLS_INFO_STACK, %al\n        jmp     1f\n",
         "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
@@ -3551,7 +3551,7 @@ MUTATIONS = [
     },
     {
         "name": "calls-record-published-after-its-captures",
-        "file": "runtime/calls.S",
+        "file": "runtime/arch/x86_64/calls.S",
         "old": "        mov     %rax, REC_SEQ(%rdi)                 /* entered, before any capture */\n",
         "new": "        nop\n",
         "tests": ["tests/runtime/test_calls_unread.py::test_a_process_killed_while_its_arguments_are_read_keeps_the_call_in_flight"],

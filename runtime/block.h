@@ -13,7 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "layout.h"
+#include "arch/cpu.h"
+#include "arch/layout.h"
 #include "runtime.h"
 
 #define SHADOW_DEPTH ((unsigned)TS_SHADOW_DEPTH)
@@ -113,20 +114,6 @@ _Static_assert(offsetof(struct shadow_frame, idx) == FRAME_IDX, "shadow_frame.id
 _Static_assert(offsetof(struct shadow_frame, next) == FRAME_NEXT, "shadow_frame.next");
 _Static_assert(offsetof(struct shadow_frame, rbx) == FRAME_RBX, "shadow_frame.rbx");
 
-/* The tick counter: the TSC on x86-64, the virtual counter cntvct_el0 on AArch64 (read
- * after an isb, so that it is not read ahead of what comes before it). */
-static inline uint64_t shimgen_ticks(void)
-{
-#if defined(__aarch64__)
-    uint64_t t;
-    __asm__ __volatile__("isb\n\tmrs %0, cntvct_el0" : "=r"(t)::"memory");
-    return t;
-#else
-    uint32_t lo, hi;
-    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-    return ((uint64_t)hi << 32) | lo;
-#endif
-}
 
 /* Fine bucket helpers (layout.h): the range of ticks of bucket f, the log2 bucket holding
  * it, and the first and one-past-last fine bucket of log2 bucket b. */

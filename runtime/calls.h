@@ -59,14 +59,11 @@ struct calls_capture {
 extern const uint16_t shimgen_calls_info[];
 extern const uint16_t shimgen_calls_first[];
 extern const struct calls_capture shimgen_calls_captures[];
-#if defined(__x86_64__)
-extern void *const shimgen_calls_stubs[]; /* calls.S */
+/* calls.S; where calls mode is not supported (SHIMGEN_ARCH_CALLS 0: config.c turns it
+ * off), the architecture's timing.S names its timing stubs and return so */
+extern void *const shimgen_calls_stubs[];
 extern char shimgen_calls_return[];
 #define SHIMGEN_CALLS_STUB(i) shimgen_calls_stubs[i]
-#else /* calls mode is x86-64 only, for now (config.c turns it off) */
-#define shimgen_calls_return shimgen_time_return
-#define SHIMGEN_CALLS_STUB(i) shimgen_time_stubs[i]
-#endif
 
 struct tstats;
 struct tf_header;

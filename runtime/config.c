@@ -369,13 +369,11 @@ static void read_config(void)
     v = secure_getenv(SHIMGEN_ENV_TRACE);
     if (v && *v)
         parse_trace(v);
-#if defined(__aarch64__) /* calls mode is x86-64 only, for now (calls.S) */
-    if (shimgen_cfg.calls) {
-        shimgen_say("shimgen: SHIMGEN_TRACE=%s: this aarch64 shim times calls and does not record "
-                    "each one (calls mode is x86-64 only, for now)\n", v);
+    if (shimgen_cfg.calls && !SHIMGEN_ARCH_CALLS) { /* calls.S: x86-64 only, for now */
+        shimgen_say("shimgen: SHIMGEN_TRACE=%s: this " SHIMGEN_ARCH_NAME " shim times calls and "
+                    "does not record each one (calls mode is x86-64 only, for now)\n", v);
         shimgen_cfg.calls = 0;
     }
-#endif
     if (shimgen_cfg.calls && shimgen_cfg.timeline) /* one ring a block: calls wins */
         shimgen_cfg.timeline = 0;
     if (shimgen_cfg.calls)

@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "arch/cpu.h"
 #include "ledger.h"
 #include "tracefile_header.h"
 
@@ -126,15 +127,6 @@ static void after_fork_child(void)
     shimgen_reserve_after_fork();
 }
 
-static inline void spin_pause(void)
-{
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
-
 /* The lock held by another thread: wait for it (never on the common path). */
 static __attribute__((noinline)) void wait_for_lock(uintptr_t me)
 {
@@ -145,7 +137,7 @@ static __attribute__((noinline)) void wait_for_lock(uintptr_t me)
         if (spins > 64)
             sched_yield();
         else
-            spin_pause();
+            shimgen_pause();
     }
 }
 

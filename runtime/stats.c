@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arch/entry.h"
 #include "calib.h"
 #include "stats.h"
 #include "timeline.h"
@@ -99,41 +100,9 @@ __attribute__((constructor)) static void stats_key_init(void)
 }
 
 /* Once the driver is loaded, before any slot points at a counting or timing stub. */
-#if defined(__aarch64__)
-/* The counting stubs of stubs_aarch64.S reach a thread's counters through shimgen_tls_fn,
- * which is never NULL: the thread's block once it has one (set with shimgen_tls_stats),
- * until then the nursery, whose counts nobody reads and whose targets are the first-count
- * stubs (shimgen_count_first_stubs: the C path below, which gets the block). A block's
- * fn[i].target is shimgen_targets[i] (final before any slot leads to a counting stub), so
- * a counted call is an increment and a branch through the word after it, with no test.
- * The offsets of both TLS pointers from the thread pointer (the same in every thread:
- * initial-exec variables of the static TLS block) are kept for the stubs to load with
- * one instruction; set before any slot leads to them. */
-extern void *const shimgen_count_first_stubs[];
-static struct fstats nursery[SHIMGEN_NFUNCS];
-__thread struct fstats *shimgen_tls_fn __attribute__((tls_model("initial-exec"))) = nursery;
-uintptr_t shimgen_tls_stats_offset, shimgen_tls_fn_offset;
-
-static void give_targets(struct tstats *s)
-{
-    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
-        s->fn[i].target = __atomic_load_n(&shimgen_targets[i], __ATOMIC_RELAXED);
-}
-# define SET_TLS_FN(f) __atomic_store_n(&shimgen_tls_fn, (f), __ATOMIC_RELAXED)
-#else
-# define give_targets(s) ((void)(s))
-# define SET_TLS_FN(f) ((void)0)
-#endif
-
 void shimgen_stats_start(void)
 {
-#if defined(__aarch64__)
-    uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
-    shimgen_tls_stats_offset = (uintptr_t)&shimgen_tls_stats - tp;
-    shimgen_tls_fn_offset = (uintptr_t)&shimgen_tls_fn - tp;
-    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
-        nursery[i].target = shimgen_count_first_stubs[i];
-#endif
+    shimgen_arch_stats_start();
     if (!stats_key_ok)
         stats_key_ok = pthread_key_create(&stats_key, stats_retire) == 0;
     shimgen_calib_start();
@@ -189,15 +158,15 @@ static struct tstats *stats_block(void)
 {
     struct tstats *s = shimgen_tls_stats;
     if (s) { /* a handler's first call came between the two, or a forked child's first */
-        give_targets(s);
-        SET_TLS_FN(s->fn);
+        shimgen_arch_block_given(s->fn);
+        shimgen_arch_thread_fn(s->fn);
         return s;
     }
     s = claim_free_block();
     if (!s && !(s = new_block()))
         return NULL;
     s->tid = gettid();
-    give_targets(s);
+    shimgen_arch_block_given(s->fn);
     if (shimgen_cfg.timeline)
         shimgen_timeline_ring(s);
     if (shimgen_cfg.calls)
@@ -208,10 +177,10 @@ static struct tstats *stats_block(void)
     if (!__atomic_compare_exchange_n(&shimgen_tls_stats, &had, s, 0, __ATOMIC_RELAXED,
                                      __ATOMIC_RELAXED)) {
         release_block(s);
-        SET_TLS_FN(had->fn);
+        shimgen_arch_thread_fn(had->fn);
         return had;
     }
-    SET_TLS_FN(s->fn);
+    shimgen_arch_thread_fn(s->fn);
     if (stats_key_ok)
         pthread_setspecific(stats_key, s);
     return s;
@@ -227,7 +196,7 @@ static void stats_retire(void *p)
     if (!s)
         return;
     if (shimgen_tls_stats == s) {
-        SET_TLS_FN(nursery);
+        shimgen_arch_thread_fn(NULL);
         __atomic_store_n(&shimgen_tls_stats, NULL, __ATOMIC_RELAXED);
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -415,7 +384,7 @@ void shimgen_stats_after_fork(void)
 {
     /* The block moved onto the child's file starts from zero, its targets too (aarch64):
      * the thread's next counted call takes the first-count path, which gives them back. */
-    SET_TLS_FN(nursery);
+    shimgen_arch_thread_fn(NULL);
     /* First of all: the blocks onto the child's own trace file (never the parent's). */
     shimgen_tracefile_after_fork(shimgen_live_blocks);
     shimgen_totals_after_fork();

@@ -25,6 +25,7 @@ import struct
 from capstone import CS_AC_WRITE, CsInsn
 from capstone import x86 as cx86
 
+from ..arches import ARCHES
 from ..cuda import attribute_name
 from ..driver import DriverImage
 from .cases import CaseWalker
@@ -55,7 +56,7 @@ INIT_SEARCH_BACK = 48
 def discover(image: DriverImage) -> Profile:
     """Analyse one parsed libcuda; raise GateDiscoveryError when its layout is not understood."""
     name = image.real_path.name
-    if image.arch != "x86_64":
+    if not ARCHES[image.arch].gates:
         raise GateDiscoveryError(f"{name} is built for {image.arch}: the gate analysis reads "
                                  "x86-64 code only, for now")
     if not image.segments:

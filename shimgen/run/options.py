@@ -55,10 +55,11 @@ def check_selection(selection: str, gates: tuple[str, ...] | None,
 def time_where_no_calls(opts: RunOptions, library: Path) -> None:
     """`calls` on a shim without the calls path (aarch64, for now) is `time`, said in the
     banner: the shim's own notice is not needed then."""
+    from ..arches import ARCHES
     from ..driver import library_arch
 
     arch = library_arch(library)
-    if opts.trace == "calls" and arch != "x86_64":
+    if opts.trace == "calls" and not ARCHES[arch].calls:
         opts.trace_note = (f" (not calls: calls mode is x86-64 only, for now; this {arch} "
                            "shim times calls)")
         opts.trace = "time"

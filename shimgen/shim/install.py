@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..arches import host
+from ..arches import ARCHES, host
 from ..errors import ShimgenError
 from ..runenv import SHIM_LIBRARY, SHIM_MANIFEST
 from .model import ShimModel, output_name
@@ -107,7 +107,6 @@ def fsync_tree(root: Path) -> None:
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-_SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}  # where libc has no renameat2()
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -118,7 +117,7 @@ def _exchange(a: Path, b: Path) -> bool:
     if hasattr(libc, "renameat2"):
         rc = libc.renameat2(_AT_FDCWD, fa, _AT_FDCWD, fb, _RENAME_EXCHANGE)
     else:
-        number = _SYS_RENAMEAT2.get(host())
+        number = ARCHES[host()].sys_renameat2 if host() in ARCHES else None
         if number is None:
             return False
         rc = libc.syscall(number, _AT_FDCWD, fa, _AT_FDCWD, fb, _RENAME_EXCHANGE)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import progress
+from ..arches import ARCHES
 from ..driver import read_driver
 from ..errors import ShimgenError
 from ..gates import ALLOW_UNPROVEN
@@ -80,7 +81,7 @@ def make_shim(driver_path: Path | str, out_root: Path, *, gates: str | None = No
     `auto`, before the gates are found: that is the build's work), and shown on a terminal
     when a caller expects the build (progress.expect; the caller clears them)."""
     driver = read_driver(driver_path, require_real=require_real)
-    if driver.arch != "x86_64" and gates is not None:
+    if not ARCHES[driver.arch].gates and gates is not None:
         raise ShimgenError(f"driver {driver.path} is built for {driver.arch}: its shim forwards, "
                            "counts, times, injects faults and runs hooks; gates are built for "
                            "x86-64 drivers only, for now")

@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__, calls, runenv
+from ..arches import ARCHES
 from ..cuda import (
     ARRAY_FORMAT_BYTES,
     ATTRIBUTES,
@@ -49,15 +50,15 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("meson.build.j2", "meson.build"),  # BUILD_FILE
     ("memroutes.inc.j2", "memroutes.inc"),
 )
-# runtime/ files named so are hooks: a shim gets those of its hooks (model.hook_sources).
+# runtime/ files named so are hooks, in whatever folder: a shim gets those of its hooks
+# (model.hook_sources names them by file name).
 HOOK_PREFIX = "hooks_"
 # the init-site method's code writer: only in a shim whose gate plan has init-site bytes
 INIT_SOURCE = "gates_init.c"
 RUNTIME_SUFFIXES = (".c", ".h", ".S")
-# runtime/ files of one architecture's entry code: a shim for a driver of another gets none
-# of them (every other runtime/ file is C that builds for both).
-ARCH_SOURCES = {"x86_64": ("stubs.S", "timing.S", "calls.S", "asm.h"),
-                "aarch64": ("stubs_aarch64.S", "timing_aarch64.S", "asm_aarch64.h")}
+# runtime/arch/<arch>/ (arches.Arch.runtime): one architecture's entry code, taken whole by
+# a shim for a driver of that architecture and by no other; every other runtime/ file is C
+# that builds for all.
 # The user's hook files (--hook): copied under user/, compiled apart (no -Werror), each
 # starting with a #line that names the user's file, so the compiler's messages name it.
 USER_SOURCE = "user:"
@@ -90,19 +91,36 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def runtime_files(arch: str) -> list[str]:
+    """Every runtime/ file a shim for `arch` may take, as paths under runtime/ (folders
+    kept): all of runtime/ less the other architectures' folders."""
+    root = runtime_dir()
+    others = tuple(f"{a.runtime}/" for a in ARCHES.values() if a.name != arch)
+    names = (p.relative_to(root).as_posix() for p in root.rglob("*")
+             if p.is_file() and p.suffix in RUNTIME_SUFFIXES)
+    return sorted(n for n in names if not n.startswith(others))
+
+
 def copied(model: ShimModel) -> list[str]:
-    """The runtime/ files this shim is built from: every one but the hooks it does not use."""
+    """The runtime/ files this shim is built from (paths under runtime/): every one but the
+    hooks it does not use and the other architectures' entry code."""
     hooks = set(model.hook_sources)
-    names = sorted(p.name for p in runtime_dir().iterdir()
-                   if p.is_file() and p.suffix in RUNTIME_SUFFIXES)
-    missing = hooks - set(names)
+    names = runtime_files(model.driver.arch)
+    missing = hooks - {n.rsplit("/", 1)[-1] for n in names}
     if missing:
         raise ShimgenError(f"hook table names {sorted(missing)[0]}, which runtime/ lacks")
     init = model.gates is not None and model.gates.has_init_bytes
-    other = {n for arch, files in ARCH_SOURCES.items() if arch != model.driver.arch
-             for n in files}
-    return [n for n in names if (not n.startswith(HOOK_PREFIX) or n in hooks)
-            and (n != INIT_SOURCE or init) and n not in other]
+
+    def wanted(n: str) -> bool:
+        base = n.rsplit("/", 1)[-1]
+        return (not base.startswith(HOOK_PREFIX) or base in hooks) and (base != INIT_SOURCE or init)
+    return [n for n in names if wanted(n)]
+
+
+def include_dirs(model: ShimModel) -> list[str]:
+    """The folders of the source tree that the compiler searches besides its top: the
+    architecture's own folder, whose asm.h and cpu_arch.h the shared files name."""
+    return [ARCHES[model.driver.arch].runtime]
 
 
 def user_file_name(index: int, path: Path) -> str:
@@ -168,6 +186,8 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
         "sources": compiled(model),
         "user_sources": user_compiled(model),
         "include_dir": INCLUDE_DIR,
+        "include_dirs": include_dirs(model),
+        "arch": ARCHES[model.driver.arch],
         "hook_types": HOOK_TYPES,
         "reserved": model.unwrappable,
         "soname": SONAME,

@@ -40,10 +40,13 @@ def stamp() -> str:
     # (calls/: the model of the prototypes that calls_table.c is rendered from; the headers
     # it reads are not stamped: a shim built before they were installed records calls raw
     # until the cache is cleared)
-    dirs = (templates_dir(), runtime_dir(), _PACKAGE / "shim", _PACKAGE / "calls")
+    runtime = runtime_dir()
+    dirs = [templates_dir(), _PACKAGE / "shim", _PACKAGE / "calls"]
+    dirs += [Path(top) for top, _, _ in os.walk(runtime)]  # runtime/ and its folders
     entries = [(d, e) for d in dirs if d.is_dir() for e in os.scandir(d) if e.is_file()]
     entries += [(_PACKAGE, e) for e in os.scandir(_PACKAGE) if e.name in _STAMPED_MODULES]
-    text = "".join(f"{d.name}/{e.name}\0{e.stat().st_size}\0{e.stat().st_mtime_ns}\n"
+    text = "".join(f"{os.path.relpath(d, runtime.parent)}/{e.name}\0{e.stat().st_size}\0"
+                   f"{e.stat().st_mtime_ns}\n"
                    for d, e in sorted(entries, key=lambda de: (str(de[0]), de[1].name)))
     data = text.encode()
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"

@@ -210,7 +210,7 @@ def test_only_a_shim_with_init_sites_can_change_code(probes, init_shim, tmp_path
     fake, shim, _ = init_shim
     assert "mprotect" in imported_functions(shim)
     root = Path(__file__).resolve().parents[2] / "runtime"
-    callers = sorted(f.name for f in root.glob("*.c") if re.search(r"\bmprotect\(", f.read_text()))
+    callers = sorted(f.name for f in root.rglob("*.c") if re.search(r"\bmprotect\(", f.read_text()))
     assert callers == ["gates_init.c"]
     img = read_driver(fake, require_real=False)
     plain = build(build_model(img, ["shimgen"], gates=fake_plan(fake)), tmp_path).library

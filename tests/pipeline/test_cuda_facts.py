@@ -96,7 +96,7 @@ def test_the_runtime_reads_its_variables_by_the_names_of_runenv():
     from shimgen.runenv import ENV
 
     runtime = Path(__file__).resolve().parents[2] / "runtime"
-    src = "\n".join(p.read_text() for p in runtime.glob("*.c"))
+    src = "\n".join(p.read_text() for p in runtime.rglob("*.c"))
     assert not re.search(r'getenv\(\s*"SHIMGEN_', src)
     used = set(re.findall(r"SHIMGEN_ENV_([A-Z_]+)", src))
     assert used and used <= set(ENV), used - set(ENV)

@@ -41,5 +41,6 @@ def test_wheel_builds_without_warnings_and_carries_templates_and_runtime(tmp_pat
     (wheel,) = out.glob("shimgen-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     want = {f"shimgen/templates/{p.name}" for p in (ROOT / "templates").glob("*.j2")}
-    want |= {f"shimgen/runtime/{p.name}" for p in (ROOT / "runtime").iterdir() if p.is_file()}
+    want |= {f"shimgen/runtime/{p.relative_to(ROOT / 'runtime').as_posix()}"
+             for p in (ROOT / "runtime").rglob("*") if p.is_file()}
     assert len(want) > 25 and want <= names, sorted(want - names)

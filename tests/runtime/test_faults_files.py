@@ -269,7 +269,7 @@ def test_shim_imports_nothing_that_changes_files_or_memory_protection(shims, pro
     # mmap is imported for per-thread memory that a signal handler's first call may need
     # (no malloc there): every call in the runtime maps anonymous, private, read-write
     # memory, never executable; only tracefile.c maps a file: the trace file it made (fd).
-    sources = {f.name: f.read_text() for f in sorted((ROOT / "runtime").glob("*.c"))}
+    sources = {f.name: f.read_text() for f in sorted((ROOT / "runtime").rglob("*.c"))}
     for name, text in sources.items():
         calls = re.findall(r"\bmmap\(([^;]*)\);", text)
         for args in calls:

@@ -29,7 +29,7 @@
 
 #include "facts.h"
 #include "shim.h"
-#include "layout.h"
+#include "arch/layout.h"
 
 #include "asm.h"
 
@@ -217,6 +217,6 @@ shimgen_fail_missing:
 
 /* ---- tables: one entry per function, each the address of that function's stub (the
  * timing stubs' tables are in timing.S) ---- */
-#include "stubtables.h"
+#include "arch/stubtables.h"
 
         .section .note.GNU-stack, "", @progbits

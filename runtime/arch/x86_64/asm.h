@@ -74,4 +74,22 @@
         .cfi_restore rbp
 .endm
 
+/* SHIMGEN_REAL(name)'s trampoline of the user's hooks (userreal.S, rendered): jump to what
+ * the export reaches without the user's hook, or load the driver first. */
+.macro user_real name, idx
+        .globl  shimgen_real_\name
+        .hidden shimgen_real_\name
+        .type   shimgen_real_\name, @function
+        .balign 16
+shimgen_real_\name:
+        ENDBR
+        movq    shimgen_user_next+8*\idx(%rip), %r11
+        testq   %r11, %r11
+        jz      1f
+        jmp     *%r11
+1:      mov     $\idx, %r11d
+        jmp     shimgen_user_real_common
+        .size   shimgen_real_\name, .-shimgen_real_\name
+.endm
+
 #endif

@@ -10,7 +10,7 @@
 
 #include "facts.h"
 #include "shim.h"
-#include "layout.h"
+#include "arch/layout.h"
 #include "asm.h"
 
         .hidden shimgen_targets
@@ -327,6 +327,6 @@ shimgen_\name\()_return:
         timed timeline, 1
 
 /* ---- tables: one entry per function, the address of its timing stub ---- */
-#include "timetables.h"
+#include "arch/timetables.h"
 
         .section .note.GNU-stack, "", @progbits

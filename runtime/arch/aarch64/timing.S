@@ -28,8 +28,8 @@
 
 #include "facts.h"
 #include "shim.h"
-#include "layout.h"
-#include "asm_aarch64.h"
+#include "arch/layout.h"
+#include "asm.h"
 
         .hidden shimgen_targets
         .hidden shimgen_result_fns
@@ -305,6 +305,15 @@ shimgen_\name\()_return:
         timed timeline, 1
 
 /* ---- tables: one entry per function, the address of its timing stub ---- */
-#include "timetables.h"
+#include "arch/timetables.h"
+
+/* Calls mode is x86-64 only, for now (arches.py: calls=False; config.c turns it off): the
+ * names the C runtime takes of calls.S are the timing stubs' and return. */
+        .globl  shimgen_calls_stubs
+        .hidden shimgen_calls_stubs
+        .set    shimgen_calls_stubs, shimgen_time_stubs
+        .globl  shimgen_calls_return
+        .hidden shimgen_calls_return
+        .set    shimgen_calls_return, shimgen_time_return
 
         .section .note.GNU-stack, "", %progbits

@@ -41,4 +41,22 @@
         .cfi_restore x30
 .endm
 
+/* SHIMGEN_REAL(name)'s trampoline of the user's hooks (userreal.S, rendered): the same as
+ * x86-64's, through x16 and w17 (stubs.S); the entry's address by adrp, wherever the linker
+ * puts shimgen_user_next (a literal ldr reaches 1 MiB only). */
+.macro user_real name, idx
+        .globl  shimgen_real_\name
+        .hidden shimgen_real_\name
+        .type   shimgen_real_\name, %function
+        .balign 16
+shimgen_real_\name:
+        adrp    x16, shimgen_user_next+8*\idx
+        ldr     x16, [x16, #:lo12:shimgen_user_next+8*\idx]
+        cbz     x16, 1f
+        br      x16
+1:      mov     w17, #\idx
+        b       shimgen_user_real_common
+        .size   shimgen_real_\name, .-shimgen_real_\name
+.endm
+
 #endif

@@ -18,8 +18,8 @@
 
 #include "facts.h"
 #include "shim.h"
-#include "layout.h"
-#include "asm_aarch64.h"
+#include "arch/layout.h"
+#include "asm.h"
 
 /* x16 = the 8-byte entry i of `table`: one PC-relative load (the tables are within the
  * +-1 MiB it reaches; the link fails, never the call, were they not). */
@@ -205,7 +205,7 @@ shimgen_inject_common:
 
 /* ---- tables: one entry per function, each the address of that function's stub (the
  * timing stubs' are timing_aarch64.S's) ---- */
-#include "stubtables.h"
+#include "arch/stubtables.h"
 
         .section .data.rel.ro, "aw"
         .balign 8

@@ -21,7 +21,7 @@
 
 #include "facts.h"
 #include "shim.h"
-#include "layout.h"
+#include "arch/layout.h"
 #include "calls.h"
 #include "asm.h"
 
