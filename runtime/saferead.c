@@ -8,9 +8,10 @@
  * made by a raw clone, whose parent is gone).
  *
  * Where the kernel refuses process_vm_readv (qemu-user, which does not emulate it; a
- * seccomp filter), a page is read directly when the kernel says it is mapped (msync answers
- * ENOMEM for an address nothing maps): NULL, 0x10, an unmapped or freed page end the copy
- * as above; only a page mapped without read permission (a guard page) could still fault.
+ * seccomp filter), a page is read directly when the kernel says it is mapped (mincore
+ * answers ENOMEM for an address nothing maps): NULL, 0x10, an unmapped or freed page end
+ * the copy as above; only a page mapped without read permission (a guard page) could still
+ * fault. The libc wrappers, never syscall(): the shim imports no door to every system call.
  */
 
 #define _GNU_SOURCE
@@ -20,7 +21,6 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -34,7 +34,7 @@ static int refused; /* the kernel refused process_vm_readv outright: never asked
 
 void shimgen_safe_read_after_fork(void)
 {
-    __atomic_store_n(&self_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+    __atomic_store_n(&self_pid, getpid(), __ATOMIC_RELAXED);
 }
 
 /* A forked child takes its pid again at its first read (a child handler is not the place
@@ -71,8 +71,7 @@ static long read_pieces(void *dst, uintptr_t src, size_t n, size_t *planned)
             shimgen_safe_read_after_fork();
             pid = __atomic_load_n(&self_pid, __ATOMIC_RELAXED);
         }
-        long got = (long)syscall(SYS_process_vm_readv, pid, &local, 1UL, remote,
-                                 (unsigned long)k, 0UL);
+        long got = (long)process_vm_readv(pid, &local, 1UL, remote, (unsigned long)k, 0UL);
         if (got >= 0)
             return got;
         if (errno == EFAULT)
@@ -85,7 +84,7 @@ static long read_pieces(void *dst, uintptr_t src, size_t n, size_t *planned)
 }
 
 /* The copy where process_vm_readv is refused: page by page, each page read only once the
- * kernel said it is mapped; -1 when msync is refused too (or the page size is unknown). */
+ * kernel said it is mapped; -1 when mincore is refused too (or the page size is unknown). */
 static long read_mapped(void *dst, uintptr_t src, size_t n)
 {
     static uintptr_t page;
@@ -100,7 +99,8 @@ static long read_mapped(void *dst, uintptr_t src, size_t n)
     while (done < n) {
         uintptr_t at = src + done, base = at & ~(pg - 1);
         size_t len = n - done < pg - (at - base) ? n - done : (size_t)(pg - (at - base));
-        if (syscall(SYS_msync, base, (size_t)pg, MS_ASYNC) != 0) {
+        unsigned char resident;
+        if (mincore((void *)base, (size_t)pg, &resident) != 0) {
             if (errno == ENOMEM || errno == EINVAL)
                 break; /* nothing mapped there: the copy ends */
             return done ? (long)done : -1;

@@ -4,7 +4,7 @@
  * unreadable page): the shim reads them only through these, which copy with the kernel's
  * process_vm_readv on the process itself, page by page, so an unreadable page ends the copy
  * instead of raising SIGSEGV; where the kernel refuses that (qemu-user, a seccomp filter), a
- * page is read only once msync says it is mapped. Async-signal-safe, no allocation, no lock.
+ * page is read only once mincore says it is mapped. Async-signal-safe, no allocation, no lock.
  */
 #ifndef SHIMGEN_SAFEREAD_H
 #define SHIMGEN_SAFEREAD_H
@@ -13,7 +13,7 @@
 
 /* Up to n bytes of src copied to dst: the number copied, n or fewer (the first unreadable
  * page ends the copy; 0 when src itself cannot be read). -1 when no read can be made here
- * (the kernel refuses both process_vm_readv and msync); nothing is copied then. */
+ * (the kernel refuses both process_vm_readv and mincore); nothing is copied then. */
 long shimgen_safe_read(void *dst, const void *src, size_t n);
 
 /* A string at src copied to dst (cap bytes, cap >= 1), cut at cap - 1 bytes and always

@@ -5,7 +5,7 @@
  *                          shim's safe read of a capture), then cuModuleLoad(&m, "dies.cubin")
  *   calldeath refused      a seccomp filter that answers process_vm_readv with EPERM, then
  *                          cuModuleLoad(&m, "refused.cubin"), cuModuleLoad(&m, 0x10); exit 0
- *   calldeath refusedall   the same with msync refused too (the safe read's fallback)
+ *   calldeath refusedall   the same with mincore refused too (the safe read's fallback)
  *   calldeath inside       cuDriverGetVersion((int *)0x10): the driver faults inside the call
  * Each prints nothing; the trace tells what happened.
  */
@@ -80,7 +80,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "refused") || !strcmp(argv[1], "refusedall")) {
-        filter2(SECCOMP_RET_ERRNO | EPERM, argv[1][7] ? SYS_msync : -1);
+        filter2(SECCOMP_RET_ERRNO | EPERM, argv[1][7] ? SYS_mincore : -1);
         load(&m, "refused.cubin");
         load(&m, (const char *)0x10);
         return 0;

@@ -199,7 +199,8 @@ def test_json_schema(tmp_path, capsys):
     data = report_json(capsys, d)
     assert data["sources"] == [{"path": str(d), "run": True, "inject": [],
                                 "command": "torchrun train.py", "exit_status": 3,
-                                "signal": None, "error": None, "start": "s", "end": "e"}]
+                                "signal": None, "error": None, "start": "s", "end": "e",
+                                "ignored": []}]
     g = data["groups"][0]
     assert set(g) == {"group", "processes", "complete", "died", "calls_missing", "execs",
                       "traces", "ranks", "driver_versions", "modes", "untimed_calls",

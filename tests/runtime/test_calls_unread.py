@@ -40,7 +40,7 @@ def test_an_unreadable_name_is_recorded_as_such(shims, probes, tmp_path):
 def test_where_the_kernel_refuses_process_vm_readv_a_mapped_page_is_still_read(
         shims, probes, tmp_path):
     """qemu-user does not emulate process_vm_readv and a seccomp filter may refuse it: the
-    safe read then reads a page msync says is mapped, and still never faults on one that is
+    safe read then reads a page mincore says is mapped, and still never faults on one that is
     not."""
     proc, _, got = traced(shims, probes, tmp_path, "refused")
     assert proc.returncode == 0, proc.stderr
