@@ -1,25 +1,24 @@
 /*
- * calls.c: SHIMGEN_TRACE=calls, the C side of calls.S: the ring's size (SHIMGEN_CALLS_RING,
- * records per thread), each block's ring (right after the block in the block's own
- * mapping: in the trace file, so a process that is killed keeps its last calls, or in
- * anonymous memory for a block that is not in a file), the ring's facts in the file's header, a thread's first call, the captures
- * of the capture table (calls_table.c: strings and structs at entry, the outputs of a
- * successful call), read through saferead.h so that a pointer the driver would refuse is
- * recorded as not read instead of faulting, and the reset after fork. Nothing here
- * formats: a capture is bytes.
+ * calls.c: SHIMGEN_TRACE=calls, the C side of calls.S: each block's ring (its size,
+ * SHIMGEN_CALLS_RING records per thread, read by config.c; right after the block in the
+ * block's own mapping: in the trace file, so a process that is killed keeps its last calls,
+ * or in anonymous memory for a block that is not in a file), the ring's facts in the file's
+ * header (the ring is a part of the trace file, tracefile.h), the captures of the capture
+ * table (calls_table.c: strings and structs at entry, the outputs of a successful call),
+ * read through saferead.h so that a pointer the driver would refuse is recorded as not read
+ * instead of faulting. Nothing here formats: a capture is bytes. A thread's first call in
+ * calls mode is stats.c's.
  */
 
 #define _GNU_SOURCE
-#include <errno.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "block.h"
 #include "calls.h"
 #include "saferead.h"
-#include "stats.h"
+#include "tracefile.h"
 #include "tracefile_header.h"
 
 _Static_assert(sizeof(struct calls_record) == SHIMGEN_CALLS_RECORD_SIZE, "calls_record");
@@ -36,29 +35,6 @@ _Static_assert(offsetof(struct calls_record, capture) == SHIMGEN_CALLS_CAPTURE_O
 _Static_assert(offsetof(struct tstats, tid) == TS_TID, "tstats.tid");
 _Static_assert(SHIMGEN_NFUNCS < 1u << 16, "a function index fits in a record's u16");
 
-static unsigned long calls_records = SHIMGEN_CALLS_RING_DEFAULT;
-
-/* SHIMGEN_CALLS_RING: records kept per thread, rounded up to a power of two. */
-void shimgen_calls_config(const char *v)
-{
-    if (!v || !*v)
-        return;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || !end || *end || *v == '-' || n < SHIMGEN_CALLS_RING_MIN ||
-        n > SHIMGEN_CALLS_RING_MAX) {
-        shimgen_say("shimgen: SHIMGEN_CALLS_RING=%s is not a number from %lu to %lu; using "
-                    "%lu\n", v, SHIMGEN_CALLS_RING_MIN, SHIMGEN_CALLS_RING_MAX,
-                    SHIMGEN_CALLS_RING_DEFAULT);
-        return;
-    }
-    unsigned long p = SHIMGEN_CALLS_RING_MIN;
-    while (p < n)
-        p <<= 1;
-    calls_records = p;
-}
-
 static size_t ring_off(void)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -66,17 +42,9 @@ static size_t ring_off(void)
 }
 
 /* The bytes a block of the trace file has after its struct tstats: the ring. */
-size_t shimgen_calls_ring_bytes(void)
+static size_t ring_bytes(void)
 {
-    return shimgen_cfg.calls ? calls_records * SHIMGEN_CALLS_RECORD_SIZE : 0;
-}
-
-/* The bytes of a block's mapping, in the file or anonymous: its struct tstats rounded up
- * to a page, then its ring in calls mode. Every block has this layout, so a forked child
- * moves a block and its ring at once (tracefile.c move_block maps the file's stride). */
-size_t shimgen_calls_block_bytes(void)
-{
-    return ring_off() + shimgen_calls_ring_bytes();
+    return shimgen_cfg.calls_records * SHIMGEN_CALLS_RECORD_SIZE;
 }
 
 /* A block's ring (its thread's first call; async-signal-safe): right after the block, in
@@ -85,29 +53,28 @@ size_t shimgen_calls_block_bytes(void)
 void shimgen_calls_ring(struct tstats *s)
 {
     s->ev = (void *)((char *)s + ring_off());
-    s->ev_mask = calls_records - 1;
+    s->ev_mask = shimgen_cfg.calls_records - 1;
 }
 
-void shimgen_calls_header(struct tf_header *h, size_t stride)
+/* The ring's facts in a new header of the trace file (a block of `stride` bytes). */
+static void ring_header(struct tf_header *h, size_t stride)
 {
-    if (!shimgen_cfg.calls)
-        return;
     h->calls_ring_off = ring_off();
-    h->calls_ring_records = stride > ring_off() ? calls_records : 0;
+    h->calls_ring_records = stride > ring_off() ? shimgen_cfg.calls_records : 0;
     h->calls_record_size = SHIMGEN_CALLS_RECORD_SIZE;
     h->calls_capture_off = SHIMGEN_CALLS_CAPTURE_OFF;
     h->off_calls_head = TS_EV_HEAD;
     h->calls_string_max = SHIMGEN_CALLS_STRING_MAX;
 }
 
-/* A thread's first call (calls.S, no block yet): NULL once it has a block (the stub starts
- * again), else the target, the call counted in memory (no block: a full disk). */
-void *shimgen_calls_first_call(unsigned idx)
+/* The ring joins every block, in the trace file or anonymous (a forked child moves a block
+ * and its ring at once): the one part with bytes, so right after the block's struct tstats
+ * rounded up to a page (ring_off). */
+static const struct shimgen_tf_part ring_part = {ring_bytes, ring_header, NULL};
+
+void shimgen_calls_join(void)
 {
-    if (shimgen_stats_block())
-        return NULL;
-    shimgen_stats_blockless(idx);
-    return shimgen_targets[idx];
+    shimgen_tracefile_join(&ring_part);
 }
 
 /* The captures of the record's function at entry or after its return, each read through

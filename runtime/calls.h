@@ -66,12 +66,9 @@ extern char shimgen_calls_return[];
 #define SHIMGEN_CALLS_STUB(i) shimgen_calls_stubs[i]
 
 struct tstats;
-struct tf_header;
-/* calls.c */
-void shimgen_calls_config(const char *ring);
-size_t shimgen_calls_ring_bytes(void);
-size_t shimgen_calls_block_bytes(void);
+/* calls.c: the ring joins the trace file's blocks (at the driver's load, in calls mode); a
+ * new block's ring. */
+void shimgen_calls_join(void);
 void shimgen_calls_ring(struct tstats *s);
-void shimgen_calls_header(struct tf_header *h, size_t stride);
 #endif
 #endif

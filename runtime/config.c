@@ -1,7 +1,7 @@
 /*
  * config.c: the shim's configuration, read once from SHIMGEN_* when the shim is loaded
  * (a constructor; or at the first call that comes earlier): trace mode and files, the
- * timeline size, attribute overrides, gates, the job rank and stamp (SHIMGEN_TRACE_JOB), the
+ * timeline's and the calls ring's sizes, attribute overrides, gates, the job rank and stamp (SHIMGEN_TRACE_JOB), the
  * fault injection rules (SHIMGEN_INJECT, parsed by inject.c), and where the shim itself lives.
  * Also the one way the runtime says something: one line on stderr (or appended to
  * SHIMGEN_NOTICE_FILE, "[pid N] " first), unless SHIMGEN_QUIET.
@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "runtime.h"
-#include "calls.h"
 
 struct shimgen_config shimgen_cfg;
 int shimgen_attr_trace;
@@ -59,24 +58,24 @@ static void parse_trace(const char *v)
 #define TIMELINE_EVENTS_MIN 1024ul
 #define TIMELINE_EVENTS_MAX (1ul << 24)   /* per thread: 256 MiB */
 
-/* SHIMGEN_TIMELINE_EVENTS: events kept per thread (the most recent), rounded up to a
- * power of two. */
-static void parse_timeline_events(const char *v)
+/* A per-thread ring's size (SHIMGEN_TIMELINE_EVENTS, SHIMGEN_CALLS_RING: the most recent
+ * events or records kept), rounded up to a power of two; `dflt` when not a number in
+ * range (said). */
+static unsigned long parse_ring(const char *var, const char *v, unsigned long lo,
+                                unsigned long hi, unsigned long dflt)
 {
     char *end = NULL;
     errno = 0;
     unsigned long long n = strtoull(v, &end, 10);
-    if (errno || !end || *end || *v == '-' || n < TIMELINE_EVENTS_MIN ||
-        n > TIMELINE_EVENTS_MAX) {
-        shimgen_say("shimgen: SHIMGEN_TIMELINE_EVENTS=%s is not a number from %lu to %lu; "
-                    "using %lu\n",
-                    v, TIMELINE_EVENTS_MIN, TIMELINE_EVENTS_MAX, TIMELINE_EVENTS_DEFAULT);
-        return;
+    if (errno || !end || *end || *v == '-' || n < lo || n > hi) {
+        shimgen_say("shimgen: %s=%s is not a number from %lu to %lu; using %lu\n", var, v, lo,
+                    hi, dflt);
+        return dflt;
     }
-    unsigned long p = TIMELINE_EVENTS_MIN;
+    unsigned long p = lo;
     while (p < n)
         p <<= 1;
-    shimgen_cfg.timeline_events = p;
+    return p;
 }
 
 /* SHIMGEN_TRACE_DIR, SHIMGEN_NOTICE_FILE: made absolute here (the program may change its
@@ -376,8 +375,12 @@ static void read_config(void)
     }
     if (shimgen_cfg.calls && shimgen_cfg.timeline) /* one ring a block: calls wins */
         shimgen_cfg.timeline = 0;
-    if (shimgen_cfg.calls)
-        shimgen_calls_config(secure_getenv(SHIMGEN_ENV_CALLS_RING));
+    shimgen_cfg.calls_records = SHIMGEN_CALLS_RING_DEFAULT;
+    v = secure_getenv(SHIMGEN_ENV_CALLS_RING);
+    if (shimgen_cfg.calls && v && *v)
+        shimgen_cfg.calls_records = parse_ring(SHIMGEN_ENV_CALLS_RING, v, SHIMGEN_CALLS_RING_MIN,
+                                               SHIMGEN_CALLS_RING_MAX,
+                                               SHIMGEN_CALLS_RING_DEFAULT);
     v = secure_getenv(SHIMGEN_ENV_ATTR_OVERRIDE);
     if (v && *v)
         parse_overrides(v);
@@ -392,7 +395,9 @@ static void read_config(void)
     if (shimgen_cfg.timeline) {
         v = secure_getenv(SHIMGEN_ENV_TIMELINE_EVENTS);
         if (v && *v)
-            parse_timeline_events(v);
+            shimgen_cfg.timeline_events =
+                parse_ring(SHIMGEN_ENV_TIMELINE_EVENTS, v, TIMELINE_EVENTS_MIN,
+                           TIMELINE_EVENTS_MAX, TIMELINE_EVENTS_DEFAULT);
         v = secure_getenv(SHIMGEN_ENV_TIMELINE_FILE);
         parse_file_name("SHIMGEN_TIMELINE_FILE", v && *v ? v : "shimgen-timeline.%p.json",
                         shimgen_cfg.timeline_file, "no timeline is written");

@@ -36,8 +36,6 @@ enum { HELD_NONE, HELD_LOAD, HELD_FORK };
 static __thread int load_held __attribute__((tls_model("initial-exec")));
 static int trace_registered;
 static uint64_t missing_functions;
-char shimgen_loaded_build_id[129];
-char shimgen_loaded_version[32] = SHIMGEN_DRIVER_VERSION;
 
 /* The version in a driver's real file name: "libcuda.so.535.261.03" gives "535.261.03"
  * (digits and two or three dot-separated parts, as shimgen/driver/elf.py reads it). */
@@ -293,9 +291,8 @@ static int driver_ready(void)
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         shimgen_config();
         shimgen_dlopen_setup(); /* the real dlopen, which loads the driver */
-        /* The trace's exit and fork handlers are registered before the load, never during
-         * it: a fork on another thread waits for the load in its prepare handler, and an
-         * older glibc runs those handlers holding the lock that pthread_atfork takes. */
+        /* The trace is started before the load (its exit handler armed, its step of the
+         * after-fork, fork.c, on): a fork during the load resets it in the child. */
         if (!__atomic_exchange_n(&trace_registered, 1, __ATOMIC_ACQ_REL))
             shimgen_trace_start();
         int expect = LOAD_NONE;
@@ -345,7 +342,7 @@ void *shimgen_user_real_resolve(unsigned idx)
  * any new one until the fork is done, so the child never inherits a half-loaded driver
  * or a half-filled set of slots. A fork on the loading thread itself (from a signal
  * handler, or the driver's own) does not wait: the child goes on with the same load. */
-static void before_fork(void)
+void shimgen_load_before_fork(void)
 {
     if (load_held)
         return;
@@ -367,7 +364,7 @@ static void before_fork(void)
     }
 }
 
-static void after_fork(void)
+void shimgen_load_after_fork(void)
 {
     if (load_held != HELD_FORK)
         return;
@@ -376,8 +373,3 @@ static void after_fork(void)
     load_held = HELD_NONE;
 }
 
-/* Registered when the shim is loaded, before any load can start. */
-__attribute__((constructor)) static void register_fork_handlers(void)
-{
-    pthread_atfork(before_fork, after_fork, after_fork);
-}

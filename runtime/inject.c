@@ -237,7 +237,8 @@ static int parse_rule(unsigned r, const char *text, char *why, size_t cap)
     return match_rule(r, buf, why, cap);
 }
 
-static void after_fork_child(void)
+/* A forked child (fork.c): its rules' counts its own (nothing when none is armed). */
+void shimgen_inject_after_fork(void)
 {
     for (unsigned r = 0; r < nrules; r++)
         rules[r].calls = rules[r].injected = 0;
@@ -323,7 +324,6 @@ static void configure(const char *spec)
         for (unsigned i = 0; ru->other_rank && i < SHIMGEN_NFUNCS; i++)
             fn_rules[i] &= ~(1u << r);
     }
-    pthread_atfork(NULL, NULL, after_fork_child);
 }
 
 /* Said when the driver is loaded, not when the shim is: a process that never calls the

@@ -17,6 +17,7 @@ extern void *shimgen_inject_next[];
  * read it) parsed, and each matched function's target put behind its inject stub. One
  * notice: the rules armed, or the rule refused (then nothing is armed). */
 void shimgen_inject_arm(void *targets[]);
+void shimgen_inject_after_fork(void); /* a forked child: the rules' counts zeroed */
 /* The inject stub's question: 0 to call the target, else the code to return. */
 int shimgen_inject_decide(unsigned idx);
 #endif

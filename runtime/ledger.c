@@ -31,6 +31,7 @@
 
 #include "arch/cpu.h"
 #include "ledger.h"
+#include "tracefile.h"
 #include "tracefile_header.h"
 
 #define COLS SHIMGEN_MEM_COLUMNS
@@ -84,6 +85,7 @@ static pid_t hdr_pid;
 static struct slot *slots;      /* SLOTS entries, mapped at the first allocation */
 static unsigned room;           /* entries the table takes still; 0 too before it is mapped */
 static uintptr_t lock; /* 0, or the thread pointer of the thread holding it */
+static int configured;  /* shimgen_ledger_config ran: the driver's load began */
 uint64_t shimgen_ledger_limit;
 
 /* The route of each function this driver has (memroutes.inc, from memroutes.py). */
@@ -118,13 +120,15 @@ static void own_process(void)
     }
 }
 
-/* (Only here and in attach, never on an allocation's path: the child's trace file may have
- * been made, and attached, before this handler ran; its numbers are then made the child's.) */
-static void after_fork_child(void)
+/* A forked child (fork.c, before the pools' reset and the trace file's): the lock free,
+ * its numbers its own. (Only here and in attach, never on an allocation's path: attach
+ * keeps its guard, should a child's file be attached first.) */
+void shimgen_ledger_after_fork(void)
 {
+    if (!__atomic_load_n(&configured, __ATOMIC_ACQUIRE))
+        return;
     lock = 0;
     own_process();
-    shimgen_reserve_after_fork();
 }
 
 /* The lock held by another thread: wait for it (never on the common path). */
@@ -566,10 +570,20 @@ static uint64_t parse_size(const char *s)
     return n << shift;
 }
 
+/* The ledger is a part of the trace file: its numbers are kept in the header. */
+static void attach(struct tf_header *h, size_t stride)
+{
+    (void)stride;
+    shimgen_ledger_attach(h);
+}
+
+static const struct shimgen_tf_part ledger_part = {NULL, attach, shimgen_ledger_detach};
+
 void shimgen_ledger_config(void)
 {
     led_pid = getpid();
-    pthread_atfork(NULL, NULL, after_fork_child);
+    shimgen_tracefile_join(&ledger_part);
+    __atomic_store_n(&configured, 1, __ATOMIC_RELEASE);
     const char *v = secure_getenv(SHIMGEN_ENV_LIMIT_MEMORY);
     if (!v || !*v)
         return;

@@ -20,6 +20,7 @@ enum { LEDGER_ADDR = 1, LEDGER_HOST, LEDGER_HANDLE, LEDGER_ARRAY };
 extern uint64_t shimgen_ledger_limit; /* SHIMGEN_LIMIT_MEMORY, bytes per device; 0: none */
 
 void shimgen_ledger_config(void); /* SHIMGEN_LIMIT_MEMORY, read once at the driver's load */
+void shimgen_ledger_after_fork(void); /* a forked child's ledger: its own, empty (fork.c) */
 void shimgen_ledger_attach(struct tf_header *h);
 /* A header about to be unmapped (a child's file given up): the numbers back in memory. */
 void shimgen_ledger_detach(struct tf_header *h);
@@ -67,9 +68,9 @@ void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs);
  * capturing (only asked while captures are in progress), what pools and graphs reserve
  * asked of the driver again (a pool, a device's graphs, or all of them). */
 int shimgen_pool_column(uint64_t pool);
-void shimgen_reserve_after_fork(void);
+void shimgen_reserve_after_fork(void); /* a forked child: no pools yet (fork.c) */
 extern int shimgen_reserve_any; /* any pool or graph allocation seen (0: nothing to ask) */
-void shimgen_pool_seen(uint64_t pool, int column, int current);
+void shimgen_pool_seen(uint64_t pool, int column, int is_current);
 void shimgen_pool_gone(uint64_t pool);
 uint64_t shimgen_device_pool(int column);
 int shimgen_in_capture(void *stream);

@@ -15,7 +15,6 @@ struct addr_entry {
 };
 static struct addr_entry addr_map[SHIMGEN_NFUNCS];
 static unsigned addr_map_len;
-uint64_t shimgen_unmapped_proc_addresses;
 
 void shimgen_addr_map_add(void *real_fn, unsigned idx)
 {

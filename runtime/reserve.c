@@ -27,10 +27,10 @@
 #define MAX_POOLS 64
 #define DEVICES SHIMGEN_MEM_DEVICES
 
-static struct pool {
+static struct pool_known {
     uint64_t handle, v[4]; /* the driver's four numbers (runenv.MEM_RESERVE_FIELDS) */
     int column;
-} pools[MAX_POOLS];
+} known[MAX_POOLS];
 static unsigned npools;
 static uint64_t current_pool[DEVICES]; /* each device's current pool; 0: not known yet */
 static uint32_t graph_columns;         /* the devices with graph memory seen */
@@ -47,11 +47,11 @@ static int capturing(void)
     return __atomic_load_n(&captures, __ATOMIC_RELAXED) > 0;
 }
 
-/* A forked child (ledger.c's fork handler calls it): no pools of its own yet (its ledger
+/* A forked child (fork.c, after the ledger): no pools of its own yet (its ledger
  * starts empty), the lock free. */
 void shimgen_reserve_after_fork(void)
 {
-    memset(pools, 0, sizeof pools);
+    memset(known, 0, sizeof known);
     memset(current_pool, 0, sizeof current_pool);
     npools = 0, graph_columns = 0, captures = 0, lock = 0, shimgen_reserve_any = 0;
 }
@@ -73,11 +73,11 @@ static int lock_pools(void)
 
 static void unlock_pools(void) { __atomic_store_n(&lock, 0, __ATOMIC_RELEASE); }
 
-static struct pool *find(uint64_t handle)
+static struct pool_known *find(uint64_t handle)
 {
     for (unsigned i = 0; i < npools; i++)
-        if (pools[i].handle == handle)
-            return &pools[i];
+        if (known[i].handle == handle)
+            return &known[i];
     return NULL;
 }
 
@@ -87,8 +87,8 @@ static void hand_over(int column)
 {
     uint64_t sum[4] = {0, 0, 0, 0};
     for (unsigned i = 0; i < npools; i++)
-        for (int k = 0; k < 4 && pools[i].column == column; k++)
-            sum[k] += pools[i].v[k];
+        for (int k = 0; k < 4 && known[i].column == column; k++)
+            sum[k] += known[i].v[k];
     shimgen_ledger_reservation(0, column, sum);
     shimgen_ledger_counts(npools, 0);
 }
@@ -97,7 +97,7 @@ int shimgen_pool_column(uint64_t handle)
 {
     if (!__atomic_load_n(&npools, __ATOMIC_RELAXED) || !lock_pools())
         return -1;
-    struct pool *p = find(handle);
+    struct pool_known *p = find(handle);
     int c = p ? p->column : -1;
     unlock_pools();
     return c;
@@ -107,29 +107,29 @@ void shimgen_pool_gone(uint64_t handle)
 {
     if (!handle || !lock_pools())
         return;
-    struct pool *p = find(handle);
+    struct pool_known *p = find(handle);
     if (p) { /* its reservation gone with it */
         int was = p->column;
-        *p = pools[--npools];
+        *p = known[--npools];
         hand_over(was);
     }
     unlock_pools();
 }
 
-void shimgen_pool_seen(uint64_t handle, int column, int current)
+void shimgen_pool_seen(uint64_t handle, int column, int is_current)
 {
     if (!handle || column < 0 || !lock_pools())
         return;
-    struct pool *p = find(handle);
+    struct pool_known *p = find(handle);
     if (!p && npools < MAX_POOLS) {
-        pools[npools++] = (struct pool){.handle = handle, .column = column};
+        known[npools++] = (struct pool_known){.handle = handle, .column = column};
         __atomic_store_n(&shimgen_reserve_any, 1, __ATOMIC_RELAXED);
         shimgen_ledger_counts(npools, 0);
     } else if (!p && !said_full++) {
         shimgen_say("shimgen: more than %d memory pools: the others' reservations are not "
                     "followed\n", MAX_POOLS);
     }
-    if (current && column < (int)DEVICES)
+    if (is_current && column < (int)DEVICES)
         current_pool[column] = handle;
     unlock_pools();
 }
@@ -190,7 +190,7 @@ void shimgen_pool_refresh(uint64_t handle)
             return;
     if (!lock_pools())
         return;
-    struct pool *p = find(handle);
+    struct pool_known *p = find(handle);
     if (p) {
         for (int k = 0; k < 4; k++)
             p->v[k] = v[k];
@@ -233,7 +233,7 @@ void shimgen_reserve_refresh(void)
         return; /* (no pool and no graph memory seen: nothing to ask) */
     if (lock_pools()) {
         for (; n < npools; n++)
-            handles[n] = pools[n].handle;
+            handles[n] = known[n].handle;
         unlock_pools();
     }
     for (unsigned i = 0; i < n; i++)

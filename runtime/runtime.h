@@ -59,6 +59,7 @@ struct shimgen_config {
     int timeline;                  /* SHIMGEN_TRACE=timeline: TRACE_TIME plus events */
     unsigned long timeline_events; /* per-thread ring, a power of two */
     int calls;                     /* SHIMGEN_TRACE=calls: TRACE_TIME plus records (calls.c) */
+    unsigned long calls_records;   /* SHIMGEN_CALLS_RING: per-thread ring, a power of two */
     int quiet;
     int driver_stat_ok;
     long long job_sec; /* SHIMGEN_TRACE_JOB: when the job's first process loaded the shim, */
@@ -89,14 +90,21 @@ void shimgen_copy_str(char *dst, size_t cap, const char *src);
 /* A file name without %p or %r, which the processes of one job would share. */
 int shimgen_shared_name(const char *name);
 
-/* ---- the real driver (driver.c) ---- */
-void shimgen_init(void);
-void *shimgen_lazy_resolve(unsigned idx);
+/* ---- the loaded driver's facts (loaded.c; filled by driver.c and procaddr.c) ---- */
 extern char shimgen_loaded_build_id[129];
 /* The loaded driver's version, from its real file name (libcuda.so.<version>, the rule
  * shimgen/driver/elf.py applies at build time); the build-time one until a driver is loaded, and
  * "unknown" when the loaded file's name has none. */
 extern char shimgen_loaded_version[32];
+/* cuGetProcAddress answers that named no export of the shim (passed through as they are) */
+extern uint64_t shimgen_unmapped_proc_addresses;
+
+/* ---- the real driver (driver.c) ---- */
+void shimgen_init(void);
+void *shimgen_lazy_resolve(unsigned idx);
+/* fork() while a load runs: waits for it, holds off a new one until the fork is done */
+void shimgen_load_before_fork(void);
+void shimgen_load_after_fork(void);
 
 /* ---- the user's hooks (userhooks.c): put in front of their exports' targets, once the
  * targets are filled; `loaded` 0 when the driver failed to load (none is installed) ---- */
@@ -114,7 +122,6 @@ int shimgen_file_is_shim(const char *path);
 void shimgen_addr_map_add(void *real_fn, unsigned idx);
 void shimgen_addr_map_sort(void);
 void *shimgen_map_proc_address(void *real_fn);
-extern uint64_t shimgen_unmapped_proc_addresses;
 
 /* ---- dlopen redirection (dlopen.c) ---- */
 extern void *shimgen_real_dlopen;
@@ -137,6 +144,7 @@ void shimgen_stats_start(void);
 
 /* ---- trace output at exit (trace.c) ---- */
 void shimgen_trace_start(void);
+void shimgen_trace_after_fork(void); /* a forked child's trace: its own (fork.c) */
 
 /* ---- gates (gates.c) ---- */
 void shimgen_gates_config(void); /* SHIMGEN_GATES and SHIMGEN_GATE_METHOD, read once */

@@ -37,16 +37,11 @@ void shimgen_safe_read_after_fork(void)
     __atomic_store_n(&self_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
 }
 
-/* A forked child takes its pid again at its first read (a child handler is not the place
- * for a system call the parent's handlers order after). */
-static void forget_pid(void)
+/* A forked child (fork.c, first) takes its pid again at its first read (a child handler
+ * is not the place for a system call). */
+void shimgen_safe_read_forget_pid(void)
 {
     __atomic_store_n(&self_pid, 0, __ATOMIC_RELAXED);
-}
-
-__attribute__((constructor)) static void register_fork_handler(void)
-{
-    pthread_atfork(NULL, NULL, forget_pid);
 }
 
 /* One system call over at most PIECES pages of src: the bytes copied (fewer than *planned

@@ -21,8 +21,9 @@ long shimgen_safe_read(void *dst, const void *src, size_t n);
  * string cut by an unreadable page is kept up to that page. */
 long shimgen_safe_string(char *dst, size_t cap, const void *src);
 
-/* The process's pid as the reads use it, taken again now (saferead.c forgets it in a forked
- * child by its own fork handler, and asks again when the kernel says the pid is gone). */
+/* The process's pid as the reads use it, taken again now (asked again too when the kernel
+ * says the pid is gone); forgotten in a forked child (fork.c), taken at its first read. */
 void shimgen_safe_read_after_fork(void);
+void shimgen_safe_read_forget_pid(void);
 
 #endif

@@ -34,7 +34,6 @@
 #include "totals.h"
 #include "tracefile.h"
 
-__thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
 pthread_mutex_t shimgen_stats_lock = PTHREAD_MUTEX_INITIALIZER;
 struct tstats *shimgen_live_blocks;
 static unsigned long free_block_count; /* blocks in state BLOCK_FREE */
@@ -106,6 +105,8 @@ void shimgen_stats_start(void)
     if (!stats_key_ok)
         stats_key_ok = pthread_key_create(&stats_key, stats_retire) == 0;
     shimgen_calib_start();
+    if (shimgen_cfg.calls)
+        shimgen_calls_join(); /* the ring: in every block, after its struct tstats */
 }
 
 /* A free block, claimed by this thread; NULL when there is none. */
@@ -132,7 +133,7 @@ static struct tstats *new_block(void)
     int anon;
     void *p = shimgen_tracefile_block(&anon);
     if (!p && anon)
-        p = mmap(NULL, shimgen_calls_block_bytes(), PROT_READ | PROT_WRITE,
+        p = mmap(NULL, shimgen_tracefile_block_bytes(), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (!p || p == MAP_FAILED)
         return NULL;
@@ -309,14 +310,15 @@ static void count_blockless(unsigned idx, int timed)
     shimgen_tracefile_missed(1);
 }
 
-struct tstats *shimgen_stats_block(void)
+/* A thread's first call in calls mode (calls.S, no block yet): NULL once it has a block
+ * (the stub starts again), else the target, the call counted in memory (no block: a full
+ * disk). */
+void *shimgen_calls_first_call(unsigned idx)
 {
-    return stats_block();
-}
-
-void shimgen_stats_blockless(unsigned idx)
-{
+    if (stats_block())
+        return NULL;
     count_blockless(idx, 1);
+    return shimgen_targets[idx];
 }
 
 void *shimgen_count_first(unsigned idx)

@@ -9,16 +9,14 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "arch/entry.h" /* shimgen_tls_stats, the calling thread's block */
 #include "block.h"
 
 /* stats.c */
-extern __thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
 extern pthread_mutex_t shimgen_stats_lock; /* thread exit and the output; never a first call */
 extern struct tstats *shimgen_live_blocks;   /* every block, live or free (a free one is empty) */
 void shimgen_collect_stats(void); /* at exit: every block folded into the totals */
 extern uint64_t shimgen_blockless_calls; /* calls of threads that got no block (not timed) */
 void shimgen_stats_after_fork(void);
-struct tstats *shimgen_stats_block(void);     /* the thread's block, got now if need be */
-void shimgen_stats_blockless(unsigned idx);   /* a call counted in memory: no block */
 
 #endif

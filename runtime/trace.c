@@ -326,13 +326,17 @@ static void write_trace(void)
         write_table();
 }
 
-static void after_fork_child(void)
+static int trace_started;
+static int fork_ready; /* shimgen_trace_start ran (at the first call, before the load) */
+
+/* A forked child (fork.c, last): its own counts and file. */
+void shimgen_trace_after_fork(void)
 {
+    if (!__atomic_load_n(&fork_ready, __ATOMIC_ACQUIRE))
+        return;
     shimgen_unmapped_proc_addresses = 0;
     shimgen_stats_after_fork();
 }
-
-static int trace_started;
 
 /* The trace is written by the shim's ELF destructor, which glibc runs (from _dl_fini) after
  * every atexit handler and C++ static destructor of the process, whenever they were
@@ -351,5 +355,5 @@ void shimgen_trace_start(void)
 {
     if (shimgen_cfg.trace != TRACE_OFF)
         __atomic_store_n(&trace_started, 1, __ATOMIC_RELEASE);
-    pthread_atfork(NULL, NULL, after_fork_child);
+    __atomic_store_n(&fork_ready, 1, __ATOMIC_RELEASE);
 }

@@ -29,8 +29,6 @@
 #include <unistd.h>
 
 #include "block.h"
-#include "calls.h"
-#include "ledger.h"
 #include "tracefile.h"
 #include "tracefile_header.h"
 
@@ -43,6 +41,39 @@ static int tf_state;
 static __thread int tf_creating_here __attribute__((tls_model("initial-exec")));
 static struct tf_header *tf_hdr; /* the header and the names, mapped shared */
 static size_t tf_hdr_len, tf_stride;
+static const struct shimgen_tf_part *tf_parts[SHIMGEN_TF_PARTS];
+static unsigned tf_nparts;
+
+void shimgen_tracefile_join(const struct shimgen_tf_part *p)
+{
+    if (tf_nparts < SHIMGEN_TF_PARTS)
+        tf_parts[tf_nparts++] = p;
+}
+
+size_t shimgen_tracefile_block_bytes(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t n = (sizeof(struct tstats) + page - 1) & ~(page - 1);
+    for (unsigned i = 0; i < tf_nparts; i++)
+        n += tf_parts[i]->block_bytes ? tf_parts[i]->block_bytes() : 0;
+    return n;
+}
+
+/* A new header's fields of every part, in the order joined; the magic last. */
+static void attach_parts(struct tf_header *h)
+{
+    for (unsigned i = 0; i < tf_nparts; i++)
+        tf_parts[i]->attach(h, tf_stride);
+    shimgen_tracefile_header_seal(h);
+}
+
+/* A header about to be unmapped. */
+static void detach_parts(struct tf_header *h)
+{
+    for (unsigned i = 0; i < tf_nparts; i++)
+        if (tf_parts[i]->detach)
+            tf_parts[i]->detach(h);
+}
 static pid_t tf_owner; /* the process the file belongs to */
 static struct stat tf_st; /* its device and inode */
 static char tf_path[PATH_MAX];
@@ -205,9 +236,9 @@ static int make_file(void)
     }
     close(fd);
     close(dirfd);
-    tf_stride = ((sizeof(struct tstats) + page - 1) & ~(page - 1)) + shimgen_calls_ring_bytes();
-    /* (the same as shimgen_calls_block_bytes(), the layout of an anonymous block) */
+    tf_stride = shimgen_tracefile_block_bytes(); /* (an anonymous block's layout too) */
     shimgen_tracefile_header_init(m, page, names, hlen, tf_stride);
+    attach_parts(m);
     size_t dn = strlen(shimgen_cfg.trace_dir);
     memcpy(tf_path, shimgen_cfg.trace_dir, dn);
     tf_path[dn] = '/';
@@ -397,7 +428,7 @@ void shimgen_tracefile_after_fork(struct tstats *blocks)
         close(fd);
     } else {
         if (tf_hdr) {
-            shimgen_ledger_detach(tf_hdr); /* (its numbers were kept there) */
+            detach_parts(tf_hdr); /* (the ledger's numbers were kept there) */
             munmap(tf_hdr, tf_hdr_len);
         }
         tf_hdr = NULL;

@@ -10,7 +10,26 @@
 
 #include <stdint.h>
 
+#include <stddef.h>
+
 struct tstats;
+struct tf_header;
+
+/* A part of the trace file: what joins it without the file knowing it (the calls ring,
+ * the memory ledger). `block_bytes`: bytes every block has after its struct tstats (the
+ * stride is the struct rounded up to a page, then each part's bytes in the order joined);
+ * `attach`: a new header's fields (after the file's own and the names, before the magic),
+ * for blocks `stride` bytes apart; `detach`: a header about to be unmapped (NULL: none).
+ * Joined at the driver's load, before any block is made; at most SHIMGEN_TF_PARTS. */
+struct shimgen_tf_part {
+    size_t (*block_bytes)(void);
+    void (*attach)(struct tf_header *h, size_t stride);
+    void (*detach)(struct tf_header *h);
+};
+#define SHIMGEN_TF_PARTS 4
+void shimgen_tracefile_join(const struct shimgen_tf_part *p);
+/* The bytes of a block's mapping, in the file or anonymous: every block has this layout. */
+size_t shimgen_tracefile_block_bytes(void);
 
 /* The file made at a thread's first traced call, blocks added to it, the header finished
  * at exit, a forked child's blocks moved onto its own. */

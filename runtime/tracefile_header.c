@@ -3,7 +3,8 @@
  * docs/traceformat.md) holds, written into the file's shared mapping (tracefile.c makes
  * the file and maps it). When the file is made: the blocks' layout, the process (pid,
  * start time, boot id, rank), the loaded driver's identity, the function names, and the
- * first calibration pairs; the magic last. While blocks are added: a better pair 1. At
+ * first calibration pairs; the magic last, once the file's parts (tracefile.h) have put
+ * their fields. While blocks are added: a better pair 1. At
  * exit: the end time, the calls the file could not take, and the state complete.
  * Async-signal-safe, as a thread's first traced call needs (no malloc, stdio or lock).
  */
@@ -17,9 +18,7 @@
 
 #include "block.h"
 #include "calib.h"
-#include "ledger.h"
 #include "tracefile_header.h"
-#include "calls.h"
 
 static uint64_t tf_clock(clockid_t c)
 {
@@ -141,7 +140,6 @@ void shimgen_tracefile_header_init(struct tf_header *h, size_t page, size_t name
         .off_frames = TS_FRAMES, .frame_slots = TS_SHADOW_DEPTH, .frame_size = TS_FRAME_SIZE,
         .frame_off_start = FRAME_START, .frame_off_idx = FRAME_IDX, .frame_off_ret = FRAME_RET,
     };
-    shimgen_calls_header(h, stride);
     shimgen_copy_str(h->rank, sizeof h->rank, shimgen_cfg.rank);
     boot_id(h->boot_id, sizeof h->boot_id);
     start_calibration(h);
@@ -155,7 +153,12 @@ void shimgen_tracefile_header_init(struct tf_header *h, size_t page, size_t name
         memcpy(np, shimgen_names[i], n);
         np += n;
     }
-    shimgen_ledger_attach(h); /* the memory ledger's numbers, kept here from now on */
+}
+
+/* The header complete (the parts' fields too): its magic, last, so that a file cut short
+ * has none. */
+void shimgen_tracefile_header_seal(struct tf_header *h)
+{
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(h->magic, TF_MAGIC, sizeof h->magic); /* last: a file cut short has none */
 }

@@ -34,10 +34,11 @@ _Static_assert(sizeof(struct tf_header) == SHIMGEN_TRACEFILE_HEADER_SIZE, "heade
 _Static_assert(PATH_MAX == sizeof(((struct tf_header *)0)->driver_path), "driver_path");
 
 /* tracefile_header.c, on the header in the file's shared mapping: a new file's header
- * (page-aligned, zeroed; the magic written last), the calibration's pair 1 bettered as
+ * (page-aligned, zeroed; then the parts' fields; the magic written last, sealed), the calibration's pair 1 bettered as
  * blocks are added (async-signal-safe), the header finished at exit. */
 void shimgen_tracefile_header_init(struct tf_header *h, size_t page, size_t names, size_t hlen,
                                    size_t stride);
+void shimgen_tracefile_header_seal(struct tf_header *h);
 void shimgen_tracefile_calibrate(struct tf_header *h);
 void shimgen_tracefile_header_finish(struct tf_header *h, uint64_t calls_missing);
 

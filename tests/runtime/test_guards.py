@@ -46,15 +46,17 @@ def unit_headers(drivers, tmp_path_factory) -> Path:
     return src
 
 
-def compile_unit(probe: str, runtime_source: str, headers: Path, out: Path) -> Path:
-    """tests/c/<probe> with runtime/<runtime_source> of this checkout, as the shim compiles
-    them (-Wall -Wextra -Werror)."""
+def compile_unit(probe: str, runtime_source: str | tuple[str, ...], headers: Path,
+                 out: Path) -> Path:
+    """tests/c/<probe> with runtime/<runtime_source> (one or several) of this checkout, as the
+    shim compiles them (-Wall -Wextra -Werror)."""
+    sources = (runtime_source,) if isinstance(runtime_source, str) else runtime_source
     exe = out / Path(probe).stem
     cc = shlex.split(os.environ.get("CC", "cc"))
     proc = subprocess.run([*cc, "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror",
                            "-I", str(ROOT / "runtime"), "-I", str(headers), "-o", str(exe),
                            str(ROOT / "tests" / "c" / probe),
-                           str(ROOT / "runtime" / runtime_source), "-ldl"],
+                           *(str(ROOT / "runtime" / s) for s in sources), "-ldl"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, f"compile failed: {probe} with {runtime_source}: {proc.stderr}"
     return exe
@@ -182,7 +184,7 @@ def test_an_attribute_hook_writes_no_gate_bit_unless_the_struct_method_is_on(
 
 @pytest.fixture(scope="module")
 def procaddr_unit(unit_headers, tmp_path_factory) -> Path:
-    return compile_unit("procaddr_unit.c", "procaddr.c", unit_headers,
+    return compile_unit("procaddr_unit.c", ("procaddr.c", "loaded.c"), unit_headers,
                         tmp_path_factory.mktemp("procaddr"))
 
 
