@@ -11,9 +11,11 @@
  * initial-exec variables of the static TLS block) are kept for the stubs to load with
  * one instruction; set before any slot leads to them.
  */
+#include <stddef.h>
+
+#include "shim.h"
 #include "arch/entry.h"
 #include "arch/layout.h"
-#include "runtime.h"
 
 /* A function's target in a block's counters (struct fstats, by its layout.h offsets). */
 #define TARGET(fn, i) (*(void **)((char *)(fn) + (size_t)(i) * TS_FSTATS_SIZE + TS_TARGET))
