@@ -7,15 +7,17 @@
 #ifndef SHIMGEN_LAYOUT_H
 #define SHIMGEN_LAYOUT_H
 
-/* struct fstats, one per function, 32 bytes: count, total, max, and on aarch64 the
- * function's target (what a timed call updates is in one cache line; a counted call on
- * aarch64 reads its target from the word after its count's, stubs_aarch64.S). */
-#define TS_FSTATS_SIZE 32
-#define TS_FSTATS_SHIFT 5 /* log2 of TS_FSTATS_SIZE */
-#define TS_COUNT 0
-#define TS_TOTAL 8
-#define TS_MAX 16
-#define TS_TARGET 24
+/* struct fstats, one per function: count, total, max, and on aarch64 the function's target
+ * (what a timed call updates is in one cache line; a counted call on aarch64 reads its
+ * target from the word after its count's, aarch64/stubs.S). Its words are shimgen/runenv.py's
+ * one list of trace fields (TRACE_FSTATS), rendered into tracefields.h. */
+#include "tracefields.h"
+#define TS_FSTATS_SIZE SHIMGEN_FSTATS_SIZE
+#define TS_FSTATS_SHIFT 5 /* log2 of TS_FSTATS_SIZE (block.h checks it) */
+#define TS_COUNT SHIMGEN_FSTATS_COUNT
+#define TS_TOTAL SHIMGEN_FSTATS_TOTAL
+#define TS_MAX SHIMGEN_FSTATS_MAX
+#define TS_TARGET SHIMGEN_FSTATS_TARGET
 /* struct tstats after its fn[SHIMGEN_NFUNCS]. */
 #define TS_UNTIMED (32 * SHIMGEN_NFUNCS)
 #define TS_FREE (32 * SHIMGEN_NFUNCS + 8)
