@@ -3142,6 +3142,15 @@ MUTATIONS = [
         "why": "the 400-line limit counts every line of a file, its comments and blank lines too",
     },
     {
+        "name": "layout-runtime-folder-includes-an-inner-header",
+        "file": "runtime/memory/hooks_memory.c",
+        "old": "#include \"gates/gates.h\"\n",
+        "new": "#include \"gates/gateplan.h\"\n",
+        "tests": ["tests/devtools/test_layout.py::"
+                  "test_a_runtime_folder_includes_only_other_folders_faces"],
+        "why": "a runtime folder takes another folder's inner header instead of its face",
+    },
+    {
         "name": "layout-data-table-said-anywhere",
         "file": "tests/devtools/test_layout.py",
         "old": "DATA_TABLE in (lines[0].lower() if lines else \"\")",
@@ -3219,10 +3228,11 @@ MUTATIONS = [
     {
         "name": "ledger-child-waits-on-a-lock-copied-held",
         "file": "runtime/memory/ledger.c",
-        "old": "    if (led_pid != getpid()) /* a forked child before its fork handler ran: the lock */\n",
-        "new": "    if (0) /* a forked child before its fork handler ran: the lock */\n",
+        "old": "    lock = 0;\n    own_process();\n}\n",
+        "new": "    own_process();\n}\n",
         "tests": ["tests/run/test_memory.py::test_forks_while_other_threads_allocate"],
-        "why": "a forked child never hangs on the ledger's lock that another thread held at the fork",
+        "why": "a forked child never hangs on the ledger's lock that another thread held at the fork "
+               "(fork.c resets the ledger before the child's file attaches it)",
     },
     {
         "name": "ledger-context-change-not-seen",
