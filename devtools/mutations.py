@@ -3164,10 +3164,9 @@ MUTATIONS = [
         "file": "shimgen/runenv.py",
         "old": "TRACE_FSTATS = {\"count\": 0, \"total\": 8, \"max\": 16, \"target\": 24}\n",
         "new": "TRACE_FSTATS = {\"count\": 0, \"total\": 16, \"max\": 8, \"target\": 24}\n",
-        "tests": ["tests/report/test_trace_fields.py::test_the_rendered_header_is_the_blocks_c_layout",
-                  "tests/report/test_trace_fields.py::"
-                  "test_both_readers_read_every_listed_field_alike"],
-        "why": "the binary reader and the rendered header take a block's words from the one list",
+        "tests": ["tests/report/test_trace_fields.py::test_the_rendered_header_is_the_blocks_c_layout"],
+        "why": "struct fstats is held to the one list's words (a shim with them differing does "
+               "not build)",
     },
     {
         "name": "trace-fields-json-key-unlisted",
