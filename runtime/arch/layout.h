@@ -7,15 +7,17 @@
 #ifndef SHIMGEN_LAYOUT_H
 #define SHIMGEN_LAYOUT_H
 
-/* struct fstats, one per function, 32 bytes: count, total, max, and on aarch64 the
- * function's target (what a timed call updates is in one cache line; a counted call on
- * aarch64 reads its target from the word after its count's, stubs_aarch64.S). */
-#define TS_FSTATS_SIZE 32
-#define TS_FSTATS_SHIFT 5 /* log2 of TS_FSTATS_SIZE */
-#define TS_COUNT 0
-#define TS_TOTAL 8
-#define TS_MAX 16
-#define TS_TARGET 24
+/* struct fstats, one per function: count, total, max, and on aarch64 the function's target
+ * (what a timed call updates is in one cache line; a counted call on aarch64 reads its
+ * target from the word after its count's, aarch64/stubs.S). Its words are shimgen/runenv.py's
+ * one list of trace fields (TRACE_FSTATS), rendered into tracefields.h. */
+#include "tracefields.h"
+#define TS_FSTATS_SIZE SHIMGEN_FSTATS_SIZE
+#define TS_FSTATS_SHIFT 5 /* log2 of TS_FSTATS_SIZE (block.h checks it) */
+#define TS_COUNT SHIMGEN_FSTATS_COUNT
+#define TS_TOTAL SHIMGEN_FSTATS_TOTAL
+#define TS_MAX SHIMGEN_FSTATS_MAX
+#define TS_TARGET SHIMGEN_FSTATS_TARGET
 /* struct tstats after its fn[SHIMGEN_NFUNCS]. */
 #define TS_UNTIMED (32 * SHIMGEN_NFUNCS)
 #define TS_FREE (32 * SHIMGEN_NFUNCS + 8)
@@ -64,5 +66,34 @@
 /* struct tl_event, 16 bytes: start ticks, elapsed ticks << 16 | function index. */
 #define TL_EVENT_SHIFT 4
 #define TL_INDEX_BITS 16
+
+/* SHIMGEN_TRACE=calls: a call record (struct calls_record, stats/calls.h; what calls.S
+ * writes, what shimgen/calls/records.py reads; docs/traceformat.md) and a function's info. */
+#define REC_SEQ 0     /* u64: the record's place in its ring + 1; 0 while being written */
+#define REC_IDX 8     /* u16: the function */
+#define REC_STATE 10  /* u16: 1 entered, 2 returned */
+#define REC_TID 12    /* i32: the thread (a block's ring outlives its threads) */
+#define REC_START 16  /* u64: ticks at entry */
+#define REC_DUR 24    /* u64: elapsed ticks once returned (the place, while entering) */
+#define REC_RESULT 32 /* u64: rax at the return (the caller's rax, while entering) */
+#define REC_ARGS 40   /* u64[11]: rdi, rsi, rdx, rcx, r8, r9, then 5 stack words */
+/* u64, the argument word SHIMGEN_CALLS_UNREAD_WORD of a function with captures: bit k, its
+ * k-th capture could not be read; all ones while its captures at entry are being read */
+#define REC_UNREAD (REC_ARGS + 8 * SHIMGEN_CALLS_UNREAD_WORD)
+#define REC_SHIFT 8   /* log2 of SHIMGEN_CALLS_RECORD_SIZE */
+#define REC_ENTERED 1
+#define REC_RETURNED 2
+/* A function's info (calls_table.c, 16 bits): stack words to keep; captures at entry (C);
+ * captures after a successful return (C); or its one output a word that calls.S copies
+ * itself (8 bytes, else 4) from the pointer in argument word (info >> 8) to the capture
+ * area's start. */
+#define CALLS_INFO_STACK 7
+#define CALLS_INFO_ENTRY 8
+#define CALLS_INFO_EXIT 16
+#define CALLS_INFO_WORD 32
+#define CALLS_INFO_WORD8 64
+#define CALLS_INFO_SLOT_SHIFT 8
+/* struct tstats's tid (block.h; checked in calls.c) */
+#define TS_TID (TS_NEXT + 12)
 
 #endif

@@ -39,6 +39,7 @@ from .sources import runtime_dir, templates_dir
 GENERATED: tuple[tuple[str, str], ...] = (
     ("shim.h.j2", "shim.h"),
     ("facts.h.j2", "facts.h"),
+    ("tracefields.h.j2", "tracefields.h"),
     ("functions.inc.j2", "functions.inc"),
     ("table.c.j2", "table.c"),
     ("gateplan.c.j2", "gateplan.c"),
@@ -187,6 +188,8 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
         "user_sources": user_compiled(model),
         "include_dir": INCLUDE_DIR,
         "include_dirs": include_dirs(model),
+        "fstats": runenv.TRACE_FSTATS,
+        "fstats_size": runenv.TRACE_FSTATS_SIZE,
         "arch": ARCHES[model.driver.arch],
         "hook_types": HOOK_TYPES,
         "reserved": model.unwrappable,

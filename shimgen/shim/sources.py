@@ -30,7 +30,7 @@ def templates_dir() -> Path:
 
 
 def runtime_dir() -> Path:
-    return _data_dir("runtime", "runtime.h")
+    return _data_dir("runtime", "base/base.h")
 
 
 def stamp() -> str:

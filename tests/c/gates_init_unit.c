@@ -1,4 +1,4 @@
-/* Unit test of the init-site writer, runtime/gates_init.c, compiled with it and a build's
+/* Unit test of the init-site writer, runtime/gates/gates_init.c, compiled with it and a build's
  * generated headers (tests/runtime/test_guards.py). The "driver" is this program itself: its code
  * bytes at `unit_site` (in .text, so in its r-x segment) stand for an init site, and a
  * plan made here says which bytes shimgen_gates_patch_init is to change. One case a run:
@@ -22,8 +22,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "gateplan.h"
-#include "runtime.h"
+#include "base/base.h"
+#include "gates/gates.h"
 
 __asm__(".pushsection .text\n"
         ".globl unit_site\n"

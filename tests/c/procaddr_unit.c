@@ -1,4 +1,4 @@
-/* Unit test of the cuGetProcAddress map, runtime/procaddr.c, compiled with it and a build's
+/* Unit test of the cuGetProcAddress map, runtime/load/procaddr.c, compiled with it and a build's
  * generated headers (tests/runtime/test_guards.py). argv[1]: N, the exports the map holds (1 to 64);
  * argv[2]: a seed. N synthetic addresses, 16 apart, are added in a shuffled order, each with
  * its own slot index (also shuffled), and sorted; then every address is looked up, and the
@@ -9,7 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runtime.h"
+#include "base/base.h"
+#include "load/load.h"
 
 #define MAX 64
 _Static_assert(SHIMGEN_NFUNCS >= MAX, "the map needs room for the test's exports");

@@ -218,17 +218,17 @@ def test_files_on_disk_are_never_modified(shims, probes, tmp_path):
 # Library calls that could change a file, memory protection, another process, or start a
 # program. The shim imports none of them; open() and openat() are its only ways to open a file
 # (the output's directory, then the output in it, with O_NOFOLLOW or O_EXCL), so those are all
-# there is to review. The output files are written whole (runtime/output.c): linkat, renameat,
-# renameat2 and unlinkat, relative to that directory, give a name to the complete temporary
-# file, put it over the target, or remove it after a failed write; the path forms stay out.
-# unlinkat also removes a binary trace file the shim made itself (O_EXCL) and could not grow
-# on a full disk (runtime/tracefile.c); no other file of the runtime names any of them.
+# there is to review. The output files are written whole (runtime/output/output.c): linkat,
+# renameat, renameat2 and unlinkat, relative to that directory, give a name to the complete
+# temporary file, put it over the target, or remove it after a failed write; the path forms
+# stay out. unlinkat also removes a binary trace file the shim made itself (O_EXCL) and could not grow
+# on a full disk (runtime/tracefile/tracefile.c); no other file of the runtime names any of them.
 NAME_CALLS_WHERE = {"output.c": {"linkat", "renameat", "renameat2", "unlinkat"},
                     "tracefile.c": {"unlinkat"}}
 # futimens: only on the shim's own complete temporary file (the job's stamp, claim.c);
 # flock: only of the directory the trace is written into, while it takes a shared name.
 OUTPUT_FILE_CALLS = {"linkat", "renameat", "renameat2", "unlinkat", "futimens", "flock"}
-# The binary trace file of SHIMGEN_TRACE_DIR (runtime/tracefile.c, and only there): its
+# The binary trace file of SHIMGEN_TRACE_DIR (runtime/tracefile/tracefile.c, and only there): its
 # directory made when missing (mkdir), the file grown (fallocate, or a one-byte pwrite where
 # the file system has no fallocate) and a forked child's block bookkeeping written (pwrite)
 # into the process's own new file, made O_EXCL|O_NOFOLLOW.

@@ -1,7 +1,7 @@
 """Guards that no black-box test of the whole shim reaches, tested where they are: the
-init-site writer (runtime/gates_init.c: every byte compared before any store, every byte
+init-site writer (runtime/gates/gates_init.c: every byte compared before any store, every byte
 written put back when a later store or a page's protection fails, no more bytes than it can
-put back) and the cuGetProcAddress map (runtime/procaddr.c:
+put back) and the cuGetProcAddress map (runtime/load/procaddr.c:
 its first and last entries, and the addresses around them), each compiled as a unit with a
 probe of tests/c/ and a build's generated headers; the trace file of a process that dies
 while its exit folds the blocks (runtime/stats.c: never marked complete); and the identity
@@ -40,21 +40,23 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def unit_headers(drivers, tmp_path_factory) -> Path:
     """A build's source tree (rendered, not compiled): the generated shim.h and facts.h that
-    runtime/runtime.h includes."""
+    runtime/base/base.h includes."""
     src = tmp_path_factory.mktemp("unitsrc")
     render(build_model(read_driver(drivers[0].path), ["shimgen", "build"]), src)
     return src
 
 
-def compile_unit(probe: str, runtime_source: str, headers: Path, out: Path) -> Path:
-    """tests/c/<probe> with runtime/<runtime_source> of this checkout, as the shim compiles
-    them (-Wall -Wextra -Werror)."""
+def compile_unit(probe: str, runtime_source: str | tuple[str, ...], headers: Path,
+                 out: Path) -> Path:
+    """tests/c/<probe> with runtime/<runtime_source> (one or several) of this checkout, as the
+    shim compiles them (-Wall -Wextra -Werror)."""
+    sources = (runtime_source,) if isinstance(runtime_source, str) else runtime_source
     exe = out / Path(probe).stem
     cc = shlex.split(os.environ.get("CC", "cc"))
     proc = subprocess.run([*cc, "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror",
                            "-I", str(ROOT / "runtime"), "-I", str(headers), "-o", str(exe),
                            str(ROOT / "tests" / "c" / probe),
-                           str(ROOT / "runtime" / runtime_source), "-ldl"],
+                           *(str(ROOT / "runtime" / s) for s in sources), "-ldl"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, f"compile failed: {probe} with {runtime_source}: {proc.stderr}"
     return exe
@@ -62,7 +64,7 @@ def compile_unit(probe: str, runtime_source: str, headers: Path, out: Path) -> P
 
 @pytest.fixture(scope="module")
 def gates_init_unit(unit_headers, tmp_path_factory) -> Path:
-    return compile_unit("gates_init_unit.c", "gates_init.c", unit_headers,
+    return compile_unit("gates_init_unit.c", "gates/gates_init.c", unit_headers,
                         tmp_path_factory.mktemp("gatesinit"))
 
 
@@ -182,7 +184,7 @@ def test_an_attribute_hook_writes_no_gate_bit_unless_the_struct_method_is_on(
 
 @pytest.fixture(scope="module")
 def procaddr_unit(unit_headers, tmp_path_factory) -> Path:
-    return compile_unit("procaddr_unit.c", "procaddr.c", unit_headers,
+    return compile_unit("procaddr_unit.c", ("load/procaddr.c", "base/loaded.c"), unit_headers,
                         tmp_path_factory.mktemp("procaddr"))
 
 

@@ -11,12 +11,20 @@
  * initial-exec variables of the static TLS block) are kept for the stubs to load with
  * one instruction; set before any slot leads to them.
  */
+#include <stddef.h>
+
+#include "shim.h"
 #include "arch/entry.h"
-#include "stats.h"
+#include "arch/layout.h"
+
+/* A function's target in a block's counters (struct fstats, by its layout.h offsets). */
+#define TARGET(fn, i) (*(void **)((char *)(fn) + (size_t)(i) * TS_FSTATS_SIZE + TS_TARGET))
 
 extern void *const shimgen_count_first_stubs[];
-static struct fstats nursery[SHIMGEN_NFUNCS];
-__thread struct fstats *shimgen_tls_fn __attribute__((tls_model("initial-exec"))) = nursery;
+static unsigned char nursery[SHIMGEN_NFUNCS][TS_FSTATS_SIZE]
+    __attribute__((aligned(TS_FSTATS_SIZE)));
+__thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
+__thread void *shimgen_tls_fn __attribute__((tls_model("initial-exec"))) = nursery;
 /* In .data, ahead of every file's .bss: stubs.S loads them with a literal ldr, which
  * reaches 1 MiB (the runtime's .bss holds larger tables than that). */
 __attribute__((section(".data"))) uintptr_t shimgen_tls_stats_offset;
@@ -28,16 +36,16 @@ void shimgen_arch_stats_start(void)
     shimgen_tls_stats_offset = (uintptr_t)&shimgen_tls_stats - tp;
     shimgen_tls_fn_offset = (uintptr_t)&shimgen_tls_fn - tp;
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
-        nursery[i].target = shimgen_count_first_stubs[i];
+        TARGET(nursery, i) = shimgen_count_first_stubs[i];
 }
 
 void shimgen_arch_block_given(struct fstats *fn)
 {
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
-        fn[i].target = __atomic_load_n(&shimgen_targets[i], __ATOMIC_RELAXED);
+        TARGET(fn, i) = __atomic_load_n(&shimgen_targets[i], __ATOMIC_RELAXED);
 }
 
 void shimgen_arch_thread_fn(struct fstats *fn)
 {
-    __atomic_store_n(&shimgen_tls_fn, fn ? fn : nursery, __ATOMIC_RELAXED);
+    __atomic_store_n(&shimgen_tls_fn, fn ? (void *)fn : (void *)nursery, __ATOMIC_RELAXED);
 }

@@ -22,7 +22,6 @@
 #include "facts.h"
 #include "shim.h"
 #include "arch/layout.h"
-#include "calls.h"
 #include "asm.h"
 
 /* The argument registers (and rax, the caller's) back from the record at rdi, whose words

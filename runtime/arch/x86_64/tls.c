@@ -4,6 +4,8 @@
  */
 #include "arch/entry.h"
 
+__thread struct tstats *shimgen_tls_stats __attribute__((tls_model("initial-exec")));
+
 void shimgen_arch_stats_start(void)
 {
 }

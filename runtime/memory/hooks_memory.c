@@ -1,0 +1,484 @@
+/*
+ * hooks_memory.c: the hooks of the memory routes (shimgen/shim/memroutes.py, docs/memory.md),
+ * one family per kind of route (MEM_KIND_<kind>), each defined for every route of the
+ * driver by the list the build renders (memroutes.inc: MEM_ROUTE(kind, name, index)). An
+ * allocation asks the ledger (ledger.c) first, which may refuse it for the limit
+ * (CUDA_ERROR_OUT_OF_MEMORY, the driver never called), then tells it what the driver
+ * answered; a free takes its entry out first and puts it back when the driver refuses it.
+ * Installed when a run traces into a directory or has a limit (feature "memory"); the
+ * answers of cuMemGetInfo_v2 and cuDeviceTotalMem_v2 only with a limit (feature "limit").
+ * cuMemCreate's hook also applies the gates (a GPUDirect RDMA allocation, hooks_gates.c).
+ *
+ * The functions the ledger watches (memroutes.py WATCHES, MEM_WATCH(kind, name)): those that
+ * change a thread's current context bump an epoch, so that an allocation asks the driver
+ * for its device only when a context may have changed since the thread last asked; those
+ * of pools and graphs tell reserve.c what to ask the driver again.
+ */
+
+#include <string.h>
+
+#include "memory.h"
+#include "base/base.h"
+#include "gates/gates.h"
+
+#define OOM SHIMGEN_CUDA_ERROR_OUT_OF_MEMORY
+/* (a driver with only some routes, a test's fake, uses only some of the helpers) */
+#define UNUSED_OK __attribute__((unused))
+#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
+#define HOOK(name, params)                                                                 \
+    shimgen_CUresult shimgen_hook_##name params;                                            \
+    shimgen_CUresult shimgen_hook_##name params
+
+static int said_device UNUSED_OK;
+
+static int devices UNUSED_OK; /* the driver's device count once it said it; 0: not yet */
+
+/* Bumped before and after every function that can change a thread's current context (the
+ * "context" watches): a thread's cached device is good while the epoch it was asked at is
+ * the epoch now. (Asked before the driver is: a bump during the call makes the next
+ * allocation ask again.) Starts at 1: a thread's cache of 0 was never asked. */
+static uint64_t ctx_epoch UNUSED_OK = 1;
+static __thread struct {
+    uint64_t epoch;
+    int column;
+} ctx_cache __attribute__((tls_model("initial-exec"), unused));
+
+static UNUSED_OK void ctx_changed(void)
+{
+    __atomic_fetch_add(&ctx_epoch, 1, __ATOMIC_RELEASE);
+}
+
+#ifdef SHIMGEN_IDX_cuDeviceGetCount
+/* The driver's device count, kept once it says it (before cuInit it cannot: asked again). */
+static __attribute__((noinline)) int count_devices(void)
+{
+    int n = 0;
+    if (REAL(cuDeviceGetCount, int *)(&n) == SHIMGEN_CUDA_SUCCESS && n > 0)
+        __atomic_store_n(&devices, n, __ATOMIC_RELAXED);
+    return n;
+}
+#endif
+
+/* The device of the current context asked of the driver, kept for the thread with the
+ * epoch it was asked at (a failure, no context, is not kept). */
+static __attribute__((noinline, unused)) int ask_device(uint64_t epoch)
+{
+#ifdef SHIMGEN_IDX_cuCtxGetDevice
+#ifdef SHIMGEN_IDX_cuDeviceGetCount
+    if (!__atomic_load_n(&devices, __ATOMIC_RELAXED) && count_devices() == 1)
+        return 0;
+#endif
+    int dev;
+    if (REAL(cuCtxGetDevice, int *)(&dev) != SHIMGEN_CUDA_SUCCESS)
+        return -1;
+    int column = (unsigned)dev < SHIMGEN_MEM_DEVICES ? dev : -1;
+    if (column < 0 && dev >= 0 && !__atomic_exchange_n(&said_device, 1, __ATOMIC_RELAXED))
+        shimgen_say("shimgen: device %d is past the memory ledger's %u devices: its "
+                    "allocations are not followed\n", dev, SHIMGEN_MEM_DEVICES);
+    ctx_cache.column = column;
+    ctx_cache.epoch = epoch;
+    return column;
+#else
+    (void)epoch;
+    return -1;
+#endif
+}
+
+/* The device of the calling thread's current context, as the allocation uses it; -1 when
+ * there is none or its ordinal has no column. With one device, device 0 without asking;
+ * with several, the thread's cached answer while no context may have changed (asked after
+ * a success, or before a call that fails without a context). */
+static UNUSED_OK int device_column(void)
+{
+    if (__builtin_expect(__atomic_load_n(&devices, __ATOMIC_RELAXED) == 1, 1))
+        return 0;
+    uint64_t epoch = __atomic_load_n(&ctx_epoch, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(ctx_cache.epoch == epoch, 1))
+        return ctx_cache.column;
+    return ask_device(epoch);
+}
+
+/* What the program passed, read without faulting (saferead.h): 1 when all n bytes were. A
+ * struct that cannot be read is no reason to fault where the driver would answer: the
+ * call is forwarded untouched (its column -1, not limited; untracked if the driver took it). */
+static UNUSED_OK int read_in(void *dst, const void *src, size_t n)
+{
+    return src && shimgen_safe_read(dst, src, n) == (long)n;
+}
+
+/* Where a CUmemAllocationProp puts its memory: a device location's ordinal, or the host
+ * column for any other location (host, host NUMA); never a current context. -1 when it
+ * cannot be read. */
+static UNUSED_OK int location_column(const void *prop)
+{
+    int loc[2]; /* CUmemLocation {type, id} */
+    if (!read_in(loc, (const char *)prop + SHIMGEN_MEM_PROP_LOCATION_OFFSET, sizeof loc))
+        return -1;
+    if (loc[0] != SHIMGEN_MEM_LOCATION_TYPE_DEVICE)
+        return SHIMGEN_MEM_HOST_COLUMN;
+    return loc[1] >= 0 && loc[1] < (int)SHIMGEN_MEM_DEVICES ? loc[1] : -1;
+}
+
+/* An imported handle's column: its location, asked of the driver (0 bytes are counted: the
+ * memory is its exporter's); -1 when the driver cannot say. */
+static UNUSED_OK int import_column(uint64_t handle)
+{
+#ifdef SHIMGEN_IDX_cuMemGetAllocationPropertiesFromHandle
+    unsigned char prop[64] = {0}; /* CUmemAllocationProp is 32 bytes; room to spare */
+    if (REAL(cuMemGetAllocationPropertiesFromHandle, void *, uint64_t)(prop, handle) ==
+        SHIMGEN_CUDA_SUCCESS)
+        return location_column(prop);
+#else
+    (void)handle;
+#endif
+    return -1;
+}
+
+/* A pool's device: the ledger's record of it, else the current context's. */
+static UNUSED_OK int pool_device(uint64_t pool)
+{
+    int c = shimgen_pool_column(pool);
+    return c >= 0 ? c : device_column();
+}
+
+static UNUSED_OK uint64_t times(uint64_t a, uint64_t b)
+{
+    uint64_t p;
+    return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
+}
+
+/* The most a device pads a row to: the largest of its pitch alignments
+ * (SHIMGEN_PITCH_ALIGNMENT_ATTRS), asked of the driver once per device (1 while it cannot
+ * say: before cuInit, when no allocation succeeds either). */
+static uint64_t row_align[SHIMGEN_MEM_DEVICES] UNUSED_OK;
+
+static UNUSED_OK uint64_t padded_row(int col, uint64_t bytes)
+{
+    if (col < 0 || col >= (int)SHIMGEN_MEM_DEVICES)
+        return bytes;
+    uint64_t a = __atomic_load_n(&row_align[col], __ATOMIC_RELAXED);
+#ifdef SHIMGEN_IDX_cuDeviceGetAttribute
+    if (!a) {
+        static const int attrs[] = SHIMGEN_PITCH_ALIGNMENT_ATTRS;
+        for (unsigned k = 0; k < sizeof attrs / sizeof *attrs; k++) {
+            int v = 0;
+            if (REAL(cuDeviceGetAttribute, int *, int, int)(&v, attrs[k], col) ==
+                    SHIMGEN_CUDA_SUCCESS && v > 0 && (uint64_t)v > a)
+                a = (uint64_t)v;
+        }
+        if (a)
+            __atomic_store_n(&row_align[col], a, __ATOMIC_RELAXED);
+    }
+#endif
+    if (a <= 1)
+        return bytes;
+    return bytes > UINT64_MAX - (a - 1) ? UINT64_MAX : (bytes + a - 1) / a * a;
+}
+
+/* Bytes of an array: its rows (a zero height or depth is one row) of its width times its
+ * element, each padded as a pitched row is. */
+static UNUSED_OK uint64_t array_bytes(int col, const uint64_t ext[3], int format,
+                                     unsigned channels)
+{
+    uint64_t element = 4;
+#define FORMAT(f, n) if (format == (f)) element = (n);
+    SHIMGEN_FOR_EACH_ARRAY_FORMAT(FORMAT)
+#undef FORMAT
+    uint64_t row = padded_row(col, times(ext[0], times(element, channels)));
+    return times(row, times(ext[1] ? ext[1] : 1, ext[2] ? ext[2] : 1));
+}
+
+/* An array descriptor (CUDA_ARRAY_DESCRIPTOR, dims 2: width, height, format, channels;
+ * CUDA_ARRAY3D_DESCRIPTOR, dims 3: width, height, depth, format, channels), read without
+ * faulting; 0 when it cannot be. */
+struct desc {
+    uint64_t ext[3];
+    int format;
+    unsigned channels;
+};
+static UNUSED_OK int read_desc(const void *d, int dims, struct desc *out)
+{
+    size_t raw[3] = {0, 0, 1};
+    int fc[2];
+    if (!read_in(raw, d, dims * sizeof *raw) ||
+        !read_in(fc, (const char *)d + dims * sizeof *raw, sizeof fc))
+        return 0;
+    for (int k = 0; k < 3; k++)
+        out->ext[k] = raw[k];
+    out->format = fc[0];
+    out->channels = (unsigned)fc[1];
+    return 1;
+}
+
+/* An array's column: the current context's device, -1 when its descriptor cannot be read. */
+static UNUSED_OK int array_column(const void *d, int dims)
+{
+    struct desc x;
+    return read_desc(d, dims, &x) ? device_column() : -1;
+}
+
+/* Bytes of an array of `levels` levels (0 and 1: one), each level's extent halved. */
+static UNUSED_OK uint64_t levels_bytes(int col, const void *d, int dims, unsigned levels)
+{
+    struct desc x;
+    if (!read_desc(d, dims, &x))
+        return 0;
+    uint64_t sum = 0;
+    for (unsigned l = 0; l < (levels ? levels : 1) && l < 64; l++) {
+        uint64_t b = array_bytes(col, x.ext, x.format, x.channels);
+        sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
+        for (int k = 0; k < 3; k++)
+            x.ext[k] = x.ext[k] > 1 ? x.ext[k] / 2 : x.ext[k];
+    }
+    return sum;
+}
+
+/* A pitched allocation the driver made larger than its bound: given back (to be refused). */
+static UNUSED_OK void free_pitched(uint64_t p)
+{
+#ifdef SHIMGEN_IDX_cuMemFree_v2
+    REAL(cuMemFree_v2, uint64_t)(p);
+#else
+    (void)p;
+#endif
+}
+
+/* An allocation's hook and, out of its way, the same under a limit: the ledger first there
+ * (the column asked before the call, the bytes reserved: the most the driver may take), the
+ * driver, then what it answered (the bytes it took: more than reserved, and past the limit,
+ * `undo` gives them back and the allocation is refused). Without a limit, the column is
+ * asked after a success (the calling thread's current context is the same) and the ledger
+ * told in a tail call. `pre` runs first in both; `bytes` may use the column, `col`. */
+#define TAKE_HOOK(name, params, args, pre, route, column, bytes, tag, call, ok, key, resize,  \
+                  undo)                                                                     \
+    static __attribute__((noinline)) shimgen_CUresult limited_##name params                 \
+    {                                                                                       \
+        uint64_t held_back[2];                                                              \
+        int col = (int)(column);                                                            \
+        if (!shimgen_reserve_or_refresh(col, (bytes), held_back))                           \
+            return OOM;                                                                     \
+        shimgen_CUresult rc = call;                                                         \
+        if (rc == SHIMGEN_CUDA_SUCCESS && (ok)) {                                           \
+            uint64_t size = (bytes);                                                        \
+            resize;                                                                         \
+            if (!shimgen_ledger_grow(col, held_back, size)) {                               \
+                undo;                                                                       \
+                shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);         \
+                return OOM;                                                                 \
+            }                                                                               \
+            shimgen_ledger_settle(col, LEDGER_META(route, tag), size, (uint64_t)(key),      \
+                                  held_back);                                               \
+        } else if (held_back[0]) {                                                          \
+            shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);             \
+        }                                                                                   \
+        return rc;                                                                          \
+    }                                                                                       \
+    HOOK(name, params)                                                                      \
+    {                                                                                       \
+        pre;                                                                                \
+        if (__builtin_expect(shimgen_ledger_limit != 0, 0))                                 \
+            return limited_##name args;                                                     \
+        shimgen_CUresult rc = call;                                                         \
+        if (__builtin_expect(rc != SHIMGEN_CUDA_SUCCESS || !(ok), 0))                       \
+            return rc;                                                                      \
+        int col = (int)(column); /* (the key read after: nothing kept over the call) */     \
+        uint64_t size = (bytes);                                                            \
+        resize;                                                                             \
+        return shimgen_ledger_add(col, LEDGER_META(route, tag), size, (uint64_t)(key));     \
+    }
+
+/* A free: the entry out first, its bytes given back once the driver freed them, the entry
+ * back when the driver refused the free. */
+#define GIVE(tag, key, call)                                                                \
+    uint64_t taken[3];                                                                      \
+    int took = shimgen_ledger_take((tag), (uint64_t)(key), taken);                          \
+    shimgen_CUresult rc = call;                                                             \
+    if (rc != SHIMGEN_CUDA_SUCCESS)                                                         \
+        shimgen_ledger_untake((tag), (uint64_t)(key), took, taken);                         \
+    else if (took == 1)                                                                     \
+        shimgen_ledger_given(took, taken);                                                  \
+    return rc;
+
+#define MEM_KIND_alloc(name, r)                                                            \
+    TAKE_HOOK(name, (uint64_t * p, size_t n), (p, n), (void)0, r, device_column(), n,         \
+              LEDGER_ADDR, REAL(name, uint64_t *, size_t)(p, n), p, *p, (void)0, (void)0)
+#define MEM_KIND_managed(name, r)                                                          \
+    TAKE_HOOK(name, (uint64_t * p, size_t n, unsigned f), (p, n, f), (void)0, r,              \
+              device_column(), n, LEDGER_ADDR,                                              \
+              REAL(name, uint64_t *, size_t, unsigned)(p, n, f), p, *p, (void)0, (void)0)
+/* An allocation from a pool (the device's current one for cuMemAllocAsync): on the pool's
+ * device when the ledger knows the pool, else the current context's. Inside a stream
+ * capture it is a graph's allocation, taken when the graph is launched (the graphs'
+ * reservation counts it, not this route). After it, the pool's reservation asked again. */
+static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t *p, size_t n,
+                                            uint64_t pool, void *s, int col, unsigned r,
+                                            const uint64_t *held_back)
+{
+    int captured = rc == SHIMGEN_CUDA_SUCCESS && shimgen_in_capture(s);
+    if (rc == SHIMGEN_CUDA_SUCCESS && p && !captured)
+        shimgen_ledger_settle(col, LEDGER_META(r, LEDGER_ADDR), n, *p, held_back);
+    else if (held_back[0])
+        shimgen_ledger_settle(col, LEDGER_META(r, 0), 0, 0, held_back);
+    if (rc == SHIMGEN_CUDA_SUCCESS && captured)
+        shimgen_graph_alloc(col);
+    else if (rc == SHIMGEN_CUDA_SUCCESS)
+        shimgen_pool_refresh(pool ? pool : shimgen_device_pool(col));
+    return rc;
+}
+
+#define POOL_HOOK(name, params, col, call, pool, s, r)                                      \
+    HOOK(name, params)                                                                      \
+    {                                                                                       \
+        uint64_t held_back[2] = {0, 0};                                                     \
+        int c = (col);                                                                      \
+        if (__builtin_expect(shimgen_ledger_limit != 0, 0) &&                               \
+            !shimgen_reserve_or_refresh(c, n, held_back))                                   \
+            return OOM;                                                                     \
+        shimgen_CUresult rc = call;                                                         \
+        return pool_taken(rc, p, n, (uint64_t)(pool), s, c, r, held_back);                  \
+    }
+#define MEM_KIND_async(name, r)                                                            \
+    POOL_HOOK(name, (uint64_t * p, size_t n, void *s), device_column(),                      \
+              REAL(name, uint64_t *, size_t, void *)(p, n, s), 0, s, r)
+#define MEM_KIND_pool(name, r)                                                             \
+    POOL_HOOK(name, (uint64_t * p, size_t n, void *pool, void *s),                           \
+              pool_device((uint64_t)(uintptr_t)pool),                                       \
+              REAL(name, uint64_t *, size_t, void *, void *)(p, n, pool, s), pool, s, r)
+/* A pitched allocation: before the call, its rows padded as much as the device pads a row;
+ * after, the pitch the driver chose times the height. */
+#define MEM_KIND_pitch(name, r)                                                            \
+    TAKE_HOOK(name, (uint64_t * p, size_t * pitch, size_t w, size_t h, unsigned e),           \
+              (p, pitch, w, h, e), (void)0, r, device_column(),                             \
+              times(padded_row(col, w), h), LEDGER_ADDR,                                    \
+              REAL(name, uint64_t *, size_t *, size_t, size_t, unsigned)(p, pitch, w, h, e), \
+              p && pitch, *p, size = times(*pitch, h), free_pitched(*p))
+#define MEM_KIND_create(name, r)                                                           \
+    TAKE_HOOK(name, (uint64_t * handle, size_t n, const void *prop, uint64_t f),              \
+              (handle, n, prop, f), shimgen_gates_apply(), r, location_column(prop), n,     \
+              LEDGER_HANDLE,                                                                \
+              REAL(name, uint64_t *, size_t, const void *, uint64_t)(handle, n, prop, f),   \
+              handle, *handle, (void)0, (void)0)
+#define MEM_KIND_retain(name, r)                                                           \
+    HOOK(name, (uint64_t * handle, void *addr))                                             \
+    {                                                                                       \
+        shimgen_CUresult rc = REAL(name, uint64_t *, void *)(handle, addr);                 \
+        if (rc == SHIMGEN_CUDA_SUCCESS && handle)                                           \
+            shimgen_ledger_retain(*handle);                                                 \
+        return rc;                                                                          \
+    }
+#define MEM_KIND_import(name, r)                                                           \
+    HOOK(name, (uint64_t * handle, void *os, int type))                                     \
+    {                                                                                       \
+        shimgen_CUresult rc = REAL(name, uint64_t *, void *, int)(handle, os, type);        \
+        if (rc == SHIMGEN_CUDA_SUCCESS && handle)                                           \
+            shimgen_ledger_add(import_column(*handle), LEDGER_META(r, LEDGER_HANDLE), 0,    \
+                               *handle);                                                    \
+        return rc;                                                                          \
+    }
+#define MEM_KIND_array(name, r)                                                            \
+    TAKE_HOOK(name, (void **a, const void *desc), (a, desc), (void)0, r,                      \
+              array_column(desc, 2), levels_bytes(col, desc, 2, 1), LEDGER_ARRAY,           \
+              REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0, (void)0)
+#define MEM_KIND_array3d(name, r)                                                          \
+    TAKE_HOOK(name, (void **a, const void *desc), (a, desc), (void)0, r,                      \
+              array_column(desc, 3), levels_bytes(col, desc, 3, 1), LEDGER_ARRAY,           \
+              REAL(name, void **, const void *)(a, desc), a, (uintptr_t)*a, (void)0, (void)0)
+#define MEM_KIND_mipmap(name, r)                                                           \
+    TAKE_HOOK(name, (void **a, const void *desc, unsigned levels), (a, desc, levels),         \
+              (void)0, r, array_column(desc, 3), levels_bytes(col, desc, 3, levels),        \
+              LEDGER_ARRAY, REAL(name, void **, const void *, unsigned)(a, desc, levels), a, \
+              (uintptr_t)*a, (void)0, (void)0)
+#define MEM_KIND_hostalloc(name, r)                                                        \
+    TAKE_HOOK(name, (void **p, size_t n, unsigned f), (p, n, f), (void)0, r,                  \
+              SHIMGEN_MEM_HOST_COLUMN, n, LEDGER_HOST,                                      \
+              REAL(name, void **, size_t, unsigned)(p, n, f), p, (uintptr_t)*p, (void)0,    \
+              (void)0)
+#define MEM_KIND_allochost(name, r)                                                        \
+    TAKE_HOOK(name, (void **p, size_t n), (p, n), (void)0, r, SHIMGEN_MEM_HOST_COLUMN, n,     \
+              LEDGER_HOST, REAL(name, void **, size_t)(p, n), p, (uintptr_t)*p, (void)0,    \
+              (void)0)
+#define MEM_KIND_free(name, r)                                                             \
+    HOOK(name, (uint64_t a)) { GIVE(LEDGER_ADDR, a, REAL(name, uint64_t)(a)) }
+#define MEM_KIND_freeasync(name, r)                                                        \
+    HOOK(name, (uint64_t a, void *s)) { GIVE(LEDGER_ADDR, a, REAL(name, uint64_t, void *)(a, s)) }
+#define MEM_KIND_release(name, r)                                                          \
+    HOOK(name, (uint64_t h)) { GIVE(LEDGER_HANDLE, h, REAL(name, uint64_t)(h)) }
+#define MEM_KIND_arraydestroy(name, r)                                                     \
+    HOOK(name, (void *a)) { GIVE(LEDGER_ARRAY, (uintptr_t)a, REAL(name, void *)(a)) }
+#define MEM_KIND_freehost(name, r)                                                         \
+    HOOK(name, (void *p)) { GIVE(LEDGER_HOST, (uintptr_t)p, REAL(name, void *)(p)) }
+/* Under a limit: the limit as the total (the device's own when smaller), and what is left
+ * of it as free (never more than the device really has free; pools' and graphs'
+ * reservations beyond their allocations count as used). */
+#define MEM_KIND_info(name, r)                                                             \
+    HOOK(name, (size_t * free, size_t * total))                                             \
+    {                                                                                       \
+        shimgen_CUresult rc = REAL(name, size_t *, size_t *)(free, total);                  \
+        int c = rc == SHIMGEN_CUDA_SUCCESS && free && total ? device_column() : -1;         \
+        uint64_t limit = shimgen_ledger_limit;                                              \
+        if (c >= 0 && limit) {                                                              \
+            uint64_t cap = limit < *total ? limit : *total;                                 \
+            uint64_t used = shimgen_ledger_held(c) + shimgen_ledger_extra(c);               \
+            uint64_t left = used < cap ? cap - used : 0;                                    \
+            *total = cap;                                                                   \
+            *free = left < *free ? left : *free;                                            \
+        }                                                                                   \
+        return rc;                                                                          \
+    }
+#define MEM_KIND_total(name, r)                                                            \
+    HOOK(name, (size_t * bytes, int dev))                                                   \
+    {                                                                                       \
+        shimgen_CUresult rc = REAL(name, size_t *, int)(bytes, dev);                        \
+        uint64_t limit = shimgen_ledger_limit;                                              \
+        if (rc == SHIMGEN_CUDA_SUCCESS && bytes && limit && limit < *bytes)                 \
+            *bytes = limit;                                                                 \
+        return rc;                                                                          \
+    }
+
+/* The watches: each forwards six registers (every watched function takes at most six
+ * integer or pointer arguments), with what the ledger does before and after. */
+#define ARGS6 (uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f)
+#define WATCH(name, before, after)                                                          \
+    HOOK(name, ARGS6)                                                                       \
+    {                                                                                       \
+        before;                                                                             \
+        shimgen_CUresult rc = REAL(name, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,  \
+                                   uint64_t)(a, b, c, d, e, f);                             \
+        int ok UNUSED_OK = rc == SHIMGEN_CUDA_SUCCESS;                                      \
+        after;                                                                              \
+        return rc;                                                                          \
+    }
+#define OUT64(x) (*(const uint64_t *)(uintptr_t)(x))
+#define MEM_WATCH_context(name) WATCH(name, ctx_changed(), ctx_changed())
+/* (CUmemPoolProps' location lies where a CUmemAllocationProp's does) */
+#define MEM_WATCH_poolcreate(name)                                                         \
+    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), location_column((void *)b), 0))
+/* (a device ordinal past the ledger's columns: not followed) */
+#define DEV_COLUMN(x) ((unsigned)(x) < SHIMGEN_MEM_DEVICES ? (int)(x) : -1)
+#define MEM_WATCH_poolget(name)                                                            \
+    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), DEV_COLUMN(b), 0))
+#define MEM_WATCH_poolcurrent(name)                                                        \
+    WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), DEV_COLUMN(b), 1))
+#define MEM_WATCH_poolset(name)                                                            \
+    WATCH(name, (void)0, if (ok) shimgen_pool_seen(b, DEV_COLUMN(a), 1))
+#define MEM_WATCH_pooltrim(name) WATCH(name, (void)0, if (ok) shimgen_pool_refresh(a))
+#define MEM_WATCH_pooldestroy(name) WATCH(name, (void)0, if (ok) shimgen_pool_gone(a))
+/* cuGraphAddMemAllocNode(node, graph, deps, ndeps, params): the params' device (the
+ * location of their poolProps, first in them) */
+#define MEM_WATCH_graphnode(name)                                                          \
+    WATCH(name, (void)0, if (ok && e) shimgen_graph_alloc(location_column((void *)e)))
+#define ANY_RESERVED __atomic_load_n(&shimgen_reserve_any, __ATOMIC_RELAXED)
+#define MEM_WATCH_graph(name)                                                              \
+    WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_graph_refresh(-1))
+#define MEM_WATCH_graphtrim(name)                                                          \
+    WATCH(name, (void)0, if (ok) shimgen_graph_refresh(DEV_COLUMN(a)))
+#define MEM_WATCH_capture(name) WATCH(name, shimgen_capture(1), if (!ok) shimgen_capture(-1))
+#define MEM_WATCH_captureend(name) WATCH(name, (void)0, shimgen_capture(-1))
+#define MEM_WATCH_sync(name)                                                               \
+    WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_reserve_refresh())
+
+#define MEM_ROUTE(kind, name, index) MEM_KIND_##kind(name, index)
+#define MEM_WATCH(kind, name) MEM_WATCH_##kind(name)
+#include "memroutes.inc"
+#undef MEM_ROUTE
+#undef MEM_WATCH

@@ -1,0 +1,439 @@
+/*
+ * tracefile.c: SHIMGEN_TRACE_DIR, the binary trace file of each process (docs/traceformat.md).
+ *
+ * At a process's first traced call its file is made in the directory (made 0700 if missing;
+ * a symbolic link or someone else's is refused, once): "[r<rank>-]<pid>[-<k>].shimtrace"
+ * (k when the name is taken: an exec keeps the pid), O_EXCL|O_NOFOLLOW, mode 0600. A
+ * header and the function names (written by tracefile_header.c), then the per-thread
+ * blocks (struct tstats): block k is the page-aligned region at blocks_off + k * stride,
+ * mapped MAP_SHARED, so the stubs count into the file's pages in place and a SIGKILL loses
+ * no count. The file only grows (fallocate, or zeros written): two threads adding blocks at
+ * once never cut each other's off.
+ *
+ * What a first call may run here is async-signal-safe (open, pwrite, fallocate, mmap; no
+ * malloc, stdio or lock). One thread makes the file (a compare-and-swap), others wait with
+ * nanosleep; a signal handler on that thread does not wait: its calls are counted with
+ * atomics and put in the file at exit. A forked child moves every block onto its own file
+ * at the same address (MAP_FIXED), so a timed call's frame stays valid; it never writes
+ * its parent's file. At exit the header is finished (stats.c, shimgen_collect_stats).
+ */
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "block.h"
+#include "tracefile.h"
+#include "header.h"
+#include "base/base.h"
+
+#define TF_SUFFIX SHIMGEN_TRACEFILE_SUFFIX /* shimgen/runenv.py, through facts.h */
+#define TF_NAME_TRIES 1000u
+
+enum { TF_NONE, TF_CREATING, TF_READY, TF_FAILED };
+
+static int tf_state;
+static __thread int tf_creating_here __attribute__((tls_model("initial-exec")));
+static struct tf_header *tf_hdr; /* the header and the names, mapped shared */
+static size_t tf_hdr_len, tf_stride;
+static const struct shimgen_tf_part *tf_parts[SHIMGEN_TF_PARTS];
+static unsigned tf_nparts;
+
+void shimgen_tracefile_join(const struct shimgen_tf_part *p)
+{
+    if (tf_nparts < SHIMGEN_TF_PARTS)
+        tf_parts[tf_nparts++] = p;
+}
+
+size_t shimgen_tracefile_block_bytes(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t n = (sizeof(struct tstats) + page - 1) & ~(page - 1);
+    for (unsigned i = 0; i < tf_nparts; i++)
+        n += tf_parts[i]->block_bytes ? tf_parts[i]->block_bytes() : 0;
+    return n;
+}
+
+/* A new header's fields of every part, in the order joined; the magic last. */
+static void attach_parts(struct tf_header *h)
+{
+    for (unsigned i = 0; i < tf_nparts; i++)
+        tf_parts[i]->attach(h, tf_stride);
+    shimgen_tracefile_header_seal(h);
+}
+
+/* A header about to be unmapped. */
+static void detach_parts(struct tf_header *h)
+{
+    for (unsigned i = 0; i < tf_nparts; i++)
+        if (tf_parts[i]->detach)
+            tf_parts[i]->detach(h);
+}
+static pid_t tf_owner; /* the process the file belongs to */
+static struct stat tf_st; /* its device and inode */
+static char tf_path[PATH_MAX];
+static int tf_said;
+
+/* Appends decimal n at p (no stdio: async-signal-safe). */
+static char *put_num(char *p, unsigned long n)
+{
+    char d[24];
+    int k = 0;
+    do
+        d[k++] = (char)('0' + n % 10);
+    while ((n /= 10) != 0);
+    while (k)
+        *p++ = d[--k];
+    return p;
+}
+
+#define IN_MEMORY "the trace is kept in memory and written at exit instead"
+#define ADDED_AT_EXIT                                                                      \
+    "the calls of threads that start from now on are counted (not timed) in memory and "  \
+    "added to a block of the file at exit (printed at exit when the file has none)"
+
+static void say_once(const char *what, int e, const char *instead)
+{
+    if (__atomic_exchange_n(&tf_said, 1, __ATOMIC_RELAXED))
+        return;
+    shimgen_say("shimgen: SHIMGEN_TRACE_DIR=%s: %s (%s); %s\n", shimgen_cfg.trace_dir, what,
+                strerror(e), instead);
+}
+
+/* Disk space for [off, off + len), the file grown to cover it, never shrunk: a page the
+ * stubs write later cannot fail for want of space (a SIGBUS). Without fallocate, zeros are
+ * written over that range, which belongs to the caller alone. */
+static int grow(int fd, off_t off, off_t len)
+{
+    if (fallocate(fd, 0, off, len) == 0)
+        return 0;
+    if (errno != EOPNOTSUPP && errno != ENOSYS)
+        return -1;
+    static char zeros[65536];
+    for (off_t done = 0; done < len;) {
+        size_t n = len - done < (off_t)sizeof zeros ? (size_t)(len - done) : sizeof zeros;
+        ssize_t w = pwrite(fd, zeros, n, off + done);
+        if (w <= 0 && errno != EINTR)
+            return -1;
+        done += w > 0 ? w : 0;
+    }
+    return 0;
+}
+
+/* The directory, made 0700 when it is missing; a symbolic link or someone else's is
+ * refused; under the run directory, reached only through the run directory the job started
+ * with (shimgen_at_run_dir). -1 (said once) when it cannot be used. */
+static int open_dir(void)
+{
+    const char *dir = shimgen_cfg.trace_dir, *rel;
+    int at = shimgen_at_run_dir(dir, &rel);
+    int fd = at == -1 ? -1 : openat(at, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && at != -1 && errno == ENOENT && (mkdir(dir, 0700) == 0 || errno == EEXIST))
+        fd = openat(at, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    if (at >= 0)
+        close(at);
+    if (fd < 0) {
+        say_once(at == -1 ? "the run directory is no longer the one this job started with"
+                 : e == ELOOP || e == ENOTDIR ? "not a directory (a symbolic link is refused)"
+                                              : "cannot open the directory", e, IN_MEMORY);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+        say_once("the directory is not yours", EPERM, IN_MEMORY);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A new file of this process: its name, O_EXCL; -1 when none can be made. */
+static int create_file(int dirfd, char *name)
+{
+    char base[64], *p = base;
+    if (shimgen_cfg.rank[0]) {
+        *p++ = 'r';
+        size_t n = strlen(shimgen_cfg.rank);
+        memcpy(p, shimgen_cfg.rank, n);
+        p += n;
+        *p++ = '-';
+    }
+    p = put_num(p, (unsigned long)getpid());
+    for (unsigned k = 0; k < TF_NAME_TRIES; k++) {
+        char *q = p;
+        if (k) {
+            *q++ = '-';
+            q = put_num(q, k);
+        }
+        memcpy(q, TF_SUFFIX, sizeof TF_SUFFIX);
+        int fd = openat(dirfd, base, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST) {
+            memcpy(name, base, strlen(base) + 1);
+            return fd;
+        }
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+/* "<name>.nospace" for the "<name>.shimtrace" that the disk had no room for: empty,
+ * O_EXCL, 0600, never through a symbolic link (docs/traceformat.md). `name` is relative to
+ * dirfd (or a path, with AT_FDCWD). */
+static void leave_note(int dirfd, const char *name)
+{
+    char note[PATH_MAX];
+    if (strlen(name) + sizeof SHIMGEN_TRACEFILE_NOSPACE_SUFFIX > sizeof note)
+        return;
+    size_t n = strlen(name) - (sizeof TF_SUFFIX - 1);
+    memcpy(note, name, n);
+    memcpy(note + n, SHIMGEN_TRACEFILE_NOSPACE_SUFFIX, sizeof SHIMGEN_TRACEFILE_NOSPACE_SUFFIX);
+    int fd = openat(dirfd, note, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Make and map this process's file: header, names, no block yet. 0, or -1 (said). */
+static int make_file(void)
+{
+    int dirfd = open_dir();
+    if (dirfd < 0)
+        return -1;
+    char name[96];
+    int fd = create_file(dirfd, name);
+    if (fd < 0) {
+        int e = errno;
+        close(dirfd);
+        say_once("cannot create the trace file", e, IN_MEMORY);
+        return -1;
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), names = 0;
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
+        names += strlen(shimgen_names[i]) + 1;
+    size_t hlen = (sizeof(struct tf_header) + names + page - 1) & ~(page - 1);
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (grow(fd, 0, (off_t)hlen) == 0 && fstat(fd, &st) == 0)
+        m = mmap(NULL, hlen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        /* (a full disk): the file is removed, so that no empty or partial file of ours is
+         * left to read as damage; this process's trace is kept in memory. An empty note of
+         * the same name takes its place (a name needs no data blocks): the run knows that
+         * the process was there and that its calls are not in it. */
+        int e = errno;
+        close(fd);
+        unlinkat(dirfd, name, 0);
+        if (e == ENOSPC || e == EDQUOT)
+            leave_note(dirfd, name);
+        close(dirfd);
+        say_once("cannot write the trace file", e, IN_MEMORY);
+        return -1;
+    }
+    close(fd);
+    close(dirfd);
+    tf_stride = shimgen_tracefile_block_bytes(); /* (an anonymous block's layout too) */
+    shimgen_tracefile_header_init(m, page, names, hlen, tf_stride);
+    attach_parts(m);
+    size_t dn = strlen(shimgen_cfg.trace_dir);
+    memcpy(tf_path, shimgen_cfg.trace_dir, dn);
+    tf_path[dn] = '/';
+    shimgen_copy_str(tf_path + dn + 1, sizeof tf_path - dn - 1, name);
+    tf_st = st;
+    tf_hdr = m;
+    tf_hdr_len = hlen;
+    tf_owner = getpid();
+    return 0;
+}
+
+/* The file again, by its name, checked to be the same file (the program may have closed
+ * or reused any descriptor; none is kept). */
+static int reopen(void)
+{
+    int fd = open(tf_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || (fstat(fd, &st) == 0 && st.st_dev == tf_st.st_dev && st.st_ino == tf_st.st_ino))
+        return fd;
+    close(fd);
+    errno = ESTALE;
+    return -1;
+}
+
+/* Waits for the file; 1 when it is there, 0 when blocks are to be anonymous (no
+ * SHIMGEN_TRACE_DIR, or the file could not be made), -1 when this thread is making it (a
+ * signal handler's call on that thread: counted with atomics). */
+static int file_ready(void)
+{
+    if (!shimgen_cfg.trace_dir[0])
+        return 0;
+    for (;;) {
+        int s = __atomic_load_n(&tf_state, __ATOMIC_ACQUIRE);
+        if (s == TF_READY)
+            return 1;
+        if (s == TF_FAILED)
+            return 0;
+        if (s == TF_CREATING) {
+            if (tf_creating_here)
+                return -1;
+            struct timespec pause = {0, 50 * 1000};
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        if (!__atomic_compare_exchange_n(&tf_state, &s, TF_CREATING, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            continue;
+        tf_creating_here = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        int ok = make_file() == 0;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        tf_creating_here = 0;
+        __atomic_store_n(&tf_state, ok ? TF_READY : TF_FAILED, __ATOMIC_RELEASE);
+    }
+}
+
+int shimgen_tracefile_ready(void)
+{
+    return __atomic_load_n(&tf_state, __ATOMIC_ACQUIRE) == TF_READY && tf_owner == getpid();
+}
+
+/* A new, zeroed block for a thread's first traced call. NULL with *anon set: map an
+ * anonymous block instead; NULL with *anon clear: count with atomics. */
+void *shimgen_tracefile_block(int *anon)
+{
+    int r = file_ready();
+    *anon = r == 0;
+    if (r <= 0)
+        return NULL;
+    int fd = reopen();
+    if (fd < 0)
+        return say_once("the trace file is gone or replaced", errno, ADDED_AT_EXIT), NULL;
+    uint64_t k = __atomic_fetch_add(&tf_hdr->blocks_reserved, 1, __ATOMIC_ACQ_REL);
+    off_t off = (off_t)(tf_hdr->blocks_off + k * tf_stride);
+    void *p = MAP_FAILED;
+    if (grow(fd, off, (off_t)tf_stride) == 0)
+        p = mmap(NULL, tf_stride, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED)
+        return say_once("cannot add a block to the trace file", e, ADDED_AT_EXIT), NULL;
+    __atomic_fetch_add(&tf_hdr->blocks_mapped, 1, __ATOMIC_RELEASE);
+    ((struct tstats *)p)->in_file = 1;
+    shimgen_tracefile_calibrate(tf_hdr);
+    __atomic_store_n(&tf_hdr->unmapped_proc_addresses,
+                     __atomic_load_n(&shimgen_unmapped_proc_addresses, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+    return p;
+}
+
+/* n calls counted in memory, in no block of the file (a thread that got no block: a full
+ * disk): said in the header at once, so that a process that dies before its exit puts
+ * them in a block (SIGKILL, _exit) leaves a file that says its calls are not all in it. */
+void shimgen_tracefile_missed(uint64_t n)
+{
+    if (shimgen_tracefile_ready())
+        __atomic_fetch_add(&tf_hdr->calls_missing, n, __ATOMIC_RELAXED);
+}
+
+/* At exit (trace.c): the header finished. 1 when the file is the record of the trace. */
+uint64_t shimgen_calls_missing;
+
+int shimgen_tracefile_finish(uint64_t calls_missing)
+{
+    shimgen_calls_missing = calls_missing;
+    if (!shimgen_tracefile_ready())
+        return 0;
+    shimgen_tracefile_header_finish(tf_hdr, calls_missing);
+    return 1;
+}
+
+/* A forked child's block b, block k of its new file `fd` (-1: none), moved there at the same
+ * address, or else onto anonymous memory. */
+static void move_block(struct tstats *b, uint64_t k, int fd)
+{
+    /* The bookkeeping (untimed to tid) is kept aside, since the new mapping replaces
+     * the block's bytes; the counters after it start from zero, as the child's own. */
+    static char keep[TS_ERR_OVERFLOW - TS_UNTIMED];
+    memcpy(keep, (char *)b + TS_UNTIMED, sizeof keep);
+    off_t off = fd >= 0 ? (off_t)(tf_hdr->blocks_off + k * tf_stride) : 0;
+    int moved = fd >= 0 &&
+                pwrite(fd, keep, sizeof keep, off + TS_UNTIMED) == (ssize_t)sizeof keep &&
+                mmap(b, tf_stride, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                     off) != MAP_FAILED;
+    if (!moved && mmap(b, tf_stride, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+        memcpy((char *)b + TS_UNTIMED, keep, sizeof keep);
+    b->in_file = (uint64_t)moved;
+}
+
+/* A forked child: every block moves onto the child's own file at the same address, its
+ * bookkeeping (frames, list link, ring) copied and its counters zero; or, when the child's
+ * file cannot be made, onto anonymous memory. The parent's file is never written. */
+void shimgen_tracefile_after_fork(struct tstats *blocks)
+{
+    int s = __atomic_load_n(&tf_state, __ATOMIC_ACQUIRE);
+    if (s == TF_CREATING && !tf_creating_here) {
+        tf_state = TF_NONE; /* the thread making it is the parent's */
+        return;
+    }
+    if (s != TF_READY || tf_owner == getpid())
+        return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    struct tf_header *parent = tf_hdr;
+    size_t parent_len = tf_hdr_len;
+    tf_hdr = NULL;
+    int fd = -1;
+    if (make_file() == 0) {
+        /* Both clocks are the machine's: the parent's first pair lengthens the span. The
+         * child's own pairs a and 1 are exact already against its own pair 0, and stay
+         * so against the parent's earlier one. */
+        tf_hdr->calib_ns0 = parent->calib_ns0;
+        tf_hdr->calib_ticks0 = parent->calib_ticks0;
+        tf_hdr->calib_width0 = parent->calib_width0;
+        if ((fd = reopen()) < 0)
+            say_once("cannot reopen the trace file", errno, IN_MEMORY);
+    }
+    munmap(parent, parent_len);
+    uint64_t n = 0;
+    for (struct tstats *b = blocks; b; b = b->next)
+        n++;
+    /* Claimed before the file grows to cover them (and mapped once moved): a child killed
+     * in between leaves a file whose blocks its header accounts for. */
+    if (fd >= 0)
+        tf_hdr->blocks_reserved = n;
+    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
+        /* (a full disk): the file, which would say nothing of the child's calls, goes; the
+         * note of no room takes its place, as for a file that could not take its header */
+        int e = errno;
+        say_once("cannot write the trace file", e, IN_MEMORY);
+        close(fd);
+        fd = -1;
+        unlinkat(AT_FDCWD, tf_path, 0);
+        if (e == ENOSPC || e == EDQUOT)
+            leave_note(AT_FDCWD, tf_path);
+    }
+    uint64_t k = 0;
+    for (struct tstats *b = blocks; b; k++) {
+        struct tstats *next = b->next;
+        move_block(b, k, fd);
+        b = next;
+    }
+    if (fd >= 0) {
+        tf_hdr->blocks_mapped = n;
+        close(fd);
+    } else {
+        if (tf_hdr) {
+            detach_parts(tf_hdr); /* (the ledger's numbers were kept there) */
+            munmap(tf_hdr, tf_hdr_len);
+        }
+        tf_hdr = NULL;
+    }
+    __atomic_store_n(&tf_state, fd >= 0 ? TF_READY : TF_FAILED, __ATOMIC_RELEASE);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
