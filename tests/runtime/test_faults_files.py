@@ -221,8 +221,9 @@ def test_files_on_disk_are_never_modified(shims, probes, tmp_path):
 # there is to review. The output files are written whole (runtime/output/output.c): linkat,
 # renameat, renameat2 and unlinkat, relative to that directory, give a name to the complete
 # temporary file, put it over the target, or remove it after a failed write; the path forms
-# stay out. unlinkat also removes a binary trace file the shim made itself (O_EXCL) and could not grow
-# on a full disk (runtime/tracefile/tracefile.c); no other file of the runtime names any of them.
+# stay out. unlinkat also removes a binary trace file the shim made itself (O_EXCL) and could
+# not grow on a full disk (runtime/tracefile/tracefile.c); no other file of the runtime names
+# any of them.
 NAME_CALLS_WHERE = {"output.c": {"linkat", "renameat", "renameat2", "unlinkat"},
                     "tracefile.c": {"unlinkat"}}
 # futimens: only on the shim's own complete temporary file (the job's stamp, claim.c);
