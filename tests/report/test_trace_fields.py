@@ -63,8 +63,11 @@ def test_both_readers_read_every_listed_field_alike(both):
     _, j, b = both
     for name, _key, _where in runenv.TRACE_PROCESS_FIELDS:
         got = getattr(j, name), getattr(b, name)
-        if name == "ns_per_tick":  # "%.9g" in the JSON
-            assert got[0] == pytest.approx(got[1], rel=1e-6), (name, got)
+        if name == "ns_per_tick":
+            # two measurements of one rate (runtime/base/calib.c): the JSON's from the reading
+            # at its exit, the binary file's from the readings its header keeps; each within
+            # its readings' widths against their span, a few parts in 10^5 on a loaded machine
+            assert got[0] == pytest.approx(got[1], rel=1e-4), (name, got)
         else:
             assert got[0] == got[1], (name, got)
     assert set(j.functions) == set(b.functions) and j.functions
