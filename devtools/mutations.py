@@ -801,7 +801,7 @@ MUTATIONS = [
     },
     {
         "name": "disk-full-forked-child-keeps-an-empty-file",
-        "file": "runtime/tracefile/tracefile.c",
+        "file": "runtime/tracefile/fork.c",
         "old": "        unlinkat(AT_FDCWD, tf_path, 0);\n        if (e == ENOSPC || e == EDQUOT)\n"
                "            leave_note(AT_FDCWD, tf_path);\n",
         "new": "",
@@ -812,7 +812,7 @@ MUTATIONS = [
     },
     {
         "name": "disk-full-child-of-a-blockless-parent-grows-nothing",
-        "file": "runtime/tracefile/tracefile.c",
+        "file": "runtime/tracefile/fork.c",
         "old": "    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
         "new": "    if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
         "tests": ["tests/runtime/test_trace_disk_full.py::"
@@ -1511,7 +1511,7 @@ MUTATIONS = [
     },
     {
         "name": "forked-file-blocks-claimed-after-growth",
-        "file": "runtime/tracefile/tracefile.c",
+        "file": "runtime/tracefile/fork.c",
         "old": "    if (fd >= 0)\n        tf_hdr->blocks_reserved = n;\n",
         "new": "",
         "tests": ["tests/report/test_report_runs.py::test_children_killed_while_they_make_their_files_"
@@ -3208,7 +3208,7 @@ MUTATIONS = [
     # ---- the device memory ledger (runtime/ledger.c, docs/memory.md) ----
     {
         "name": "ledger-handle-freed-by-first-release",
-        "file": "runtime/memory/ledger.c",
+        "file": "runtime/memory/entries.c",
         "old": "    if (i >= 0 && slots[i].refs > 1) {\n",
         "new": "    if (i >= 0 && slots[i].refs > 1 && 0) {\n",
         "tests": ["tests/run/test_memory.py::"
@@ -3610,7 +3610,7 @@ MUTATIONS = [
     },
     {
         "name": "ledger-fast-path-forgets-the-table-may-be-unmapped",
-        "file": "runtime/memory/ledger.c",
+        "file": "runtime/memory/entries.c",
         "old": "    int i = room ? free_slot(tag, key) : -1;\n",
         "new": "    int i = free_slot(tag, key);\n",
         "tests": ["tests/run/test_memory.py::test_every_route_accounted_as_the_fake_counts"],
