@@ -173,6 +173,7 @@ static int insert(unsigned tag, uint64_t key, uint64_t size, unsigned column, un
     put(tag, key, size, column, route, taken);
     return 1;
 }
+
 /* The general case: a reservation traded or given back (`meta`'s tag 0), the lock waited
  * for, the table to map or full, a column not followed, a signal handler inside this
  * thread's section. A reservation traded: the column's peak is at least what it held with
