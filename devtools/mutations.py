@@ -762,7 +762,7 @@ MUTATIONS = [
     # ---- tracefile.c, inject.c; shimgen/trace/binary.py, tracejson.py, report_format.py) ----
     {
         "name": "disk-full-calls-in-memory-not-in-the-header",
-        "file": "runtime/stats/stats.c",
+        "file": "runtime/stats/first.c",
         "old": "    shimgen_tracefile_missed(1);\n",
         "new": "",
         "tests": ["tests/runtime/test_trace_disk_full.py::"
@@ -801,7 +801,7 @@ MUTATIONS = [
     },
     {
         "name": "disk-full-forked-child-keeps-an-empty-file",
-        "file": "runtime/tracefile/tracefile.c",
+        "file": "runtime/tracefile/fork.c",
         "old": "        unlinkat(AT_FDCWD, tf_path, 0);\n        if (e == ENOSPC || e == EDQUOT)\n"
                "            leave_note(AT_FDCWD, tf_path);\n",
         "new": "",
@@ -812,7 +812,7 @@ MUTATIONS = [
     },
     {
         "name": "disk-full-child-of-a-blockless-parent-grows-nothing",
-        "file": "runtime/tracefile/tracefile.c",
+        "file": "runtime/tracefile/fork.c",
         "old": "    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
         "new": "    if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
         "tests": ["tests/runtime/test_trace_disk_full.py::"
@@ -977,7 +977,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-c-result-counts-leading-zeros",
-        "file": "runtime/hooks/inject.c",
+        "file": "runtime/hooks/inject_rules.c",
         "old": "        unsigned long long v = strlen(significant(s)) <= 10 ? strtoull(s, NULL, 10) : 0;\n",
         "new": "        unsigned long long v = n <= 10 ? strtoull(s, NULL, 10) : 0;\n",
         "tests": ["tests/runtime/test_inject.py::test_every_key"
@@ -986,7 +986,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-c-number-counts-leading-zeros",
-        "file": "runtime/hooks/inject.c",
+        "file": "runtime/hooks/inject_rules.c",
         "old": "    if (n == 0 || strlen(significant(s)) > 19 || strspn(s, \"0123456789\") != n)\n",
         "new": "    if (n == 0 || n > 19 || strspn(s, \"0123456789\") != n)\n",
         "tests": ["tests/runtime/test_inject.py::test_every_key"
@@ -1369,7 +1369,7 @@ MUTATIONS = [
     # ---- special files named by the environment or the command line ----
     {
         "name": "notice-file-of-any-kind-written",
-        "file": "runtime/base/config.c",
+        "file": "runtime/base/say.c",
         "old": "(fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())",
         "new": "(fstat(fd, &st) != 0 || st.st_uid != geteuid())",
         "tests": ["tests/runtime/test_special_files.py::test_a_fifo_as_the_notice_file_never_blocks_and_"
@@ -1511,7 +1511,7 @@ MUTATIONS = [
     },
     {
         "name": "forked-file-blocks-claimed-after-growth",
-        "file": "runtime/tracefile/tracefile.c",
+        "file": "runtime/tracefile/fork.c",
         "old": "    if (fd >= 0)\n        tf_hdr->blocks_reserved = n;\n",
         "new": "",
         "tests": ["tests/report/test_report_runs.py::test_children_killed_while_they_make_their_files_"
@@ -2347,7 +2347,7 @@ MUTATIONS = [
     },
     {
         "name": "run-dir-swap-notice-by-path",
-        "file": "runtime/base/config.c",
+        "file": "runtime/base/say.c",
         "old": "    int at = shimgen_at_run_dir(shimgen_cfg.notice_file, &rel);\n",
         "new": "    int at = AT_FDCWD;\n    rel = shimgen_cfg.notice_file;\n",
         "tests": ["tests/run/test_run_safety.py::"
@@ -2470,7 +2470,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-c-variant-not-stripped",
-        "file": "runtime/hooks/inject.c",
+        "file": "runtime/hooks/inject_rules.c",
         "old": "        v[d - 2] = '\\0';\n        return fnmatch(p, v, 0) == 0;\n",
         "new": "        return 0;\n",
         "tests": ["tests/runtime/test_inject.py::test_c_and_python_agree"],
@@ -2513,7 +2513,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-c-nth-combination-accepted",
-        "file": "runtime/hooks/inject.c",
+        "file": "runtime/hooks/inject_rules.c",
         "old": "    if (r->has[K_NTH] && (r->has[K_EVERY]",
         "new": "    if (0 && (r->has[K_EVERY]",
         "tests": ["tests/runtime/test_inject.py::test_c_and_python_agree"],
@@ -2547,7 +2547,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-c-zero-taken-where-the-least-is-one",
-        "file": "runtime/hooks/inject.c",
+        "file": "runtime/hooks/inject_rules.c",
         "old": "        uint64_t low = k == K_AFTER || k == K_SEED || k == K_RANK ? 0 : 1;\n",
         "new": "        uint64_t low = k == K_NTH ? 1 : 0;\n",
         "tests": ["tests/runtime/test_inject.py::"
@@ -2557,7 +2557,7 @@ MUTATIONS = [
     },
     {
         "name": "inject-c-result-past-a-curesult",
-        "file": "runtime/hooks/inject.c",
+        "file": "runtime/hooks/inject_rules.c",
         "old": "        if (v < 1 || v > SHIMGEN_INJECT_RESULT_MAX)\n",
         "new": "        if (v < 1)\n",
         "tests": ["tests/runtime/test_inject.py::test_c_and_python_agree"],
@@ -2749,7 +2749,7 @@ MUTATIONS = [
     },
     {
         "name": "notice-past-its-buffer",
-        "file": "runtime/base/config.c",
+        "file": "runtime/base/say.c",
         "old": "        if ((size_t)n >= sizeof buf) { /* cut short: still one line */\n",
         "new": "        if ((size_t)n > 4 * sizeof buf) { /* cut short: still one line */\n",
         "tests": ["tests/run/test_userhooks.py::test_a_hooks_notice_is_one_line_cut_to_its_size"],
@@ -3208,7 +3208,7 @@ MUTATIONS = [
     # ---- the device memory ledger (runtime/ledger.c, docs/memory.md) ----
     {
         "name": "ledger-handle-freed-by-first-release",
-        "file": "runtime/memory/ledger.c",
+        "file": "runtime/memory/entries.c",
         "old": "    if (i >= 0 && slots[i].refs > 1) {\n",
         "new": "    if (i >= 0 && slots[i].refs > 1 && 0) {\n",
         "tests": ["tests/run/test_memory.py::"
@@ -3235,7 +3235,7 @@ MUTATIONS = [
     },
     {
         "name": "ledger-context-change-not-seen",
-        "file": "runtime/memory/hooks_memory.c",
+        "file": "runtime/memory/routes.h",
         "old": "#define MEM_WATCH_context(name) WATCH(name, ctx_changed(), ctx_changed())\n",
         "new": "#define MEM_WATCH_context(name) WATCH(name, (void)0, (void)0)\n",
         "tests": ["tests/run/test_memory.py::test_threads_switching_contexts_keep_devices_exact"],
@@ -3610,7 +3610,7 @@ MUTATIONS = [
     },
     {
         "name": "ledger-fast-path-forgets-the-table-may-be-unmapped",
-        "file": "runtime/memory/ledger.c",
+        "file": "runtime/memory/entries.c",
         "old": "    int i = room ? free_slot(tag, key) : -1;\n",
         "new": "    int i = free_slot(tag, key);\n",
         "tests": ["tests/run/test_memory.py::test_every_route_accounted_as_the_fake_counts"],
@@ -3635,7 +3635,7 @@ MUTATIONS = [
     },
     {
         "name": "ledger-free-given-back-before-the-driver-freed",
-        "file": "runtime/memory/hooks_memory.c",
+        "file": "runtime/memory/routes.h",
         "old": "    int took = shimgen_ledger_take((tag), (uint64_t)(key), taken);                          \\\n",
         "new": "    int took = shimgen_ledger_take((tag), (uint64_t)(key), taken);                          \\\n"
                "    shimgen_ledger_given(took, taken), took = 0;                                            \\\n",
@@ -3646,7 +3646,7 @@ MUTATIONS = [
     },
     {
         "name": "ledger-pitch-checked-unpadded",
-        "file": "runtime/memory/hooks_memory.c",
+        "file": "runtime/memory/routes.h",
         "old": "              times(padded_row(col, w), h), LEDGER_ADDR,                                    \\\n",
         "new": "              times(w, h), LEDGER_ADDR,                                    \\\n",
         "tests": ["tests/run/test_memory_race.py::test_pitched_rows_are_checked_padded"],
@@ -3655,7 +3655,7 @@ MUTATIONS = [
     },
     {
         "name": "ledger-pitch-past-the-bound-kept",
-        "file": "runtime/memory/hooks_memory.c",
+        "file": "runtime/memory/routes.h",
         "old": "            if (!shimgen_ledger_grow(col, held_back, size)) {                               \\\n",
         "new": "            if (0) {                               \\\n",
         "tests": ["tests/run/test_memory_race.py::"
@@ -3683,7 +3683,7 @@ MUTATIONS = [
     },
     {
         "name": "ledger-info-more-free-than-the-device",
-        "file": "runtime/memory/hooks_memory.c",
+        "file": "runtime/memory/routes.h",
         "old": "            *free = left < *free ? left : *free;                                            \\\n",
         "new": "            *free = left;                                            \\\n",
         "tests": ["tests/run/test_memory_race.py::test_info_never_more_free_than_the_device_has"],

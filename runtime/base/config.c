@@ -3,8 +3,7 @@
  * (a constructor; or at the first call that comes earlier): trace mode and files, the
  * timeline's and the calls ring's sizes, attribute overrides, gates, the job rank and stamp (SHIMGEN_TRACE_JOB), the
  * fault injection rules (SHIMGEN_INJECT, parsed by inject.c), and where the shim itself lives.
- * Also the one way the runtime says something: one line on stderr (or appended to
- * SHIMGEN_NOTICE_FILE, "[pid N] " first), unless SHIMGEN_QUIET.
+ * The one way the runtime says something, and the run directory's files, are in say.c.
  */
 
 #define _GNU_SOURCE
@@ -208,116 +207,8 @@ bad:
                 "ignored\n", v);
 }
 
-/* Where to open `path` from: AT_FDCWD (and `path` itself) when it is not under the run
- * directory; a descriptor of the run directory (close it) and the name under it, once that
- * directory is checked to be the one the run made; -1 (errno ESTALE) when the run
- * directory's path now names another directory (or none). */
-int shimgen_at_run_dir(const char *path, const char **rel)
-{
-    size_t n = strlen(shimgen_cfg.run_dir);
-    *rel = path;
-    if (!n || strncmp(path, shimgen_cfg.run_dir, n) != 0 || (path[n] && path[n] != '/'))
-        return AT_FDCWD;
-    int fd = open(shimgen_cfg.run_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != shimgen_cfg.run_dev ||
-                    st.st_ino != shimgen_cfg.run_ino)) {
-        close(fd);
-        fd = -1;
-    }
-    if (fd < 0) {
-        errno = ESTALE;
-        return -1;
-    }
-    for (*rel = path + n; **rel == '/'; (*rel)++)
-        ;
-    if (!**rel)
-        *rel = ".";
-    return fd;
-}
-
-static int notice_dir_replaced;
-
-/* SHIMGEN_NOTICE_FILE: opened for each notice (notices are few; a descriptor kept open
- * could be closed or reused by the program), -1 when it cannot be: stderr then. Only a
- * regular file of this user's is written: opened without blocking (a FIFO with no reader
- * fails at once, one with a reader is refused by the check), never through a link, and
- * under the run directory only through that directory (shimgen_at_run_dir). */
-static int open_notice_file(void)
-{
-    if (!shimgen_cfg.notice_file[0])
-        return -1;
-    const char *rel;
-    int at = shimgen_at_run_dir(shimgen_cfg.notice_file, &rel);
-    if (at == -1) {
-        if (!__atomic_exchange_n(&notice_dir_replaced, 1, __ATOMIC_RELAXED)) {
-            char line[PATH_MAX + 160];
-            int n = snprintf(line, sizeof line, "shimgen: SHIMGEN_NOTICE_FILE=%s: the run "
-                             "directory %s is no longer the one this job started with; "
-                             "notices go to stderr\n", shimgen_cfg.notice_file,
-                             shimgen_cfg.run_dir);
-            if (n > 0)
-                (void)!write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n
-                                                                           : sizeof line - 1);
-        }
-        return -1;
-    }
-    int fd = openat(at, rel,
-                    O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-                    0600);
-    if (at >= 0)
-        close(at);
-    struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-void shimgen_say(const char *fmt, ...)
-{
-    if (shimgen_cfg.quiet)
-        return;
-    char buf[1024];
-    int fd = open_notice_file();
-    int pre = 0;
-    if (fd >= 0)
-        pre = snprintf(buf, sizeof buf, "[pid %ld] ", (long)getpid());
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + pre, sizeof buf - (size_t)pre, fmt, ap);
-    va_end(ap);
-    if (n >= 0) {
-        n += pre;
-        if ((size_t)n >= sizeof buf) { /* cut short: still one line */
-            n = sizeof buf - 1;
-            buf[n - 1] = '\n';
-        }
-        ssize_t w = write(fd >= 0 ? fd : STDERR_FILENO, buf, (size_t)n); /* one write a line */
-        (void)w;
-    }
-    if (fd >= 0)
-        close(fd);
-}
-
-void shimgen_copy_str(char *dst, size_t cap, const char *src)
-{
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 /* The job rank of this process, from the usual launchers' variables (read once). */
 static const char *rank_vars[] = {SHIMGEN_RANK_VARS};
-
-/* A file name without %p or %r, which the processes of one job would share. */
-int shimgen_shared_name(const char *name)
-{
-    return name[0] && !strstr(name, "%p") && !strstr(name, "%r");
-}
 
 /* Processes of one job share a SHIMGEN_TRACE_FILE (or SHIMGEN_TIMELINE_FILE) name without
  * %p or %r. The job is stamped with the time its first process loaded the shim, which
@@ -348,6 +239,27 @@ static void read_job(void)
     setenv(SHIMGEN_ENV_TRACE_JOB, stamp, 1);
 }
 
+/* SHIMGEN_TRACE, and the calls ring's size: calls mode where the architecture has it. */
+static void read_trace_settings(void)
+{
+    const char *v = secure_getenv(SHIMGEN_ENV_TRACE);
+    if (v && *v)
+        parse_trace(v);
+    if (shimgen_cfg.calls && !SHIMGEN_ARCH_CALLS) { /* calls.S: x86-64 only, for now */
+        shimgen_say("shimgen: SHIMGEN_TRACE=%s: this " SHIMGEN_ARCH_NAME " shim times calls and "
+                    "does not record each one (calls mode is x86-64 only, for now)\n", v);
+        shimgen_cfg.calls = 0;
+    }
+    if (shimgen_cfg.calls && shimgen_cfg.timeline) /* one ring a block: calls wins */
+        shimgen_cfg.timeline = 0;
+    shimgen_cfg.calls_records = SHIMGEN_CALLS_RING_DEFAULT;
+    v = secure_getenv(SHIMGEN_ENV_CALLS_RING);
+    if (shimgen_cfg.calls && v && *v)
+        shimgen_cfg.calls_records = parse_ring(SHIMGEN_ENV_CALLS_RING, v, SHIMGEN_CALLS_RING_MIN,
+                                               SHIMGEN_CALLS_RING_MAX,
+                                               SHIMGEN_CALLS_RING_DEFAULT);
+}
+
 static void read_config(void)
 {
     const char *v = secure_getenv(SHIMGEN_ENV_QUIET);
@@ -365,22 +277,7 @@ static void read_config(void)
                      v && *v ? v : SHIMGEN_DRIVER_PATH);
     shimgen_cfg.driver_stat_ok = stat(shimgen_cfg.driver_path, &shimgen_cfg.driver_stat) == 0;
 
-    v = secure_getenv(SHIMGEN_ENV_TRACE);
-    if (v && *v)
-        parse_trace(v);
-    if (shimgen_cfg.calls && !SHIMGEN_ARCH_CALLS) { /* calls.S: x86-64 only, for now */
-        shimgen_say("shimgen: SHIMGEN_TRACE=%s: this " SHIMGEN_ARCH_NAME " shim times calls and "
-                    "does not record each one (calls mode is x86-64 only, for now)\n", v);
-        shimgen_cfg.calls = 0;
-    }
-    if (shimgen_cfg.calls && shimgen_cfg.timeline) /* one ring a block: calls wins */
-        shimgen_cfg.timeline = 0;
-    shimgen_cfg.calls_records = SHIMGEN_CALLS_RING_DEFAULT;
-    v = secure_getenv(SHIMGEN_ENV_CALLS_RING);
-    if (shimgen_cfg.calls && v && *v)
-        shimgen_cfg.calls_records = parse_ring(SHIMGEN_ENV_CALLS_RING, v, SHIMGEN_CALLS_RING_MIN,
-                                               SHIMGEN_CALLS_RING_MAX,
-                                               SHIMGEN_CALLS_RING_DEFAULT);
+    read_trace_settings();
     v = secure_getenv(SHIMGEN_ENV_ATTR_OVERRIDE);
     if (v && *v)
         parse_overrides(v);

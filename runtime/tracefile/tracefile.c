@@ -15,7 +15,7 @@
  * nanosleep; a signal handler on that thread does not wait: its calls are counted with
  * atomics and put in the file at exit. A forked child moves every block onto its own file
  * at the same address (MAP_FIXED), so a timed call's frame stays valid; it never writes
- * its parent's file. At exit the header is finished (stats.c, shimgen_collect_stats).
+ * its parent's file (fork.c). At exit the header is finished (stats.c, shimgen_collect_stats).
  */
 
 #define _GNU_SOURCE
@@ -31,17 +31,16 @@
 #include "block.h"
 #include "tracefile.h"
 #include "header.h"
+#include "file.h"
 #include "base/base.h"
 
 #define TF_SUFFIX SHIMGEN_TRACEFILE_SUFFIX /* shimgen/runenv.py, through facts.h */
 #define TF_NAME_TRIES 1000u
 
-enum { TF_NONE, TF_CREATING, TF_READY, TF_FAILED };
-
-static int tf_state;
-static __thread int tf_creating_here __attribute__((tls_model("initial-exec")));
-static struct tf_header *tf_hdr; /* the header and the names, mapped shared */
-static size_t tf_hdr_len, tf_stride;
+int tf_state; /* (file.h: the state fork.c shares) */
+__thread int tf_creating_here __attribute__((tls_model("initial-exec")));
+struct tf_header *tf_hdr; /* the header and the names, mapped shared */
+size_t tf_hdr_len, tf_stride;
 static const struct shimgen_tf_part *tf_parts[SHIMGEN_TF_PARTS];
 static unsigned tf_nparts;
 
@@ -69,15 +68,16 @@ static void attach_parts(struct tf_header *h)
 }
 
 /* A header about to be unmapped. */
-static void detach_parts(struct tf_header *h)
+void detach_parts(struct tf_header *h)
 {
     for (unsigned i = 0; i < tf_nparts; i++)
         if (tf_parts[i]->detach)
             tf_parts[i]->detach(h);
 }
-static pid_t tf_owner; /* the process the file belongs to */
+
+pid_t tf_owner; /* the process the file belongs to */
 static struct stat tf_st; /* its device and inode */
-static char tf_path[PATH_MAX];
+char tf_path[PATH_MAX];
 static int tf_said;
 
 /* Appends decimal n at p (no stdio: async-signal-safe). */
@@ -93,12 +93,11 @@ static char *put_num(char *p, unsigned long n)
     return p;
 }
 
-#define IN_MEMORY "the trace is kept in memory and written at exit instead"
 #define ADDED_AT_EXIT                                                                      \
     "the calls of threads that start from now on are counted (not timed) in memory and "  \
     "added to a block of the file at exit (printed at exit when the file has none)"
 
-static void say_once(const char *what, int e, const char *instead)
+void say_once(const char *what, int e, const char *instead)
 {
     if (__atomic_exchange_n(&tf_said, 1, __ATOMIC_RELAXED))
         return;
@@ -109,7 +108,7 @@ static void say_once(const char *what, int e, const char *instead)
 /* Disk space for [off, off + len), the file grown to cover it, never shrunk: a page the
  * stubs write later cannot fail for want of space (a SIGBUS). Without fallocate, zeros are
  * written over that range, which belongs to the caller alone. */
-static int grow(int fd, off_t off, off_t len)
+int grow(int fd, off_t off, off_t len)
 {
     if (fallocate(fd, 0, off, len) == 0)
         return 0;
@@ -186,7 +185,7 @@ static int create_file(int dirfd, char *name)
 /* "<name>.nospace" for the "<name>.shimtrace" that the disk had no room for: empty,
  * O_EXCL, 0600, never through a symbolic link (docs/traceformat.md). `name` is relative to
  * dirfd (or a path, with AT_FDCWD). */
-static void leave_note(int dirfd, const char *name)
+void leave_note(int dirfd, const char *name)
 {
     char note[PATH_MAX];
     if (strlen(name) + sizeof SHIMGEN_TRACEFILE_NOSPACE_SUFFIX > sizeof note)
@@ -200,7 +199,7 @@ static void leave_note(int dirfd, const char *name)
 }
 
 /* Make and map this process's file: header, names, no block yet. 0, or -1 (said). */
-static int make_file(void)
+int make_file(void)
 {
     int dirfd = open_dir();
     if (dirfd < 0)
@@ -253,7 +252,7 @@ static int make_file(void)
 
 /* The file again, by its name, checked to be the same file (the program may have closed
  * or reused any descriptor; none is kept). */
-static int reopen(void)
+int reopen(void)
 {
     int fd = open(tf_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
@@ -349,91 +348,4 @@ int shimgen_tracefile_finish(uint64_t calls_missing)
         return 0;
     shimgen_tracefile_header_finish(tf_hdr, calls_missing);
     return 1;
-}
-
-/* A forked child's block b, block k of its new file `fd` (-1: none), moved there at the same
- * address, or else onto anonymous memory. */
-static void move_block(struct tstats *b, uint64_t k, int fd)
-{
-    /* The bookkeeping (untimed to tid) is kept aside, since the new mapping replaces
-     * the block's bytes; the counters after it start from zero, as the child's own. */
-    static char keep[TS_ERR_OVERFLOW - TS_UNTIMED];
-    memcpy(keep, (char *)b + TS_UNTIMED, sizeof keep);
-    off_t off = fd >= 0 ? (off_t)(tf_hdr->blocks_off + k * tf_stride) : 0;
-    int moved = fd >= 0 &&
-                pwrite(fd, keep, sizeof keep, off + TS_UNTIMED) == (ssize_t)sizeof keep &&
-                mmap(b, tf_stride, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-                     off) != MAP_FAILED;
-    if (!moved && mmap(b, tf_stride, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
-        memcpy((char *)b + TS_UNTIMED, keep, sizeof keep);
-    b->in_file = (uint64_t)moved;
-}
-
-/* A forked child: every block moves onto the child's own file at the same address, its
- * bookkeeping (frames, list link, ring) copied and its counters zero; or, when the child's
- * file cannot be made, onto anonymous memory. The parent's file is never written. */
-void shimgen_tracefile_after_fork(struct tstats *blocks)
-{
-    int s = __atomic_load_n(&tf_state, __ATOMIC_ACQUIRE);
-    if (s == TF_CREATING && !tf_creating_here) {
-        tf_state = TF_NONE; /* the thread making it is the parent's */
-        return;
-    }
-    if (s != TF_READY || tf_owner == getpid())
-        return;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    struct tf_header *parent = tf_hdr;
-    size_t parent_len = tf_hdr_len;
-    tf_hdr = NULL;
-    int fd = -1;
-    if (make_file() == 0) {
-        /* Both clocks are the machine's: the parent's first pair lengthens the span. The
-         * child's own pairs a and 1 are exact already against its own pair 0, and stay
-         * so against the parent's earlier one. */
-        tf_hdr->calib_ns0 = parent->calib_ns0;
-        tf_hdr->calib_ticks0 = parent->calib_ticks0;
-        tf_hdr->calib_width0 = parent->calib_width0;
-        if ((fd = reopen()) < 0)
-            say_once("cannot reopen the trace file", errno, IN_MEMORY);
-    }
-    munmap(parent, parent_len);
-    uint64_t n = 0;
-    for (struct tstats *b = blocks; b; b = b->next)
-        n++;
-    /* Claimed before the file grows to cover them (and mapped once moved): a child killed
-     * in between leaves a file whose blocks its header accounts for. */
-    if (fd >= 0)
-        tf_hdr->blocks_reserved = n;
-    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
-        /* (a full disk): the file, which would say nothing of the child's calls, goes; the
-         * note of no room takes its place, as for a file that could not take its header */
-        int e = errno;
-        say_once("cannot write the trace file", e, IN_MEMORY);
-        close(fd);
-        fd = -1;
-        unlinkat(AT_FDCWD, tf_path, 0);
-        if (e == ENOSPC || e == EDQUOT)
-            leave_note(AT_FDCWD, tf_path);
-    }
-    uint64_t k = 0;
-    for (struct tstats *b = blocks; b; k++) {
-        struct tstats *next = b->next;
-        move_block(b, k, fd);
-        b = next;
-    }
-    if (fd >= 0) {
-        tf_hdr->blocks_mapped = n;
-        close(fd);
-    } else {
-        if (tf_hdr) {
-            detach_parts(tf_hdr); /* (the ledger's numbers were kept there) */
-            munmap(tf_hdr, tf_hdr_len);
-        }
-        tf_hdr = NULL;
-    }
-    __atomic_store_n(&tf_state, fd >= 0 ? TF_READY : TF_FAILED, __ATOMIC_RELEASE);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
