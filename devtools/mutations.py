@@ -189,7 +189,7 @@ MUTATIONS = [
                   "test_mask_drops_the_merge_of_a_computed_bit_only_when_exact"],
         "why": "a merge whose flags are read afterwards is not changed",
     },
-    # ---- timed calls that end in any order (runtime/timing.S) ----
+    # ---- timed calls that end in any order (runtime/arch/x86_64/timing.S) ----
     {
         "name": "timing-frame-not-linked-back",
         "file": "runtime/arch/x86_64/timing.S",
@@ -198,7 +198,7 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_faults_timing.py::test_coroutines_suspended_inside_driver_calls"],
         "why": "coroutines suspended inside timed calls return to the right place, counted",
     },
-    # ---- valid JSON for any path (runtime/output.c) ----
+    # ---- valid JSON for any path (runtime/output/output.c) ----
     {
         "name": "json-quote-not-escaped",
         "file": "runtime/output/output.c",
@@ -207,7 +207,7 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_faults_output.py::test_any_driver_path_gives_valid_json"],
         "why": "every trace and timeline is valid JSON whatever the driver's path holds",
     },
-    # ---- gate identity at run time (runtime/gates.c) ----
+    # ---- gate identity at run time (runtime/gates/gates.c) ----
     {
         "name": "gates-run-first-window-only",
         "file": "runtime/gates/gates.c",
@@ -271,7 +271,7 @@ MUTATIONS = [
         "tests": ["tests/gates/test_gate_runtime.py::test_plan_for_another_file_is_refused_at_build"],
         "why": "a profile of another driver build is refused, naming the build-id",
     },
-    # ---- the dlopen redirect's edges (runtime/dlopen.c) ----
+    # ---- the dlopen redirect's edges (runtime/load/dlopen.c) ----
     {
         "name": "redirect-any-libcuda-prefix",
         "file": "runtime/load/dlopen.c",
@@ -307,7 +307,7 @@ MUTATIONS = [
                   "test_libcuda_names_and_paths_to_the_driver_are_redirected"],
         "why": "any path to the real driver's file, whatever its name, gets the shim",
     },
-    # ---- cuGetProcAddress answers the exact variant (runtime/hooks_proc_address.c) ----
+    # ---- cuGetProcAddress answers the exact variant (runtime/load/hooks_proc_address.c) ----
     {
         "name": "procaddr-v2-drops-per-thread-stream-flag",
         "file": "runtime/load/hooks_proc_address.c",
@@ -332,7 +332,7 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_timing.py::test_shim_preserves_arguments_and_results[1]"],
         "why": "an answer that is no export is counted in unmapped_proc_addresses",
     },
-    # ---- two shims: the promised message (runtime/driver.c) ----
+    # ---- two shims: the promised message (runtime/load/driver.c) ----
     {
         "name": "two-shims-message-dropped",
         "file": "runtime/load/driver.c",
@@ -341,7 +341,7 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_redirect.py::test_two_shims_say_exactly_the_promised_line"],
         "why": "with two shims, A says the one documented line naming B",
     },
-    # ---- per-thread blocks, claimed and listed without a lock (runtime/stats.c) ----
+    # ---- per-thread blocks, claimed and listed without a lock (runtime/stats/stats.c) ----
     {
         "name": "stats-free-block-claim-not-atomic",
         "file": "runtime/stats/stats.c",
@@ -362,7 +362,7 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_races.py::test_threads_race_for_freed_blocks"],
         "why": "a block in use by a live thread is never handed to another",
     },
-    # ---- the driver is loaded once, by one of the threads of the first calls (runtime/driver.c)
+    # ---- the driver is loaded once, by one of the threads of the first calls (runtime/load/driver.c)
     {
         "name": "driver-load-claimed-without-cas",
         "file": "runtime/load/driver.c",
@@ -373,7 +373,7 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_races.py::test_sixty_four_first_calls_load_the_driver_once"],
         "why": "the driver is loaded once however many threads make the first call at once",
     },
-    # ---- a forked child reports its own calls (runtime/totals.c) ----
+    # ---- a forked child reports its own calls (runtime/stats/totals.c) ----
     {
         "name": "fork-child-keeps-parent-time-totals",
         "file": "runtime/stats/totals.c",
@@ -399,7 +399,7 @@ MUTATIONS = [
         "tests": ["tests/pipeline/test_bad_output.py::test_concurrent_builds_into_one_place"],
         "why": "a build's staging directory is never taken for a stale one while it runs",
     },
-    # ---- error returns and latency histograms of the time paths (runtime/timing.S, totals.c) ----
+    # ---- error returns and latency histograms of the time paths (runtime/arch/x86_64/timing.S, stats/totals.c) ----
     {
         "name": "errors-path-skipped",
         "file": "runtime/arch/x86_64/timing.S",
@@ -632,7 +632,7 @@ MUTATIONS = [
         "tests": ["tests/cli/test_bad_cli.py::test_malformed_or_foreign_gate_profile"],
         "why": "`shimgen build --gate-profile` is documented; its tests fail, not skip, without it",
     },
-    # ---- the binary trace file (runtime/tracefile.c, shimgen/trace/binary.py) ----
+    # ---- the binary trace file (runtime/tracefile/tracefile.c, shimgen/trace/binary.py) ----
     {
         "name": "tracefile-child-writes-parents-file",
         "file": "runtime/stats/stats.c",
@@ -758,8 +758,8 @@ MUTATIONS = [
         "tests": ["tests/cli/test_cli_start.py::test_the_fast_run_parser_gives_what_argparse_gives"],
         "why": "a separate value that starts with '-' is left to argparse, as it reads it",
     },
-    # ---- a full disk said per process, impossible numbers refused (runtime/stats.c,
-    # ---- tracefile.c, inject.c; shimgen/trace/binary.py, tracejson.py, report_format.py) ----
+    # ---- a full disk said per process, impossible numbers refused (runtime/stats/stats.c,
+    # ---- tracefile/tracefile.c, hooks/inject.c; shimgen/trace/binary.py, tracejson.py, report_format.py) ----
     {
         "name": "disk-full-calls-in-memory-not-in-the-header",
         "file": "runtime/stats/first.c",
@@ -1176,7 +1176,7 @@ MUTATIONS = [
         "tests": ["tests/probe/test_probe_child.py::test_probe_without_a_driver_is_one_clear_line"],
         "why": "no driver is one line that says so, not an internal error naming a class",
     },
-    # ---- the plain trace name: the first process of the job to write (runtime/claim.c) ----
+    # ---- the plain trace name: the first process of the job to write (runtime/output/claim.c) ----
     {
         "name": "claim-plain-name-never-taken",
         "file": "runtime/output/claim.c",
@@ -2636,7 +2636,7 @@ MUTATIONS = [
                   "test_run_refuses_more_rules_than_the_shim_takes_before_the_command_starts"],
         "why": "run refuses 33 rules before the command starts (the shim would arm none)",
     },
-    # ---- user hooks (shimgen/shim/userhooks.py, runtime/userhooks.c, examples/hooks/) ----
+    # ---- user hooks (shimgen/shim/userhooks.py, runtime/hooks/userhooks.c, examples/hooks/) ----
     {
         "name": "userhooks-procaddr-answer-bypasses-hook",
         "file": "runtime/load/hooks_proc_address.c",
@@ -2926,7 +2926,7 @@ MUTATIONS = [
         "why": "a driver copied as libcuda.so.1 is still told by its version (its contents'): "
                "470's shim builds, 418 is refused naming its CUDA version",
     },
-    # ---- the trace writer's totals (runtime/totals.c) and output names (runtime/output_name.c) ----
+    # ---- the trace writer's totals (runtime/stats/totals.c) and output names (runtime/output/output_name.c) ----
     {
         "name": "totals-max-not-folded",
         "file": "runtime/stats/totals.c",
@@ -3205,7 +3205,7 @@ MUTATIONS = [
                   "its_records_start"],
         "why": "in calls mode a frame keeps its record's place: the call's start is the record's",
     },
-    # ---- the device memory ledger (runtime/ledger.c, docs/memory.md) ----
+    # ---- the device memory ledger (runtime/memory/ledger.c, entries.c, docs/memory.md) ----
     {
         "name": "ledger-handle-freed-by-first-release",
         "file": "runtime/memory/entries.c",
@@ -3231,7 +3231,7 @@ MUTATIONS = [
         "new": "    own_process();\n}\n",
         "tests": ["tests/run/test_memory.py::test_forks_while_other_threads_allocate"],
         "why": "a forked child never hangs on the ledger's lock that another thread held at the fork "
-               "(fork.c resets the ledger before the child's file attaches it)",
+               "(load/fork.c resets the ledger before the child's file attaches it)",
     },
     {
         "name": "ledger-context-change-not-seen",

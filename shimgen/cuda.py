@@ -359,7 +359,7 @@ LD_SO_CACHE = "/etc/ld.so.cache"
 # ---- the shim's run-time features: which hooks are installed (see shim/hooks.py) -----------------
 FEATURES = {"always": 1, "attrs": 2, "gates": 4, "memory": 8, "limit": 16}
 
-# What the memory ledger reads of the driver's structs (runtime/hooks_memory.c): the
+# What the memory ledger reads of the driver's structs (runtime/memory/hooks_memory.c): the
 # CUmemLocation {type, id} in a CUmemAllocationProp, at this byte offset; the location type
 # of a device (any other, host or host NUMA, is host memory); the bytes of one channel of an
 # element of each CUarray_format (a format not listed is counted at 4).

@@ -4,7 +4,7 @@ file's magic, version and suffix, and the layout of a run directory. shim/render
 them into facts.h as #defines for the runtime; run/main.py, report/main.py and
 trace/binary.py import them. This module imports nothing: it is on `shimgen run`'s path."""
 
-# The shim's environment variables (runtime/config.c reads them once, at load), by key;
+# The shim's environment variables (runtime/base/config.c reads them once, at load), by key;
 # facts.h has each as SHIMGEN_ENV_<KEY>.
 ENV = {
     "QUIET": "SHIMGEN_QUIET",
@@ -90,7 +90,7 @@ MEM_HOST_COLUMN = MEM_DEVICES
 MEM_COLUMNS = MEM_DEVICES + 1
 MEM_ROUTES = 32
 # Its header, field by field in order: (name, type, count), the type one of u32, u64, i64,
-# char. runtime/tracefile_header.h declares its struct from this list (rendered into facts.h,
+# char. runtime/tracefile/header.h declares its struct from this list (rendered into facts.h,
 # with each field's offset checked) and shimgen/trace/binary.py reads it with the same one;
 # every field lies at a multiple of its own size, so the C struct has no padding.
 TRACE_HEADER = (
@@ -122,7 +122,7 @@ TRACE_HEADER = (
     ("calls_ring_off", "u64", 1), ("calls_ring_records", "u64", 1),
     ("calls_record_size", "u32", 1), ("calls_capture_off", "u32", 1),
     ("off_calls_head", "u32", 1), ("calls_string_max", "u32", 1),
-    # version 4: the device memory ledger (runtime/ledger.c, docs/memory.md), kept in the
+    # version 4: the device memory ledger (runtime/memory/ledger.c, docs/memory.md), kept in the
     # header as it changes, so a process killed leaves its numbers at death.
     ("mem_columns", "u32", 1), ("mem_routes", "u32", 1),
     ("mem_route_fn", "u32", MEM_ROUTES),  # each route's function index + 1 in the names; 0: none
@@ -145,7 +145,7 @@ TRACE_HEADER = (
     ("mem_pools", "u64", 1), ("mem_graph_allocs", "u64", 1),
 )
 # One list of the trace's fields, read by both readers (trace/jsonfile.py: the exit JSON of
-# SHIMGEN_TRACE_FILE, runtime/trace.c; trace/binary.py and blocks.py: the binary file).
+# SHIMGEN_TRACE_FILE, runtime/stats/trace.c; trace/binary.py and blocks.py: the binary file).
 # A process's: (its name in trace/model.py's ProcessTrace, its JSON key, where the binary
 # file keeps it: a header field, "block:" a word of each block summed, or None: derived).
 TRACE_PROCESS_FIELDS = (
@@ -162,7 +162,7 @@ TRACE_PROCESS_FIELDS = (
 # The exit JSON's other keys: the shim's own build (not read into a trace), the tables.
 TRACE_JSON_OTHER = ("shim_driver_version", "build_id", "calls", "time", "errors", "injected")
 # A function's, in the JSON's `time` entry and in a block: (its name in FunctionStats or None,
-# its JSON key or None, its word of struct fstats (runtime/block.h) or None). The JSON's
+# its JSON key or None, its word of struct fstats (runtime/tracefile/block.h) or None). The JSON's
 # times are the block's ticks times ns_per_tick; its mean and percentiles are derived.
 TRACE_FUNCTION_FIELDS = (
     ("calls", "calls", "count"), ("total_ns", "total_ns", "total"),
@@ -181,13 +181,13 @@ MEM_RESERVE_FIELDS = ("reserved", "reserved_high", "used", "used_high")
 # The first field new in each version (the previous version's header ends where it begins).
 TRACE_HEADER_FIRST = {4: "off_frames", 5: "mem_reserved_peak"}
 TRACE_HEADER_V4_FIRST = TRACE_HEADER_FIRST[4]
-# SHIMGEN_TRACE=calls: one record per call in its thread's ring (runtime/calls.S writes it,
-# shimgen/calls/records.py reads it): its size, where its captured bytes start (strings,
+# SHIMGEN_TRACE=calls: one record per call in its thread's ring (runtime/arch/x86_64/calls.S writes
+# it, shimgen/calls/records.py reads it): its size, where its captured bytes start (strings,
 # structs, outputs, per the capture table the build renders from shimgen/calls/), the
 # stack arguments a record keeps (cuLaunchKernel's 11 arguments: 6 registers and 5 on the
 # stack), the longest string kept (its NUL included), and the ring's records per thread.
 CALLS_RECORD_SIZE = 256
-# A record's words before its arguments (runtime/calls.h REC_*): seq, idx, state, tid, start,
+# A record's words before its arguments (runtime/arch/layout.h REC_*): seq, idx, state, tid, start,
 # dur, result, as a struct format (little-endian).
 CALLS_RECORD_HEAD = "<QHHiQQQ"
 CALLS_CAPTURE_OFF = 128

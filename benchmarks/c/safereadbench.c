@@ -1,6 +1,6 @@
 /* The cost of a capture read through runtime/base/saferead.c against a plain copy
  * (docs/performance.md, "Calls mode"): ns per capture of a 64-byte string (strnlen and
- * memcpy, as calls.c did, against shimgen_safe_string) and of a 128-byte struct (memcpy
+ * memcpy, as stats/calls.c did, against shimgen_safe_string) and of a 128-byte struct (memcpy
  * against shimgen_safe_read), the median of ROUNDS rounds of N captures each.
  *   cc -O2 -Iruntime/base benchmarks/c/safereadbench.c runtime/base/saferead.c -o safereadbench
  *   taskset -c 0 ./safereadbench [N] [ROUNDS]

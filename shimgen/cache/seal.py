@@ -27,7 +27,7 @@ from ..files import replacing
 from ..runenv import SHIM_LIBRARY, SHIM_MANIFEST
 from .trust import SHIMS, Unusable, cache_root, open_dir, open_file, read_all
 
-SHIM_NOTE = b"shimgen"  # the mark every shim carries (runtime/selfcheck.c)
+SHIM_NOTE = b"shimgen"  # the mark every shim carries (runtime/load/selfcheck.c)
 SEAL_WAIT_S = 2.0  # at most, for the file system's clock to pass the library's ctime
 
 

@@ -15,7 +15,7 @@ from .model import SLOTS, _scalar, prototype
 from .records import ARGS, CAPTURE, IDX, RESULT, STATE
 
 RETURNED = 2
-UNREAD = ARGS + runenv.CALLS_UNREAD_WORD  # which captures were not read (runtime/calls.h)
+UNREAD = ARGS + runenv.CALLS_UNREAD_WORD  # which captures were not read (runtime/arch/layout.h)
 
 
 def unread_of(r, bit: int) -> tuple[str, str] | None:

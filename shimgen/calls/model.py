@@ -164,9 +164,9 @@ def description(include: str | None = None) -> dict:
 
 
 def _exit_info(caps) -> int:
-    """The info bits of a function's outputs (runtime/calls.h): one output of 4 or 8 bytes
-    and no other capture is copied by calls.S itself (32, 64 for 8 bytes, its argument word
-    << 8); any other outputs go through C (16)."""
+    """The info bits of a function's outputs (runtime/arch/layout.h, CALLS_INFO_*): one output
+    of 4 or 8 bytes and no other capture is copied by runtime/arch/x86_64/calls.S itself (32, 64
+    for 8 bytes, its argument word << 8); any other outputs go through C (16)."""
     if len(caps) == 1 and caps[0][1] == KIND_NUMBER["output"] and caps[0][2] in (4, 8) \
             and caps[0][3] == 0:
         return 32 | (64 if caps[0][2] == 8 else 0) | caps[0][0] << 8

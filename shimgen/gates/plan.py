@@ -22,7 +22,7 @@ from .profile import PROOF_FAILED, PROOF_PASSED, InsnRef, Profile, load_profile
 
 GATE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
 MAX_CHECK_BYTES = 16
-MAX_INIT_BYTES = 8  # per gate and direction (runtime/gateplan.h: GATE_MAX_PATCHES)
+MAX_INIT_BYTES = 8  # per gate and direction (runtime/gates/gateplan.h: GATE_MAX_PATCHES)
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ def bounded_percentiles(segments: list[tuple[float, float, int]], qs: tuple[floa
     `top`, none below the least the smallest call can be (`total` less every other call at
     the maximum). One or two calls are known exactly (one: the maximum; two: the maximum and
     the total less it), and their percentiles are those values: the call of rank
-    ceil(q * calls). The same rule as the shim's table (runtime/quantiles.c)."""
+    ceil(q * calls). The same rule as the shim's table (runtime/stats/quantiles.c)."""
     if top is None or calls <= 0:
         return percentiles(segments, qs)
     if calls <= 2:

@@ -38,7 +38,7 @@ def _load_json_trace(path: Path) -> ProcessTrace:
 
 def _load_nospace(path: Path) -> ProcessTrace:
     """The note a process left where the disk had no room for its trace file: its name,
-    `[r<rank>-]<pid>[-<k>].nospace` (runtime/tracefile.c), is all it says."""
+    `[r<rank>-]<pid>[-<k>].nospace` (runtime/tracefile/tracefile.c), is all it says."""
     stem = path.name[:-len(TRACE_NOSPACE_SUFFIX)]
     rank = None
     if stem.startswith("r") and "-" in stem:

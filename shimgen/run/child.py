@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import ShimgenError
 from ..runenv import ENV, NOTICES, TIMELINE, TRACES
 
-# The variables `run` gives the command (read by the shim: runtime/config.c; the names are
+# The variables `run` gives the command (read by the shim: runtime/base/config.c; the names are
 # runenv.py's, which facts.h also has).
 ENV_PRELOAD = "LD_PRELOAD"
 ENV_TRACE = ENV["TRACE"]

@@ -1,7 +1,7 @@
 """`shimgen run --limit KEY=SIZE` (and the shim's variables they become, runenv.LIMITS):
 checked before anything runs, one line for a bad one. A size is bytes, or a number and K,
 M, G or T (powers of 1024), with "iB", "B" or nothing after: what the shim's parser
-(runtime/ledger.c) takes too (runenv.SIZE_UNITS)."""
+(runtime/memory/ledger.c) takes too (runenv.SIZE_UNITS)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Fault injection (SHIMGEN_INJECT, `shimgen run --inject`): the rules' grammar, kept here
 once. `parse` reads a rule, `check` validates rules against a driver's exported names,
 `matches` says which exports a pattern takes, `fires` is the decision of one call (the same
-arithmetic as runtime/inject.c, for the tests to predict it). The key names and limits are
-rendered into facts.h (SHIMGEN_INJECT_*) for the shim's own parser (runtime/inject.c).
+arithmetic as runtime/hooks/inject.c, for the tests to predict it). The key names and limits
+are rendered into facts.h (SHIMGEN_INJECT_*) for the shim's own parser
+(runtime/hooks/inject_rules.c).
 
 A rule is PATTERN=RESULT[,KEY=VALUE...]; rules are separated by ';' (docs/inject.md).
 Imports only cuda.py and cudaversions.py (and fnmatch): it is on `shimgen run`'s path when
@@ -212,7 +213,7 @@ def exports_of(directory) -> list[str]:
                            f"{getattr(e, 'strerror', None) or e}") from None
 
 
-# ---- the decision of one call (runtime/inject.c: the same arithmetic) ----
+# ---- the decision of one call (runtime/hooks/inject.c: the same arithmetic) ----
 
 MASK64 = (1 << 64) - 1
 

@@ -1,9 +1,9 @@
 """The routes by which a program takes or gives back device memory (and pinned host
-memory), as data: the one table the memory ledger (runtime/ledger.c, runtime/hooks_memory.c)
-and `--limit memory` are built from (docs/memory.md).
+memory), as data: the one table the memory ledger (runtime/memory/ledger.c, its hooks in
+runtime/memory/hooks_memory.c) and `--limit memory` are built from (docs/memory.md).
 
 Each route is a driver function and what the shim reads of its call. `kind` names the C
-hook family of runtime/hooks_memory.c that reads it (MEM_KIND_<kind>); the build renders
+hook family of runtime/memory/routes.h that reads it (MEM_KIND_<kind>); the build renders
 `memroutes.inc` from this table, one MEM_ROUTE(kind, name, index) line per route the driver
 exports (a route the driver lacks, an older driver's, is simply absent). `index` is the
 route's row in the trace file's ledger (runenv.MEM_ROUTES rows), its position here: append,
@@ -37,7 +37,7 @@ from ..runenv import MEM_ROUTES
 @dataclass(frozen=True)
 class Route:
     name: str  # exported driver function
-    kind: str  # MEM_KIND_<kind> of runtime/hooks_memory.c
+    kind: str  # MEM_KIND_<kind> of runtime/memory/routes.h
     column: str  # device, location, host or freed (above)
     reads: str  # what the shim reads of the call, in words (docs/memory.md)
     feature: str = "memory"
@@ -84,7 +84,7 @@ POOL_KINDS = ("async", "pool")
 @dataclass(frozen=True)
 class Watch:
     name: str  # exported driver function
-    kind: str  # MEM_WATCH_<kind> of runtime/hooks_memory.c
+    kind: str  # MEM_WATCH_<kind> of runtime/memory/routes.h
     reads: str  # what the shim does around it, in words (docs/memory.md)
 
 

@@ -1,5 +1,6 @@
 """The reader of the binary trace file that the shim writes with SHIMGEN_TRACE_DIR
-(docs/traceformat.md; the shim's side is runtime/tracefile.c and runtime/tracefile_header.c).
+(docs/traceformat.md; the shim's side is runtime/tracefile/tracefile.c and
+runtime/tracefile/header.c).
 
 `load(path)` checks everything before it trusts it: the magic, the format version, the
 byte order, every size and offset (inside the header, inside a block, inside the file),
@@ -52,7 +53,7 @@ RUNNING, COMPLETE = TRACE_STATES["running"], TRACE_STATES["complete"]
 PATH_MAX = 4096
 MAX_NAME = 256  # an exported name's bytes, its NUL included (the driver's are under 64)
 
-# The header (runtime/tracefile_header.h), from the one list of its fields, little-endian:
+# The header (runtime/tracefile/header.h), from the one list of its fields, little-endian:
 # of each version read (3 is 4 without the fields from TRACE_HEADER_V4_FIRST on), its struct
 # and fields.
 # (A field's values: one, or `count` for an array of numbers; text is one value.)

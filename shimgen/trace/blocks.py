@@ -134,7 +134,7 @@ def _less_injected(errors: dict, injected: dict) -> None:
 def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift: int,
                mask: int, probes: int, bits: int, maskb: int, mult: int) -> None:
     """Adds to `acc` the fine buckets of function i in one block's fine table at `off`: for
-    each non-empty log2 bucket, only the slots its keys can be in (runtime/totals.c), each
+    each non-empty log2 bucket, only the slots its keys can be in (runtime/stats/totals.c), each
     key taken once, by the bucket it belongs to."""
     table = mv[off:off + (mask + 1) * 8].cast("I")
     try:

@@ -1,8 +1,8 @@
 """The calls a process has in progress, read from its binary trace file while it runs (or
-after it died): each live thread's shadow frames (runtime/block.h), which the header of
+after it died): each live thread's shadow frames (runtime/tracefile/block.h), which the header of
 format version 4 locates (docs/traceformat.md, "Calls in progress").
 
-The reader races the job. The timing entry (runtime/timing.S) takes a frame off the free
+The reader races the job. The timing entry (runtime/arch/x86_64/timing.S) takes a frame off the free
 list, writes its start ticks, and writes the function's index last; the return reads the
 frame and gives it back, writing a free-list link over the index. So a frame whose index
 word holds a function index was in use by a call of that function when it was read, and its

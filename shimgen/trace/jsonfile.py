@@ -1,4 +1,4 @@
-"""The reader of the JSON trace the shim writes at exit (`SHIMGEN_TRACE_FILE`, runtime/trace.c
+"""The reader of the JSON trace the shim writes at exit (`SHIMGEN_TRACE_FILE`, runtime/stats/trace.c
 `write_json`) into a `tracemodel.ProcessTrace`. It takes the first form (counts, and per
 function calls, total, mean and max in `time` mode) and the extended one (`mode`, `rank`,
 `ns_per_tick`, per-function `hist`, `errors`, `error_overflow`, `injected`): a key that is

@@ -1,5 +1,5 @@
 """The device memory ledger of one process, read from its binary trace file (format version
-4; runtime/ledger.c writes it, docs/memory.md and docs/traceformat.md say what it holds).
+4; runtime/memory/ledger.c writes it, docs/memory.md and docs/traceformat.md say what it holds).
 
 Per column (a device ordinal, or "host": pinned host memory): the most held at once
 (`peak`), and per allocation function the bytes held at exit or death (`held`), the

@@ -18,7 +18,7 @@ NOT_FINISHED = "the process did not finish the file (it died, was killed, or exe
 # trace file (runenv.TRACE_NOSPACE_SUFFIX): none of its calls is in the run.
 NO_ROOM = ("no room on the disk for its trace file: none of its calls is in the run (a "
            "process that exited printed its own table on its stderr)")
-# The fine histogram (runtime/layout.h; a binary trace's header states these, and the
+# The fine histogram (runtime/arch/layout.h; a binary trace's header states these, and the
 # reader refuses other values): FINE_SUB buckets per power of two of elapsed ticks. Fine
 # bucket f is the tick count f itself below FINE_SUB; else, with e = floor(log2(ticks)),
 # f = (e - s) * FINE_SUB + (ticks >> (e - s)) for s = log2(FINE_SUB).
@@ -57,7 +57,7 @@ def log2_range(b: int) -> tuple[int, int]:
 def tick_segments(hist: list[int], fine: dict[int, int] | None) -> list[tuple[int, int, int]]:
     """A function's calls as (lo, hi, calls) ranges of ticks, in order: per non-empty log2
     bucket, its fine buckets when they hold every call of that bucket, else the log2 bucket
-    itself (a fine table that was full, or a count that wrapped). runtime/quantiles.c does the
+    itself (a fine table that was full, or a count that wrapped). runtime/stats/quantiles.c does the
     same for the shim's own table."""
     by_octave: dict[int, list[tuple[int, int]]] = {}
     for f, n in (fine or {}).items():

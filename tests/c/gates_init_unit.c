@@ -40,7 +40,7 @@ const struct gate_plan shimgen_gate_plan = {
     .build_id = "00", .driver_version = "unit", .gates = gates, .ngates = NGATES,
     .selection = selection, .at_init = at_init};
 
-/* The writer's mprotect (this definition is the one gates_init.c calls): the n-th call that
+/* The writer's mprotect (this definition is the one gates/gates_init.c calls): the n-th call that
  * puts a protection without PROT_WRITE back fails, once, when fail_restore is n. */
 static int fail_restore;
 int mprotect(void *addr, size_t len, int prot)

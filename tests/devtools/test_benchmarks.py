@@ -65,8 +65,8 @@ def test_quick_json_header(quick, drivers):
 def test_quick_call_timings_are_sane(quick):
     d = quick[0]["drivers"][0]
     variants = d["variants"]
-    # This repository's shims take SHIMGEN_TRACE=time (runtime/timing.S): the time variant
-    # is always measured, never silently left out.
+    # This repository's shims take SHIMGEN_TRACE=time (runtime/arch/x86_64/timing.S): the time
+    # variant is always measured, never silently left out.
     assert d["time_mode"] == {"available": True, "reason": None}
     assert variants == [*VARIANTS, "time"]
     assert set(d["calls"]) == set(FUNCTIONS)

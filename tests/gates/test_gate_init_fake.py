@@ -203,7 +203,7 @@ def test_threads_racing_into_cuinit_all_see_the_patched_init(probes, init_shim):
 
 def test_only_a_shim_with_init_sites_can_change_code(probes, init_shim, tmp_path):
     """mprotect is imported by a shim whose plan has init-site bytes, called only in
-    runtime/gates_init.c; a gate shim without them has no such import and refuses the
+    runtime/gates/gates_init.c; a gate shim without them has no such import and refuses the
     all-or-nothing method in one line."""
     from tests.runtime.test_faults_files import imported_functions
 

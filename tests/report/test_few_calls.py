@@ -1,5 +1,5 @@
-"""The numbers a user reads first, made by the shim's own table at exit (runtime/trace.c,
-quantiles.c) and by `shimgen report` of the same calls: a function called once shows its one
+"""The numbers a user reads first, made by the shim's own table at exit (runtime/stats/trace.c,
+stats/quantiles.c) and by `shimgen report` of the same calls: a function called once shows its one
 time in every column (mean, p50, p90, p99, max), one called twice its two exact times, every
 percentile within [min, max], the mean in whole nanoseconds as the other columns; the error
 returns in one column order in both (function, code, name, count). A real Debian driver, no

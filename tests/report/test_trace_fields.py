@@ -81,8 +81,9 @@ def test_both_readers_read_every_listed_field_alike(both):
 
 
 def test_the_rendered_header_is_the_blocks_c_layout(drivers, tmp_path):
-    """arch/layout.h takes struct fstats' offsets from the rendered tracefields.h; block.h's
-    asserts hold the struct to them: a header rendered from another list fails them."""
+    """arch/layout.h takes struct fstats' offsets from the rendered tracefields.h;
+    tracefile/block.h's asserts hold the struct to them: a header rendered from another list
+    fails them."""
     cc = shutil.which("cc")
     if cc is None:
         pytest.skip("no C compiler")

@@ -214,7 +214,7 @@ PLANTED = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-/* the shim's mark (runtime/selfcheck.c), so that it passes for a shim */
+/* the shim's mark (runtime/load/selfcheck.c), so that it passes for a shim */
 __attribute__((used, section(".note.shimgen"), aligned(4))) static const struct {
     unsigned namesz, descsz, type;
     char name[8];

@@ -1,5 +1,5 @@
-"""The device memory ledger (runtime/ledger.c, runtime/hooks_memory.c, docs/memory.md) on a
-FAKE driver (tests/c/fake_ledger_libcuda.c) whose allocation routes hand out addresses and
+"""The device memory ledger (runtime/memory/ledger.c, runtime/memory/hooks_memory.c, docs/memory.md)
+on a FAKE driver (tests/c/fake_ledger_libcuda.c) whose allocation routes hand out addresses and
 handles and keep their own totals: for every route of shimgen/shim/memroutes.py, a program
 (tests/c/memledger.c) allocates and frees, and the ledger in its trace file equals the
 fake's totals exactly (per device and the host: peak, held at exit, allocations held;

@@ -1,9 +1,9 @@
-"""`--limit memory` as a limit at the driver (runtime/ledger.c, runtime/hooks_memory.c,
-docs/memory.md "The limit at the driver"): on the FAKE driver tests/c/fake_ledger_libcuda.c,
-which keeps its own books (the most it held at once) and, with FAKE_LEDGER_JITTER, yields
-after it took an allocation's bytes and before it gives a free's back, 8 threads allocate
-and free near a 1 MiB limit by every route (tests/c/memlimitrace.c), and the main thread
-forks while they do: the fake never holds more than the limit, the ledger's peak is never
+"""`--limit memory` as a limit at the driver (runtime/memory/ledger.c,
+runtime/memory/hooks_memory.c, docs/memory.md "The limit at the driver"): on the FAKE driver
+tests/c/fake_ledger_libcuda.c, which keeps its own books (the most it held at once) and, with
+FAKE_LEDGER_JITTER, yields after it took an allocation's bytes and before it gives a free's back, 8
+threads allocate and free near a 1 MiB limit by every route (tests/c/memlimitrace.c), and the main
+thread forks while they do: the fake never holds more than the limit, the ledger's peak is never
 less than what the fake held (nor more than the limit), and in a forked child, alone, the
 two are equal. Rounded routes (pitched rows, arrays) are checked with their rows padded;
 unreadable structs are forwarded to the driver; a limit past 2^64 - 1 is none."""

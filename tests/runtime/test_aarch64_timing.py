@@ -1,4 +1,4 @@
-"""The timing path of an aarch64 shim (runtime/timing_aarch64.S) keeps the promises of
+"""The timing path of an aarch64 shim (runtime/arch/aarch64/timing.S) keeps the promises of
 x86-64's (test_timing.py, test_faults_timing.py, test_races.py), under qemu-user: the same
 probes, cross-compiled, on the FAKE driver (tests/c/fake_libcuda.c, cross-compiled: its host
 callbacks let a call stay open) and on Debian's arm64 libcuda 550.163.01. Arguments,

@@ -1,5 +1,5 @@
-"""SHIMGEN_TRACE=calls (runtime/calls.S, runtime/calls.c, shimgen/calls, `report --calls`)
-against the real Debian drivers on the CPU: 31 calls with known arguments through every
+"""SHIMGEN_TRACE=calls (runtime/arch/x86_64/calls.S, runtime/stats/calls.c, shimgen/calls, `report
+--calls`) against the real Debian drivers on the CPU: 31 calls with known arguments through every
 route (dlsym by name and by _v2 name, cuGetProcAddress at 3000 and 3020,
 cuGetProcAddress_v2), each argument, output and result given back by `report --calls
 --json` in order, a string, a struct, cuLaunchKernel's 11 arguments, a function the headers

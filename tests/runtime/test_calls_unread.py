@@ -1,4 +1,4 @@
-"""Calls mode and a program's unreadable arguments (runtime/calls.c, calls.S,
+"""Calls mode and a program's unreadable arguments (runtime/stats/calls.c, arch/x86_64/calls.S,
 shimgen/calls): an address the shim could not read is recorded as such and shown as
 `<unreadable 0x10>` in the text, `{"unreadable": 16}` in the JSON; a process that dies while its
 arguments are read (a seccomp filter that kills it at the shim's process_vm_readv) or

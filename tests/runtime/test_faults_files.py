@@ -90,7 +90,7 @@ def test_trace_file_is_created_0600_by_the_user(shims, probes, tmp_path):
 
 def test_child_trace_does_not_clobber_an_existing_file(shims, probes, tmp_path):
     """The plain name is already this job's (a file stamped with the job's time, as the
-    shim stamps its own: claim.c), so both processes write <name>.<pid>; the child finds a
+    shim stamps its own: output/claim.c), so both processes write <name>.<pid>; the child finds a
     file there, which it never replaces: one line, and the file is untouched."""
     s = shims[0]
     trace = tmp_path / "trace.json"
@@ -226,7 +226,7 @@ def test_files_on_disk_are_never_modified(shims, probes, tmp_path):
 # any of them.
 NAME_CALLS_WHERE = {"output.c": {"linkat", "renameat", "renameat2", "unlinkat"},
                     "tracefile.c": {"unlinkat"}}
-# futimens: only on the shim's own complete temporary file (the job's stamp, claim.c);
+# futimens: only on the shim's own complete temporary file (the job's stamp, output/claim.c);
 # flock: only of the directory the trace is written into, while it takes a shared name.
 OUTPUT_FILE_CALLS = {"linkat", "renameat", "renameat2", "unlinkat", "futimens", "flock"}
 # The binary trace file of SHIMGEN_TRACE_DIR (runtime/tracefile/tracefile.c, and only there): its
@@ -269,7 +269,8 @@ def test_shim_imports_nothing_that_changes_files_or_memory_protection(shims, pro
         assert opens <= {"open", "open64", "openat", "openat64", "dlopen"}, (lib, opens)
     # mmap is imported for per-thread memory that a signal handler's first call may need
     # (no malloc there): every call in the runtime maps anonymous, private, read-write
-    # memory, never executable; only tracefile.c maps a file: the trace file it made (fd).
+    # memory, never executable; only tracefile/ maps a file (tracefile.c, and fork.c for a
+    # forked child): the trace file it made (fd).
     sources = {f.name: f.read_text() for f in sorted((ROOT / "runtime").rglob("*.c"))}
     for name, text in sources.items():
         calls = re.findall(r"\bmmap\(([^;]*)\);", text)

@@ -1,9 +1,9 @@
 """Faults at run time, the trace output side: the trace and timeline JSON for any driver path
 (quotes, backslashes, control characters, invalid UTF-8), names too long for the shim,
 driver calls made while the process exits (atexit handlers, C++ static destructors), write
-errors (/dev/full, RLIMIT_FSIZE), and a process killed while it writes (runtime/output.c,
-runtime/output_name.c, runtime/trace.c). docs/reliability.md, "Trace output", lists what each
-test shows."""
+errors (/dev/full, RLIMIT_FSIZE), and a process killed while it writes (runtime/output/output.c,
+runtime/output/output_name.c, runtime/stats/trace.c). docs/reliability.md, "Trace output", lists
+what each test shows."""
 
 
 import json

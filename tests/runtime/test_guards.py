@@ -4,8 +4,8 @@ written put back when a later store or a page's protection fails, no more bytes 
 put back) and the cuGetProcAddress map (runtime/load/procaddr.c:
 its first and last entries, and the addresses around them), each compiled as a unit with a
 probe of tests/c/ and a build's generated headers; the trace file of a process that dies
-while its exit folds the blocks (runtime/stats.c: never marked complete); and the identity
-of the driver the fallback search loaded after an upgrade (runtime/driver.c: a path to it
+while its exit folds the blocks (runtime/stats/stats.c: never marked complete); and the identity
+of the driver the fallback search loaded after an upgrade (runtime/load/driver.c: a path to it
 opens the shim). docs/validation.md, "Guards and the tests that catch their removal", lists
 these with the rest."""
 
@@ -97,7 +97,7 @@ def test_init_site_bytes_are_compared_before_any_store(gates_init_unit):
     """A plan whose second byte is not the one the code holds: nothing is written, not even
     the first byte, which matched; the reason names the byte. This is the writer's own
     guard: shimgen_gates_verify and plan validation would refuse such a plan before, but
-    gates_init.c does not write a byte it has not just compared."""
+    gates/gates_init.c does not write a byte it has not just compared."""
     r = patch_init(gates_init_unit, "differs")
     assert r["rc"] == -1 and r["at_init"] == ["0", "0"]
     assert re.fullmatch(r"the init-site byte at 0x[0-9a-f]+ is not the profile's", r["why"])

@@ -1,6 +1,6 @@
 """Races, looped with random timing so that a broken claim or reset fails nearly every run
 of the suite, not one run in four: threads racing for the per-thread blocks that exited
-threads freed (runtime/stats.c), 64 first calls at once with the threads alive at exit, and
+threads freed (runtime/stats/stats.c), 64 first calls at once with the threads alive at exit, and
 a forked child's timing totals, which must be its own. The C probes are tests/c/race_churn.c,
 race_firstcall.c and forktime.c; the seeds are random per run and printed on failure."""
 

@@ -1,4 +1,4 @@
-"""The edges of the shim's dlopen redirect (runtime/dlopen.c; promised in docs/design.md,
+"""The edges of the shim's dlopen redirect (runtime/load/dlopen.c; promised in docs/design.md,
 "Every route"): a bare name that starts with `libcuda.so` and any path to the real driver's
 file (same device and inode, whatever its name) get the shim; every other name is opened as
 asked. The names that must NOT be redirected are real libraries here: small fakes built by

@@ -1,4 +1,4 @@
-"""SHIMGEN_TRACE_DIR: the binary trace file of each process (runtime/tracefile.c,
+"""SHIMGEN_TRACE_DIR: the binary trace file of each process (runtime/tracefile/tracefile.c,
 docs/traceformat.md), against real Debian drivers on the CPU. Processes killed with SIGKILL
 at known counts (the file's counts are exact) or while their threads race (the file holds
 every call made, at most one more per thread: the one in progress), threads that reuse
