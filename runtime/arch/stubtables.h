@@ -1,7 +1,7 @@
 /*
  * stubtables.h: the stub tables, the jump slots and the zeroed tables of the shim, the same
  * for every architecture (assembler directives only; included by stubs.S and
- * stubs_aarch64.S after they defined the labels it names: .Llazy_i, .Lcount_i, .Linject_i
+ * arch/aarch64/stubs.S after they defined the labels it names: .Llazy_i, .Lcount_i, .Linject_i
  * and .Lentry_i of each function i). One entry per function, in slot order; each slot and
  * target starts at the function's lazy stub.
  */

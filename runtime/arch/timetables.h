@@ -1,6 +1,6 @@
 /*
  * timetables.h: the timing stubs' tables, one entry per function in slot order, the same for
- * every architecture (assembler directives only; included by timing.S and timing_aarch64.S
+ * every architecture (assembler directives only; included by timing.S and arch/aarch64/timing.S
  * after they defined the labels it names: .Ltime_i and .Ltimeline_i of each function i).
  */
         .section .data.rel.ro, "aw"

@@ -1,5 +1,5 @@
 /*
- * inject.h: fault injection (SHIMGEN_INJECT, docs/inject.md): the rules parsed once with
+ * hooks.h: the hooks folder's face: fault injection (SHIMGEN_INJECT, docs/inject.md): the rules parsed once with
  * the rest of the configuration, the slots of the matched functions pointed at their inject
  * stubs (stubs.S), and the decision of each call the stubs ask for.
  */

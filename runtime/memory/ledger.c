@@ -11,7 +11,7 @@
  * Only allocation and free routes come here, each under one short spinlock (never held over
  * a driver call); a signal handler's allocation inside the thread's own section is not
  * followed (counted as untracked), never waited for. The numbers are kept in the trace
- * file's header as they change (tracefile_header.c attaches it), so a process killed
+ * file's header as they change (tracefile/header.c attaches it), so a process killed
  * leaves them (kept only there once it is attached; in memory before, or without a file).
  * A forked child starts a ledger of its own, empty, in its own file.
  *

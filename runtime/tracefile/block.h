@@ -3,7 +3,7 @@
  * as the counting and timing stubs (stubs.S, timing.S) update them, and the fine histogram's
  * bucket arithmetic. The offsets the assembly uses are in layout.h, checked here against the
  * structs. Types and inline helpers only: shared by stats.c (the blocks' life), totals.c
- * (their fold into the process's totals), tracefile.c and tracefile_header.c (blocks in the
+ * (their fold into the process's totals), tracefile.c and tracefile/header.c (blocks in the
  * trace file), timeline.c (rings of events), trace.c and quantiles.c (output at exit).
  */
 #ifndef SHIMGEN_BLOCK_H

@@ -1,5 +1,5 @@
 /*
- * tracefile_header.c: what the header of a binary trace file (SHIMGEN_TRACE_DIR,
+ * header.c: what the header of a binary trace file (SHIMGEN_TRACE_DIR,
  * docs/traceformat.md) holds, written into the file's shared mapping (tracefile.c makes
  * the file and maps it). When the file is made: the blocks' layout, the process (pid,
  * start time, boot id, rank), the loaded driver's identity, the function names, and the

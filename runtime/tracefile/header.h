@@ -1,8 +1,8 @@
 /*
- * tracefile_header.h: the header at offset 0 of the binary trace file of SHIMGEN_TRACE_DIR
+ * header.h: the header at offset 0 of the binary trace file of SHIMGEN_TRACE_DIR
  * (version 2, documented field by field in docs/traceformat.md, read by
  * shimgen/trace/binary.py), declared from the one list of its fields (shimgen/runenv.py) that
- * the reader uses too; and what writes it (tracefile_header.c). The blocks after it are
+ * the reader uses too; and what writes it (tracefile/header.c). The blocks after it are
  * struct tstats (block.h, layout.h), whose offsets and sizes the header records.
  */
 #ifndef SHIMGEN_TRACEFILE_HEADER_H
@@ -33,7 +33,7 @@ SHIMGEN_TRACEFILE_HEADER_OFFSETS(TF_AT)
 _Static_assert(sizeof(struct tf_header) == SHIMGEN_TRACEFILE_HEADER_SIZE, "header size");
 _Static_assert(PATH_MAX == sizeof(((struct tf_header *)0)->driver_path), "driver_path");
 
-/* tracefile_header.c, on the header in the file's shared mapping: a new file's header
+/* tracefile/header.c, on the header in the file's shared mapping: a new file's header
  * (page-aligned, zeroed; then the parts' fields; the magic written last, sealed), the calibration's pair 1 bettered as
  * blocks are added (async-signal-safe), the header finished at exit. */
 void shimgen_tracefile_header_init(struct tf_header *h, size_t page, size_t names, size_t hlen,

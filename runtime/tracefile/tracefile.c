@@ -4,7 +4,7 @@
  * At a process's first traced call its file is made in the directory (made 0700 if missing;
  * a symbolic link or someone else's is refused, once): "[r<rank>-]<pid>[-<k>].shimtrace"
  * (k when the name is taken: an exec keeps the pid), O_EXCL|O_NOFOLLOW, mode 0600. A
- * header and the function names (written by tracefile_header.c), then the per-thread
+ * header and the function names (written by tracefile/header.c), then the per-thread
  * blocks (struct tstats): block k is the page-aligned region at blocks_off + k * stride,
  * mapped MAP_SHARED, so the stubs count into the file's pages in place and a SIGKILL loses
  * no count. The file only grows (fallocate, or zeros written): two threads adding blocks at

@@ -2,7 +2,7 @@
  * tracefile.h: the binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md) as the rest
  * of the runtime uses it (tracefile.c): a thread's block mapped from the file, the file as
  * the record of the trace, the header finished at exit, a forked child's blocks moved onto
- * its own file. The header's layout is tracefile_header.h; the blocks are struct tstats
+ * its own file. The header's layout is tracefile/header.h; the blocks are struct tstats
  * (block.h, layout.h).
  */
 #ifndef SHIMGEN_TRACEFILE_H

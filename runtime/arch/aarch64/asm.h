@@ -1,5 +1,5 @@
 /*
- * asm_aarch64.h: for the two AArch64 assembly files (stubs_aarch64.S, timing_aarch64.S), as
+ * asm_aarch64.h: for the two AArch64 assembly files (arch/aarch64/stubs.S, arch/aarch64/timing.S), as
  * asm.h is for x86-64's: the assembler macros that save and restore every argument register
  * around a call into C.
  */

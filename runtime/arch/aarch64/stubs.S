@@ -1,5 +1,5 @@
 /*
- * stubs_aarch64.S: the AArch64 entry points of the shim, the counterpart of stubs.S (read
+ * arch/aarch64/stubs.S: the AArch64 entry points of the shim, the counterpart of stubs.S (read
  * that file first: the same stubs, tables and slots, in the same order). Every stub only
  * branches, so arguments in registers (x0-x7, x8, q0-q7) and on the stack reach the target
  * untouched. A stub uses only the registers a call may clobber before its target runs: x16
@@ -13,7 +13,7 @@
  *   inject stub i:          w17 = i; ask shimgen_inject_decide(i): 0, branch through
  *                           shimgen_inject_next[i]; else return that code in w0
  *
- * The timing path (SHIMGEN_TRACE=time, timeline) is timing_aarch64.S.
+ * The timing path (SHIMGEN_TRACE=time, timeline) is arch/aarch64/timing.S.
  */
 
 #include "facts.h"
@@ -204,7 +204,7 @@ shimgen_inject_common:
         fail_stub shimgen_fail_missing, SHIMGEN_CUDA_ERROR_NOT_SUPPORTED
 
 /* ---- tables: one entry per function, each the address of that function's stub (the
- * timing stubs' are timing_aarch64.S's) ---- */
+ * timing stubs' are arch/aarch64/timing.S's) ---- */
 #include "arch/stubtables.h"
 
         .section .data.rel.ro, "aw"

@@ -1,5 +1,5 @@
 /*
- * timing_aarch64.S: the timing path of SHIMGEN_TRACE=time and SHIMGEN_TRACE=timeline in
+ * arch/aarch64/timing.S: the timing path of SHIMGEN_TRACE=time and SHIMGEN_TRACE=timeline in
  * AArch64 assembly with its call-frame information, the counterpart of timing.S (read that
  * file first: the same frames, counters, histograms, error returns and events, at the same
  * offsets of layout.h). Per function, a stub that puts its index in w17; the common entry
@@ -35,10 +35,10 @@
         .hidden shimgen_result_fns
 
 .if TS_COUNT != 0 || TS_TOTAL != 8 || FRAME_RET != 0 || FRAME_START != 8 || FRAME_IDX != 16 || FRAME_RBX != 24
-        .error "timing_aarch64.S loads and stores these words in pairs"
+        .error "arch/aarch64/timing.S loads and stores these words in pairs"
 .endif
 .if TS_FINE >= (1 << 24) || TS_ERR_OVERFLOW != TS_ERR - 8 || TS_FREE > 32760 || TS_EV_MASK > 32760
-        .error "timing_aarch64.S adds these offsets in two 12-bit halves, or loads at them"
+        .error "arch/aarch64/timing.S adds these offsets in two 12-bit halves, or loads at them"
 .endif
 
 /* CFI: DWARF register REG (19 = x19, 30 = x30, the return address) is saved at OFF(x19),
