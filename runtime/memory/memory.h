@@ -2,8 +2,9 @@
  * memory.h: the memory folder's face: the device memory ledger (ledger.c, entries.c) as its
  * hooks (hooks_memory.c), the trace file's header (tracefile/header.c) and the driver's load
  * (load/driver.c) use it. Per process and column (a device ordinal, or pinned host memory):
- * the bytes held and taken and the allocations held, per route (shimgen/shim/memroutes.py), and the peak; kept in the trace
- * file's header as they change, so a process killed leaves its numbers at death.
+ * the bytes held and taken and the allocations held, per route (shimgen/shim/memroutes.py),
+ * and the peak; kept in the trace file's header as they change, so a process killed leaves
+ * its numbers at death.
  */
 #ifndef SHIMGEN_LEDGER_H
 #define SHIMGEN_LEDGER_H
