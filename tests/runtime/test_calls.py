@@ -184,7 +184,8 @@ def test_sigkill_mid_loop_keeps_the_last_calls(shims, probes, tmp_path):
         # written (its slot is the oldest's, cleared first; the call is not kept)
         assert len(calls) in (2047, 2048), seed
         assert attribs == list(range(attribs[0], attribs[0] + len(calls))), seed
-        assert attribs[-1] > 10000, seed
+        # "ready" follows the call of i = 10000: a kill at once (a loaded machine) finds it last
+        assert attribs[-1] >= 10000, seed
         assert not got["processes"][0]["complete"], seed
         assert all(c["state"] == "returned" for c in calls[:-1]), seed
         dropped = got["processes"][0]["dropped"][str(got["processes"][0]["pid"])]
