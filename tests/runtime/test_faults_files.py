@@ -222,18 +222,20 @@ def test_files_on_disk_are_never_modified(shims, probes, tmp_path):
 # renameat, renameat2 and unlinkat, relative to that directory, give a name to the complete
 # temporary file, put it over the target, or remove it after a failed write; the path forms
 # stay out. unlinkat also removes a binary trace file the shim made itself (O_EXCL) and could
-# not grow on a full disk (runtime/tracefile/tracefile.c); no other file of the runtime names
-# any of them.
-NAME_CALLS_WHERE = {"output.c": {"linkat", "renameat", "renameat2", "unlinkat"},
-                    "tracefile.c": {"unlinkat"}}
+# not grow on a full disk (runtime/tracefile/tracefile.c, and fork.c for a forked child's
+# file); no other file of the runtime names any of them.
+NAME_CALLS_WHERE = {"output/output.c": {"linkat", "renameat", "renameat2", "unlinkat"},
+                    "tracefile/tracefile.c": {"unlinkat"}, "tracefile/fork.c": {"unlinkat"}}
 # futimens: only on the shim's own complete temporary file (the job's stamp, output/claim.c);
 # flock: only of the directory the trace is written into, while it takes a shared name.
 OUTPUT_FILE_CALLS = {"linkat", "renameat", "renameat2", "unlinkat", "futimens", "flock"}
-# The binary trace file of SHIMGEN_TRACE_DIR (runtime/tracefile/tracefile.c, and only there): its
-# directory made when missing (mkdir), the file grown (fallocate, or a one-byte pwrite where
-# the file system has no fallocate) and a forked child's block bookkeeping written (pwrite)
-# into the process's own new file, made O_EXCL|O_NOFOLLOW.
+# The binary trace file of SHIMGEN_TRACE_DIR (runtime/tracefile/tracefile.c and, for a forked
+# child, tracefile/fork.c, and only there): its directory made when missing (mkdir), the file
+# grown (fallocate, or a one-byte pwrite where the file system has no fallocate) and a forked
+# child's block bookkeeping written (pwrite) into the process's own new file, made
+# O_EXCL|O_NOFOLLOW.
 TRACE_FILE_CALLS = {"mkdir", "pwrite", "pwrite64", "fallocate", "fallocate64"}
+TRACE_FILE_SOURCES = {"tracefile/tracefile.c", "tracefile/fork.c"}
 FORBIDDEN_IMPORTS = {
     "unlink", "rename", "remove", "truncate",
     "truncate64", "ftruncate", "ftruncate64", "chmod", "fchmod", "fchmodat", "chown", "fchown",
@@ -271,16 +273,19 @@ def test_shim_imports_nothing_that_changes_files_or_memory_protection(shims, pro
     # (no malloc there): every call in the runtime maps anonymous, private, read-write
     # memory, never executable; only tracefile/ maps a file (tracefile.c, and fork.c for a
     # forked child): the trace file it made (fd).
-    sources = {f.name: f.read_text() for f in sorted((ROOT / "runtime").rglob("*.c"))}
+    runtime = ROOT / "runtime"
+    sources = {f.relative_to(runtime).as_posix(): f.read_text()
+               for f in sorted(runtime.rglob("*.c"))}
     for name, text in sources.items():
         calls = re.findall(r"\bmmap\(([^;]*)\);", text)
         for args in calls:
             flat = " ".join(args.split())
             assert "PROT_READ | PROT_WRITE," in flat and "PROT_EXEC" not in flat, flat
             assert ("MAP_PRIVATE | MAP_ANONYMOUS" in flat and "-1, 0" in flat) or (
-                name == "tracefile.c" and "MAP_SHARED" in flat and ", fd, " in flat), (name, flat)
+                name in TRACE_FILE_SOURCES and "MAP_SHARED" in flat and ", fd, " in flat), (
+                name, flat)
         uses = {c for c in TRACE_FILE_CALLS if re.search(rf"\b{c}\(", text)}
-        assert name == "tracefile.c" or not uses, (name, uses)
+        assert name in TRACE_FILE_SOURCES or not uses, (name, uses)
         names = {c for c in ("linkat", "renameat", "renameat2", "unlinkat")
                  if re.search(rf"\b{c}\(", text)}
         assert names <= NAME_CALLS_WHERE.get(name, set()), (name, names)
