@@ -12,6 +12,7 @@ well under its time; the whole list is checked before an issue is called resolve
 
 from __future__ import annotations
 
+import dataclasses
 import runpy
 import subprocess
 import tempfile
@@ -63,8 +64,7 @@ def changed_since(mutations, repo: Path, ref: str, list_path: Path) -> set[str]:
     out = set()
     for m in mutations:
         then = before.get(m.name)
-        now = {"name": m.name, "file": m.file, "old": m.old, "new": m.new,
-               "tests": list(m.tests), "why": m.why}
+        now = {**dataclasses.asdict(m), "tests": list(m.tests)}
         if (then is None or {**then, "tests": list(then.get("tests", []))} != now
                 or m.file in files or any(test_file(t) in files for t in m.tests)):
             out.add(m.name)
