@@ -3019,6 +3019,16 @@ MUTATIONS = [
         "why": "an interrupt that comes once the line is being said is dropped, not raised",
     },
     {
+        "name": "interrupt-after-the-guard-redelivered",
+        "file": "shimgen/errors.py",
+        "old": "        if sys.is_finalizing() or _ended:\n",
+        "new": "        if sys.is_finalizing():\n",
+        "tests": ["tests/cli/test_cli_inputs.py::test_an_interrupt_python_ignores_after_the_guard_"
+                  "ended_is_dropped"],
+        "why": "an interrupt Python ignores after the start's guard ended is dropped: a timer "
+               "set then fires outside every guard (a traceback, or death by SIGALRM)",
+    },
+    {
         "name": "main-second-interrupt-said-as-the-end",
         "file": "shimgen/__main__.py",
         "old": "        if first is not e:\n",

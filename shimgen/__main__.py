@@ -121,9 +121,9 @@ try:
                 return main()
             finally:  # what the command wrote (argparse's --help too), out inside the guard
                 _flush_stdout()
-                from .errors import raise_swallowed
+                from .errors import end_redelivery
 
-                raise_swallowed()
+                end_redelivery()
         except KeyboardInterrupt as e:
             return _interrupted(e)
         except Exception as e:  # cli.main says its own errors: this one is from an import

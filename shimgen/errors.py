@@ -77,6 +77,9 @@ def one_line(text: str) -> str:
 
 #: The interrupt redeliver_swallowed is about to raise again, while its timer runs.
 _swallowed: list[KeyboardInterrupt] = []
+#: Set once the command's guard has ended (end_redelivery): no code of shimgen's is left to
+#: raise an interrupt in, and a timer would outlive the handlers.
+_ended: list[bool] = []
 
 
 def redeliver_swallowed(old_hook):
@@ -85,15 +88,16 @@ def redeliver_swallowed(old_hook):
     lost. Raise it again a millisecond later instead (SIGALRM), in the code that runs then;
     should that be such a place again, the same happens again. One that lands as the
     interpreter shuts down is dropped: the work is done, and a timer firing after Python has
-    put the default actions back would kill the process by SIGALRM. The code that ends a
-    command raises a pending one at once (raise_swallowed)."""
+    put the default actions back would kill the process by SIGALRM; so is one after the
+    command's guard ended (end_redelivery), as Python frees the last objects. The code that
+    ends a command raises a pending one at once (raise_swallowed)."""
 
     def hook(unraisable) -> None:
         exc = unraisable.exc_value
         if not isinstance(exc, KeyboardInterrupt):
             old_hook(unraisable)
             return
-        if sys.is_finalizing():
+        if sys.is_finalizing() or _ended:
             return
         again = exc if isinstance(exc, Interrupted) else KeyboardInterrupt()
 
@@ -118,6 +122,16 @@ def raise_swallowed(drop: bool = False) -> None:
     again = _swallowed.pop()
     if not drop:
         raise again
+
+
+def end_redelivery() -> None:
+    """The last statement of the outermost guard (__main__.entry): from here on an interrupt
+    that lands where Python ignores one is dropped, the work being done, and one still held is
+    raised now, inside the guard. Before, one that landed as Python freed the last objects set
+    the timer, whose SIGALRM then came after Python had put the default actions back and
+    killed the process (exit by signal 14 after `--help` had printed)."""
+    _ended.append(True)
+    raise_swallowed()
 
 
 def quiet_unraisable(_unraisable) -> None:

@@ -419,3 +419,26 @@ def test_an_interrupt_after_the_command_lines_own_guard_is_one_line(monkeypatch,
         pytest.fail("the interrupt went through entry()")
     assert status == 130
     assert capsys.readouterr().err == INTERRUPTED_AT_THE_END + "\n"
+
+
+def test_an_interrupt_python_ignores_after_the_guard_ended_is_dropped(tmp_path):
+    """An interrupt raised where Python ignores exceptions (a __del__, as Python frees the
+    last objects) after the start's guard has ended is dropped: the work is done, nothing of
+    shimgen's is left to raise it in. Before, it set the one-millisecond timer that redelivers
+    such an interrupt; its SIGALRM then came outside every guard: a traceback, or, once Python
+    had put the default actions back, death by signal 14 after `--help` had printed."""
+    starter = ("import sys, time, shimgen.__main__ as start\n"
+               "class Lost:\n"
+               "    def __del__(self):\n"
+               "        raise KeyboardInterrupt\n"
+               "try:\n"
+               "    status = start.entry()\n"
+               "except SystemExit as e:  # argparse's, after --help\n"
+               "    status = e.code\n"
+               "Lost()\n"
+               "time.sleep(0.1)\n"
+               "sys.exit(status)\n")
+    proc = subprocess.run([sys.executable, "-c", starter, "exports", "--help"], cwd=ROOT,
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert proc.stdout.startswith("usage: shimgen exports"), proc.stdout[:200]
