@@ -377,16 +377,16 @@ MUTATIONS = [
     {
         "name": "fork-child-keeps-parent-time-totals",
         "file": "runtime/stats/totals.c",
-        "old": "        shimgen_time_total[i] = 0;\n",
-        "new": "",
+        "old": '        memset(&shimgen_fn_totals[i], 0, sizeof shimgen_fn_totals[i]);\n',
+        "new": '        shimgen_fn_totals[i].max = 0;\n',
         "tests": ["tests/runtime/test_races.py::test_forked_child_times_only_its_own_calls"],
         "why": "a forked child's trace times its own calls, not its parent's",
     },
     {
         "name": "fork-child-keeps-parent-time-max",
         "file": "runtime/stats/totals.c",
-        "old": "        shimgen_time_max[i] = 0;\n",
-        "new": "",
+        "old": '        memset(&shimgen_fn_totals[i], 0, sizeof shimgen_fn_totals[i]);\n',
+        "new": '        shimgen_fn_totals[i].total = 0;\n',
         "tests": ["tests/runtime/test_races.py::test_forked_child_times_only_its_own_calls"],
         "why": "a forked child's maximum call time is of its own calls",
     },
@@ -2930,8 +2930,8 @@ MUTATIONS = [
     {
         "name": "totals-max-not-folded",
         "file": "runtime/stats/totals.c",
-        "old": "        while (fs->max > m && !__atomic_compare_exchange_n(",
-        "new": "        while (0 && fs->max > m && !__atomic_compare_exchange_n(",
+        "old": "    while (v > m && !__atomic_compare_exchange_n(total, &m, v, 1, __ATOMIC_RELAXED,\n",
+        "new": "    while (0 && v > m && !__atomic_compare_exchange_n(total, &m, v, 1, __ATOMIC_RELAXED,\n",
         "tests": ["tests/runtime/test_timing.py::test_shim_preserves_arguments_and_results[time]"],
         "why": "each thread's maximum is folded into the process's (max_ns)",
     },
@@ -2946,9 +2946,8 @@ MUTATIONS = [
     {
         "name": "totals-block-calls-not-cleared",
         "file": "runtime/stats/totals.c",
-        "old": ("    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) /* not .target: the thread branches "
-                "through it */\n        s->fn[i].count = s->fn[i].total = s->fn[i].max = 0;\n"),
-        "new": "",
+        "old": '#define CLEAR_CALLS(fs, word) (fs).word = 0;\n',
+        "new": '#define CLEAR_CALLS(fs, word)\n',
         "tests": ["tests/runtime/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear"],
         "why": "a block reused by a later thread starts with no calls (else they are folded twice)",
     },
@@ -3067,8 +3066,8 @@ MUTATIONS = [
     {
         "name": "arm64-cleared-block-loses-its-targets",
         "file": "runtime/stats/totals.c",
-        "old": "        s->fn[i].count = s->fn[i].total = s->fn[i].max = 0;\n",
-        "new": "        s->fn[i] = (struct fstats){0, 0, 0, 0};\n",
+        "old": '#define CLEAR_NONE(fs, word)\n',
+        "new": '#define CLEAR_NONE(fs, word) (fs).word = 0;\n',
         "tests": ["tests/runtime/test_aarch64.py::test_threads_calling_while_the_exit_folds_"
                   "their_blocks_go_on"],
         "why": "an aarch64 block cleared at exit keeps the targets its thread, still calling, "
@@ -3170,10 +3169,26 @@ MUTATIONS = [
         "why": "only a file whose first line says it is a table of data may pass 400 lines",
     },
     {
-        "name": "trace-fields-fstats-words-swapped",
+        "name": "trace-fields-max-word-summed",
+        "file": "shimgen/trace/blocks.py",
+        "old": "                    acc[j] = max(acc[j], v) if _MAXED[j] else acc[j] + v\n",
+        "new": "                    acc[j] = acc[j] + v\n",
+        "tests": ["tests/report/test_trace_fields.py::test_both_readers_read_every_listed_field_alike"],
+        "why": "the binary reader folds each word of struct fstats by its fold: a maximum is no sum",
+    },
+    {
+        "name": "trace-fields-json-ticks-not-ns",
+        "file": "runtime/stats/trace.c",
+        "old": "#define JSON_TICKS(f, v, k) shimgen_out_printf(f, \"%.0f\", (double)(v) * (k))\n",
+        "new": "#define JSON_TICKS(f, v, k) shimgen_out_printf(f, \"%.0f\", (double)(v))\n",
+        "tests": ["tests/report/test_trace_fields.py::test_both_readers_read_every_listed_field_alike"],
+        "why": "the exit JSON writes a word of unit ticks in ns, as the binary reader reads it",
+    },
+    {
+        "name": "trace-fields-fstats-offsets-not-the-structs",
         "file": "shimgen/runenv.py",
-        "old": "TRACE_FSTATS = {\"count\": 0, \"total\": 8, \"max\": 16, \"target\": 24}\n",
-        "new": "TRACE_FSTATS = {\"count\": 0, \"total\": 16, \"max\": 8, \"target\": 24}\n",
+        "old": 'TRACE_FSTATS = {word: 8 * i for i, (word, _, _) in enumerate(TRACE_FSTATS_WORDS)}\n',
+        "new": 'TRACE_FSTATS = {word: 8 * (i ^ 1 if i < 2 else i) for i, (word, _, _) in enumerate(TRACE_FSTATS_WORDS)}\n',
         "tests": ["tests/report/test_trace_fields.py::test_the_rendered_header_is_the_blocks_c_layout"],
         "why": "struct fstats is held to the one list's words (a shim with them differing does "
                "not build)",

@@ -171,9 +171,20 @@ TRACE_FUNCTION_FIELDS = (
     ("hist", "hist", None), ("fine", "fine", None),  # block: the tables at off_hist, off_fine
     (None, None, "target"),  # aarch64's counted calls read the function's target here
 )
-# struct fstats, one per function at the block's off_fn: each word's byte offset; its size.
-TRACE_FSTATS = {"count": 0, "total": 8, "max": 16, "target": 24}
-TRACE_FSTATS_SIZE = 32
+# struct fstats, one per function at the block's off_fn: its 64-bit words in order, each
+# (word, how the blocks' words fold into the process's: "calls" (added into shimgen_counts,
+# which counts mode's stubs add to), "sum", "max" or None (no total), its unit: "calls",
+# "ticks" (written to the JSON and read as ns) or None). struct fstats, the stubs' TS_*
+# offsets, the totals (runtime/stats/totals.h), the fold, the clear and the JSON writer are
+# rendered from it (tracefields.h's X-macros), and both readers read it.
+TRACE_FSTATS_WORDS = (
+    ("count", "calls", "calls"), ("total", "sum", "ticks"), ("max", "max", "ticks"),
+    ("target", None, None),
+)
+# Each word's byte offset; the struct's size, a power of two (the stubs index fn[] by a shift).
+TRACE_FSTATS = {word: 8 * i for i, (word, _, _) in enumerate(TRACE_FSTATS_WORDS)}
+TRACE_FSTATS_SHIFT = (8 * len(TRACE_FSTATS_WORDS) - 1).bit_length()
+TRACE_FSTATS_SIZE = 1 << TRACE_FSTATS_SHIFT
 # The four numbers of a column's pools (the driver's CU_MEMPOOL_ATTR_*, summed over the
 # column's pools) and of its graphs (CU_GRAPH_MEM_ATTR_*), in the order mem_pool and
 # mem_graph keep them.

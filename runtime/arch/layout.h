@@ -10,21 +10,22 @@
 /* struct fstats, one per function: count, total, max, and on aarch64 the function's target
  * (what a timed call updates is in one cache line; a counted call on aarch64 reads its
  * target from the word after its count's, aarch64/stubs.S). Its words are shimgen/runenv.py's
- * one list of trace fields (TRACE_FSTATS), rendered into tracefields.h. */
+ * one list of trace fields (TRACE_FSTATS_WORDS), rendered into tracefields.h; a word only C
+ * fills needs no name here. */
 #include "tracefields.h"
 #define TS_FSTATS_SIZE SHIMGEN_FSTATS_SIZE
-#define TS_FSTATS_SHIFT 5 /* log2 of TS_FSTATS_SIZE (block.h checks it) */
+#define TS_FSTATS_SHIFT SHIMGEN_FSTATS_SHIFT /* log2 of TS_FSTATS_SIZE (block.h checks it) */
 #define TS_COUNT SHIMGEN_FSTATS_COUNT
 #define TS_TOTAL SHIMGEN_FSTATS_TOTAL
 #define TS_MAX SHIMGEN_FSTATS_MAX
 #define TS_TARGET SHIMGEN_FSTATS_TARGET
 /* struct tstats after its fn[SHIMGEN_NFUNCS]. */
-#define TS_UNTIMED (32 * SHIMGEN_NFUNCS)
-#define TS_FREE (32 * SHIMGEN_NFUNCS + 8)
-#define TS_EV (32 * SHIMGEN_NFUNCS + 24)
-#define TS_EV_HEAD (32 * SHIMGEN_NFUNCS + 32)
-#define TS_EV_MASK (32 * SHIMGEN_NFUNCS + 40)
-#define TS_FRAMES (32 * SHIMGEN_NFUNCS + 48)
+#define TS_UNTIMED (TS_FSTATS_SIZE * SHIMGEN_NFUNCS)
+#define TS_FREE (TS_FSTATS_SIZE * SHIMGEN_NFUNCS + 8)
+#define TS_EV (TS_FSTATS_SIZE * SHIMGEN_NFUNCS + 24)
+#define TS_EV_HEAD (TS_FSTATS_SIZE * SHIMGEN_NFUNCS + 32)
+#define TS_EV_MASK (TS_FSTATS_SIZE * SHIMGEN_NFUNCS + 40)
+#define TS_FRAMES (TS_FSTATS_SIZE * SHIMGEN_NFUNCS + 48)
 #define TS_SHADOW_DEPTH 128
 /* After the frames: the list link, state and tid (16 bytes), then the error returns of the
  * time paths (a count of those that found no free slot, then the slots), then, aligned to a
@@ -39,6 +40,9 @@
 #define TS_ERRSLOT_SIZE 16 /* key: (function index + 1) << 32 | code (0: empty); count */
 #define TS_HIST_BUCKETS 64
 #define TS_HIST_SHIFT 9 /* log2 of TS_HIST_BUCKETS * 8: one function's histogram */
+/* fn[i]'s byte offset times this is hist[i][0]'s word index (an x86-64 index scale: 1, 2, 4
+ * or 8, so struct fstats is 8 to 64 bytes; block.h checks it). */
+#define TS_HIST_SCALE (TS_HIST_BUCKETS / TS_FSTATS_SIZE)
 #define TS_HIST ((TS_ERR + TS_ERRSLOT_SIZE * TS_ERR_SLOTS + 63) & ~63)
 /* After the histograms: the thread's fine latency histogram, one table for every function,
  * FINE_SLOTS slots of 8 bytes (a 32-bit key, (function index + 1) << FINE_BITS | fine

@@ -58,7 +58,7 @@ static __attribute__((noinline)) void note_reserved_peak(unsigned c)
 
 /* A column's `extra`: the pools' reservation beyond what the pool routes hold there (never
  * below 0: the ledger's view of a pool may be older than its routes'), and the graphs'. */
-void recompute_extra(unsigned c)
+static void recompute_extra(unsigned c)
 {
     uint64_t pooled = 0;
     for (unsigned r = 0; r < ROUTES; r++)
@@ -67,6 +67,18 @@ void recompute_extra(unsigned c)
     uint64_t res = num->pool[c * 4];
     extra[c] = (res > pooled ? res - pooled : 0) + num->graph[c * 4];
     note_reserved_peak(c);
+}
+
+/* A pool's or the graphs' reservation (memory/reserve.c) as the column's `extra`. */
+void shimgen_ledger_reservation(int graphs, int column, const uint64_t v[4])
+{
+    if ((unsigned)column >= COLS || !lock_ledger())
+        return;
+    uint64_t *to = (graphs ? num->graph : num->pool) + column * 4;
+    for (int k = 0; k < 4; k++) /* (the highs, 1 and 3, kept at their most) */
+        to[k] = (k & 1) && to[k] > v[k] ? to[k] : v[k];
+    recompute_extra((unsigned)column);
+    unlock_ledger();
 }
 
 /* Bytes added to a column and route (an allocation: `one` 1, `taken` its bytes) or given

@@ -6,7 +6,7 @@
  * (an allocation that would take a device past it is refused before the driver is called).
  * Live allocations are in an open-addressing table (address, pointer, handle or array ->
  * size, column, route; a handle's references), mapped at the first allocation (entries.c;
- * the state both share and the lock in lock.h).
+ * the state both share and the lock in lock.h, defined in lock.c).
  *
  * Only allocation and free routes come here, each under one short spinlock (never held over
  * a driver call); a signal handler's allocation inside the thread's own section is not
@@ -47,16 +47,9 @@ NUMS_AT(pool, 0)
 NUMS_AT(graph, 0)
 NUMS_AT(pools, 0)
 NUMS_AT(graph_allocs, 0)
-static struct nums own;
-struct nums *num = &own; /* (lock.h: the state entries.c shares) */
-uint64_t current[COLS];
-uint64_t extra[COLS];
 static pid_t led_pid;           /* the process whose numbers `led` holds */
 static struct tf_header *hdr;   /* where they are kept too; NULL: no trace file */
 static pid_t hdr_pid;
-struct slot *slots;
-unsigned room;
-uintptr_t lock;
 static int configured;  /* shimgen_ledger_config ran: the driver's load began */
 uint64_t shimgen_ledger_limit;
 
@@ -76,10 +69,10 @@ static void own_process(void)
 {
     pid_t me = getpid();
     if (led_pid != me) {
-        memset(&own, 0, sizeof own);
+        memset(&own_nums, 0, sizeof own_nums);
         memset(current, 0, sizeof current);
         memset(extra, 0, sizeof extra);
-        num = &own;
+        num = &own_nums;
         if (slots && mmap(slots, SLOTS * sizeof *slots, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
                          MAP_FAILED)
@@ -89,7 +82,7 @@ static void own_process(void)
     }
     if (hdr && hdr_pid != me) {
         hdr = NULL;
-        num = &own;
+        num = &own_nums;
     }
 }
 
@@ -102,20 +95,6 @@ void shimgen_ledger_after_fork(void)
         return;
     lock = 0;
     own_process();
-}
-
-/* The lock held by another thread: wait for it (never on the common path). */
-__attribute__((noinline)) void wait_for_lock(uintptr_t me)
-{
-    uintptr_t was = 0;
-    for (unsigned spins = 0;
-         !__atomic_compare_exchange_n(&lock, &was, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-         spins++, was = 0) {
-        if (spins > 64)
-            sched_yield();
-        else
-            shimgen_pause();
-    }
 }
 
 void shimgen_ledger_attach(struct tf_header *h)
@@ -142,8 +121,8 @@ void shimgen_ledger_detach(struct tf_header *h)
 {
     int locked = lock_ledger();
     if (hdr == h) {
-        memcpy(&own, num, sizeof own);
-        num = &own;
+        memcpy(&own_nums, num, sizeof own_nums);
+        num = &own_nums;
         hdr = NULL;
     }
     if (locked)
@@ -187,17 +166,6 @@ uint64_t shimgen_ledger_extra(int column)
 {
     return column >= 0 && column < (int)COLS ? __atomic_load_n(&extra[column], __ATOMIC_RELAXED)
                                              : 0;
-}
-
-void shimgen_ledger_reservation(int graphs, int column, const uint64_t v[4])
-{
-    if ((unsigned)column >= COLS || !lock_ledger())
-        return;
-    uint64_t *to = (graphs ? num->graph : num->pool) + column * 4;
-    for (int k = 0; k < 4; k++) /* (the highs, 1 and 3, kept at their most) */
-        to[k] = (k & 1) && to[k] > v[k] ? to[k] : v[k];
-    recompute_extra((unsigned)column);
-    unlock_ledger();
 }
 
 void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs)

@@ -2,8 +2,8 @@
  * lock.h: the ledger's shared state and its lock, inner to memory/: ledger.c (the numbers,
  * their place in the trace file's header, the limit's reservations, the configuration)
  * and entries.c (the live-entry table, the allocation and free paths) both use them.
- * Declared hidden, as the build makes every definition, so that both files address them
- * directly, as one file did its statics.
+ * Defined in lock.c; declared hidden, as the build makes every definition, so that both
+ * files address them directly, as one file did its statics.
  */
 #ifndef SHIMGEN_MEMORY_LOCK_H
 #define SHIMGEN_MEMORY_LOCK_H
@@ -42,14 +42,14 @@ struct nums {
 };
 
 #pragma GCC visibility push(hidden)
-extern struct nums *num;       /* where the numbers are: ledger.c's own, or the header's */
+extern struct nums own_nums;   /* the numbers before a trace file's header, or without one */
+extern struct nums *num;       /* where the numbers are: own_nums, or the header's */
 extern uint64_t current[COLS]; /* the bytes held per column (and reserved for the limit) */
 extern uint64_t extra[COLS];   /* what pools and graphs reserve beyond the pool routes' */
 extern struct slot *slots;     /* SLOTS entries, mapped at the first allocation */
 extern unsigned room;          /* entries the table takes still; 0 too before it is mapped */
 extern uintptr_t lock;         /* 0, or the thread pointer of the thread holding it */
-void wait_for_lock(uintptr_t me); /* ledger.c */
-void recompute_extra(unsigned c); /* entries.c */
+void wait_for_lock(uintptr_t me);
 #pragma GCC visibility pop
 
 /* 0: held by this very thread, a signal handler inside its own section (not waited for). */

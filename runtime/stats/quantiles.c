@@ -78,8 +78,8 @@ void shimgen_function_quantiles(unsigned i, double out[3])
     uint64_t calls = 0;
     for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
         calls += shimgen_hist[i][b];
-    double top = (double)shimgen_time_max[i];
-    double low = (double)shimgen_time_total[i] - (double)(calls ? calls - 1 : 0) * top;
+    double top = (double)FTOTAL_MAX(i, max);
+    double low = (double)FTOTAL_SUM(i, total) - (double)(calls ? calls - 1 : 0) * top;
     low = low < 0.0 ? 0.0 : low > top ? top : low;
     for (int k = 0; k < 3; k++) {
         double p = quantile_ticks(segs, n, qs[k], top);

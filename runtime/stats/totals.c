@@ -14,8 +14,7 @@
 #include "base/base.h"
 #include "tracefile/tracefile.h"
 
-uint64_t shimgen_time_total[SHIMGEN_NFUNCS];
-uint64_t shimgen_time_max[SHIMGEN_NFUNCS];
+struct ftotals shimgen_fn_totals[SHIMGEN_NFUNCS];
 uint64_t shimgen_untimed_calls;
 struct errslot shimgen_errors[ERRORS_SLOTS];
 uint64_t shimgen_error_overflow;
@@ -102,6 +101,23 @@ static void fold_fine(uint32_t key, uint64_t n)
                   slot = slot##_n & (TS_FINE_SLOTS - 1);                                   \
          slot##_n < slot##_end; slot##_n++, slot = slot##_n & (TS_FINE_SLOTS - 1))
 
+/* *total = the larger of it and v (atomics: threads exit at once). */
+static void fold_max(uint64_t *total, uint64_t v)
+{
+    uint64_t m = __atomic_load_n(total, __ATOMIC_RELAXED);
+    while (v > m && !__atomic_compare_exchange_n(total, &m, v, 1, __ATOMIC_RELAXED,
+                                                  __ATOMIC_RELAXED))
+        ;
+}
+
+/* One word of function i's struct fstats `fs` into the process's totals, by its fold. */
+#define FOLD_WORD(word, fold, unit, offset) FOLD_##fold(i, fs, word)
+#define FOLD_CALLS(i, fs, word) __atomic_fetch_add(&shimgen_counts[i], (fs)->word, __ATOMIC_RELAXED);
+#define FOLD_SUM(i, fs, word) \
+    __atomic_fetch_add(&shimgen_fn_totals[i].word, (fs)->word, __ATOMIC_RELAXED);
+#define FOLD_MAX(i, fs, word) fold_max(&shimgen_fn_totals[i].word, (fs)->word);
+#define FOLD_NONE(i, fs, word)
+
 void shimgen_fold_block(struct tstats *s)
 {
     for (unsigned e = 0; e < TS_ERR_SLOTS; e++)
@@ -123,16 +139,18 @@ void shimgen_fold_block(struct tstats *s)
                     fold_fine(key, s->fine[k].count);
             }
         }
-        __atomic_fetch_add(&shimgen_counts[i], fs->count, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&shimgen_time_total[i], fs->total, __ATOMIC_RELAXED);
-        uint64_t m = __atomic_load_n(&shimgen_time_max[i], __ATOMIC_RELAXED);
-        while (fs->max > m && !__atomic_compare_exchange_n(&shimgen_time_max[i], &m, fs->max,
-                                                             1, __ATOMIC_RELAXED,
-                                                             __ATOMIC_RELAXED))
-            ;
+        SHIMGEN_FSTATS_WORDS(FOLD_WORD)
     }
     __atomic_fetch_add(&shimgen_untimed_calls, s->untimed, __ATOMIC_RELAXED);
 }
+
+/* One word of function i's struct fstats cleared: each that has a total (a word of fold NONE,
+ * aarch64's target, is the thread's to branch through, and stays). */
+#define CLEAR_WORD(word, fold, unit, offset) CLEAR_##fold(s->fn[i], word)
+#define CLEAR_CALLS(fs, word) (fs).word = 0;
+#define CLEAR_SUM(fs, word) (fs).word = 0;
+#define CLEAR_MAX(fs, word) (fs).word = 0;
+#define CLEAR_NONE(fs, word)
 
 /* Only the histograms of functions with calls can hold counts: the rest stay untouched
  * (most of a block's 300-odd KiB of histograms is never written, so never paged in). */
@@ -152,8 +170,9 @@ void shimgen_clear_block(struct tstats *s)
     }
     memset(s->err, 0, sizeof s->err);
     s->err_overflow = 0;
-    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) /* not .target: the thread branches through it */
-        s->fn[i].count = s->fn[i].total = s->fn[i].max = 0;
+    for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) { /* each word a statement: braces */
+        SHIMGEN_FSTATS_WORDS(CLEAR_WORD)
+    }
     s->untimed = 0;
 }
 
@@ -167,8 +186,7 @@ void shimgen_totals_after_fork(void)
         if (shimgen_counts[i]) /* a histogram of the parent's holds counts only then */
             memset(shimgen_hist[i], 0, sizeof shimgen_hist[i]);
         shimgen_counts[i] = 0;
-        shimgen_time_total[i] = 0;
-        shimgen_time_max[i] = 0;
+        memset(&shimgen_fn_totals[i], 0, sizeof shimgen_fn_totals[i]);
     }
     shimgen_untimed_calls = 0;
     memset(shimgen_errors, 0, sizeof shimgen_errors);

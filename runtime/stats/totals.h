@@ -1,5 +1,5 @@
 /*
- * totals.h: the process's totals (totals.c): each function's time, error returns and
+ * totals.h: the process's totals (totals.c): each function's words of struct fstats, error returns and
  * latency histograms, folded from the per-thread blocks (block.h) at thread exit and at
  * exit, like its count (shimgen_counts, runtime.h); read by the trace at exit, reset in a
  * forked child.
@@ -15,8 +15,21 @@
  * address them directly, as the one that defines them does: shimgen_time_push counts into
  * shimgen_untimed_calls on every timed call of a thread that has no block. */
 #pragma GCC visibility push(hidden)
-extern uint64_t shimgen_time_total[SHIMGEN_NFUNCS];
-extern uint64_t shimgen_time_max[SHIMGEN_NFUNCS];
+/* A function's totals of the words of struct fstats that fold by SUM or MAX (tracefields.h);
+ * a word that folds by CALLS is its count, shimgen_counts[i], which counts mode's stubs add
+ * to. FTOTAL_<fold>(i, word) is function i's total of a word. */
+#define FTOTALS_MEMBER(word, fold, unit, offset) FTOTALS_MEMBER_##fold(word)
+#define FTOTALS_MEMBER_CALLS(word)
+#define FTOTALS_MEMBER_SUM(word) uint64_t word;
+#define FTOTALS_MEMBER_MAX(word) uint64_t word;
+#define FTOTALS_MEMBER_NONE(word)
+struct ftotals {
+    SHIMGEN_FSTATS_WORDS(FTOTALS_MEMBER)
+};
+#define FTOTAL_CALLS(i, word) shimgen_counts[i]
+#define FTOTAL_SUM(i, word) shimgen_fn_totals[i].word
+#define FTOTAL_MAX(i, word) shimgen_fn_totals[i].word
+extern struct ftotals shimgen_fn_totals[SHIMGEN_NFUNCS];
 extern uint64_t shimgen_untimed_calls; /* no free frame or no block: counted, not timed */
 /* The process's error returns and histograms, folded from every block (thread exit, exit):
  * ERRORS_SLOTS (function, code) pairs, the rest counted in shimgen_error_overflow. */

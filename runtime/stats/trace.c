@@ -164,6 +164,15 @@ static void write_json_head(struct shimgen_out *f)
                                                            __ATOMIC_RELAXED));
 }
 
+/* One word of function i's totals in the JSON, by its unit (a count as it is, ticks as ns;
+ * k: ns per tick), then ", " (the derived keys follow). */
+#define JSON_WORD(word, fold, unit, key) \
+    shimgen_out_printf(f, "\"" key "\": "); \
+    JSON_##unit(f, FTOTAL_##fold(i, word), k); \
+    shimgen_out_printf(f, ", ");
+#define JSON_CALLS(f, v, k) shimgen_out_printf(f, "%llu", (unsigned long long)(v))
+#define JSON_TICKS(f, v, k) shimgen_out_printf(f, "%.0f", (double)(v) * (k))
+
 /* SHIMGEN_TRACE=time: the times, the errors and each function's latency, in ns. */
 static void write_json_times(struct shimgen_out *f)
 {
@@ -181,14 +190,13 @@ static void write_json_times(struct shimgen_out *f)
             continue;
         shimgen_out_printf(f, "%s\n    ", first ? "" : ",");
         shimgen_out_json_str(f, shimgen_names[i]);
-        double mx = (double)shimgen_time_max[i], p[3];
+        double p[3];
         shimgen_function_quantiles(i, p);
-        shimgen_out_printf(f, ": {\"calls\": %llu, \"total_ns\": %.0f, \"mean_ns\": %.1f, "
-                              "\"max_ns\": %.0f, \"p50_ns\": %.1f, \"p90_ns\": %.1f, "
+        shimgen_out_printf(f, ": {");
+        SHIMGEN_FSTATS_JSON(JSON_WORD)
+        shimgen_out_printf(f, "\"mean_ns\": %.1f, \"p50_ns\": %.1f, \"p90_ns\": %.1f, "
                               "\"p99_ns\": %.1f",
-                           (unsigned long long)c, shimgen_time_total[i] * k,
-                           shimgen_time_total[i] * k / (double)c, mx * k, p[0] * k, p[1] * k,
-                           p[2] * k);
+                           FTOTAL_SUM(i, total) * k / (double)c, p[0] * k, p[1] * k, p[2] * k);
         write_json_hist(f, i);
         shimgen_out_printf(f, "}");
         first = 0;
@@ -256,9 +264,9 @@ static void write_table_times(const unsigned *order, unsigned n)
         double p[3];
         shimgen_function_quantiles(x, p);
         fprintf(stderr, "%14llu  %14.3f  %12.0f  %12.0f  %12.0f  %12.0f  %12.0f  %s\n",
-                (unsigned long long)shimgen_counts[x], shimgen_time_total[x] * k / 1e6,
-                shimgen_time_total[x] * k / (double)shimgen_counts[x], p[0] * k, p[1] * k,
-                p[2] * k, shimgen_time_max[x] * k, shimgen_names[x]);
+                (unsigned long long)shimgen_counts[x], FTOTAL_SUM(x, total) * k / 1e6,
+                FTOTAL_SUM(x, total) * k / (double)shimgen_counts[x], p[0] * k, p[1] * k,
+                p[2] * k, FTOTAL_MAX(x, max) * k, shimgen_names[x]);
     }
     unsigned ne = gather_errors(by_count, 0);
     if (ne || shimgen_error_overflow)

@@ -39,13 +39,16 @@ struct tl_event {
     uint64_t dur_idx; /* elapsed ticks << 16 | function index */
 };
 
-/* What a thread has of one function: what a timed call updates is in one cache line.
- * `target`: 0 on x86-64; on aarch64 a copy of shimgen_targets[i], written when a thread
- * takes the block (stats.c), for the counting stub to branch through (readers skip it). */
+/* What a thread has of one function: what a timed call updates is in one cache line. Its
+ * words are runenv.py's list (tracefields.h), each a 64-bit word; the struct is aligned to
+ * its size, a power of two, which pads it. `target`: 0 on x86-64; on aarch64 a copy of
+ * shimgen_targets[i], written when a thread takes the block (stats.c), for the counting stub
+ * to branch through (readers skip it: its fold is NONE). */
+#define FSTATS_MEMBER(word, fold, unit, offset) uint64_t word;
 struct fstats {
-    uint64_t count, total, max;
-    void *target;
-};
+    SHIMGEN_FSTATS_WORDS(FSTATS_MEMBER)
+} __attribute__((aligned(TS_FSTATS_SIZE)));
+#undef FSTATS_MEMBER
 
 /* One (function, non-success code) of a thread's timed calls and how often it was returned. */
 struct errslot {
@@ -81,10 +84,10 @@ enum { BLOCK_FREE = 0, BLOCK_LIVE = 1 };
 
 _Static_assert(sizeof(struct fstats) == TS_FSTATS_SIZE &&
                    TS_FSTATS_SIZE == 1u << TS_FSTATS_SHIFT, "fstats");
-_Static_assert(offsetof(struct fstats, count) == TS_COUNT, "fstats.count");
-_Static_assert(offsetof(struct fstats, total) == TS_TOTAL, "fstats.total");
-_Static_assert(offsetof(struct fstats, max) == TS_MAX, "fstats.max");
-_Static_assert(offsetof(struct fstats, target) == TS_TARGET, "fstats.target");
+#define FSTATS_AT(word, fold, unit, offset) \
+    _Static_assert(offsetof(struct fstats, word) == (offset), "fstats." #word);
+SHIMGEN_FSTATS_WORDS(FSTATS_AT)
+#undef FSTATS_AT
 _Static_assert(offsetof(struct tstats, untimed) == TS_UNTIMED, "tstats.untimed");
 _Static_assert(offsetof(struct tstats, free) == TS_FREE, "tstats.free");
 _Static_assert(offsetof(struct tstats, ev) == TS_EV, "tstats.ev");
@@ -98,6 +101,9 @@ _Static_assert(sizeof(struct errslot) == TS_ERRSLOT_SIZE, "errslot");
 _Static_assert(TS_ERR_SLOTS == 1u << TS_ERR_SLOTS_SHIFT, "err[] is a power of two");
 _Static_assert(offsetof(struct tstats, hist) == TS_HIST, "tstats.hist");
 _Static_assert(sizeof(uint64_t) * TS_HIST_BUCKETS == 1u << TS_HIST_SHIFT, "one histogram");
+_Static_assert(TS_HIST_SCALE * TS_FSTATS_SIZE == TS_HIST_BUCKETS &&
+                   (TS_HIST_SCALE == 1 || TS_HIST_SCALE == 2 || TS_HIST_SCALE == 4 ||
+                    TS_HIST_SCALE == 8), "struct fstats of 8 to 64 bytes: an index scale");
 _Static_assert(offsetof(struct tstats, fine) == TS_FINE, "tstats.fine");
 _Static_assert(sizeof(struct fineslot) == TS_FINE_SLOT_SIZE, "fineslot");
 _Static_assert(TS_FINE_SLOTS == 1u << TS_FINE_SLOTS_SHIFT, "fine[] is a power of two");

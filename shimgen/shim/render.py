@@ -178,6 +178,23 @@ def hook_header() -> str:
         hook_types=HOOK_TYPES)
 
 
+def tracefields_context() -> dict:
+    """What tracefields.h.j2 is rendered with: runenv's one list of struct fstats' words, each
+    with its fold, unit and offset, and the words the exit JSON writes, with their keys."""
+    def upper(value: str | None) -> str:
+        return (value or "none").upper()
+
+    how = {word: (upper(fold), upper(unit)) for word, fold, unit in runenv.TRACE_FSTATS_WORDS}
+    return {
+        "fstats_words": [(word, *how[word], runenv.TRACE_FSTATS[word])
+                         for word, _, _ in runenv.TRACE_FSTATS_WORDS],
+        "fstats_json": [(word, *how[word], key)
+                        for _, key, word in runenv.TRACE_FUNCTION_FIELDS if word and key],
+        "fstats_size": runenv.TRACE_FSTATS_SIZE,
+        "fstats_shift": runenv.TRACE_FSTATS_SHIFT,
+    }
+
+
 def render_context(model: ShimModel, captures: bool = True) -> dict:
     """What every template of a shim is rendered with (without `captures`, all but the
     decoded calls' capture table, the one part that takes time to make)."""
@@ -188,8 +205,7 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
         "user_sources": user_compiled(model),
         "include_dir": INCLUDE_DIR,
         "include_dirs": include_dirs(model),
-        "fstats": runenv.TRACE_FSTATS,
-        "fstats_size": runenv.TRACE_FSTATS_SIZE,
+        **tracefields_context(),
         "arch": ARCHES[model.driver.arch],
         "hook_types": HOOK_TYPES,
         "reserved": model.unwrappable,

@@ -32,7 +32,7 @@ from ..runenv import (
     TRACE_VERSIONS_READ,
     trace_header_layout,
 )
-from .blocks import ERRSLOT_SIZE, FSTATS_SIZE, BadTrace, sum_blocks
+from .blocks import ERRSLOT_SIZE, FSTATS_SIZE, TOTALLED, BadTrace, sum_blocks
 from .clock import calibration as _calibration
 from .memory import LedgerError, read_ledger
 from .model import (
@@ -45,6 +45,7 @@ from .model import (
 )
 
 MAGIC = TRACE_MAGIC
+COUNTED = next(j for j, (_, fold, _, _) in enumerate(TOTALLED) if fold == "calls")
 VERSION = TRACE_VERSION
 BYTE_ORDER = TRACE_BYTE_ORDER
 SUFFIX = TRACE_SUFFIX
@@ -214,10 +215,13 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         notes.append(NOT_FINISHED)
     _check_possible(functions, names, 0 if complete else nblocks)
     stats = {}
-    for i, (calls, total, mx, hist, errs, fine, inj) in functions.items():
-        fs = FunctionStats(calls=calls, hist=hist, errors=errs, fine=fine, injected=inj)
-        if k is not None:
-            fs.total_ns, fs.max_ns = total * k, mx * k
+    for i, (words, hist, errs, fine, inj) in functions.items():
+        fs = FunctionStats(hist=hist, errors=errs, fine=fine, injected=inj)
+        for (_, _, unit, field), v in zip(TOTALLED, words, strict=True):
+            if unit != "ticks":
+                setattr(fs, field, v)
+            elif k is not None:  # a time, in ns
+                setattr(fs, field, v * k)
         stats[names[i].decode("ascii", "replace")] = fs
     rank = _text(h["rank"], "rank")
     trace = ProcessTrace(
@@ -296,7 +300,8 @@ def _check_possible(functions: dict, names: list[bytes], in_progress: int) -> No
     and none lists CUDA_SUCCESS (0) as a failure. A file whose process did not finish it may
     have counted a failure of a call in progress, not yet counted itself: one per block (a
     thread's) at most."""
-    for i, (calls, _, _, _, errs, _, inj) in functions.items():
+    for i, (words, _, errs, _, inj) in functions.items():
+        calls = words[COUNTED]
         name = names[i].decode("ascii", "replace")
         for what, per in (("error", errs), ("injected failure", inj)):
             if per.get(0):

@@ -12,13 +12,19 @@ import os
 import struct
 
 from ..runenv import TRACE_ERR_INJECTED as ERR_INJECTED
-from ..runenv import TRACE_FSTATS, TRACE_FSTATS_SIZE
+from ..runenv import TRACE_FSTATS, TRACE_FSTATS_SIZE, TRACE_FSTATS_WORDS, TRACE_FUNCTION_FIELDS
 from .model import FINE_SUB_SHIFT, HIST_BUCKETS
 
 FSTATS_SIZE = TRACE_FSTATS_SIZE
-# struct fstats' words (runenv.TRACE_FSTATS), as indexes of 64-bit words
+# struct fstats' words (runenv.TRACE_FSTATS_WORDS), as indexes of 64-bit words
 FSTATS_WORDS = FSTATS_SIZE // 8
-COUNT_WORD, TOTAL_WORD, MAX_WORD = (TRACE_FSTATS[w] // 8 for w in ("count", "total", "max"))
+# The words the blocks are totalled by, each (its index, its fold, its unit, its name in
+# FunctionStats), in the list's order; the count's word tells a function with calls.
+TOTALLED = tuple((TRACE_FSTATS[word] // 8, fold, unit, name)
+                 for word, fold, unit in TRACE_FSTATS_WORDS if fold
+                 for name, _, of in TRACE_FUNCTION_FIELDS if of == word)
+(COUNT_WORD,) = (w for w, fold, _, _ in TOTALLED if fold == "calls")
+_MAXED = tuple(fold == "max" for _, fold, _, _ in TOTALLED)
 ERRSLOT_SIZE = 16  # key, count
 
 
@@ -49,7 +55,7 @@ def blocks_with_data(fd: int, boff: int, stride: int, nblocks: int):
 def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int, int]:
     nf, boff, stride = h["nfuncs"], h["blocks_off"], h["block_stride"]
     timed = h["mode"] != 1
-    counts, totals, maxes = [0] * nf, [0] * nf, [0] * nf
+    words: dict[int, list[int]] = {}  # function -> its TOTALLED words' totals
     hists: dict[int, list[int]] = {}
     fines: dict[int, dict[int, int]] = {}
     fslots, fmask, fprobes = h["fine_slots"], h["fine_slots"] - 1, h["fine_probes"]
@@ -65,10 +71,11 @@ def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int,
             fn = mv[base + h["off_fn"]:base + h["off_fn"] + nf * FSTATS_SIZE].cast("Q")
             called = [i for i, c in enumerate(fn[COUNT_WORD::FSTATS_WORDS]) if c]
             for i in called:
-                counts[i] += fn[FSTATS_WORDS * i + COUNT_WORD]
+                acc = words.setdefault(i, [0] * len(TOTALLED))
+                for j, (w, _, _, _) in enumerate(TOTALLED):
+                    v = fn[FSTATS_WORDS * i + w]
+                    acc[j] = max(acc[j], v) if _MAXED[j] else acc[j] + v
                 if timed:
-                    totals[i] += fn[FSTATS_WORDS * i + TOTAL_WORD]
-                    maxes[i] = max(maxes[i], fn[FSTATS_WORDS * i + MAX_WORD])
                     ho = base + h["off_hist"] + i * HIST_BUCKETS * 8
                     row = mv[ho:ho + HIST_BUCKETS * 8].cast("Q")
                     if any(row):
@@ -93,9 +100,10 @@ def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int,
     if timed:  # the time path counted the injected failures among the returns too
         _less_injected(errors, injected)
     functions: dict = {}
-    for i in sorted(set(i for i in range(nf) if counts[i]) | set(errors) | set(injected)):
-        functions[i] = (counts[i], totals[i], maxes[i], hists.get(i), errors.get(i, {}),
-                        fines.get(i), injected.get(i, {}))
+    none = [0] * len(TOTALLED)
+    for i in sorted(set(words) | set(errors) | set(injected)):
+        functions[i] = (words.get(i, none), hists.get(i), errors.get(i, {}), fines.get(i),
+                        injected.get(i, {}))
     return functions, untimed, overflow
 
 

@@ -17,13 +17,20 @@ from math import isfinite
 from pathlib import Path
 
 from ..errors import ShimgenError
-from ..runenv import TRACE_FUNCTION_FIELDS, TRACE_PROCESS_FIELDS
+from ..runenv import TRACE_FSTATS_WORDS, TRACE_FUNCTION_FIELDS, TRACE_PROCESS_FIELDS
 from .model import FINE_BUCKETS, HIST_BUCKETS, FunctionStats, ProcessTrace
 
 # The JSON's keys (runenv's one list of trace fields), by their names in trace/model.py: a
 # process's (K) and a function's in `time` (F).
 K = {name: key for name, key, _ in TRACE_PROCESS_FIELDS}
 F = {name: key for name, key, _ in TRACE_FUNCTION_FIELDS if name and key}
+# The function fields of the `time` entry read from words of struct fstats, less the count
+# (the `calls` table's): (name, key, is a time: a word of unit "ticks", written in ns; else
+# a whole number).
+_UNITS = {word: (fold, unit) for word, fold, unit in TRACE_FSTATS_WORDS}
+WORDS = tuple((name, key, _UNITS[word][1] == "ticks")
+              for name, key, word in TRACE_FUNCTION_FIELDS
+              if name and key and word and _UNITS[word][0] not in ("calls", None))
 
 MODES = ("counts", "time", "timeline")
 # The note (ProcessTrace.notes) of a timed trace without "errors": from a shim that did
@@ -212,11 +219,12 @@ def _fine(value, what: str) -> dict[int, int]:
 
 def _timed(fs: FunctionStats, entry, what: str, calls: int) -> None:
     entry = _obj(entry, what)
-    c, total, most, hist, fine = (F[n] for n in ("calls", "total_ns", "max_ns", "hist", "fine"))
+    c, hist, fine = (F[n] for n in ("calls", "hist", "fine"))
     if c in entry and _int(entry[c], f"{what}.{c}") != calls:
         raise ShimgenError(f"{what}.{c} is {entry[c]}, but calls has {calls}")
-    fs.total_ns = _num(entry.get(total), f"{what}.{total}")
-    fs.max_ns = _num(entry.get(most), f"{what}.{most}")
+    for name, key, time in WORDS:
+        read = _num if time else _int
+        setattr(fs, name, read(entry.get(key), f"{what}.{key}"))
     if hist in entry:
         fs.hist = _hist(entry[hist], f"{what}.{hist}")
     if fine in entry:
@@ -228,21 +236,22 @@ def _time_fast(functions: dict[str, FunctionStats], timed) -> bool:
     (a thousand traces must be read in well under a second); False when any is not, and
     the entries are then read one by one to say which."""
     try:
-        c, total, most, hist, fine = (F[n] for n in ("calls", "total_ns", "max_ns", "hist",
-                                                     "fine"))
-        rows = [(functions[n], e[c], e[total], e[most], e.get(hist), e.get(fine))
-                for n, e in timed.items()]
+        c, hist, fine = (F[n] for n in ("calls", "hist", "fine"))
+        rows = [(functions[n], e[c], [e[key] for _, key, _ in WORDS], e.get(hist),
+                 e.get(fine)) for n, e in timed.items()]
     except (KeyError, TypeError, AttributeError):
         return False
-    numbers = [r[2] for r in rows] + [r[3] for r in rows]
+    numbers = list(chain.from_iterable(r[2] for r in rows))
+    wholes = [v for r in rows for v, (_, _, time) in zip(r[2], WORDS) if not time]
     try:  # isfinite of an int beyond the range of a float: OverflowError
         if (not set(map(type, numbers)) <= _NUMBER or min(numbers, default=0) < 0
+                or not set(map(type, wholes)) <= {int} or max(wholes, default=0) > U64
                 or not all(map(isfinite, numbers))
                 or [r[1] for r in rows] != [r[0].calls for r in rows]):
             return False
     except OverflowError:
         return False
-    hists = [r[4] for r in rows if r[4] is not None]
+    hists = [r[3] for r in rows if r[3] is not None]
     if not set(map(type, hists)) <= {list} or max(map(len, hists), default=0) > HIST_BUCKETS:
         return False
     counts = list(chain.from_iterable(hists))
@@ -251,15 +260,16 @@ def _time_fast(functions: dict[str, FunctionStats], timed) -> bool:
         return False
     fines = []
     for r in rows:
-        if r[5] is not None:
+        if r[4] is not None:
             try:
-                fines.append(_fine(r[5], ""))
+                fines.append(_fine(r[4], ""))
             except ShimgenError:
                 return False
         else:
             fines.append(None)
-    for (fs, _, total, most, hist, _), fine in zip(rows, fines, strict=True):
-        fs.total_ns, fs.max_ns = float(total), float(most)
+    for (fs, _, times, hist, _), fine in zip(rows, fines, strict=True):
+        for (name, _, time), value in zip(WORDS, times, strict=True):
+            setattr(fs, name, float(value) if time else value)
         if hist is not None:
             fs.hist = hist + [0] * (HIST_BUCKETS - len(hist))
         fs.fine = fine

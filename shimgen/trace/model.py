@@ -10,6 +10,8 @@ the two); `ns_per_tick` turns a bucket's edges into nanoseconds.
 
 from __future__ import annotations
 
+from ..runenv import TRACE_FUNCTION_FIELDS
+
 HIST_BUCKETS = 64
 # The note of a trace whose process never finished its file: it died, or it exec'd (then
 # the report, which sees the image after the exec, drops the note from the one before).
@@ -78,22 +80,28 @@ def tick_segments(hist: list[int], fine: dict[int, int] | None) -> list[tuple[in
 # dataclasses (and inspect, re, copy with it) would cost more than all of this module.
 
 
-class FunctionStats:
-    __slots__ = ("calls", "total_ns", "max_ns", "hist", "errors", "fine", "injected")
+# A function's fields, runenv.TRACE_FUNCTION_FIELDS' names: `calls`; the words of its blocks
+# that are times (`total_ns`, `max_ns`: None when the process was not timed); `hist` (
+# HIST_BUCKETS counts, or None: no histogram); `fine` (fine bucket -> calls, a refinement of
+# hist, or None). A field the list adds is one more, None until a reader sets it.
+FUNCTION_FIELDS = tuple(name for name, _, _ in TRACE_FUNCTION_FIELDS if name)
 
-    def __init__(self, calls: int = 0, total_ns: float | None = None,
-                 max_ns: float | None = None, hist: list[int] | None = None,
-                 errors: dict[int, int] | None = None,
-                 fine: dict[int, int] | None = None,
-                 injected: dict[int, int] | None = None) -> None:
+
+class FunctionStats:
+    """One function of a process: FUNCTION_FIELDS, and `errors` (CUresult code -> returns)
+    and `injected` (CUresult code -> failures SHIMGEN_INJECT returned without calling the
+    driver, not in `errors`, which are the driver's own)."""
+
+    __slots__ = FUNCTION_FIELDS + ("errors", "injected")
+
+    def __init__(self, calls: int = 0, errors: dict[int, int] | None = None,
+                 injected: dict[int, int] | None = None, **fields) -> None:
+        for name in FUNCTION_FIELDS:
+            setattr(self, name, fields.pop(name, None))
+        if fields:
+            raise TypeError(f"FunctionStats has no field {', '.join(sorted(fields))}")
         self.calls = calls
-        self.total_ns = total_ns  # None: the process was not timed
-        self.max_ns = max_ns
-        self.hist = hist  # HIST_BUCKETS counts, or None: no histogram
-        self.errors = {} if errors is None else errors  # CUresult code -> returns
-        self.fine = fine  # fine bucket -> calls (a refinement of hist), or None
-        # CUresult code -> failures SHIMGEN_INJECT returned without calling the driver (not
-        # in `errors`, which are the driver's own)
+        self.errors = {} if errors is None else errors
         self.injected = {} if injected is None else injected
 
 

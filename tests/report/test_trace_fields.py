@@ -17,7 +17,7 @@ import pytest
 from shimgen import runenv
 from shimgen.driver.library import read_driver
 from shimgen.shim.model import build_model
-from shimgen.shim.render import render
+from shimgen.shim.render import render, tracefields_context
 from shimgen.trace import binary, jsonfile
 from shimgen.trace.model import FunctionStats, ProcessTrace
 from tests.faultkit import run
@@ -91,7 +91,7 @@ def test_the_rendered_header_is_the_blocks_c_layout(drivers, tmp_path):
                              trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
     (tmp_path / "tracefields.h").write_text(env.get_template("tracefields.h.j2").render(
-        fstats=runenv.TRACE_FSTATS, fstats_size=runenv.TRACE_FSTATS_SIZE))
+        **tracefields_context()))
     src = tmp_path / "src"  # rendered, not built: a layout that differs is said by field
     render(build_model(read_driver(drivers[0].path), ["shimgen", "build"]), src)
     rendered = (src / "tracefields.h").read_text().strip()

@@ -221,7 +221,7 @@ shimgen_calls_return:
         mov     %rax, %rdx                          /* hist[i][bsr(elapsed | 1)]++ */
         or      $1, %rdx
         bsr     %rdx, %rdx
-        lea     (%rdx,%rdi,2), %rdx
+        lea     (%rdx,%rdi,TS_HIST_SCALE), %rdx
         incq    TS_HIST(%r10,%rdx,8)
         test    %r8d, %r8d
         .cfi_remember_state

@@ -146,11 +146,11 @@ shimgen_\name\()_return:
         mov     %rax, TS_MAX(%r10,%rdi)
 1:
         /* hist[i][bsr(elapsed | 1)]++: the slot is i * TS_HIST_BUCKETS + bucket words
-         * from hist[0][0] (rdi * 2 = i * 64 = i * TS_HIST_BUCKETS). */
+         * from hist[0][0] (rdi * TS_HIST_SCALE = i * TS_HIST_BUCKETS). */
         mov     %rax, %rdx
         or      $1, %rdx
         bsr     %rdx, %rdx                          /* the bucket */
-        lea     (%rdx,%rdi,2), %rdx
+        lea     (%rdx,%rdi,TS_HIST_SCALE), %rdx
         incq    TS_HIST(%r10,%rdx,8)
         /* The fine histogram (layout.h): bucket f of the elapsed ticks, its key
          * (i + 1) << TS_FINE_BITS | f, counted in the slot that holds the key, or claimed
