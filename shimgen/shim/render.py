@@ -24,6 +24,7 @@ from ..cuda import (
     LIBCUDA_DIRS,
     MEM_LOCATION_TYPE_DEVICE,
     MEM_PROP_LOCATION_OFFSET,
+    LAUNCH_CONFIG_STREAM_OFFSET,
     MEMPOOL_ATTRS,
     PITCH_ALIGNMENT_ATTRIBUTES,
     RESULTS,
@@ -224,6 +225,9 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                 "capture_active": STREAM_CAPTURE_ACTIVE,
                 "pool_routes": sum(1 << i for i, r in enumerate(ROUTES)
                                    if r.kind in POOL_KINDS)},
+        "kern": {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
+                 "streams": runenv.KERN_STREAMS, "sources": runenv.KERN_FROM,
+                 "config_stream": LAUNCH_CONFIG_STREAM_OFFSET},
         "calls_facts": {"record_size": runenv.CALLS_RECORD_SIZE,
                         "capture_off": runenv.CALLS_CAPTURE_OFF,
                         "stack_args": runenv.CALLS_STACK_ARGS,
