@@ -90,7 +90,8 @@ def _calls_command(args, fmt: str, out) -> str | None:
         raise ShimgenError("report: --calls prints lines or --json (not --csv or --by)")
     from .calls import Filters, check, render
 
-    f = Filters(args.function, args.errors, args.last, args.pid, args.rank)
+    f = Filters(args.function, args.errors, args.last, args.pid, args.rank,
+                getattr(args, "mangled", False))
     check(f)
     paths = [Path(p) for p in args.paths]
     if args.first_difference:
