@@ -186,7 +186,7 @@ def load(path: Path) -> ProcessCalls:
                       h["ns_per_tick"], h["calib_ticks0"], h["calib_ns0"],
                       h["state"] == runenv.TRACE_STATES["complete"],
                       names=h["names"], ring_records=h["calls_ring_records"])
-    from ..trace.kernels import KernelsError, read_kernels
+    from ..trace import KernelsError, read_kernels
 
     try:
         table = read_kernels(h)

@@ -23,8 +23,7 @@ from itertools import chain, islice
 from operator import itemgetter
 from pathlib import Path
 
-from ..calls import BODY, RETURNED, ROW
-from ..calls.decode import NAMED
+from ..calls import BODY, NAMED, RETURNED, ROW
 from ..errors import ShimgenError
 from .kernels import demangle
 from .output import shown as escaped

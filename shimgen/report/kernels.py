@@ -15,7 +15,7 @@ import ctypes.util
 import functools
 
 from ..runenv import KERN_COLLECTIVE
-from ..trace.kernels import stream_text
+from ..trace import stream_text
 from .model import Group
 from .output import shown
 

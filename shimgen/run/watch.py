@@ -94,7 +94,7 @@ class Watcher:
                     pass
 
     def _look(self) -> None:
-        from ..report.kernels import last_launch_text
+        from ..report import last_launch_text
         from ..trace import job
 
         procs, _ = job.snapshot(self.run_dir.path, only_top=True)

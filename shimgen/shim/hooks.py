@@ -91,7 +91,8 @@ KERNEL_HOOKS = (
     ("cuLaunchKernelEx", "a launch by kernel and stream (its config read safely)"),
     ("cuLaunchKernelEx_ptsz", "a launch by kernel and stream (its config read safely)"),
 )
-HOOKS += tuple(Hook(name, KERNEL_SOURCE, f"kernels: {why}", "kernels", optional=True)
+HOOKS += tuple(Hook(name, KERNEL_SOURCE, f"kernels: {why}", "kernels",
+                    since=FUNCTION_SINCE.get(name, 0), optional=True)
                for name, why in KERNEL_HOOKS)
 
 # Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of

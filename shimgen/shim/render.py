@@ -79,6 +79,12 @@ def comment_safe(value: object) -> str:
     return str(value).replace("*/", "*\\/").replace("\n", " ")
 
 
+# The kernels' table (runtime/kernels/): its sizes, how a name was learned, CUlaunchConfig.
+KERN_FACTS = {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
+              "streams": runenv.KERN_STREAMS, "sources": runenv.KERN_FROM,
+              "config_stream": LAUNCH_CONFIG_STREAM_OFFSET}
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
@@ -225,9 +231,6 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                 "capture_active": STREAM_CAPTURE_ACTIVE,
                 "pool_routes": sum(1 << i for i, r in enumerate(ROUTES)
                                    if r.kind in POOL_KINDS)},
-        "kern": {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
-                 "streams": runenv.KERN_STREAMS, "sources": runenv.KERN_FROM,
-                 "config_stream": LAUNCH_CONFIG_STREAM_OFFSET},
         "calls_facts": {"record_size": runenv.CALLS_RECORD_SIZE,
                         "capture_off": runenv.CALLS_CAPTURE_OFF,
                         "stack_args": runenv.CALLS_STACK_ARGS,
@@ -238,7 +241,7 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                         "kinds": runenv.CALLS_CAPTURE_KINDS},
         "calls_table": (calls.capture_table([f.name for f in model.functions])
                         if captures else None),
-        "inject_keys": inject.KEYS,
+        "inject_keys": inject.KEYS, "kern": KERN_FACTS,
         "inject_limits": {"MAX_RULES": inject.MAX_RULES, "MAX_LEN": inject.MAX_LEN,
                           "NUMBER_MAX": inject.NUMBER_MAX, "RESULT_MAX": inject.RESULT_MAX},
     }

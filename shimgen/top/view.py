@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import time
 
-from ..report import shown, size_text
-from ..report.kernels import last_launch_text
+from ..report import last_launch_text, shown, size_text
 from ..trace import job
 
 SCHEMA = "shimgen-top"
