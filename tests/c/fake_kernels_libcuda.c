@@ -7,7 +7,8 @@
  * function (a kernel handle: CUDA_ERROR_INVALID_HANDLE), cuKernelGetName a kernel; both fail
  * with FAKE_KERN_NO_NAMES set. Launches (every route) count per name, not a launch with a
  * grid of 0 (it fails), nor one into a capturing stream (counted apart); a name asked while
- * any stream captures is counted too. At exit it prints, on stdout:
+ * any stream captures is counted too (FAKE_KERN_CAPTURING=S:N: stream S captures from the
+ * start for its first N launches, begun by no call the shim could see). At exit it prints, on stdout:
  *   fake {"launches": {NAME: n}, "captured": n, "asked_in_capture": n}
  * Built with SONAME libcuda.so.1. */
 #define _GNU_SOURCE
@@ -36,8 +37,26 @@ static unsigned long captured, asked_in_capture;
 static uintptr_t capturing[MAX_STREAMS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* FAKE_KERN_CAPTURING=S:N: stream S captures from the start, begun by no call the shim
+ * sees, for its first N launches (under the lock) */
+static long start_left = -1;
+
+static int captured_from_start(void *stream)
+{
+    const char *s = getenv("FAKE_KERN_CAPTURING");
+    char *end;
+    if (!s || strtoul(s, &end, 10) != (uintptr_t)stream)
+        return 0;
+    if (start_left < 0)
+        start_left = *end == ':' ? strtol(end + 1, NULL, 10) : 0;
+    return start_left > 0;
+}
+
 static int any_capture(void)
 {
+    const char *s = getenv("FAKE_KERN_CAPTURING");
+    if (s && captured_from_start((void *)(uintptr_t)strtoul(s, NULL, 10)))
+        return 1;
     for (int i = 0; i < MAX_STREAMS; i++)
         if (capturing[i])
             return 1;
@@ -46,6 +65,8 @@ static int any_capture(void)
 
 static int is_capturing(void *stream)
 {
+    if (captured_from_start(stream))
+        return 1;
     for (int i = 0; i < MAX_STREAMS; i++)
         if (capturing[i] == (uintptr_t)stream + 1)
             return 1;
@@ -68,6 +89,8 @@ static CUresult launch(void *f, unsigned gx, void *stream)
     pthread_mutex_lock(&lock);
     if (is_capturing(stream)) {
         captured++;
+        if (captured_from_start(stream))
+            start_left--;
     } else {
         int i = 0;
         while (i < MAX_NAMES - 1 && counts[i].name[0] && strcmp(counts[i].name, h->name))

@@ -149,6 +149,18 @@ def test_a_driver_that_gives_no_names(probes, fake, kshim, tmp_path):
     assert "an unnamed kernel" in report(tmp_path / "t")
 
 
+def test_a_name_is_never_asked_inside_a_capture(probes, fake, kshim, tmp_path):
+    """A stream that captures by a route the shim did not see begin (the fake's stream 9, for
+    its first 2 launches): cuStreamIsCapturing says so at the launch, and the name is asked
+    at the next launch outside it, not there."""
+    got = run_ops(probes, fake, kshim, tmp_path / "t", ["enumf:_Z5otherv", "launch:0:9:1:1:2",
+                                                        "launch:0:4:1:1:1"],
+                  FAKE_KERN_CAPTURING="9:2")
+    assert got["captured"] == 2 and got["asked_in_capture"] == 0, got
+    t = one_trace(tmp_path / "t")
+    assert [(k.name, k.source) for k in t.kernels.kernels] == [("_Z5otherv", "driver")]
+
+
 def test_sigkilled_process_names_the_kernel_it_waits_for(probes, fake, kshim, tmp_path):
     traces = tmp_path / "t"
     proc = subprocess.Popen(
