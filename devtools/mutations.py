@@ -3364,6 +3364,14 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_kernels.py::test_sigkilled_process_names_the_kernel_it_waits_for"],
         "why": "the in-flight line names the kernel the stream last ran",
     },
+    {
+        "name": "kernels-child-counts-its-parents-launches",
+        "file": "runtime/kernels/table.c",
+        "old": "    memset(own.kern_launches, 0, sizeof own.kern_launches);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_kernels.py::test_a_forked_child_keeps_the_names_and_counts_its_own"],
+        "why": "a forked child's file counts its own launches, its parent's names kept",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

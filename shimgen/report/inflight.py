@@ -117,7 +117,10 @@ def section(procs: list, mangled: bool = False) -> list[str]:
     found = calls(procs)
     why = _unknown(procs)
     if not found:
-        return ["", "in flight  " + shown(why or "no driver call in progress")]
+        launched = [f"{_who(p.last.now)}: {t}" for p in unfinished
+                    if p.last.now and (t := last_launch_text(p.last.now, mangled))]
+        return ["", "in flight  " + shown(why or "no driver call in progress")
+                + (f"; {launched[0]}" if launched else "")]
     now, b = found[0]
     busy = {id(n) for n, _ in found}
     idle = len([p for p in unfinished if id(p.last.now) not in busy])

@@ -10,6 +10,7 @@
  *   capture:S endcapture:S    a stream capture begun, ended
  *   sync:S                    "ready" printed, then cuStreamSynchronize (FAKE_KERN_HANG: it
  *                             never returns)
+ *   fork:                     the rest in a forked child; the parent waits for it and exits
  * Each failed call prints "rc NAME R". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef int CUresult;
 struct launch_config {
@@ -110,7 +113,16 @@ int main(int argc, char **argv)
         else if (!strcmp(op, "endcapture"))
             check(op, ((CUresult(*)(void *, void **))fn("cuStreamEndCapture"))(
                           (void *)(uintptr_t)strtoul(arg, NULL, 10), NULL));
-        else if (!strcmp(op, "sync")) {
+        else if (!strcmp(op, "fork")) {
+            pid_t pid = fork();
+            if (pid < 0)
+                return 4;
+            if (pid > 0) {
+                int st = 0;
+                waitpid(pid, &st, 0);
+                return WIFEXITED(st) ? WEXITSTATUS(st) : 5;
+            }
+        } else if (!strcmp(op, "sync")) {
             printf("ready\n");
             fflush(stdout);
             check(op, ((CUresult(*)(void *))fn("cuStreamSynchronize"))(

@@ -149,6 +149,21 @@ def test_a_driver_that_gives_no_names(probes, fake, kshim, tmp_path):
     assert "an unnamed kernel" in report(tmp_path / "t")
 
 
+def test_a_forked_child_keeps_the_names_and_counts_its_own(probes, fake, kshim, tmp_path):
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:3", "fork:",
+                                                  "launch:0:0:1:1:2"])
+    files = sorted(tmp_path.glob("t/*.shimtrace"))
+    assert len(files) == 2, files
+    a, b = (load(f) for f in files)
+    child, parent = (a, b) if a.ppid == b.pid else (b, a)
+    assert child.ppid == parent.pid
+    assert [(k.name, k.source, k.launches) for k in parent.kernels.kernels] == [
+        (MY, "cuModuleGetFunction", 3)]
+    assert [(k.name, k.source, k.launches) for k in child.kernels.kernels] == [
+        (MY, "cuModuleGetFunction", 2)]
+    assert [(s.stream, s.launches) for s in child.kernels.streams] == [(0, 2)]
+
+
 def test_a_name_is_never_asked_inside_a_capture(probes, fake, kshim, tmp_path):
     """A stream that captures by a route the shim did not see begin (the fake's stream 9, for
     its first 2 launches): cuStreamIsCapturing says so at the launch, and the name is asked
