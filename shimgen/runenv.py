@@ -92,13 +92,15 @@ MEM_ROUTES = 32
 # The kernels (version 6's fields below, runtime/kernels/): the handles (CUfunction or
 # CUkernel) the table keeps with their names, the longest name kept (its NUL included; a
 # longer one is cut), the streams whose last launch it keeps; how a slot's name was learned
-# (its `kern_from`: the function whose argument gave it, the driver asked, or none the driver
-# would give).
+# (its `kern_from`: the function whose argument gave it, the driver asked, none the driver
+# would give, a host function's symbol).
 KERN_SLOTS = 1024
 KERN_NAME_MAX = 256
 KERN_STREAMS = 64
 KERN_FROM = {1: "cuModuleGetFunction", 2: "cuLibraryGetKernel", 3: "cuKernelGetFunction",
-             4: "driver", 5: "unnamed"}
+             4: "driver", 5: "unnamed", 6: "cuLaunchHostFunc"}
+# The name of a host function whose symbol the dynamic loader does not know.
+KERN_HOST_UNKNOWN = "(host function)"
 # A collective: a kernel whose name holds this, in any case (NCCL's device kernels,
 # ncclDevKernel_*, ncclKernel_*): the report compares its launches across the ranks of a run.
 KERN_COLLECTIVE = "nccl"

@@ -10,8 +10,12 @@
  * cuKernelGetName for a CUkernel passed as a CUfunction; neither in a driver before CUDA
  * 12.3), never while the launch's stream captures (cuStreamIsCapturing): then at a later
  * launch. A launch into a capture is not counted: it runs when its graph is launched.
+ * cuLaunchHostFunc's function is named by its symbol (dladdr). (cuGraphLaunch is the
+ * memory ledger's hook: a graph's launch is not counted here.)
  */
 
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -75,19 +79,34 @@ static __attribute__((noinline)) void ask_name(int slot, void *f, void *stream)
         shimgen_kern_name(slot, "", SHIMGEN_KERN_FROM_UNNAMED);
 }
 
-/* After a launch call: a success counted on its kernel and stream. */
+/* A host function's slot named by its symbol. */
+static __attribute__((noinline, unused)) void other_name(int slot, void *fn, int kind)
+{
+    Dl_info info;
+    if (dladdr(fn, &info) && info.dli_sname && info.dli_sname[0])
+        shimgen_kern_name(slot, info.dli_sname, (unsigned)kind);
+    else
+        shimgen_kern_name(slot, SHIMGEN_KERN_HOST_UNKNOWN, (unsigned)kind);
+}
+
+/* After a launch call: a success counted on its kernel and stream. `kind` 0 a kernel, else
+ * how a host function is named (constant in each caller). */
 static inline __attribute__((unused)) shimgen_CUresult launched(shimgen_CUresult r, void *f,
                                                                 void *stream,
                                                                 const uint32_t shape[6],
-                                                                uint64_t t0)
+                                                                uint64_t t0, int kind)
 {
     uint64_t t1 = shimgen_ticks();
     if (r != OK || shimgen_in_capture(stream))
         return r;
     int slot = shimgen_kern_slot((uint64_t)(uintptr_t)f);
     shimgen_kern_launch(slot, (uint64_t)(uintptr_t)stream, shape, t0, t1);
-    if (__builtin_expect(shimgen_kern_unnamed(slot), 0))
-        ask_name(slot, f, stream);
+    if (__builtin_expect(shimgen_kern_unnamed(slot), 0)) {
+        if (kind)
+            other_name(slot, f, kind);
+        else
+            ask_name(slot, f, stream);
+    }
     return r;
 }
 
@@ -136,7 +155,7 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
         return launched(REAL(name, void *, unsigned, unsigned, unsigned, unsigned,         \
                              unsigned, unsigned, unsigned, void *, void **, void **)(      \
                             f, gx, gy, gz, bx, by, bz, shared, stream, params, extra),    \
-                        f, stream, shape, t0);                                             \
+                        f, stream, shape, t0, 0);                                          \
     }
 #define COOPERATIVE(name)                                                                  \
     HOOK(name, (void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,  \
@@ -147,7 +166,7 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
         return launched(REAL(name, void *, unsigned, unsigned, unsigned, unsigned,         \
                              unsigned, unsigned, unsigned, void *, void **)(               \
                             f, gx, gy, gz, bx, by, bz, shared, stream, params),           \
-                        f, stream, shape, t0);                                             \
+                        f, stream, shape, t0, 0);                                          \
     }
 /* cuLaunchKernelEx: its grid, block and stream read (safely) from its CUlaunchConfig. */
 #define LAUNCH_EX(name)                                                                    \
@@ -161,7 +180,7 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
         uint64_t t0 = shimgen_ticks();                                                     \
         return launched(REAL(name, const void *, void *, void **, void **)(config, f,      \
                                                                           params, extra), \
-                        f, stream, cfg, t0);                                               \
+                        f, stream, cfg, t0, 0);                                            \
     }
 
 #ifdef SHIMGEN_IDX_cuLaunchKernel
@@ -181,4 +200,20 @@ LAUNCH_EX(cuLaunchKernelEx)
 #endif
 #ifdef SHIMGEN_IDX_cuLaunchKernelEx_ptsz
 LAUNCH_EX(cuLaunchKernelEx_ptsz)
+#endif
+
+/* cuLaunchHostFunc(stream, fn, data): no grid, no block. */
+#define HOST_FUNC(name)                                                                    \
+    HOOK(name, (void *stream, void *fn, void *data))                                       \
+    {                                                                                      \
+        const uint32_t shape[6] = {0};                                                     \
+        uint64_t t0 = shimgen_ticks();                                                     \
+        return launched(REAL(name, void *, void *, void *)(stream, fn, data), fn, stream,  \
+                        shape, t0, SHIMGEN_KERN_FROM_CULAUNCHHOSTFUNC);                    \
+    }
+#ifdef SHIMGEN_IDX_cuLaunchHostFunc
+HOST_FUNC(cuLaunchHostFunc)
+#endif
+#ifdef SHIMGEN_IDX_cuLaunchHostFunc_ptsz
+HOST_FUNC(cuLaunchHostFunc_ptsz)
 #endif

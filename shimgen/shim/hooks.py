@@ -90,6 +90,8 @@ KERNEL_HOOKS = (
     ("cuLaunchCooperativeKernel_ptsz", "a launch by kernel and stream"),
     ("cuLaunchKernelEx", "a launch by kernel and stream (its config read safely)"),
     ("cuLaunchKernelEx_ptsz", "a launch by kernel and stream (its config read safely)"),
+    ("cuLaunchHostFunc", "a host function's launch, named by its symbol"),
+    ("cuLaunchHostFunc_ptsz", "a host function's launch, named by its symbol"),
 )
 HOOKS += tuple(Hook(name, KERNEL_SOURCE, f"kernels: {why}", "kernels",
                     since=FUNCTION_SINCE.get(name, 0), optional=True)

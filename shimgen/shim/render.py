@@ -82,7 +82,8 @@ def comment_safe(value: object) -> str:
 # The kernels' table (runtime/kernels/): its sizes, how a name was learned, CUlaunchConfig.
 KERN_FACTS = {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
               "streams": runenv.KERN_STREAMS, "sources": runenv.KERN_FROM,
-              "config_stream": LAUNCH_CONFIG_STREAM_OFFSET}
+              "config_stream": LAUNCH_CONFIG_STREAM_OFFSET,
+              "host_unknown": runenv.KERN_HOST_UNKNOWN}
 
 
 def environment() -> jinja2.Environment:

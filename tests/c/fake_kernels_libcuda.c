@@ -6,7 +6,8 @@
  * handle points at, so the shim sees a handle it never saw made. cuFuncGetName names a
  * function (a kernel handle: CUDA_ERROR_INVALID_HANDLE), cuKernelGetName a kernel; both fail
  * with FAKE_KERN_NO_NAMES set. Launches (every route) count per name, not a launch with a
- * grid of 0 (it fails), nor one into a capturing stream (counted apart); a name asked while
+ * grid of 0 (it fails), nor one into a capturing stream (counted apart); a host function's
+ * launch counts as "host", a graph's as "graph"; a name asked while
  * any stream captures is counted too (FAKE_KERN_CAPTURING=S:N: stream S captures from the
  * start for its first N launches, begun by no call the shim could see). At exit it prints, on stdout:
  *   fake {"launches": {NAME: n}, "captured": n, "asked_in_capture": n}
@@ -81,11 +82,8 @@ static struct handle *make(int kind, const char *name)
     return h;
 }
 
-static CUresult launch(void *f, unsigned gx, void *stream)
+static void count(const char *name, void *stream)
 {
-    struct handle *h = f;
-    if (!h || !gx || (h->kind != FUNC && h->kind != KERNEL))
-        return 1;
     pthread_mutex_lock(&lock);
     if (is_capturing(stream)) {
         captured++;
@@ -93,12 +91,38 @@ static CUresult launch(void *f, unsigned gx, void *stream)
             start_left--;
     } else {
         int i = 0;
-        while (i < MAX_NAMES - 1 && counts[i].name[0] && strcmp(counts[i].name, h->name))
+        while (i < MAX_NAMES - 1 && counts[i].name[0] && strcmp(counts[i].name, name))
             i++;
-        snprintf(counts[i].name, sizeof counts[i].name, "%s", h->name);
+        snprintf(counts[i].name, sizeof counts[i].name, "%s", name);
         counts[i].n++;
     }
     pthread_mutex_unlock(&lock);
+}
+
+static CUresult launch(void *f, unsigned gx, void *stream)
+{
+    struct handle *h = f;
+    if (!h || !gx || (h->kind != FUNC && h->kind != KERNEL))
+        return 1;
+    count(h->name, stream);
+    return 0;
+}
+
+/* A host function's launch counts as "host", a graph's as "graph" (its kernels not). */
+EXPORT CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
+{
+    (void)data;
+    if (!fn)
+        return 1;
+    count("host", stream);
+    return 0;
+}
+
+EXPORT CUresult cuGraphLaunch(void *exec, void *stream)
+{
+    if (!exec)
+        return 1;
+    count("graph", stream);
     return 0;
 }
 

@@ -11,6 +11,8 @@
  *   sync:S                    "ready" printed, then cuStreamSynchronize (FAKE_KERN_HANG: it
  *                             never returns)
  *   fork:                     the rest in a forked child; the parent waits for it and exits
+ *   host:S:N graph:S:N        N launches of kern_host_cb (cuLaunchHostFunc), of a graph
+ *                             (cuGraphLaunch), on stream S
  * Each failed call prints "rc NAME R". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -30,6 +32,13 @@ struct launch_config {
 };
 
 static void *lib;
+
+/* The host function launched (exported: the shim names it by its symbol) */
+__attribute__((visibility("default"))) void kern_host_cb(void *data);
+void kern_host_cb(void *data)
+{
+    (void)data;
+}
 static void *handles[256];
 static int nhandles;
 
@@ -113,7 +122,18 @@ int main(int argc, char **argv)
         else if (!strcmp(op, "endcapture"))
             check(op, ((CUresult(*)(void *, void **))fn("cuStreamEndCapture"))(
                           (void *)(uintptr_t)strtoul(arg, NULL, 10), NULL));
-        else if (!strcmp(op, "fork")) {
+        else if (!strcmp(op, "host") || !strcmp(op, "graph")) {
+            unsigned long st, n;
+            if (sscanf(arg, "%lu:%lu", &st, &n) != 2)
+                return 3;
+            void *stream = (void *)(uintptr_t)st;
+            for (unsigned long k = 0; k < n; k++)
+                check(op, op[0] == 'h'
+                              ? ((CUresult(*)(void *, void (*)(void *), void *))fn(
+                                    "cuLaunchHostFunc"))(stream, kern_host_cb, NULL)
+                              : ((CUresult(*)(void *, void *))fn("cuGraphLaunch"))(
+                                    (void *)0x1234, stream));
+        } else if (!strcmp(op, "fork")) {
             pid_t pid = fork();
             if (pid < 0)
                 return 4;
