@@ -3372,6 +3372,22 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_kernels.py::test_a_forked_child_keeps_the_names_and_counts_its_own"],
         "why": "a forked child's file counts its own launches, its parent's names kept",
     },
+    {
+        "name": "kernels-host-function-not-by-symbol",
+        "file": "runtime/kernels/hooks_kernels.c",
+        "old": "    if (dladdr(fn, &info) && info.dli_sname && info.dli_sname[0])\n",
+        "new": "    if (dladdr(fn, &info) && info.dli_sname && !info.dli_sname[0])\n",
+        "tests": ["tests/runtime/test_kernels.py::test_host_functions_by_symbol"],
+        "why": "a host function launched on a stream is named by its symbol",
+    },
+    {
+        "name": "kernels-timeline-launch-unnamed",
+        "file": "shimgen/report/calls_timeline.py",
+        "old": "    name = demangle(kernel) if kernel else g.dec.names[r[1]]  # a launch: after its kernel\n",
+        "new": "    name = g.dec.names[r[1]]\n",
+        "tests": ["tests/runtime/test_kernels.py::test_calls_report_names_each_launch"],
+        "why": "the timeline of a calls run names each launch after its kernel",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

@@ -9,6 +9,7 @@ collective once less."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -134,6 +135,18 @@ def test_calls_report_names_each_launch(probes, fake, kshim, tmp_path):
     assert [(c["kernel"], c["kernel_demangled"]) for c in calls] == [
         (MY, "my_kernel(float*, int)"), ("_Z5otherv", "other()")]
     assert calls[0]["args"]["f"] == "func#1"  # the argument itself stays numbered
+    # the timeline of the calls: each launch named after its kernel
+    from shimgen.report import calls_timeline
+    from shimgen.report.calls import Filters, shown
+
+    _, (g,), _ = shown([tmp_path / "t"], Filters())
+    out = io.StringIO()
+    calls_timeline.timeline_text(g, out)
+    events = [e for e in json.loads(out.getvalue())["traceEvents"] if e["ph"] == "X"]
+    launches = [(e["name"], e["args"].get("function")) for e in events
+                if e["args"].get("kernel")]
+    assert launches == [("my_kernel(float*, int)", "cuLaunchKernel"),
+                        ("other()", "cuLaunchKernelEx")]
 
 
 def test_host_functions_by_symbol(probes, fake, kshim, tmp_path):
