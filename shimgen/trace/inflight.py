@@ -26,8 +26,8 @@ from .. import runenv
 from ..errors import ShimgenError
 from ..runenv import MEM_HOST_COLUMN, MEM_ROUTES
 from . import binary
-from .kernels import KernelsError, read_kernels
 from .blocks import COUNT_WORD, FSTATS_SIZE, FSTATS_WORDS, blocks_with_data
+from .kernels import KernelsError, read_kernels
 
 _Q = struct.Struct("<Q")
 # calls mode: where a call record's entry ticks are (its fifth word of runenv's head)

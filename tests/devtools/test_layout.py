@@ -227,8 +227,8 @@ def test_the_mutation_check_runs_the_tests_of_the_second_tier(tmp_path):
 # face, the only header another folder includes; arch/ has three (entry.h, cpu.h, layout.h).
 RUNTIME = ROOT / "runtime"
 RUNTIME_FACES = {"base": {"base.h"}, "output": {"output.h"}, "tracefile": {"tracefile.h"},
-                 "gates": {"gates.h"}, "stats": {"stats.h"}, "memory": {"memory.h"}, "kernels": {"kernels.h"},
-                 "hooks": {"hooks.h"}, "load": {"load.h"},
+                 "gates": {"gates.h"}, "stats": {"stats.h"}, "memory": {"memory.h"},
+                 "kernels": {"kernels.h"}, "hooks": {"hooks.h"}, "load": {"load.h"},
                  "arch": {"entry.h", "cpu.h", "layout.h"}}
 C_SUFFIXES = (".c", ".h", ".S")
 # Files still over the limits, each to be split (docs/design.md, "Files over 400 lines,
