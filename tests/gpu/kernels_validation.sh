@@ -7,6 +7,9 @@
 #  2. A spinning kernel (torch.cuda._sleep) and the synchronize that waits for it, under
 #     `run --stall 5`: the stall line, top and the report name the kernel (spin_kernel) the
 #     stream last ran; after SIGKILL the report still does.
+#  3. The loop again inside torch.profiler (CUDA activities: CUPTI's activity records): every
+#     kernel the report names, with its launches, as the profiler names and counts it
+#     (tests/gpu/kernels_profiled.py, tests/gpu/compare_kernels.py).
 # Run from the repository root:  bash tests/gpu/kernels_validation.sh   (results in $OUT)
 set -uo pipefail
 . tests/gpu/common.sh kernels
@@ -51,5 +54,12 @@ P=$(python3 -m shimgen top --once --json "$R/hang" | python3 -c 'import json,sys
 kill -KILL $P; wait $RUNPID
 python3 -m shimgen report "$R/hang" | grep "^in flight" | tee "$OUT/hang-after.txt" | tee -a "$LOG"
 grep -q "last ran .*spin_kernel" "$OUT/hang-after.txt" || { say "FAIL no spin_kernel after SIGKILL"; fail=1; }
+say "3. names and counts against CUPTI's activity records (torch.profiler), the same run"
+TRAIN_STEPS=20 python3 -m shimgen run --driver "$DRIVER" --trace time -o "$R/prof" -- \
+  python3 tests/gpu/kernels_profiled.py "$OUT/profiled.json" >"$OUT/prof.out" 2>"$OUT/prof.err" \
+  || { say "FAIL run"; fail=1; }
+python3 -m shimgen report --json "$R/prof" >"$OUT/prof-report.json"
+python3 tests/gpu/compare_kernels.py "$OUT/prof-report.json" "$OUT/profiled.json" 2>&1 \
+  | tee -a "$LOG" || fail=1
 say "done (fail=$fail)"
 exit $fail
