@@ -3388,6 +3388,14 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_kernels.py::test_calls_report_names_each_launch"],
         "why": "the timeline of a calls run names each launch after its kernel",
     },
+    {
+        "name": "kernels-cut-name-not-said",
+        "file": "shimgen/report/kernels.py",
+        "old": "    return len(name.encode(\"utf-8\", \"replace\")) >= KERN_NAME_MAX - 1\n",
+        "new": "    return len(name.encode(\"utf-8\", \"replace\")) > KERN_NAME_MAX - 1\n",
+        "tests": ["tests/runtime/test_kernels.py::test_a_long_name_is_cut_and_said_so"],
+        "why": "a name the trace file cut is said to be cut, in the text and the JSON",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

@@ -14,7 +14,7 @@ import ctypes
 import ctypes.util
 import functools
 
-from ..runenv import KERN_COLLECTIVE
+from ..runenv import KERN_COLLECTIVE, KERN_NAME_MAX
 from ..trace import stream_text
 from .model import Group
 from .output import shown
@@ -59,12 +59,18 @@ def demangle(name: str) -> str:
         free(p)
 
 
+def cut(name: str) -> bool:
+    """Whether the trace file cut the name (KERN_NAME_MAX bytes with its NUL): not whole."""
+    return len(name.encode("utf-8", "replace")) >= KERN_NAME_MAX - 1
+
+
 def kernel_text(name: str | None, mangled: bool = False) -> str:
     if name is None:
         return "a kernel the table had no room for"
     if not name:
         return "an unnamed kernel"
-    return shown(name if mangled else demangle(name), CUT)
+    return shown(name if mangled else demangle(name), CUT) + (" (name cut)" if cut(name)
+                                                               else "")
 
 
 def _shape(t: tuple) -> str:
@@ -127,7 +133,7 @@ def kernels_json(g: Group) -> list[dict] | None:
     return [{"name": n, "demangled": demangle(n), "launches": o["launches"],
              "host_ns": round(o["host_ns"]) if o["timed"] else None,
              "shapes": [{"grid": list(gr), "block": list(bl)} for gr, bl in sorted(o["shapes"])],
-             "shape_changes": o["shape_changes"]}
+             "shape_changes": o["shape_changes"], "cut": cut(n)}
             for n, o in sorted(tot.items(), key=lambda no: (-no[1]["launches"], no[0]))]
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from shimgen.report.kernels import demangle
+from shimgen.runenv import KERN_NAME_MAX
 from shimgen.trace import inflight
 from shimgen.trace.binary import load
 from tests.shimcache import fake_driver_shim
@@ -115,6 +116,7 @@ def test_report_kernels_section_and_json(probes, fake, kshim, tmp_path):
     raw = report("--mangled", tmp_path / "t")
     assert MY in raw[raw.index("\nkernels "):]
     g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
+    assert not any(k["cut"] for k in g["kernels"])
     ks = {k["name"]: (k["demangled"], k["launches"]) for k in g["kernels"]}
     assert ks == {MY: ("my_kernel(float*, int)", 4), NCCL: (NCCL, 3),
                   "_Z5otherv": ("other()", 4), "kern_only": ("kern_only", 1)}
@@ -159,6 +161,17 @@ def test_host_functions_by_symbol(probes, fake, kshim, tmp_path):
         (MY, "cuModuleGetFunction", 1), ("kern_host_cb", "cuLaunchHostFunc", 3)]
     streams = {s.stream: (s.launches, s.kernel) for s in t.kernels.streams}
     assert streams == {4: (3, "kern_host_cb"), 6: (1, MY)}
+
+
+def test_a_long_name_is_cut_and_said_so(probes, fake, kshim, tmp_path):
+    long = "_Z" + "9my_kernel" * 30 + "v"  # 303 bytes: cut at KERN_NAME_MAX - 1
+    got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{long}", "launch:0:0:1:1:2"])
+    assert got["launches"] == {long: 2}
+    (k,) = one_trace(tmp_path / "t").kernels.kernels
+    assert k.name == long[:KERN_NAME_MAX - 1] and k.launches == 2
+    assert "(name cut)" in report(tmp_path / "t")
+    g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
+    assert [(x["name"], x["cut"]) for x in g["kernels"]] == [(long[:KERN_NAME_MAX - 1], True)]
 
 
 def test_a_driver_that_gives_no_names(probes, fake, kshim, tmp_path):
