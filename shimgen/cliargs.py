@@ -181,6 +181,8 @@ def _add_report(sub) -> None:
                         "(*.shimtrace, JSON traces) to merge")
     r.add_argument("--by", choices=BY,
                    help="one table per rank, per process or per host (the nodes of a run)")
+    r.add_argument("--mangled", action="store_true",
+                   help="kernels' names as the driver has them, not demangled")
     out = r.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON (schema shimgen-report)")
     out.add_argument("--csv", action="store_true", help="CSV: one row per group and function")

@@ -357,7 +357,7 @@ LIBCUDA_DIRS = (
 LD_SO_CACHE = "/etc/ld.so.cache"
 
 # ---- the shim's run-time features: which hooks are installed (see shim/hooks.py) -----------------
-FEATURES = {"always": 1, "attrs": 2, "gates": 4, "memory": 8, "limit": 16}
+FEATURES = {"always": 1, "attrs": 2, "gates": 4, "memory": 8, "limit": 16, "kernels": 32}
 
 # What the memory ledger reads of the driver's structs (runtime/memory/hooks_memory.c): the
 # CUmemLocation {type, id} in a CUmemAllocationProp, at this byte offset; the location type
@@ -378,6 +378,7 @@ MEM_LOCATION_TYPE_DEVICE = 1
 MEMPOOL_ATTRS = (5, 6, 7, 8)
 GRAPH_MEM_ATTRS = (2, 3, 0, 1)
 STREAM_CAPTURE_ACTIVE = 1
+LAUNCH_CONFIG_STREAM_OFFSET = 32  # CUlaunchConfig's hStream, after its grid, block, shared bytes
 ARRAY_FORMAT_BYTES = {0x01: 1, 0x02: 2, 0x03: 4, 0x08: 1, 0x09: 2, 0x0A: 4, 0x10: 2, 0x20: 4,
                       0xC0: 1, 0xC1: 2, 0xC2: 4, 0xC3: 2, 0xC4: 4, 0xC5: 8, 0xC6: 1, 0xC7: 2,
                       0xC8: 4, 0xC9: 2, 0xCA: 4, 0xCB: 8}

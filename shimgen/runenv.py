@@ -67,11 +67,11 @@ DEFAULT_TRACE = "time"
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
-TRACE_VERSION = 5
+TRACE_VERSION = 6
 # The versions the reader reads: each is the next without the fields from that version's
-# first field on (TRACE_HEADER_FIRST): 4 has no pool or graph reservations in its memory
-# ledger; 3 no calls in progress, no call records and no memory ledger.
-TRACE_VERSIONS_READ = (3, 4, 5)
+# first field on (TRACE_HEADER_FIRST): 5 has no kernels; 4 has no pool or graph reservations
+# in its memory ledger; 3 no calls in progress, no call records and no memory ledger.
+TRACE_VERSIONS_READ = (3, 4, 5, 6)
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even
 # for the file's header: `<name>.nospace` for the `<name>.shimtrace` it could not make, so
@@ -89,6 +89,21 @@ MEM_DEVICES = 16
 MEM_HOST_COLUMN = MEM_DEVICES
 MEM_COLUMNS = MEM_DEVICES + 1
 MEM_ROUTES = 32
+# The kernels (version 6's fields below, runtime/kernels/): the handles (CUfunction or
+# CUkernel) the table keeps with their names, the longest name kept (its NUL included; a
+# longer one is cut), the streams whose last launch it keeps; how a slot's name was learned
+# (its `kern_from`: the function whose argument gave it, the driver asked, none the driver
+# would give, a host function's symbol).
+KERN_SLOTS = 1024
+KERN_NAME_MAX = 256
+KERN_STREAMS = 64
+KERN_FROM = {1: "cuModuleGetFunction", 2: "cuLibraryGetKernel", 3: "cuKernelGetFunction",
+             4: "driver", 5: "unnamed", 6: "cuLaunchHostFunc"}
+# The name of a host function whose symbol the dynamic loader does not know.
+KERN_HOST_UNKNOWN = "(host function)"
+# A collective: a kernel whose name holds this, in any case (NCCL's device kernels,
+# ncclDevKernel_*, ncclKernel_*): the report compares its launches across the ranks of a run.
+KERN_COLLECTIVE = "nccl"
 # Its header, field by field in order: (name, type, count), the type one of u32, u64, i64,
 # char. runtime/tracefile/header.h declares its struct from this list (rendered into facts.h,
 # with each field's offset checked) and shimgen/trace/binary.py reads it with the same one;
@@ -143,6 +158,21 @@ TRACE_HEADER = (
     ("mem_pool", "u64", MEM_COLUMNS * 4),
     ("mem_graph", "u64", MEM_COLUMNS * 4),
     ("mem_pools", "u64", 1), ("mem_graph_allocs", "u64", 1),
+    # version 6: the kernels (runtime/kernels/, docs/traceformat.md "Kernels"): the table's
+    # sizes, whether the driver could be asked names (it exports cuFuncGetName), handles and
+    # launches no slot took; per slot the handle (0: free), launches, host ticks of the
+    # launch calls, launches whose shape differed from the one before, how the name was
+    # learned (KERN_FROM), the last grid and block; per stream (key: the handle + 1) its
+    # launches, the slot + 1 of its last kernel and that launch's start in ticks; the names.
+    ("kern_slots", "u32", 1), ("kern_name_max", "u32", 1), ("kern_streams", "u32", 1),
+    ("kern_asks", "u32", 1), ("kern_lost", "u64", 1), ("kern_lost_launches", "u64", 1),
+    ("kstream_lost", "u64", 1),
+    ("kern_handle", "u64", KERN_SLOTS), ("kern_launches", "u64", KERN_SLOTS),
+    ("kern_ticks", "u64", KERN_SLOTS), ("kern_shapes", "u64", KERN_SLOTS),
+    ("kstream_key", "u64", KERN_STREAMS), ("kstream_launches", "u64", KERN_STREAMS),
+    ("kstream_slot", "u64", KERN_STREAMS), ("kstream_start", "u64", KERN_STREAMS),
+    ("kern_from", "u32", KERN_SLOTS), ("kern_grid", "u32", KERN_SLOTS * 3),
+    ("kern_block", "u32", KERN_SLOTS * 3), ("kern_names", "char", KERN_SLOTS * KERN_NAME_MAX),
 )
 # One list of the trace's fields, read by both readers (trace/jsonfile.py: the exit JSON of
 # SHIMGEN_TRACE_FILE, runtime/stats/trace.c; trace/binary.py and blocks.py: the binary file).
@@ -190,7 +220,7 @@ TRACE_FSTATS_SIZE = 1 << TRACE_FSTATS_SHIFT
 # mem_graph keep them.
 MEM_RESERVE_FIELDS = ("reserved", "reserved_high", "used", "used_high")
 # The first field new in each version (the previous version's header ends where it begins).
-TRACE_HEADER_FIRST = {4: "off_frames", 5: "mem_reserved_peak"}
+TRACE_HEADER_FIRST = {4: "off_frames", 5: "mem_reserved_peak", 6: "kern_slots"}
 TRACE_HEADER_V4_FIRST = TRACE_HEADER_FIRST[4]
 # SHIMGEN_TRACE=calls: one record per call in its thread's ring (runtime/arch/x86_64/calls.S writes
 # it, shimgen/calls/records.py reads it): its size, where its captured bytes start (strings,

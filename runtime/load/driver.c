@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "hooks/hooks.h"
+#include "kernels/kernels.h"
 #include "memory/memory.h"
 #include "base/base.h"
 #include "load.h"
@@ -228,6 +229,8 @@ static void load_driver(void)
         shimgen_cfg.features |= SHIMGEN_FEATURE_MEMORY;
     if (shimgen_ledger_limit)
         shimgen_cfg.features |= SHIMGEN_FEATURE_LIMIT;
+    if (shimgen_kernels_config()) /* kernels and streams: with a trace file (kernels/) */
+        shimgen_cfg.features |= SHIMGEN_FEATURE_KERNELS;
     char first_err[512];
     void *h = open_driver(shimgen_cfg.driver_path, first_err, sizeof first_err);
     if (!h) {

@@ -8,13 +8,14 @@
  *   child: 1. the safe reads forget the parent's pid (every later step may read memory);
  *          2. the load released; 3. the memory ledger, then pools and graphs (the child's
  *          file, made in step 5, attaches the ledger, which is then the child's already);
- *          4. the fault rules' counts; 5. the trace: its counts, blocks and file, last
- *          (it makes a file and maps memory).
+ *          4. the fault rules' counts; the kernels' counts (their names kept); 5. the
+ *          trace: its counts, blocks and file, last (it makes a file and maps memory).
  */
 
 #include <pthread.h>
 
 #include "hooks/hooks.h"
+#include "kernels/kernels.h"
 #include "memory/memory.h"
 #include "base/base.h"
 #include "load.h"
@@ -27,6 +28,7 @@ static void fork_child(void)
     shimgen_ledger_after_fork();
     shimgen_reserve_after_fork();
     shimgen_inject_after_fork();
+    shimgen_kernels_after_fork();
     shimgen_trace_after_fork();
 }
 

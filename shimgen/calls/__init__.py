@@ -10,6 +10,7 @@ __getattr__, __all__ = face(__name__, {
     "DUR": "records",
     "Decoder": "decode",
     "IDX": "records",
+    "NAMED": "decode",
     "RETURNED": "records",
     "ROW": "records",
     "SEQ": "records",

@@ -15,6 +15,10 @@ from .model import SLOTS, _scalar, prototype
 from .records import ARGS, CAPTURE, IDX, RESULT, STATE
 
 RETURNED = 2
+# The handles dict's entry of the kernels' names (report/calls.py fills it from the trace
+# file's kernel table): a CUfunction or CUkernel handle shown by its kernel's name.
+NAMED = ("#kernels",)
+KERNEL_HANDLES = ("func", "kernel")
 UNREAD = ARGS + runenv.CALLS_UNREAD_WORD  # which captures were not read (runtime/arch/layout.h)
 
 
@@ -83,8 +87,20 @@ class Decoder:
             if n is None:
                 n = handles[key] = handles.get(info, 0) + 1
                 handles[info] = n
-            return f"{info}#{n}", f"{info}#{n}"
+            named = handles[NAMED].get(raw) if (info in KERNEL_HANDLES
+                                                 and NAMED in handles) else None
+            return f"{info}#{n}", named or f"{info}#{n}"
         return raw, (f"{raw:#x}" if raw or kind == "addr" else "NULL")
+
+    def kernel_handle(self, r) -> int | None:
+        """The raw CUfunction (or CUkernel) a record's function is given, None when it takes
+        none (a launch's kernel, for its JSON's `kernel`)."""
+        p = self.protos[r[IDX]]
+        for a in (p.args if p else ()):
+            if a.kind == "handle" and a.info in KERNEL_HANDLES and a.slot is not None \
+                    and a.slot < SLOTS:
+                return r[ARGS + a.slot]
+        return None
 
     def enum_text(self, enum: str, v: int) -> str:
         names = self.enums.get(enum, {})

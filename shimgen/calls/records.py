@@ -60,6 +60,7 @@ class ProcessCalls:
     order: list[int] = field(default_factory=list)  # the records kept: slots, by start
     dropped: dict[int, int] = field(default_factory=dict)  # per thread: calls not kept
     ring_records: int = 0
+    kernels: dict[int, str] = field(default_factory=dict)  # handle -> name (trace/kernels.py)
 
     def column(self, name: str) -> list[int]:
         """One word of every slot (seq, idx, state, tid, start, dur, result), by slot."""
@@ -185,6 +186,13 @@ def load(path: Path) -> ProcessCalls:
                       h["ns_per_tick"], h["calib_ticks0"], h["calib_ns0"],
                       h["state"] == runenv.TRACE_STATES["complete"],
                       names=h["names"], ring_records=h["calls_ring_records"])
+    from ..trace import KernelsError, read_kernels
+
+    try:
+        table = read_kernels(h)
+    except KernelsError as e:
+        raise ShimgenError(f"{path}: {e}") from None
+    pc.kernels = {k.handle: k.name for k in table.kernels if k.name} if table else {}
     _rings(pc, path, h)
     return pc
 

@@ -13,6 +13,7 @@ __getattr__, __all__ = face(__name__, {
     "BY": "model",
     "command": "main:command",
     "dump_json": "output",
+    "last_launch_text": "kernels",
     "shown": "output",
     "size_text": "memory",
     "summary_for_run": "main",

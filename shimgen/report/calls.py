@@ -23,8 +23,9 @@ from itertools import chain, islice
 from operator import itemgetter
 from pathlib import Path
 
-from ..calls import BODY, RETURNED, ROW
+from ..calls import BODY, NAMED, RETURNED, ROW
 from ..errors import ShimgenError
+from .kernels import demangle
 from .output import shown as escaped
 
 MEMO_MAX = 1 << 16  # distinct records kept decoded per process (then the memo starts anew)
@@ -38,6 +39,7 @@ class Filters:
     last: int | None = None
     pid: int | None = None
     rank: str | None = None
+    mangled: bool = False  # kernels' names as the trace file has them, not demangled
 
 
 def _decoders():
@@ -66,11 +68,13 @@ class Shown:
     """One process's calls that pass the filters (`rows`: their slots), with what decodes
     them."""
 
-    def __init__(self, proc, dec, rows: list, zero: int):
+    def __init__(self, proc, dec, rows: list, zero: int, mangled: bool = False):
         self.proc, self.dec, self.rows = proc, dec, rows
         self.k = proc.ns_per_tick or 0.0
         self.base = proc.calib_ns0 - proc.calib_ticks0 * self.k - zero
         self.handles = _handles(proc, dec)
+        names = proc.kernels or {}
+        self.handles[NAMED] = {h: (n if mangled else demangle(n)) for h, n in names.items()}
         self.start = proc.column("start")
 
     def t(self, s: int) -> float:
@@ -96,9 +100,18 @@ class Shown:
                 "t": round((self.base + r[4] * self.k) / 1e9, 9), "function": dec.names[r[1]],
                 "args": {n: v for n, v, _, _ in args}, "result": code,
                 "result_name": rname if code is not None else None,
-                "outputs": {n: v for n, v, _, _ in outs},
+                "outputs": {n: v for n, v, _, _ in outs}, **self._kernel(r),
                 "dur_us": round(r[5] * self.k / 1e3, 3) if r[2] == RETURNED else None,
                 "state": "returned" if r[2] == RETURNED else "entered"}
+
+    def _kernel(self, r: tuple) -> dict:
+        """A record of a function given a CUfunction or CUkernel: that kernel's name
+        (`kernel`, None when the table has none) and demangled; {} for the others."""
+        h = self.dec.kernel_handle(r)
+        if h is None:
+            return {}
+        name = (self.proc.kernels or {}).get(h)
+        return {"kernel": name, "kernel_demangled": None if name is None else demangle(name)}
 
     # ---- every row, each distinct record decoded once ---------------------------------------
     def _unpacked(self):
@@ -171,7 +184,8 @@ class Shown:
         """What a record's JSON takes from its raw bytes alone."""
         d = self.record_of(r)
         return json.dumps({n: d[n] for n in ("function", "args", "result", "result_name",
-                                             "outputs")})[1:-1]
+                                             "outputs", "kernel", "kernel_demangled")
+                           if n in d})[1:-1]
 
     def _table_middle(self, r: tuple) -> tuple:
         """What a record's table row takes from its raw bytes alone."""
@@ -280,7 +294,7 @@ def shown(paths: list[Path], f: Filters, unreadable: list | None = None):
                 f.rank is not None and (p.rank or "") != f.rank):
             continue
         dec = get(p.names)
-        out.append(Shown(p, dec, _rows(p, dec, f), zero))
+        out.append(Shown(p, dec, _rows(p, dec, f), zero, f.mangled))
     return procs, out, note
 
 

@@ -21,6 +21,7 @@ from .. import __version__
 from ..calls import RETURNED
 from ..runenv import TIMELINE, TRACE_SUFFIX
 from .calls import Filters, shown, write_pieces
+from .kernels import demangle
 
 CAT = "libcuda"
 
@@ -30,11 +31,16 @@ def _event_parts(g, r: tuple) -> tuple[str, str]:
     says. Values as the `--json` record has them, addresses as hex text."""
     args, outs = g.dec.decode(r, g.handles)
     code, rname = g.dec.result(r)
-    head = (f'"name": {json.dumps(g.dec.names[r[1]])}, "cat": "{CAT}", '
+    h = g.dec.kernel_handle(r)
+    kernel = (g.proc.kernels or {}).get(h) if h is not None else None
+    name = demangle(kernel) if kernel else g.dec.names[r[1]]  # a launch: after its kernel
+    head = (f'"name": {json.dumps(name)}, "cat": "{CAT}", '
             f'"ph": "{"X" if r[2] == RETURNED else "B"}"')
+    more = {"function": g.dec.names[r[1]], "kernel": kernel} if kernel else {}
     return head, json.dumps({"args": {n: t if a else v for n, v, t, a in args},
                              "outputs": {n: t if a else v for n, v, t, a in outs},
-                             "result": code, "result_name": rname if code is not None else None})
+                             "result": code, "result_name": rname if code is not None else None,
+                             **more})
 
 
 def _events(g):

@@ -32,6 +32,7 @@ from .facts import (
     who,
 )
 from .inject import any_injected, injected_rows, injected_section, rules, rules_line
+from .kernels import collectives, kernels_json, kernels_section
 from .memory import memory_json, memory_section
 from .model import Group, Merged, sorted_functions
 from .output import csv_value, dump_json, printable, shown
@@ -195,7 +196,7 @@ def source_header(sources: list[Source]) -> list[str]:
     return lines
 
 
-def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
+def _text(sources: list[Source], gs: list[Group], by: str | None, mangled: bool) -> str:
     lines = source_header(sources)
     if not any(g.processes for g in gs):
         lines.append("processes  0: no trace could be read" if any(s.unreadable for s in sources)
@@ -206,13 +207,14 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
         if by is not None:
             lines.append(f"== {by} {shown(g.key, CUT)} ==")
         lines += group_header(g)
-        lines += inflight.section(g.procs)
+        lines += inflight.section(g.procs, mangled)
         lines.append("")
         lines += function_table(g.functions, any(rules(s) for s in sources))
         lines.append("")
         lines += errors_section(g.functions, bool(short_processes(g)))
         lines += injected_section(g.functions)
         lines += memory_section(g)
+        lines += kernels_section(g, mangled)
     return "\n".join(lines) + "\n"
 
 
@@ -244,6 +246,8 @@ def group_json(g: Group) -> dict:
         "errors": error_rows(g.functions),
         "injected": injected_rows(g.functions),
         "memory": memory_json(g),
+        "kernels": kernels_json(g),
+        "collectives": collectives(g),
     }
 
 
@@ -271,7 +275,8 @@ def notices_json(notices: Notices | None) -> dict | None:
             "unread_bytes": notices.unread, "problem": notices.problem or None}
 
 
-def render(sources: list[Source], gs: list[Group], by: str | None, fmt: str) -> str:
+def render(sources: list[Source], gs: list[Group], by: str | None, fmt: str,
+           mangled: bool = False) -> str:
     if fmt == "json":
         runs = [s for s in sources if s.is_run]
         return dump_json({"schema": SCHEMA, "version": SCHEMA_VERSION, "by": by,
@@ -292,4 +297,4 @@ def render(sources: list[Source], gs: list[Group], by: str | None, fmt: str) -> 
                 w.writerow([by or "all", csv_value(g.key)]
                            + [csv_value(row[c]) for c in CSV_COLUMNS[2:]])
         return printable(buf.getvalue())
-    return printable(_text(sources, gs, by))
+    return printable(_text(sources, gs, by, mangled))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..trace import NOT_FINISHED, job, live
+from .kernels import demangle, last_launch_text
 from .output import shown
 
 CUT = 300  # characters of a name shown
@@ -106,7 +107,7 @@ def _unknown(procs: list) -> str:
     return "; ".join(sorted(whys))
 
 
-def section(procs: list) -> list[str]:
+def section(procs: list, mangled: bool = False) -> list[str]:
     """The text section `in flight` of a group, when it has a process that did not
     complete: a sentence first (the longest call, and how many others are in none), then
     the calls, longest first, the first SHOWN of them."""
@@ -116,7 +117,10 @@ def section(procs: list) -> list[str]:
     found = calls(procs)
     why = _unknown(procs)
     if not found:
-        return ["", "in flight  " + shown(why or "no driver call in progress")]
+        launched = [f"{_who(p.last.now)}: {t}" for p in unfinished
+                    if p.last.now and (t := last_launch_text(p.last.now, mangled))]
+        return ["", "in flight  " + shown(why or "no driver call in progress")
+                + (f"; {launched[0]}" if launched else "")]
     now, b = found[0]
     busy = {id(n) for n, _ in found}
     idle = len([p for p in unfinished if id(p.last.now) not in busy])
@@ -124,6 +128,9 @@ def section(procs: list) -> list[str]:
     head = (f"in flight  {_who(now)} {verb} inside {shown(b.function, CUT)} for "
             f"{_secs(b.seconds)}"
             + (" (until the run ended)" if now.until == job.UNTIL_END else ""))
+    launched = last_launch_text(now, mangled)
+    if launched:
+        head += "; " + launched
     if len(found) > 1:
         head += f"; {len(found) - 1} more call{'s' if len(found) > 2 else ''} in progress"
     if idle:
@@ -148,6 +155,16 @@ def section(procs: list) -> list[str]:
     return lines
 
 
+def _last_launch_json(n: job.ProcNow) -> dict | None:
+    if not n.launches:
+        return None
+    la = n.launches[0]
+    return {"stream": la.stream, "kernel": la.kernel,
+            "kernel_demangled": None if la.kernel is None else demangle(la.kernel),
+            "ordinal": la.ordinal,
+            "seconds": None if la.seconds is None else round(la.seconds, 3)}
+
+
 def json_fields(procs: list) -> dict:
     """`running` (pids) and `in_flight` of a group's JSON."""
     return {
@@ -155,6 +172,7 @@ def json_fields(procs: list) -> dict:
         "in_flight": [{"pid": n.pid, "tid": c.tid, "rank": n.rank, "host": n.host or None,
                        "function": c.function,
                        "seconds": None if c.seconds is None else round(c.seconds, 3),
-                       "state": n.state} for n, c in calls(procs)],
+                       "state": n.state, "last_launch": _last_launch_json(n)}
+                      for n, c in calls(procs)],
         "in_flight_unknown": _unknown(procs) or None,
     }

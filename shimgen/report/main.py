@@ -47,7 +47,8 @@ def _csv_leaves_out(sources: list[Source], fmt: str) -> None:
               f"numbers (the table and --json name {them})", file=sys.stderr)
 
 
-def report(paths: list[Path], *, by: str | None = None, fmt: str = "text") -> str:
+def report(paths: list[Path], *, by: str | None = None, fmt: str = "text",
+           mangled: bool = False) -> str:
     """What `shimgen report` prints for these paths (cli.py parses the arguments)."""
     from . import format as report_format
 
@@ -67,7 +68,7 @@ def report(paths: list[Path], *, by: str | None = None, fmt: str = "text") -> st
     from . import inflight
 
     inflight.attach(sources)
-    out = report_format.render(sources, groups(processes, by), by, fmt)
+    out = report_format.render(sources, groups(processes, by), by, fmt, mangled)
     _csv_leaves_out(sources, fmt)
     return out
 
@@ -89,7 +90,8 @@ def _calls_command(args, fmt: str, out) -> str | None:
         raise ShimgenError("report: --calls prints lines or --json (not --csv or --by)")
     from .calls import Filters, check, render
 
-    f = Filters(args.function, args.errors, args.last, args.pid, args.rank)
+    f = Filters(args.function, args.errors, args.last, args.pid, args.rank,
+                getattr(args, "mangled", False))
     check(f)
     paths = [Path(p) for p in args.paths]
     if args.first_difference:
@@ -129,6 +131,7 @@ def command(args) -> int:
             sys.stdout.write(text)
         sys.stdout.flush()
         return 0
-    sys.stdout.write(report([Path(p) for p in args.paths], by=args.by, fmt=fmt))
+    sys.stdout.write(report([Path(p) for p in args.paths], by=args.by, fmt=fmt,
+                            mangled=getattr(args, "mangled", False)))
     sys.stdout.flush()
     return 0

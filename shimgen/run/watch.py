@@ -32,12 +32,15 @@ def _who(pid: int, rank: str | None) -> str:
     return f"pid {pid}" + (f" (rank {shown(rank)})" if rank is not None else "")
 
 
-def stall_line(pid: int, rank: str | None, function: str, seconds: float) -> str:
+def stall_line(pid: int, rank: str | None, function: str, seconds: float,
+               launched: str = "") -> str:
     """The notice of a call in progress for longer than --stall; what the trace file
-    says (rank, function) escaped, as one printable line."""
+    says (rank, function) escaped, as one printable line; with the process's latest launch
+    (report/kernels.py last_launch_text) when one is known."""
     from ..report import shown
 
-    return f"shimgen: {_who(pid, rank)} has been inside {shown(function)} for {seconds:g} s"
+    return (f"shimgen: {_who(pid, rank)} has been inside {shown(function)} for {seconds:g} s"
+            + (f"; {launched}" if launched else ""))
 
 
 def left_line(pid: int, rank: str | None, function: str, seconds: float) -> str:
@@ -91,6 +94,7 @@ class Watcher:
                     pass
 
     def _look(self) -> None:
+        from ..report import last_launch_text
         from ..trace import job
 
         procs, _ = job.snapshot(self.run_dir.path, only_top=True)
@@ -103,7 +107,8 @@ class Watcher:
                 seen.add(key)
                 if c.seconds > self.stall and key not in self.said:
                     self.said[key] = (time.monotonic() - c.seconds, p.pid, p.rank)
-                    self._say(stall_line(p.pid, p.rank, c.function, self.stall))
+                    self._say(stall_line(p.pid, p.rank, c.function, self.stall,
+                                         last_launch_text(p)))
         for key in [k for k in self.said if k not in seen]:
             began, pid, rank = self.said.pop(key)
             self._say(left_line(pid, rank, key[2], time.monotonic() - began))

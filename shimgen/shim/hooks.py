@@ -13,6 +13,8 @@ hook can never recurse into itself. A build compiles the hook files its hooks na
             (SHIMGEN_LIMIT_MEMORY), or has gates in effect: the memory ledger's routes
             (shim/memroutes.py; `optional`: a driver without the function has no such hook)
   limit   - SHIMGEN_LIMIT_MEMORY is set: cuMemGetInfo_v2 and cuDeviceTotalMem_v2 answer with it
+  kernels - the run traces into a directory (any mode): the kernels' names and launches and
+            each stream's last launch (runtime/kernels/; `optional`, as the memory routes)
 When its feature is off, the slot points straight at the real function: no cost.
 
 `wrappable` False: a user hook (docs/hooks.md) may not wrap the function: the
@@ -74,6 +76,26 @@ HOOKS: tuple[Hook, ...] = (
     Hook(w.name, MEMORY_SOURCE, f"memory ledger: {w.reads}", "memory",
          since=FUNCTION_SINCE.get(w.name, 0), optional=True)
     for w in WATCHES)
+
+# The kernels (runtime/kernels/hooks_kernels.c): the functions that make a handle (its name
+# learned) and the launches (counted by kernel and stream); no other function pays.
+KERNEL_SOURCE = "hooks_kernels.c"
+KERNEL_HOOKS = (
+    ("cuModuleGetFunction", "a function's name, as the program passed it"),
+    ("cuLibraryGetKernel", "a kernel's name, as the program passed it"),
+    ("cuKernelGetFunction", "a function made of a kernel: the kernel's name"),
+    ("cuLaunchKernel", "a launch by kernel and stream"),
+    ("cuLaunchKernel_ptsz", "a launch by kernel and stream"),
+    ("cuLaunchCooperativeKernel", "a launch by kernel and stream"),
+    ("cuLaunchCooperativeKernel_ptsz", "a launch by kernel and stream"),
+    ("cuLaunchKernelEx", "a launch by kernel and stream (its config read safely)"),
+    ("cuLaunchKernelEx_ptsz", "a launch by kernel and stream (its config read safely)"),
+    ("cuLaunchHostFunc", "a host function's launch, named by its symbol"),
+    ("cuLaunchHostFunc_ptsz", "a host function's launch, named by its symbol"),
+)
+HOOKS += tuple(Hook(name, KERNEL_SOURCE, f"kernels: {why}", "kernels",
+                    since=FUNCTION_SINCE.get(name, 0), optional=True)
+               for name, why in KERNEL_HOOKS)
 
 # Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of
 # private entry points whose layout is not public; it is forwarded untouched.

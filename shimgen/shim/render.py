@@ -21,6 +21,7 @@ from ..cuda import (
     FEATURES,
     GRAPH_MEM_ATTRS,
     HOOK_TYPES,
+    LAUNCH_CONFIG_STREAM_OFFSET,
     LIBCUDA_DIRS,
     MEM_LOCATION_TYPE_DEVICE,
     MEM_PROP_LOCATION_OFFSET,
@@ -76,6 +77,13 @@ def comment_safe(value: object) -> str:
     """Text for a banner line inside /* */ or after #: no comment terminator, one line.
     (Paths with control characters are refused earlier, in elf.check_path_text.)"""
     return str(value).replace("*/", "*\\/").replace("\n", " ")
+
+
+# The kernels' table (runtime/kernels/): its sizes, how a name was learned, CUlaunchConfig.
+KERN_FACTS = {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
+              "streams": runenv.KERN_STREAMS, "sources": runenv.KERN_FROM,
+              "config_stream": LAUNCH_CONFIG_STREAM_OFFSET,
+              "host_unknown": runenv.KERN_HOST_UNKNOWN}
 
 
 def environment() -> jinja2.Environment:
@@ -250,7 +258,7 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                         "kinds": runenv.CALLS_CAPTURE_KINDS},
         "calls_table": (calls.capture_table([f.name for f in model.functions])
                         if captures else None),
-        "inject_keys": inject.KEYS,
+        "inject_keys": inject.KEYS, "kern": KERN_FACTS,
         "inject_limits": {"MAX_RULES": inject.MAX_RULES, "MAX_LEN": inject.MAX_LEN,
                           "NUMBER_MAX": inject.NUMBER_MAX, "RESULT_MAX": inject.RESULT_MAX},
     }

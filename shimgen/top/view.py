@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from ..report import shown, size_text
+from ..report import last_launch_text, shown, size_text
 from ..trace import job
 
 SCHEMA = "shimgen-top"
@@ -29,7 +29,9 @@ def _longest(p: job.ProcNow) -> str:
     if b is None:
         return p.why_unknown or "-"
     verb = "died inside" if p.state == job.DIED else "inside"
-    return f"{verb} {b.function} {_secs(b.seconds)} (tid {b.tid})"
+    launched = last_launch_text(p)
+    return f"{verb} {b.function} {_secs(b.seconds)} (tid {b.tid})" + (
+        f"; {launched}" if launched else "")
 
 
 def _memory(p: job.ProcNow) -> str:

@@ -3,7 +3,7 @@
 model.py's one shape of a process's trace (read by `shimgen report` and `shimgen run` alike);
 inflight.py the calls a process has in progress, live.py whether it runs (and the parts nodes
 made of a run directory), job.py a whole job now (report, top, run --stall); memory.py the
-device memory ledger of a binary trace file.
+device memory ledger of a binary trace file, kernels.py its kernels and streams.
 """
 
 from .. import face
@@ -11,6 +11,9 @@ from .. import face
 __getattr__, __all__ = face(__name__, {
     "HIST_BUCKETS": "model",
     "HOST": "memory",
+    "KernelsError": "kernels",
+    "read_kernels": "kernels",
+    "stream_text": "kernels",
     "NOT_FINISHED": "model",
     "NO_ERROR_COUNTS": "jsonfile",
     "NO_ROOM": "model",

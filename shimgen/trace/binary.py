@@ -34,6 +34,7 @@ from ..runenv import (
 )
 from .blocks import ERRSLOT_SIZE, FSTATS_SIZE, TOTALLED, BadTrace, sum_blocks
 from .clock import calibration as _calibration
+from .kernels import KernelsError, read_kernels
 from .memory import LedgerError, read_ledger
 from .model import (
     FINE_BUCKETS,
@@ -240,7 +241,8 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
     )
     try:
         trace.memory = read_ledger(h, names)
-    except LedgerError as e:
+        trace.kernels = read_kernels(h)
+    except (LedgerError, KernelsError) as e:
         raise BadTrace(str(e)) from None
     return trace
 

@@ -27,6 +27,7 @@ from ..errors import ShimgenError
 from ..runenv import MEM_HOST_COLUMN, MEM_ROUTES
 from . import binary
 from .blocks import COUNT_WORD, FSTATS_SIZE, FSTATS_WORDS, blocks_with_data
+from .kernels import KernelsError, read_kernels
 
 _Q = struct.Struct("<Q")
 # calls mode: where a call record's entry ticks are (its fifth word of runenv's head)
@@ -51,11 +52,23 @@ class Call:
         self.tid, self.function, self.mono_ns, self.real_ns = tid, function, mono_ns, real_ns
 
 
+class Launch:
+    """A stream's last launch (format version 6, runtime/kernels/): the stream, the kernel's
+    name ("" unnamed, None no slot), its ordinal on the stream, its start as a Call's."""
+
+    __slots__ = ("stream", "kernel", "ordinal", "mono_ns", "real_ns")
+
+    def __init__(self, stream: int, kernel: str | None, ordinal: int, mono_ns: int | None,
+                 real_ns: int | None) -> None:
+        self.stream, self.kernel, self.ordinal = stream, kernel, ordinal
+        self.mono_ns, self.real_ns = mono_ns, real_ns
+
+
 class InFlight:
     """What a file says of its process now: its identity, state and calls in progress."""
 
     __slots__ = ("path", "pid", "rank", "boot_id", "proc_start", "complete", "start_ns",
-                 "calls", "counts", "why_unknown", "device_bytes", "uid")
+                 "calls", "counts", "why_unknown", "device_bytes", "uid", "launches")
 
     def __init__(self, path: str, h: dict) -> None:
         self.path = path
@@ -70,6 +83,7 @@ class InFlight:
         self.why_unknown = ""  # NOT_IN_COUNTS or NOT_IN_VERSION_3: no calls can be read
         self.device_bytes = _device_bytes(h)  # device memory held now (the ledger); None: unknown
         self.uid: int | None = None  # the file's owner: the user its process ran as
+        self.launches: list[Launch] = []  # each stream's last launch (version 6)
 
 
 def _device_bytes(h: dict) -> int | None:
@@ -98,6 +112,23 @@ def _clock(h: dict) -> tuple[float, int, int, int] | None:
     if k is None:
         return None
     return k, h["calib_ticks0"], h["calib_ns0"], h["start_ns"] - h["calib_ns_a"]
+
+
+def _launches(h: dict, clock) -> list[Launch]:
+    """Each stream's last launch, from the kernels' fields of the header (version 6)."""
+    try:
+        table = read_kernels(h)
+    except KernelsError as e:
+        raise binary.BadTrace(str(e)) from None
+    out = []
+    for s in table.streams if table else ():
+        mono = real = None
+        if clock is not None:
+            k, t0, ns0, real_off = clock
+            mono = int(ns0 + (s.start_ticks - t0) * k)
+            real = mono + real_off
+        out.append(Launch(s.stream, s.kernel, s.launches, mono, real))
+    return out
 
 
 def _frame(m: mmap.mmap, at: int, h: dict, nf: int) -> tuple[int, int] | None:
@@ -178,6 +209,7 @@ def _read_mapped(path: str, m: mmap.mmap, fd: int, size: int, counts: bool) -> I
     if counts:
         out.counts = sum(_counted(m, h["blocks_off"] + b * h["block_stride"], h)
                          for b in blocks)
+    out.launches = _launches(h, _clock(h))
     if h["mode"] == 1:
         out.why_unknown = NOT_IN_COUNTS
         return out

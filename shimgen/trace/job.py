@@ -32,11 +32,21 @@ class Busy:
         self.start = start  # the call's start as read (tells two calls of a thread apart)
 
 
+class LastLaunch:
+    """A stream's last launch and how long ago it was made (None: not known)."""
+
+    __slots__ = ("stream", "kernel", "ordinal", "seconds")
+
+    def __init__(self, stream: int, kernel: str | None, ordinal: int,
+                 seconds: float | None) -> None:
+        self.stream, self.kernel, self.ordinal, self.seconds = stream, kernel, ordinal, seconds
+
+
 class ProcNow:
     """A process as its trace file and its node say now."""
 
     __slots__ = ("pid", "rank", "host", "state", "calls", "why_unknown", "counts", "path",
-                 "until", "key", "device_bytes")
+                 "until", "key", "device_bytes", "launches")
 
     def __init__(self, f: inflight.InFlight, host: str) -> None:
         self.pid, self.rank, self.host, self.path = f.pid, f.rank, host, f.path
@@ -46,6 +56,7 @@ class ProcNow:
         self.counts = f.counts
         self.device_bytes = f.device_bytes  # device memory held now (at death); None: unknown
         self.until = ""  # a died process's calls: UNTIL_END or UNTIL_NOW
+        self.launches: list[LastLaunch] = []  # each stream's last launch, the latest first
         self.key = (f.boot_id, f.pid, f.proc_start) if f.proc_start and f.boot_id else (
             f.path,)
 
@@ -72,16 +83,21 @@ def judge(f: inflight.InFlight, part: live.Part | None, host: str, here: str,
         p.state = DIED
         end = part.end_ns(now_real) if part is not None else None
         p.until = UNTIL_END if end is not None else UNTIL_NOW
-    for c in f.calls:
+    def age(c) -> float | None:
         if end is not None:
             secs = (end - c.real_ns) / 1e9 if c.real_ns is not None else None
         elif same_boot and c.mono_ns is not None:
             secs = (now_mono - c.mono_ns) / 1e9
         else:
             secs = (now_real - c.real_ns) / 1e9 if c.real_ns is not None else None
-        p.calls.append(Busy(c.tid, c.function, None if secs is None else max(secs, 0.0),
-                            c.mono_ns))
+        return None if secs is None else max(secs, 0.0)
+
+    for c in f.calls:
+        p.calls.append(Busy(c.tid, c.function, age(c), c.mono_ns))
     p.calls.sort(key=lambda b: -(b.seconds or 0))
+    p.launches = sorted((LastLaunch(la.stream, la.kernel, la.ordinal, age(la))
+                         for la in f.launches),
+                        key=lambda la: la.seconds if la.seconds is not None else float("inf"))
     return p
 
 

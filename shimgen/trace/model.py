@@ -110,7 +110,7 @@ class ProcessTrace:
                  "driver_path", "driver_version", "driver_build_id", "ns_per_tick",
                  "untimed_calls", "unmapped_proc_addresses", "start_ns", "end_ns", "functions",
                  "ppid", "errors_overflow", "notes", "boot_id", "proc_start",
-                 "calls_missing", "no_file", "host", "now", "memory")
+                 "calls_missing", "no_file", "host", "now", "memory", "kernels")
 
     def __init__(self, path: str, source: str, pid: int, rank: str | None, mode: str,
                  complete: bool, shimgen_version: str = "", driver_path: str = "",
@@ -134,6 +134,7 @@ class ProcessTrace:
         self.driver_build_id = driver_build_id  # the loaded driver's
         self.ns_per_tick = ns_per_tick  # None: times cannot be given (see trace/binary.py)
         self.memory = None  # trace/memory.py MemoryLedger: a version 4 binary trace file
+        self.kernels = None  # trace/kernels.py KernelTable: a version 6 binary trace file
         self.untimed_calls = untimed_calls
         self.unmapped_proc_addresses = unmapped_proc_addresses
         self.start_ns = start_ns  # CLOCK_REALTIME at the first traced call

@@ -154,7 +154,7 @@ def test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_i
         (call,) = g["in_flight"]
         assert call == {"pid": pid, "tid": pid, "rank": None, "host": call["host"],
                         "function": "cuDriverGetVersion", "seconds": call["seconds"],
-                        "state": "running"}
+                        "state": "running", "last_launch": None}  # (it launched nothing)
         assert 0 <= call["seconds"] <= time.monotonic() - t0 and g["died"] == []
         text = shimgen("report", run).stdout
         assert "1 running" in text and "has been inside cuDriverGetVersion for" in text

@@ -1,0 +1,37 @@
+/*
+ * kernels.h: the kernels folder's face (docs/design.md, "Kernels by name and each stream's
+ * last launch"): per handle (a CUfunction or a CUkernel) its name, launches, host ticks of
+ * its launch calls and shapes; per stream its launches and its last kernel. Kept in the
+ * trace file's header (tracefile/header.h, version 6's kern_* and kstream_* fields), so a
+ * process killed leaves them; the process's own memory until the file is made. table.c
+ * keeps the tables; hooks_kernels.c, the hooks of feature "kernels", fills them.
+ */
+#ifndef SHIMGEN_KERNELS_H
+#define SHIMGEN_KERNELS_H
+
+#include <stdint.h>
+
+#include "base/base.h"
+
+/* Joins the trace file's parts (at the driver's load); 1 when the hooks are to be installed
+ * (a trace into a directory, any mode). */
+int shimgen_kernels_config(void);
+/* A forked child: the names kept, its counts its own from zero (load/fork.c). */
+void shimgen_kernels_after_fork(void);
+
+/* A handle's slot, claimed when new; -1 when the table is full (counted lost). */
+int shimgen_kern_slot(uint64_t handle);
+/* A name for a slot that has none, with how it was learned (SHIMGEN_KERN_FROM_*). */
+void shimgen_kern_name(int slot, const char *name, unsigned from);
+/* 1 when the slot has no name and the driver was not asked yet. */
+int shimgen_kern_unnamed(int slot);
+/* The name of a slot ("" when none), for cuKernelGetFunction's function. */
+const char *shimgen_kern_name_of(int slot);
+/* A launch: counted on its kernel's slot (-1: none) and its stream, with its shape and the
+ * ticks at its start and end. */
+void shimgen_kern_launch(int slot, uint64_t stream, const uint32_t shape[6], uint64_t t0,
+                         uint64_t t1);
+/* The driver could be asked names (it exports cuFuncGetName): said in the header. */
+void shimgen_kern_asks(unsigned yes);
+
+#endif

@@ -1,0 +1,173 @@
+/*
+ * table.c: the kernels' tables (kernels.h): a table of handles, open-addressed by the
+ * handle's hash, and one of streams, in the trace file's header once the file is made (a
+ * part of the file, as the memory ledger is), the process's own memory before. A slot is
+ * claimed by a compare-and-swap of its handle (or stream key) word, so two threads never
+ * share one; every count is an aligned 8-byte word added atomically, so a reader of a live
+ * or killed process's file sees a value it had. A slot's name is written after its `from`
+ * word is claimed: a reader takes a name only when it is not empty.
+ */
+
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "tracefile/tracefile.h"
+
+#define SLOTS SHIMGEN_KERN_SLOTS
+#define STREAMS SHIMGEN_KERN_STREAMS
+#define NAME_MAX_ SHIMGEN_KERN_NAME_MAX
+#define PROBES 32u /* slots looked at from a handle's home before it is counted lost */
+#define FIRST offsetof(struct tf_header, kern_slots)
+#define SPAN (sizeof(struct tf_header) - FIRST)
+_Static_assert(offsetof(struct tf_header, kern_names) + SLOTS * NAME_MAX_ ==
+                   sizeof(struct tf_header), "the kernels' fields end the header");
+_Static_assert((SLOTS & (SLOTS - 1)) == 0 && (STREAMS & (STREAMS - 1)) == 0, "powers of two");
+
+/* The tables before the file is made (and without one): only the kern_* and kstream_*
+ * fields of this header are used. */
+static struct tf_header own;
+static struct tf_header *kh = &own;
+
+static inline struct tf_header *tables(void)
+{
+    return __atomic_load_n(&kh, __ATOMIC_ACQUIRE);
+}
+
+static inline unsigned home(uint64_t key, unsigned size)
+{
+    return (unsigned)((key * 0x9E3779B97F4A7C15ull) >> 40) & (size - 1);
+}
+
+/* The slot of `key` (never 0) in `keys`, claimed when new; -1 when none is free near it. */
+static int find(uint64_t *keys, unsigned size, uint64_t key)
+{
+    unsigned at = home(key, size);
+    for (unsigned p = 0; p < PROBES && p < size; p++) {
+        unsigned i = (at + p) & (size - 1);
+        uint64_t v = __atomic_load_n(&keys[i], __ATOMIC_ACQUIRE);
+        if (v == key)
+            return (int)i;
+        if (!v) {
+            if (__atomic_compare_exchange_n(&keys[i], &v, key, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE) || v == key)
+                return (int)i;
+        }
+    }
+    return -1;
+}
+
+int shimgen_kern_slot(uint64_t handle)
+{
+    struct tf_header *h = tables();
+    int s = handle ? find(h->kern_handle, SLOTS, handle) : -1;
+    if (s < 0 && handle)
+        __atomic_fetch_add(&h->kern_lost, 1, __ATOMIC_RELAXED);
+    return s;
+}
+
+void shimgen_kern_name(int slot, const char *name, unsigned from)
+{
+    struct tf_header *h = tables();
+    uint32_t was = 0;
+    if (slot < 0 || !__atomic_compare_exchange_n(&h->kern_from[slot], &was, from, 0,
+                                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return;
+    char *to = &h->kern_names[(size_t)slot * NAME_MAX_];
+    size_t n = name ? strnlen(name, NAME_MAX_ - 1) : 0;
+    memcpy(to, name, n);
+    to[n] = 0;
+}
+
+int shimgen_kern_unnamed(int slot)
+{
+    return slot >= 0 && !__atomic_load_n(&tables()->kern_from[slot], __ATOMIC_ACQUIRE);
+}
+
+const char *shimgen_kern_name_of(int slot)
+{
+    return slot >= 0 ? &tables()->kern_names[(size_t)slot * NAME_MAX_] : "";
+}
+
+void shimgen_kern_launch(int slot, uint64_t stream, const uint32_t shape[6], uint64_t t0,
+                         uint64_t t1)
+{
+    struct tf_header *h = tables();
+    if (slot >= 0) {
+        uint64_t before = __atomic_fetch_add(&h->kern_launches[slot], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&h->kern_ticks[slot], t1 - t0, __ATOMIC_RELAXED);
+        uint32_t *g = &h->kern_grid[slot * 3], *b = &h->kern_block[slot * 3];
+        if (g[0] != shape[0] || g[1] != shape[1] || g[2] != shape[2] || b[0] != shape[3] ||
+            b[1] != shape[4] || b[2] != shape[5]) {
+            if (before)
+                __atomic_fetch_add(&h->kern_shapes[slot], 1, __ATOMIC_RELAXED);
+            for (int i = 0; i < 3; i++) {
+                __atomic_store_n(&g[i], shape[i], __ATOMIC_RELAXED);
+                __atomic_store_n(&b[i], shape[3 + i], __ATOMIC_RELAXED);
+            }
+        }
+    } else {
+        __atomic_fetch_add(&h->kern_lost_launches, 1, __ATOMIC_RELAXED);
+    }
+    int s = find(h->kstream_key, STREAMS, stream + 1);
+    if (s < 0) {
+        __atomic_fetch_add(&h->kstream_lost, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_fetch_add(&h->kstream_launches[s], 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->kstream_slot[s], (uint64_t)(slot + 1), __ATOMIC_RELAXED);
+    __atomic_store_n(&h->kstream_start[s], t0, __ATOMIC_RELAXED);
+}
+
+void shimgen_kern_asks(unsigned yes)
+{
+    __atomic_store_n(&tables()->kern_asks, yes, __ATOMIC_RELAXED);
+}
+
+/* The tables are a part of the trace file: moved into a new header, back when it goes. */
+static void attach(struct tf_header *h, size_t stride)
+{
+    (void)stride;
+    struct tf_header *from = tables();
+    if (from == h)
+        return;
+    memcpy((char *)h + FIRST, (char *)from + FIRST, SPAN);
+    h->kern_slots = SLOTS;
+    h->kern_name_max = NAME_MAX_;
+    h->kern_streams = STREAMS;
+    __atomic_store_n(&kh, h, __ATOMIC_RELEASE);
+}
+
+static void detach(struct tf_header *h)
+{
+    if (tables() != h)
+        return;
+    memcpy((char *)&own + FIRST, (char *)h + FIRST, SPAN);
+    __atomic_store_n(&kh, &own, __ATOMIC_RELEASE);
+}
+
+static const struct shimgen_tf_part kernels_part = {NULL, attach, detach};
+
+int shimgen_kernels_config(void)
+{
+    if (shimgen_cfg.trace == TRACE_OFF || !shimgen_cfg.trace_dir[0])
+        return 0;
+    shimgen_tracefile_join(&kernels_part);
+    return 1;
+}
+
+void shimgen_kernels_after_fork(void)
+{
+    struct tf_header *h = tables();
+    if (h != &own)
+        memcpy((char *)&own + FIRST, (char *)h + FIRST, SPAN);
+    __atomic_store_n(&kh, &own, __ATOMIC_RELEASE);
+    own.kern_lost = own.kern_lost_launches = own.kstream_lost = 0;
+    memset(own.kern_launches, 0, sizeof own.kern_launches);
+    memset(own.kern_ticks, 0, sizeof own.kern_ticks);
+    memset(own.kern_shapes, 0, sizeof own.kern_shapes);
+    memset(own.kstream_key, 0, sizeof own.kstream_key);
+    memset(own.kstream_launches, 0, sizeof own.kstream_launches);
+    memset(own.kstream_slot, 0, sizeof own.kstream_slot);
+    memset(own.kstream_start, 0, sizeof own.kstream_start);
+}

@@ -1,0 +1,178 @@
+"""What the report shows of kernels (docs/report.md, "Kernels"): per group, from each
+process's kernel table (trace/kernels.py, a version 6 binary trace), the kernels by name
+(their handles summed: one per module load and context), each with its launches, the host
+time of its launch calls (not known in counts mode), the last grids and blocks seen and the
+launches whose shape changed; the collectives whose launches differ across the ranks; each
+stream's last launch for the in-flight lines. Names are shown demangled by the C++ runtime's
+own demangler (`__cxa_demangle` of libstdc++, through ctypes; a name it refuses, or a machine
+without libstdc++, shows as it is), raw with --mangled. A group none of whose traces has a
+kernel table shows nothing (`kernels` is null in the JSON)."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+from ..runenv import KERN_COLLECTIVE, KERN_NAME_MAX
+from ..trace import stream_text
+from .model import Group
+from .output import shown
+
+CUT = 300
+SHOWN = 40  # kernels listed in the text; the rest counted
+
+
+@functools.cache
+def _cxa():
+    for name in ("libstdc++.so.6", ctypes.util.find_library("stdc++")):
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+            f = lib.__cxa_demangle
+        except (OSError, AttributeError):
+            continue
+        f.restype = ctypes.c_void_p
+        f.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                      ctypes.POINTER(ctypes.c_int)]
+        libc = ctypes.CDLL(None)
+        libc.free.argtypes = [ctypes.c_void_p]
+        return f, libc.free
+    return None
+
+
+@functools.cache
+def demangle(name: str) -> str:
+    """A C++ symbol's name as the C++ runtime demangles it; any other name as it is."""
+    cxa = _cxa()
+    if not name.startswith("_Z") or cxa is None:
+        return name
+    f, free = cxa
+    status = ctypes.c_int(-1)
+    p = f(name.encode("utf-8", "replace"), None, None, ctypes.byref(status))
+    if not p or status.value != 0:
+        return name
+    try:
+        return ctypes.string_at(p).decode("utf-8", "replace")
+    finally:
+        free(p)
+
+
+def cut(name: str) -> bool:
+    """Whether the trace file cut the name (KERN_NAME_MAX bytes with its NUL): not whole."""
+    return len(name.encode("utf-8", "replace")) >= KERN_NAME_MAX - 1
+
+
+def kernel_text(name: str | None, mangled: bool = False) -> str:
+    if name is None:
+        return "a kernel the table had no room for"
+    if not name:
+        return "an unnamed kernel"
+    return shown(name if mangled else demangle(name), CUT) + (" (name cut)" if cut(name)
+                                                               else "")
+
+
+def _shape(t: tuple) -> str:
+    return "x".join(map(str, t))
+
+
+def totals(g: Group) -> dict[str, dict] | None:
+    """Per kernel name: launches, host ns (None when a trace has no times), shapes seen,
+    launches whose shape changed; None when no trace of the group has a kernel table."""
+    tables = [t for t in g.processes if getattr(t, "kernels", None) is not None]
+    if not tables:
+        return None
+    out: dict[str, dict] = {}
+    for t in tables:
+        for k in t.kernels.kernels:
+            o = out.setdefault(k.name, {"launches": 0, "host_ns": 0.0, "shapes": set(),
+                                        "shape_changes": 0, "timed": True})
+            o["launches"] += k.launches
+            o["shape_changes"] += k.shapes
+            if k.launches:
+                o["shapes"].add((k.grid, k.block))
+            if t.ns_per_tick is None:
+                o["timed"] = False
+            else:
+                o["host_ns"] += k.ticks * t.ns_per_tick
+    return out
+
+
+def collectives(g: Group) -> list[dict]:
+    """The collectives (a name holding KERN_COLLECTIVE, any case) whose launches differ
+    across the group's ranks: each rank whose count is not the most common one."""
+    per_rank: dict[str, dict[str, int]] = {}
+    for t in g.processes:
+        if t.rank is None or getattr(t, "kernels", None) is None:
+            continue
+        counts = per_rank.setdefault(t.rank, {})
+        for k in t.kernels.kernels:
+            if KERN_COLLECTIVE in k.name.lower():
+                counts[k.name] = counts.get(k.name, 0) + k.launches
+    if len(per_rank) < 2:
+        return []
+    out = []
+    for name in sorted({n for c in per_rank.values() for n in c}):
+        by_rank = {r: c.get(name, 0) for r, c in per_rank.items()}
+        tally: dict[int, int] = {}
+        for n in by_rank.values():
+            tally[n] = tally.get(n, 0) + 1
+        common = max(tally, key=lambda n: (tally[n], n))
+        for r, n in sorted(by_rank.items()):
+            if n != common:
+                out.append({"kernel": name, "rank": r, "launches": n, "others": common,
+                            "other_ranks": tally[common]})
+    return out
+
+
+def kernels_json(g: Group) -> list[dict] | None:
+    tot = totals(g)
+    if tot is None:
+        return None
+    return [{"name": n, "demangled": demangle(n), "launches": o["launches"],
+             "host_ns": round(o["host_ns"]) if o["timed"] else None,
+             "shapes": [{"grid": list(gr), "block": list(bl)} for gr, bl in sorted(o["shapes"])],
+             "shape_changes": o["shape_changes"], "cut": cut(n)}
+            for n, o in sorted(tot.items(), key=lambda no: (-no[1]["launches"], no[0]))]
+
+
+def collective_line(c: dict, mangled: bool = False) -> str:
+    return (f"rank {shown(c['rank'], CUT)} launched {kernel_text(c['kernel'], mangled)} "
+            f"{c['launches']:,} times, the other {c['other_ranks']} rank"
+            f"{'s' if c['other_ranks'] > 1 else ''} {c['others']:,}")
+
+
+def kernels_section(g: Group, mangled: bool = False) -> list[str]:
+    tot = totals(g)
+    if not tot:
+        return []
+    rows = sorted(tot.items(), key=lambda no: (-no[1]["launches"], no[0]))
+    launches = sum(o["launches"] for _, o in rows)
+    lines = ["", f"kernels    {len(rows)}, {launches:,} launches (host time: of the launch "
+             "calls)", f"  {'launches':>10}  {'host us':>10}  {'grid / block (last)':<24} "
+             "kernel"]
+    for name, o in rows[:SHOWN]:
+        host = f"{o['host_ns'] / 1e3:.1f}" if o["timed"] else "-"
+        shapes = sorted(o["shapes"])
+        shape = (f"{_shape(shapes[-1][0])} / {_shape(shapes[-1][1])}" if shapes else "-")
+        if o["shape_changes"]:
+            shape += f" (+{o['shape_changes']})"
+        lines.append(f"  {o['launches']:>10,}  {host:>10}  {shape:<24} "
+                     f"{kernel_text(name, mangled)}")
+    if len(rows) > SHOWN:
+        lines.append(f"  ... and {len(rows) - SHOWN} more")
+    for c in collectives(g):
+        lines.append("  " + collective_line(c, mangled))
+    return lines
+
+
+def last_launch_text(p, mangled: bool = False) -> str:
+    """A process's (trace/job.py ProcNow) latest launch, for the in-flight lines: "stream
+    0x5 last ran NAME (#4812), launched 40.2 s ago"; "" when none is known."""
+    if not p.launches:
+        return ""
+    la = p.launches[0]
+    ago = "" if la.seconds is None else f", launched {la.seconds:.1f} s ago"
+    return (f"{stream_text(la.stream)} last ran {kernel_text(la.kernel, mangled)} "
+            f"(#{la.ordinal}){ago}")

@@ -1,0 +1,91 @@
+"""The kernels of one process, read from its binary trace file (format version 6;
+runtime/kernels/ writes them, docs/traceformat.md "Kernels" says what they hold): per handle
+(a CUfunction or CUkernel) its name, how the name was learned, its launches, the host time
+of its launch calls, its last grid and block and the launches whose shape changed; per
+stream its launches, its last kernel and that launch's start. A file before version 6 has
+none (None)."""
+
+from __future__ import annotations
+
+from ..runenv import KERN_FROM, KERN_NAME_MAX, KERN_SLOTS, KERN_STREAMS
+
+
+class Kernel:
+    __slots__ = ("handle", "name", "source", "launches", "ticks", "shapes", "grid", "block")
+
+    def __init__(self, handle: int, name: str, source: str, launches: int, ticks: int,
+                 shapes: int, grid: tuple, block: tuple) -> None:
+        self.handle, self.name, self.source = handle, name, source
+        self.launches, self.ticks, self.shapes = launches, ticks, shapes
+        self.grid, self.block = grid, block  # the last launch's (x, y, z)
+
+
+class StreamLast:
+    """A stream's launches and its last kernel (its name, "" when unnamed; None when the
+    launch's handle had no slot) with that launch's start in ticks."""
+
+    __slots__ = ("stream", "launches", "kernel", "handle", "start_ticks")
+
+    def __init__(self, stream: int, launches: int, kernel: str | None, handle: int,
+                 start_ticks: int) -> None:
+        self.stream, self.launches, self.kernel = stream, launches, kernel
+        self.handle, self.start_ticks = handle, start_ticks
+
+
+class KernelTable:
+    __slots__ = ("kernels", "streams", "lost", "lost_launches", "streams_lost", "asks")
+
+    def __init__(self) -> None:
+        self.kernels: list[Kernel] = []
+        self.streams: list[StreamLast] = []
+        self.lost = self.lost_launches = self.streams_lost = 0
+        self.asks = False  # the driver could be asked names (it exports cuFuncGetName)
+
+
+class KernelsError(Exception):
+    """What is wrong with a file's kernels (trace/binary.py says it with the file's name)."""
+
+
+def _name(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def stream_text(stream: int) -> str:
+    """A stream as the report names it: its handle, the legacy and per-thread ones by name."""
+    return {0: "the null stream", 1: "the legacy stream", 2: "the per-thread stream"}.get(
+        stream, f"stream {stream:#x}")
+
+
+def read_kernels(h: dict) -> KernelTable | None:
+    """The kernels from a header's fields (trace/binary.py, trace/inflight.py), None for a
+    file before version 6 or one whose process never traced into a directory with them."""
+    if h.get("kern_slots") is None or not h["kern_slots"]:
+        return None
+    sizes = (h["kern_slots"], h["kern_name_max"], h["kern_streams"])
+    if sizes != (KERN_SLOTS, KERN_NAME_MAX, KERN_STREAMS):
+        raise KernelsError(f"its kernel table's sizes {sizes} are not the format's "
+                           f"{(KERN_SLOTS, KERN_NAME_MAX, KERN_STREAMS)}")
+    t = KernelTable()
+    t.lost, t.lost_launches = h["kern_lost"], h["kern_lost_launches"]
+    t.streams_lost, t.asks = h["kstream_lost"], bool(h["kern_asks"])
+    names = h["kern_names"]
+    slot_name: dict[int, str] = {}
+    for i, handle in enumerate(h["kern_handle"]):
+        if not handle:
+            continue
+        name = _name(names[i * KERN_NAME_MAX:(i + 1) * KERN_NAME_MAX])
+        slot_name[i] = name
+        t.kernels.append(Kernel(handle, name, KERN_FROM.get(h["kern_from"][i], ""),
+                                h["kern_launches"][i], h["kern_ticks"][i], h["kern_shapes"][i],
+                                tuple(h["kern_grid"][i * 3:i * 3 + 3]),
+                                tuple(h["kern_block"][i * 3:i * 3 + 3])))
+    for j, key in enumerate(h["kstream_key"]):
+        if not key or not h["kstream_launches"][j]:
+            continue
+        slot = h["kstream_slot"][j]
+        if slot > KERN_SLOTS:
+            raise KernelsError(f"its stream {j} names kernel slot {slot - 1}")
+        t.streams.append(StreamLast(
+            key - 1, h["kstream_launches"][j], slot_name.get(slot - 1) if slot else None,
+            h["kern_handle"][slot - 1] if slot else 0, h["kstream_start"][j]))
+    return t

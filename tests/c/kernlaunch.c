@@ -1,0 +1,154 @@
+/* Kernel handles and launches for the kernels' tests (tests/runtime/test_kernels.py), run
+ * against the fake driver of tests/c/fake_kernels_libcuda.c. One operation a word; handles
+ * are numbered from 0 in the order made:
+ *   mod:NAME lib:NAME         cuModuleGetFunction, cuLibraryGetKernel of NAME
+ *   kfunc:K                   cuKernelGetFunction of handle K
+ *   enumf:NAME enumk:NAME     a handle the shim never saw made (the fake names it NAME)
+ *   R:K:S:GX:BX:N             N launches of handle K on stream S (a number) with a grid of
+ *                             GX and a block of BX, by route R: launch, launchptsz, coop,
+ *                             coopptsz, ex, exptsz
+ *   capture:S endcapture:S    a stream capture begun, ended
+ *   sync:S                    "ready" printed, then cuStreamSynchronize (FAKE_KERN_HANG: it
+ *                             never returns)
+ *   fork:                     the rest in a forked child; the parent waits for it and exits
+ *   host:S:N graph:S:N        N launches of kern_host_cb (cuLaunchHostFunc), of a graph
+ *                             (cuGraphLaunch), on stream S
+ * Each failed call prints "rc NAME R". */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef int CUresult;
+struct launch_config {
+    unsigned grid[3], block[3], shmem;
+    void *stream;
+    void *attrs;
+    unsigned nattrs;
+};
+
+static void *lib;
+
+/* The host function launched (exported: the shim names it by its symbol) */
+__attribute__((visibility("default"))) void kern_host_cb(void *data);
+void kern_host_cb(void *data)
+{
+    (void)data;
+}
+static void *handles[256];
+static int nhandles;
+
+static void *fn(const char *name)
+{
+    void *f = dlsym(lib, name);
+    if (!f) {
+        fprintf(stderr, "no %s\n", name);
+        exit(2);
+    }
+    return f;
+}
+
+static void check(const char *what, CUresult r)
+{
+    if (r)
+        printf("rc %s %d\n", what, r);
+}
+
+typedef CUresult (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, void *, void **, void **);
+typedef CUresult (*coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, unsigned, void *, void **);
+typedef CUresult (*ex_fn)(const struct launch_config *, void *, void **, void **);
+
+static void launches(const char *route, char *rest)
+{
+    unsigned k, gx, bx, n;
+    unsigned long s;
+    if (sscanf(rest, "%u:%lu:%u:%u:%u", &k, &s, &gx, &bx, &n) != 5 || k >= (unsigned)nhandles)
+        exit(3);
+    void *stream = (void *)(uintptr_t)s;
+    for (unsigned i = 0; i < n; i++) {
+        CUresult r;
+        if (!strcmp(route, "launch") || !strcmp(route, "launchptsz"))
+            r = ((launch_fn)fn(route[6] ? "cuLaunchKernel_ptsz" : "cuLaunchKernel"))(
+                handles[k], gx, 1, 1, bx, 1, 1, 0, stream, NULL, NULL);
+        else if (!strcmp(route, "coop") || !strcmp(route, "coopptsz"))
+            r = ((coop_fn)fn(route[4] ? "cuLaunchCooperativeKernel_ptsz"
+                                      : "cuLaunchCooperativeKernel"))(
+                handles[k], gx, 1, 1, bx, 1, 1, 0, stream, NULL);
+        else {
+            struct launch_config c = {{gx, 1, 1}, {bx, 1, 1}, 0, stream, NULL, 0};
+            r = ((ex_fn)fn(route[2] ? "cuLaunchKernelEx_ptsz" : "cuLaunchKernelEx"))(
+                &c, handles[k], NULL, NULL);
+        }
+        check(route, r);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib)
+        return 2;
+    check("cuInit", ((CUresult(*)(unsigned))fn("cuInit"))(0));
+    for (int i = 1; i < argc; i++) {
+        char *colon = strchr(argv[i], ':');
+        if (!colon)
+            return 3;
+        *colon = 0;
+        char *op = argv[i], *arg = colon + 1;
+        void **h = &handles[nhandles];
+        typedef CUresult (*get_fn)(void **, void *, const char *);
+        typedef CUresult (*enum_fn)(void **, unsigned, void *);
+        if (!strcmp(op, "mod"))
+            check(op, ((get_fn)fn("cuModuleGetFunction"))(h, (void *)1, arg)), nhandles++;
+        else if (!strcmp(op, "lib"))
+            check(op, ((get_fn)fn("cuLibraryGetKernel"))(h, (void *)1, arg)), nhandles++;
+        else if (!strcmp(op, "kfunc"))
+            check(op, ((CUresult(*)(void **, void *))fn("cuKernelGetFunction"))(
+                          h, handles[atoi(arg)])),
+                nhandles++;
+        else if (!strcmp(op, "enumf"))
+            check(op, ((enum_fn)fn("cuModuleEnumerateFunctions"))(h, 1, arg)), nhandles++;
+        else if (!strcmp(op, "enumk"))
+            check(op, ((enum_fn)fn("cuLibraryEnumerateKernels"))(h, 1, arg)), nhandles++;
+        else if (!strcmp(op, "capture"))
+            check(op, ((CUresult(*)(void *, int))fn("cuStreamBeginCapture_v2"))(
+                          (void *)(uintptr_t)strtoul(arg, NULL, 10), 0));
+        else if (!strcmp(op, "endcapture"))
+            check(op, ((CUresult(*)(void *, void **))fn("cuStreamEndCapture"))(
+                          (void *)(uintptr_t)strtoul(arg, NULL, 10), NULL));
+        else if (!strcmp(op, "host") || !strcmp(op, "graph")) {
+            unsigned long st, n;
+            if (sscanf(arg, "%lu:%lu", &st, &n) != 2)
+                return 3;
+            void *stream = (void *)(uintptr_t)st;
+            for (unsigned long k = 0; k < n; k++)
+                check(op, op[0] == 'h'
+                              ? ((CUresult(*)(void *, void (*)(void *), void *))fn(
+                                    "cuLaunchHostFunc"))(stream, kern_host_cb, NULL)
+                              : ((CUresult(*)(void *, void *))fn("cuGraphLaunch"))(
+                                    (void *)0x1234, stream));
+        } else if (!strcmp(op, "fork")) {
+            pid_t pid = fork();
+            if (pid < 0)
+                return 4;
+            if (pid > 0) {
+                int st = 0;
+                waitpid(pid, &st, 0);
+                return WIFEXITED(st) ? WEXITSTATUS(st) : 5;
+            }
+        } else if (!strcmp(op, "sync")) {
+            printf("ready\n");
+            fflush(stdout);
+            check(op, ((CUresult(*)(void *))fn("cuStreamSynchronize"))(
+                          (void *)(uintptr_t)strtoul(arg, NULL, 10)));
+        } else
+            launches(op, arg);
+    }
+    return 0;
+}
