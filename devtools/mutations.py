@@ -2829,6 +2829,40 @@ MUTATIONS = [
         "why": "the shim compares each P2P check's loads, compare and branch with the loaded "
                "driver before it changes a branch byte",
     },
+    {
+        "name": "gates-verdict-count-leaves-p2p-out",
+        "file": "shimgen/gates/report.py",
+        "old": "    lines += [\"\", f\"{len(listed)} gate",
+        "new": "    lines += [\"\", f\"{len(profile.gates)} gate",
+        "tests": ["tests/gates/test_gates_verdict.py::test_the_count_is_the_gates_listed_and_diff_counts_the_same"],
+        "why": "`shimgen gates` counts every gate it lists, the P2P gate too",
+    },
+    {
+        "name": "gates-verdict-name-column-fixed",
+        "file": "shimgen/gates/report.py",
+        "old": "    w = max(9, 2 + max(map(len, listed)))",
+        "new": "    w = 9",
+        "tests": ["tests/gates/test_gates_verdict.py::test_the_count_is_the_gates_listed_and_diff_counts_the_same"],
+        "why": "a gate's name never runs into its description: the column fits the longest",
+    },
+    {
+        "name": "gates-next-leaves-p2p-out",
+        "file": "shimgen/gates/report.py",
+        "old": "    if p2p is not None:\n        lines += [f\"  a copy of the driver whose",
+        "new": "    if False:\n        lines += [f\"  a copy of the driver whose",
+        "tests": ["tests/gates/test_gates_verdict.py::test_the_verdict_first_and_short",
+                  "tests/devtools/test_readme.py::"
+                  "test_the_try_it_commands_run_as_written_and_print_what_the_readme_shows"],
+        "why": "the verdict's next steps show how to use every gate it lists, p2p-mixed too",
+    },
+    {
+        "name": "diff-gates-count-leaves-p2p-out",
+        "file": "shimgen/diff/gates.py",
+        "old": "        [profile.p2p.name] if profile.p2p is not None and profile.p2p.status == \"found\" else [])",
+        "new": "        [])",
+        "tests": ["tests/gates/test_gates_verdict.py::test_the_count_is_the_gates_listed_and_diff_counts_the_same"],
+        "why": "`shimgen diff` counts and names the gates `shimgen gates` lists",
+    },
     # ---- every driver Debian ships: hooks of newer functions, older drivers, the matrix ----
     {
         "name": "hook-since-includes-its-own-version",
