@@ -3343,6 +3343,31 @@ MUTATIONS = [
                   "tests/run/test_run.py::test_a_calls_run_writes_its_timeline_with_each_calls_arguments"],
         "why": "a calls run's timeline events carry each call's decoded arguments in args",
     },
+    {
+        "name": "first-difference-always-exits-0",
+        "file": "shimgen/report/main.py",
+        "old": "        return PARTED if parted else SAME\n",
+        "new": "        return SAME\n",
+        "tests": ["tests/report/test_calls_hostile.py::test_first_difference_exits_as_diff_does"],
+        "why": "--first-difference exits 1 when the runs part, as diff(1) does",
+    },
+    {
+        "name": "first-difference-more-threads-not-parted",
+        "file": "shimgen/report/calls_diff.py",
+        "old": "    return \"\\n\".join(out) + \"\\n\", bool(found or extra)",
+        "new": "    return \"\\n\".join(out) + \"\\n\", bool(found)",
+        "tests": ["tests/report/test_calls_hostile_more.py::"
+                  "test_the_runs_part_when_a_thread_or_their_number_differs"],
+        "why": "a run with more threads than the other parts from it (exit 1)",
+    },
+    {
+        "name": "first-difference-trouble-exits-1",
+        "file": "shimgen/report/main.py",
+        "old": "            return TROUBLE\n        sys.stdout.flush()\n",
+        "new": "            raise\n        sys.stdout.flush()\n",
+        "tests": ["tests/report/test_calls_hostile.py::test_first_difference_exits_as_diff_does"],
+        "why": "--first-difference's trouble exits 2, apart from the 1 of runs that part",
+    },
     # ---- report --calls, --sqlite, in flight, top and --stall on what a file can say ----
     {
         "name": 'calls-report-line-not-escaped',

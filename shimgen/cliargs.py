@@ -195,7 +195,8 @@ def _add_report(sub) -> None:
     c.add_argument("--sqlite", metavar="FILE",
                    help="with --calls: also write the calls shown as table `calls` of FILE")
     c.add_argument("--first-difference", action="store_true",
-                   help="with --calls and two runs: the first call where they part")
+                   help="with --calls and two runs: the first call where they part (exit 0 same, "
+                   "1 different, 2 trouble)")
     c.add_argument("--addresses", action="store_true",
                    help="with --first-difference: addresses differ too (ignored by default)")
 

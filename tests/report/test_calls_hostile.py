@@ -61,13 +61,30 @@ def printable(out: str) -> str:
     return out
 
 
+def test_first_difference_exits_as_diff_does(evil, tmp_path):
+    """0: the runs make the same calls; 1: they part (the calls shown); 2: trouble, in one
+    line, as diff(1) and `shimgen diff`."""
+    a, b = evil
+    for fmt in ((), ("--json",)):
+        same = cli("--calls", "--first-difference", *fmt, a, a)
+        assert same.returncode == 0 and same.stderr == "", same
+        parted = cli("--calls", "--first-difference", *fmt, a, b)
+        assert parted.returncode == 1 and parted.stderr == "", parted
+    assert cli("--calls", "--first-difference", a, a).stdout.startswith("no difference: ")
+    for bad in ((a, tmp_path / "nothing"), (a,), (a, b, "--last", "0")):
+        out = cli("--calls", "--first-difference", *bad)
+        assert out.returncode == 2 and out.stdout == "", (bad, out)
+        line, = out.stderr.splitlines()
+        assert line.startswith("shimgen: error: "), line
+
+
 def test_a_captured_string_is_escaped_in_every_text_view_and_exact_elsewhere(evil, tmp_path):
     a, b = evil
     text = cli("--calls", a)
     assert text.returncode == 0, text.stderr
     assert f'fname="{SHOWN}")' in printable(text.stdout)
     diff = cli("--calls", "--first-difference", a, b)
-    assert diff.returncode == 0 and SHOWN in printable(diff.stdout), diff.stderr
+    assert diff.returncode == 1 and SHOWN in printable(diff.stdout), diff.stderr
     calls = json.loads(cli("--calls", "--json", a).stdout)["calls"]
     assert calls[0]["args"]["fname"] == EVIL
     db = tmp_path / "calls.db"

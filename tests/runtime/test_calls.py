@@ -200,13 +200,14 @@ def test_two_runs_first_difference(shims, probes, tmp_path):
     a = traced(shims[0], probes, tmp_path / "a", "routes")
     b = traced(shims[-1], probes, tmp_path / "b", "routes")
     proc = cli("--calls", "--first-difference", a, b)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # the runs part
     out = proc.stdout.splitlines()
     assert out[0] == "first difference: 1 of 1 threads part (addresses ignored)"
     assert "cuInit(Flags=0) = CUDA_ERROR_NO_DEVICE" in out[-3]
     assert out[-2].startswith("  A ") and "cuDriverGetVersion(" in out[-2]
     assert "{driverVersion=120" in out[-2] and "{driverVersion=120" in out[-1]
     same = cli("--calls", "--first-difference", a, a)
+    assert same.returncode == 0, same.stderr
     assert same.stdout.startswith("no difference: 1 threads make the same calls")
     addr = cli("--calls", "--first-difference", "--addresses", a, b)
     assert "(addresses compared)" in addr.stdout.splitlines()[0]
