@@ -3368,6 +3368,22 @@ MUTATIONS = [
         "tests": ["tests/report/test_calls_hostile.py::test_first_difference_exits_as_diff_does"],
         "why": "--first-difference's trouble exits 2, apart from the 1 of runs that part",
     },
+    {
+        "name": "calls-sqlite-prints-every-line",
+        "file": "shimgen/report/calls.py",
+        "old": "        out.write(\"\\n\".join(head + [\"\"]))\n        return None\n",
+        "new": "        pass\n",
+        "tests": ["tests/runtime/test_calls_output.py::test_the_table_is_the_per_record_decode"],
+        "why": "--sqlite FILE is an export: it prints its summary, not every call's line",
+    },
+    {
+        "name": "calls-json-start-under-its-old-name-only",
+        "file": "shimgen/report/calls.py",
+        "old": "\"seq\": {seq}, \"start_s\": {t}, \"t\": {t}, {mid}",
+        "new": "\"seq\": {seq}, \"t\": {t}, {mid}",
+        "tests": ["tests/runtime/test_calls_output.py::test_the_table_is_the_per_record_decode"],
+        "why": "a call's start has one name, start_s, in the JSON as in the SQL table",
+    },
     # ---- report --calls, --sqlite, in flight, top and --stall on what a file can say ----
     {
         "name": 'calls-report-line-not-escaped',

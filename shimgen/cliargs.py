@@ -193,7 +193,8 @@ def _add_report(sub) -> None:
     c.add_argument("--pid", metavar="N", type=int, help="with --calls: this process only")
     c.add_argument("--rank", metavar="R", help="with --calls: this rank only")
     c.add_argument("--sqlite", metavar="FILE",
-                   help="with --calls: also write the calls shown as table `calls` of FILE")
+                   help="with --calls: write the calls selected as table `calls` of FILE, "
+                   "printing only a summary (--json: the JSON too)")
     c.add_argument("--first-difference", action="store_true",
                    help="with --calls and two runs: the first call where they part (exit 0 same, "
                    "1 different, 2 trouble)")

@@ -89,7 +89,7 @@ def test_a_captured_string_is_escaped_in_every_text_view_and_exact_elsewhere(evi
     assert calls[0]["args"]["fname"] == EVIL
     db = tmp_path / "calls.db"
     out = cli("--calls", "--sqlite", db, a)
-    assert out.returncode == 0 and SHOWN in printable(out.stdout)
+    assert out.returncode == 0 and SHOWN not in printable(out.stdout)  # an export is quiet
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT json_extract(args, '$.fname') FROM calls").fetchall()[
             0] == (EVIL,)
@@ -145,7 +145,7 @@ def test_a_result_above_2_63_is_kept_in_the_table_as_its_twos_complement(evil, t
     db = tmp_path / "calls.db"
     out = cli("--calls", "--sqlite", db, d)
     assert out.returncode == 0, out.stderr
-    assert " = 0xffffffffffffffff " in out.stdout
+    assert " = 0xffffffffffffffff " in cli("--calls", d).stdout
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT function, result FROM calls ORDER BY seq").fetchall()[
             0] == ("zzModuleLoad", -1)

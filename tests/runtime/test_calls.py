@@ -255,6 +255,6 @@ def test_forked_processes_each_keep_their_own_calls(shims, probes, tmp_path):
         per[c["pid"]] = per.get(c["pid"], 0) + 1
         assert c["tid"] == c["pid"] and c["function"] == "cuDriverGetVersion"
     assert per == {pids["child_before"]: 3, pids["parent"]: 2, pids["child_after"]: 5}
-    assert [c["t"] for c in got["calls"]] == sorted(c["t"] for c in got["calls"])
+    assert [c["start_s"] for c in got["calls"]] == sorted(c["start_s"] for c in got["calls"])
     one = json.loads(report_calls.render([d], report_calls.Filters(pid=pids["parent"]), "json"))
     assert {c["pid"] for c in one["calls"]} == {pids["parent"]} and len(one["calls"]) == 2
