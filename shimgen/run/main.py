@@ -262,7 +262,7 @@ def run(opts: RunOptions) -> int:
     from .nodes import host_name
 
     me = {"host": host_name(), "command": opts.command, "build_id": key.build_id}
-    run_dir = open_run_dir(opts.out, opts.command[0], start, me)
+    run_dir = open_run_dir(opts.out, opts.command[0], start, me, opts.force)
     banner = _banner(opts, entry, run_dir.path)
     started_pid: list[int] = []
     from .watch import Watcher
@@ -310,6 +310,8 @@ def command(args) -> int:
         raise UsageError("run: no command given: shimgen run [OPTIONS] -- COMMAND ...")
     if args.gate_profile is not None and args.gates is None:
         raise UsageError("run --gate-profile goes with --gates")
+    if args.force and args.out is None:
+        raise UsageError("run --force goes with -o DIR (a new run directory is made otherwise)")
     if args.gate_profile is not None and args.gate_profile != "auto":
         path_option(args.gate_profile, "--gate-profile", "gate profile")
     stall = seconds_option(args.stall, "--stall") if args.stall is not None else None
@@ -333,6 +335,7 @@ def command(args) -> int:
         limits=limit_options(args.limit),
     )
     opts.calls_ring = calls_ring_option(getattr(args, "calls_ring", None))
+    opts.force = bool(args.force)
     try:
         return run(opts)
     except CommandError as e:  # like a shell: 127 not found, 126 cannot be run

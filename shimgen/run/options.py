@@ -29,6 +29,7 @@ class RunOptions:
         self.stall = stall  # --stall SECONDS (run/watch.py), None: off
         self.limits = limits or {}  # --limit KEY=SIZE, in bytes (run/limits.py)
         self.calls_ring: str | None = None  # --calls-ring N: SHIMGEN_CALLS_RING
+        self.force = False  # --force: -o DIR may hold a finished run, replaced (replace.py)
         self.trace_note = ""  # why the trace is not the one asked (time_where_no_calls)
 
 

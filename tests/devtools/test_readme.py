@@ -2,7 +2,8 @@
 they are written, in order, in one `bash -e`, from a fresh shim cache and a scratch working
 directory (the repository's examples/ beside it), and every line of the outputs it shows
 that does not depend on the machine (the calls, the codes, the errors, the gates, the bytes
-changed; not times, pids or paths) is printed by them. docs/testing.md says how CI follows
+changed; not times, pids or paths) is printed by them. The first run's command, run once
+more without --force, is refused in the line the README shows. docs/testing.md says how CI follows
 the README."""
 
 from __future__ import annotations
@@ -64,3 +65,11 @@ def test_the_try_it_commands_run_as_written_and_print_what_the_readme_shows(driv
     assert len(shown) > 20, shown
     missing = [ln for ln in shown if ln not in said]
     assert not missing, "\n".join(missing)
+    # the first run's command once more, without --force: refused in the line shown
+    setup, first = script.splitlines()[0], next(
+        ln for ln in script.splitlines() if ln.startswith("shimgen run ") and "--force" not in ln)
+    again = subprocess.run(["bash", "-e", "-c", f"{setup}\n{first}"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+    refused = next(ln for b in blocks(section, "") for ln in b.splitlines() if "--force" in ln)
+    assert again.returncode == 1 and again.stdout == "", again
+    assert again.stderr.replace(f"{tmp_path.resolve()}/", "") == refused + "\n", again.stderr
