@@ -3289,6 +3289,23 @@ MUTATIONS = [
                   "its_records_start"],
         "why": "in calls mode a frame keeps its record's place: the call's start is the record's",
     },
+    {
+        "name": "report-no-call-returned-empty-table",
+        "file": "shimgen/report/format.py",
+        "old": "        if g.functions:\n            lines += function_table(",
+        "new": "        if True:\n            lines += function_table(",
+        "tests": ["tests/run/test_inflight.py::test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_it"],
+        "why": "a process killed inside its first call is said so, not shown as an empty "
+               "table and errors 'not recorded'",
+    },
+    {
+        "name": "report-no-call-returned-not-first",
+        "file": "shimgen/report/format.py",
+        "old": "(f\" {inside}, its first call\" if",
+        "new": "(f\" {inside}\" if",
+        "tests": ["tests/run/test_inflight.py::test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_it"],
+        "why": "the line says the call the process died inside was its first",
+    },
     # ---- the device memory ledger (runtime/memory/ledger.c, entries.c, docs/memory.md) ----
     {
         "name": "ledger-handle-freed-by-first-release",
