@@ -3441,6 +3441,30 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_calls_output.py::test_the_table_is_the_per_record_decode"],
         "why": "a call's start has one name, start_s, in the JSON as in the SQL table",
     },
+    {
+        "name": "calls-pointed-string-not-followed",
+        "file": "runtime/stats/calls.c",
+        "old": "    if (!p)\n        return 0; /* NULL: no string */\n",
+        "new": "    return 0;\n",
+        "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
+        "why": "a string output the driver points to (cuGetErrorName's pStr) is the string",
+    },
+    {
+        "name": "calls-pfn-not-mapped-to-its-export",
+        "file": "runtime/stats/calls.c",
+        "old": "                slot = i + 1;\n",
+        "new": "                slot = 0;\n",
+        "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
+        "why": "cuGetProcAddress's pfn is shown as the export it points to (cuMemAlloc_v2)",
+    },
+    {
+        "name": "calls-pfn-not-captured",
+        "file": "shimgen/calls/model.py",
+        "old": "            and name in runenv.CALLS_FUNCTION_OUTPUTS:",
+        "new": "            and False:",
+        "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
+        "why": "a successful cuGetProcAddress has its pfn among its outputs",
+    },
     # ---- report --calls, --sqlite, in flight, top and --stall on what a file can say ----
     {
         "name": 'calls-report-line-not-escaped',

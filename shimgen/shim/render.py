@@ -231,7 +231,9 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                         "unread_word": runenv.CALLS_UNREAD_WORD,
                         "ring_default": runenv.CALLS_RING_DEFAULT,
                         "ring_min": runenv.CALLS_RING_MIN, "ring_max": runenv.CALLS_RING_MAX,
-                        "kinds": runenv.CALLS_CAPTURE_KINDS},
+                        "kinds": runenv.CALLS_CAPTURE_KINDS,
+                        "kind_mask": runenv.CALLS_CAPTURE_KIND_MASK,
+                        "flags": runenv.CALLS_CAPTURE_FLAGS},
         "calls_table": (calls.capture_table([f.name for f in model.functions])
                         if captures else None),
         "inject_keys": inject.KEYS,
