@@ -31,6 +31,7 @@ from .child import (
     ENV_LIMIT_MEMORY,
     ENV_NOTICE_FILE,
     ENV_PRELOAD,
+    ENV_QEMU_SET,
     ENV_TIMELINE_FILE,
     ENV_TRACE,
     ENV_TRACE_DIR,
@@ -173,6 +174,8 @@ def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
     gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
     gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
     gates += "".join(f", limit {k} {n} bytes" for k, n in opts.limits.items())
+    if opts.emulated:
+        how += f"; an {opts.emulated} shim, given to the emulated program ({ENV_QEMU_SET})"
     banner = one_line(f"shimgen: run: shim {entry.library} ({how}); "
                       f"trace {opts.trace}{opts.trace_note}{gates}; "
                       f"run directory {run_dir}")
@@ -202,7 +205,7 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
         "inject": opts.inject, "limit": opts.limits,
         "hooks": [str(Path(h).absolute()) for h in opts.hooks],
         "shimgen_version": __version__, "host": host_name(),
-        "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
+        "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_QEMU_SET, ENV_TRACE, ENV_TRACE_DIR,
                                             ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
                                             ENV_GATES, ENV_INJECT, ENV_LIMIT_MEMORY)
                         if k in env},
