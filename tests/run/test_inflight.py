@@ -283,7 +283,7 @@ def test_a_node_never_joins_its_own_hosts_run_another_command_or_an_ended_run(ho
                                     sys.executable, "-c", VERSION_CMD),
                            env=base_env(cache, SHIMGEN_TEST_HOST="c"), capture_output=True,
                            text=True, timeout=120)
-    assert ended.returncode == 1 and "its run has ended" in ended.stderr
+    assert ended.returncode == 1 and "holds a finished run" in ended.stderr  # --force: a new one
 
 
 def test_a_process_of_another_host_runs_while_its_nodes_heartbeat_is_fresh(hooked, tmp_path):
