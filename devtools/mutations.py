@@ -1677,6 +1677,46 @@ MUTATIONS = [
                   "read[csv]"],
         "why": "no control character read from a trace reaches the terminal through the CSV",
     },
+    {
+        "name": "run-force-takes-any-directory",
+        "file": "shimgen/run/replace.py",
+        "old": "    other = [n for n in names if n not in (RUN_JSON, *RUN_FILES, *RUN_DIRS)]\n",
+        "new": "    other = []\n",
+        "tests": ["tests/run/test_run_force.py::test_force_removes_nothing_that_is_not_a_finished_run[a-file-of-the-user]"],
+        "why": "--force removes a run directory only when it holds nothing a run does not make",
+    },
+    {
+        "name": "run-force-takes-a-run-not-ended",
+        "file": "shimgen/run/replace.py",
+        "old": "    if data.get(\"end\") is None or data.get(\"exit\") is None:\n",
+        "new": "    if False:\n",
+        "tests": ["tests/run/test_run_force.py::test_force_removes_nothing_that_is_not_a_finished_run[not-ended]"],
+        "why": "--force replaces a finished run only, never one that may still be running",
+    },
+    {
+        "name": "run-force-takes-links-in-traces",
+        "file": "shimgen/run/replace.py",
+        "old": "                    if not _mine(ist, stat.S_ISREG):\n",
+        "new": "                    if False:\n",
+        "tests": ["tests/run/test_run_force.py::test_force_removes_nothing_that_is_not_a_finished_run[a-link-in-traces]"],
+        "why": "traces/ of a run replaced holds only regular files of the user's",
+    },
+    {
+        "name": "run-force-removes-a-swapped-entry",
+        "file": "shimgen/run/replace.py",
+        "old": "        if _ident(st) != ident:\n            return\n",
+        "new": "        pass\n",
+        "tests": ["tests/run/test_run_force.py::test_an_entry_swapped_after_the_check_is_left"],
+        "why": "--force removes what it checked, not a file put in its place since",
+    },
+    {
+        "name": "run-dir-refusal-does-not-name-force",
+        "file": "shimgen/run/directory.py",
+        "old": "    elif names and not finished_run(fd)[0]:\n",
+        "new": "    elif False:\n",
+        "tests": ["tests/run/test_run_force.py::test_a_finished_run_is_refused_naming_force_and_replaced_with_it"],
+        "why": "a run directory that holds a finished run is refused in a line naming --force",
+    },
     # ---- guards on writes to driver memory, on what is loaded, on what a report says ----
     {
         "name": "struct-gates-written-without-activation",
@@ -2829,6 +2869,40 @@ MUTATIONS = [
         "why": "the shim compares each P2P check's loads, compare and branch with the loaded "
                "driver before it changes a branch byte",
     },
+    {
+        "name": "gates-verdict-count-leaves-p2p-out",
+        "file": "shimgen/gates/report.py",
+        "old": "    lines += [\"\", f\"{len(listed)} gate",
+        "new": "    lines += [\"\", f\"{len(profile.gates)} gate",
+        "tests": ["tests/gates/test_gates_verdict.py::test_the_count_is_the_gates_listed_and_diff_counts_the_same"],
+        "why": "`shimgen gates` counts every gate it lists, the P2P gate too",
+    },
+    {
+        "name": "gates-verdict-name-column-fixed",
+        "file": "shimgen/gates/report.py",
+        "old": "    w = max(9, 2 + max(map(len, listed)))",
+        "new": "    w = 9",
+        "tests": ["tests/gates/test_gates_verdict.py::test_the_count_is_the_gates_listed_and_diff_counts_the_same"],
+        "why": "a gate's name never runs into its description: the column fits the longest",
+    },
+    {
+        "name": "gates-next-leaves-p2p-out",
+        "file": "shimgen/gates/report.py",
+        "old": "    if p2p is not None:\n        lines += [f\"  a copy of the driver whose",
+        "new": "    if False:\n        lines += [f\"  a copy of the driver whose",
+        "tests": ["tests/gates/test_gates_verdict.py::test_the_verdict_first_and_short",
+                  "tests/devtools/test_readme.py::"
+                  "test_the_try_it_commands_run_as_written_and_print_what_the_readme_shows"],
+        "why": "the verdict's next steps show how to use every gate it lists, p2p-mixed too",
+    },
+    {
+        "name": "diff-gates-count-leaves-p2p-out",
+        "file": "shimgen/diff/gates.py",
+        "old": "        [profile.p2p.name] if profile.p2p is not None and profile.p2p.status == \"found\" else [])",
+        "new": "        [])",
+        "tests": ["tests/gates/test_gates_verdict.py::test_the_count_is_the_gates_listed_and_diff_counts_the_same"],
+        "why": "`shimgen diff` counts and names the gates `shimgen gates` lists",
+    },
     # ---- every driver Debian ships: hooks of newer functions, older drivers, the matrix ----
     {
         "name": "hook-since-includes-its-own-version",
@@ -3116,6 +3190,42 @@ MUTATIONS = [
         "why": "a C++ exception or a stack walk crosses an aarch64 timed call (its CFI)",
     },
     {
+        "name": "readme-aarch64-install-without-gxx",
+        "file": "README.md",
+        "old": "g++-aarch64-linux-gnu libc6-dev-arm64-cross`",
+        "new": "libc6-dev-arm64-cross`",
+        "tests": ["tests/devtools/test_readme.py::"
+                  "test_the_aarch64_paragraph_fetches_an_arm64_driver_and_names_every_package"],
+        "why": "the README's aarch64 install line names every package the aarch64 tests need "
+               "(without g++-aarch64-linux-gnu 18 of them skip)",
+    },
+    {
+        "name": "readme-arm64-driver-line-prints-the-package",
+        "file": "README.md",
+        "old": "| awk '{print $NF}')",
+        "new": "| awk '{print $1}')",
+        "tests": ["tests/devtools/test_readme.py::"
+                  "test_the_aarch64_paragraph_fetches_an_arm64_driver_and_names_every_package"],
+        "why": "the README's arm64 driver line gives the driver's path",
+    },
+    {
+        "name": "run-aarch64-shim-preloaded-in-qemu",
+        "file": "shimgen/run/child.py",
+        "old": "    if getattr(opts, \"emulated\", \"\"):",
+        "new": "    if False:",
+        "tests": ["tests/runtime/test_aarch64.py::test_run_of_an_aarch64_program_reports_its_calls"],
+        "why": "a shim of another architecture goes to the emulated program alone "
+               "(QEMU_SET_ENV), so that qemu's own loader prints no ERROR line",
+    },
+    {
+        "name": "run-aarch64-shim-not-seen-as-foreign",
+        "file": "shimgen/run/options.py",
+        "old": "    opts.emulated = arch if arch != host() else \"\"",
+        "new": "    opts.emulated = \"\"",
+        "tests": ["tests/runtime/test_aarch64.py::test_run_of_an_aarch64_program_reports_its_calls"],
+        "why": "a shim whose architecture is not this machine's is for a program under qemu-user",
+    },
+    {
         "name": "cross-compiler-not-asked-first",
         "file": "shimgen/shim/pipeline.py",
         "old": "    _build.cross_triplet(driver)  # its compiler is there, or one line before any work\n",
@@ -3229,6 +3339,23 @@ MUTATIONS = [
         "tests": ["tests/run/test_inflight.py::test_a_lasting_call_in_calls_mode_is_in_flight_with_"
                   "its_records_start"],
         "why": "in calls mode a frame keeps its record's place: the call's start is the record's",
+    },
+    {
+        "name": "report-no-call-returned-empty-table",
+        "file": "shimgen/report/format.py",
+        "old": "        if g.functions:\n            lines += function_table(",
+        "new": "        if True:\n            lines += function_table(",
+        "tests": ["tests/run/test_inflight.py::test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_it"],
+        "why": "a process killed inside its first call is said so, not shown as an empty "
+               "table and errors 'not recorded'",
+    },
+    {
+        "name": "report-no-call-returned-not-first",
+        "file": "shimgen/report/format.py",
+        "old": "(f\" {inside}, its first call\" if",
+        "new": "(f\" {inside}\" if",
+        "tests": ["tests/run/test_inflight.py::test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_it"],
+        "why": "the line says the call the process died inside was its first",
     },
     # ---- the device memory ledger (runtime/memory/ledger.c, entries.c, docs/memory.md) ----
     {
@@ -3444,6 +3571,71 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_calls_output.py::test_the_timeline_of_a_calls_run_carries_each_calls_arguments",
                   "tests/run/test_run.py::test_a_calls_run_writes_its_timeline_with_each_calls_arguments"],
         "why": "a calls run's timeline events carry each call's decoded arguments in args",
+    },
+    {
+        "name": "first-difference-always-exits-0",
+        "file": "shimgen/report/main.py",
+        "old": "        return PARTED if parted else SAME\n",
+        "new": "        return SAME\n",
+        "tests": ["tests/report/test_calls_hostile.py::test_first_difference_exits_as_diff_does"],
+        "why": "--first-difference exits 1 when the runs part, as diff(1) does",
+    },
+    {
+        "name": "first-difference-more-threads-not-parted",
+        "file": "shimgen/report/calls_diff.py",
+        "old": "    return \"\\n\".join(out) + \"\\n\", bool(found or extra)",
+        "new": "    return \"\\n\".join(out) + \"\\n\", bool(found)",
+        "tests": ["tests/report/test_calls_hostile_more.py::"
+                  "test_the_runs_part_when_a_thread_or_their_number_differs"],
+        "why": "a run with more threads than the other parts from it (exit 1)",
+    },
+    {
+        "name": "first-difference-trouble-exits-1",
+        "file": "shimgen/report/main.py",
+        "old": "            return TROUBLE\n        sys.stdout.flush()\n",
+        "new": "            raise\n        sys.stdout.flush()\n",
+        "tests": ["tests/report/test_calls_hostile.py::test_first_difference_exits_as_diff_does"],
+        "why": "--first-difference's trouble exits 2, apart from the 1 of runs that part",
+    },
+    {
+        "name": "calls-sqlite-prints-every-line",
+        "file": "shimgen/report/calls.py",
+        "old": "        out.write(\"\\n\".join(head + [\"\"]))\n        return None\n",
+        "new": "        pass\n",
+        "tests": ["tests/runtime/test_calls_output.py::test_the_table_is_the_per_record_decode"],
+        "why": "--sqlite FILE is an export: it prints its summary, not every call's line",
+    },
+    {
+        "name": "calls-json-start-under-its-old-name-only",
+        "file": "shimgen/report/calls.py",
+        "old": "\"seq\": {seq}, \"start_s\": {t}, \"t\": {t}, {mid}",
+        "new": "\"seq\": {seq}, \"t\": {t}, {mid}",
+        "tests": ["tests/runtime/test_calls_output.py::test_the_table_is_the_per_record_decode"],
+        "why": "a call's start has one name, start_s, in the JSON as in the SQL table",
+    },
+    {
+        "name": "calls-pointed-string-not-followed",
+        "file": "runtime/stats/calls.c",
+        "old": "    if (!p)\n        return 0; /* NULL: no string */\n",
+        "new": "    return 0;\n",
+        "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
+        "why": "a string output the driver points to (cuGetErrorName's pStr) is the string",
+    },
+    {
+        "name": "calls-pfn-not-mapped-to-its-export",
+        "file": "runtime/stats/calls.c",
+        "old": "                slot = i + 1;\n",
+        "new": "                slot = 0;\n",
+        "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
+        "why": "cuGetProcAddress's pfn is shown as the export it points to (cuMemAlloc_v2)",
+    },
+    {
+        "name": "calls-pfn-not-captured",
+        "file": "shimgen/calls/model.py",
+        "old": "            and name in runenv.CALLS_FUNCTION_OUTPUTS:",
+        "new": "            and False:",
+        "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
+        "why": "a successful cuGetProcAddress has its pfn among its outputs",
     },
     # ---- report --calls, --sqlite, in flight, top and --stall on what a file can say ----
     {

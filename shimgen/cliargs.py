@@ -22,10 +22,8 @@ EXIT_USAGE = 2
 
 #: command -> the function that does its work, "module:function" (imported when it runs).
 COMMANDS = {
-    "run": "shimgen.run:command",
-    "report": "shimgen.report:command",
-    "build": "shimgen.shim:command",
-    "gates": "shimgen.gates:command",
+    "run": "shimgen.run:command", "report": "shimgen.report:command",
+    "build": "shimgen.shim:command", "gates": "shimgen.gates:command",
     "patch": "shimgen.gates:patch_command",
     "probe": "shimgen.probe:command",
     "exports": "shimgen.shim:list_exports",
@@ -42,14 +40,14 @@ class Option:
     usual `run` line (fast_run) are both made from it. (A plain class: dataclasses is not
     imported on `run`'s cached path.)"""
 
-    __slots__ = ("flags", "dest", "help", "metavar", "choices", "default", "repeat")
+    __slots__ = ("flags", "dest", "help", "metavar", "choices", "default", "repeat", "flag")
 
     def __init__(self, flags: tuple[str, ...], dest: str, help: str, *,
                  metavar: str | None = None, choices: tuple[str, ...] | None = None,
-                 default: str | None = None, repeat: bool = False) -> None:
+                 default: str | None = None, repeat: bool = False, flag: bool = False) -> None:
         self.flags, self.dest, self.help, self.metavar = flags, dest, help, metavar
-        self.choices, self.default = choices, default
-        self.repeat = repeat  # may be given more than once (action append)
+        self.choices, self.default = choices, False if flag else default
+        self.repeat, self.flag = repeat, flag  # repeatable (append); no value (store_true)
 
 
 RUN_OPTIONS = (
@@ -67,6 +65,7 @@ RUN_OPTIONS = (
            "--json FILE`)", metavar="auto|PROFILE"),
     Option(("-o", "--out"), "out", "run directory, new or empty (default: "
            "./shimgen-runs/<date>-<time>-<command>)", metavar="DIR"),
+    Option(("--force",), "force", "with -o DIR: replace a finished run of yours there", flag=True),
     Option(("--inject",), "inject", "fail chosen driver calls on purpose: "
            "PATTERN=RESULT[,KEY=VALUE...], e.g. cuMemAlloc_v2=CUDA_ERROR_OUT_OF_MEMORY,nth=3 "
            "(repeatable; docs/inject.md)", metavar="RULE", repeat=True),
@@ -167,7 +166,8 @@ def _add_run(sub) -> None:
         if o.choices:
             kw["choices"] = list(o.choices)
         r.add_argument(*o.flags, dest=o.dest, default=[] if o.repeat else o.default,
-                       action="append" if o.repeat else "store", help=o.help, **kw)
+                       action="store_true" if o.flag else "append" if o.repeat else "store",
+                       help=o.help, **kw)
     r.add_argument("command", nargs="...", metavar="-- COMMAND ...",
                    help="the command to run, after --")
 
@@ -195,9 +195,9 @@ def _add_report(sub) -> None:
     c.add_argument("--pid", metavar="N", type=int, help="with --calls: this process only")
     c.add_argument("--rank", metavar="R", help="with --calls: this rank only")
     c.add_argument("--sqlite", metavar="FILE",
-                   help="with --calls: also write the calls shown as table `calls` of FILE")
+                   help="with --calls: write them as table `calls` of FILE (prints a summary)")
     c.add_argument("--first-difference", action="store_true",
-                   help="with --calls and two runs: the first call where they part")
+                   help="with --calls, two runs: the first call where they part (exit as diff)")
     c.add_argument("--addresses", action="store_true",
                    help="with --first-difference: addresses differ too (ignored by default)")
 
@@ -359,9 +359,11 @@ def fast_run(argv: list[str]):
     while i < len(argv) and argv[i] != "--" and argv[i].startswith("-"):
         flag, eq, value = argv[i].partition("=")
         o = _RUN_VALUES.get(flag)
-        if o is None or (eq and not flag.startswith("--")):
+        if o is None or (eq and (o.flag or not flag.startswith("--"))):
             return None
-        if not eq:  # OPT VALUE: argparse takes a VALUE that starts with '-' for an option
+        if o.flag:  # no value
+            value = True
+        elif not eq:  # OPT VALUE: argparse takes a VALUE that starts with '-' for an option
             if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
                 return None
             i += 1

@@ -247,6 +247,17 @@ CALLS_RING_MAX = 1 << 22
 # A capture's kind (the capture table's `kind`): a string read at entry, a struct read at
 # entry, an output read after a successful return.
 CALLS_CAPTURE_KINDS = {1: "string", 2: "struct", 3: "output"}
+# The kind's bits (the rest are flags of an output): TEXT, its bytes are a string (a `char *`
+# buffer the driver fills); POINTED, a pointer the driver wrote (`const char **`) and the
+# string it points to, read after the call through the safe read (8 bytes, then the
+# string); FUNCTION, a function pointer the driver wrote (cuGetProcAddress's `void **pfn`)
+# and which of the shim's exports it is (8 bytes, then its slot + 1 as 4 bytes, 0: none),
+# found when the call returns, where the shim knows its own exports' addresses.
+CALLS_CAPTURE_KIND_MASK = 0x1F
+CALLS_CAPTURE_FLAGS = {0x80: "text", 0x40: "pointed", 0x20: "function"}
+# The outputs of type `void **` that are a driver function's pointer (the others, such as
+# cuLibraryGetUnifiedFunction's fptr, point to the program's own code).
+CALLS_FUNCTION_OUTPUTS = ("pfn",)
 _FIELD_TYPES = {"u32": ("uint32_t", "I", 4), "u64": ("uint64_t", "Q", 8),
                 "i64": ("int64_t", "q", 8), "char": ("char", "s", 1)}
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tracefile/tracefile.h"
+#include "arch/entry.h"
 #include "calls.h"
 #include "base/base.h"
 
@@ -75,6 +76,32 @@ void shimgen_calls_join(void)
     shimgen_tracefile_join(&ring_part);
 }
 
+/* An output the driver wrote as a pointer (after a successful return): the pointer, read
+ * through the safe read, then at dst + 8 what it points to: the string (read through the
+ * safe read too), or with `function` the shim's export it is, its slot + 1 as 4 bytes (0:
+ * none of them; a linear search of the exports' trampolines, which only cuGetProcAddress's
+ * captures do). 0, or -1 when the pointer or its string could not be read. */
+static long pointed(unsigned char *dst, size_t size, const void *src, int function)
+{
+    uint64_t p;
+    if (size < 8 || shimgen_safe_read(&p, src, sizeof p) != (long)sizeof p)
+        return -1;
+    memcpy(dst, &p, sizeof p);
+    memset(dst + 8, 0, size - 8);
+    if (function) {
+        uint32_t slot = 0;
+        for (unsigned i = 0; p && i < SHIMGEN_NFUNCS && !slot; i++)
+            if ((uint64_t)(uintptr_t)shimgen_entry_stubs[i] == p)
+                slot = i + 1;
+        if (size >= 12)
+            memcpy(dst + 8, &slot, sizeof slot);
+        return 0;
+    }
+    if (!p)
+        return 0; /* NULL: no string */
+    return shimgen_safe_string((char *)dst + 8, size - 8, (const void *)(uintptr_t)p) < 0 ? -1 : 0;
+}
+
 /* The captures of the record's function at entry or after its return, each read through
  * saferead.h (a program's pointer may be garbage: an unreadable one is never touched, its
  * bytes are zeros and its bit set); the bits of those not read. */
@@ -84,7 +111,7 @@ static uint64_t capture(struct calls_record *r, int at_exit)
     uint64_t unread = 0;
     for (unsigned k = first; k < shimgen_calls_first[i + 1]; k++) {
         const struct calls_capture *c = &shimgen_calls_captures[k];
-        int output = (c->kind & 0x7f) == SHIMGEN_CALLS_CAPTURE_OUTPUT;
+        int output = (c->kind & SHIMGEN_CALLS_CAPTURE_KIND_MASK) == SHIMGEN_CALLS_CAPTURE_OUTPUT;
         const void *src = (const void *)(uintptr_t)r->args[c->slot];
         unsigned char *dst = r->capture + c->off;
         if (output != at_exit)
@@ -94,7 +121,10 @@ static uint64_t capture(struct calls_record *r, int at_exit)
             continue;
         }
         long got;
-        if ((c->kind & 0x7f) == SHIMGEN_CALLS_CAPTURE_STRING || (c->kind & 0x80))
+        if (c->kind & (SHIMGEN_CALLS_CAPTURE_FLAG_POINTED | SHIMGEN_CALLS_CAPTURE_FLAG_FUNCTION))
+            got = pointed(dst, c->size, src, c->kind & SHIMGEN_CALLS_CAPTURE_FLAG_FUNCTION);
+        else if ((c->kind & SHIMGEN_CALLS_CAPTURE_KIND_MASK) == SHIMGEN_CALLS_CAPTURE_STRING
+                 || (c->kind & SHIMGEN_CALLS_CAPTURE_FLAG_TEXT))
             got = shimgen_safe_string((char *)dst, c->size, src);
         else
             got = shimgen_safe_read(dst, src, c->size) == (long)c->size ? 0 : -1;

@@ -29,7 +29,7 @@ struct calls_record {
 struct calls_capture {
     uint16_t fn;
     uint8_t slot; /* the argument word (0-5 registers, 6-10 stack) */
-    uint8_t kind; /* SHIMGEN_CALLS_CAPTURE_*; 0x80: a string (an output's) */
+    uint8_t kind; /* SHIMGEN_CALLS_CAPTURE_* | an output's SHIMGEN_CALLS_CAPTURE_FLAG_* */
     uint16_t size, off;
 };
 extern const uint16_t shimgen_calls_info[];

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import runenv
 from ..cuda import result_name, returns_result
-from .model import SLOTS, _scalar, prototype
+from .model import POINTED, SLOTS, _scalar, prototype
 from .records import ARGS, CAPTURE, IDX, RESULT, STATE
 
 RETURNED = 2
@@ -187,9 +187,27 @@ class Decoder:
         if pk.get("kind") == "struct":
             v, t = self.struct_value(pk["info"], data, handles)
             return a.name, v, t, False
+        if pk.get("kind") in POINTED:
+            v, t = self.pointed(pk["kind"], data)
+            return a.name, v, t, False
         raw = int.from_bytes(data, "little")
         v, t = self.value(pk.get("kind", "addr"), pk.get("info", ""), raw, size, handles)
         return a.name, v, t, pk.get("kind", "addr") == "addr"
+
+    def pointed(self, kind: str, data: bytes) -> tuple:
+        """(JSON value, text) of a pointer the driver wrote (model.POINTED): the string it
+        points to (NULL: None), or the name of the shim's export it is (`cuMemAlloc_v2`;
+        the pointer in hex when it is none of them)."""
+        p = int.from_bytes(data[:8], "little")
+        if kind == "function":
+            slot = int.from_bytes(data[8:12], "little")
+            if 0 < slot <= len(self.names):
+                return self.names[slot - 1], self.names[slot - 1]
+            return p, (f"{p:#x}" if p else "NULL")
+        if not p:
+            return None, "NULL"
+        text = data[8:].split(b"\0")[0].decode("utf-8", "replace")
+        return text, _quote(text)
 
     def result(self, r) -> tuple[int | None, str]:
         if r[STATE] != RETURNED:

@@ -17,6 +17,10 @@ REGS = 6  # integer argument registers of the x86-64 calling convention
 SLOTS = REGS + runenv.CALLS_STACK_ARGS  # the argument words a record keeps
 CAPTURE_ROOM = runenv.CALLS_RECORD_SIZE - runenv.CALLS_CAPTURE_OFF
 KIND_NUMBER = {name: number for number, name in runenv.CALLS_CAPTURE_KINDS.items()}
+FLAG = {name: number for number, name in runenv.CALLS_CAPTURE_FLAGS.items()}
+KIND_MASK = runenv.CALLS_CAPTURE_KIND_MASK
+# an output's pointee kinds captured with a flag (runenv.CALLS_CAPTURE_FLAGS), their bytes
+POINTED = {"string": ("pointed", 8 + runenv.CALLS_STRING_MAX), "function": ("function", 16)}
 # A handle's short name where the type's own is long (CUcontext: ctx#1).
 HANDLE_NAMES = {"CUcontext": "ctx", "CUfunction": "func", "CUstream": "stream",
                 "CUevent": "event", "CUmodule": "module", "CUlibrary": "lib",
@@ -79,6 +83,14 @@ def _arg(desc: dict, name: str, d: dict, slot: int | None) -> Arg:
     to = d["to"]
     if to["k"] == "int" and to["size"] == 1 and "typedef" not in to:
         return Arg(name, "string" if d["const"] else "outstr", slot)
+    if not d["const"] and to["k"] == "ptr" and to.get("const") and to["to"]["k"] == "int" \
+            and to["to"]["size"] == 1:  # const char **: the string the driver points it to
+        return Arg(name, "out", slot, "", {"kind": "string", "info": "",
+                                           "size": POINTED["string"][1]})
+    if not d["const"] and to["k"] == "ptr" and to["to"]["k"] == "void" \
+            and name in runenv.CALLS_FUNCTION_OUTPUTS:  # void **pfn: a driver function
+        return Arg(name, "out", slot, "", {"kind": "function", "info": "",
+                                           "size": POINTED["function"][1]})
     if to["k"] == "struct" and to["name"] in desc["structs"]:
         return Arg(name, "struct" if d["const"] else "out", slot, to["name"],
                    {"kind": "struct", "info": to["name"],
@@ -101,7 +113,9 @@ def _captures(args: list[Arg]) -> tuple[list[Arg], tuple]:
                 "out": "output"}.get(a.kind)
         size = min(size, CAPTURE_ROOM - off)
         if kind and size > 0 and a.slot is not None:
-            number = KIND_NUMBER[kind] | (0x80 if a.kind == "outstr" else 0)
+            pointed = POINTED.get((a.pointee or {}).get("kind")) if a.kind == "out" else None
+            number = KIND_NUMBER[kind] | (FLAG["text"] if a.kind == "outstr" else
+                                          FLAG[pointed[0]] if pointed else 0)
             a = Arg(a.name, a.kind, a.slot, a.info, a.pointee, (number, size, off), a.size)
             caps.append((a.slot, number, size, off))
             off += (size + 7) & ~7
@@ -189,8 +203,8 @@ def capture_table(names: list[str]) -> dict:
         if p is None:
             info.append(0)
             continue
-        entry = any(k & 0x7F != KIND_NUMBER["output"] for _, k, _, _ in p.captures)
-        exit_ = any(k & 0x7F == KIND_NUMBER["output"] for _, k, _, _ in p.captures)
+        entry = any(k & KIND_MASK != KIND_NUMBER["output"] for _, k, _, _ in p.captures)
+        exit_ = any(k & KIND_MASK == KIND_NUMBER["output"] for _, k, _, _ in p.captures)
         info.append(p.nstack | (8 if entry else 0) | (_exit_info(p.captures) if exit_ else 0))
         caps.extend((i, slot, kind, size, off) for slot, kind, size, off in p.captures)
     first.append(len(caps))

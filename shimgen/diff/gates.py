@@ -58,6 +58,9 @@ class GatesOf:
 
     gates: dict[str, GateSide] = field(default_factory=dict)
     error: str = ""
+    # the gates the driver has, as `shimgen gates` lists them (a P2P gate not found is in
+    # `gates`, for the comparison, and not here)
+    found: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -120,6 +123,8 @@ def analyse(image: DriverImage) -> GatesOf:
             table_ok and bool(proofs) and all(a.ok for a in proofs), init)
     if profile.p2p is not None:
         out.gates[profile.p2p.name] = p2p_side(profile.p2p)
+    out.found = [g.name for g in profile.gates] + (
+        [profile.p2p.name] if profile.p2p is not None and profile.p2p.status == "found" else [])
     if not result.ok:
         out.error = "the emulation proof failed: " + ("; ".join(result.problems)
                                                        or "no gate proven")

@@ -182,7 +182,8 @@ def _gates_section(d: Diff) -> list[str]:
     for label, g in (("OLD", d.old_gates), ("NEW", d.new_gates)):
         took = f" ({g.seconds:.1f} s)"
         lines.append(f"  {label}: {g.error}{took}" if g.error
-                     else f"  {label}: {len(g.gates)} gates found and proven{took}")
+                     else f"  {label}: {len(g.found)} gates found and proven: {', '.join(g.found)}"
+                     f"{took}")
     for g in d.gate_diffs():
         lines.append(f"{g.name}: " + (", ".join(g.what) + " differ" if g.what else "same")
                      + _why_only(d, g))

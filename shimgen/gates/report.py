@@ -152,16 +152,21 @@ def format_verdict(profile: Profile, result, driver_option: str = "") -> str:
     if not profile.gates:
         lines.append("gates none found")
         return "\n".join(lines)
-    lines += ["", f"{len(profile.gates)} gates:"]
+    p2p = profile.p2p if profile.p2p is not None and profile.p2p.status == "found" else None
+    listed = [g.name for g in profile.gates] + ([p2p.name] if p2p is not None else [])
+    w = max(9, 2 + max(map(len, listed)))  # the names' column: the longest name, 2 spaces
+    lines += ["", f"{len(listed)} gate{'s' if len(listed) != 1 else ''}:"]
     for g in profile.gates:
         attrs = [f"{a} {attribute_name(a)}" for a in g.attributes]
-        lines.append(f"  {g.name:<8} controls   " + "\n".join(_wrap(attrs, 22)))
-        lines.append(f"  {'':<8} init site  {_init_site(g, result is not None)}")
-    p2p = profile.p2p
-    if p2p is not None and p2p.status == "found":
-        lines.append(f"  {p2p.name:<8} peer access between two GPU generations: "
-                     f"{len(p2p.checks)} checks of field [{p2p.offset:#x}]; `shimgen patch "
-                     f"--gates {p2p.name}` changes them")
+        lines.append(f"  {g.name:<{w}}controls   " + "\n".join(_wrap(attrs, w + 13)))
+        lines.append(f"  {'':<{w}}init site  {_init_site(g, result is not None)}")
+    if p2p is not None:
+        lines.append(f"  {p2p.name:<{w}}allows     peer access between two GPU generations "
+                     f"({len(p2p.checks)} checks of field [{p2p.offset:#x}])")
+        lines.append(f"  {'':<{w}}checks     "
+                     + ("the branches, proven: `shimgen patch` can change them"
+                        if result is not None else
+                        "not proven (--no-proof): `shimgen patch` proves them itself"))
     names = [g.name for g in profile.gates]
     patchable = [g.name for g in profile.gates if g.init_patch("set")]
     d = f" {driver_option}" if driver_option else ""
@@ -173,6 +178,10 @@ def format_verdict(profile: Profile, result, driver_option: str = "") -> str:
         lines += [f"  a copy of the driver that sets {', '.join(patchable)} itself, for "
                   "LD_LIBRARY_PATH=DIR, no shim (--mask: never sets):",
                   f"    shimgen patch{d} --gates {','.join(patchable)} -o DIR"]
+    if p2p is not None:
+        lines += [f"  a copy of the driver whose checks accept two GPU generations ({p2p.name}), "
+                  "for LD_LIBRARY_PATH=DIR:",
+                  f"    shimgen patch{d} --gates {p2p.name} -o DIR"]
     lines += ["  everything found: the instructions, the init sites' bytes, every attribute's "
               "case, each check:", f"    shimgen gates{d} --detail"]
     return "\n".join(lines)

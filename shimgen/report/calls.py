@@ -97,7 +97,8 @@ class Shown:
         args, outs = dec.decode(r, self.handles)
         code, rname = dec.result(r)
         return {"pid": p.pid, "rank": p.rank, "tid": r[3], "seq": r[0],
-                "t": round((self.base + r[4] * self.k) / 1e9, 9), "function": dec.names[r[1]],
+                "start_s": (t := round((self.base + r[4] * self.k) / 1e9, 9)), "t": t,
+                "function": dec.names[r[1]],
                 "args": {n: v for n, v, _, _ in args}, "result": code,
                 "result_name": rname if code is not None else None,
                 "outputs": {n: v for n, v, _, _ in outs}, **self._kernel(r),
@@ -211,7 +212,7 @@ class Shown:
                     f'{round(dur * k / 1e3, 3)!r}, "state": "returned"}}'
                     if state == RETURNED else 'null, "state": "entered"}')
             t = _seconds_json((base + start * k) / 1e9)
-            yield f'{head}{tid}, "seq": {seq}, "t": {t}, {mid}, "dur_us": {tail}'
+            yield f'{head}{tid}, "seq": {seq}, "start_s": {t}, "t": {t}, {mid}, "dur_us": {tail}'
 
     def table_rows(self):
         """Each row as a row of the table `calls` (calls_sql.COLUMNS)."""
@@ -367,7 +368,7 @@ def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None 
         from .calls_sql import write_sqlite
 
         write_sqlite(Path(sqlite), merged(groups, [g.table_rows() for g in groups]))
-    if fmt == "json":
+    if fmt == "json":  # printed with --sqlite too: --json asks for it
         head = json.dumps({"schema": "shimgen-calls", "note": note, "processes": [
             {"pid": p.pid, "rank": p.rank, "path": p.path, "driver_version": p.driver_version,
              "complete": p.complete, "ring_records": p.ring_records,
@@ -379,8 +380,11 @@ def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None 
         return None
     head = (_verdict(procs, groups, n) + unreadable_lines(unreadable)
             + ([f"note       {escaped(note)}"] if note else []))
-    if sqlite:
-        head.append(f"sqlite     {escaped(sqlite)}: table calls, {n} rows")
+    if sqlite:  # an export is quiet: the summary and where the rows went, not the lines
+        head.append(f"sqlite     {escaped(sqlite)}: table calls, {n} rows (the lines: the same "
+                    "command without --sqlite)")
+        out.write("\n".join(head + [""]))
+        return None
     write_pieces(out, "\n".join(head + [""]), merged(groups, [g.lines() for g in groups]), "\n",
            "\n", lead="\n")
     return None

@@ -45,7 +45,9 @@ def _first(a: list, b: list, addresses: bool) -> int | None:
 
 
 def first_difference(a: Path, b: Path, f, *, addresses: bool = False,
-                     fmt: str = "text") -> str:
+                     fmt: str = "text") -> tuple[str, bool]:
+    """The text (or JSON) and whether the runs part: a pair of threads that part, or one run
+    with more threads than the other."""
     ua: list[tuple[str, str]] = []
     ub: list[tuple[str, str]] = []
     ta, tb = _threads(a, f, ua), _threads(b, f, ub)
@@ -66,7 +68,7 @@ def first_difference(a: Path, b: Path, f, *, addresses: bool = False,
                            "threads_a": len(ta), "threads_b": len(tb),
                            "differences": found,
                            "unreadable": [{"file": path, "reason": why} for path, why in ua + ub]},
-                          indent=1) + "\n"
+                          indent=1) + "\n", bool(found or extra)
     head = (f"first difference: {len(found)} of {min(len(ta), len(tb))} threads part"
             if found else f"no difference: {same} threads make the same calls")
     out = [head + (" (addresses compared)" if addresses else " (addresses ignored)")]
@@ -78,4 +80,4 @@ def first_difference(a: Path, b: Path, f, *, addresses: bool = False,
         out += [f"    {line}" for line in d["before"]]
         out.append(f"  A {d['a_call'] or '(no more calls)'}")
         out.append(f"  B {d['b_call'] or '(no more calls)'}")
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n", bool(found or extra)

@@ -144,6 +144,21 @@ def errors_section(functions: dict[str, Merged], short: bool = False) -> list[st
     return lines
 
 
+def no_call_lines(g: Group) -> list[str]:
+    """A group none of whose calls returned, in place of an empty table and its errors: what
+    became of each process (died inside its first call, still in it, or no call made)."""
+    said = []
+    for p in g.procs:
+        st, inside = inflight.state(p), inflight.died_inside(p)
+        said.append(who(p.last) + (f" {inside}, its first call" if st == inflight.JOB_DIED
+                                   and inside else " died before its first call returned"
+                                   if st == inflight.JOB_DIED else
+                                   " is inside its first call" if st == inflight.JOB_RUNNING
+                                   else " made no traced call"))
+    return ["calls      none returned: " + listing(said),
+            "errors: none (no call returned)"]
+
+
 def unreadable_lines(s: Source) -> list[str]:
     """A line for each file of a run that could not be read, and why (the first
     UNREADABLE_SHOWN of them)."""
@@ -209,9 +224,12 @@ def _text(sources: list[Source], gs: list[Group], by: str | None, mangled: bool)
         lines += group_header(g)
         lines += inflight.section(g.procs, mangled)
         lines.append("")
-        lines += function_table(g.functions, any(rules(s) for s in sources))
-        lines.append("")
-        lines += errors_section(g.functions, bool(short_processes(g)))
+        if g.functions:
+            lines += function_table(g.functions, any(rules(s) for s in sources))
+            lines.append("")
+            lines += errors_section(g.functions, bool(short_processes(g)))
+        else:
+            lines += no_call_lines(g)
         lines += injected_section(g.functions)
         lines += memory_section(g)
         lines += kernels_section(g, mangled)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ShimgenError
+from ..errors import ShimgenError, say
 from .model import BY, groups
 from .source import Source, load_source
 
@@ -83,9 +83,14 @@ def summary_for_run(run_dir: Path) -> str:
     return report_format.render([src], groups(src.processes, None), None, "text")
 
 
-def _calls_command(args, fmt: str, out) -> str | None:
-    """`shimgen report --calls ...` (report/main.py hands it over): written to `out`, or the
-    first difference returned."""
+# `--first-difference`'s exit statuses, as diff(1)'s and `shimgen diff`'s: the runs make the
+# same calls, they part, or trouble (any failure: its one line).
+SAME, PARTED, TROUBLE = 0, 1, 2
+
+
+def _calls_command(args, fmt: str, out) -> int:
+    """`shimgen report --calls ...` (report/main.py hands it over), written to `out`; the exit
+    status."""
     if fmt == "csv" or args.by:
         raise ShimgenError("report: --calls prints lines or --json (not --csv or --by)")
     from .calls import Filters, check, render
@@ -99,10 +104,16 @@ def _calls_command(args, fmt: str, out) -> str | None:
             raise ShimgenError("report: --first-difference compares two runs: name two")
         from .calls_diff import first_difference
 
-        return first_difference(paths[0], paths[1], f, addresses=args.addresses, fmt=fmt)
+        text, parted = first_difference(paths[0], paths[1], f, addresses=args.addresses,
+                                        fmt=fmt)
+        out.write(text)
+        return PARTED if parted else SAME
     if args.addresses:
         raise ShimgenError("report: --addresses goes with --first-difference")
-    return render(paths, f, fmt, args.sqlite, out)
+    text = render(paths, f, fmt, args.sqlite, out)
+    if text is not None:
+        out.write(text)
+    return 0
 
 
 CALLS_ONLY = ("function", "errors", "last", "pid", "rank", "sqlite", "first_difference",
@@ -126,11 +137,18 @@ def command(args) -> int:
         raise ShimgenError("report: empty path")
     fmt = "json" if args.json else "csv" if args.csv else "text"
     if _calls_asked(args):
-        text = _calls_command(args, fmt, sys.stdout)
-        if text is not None:
-            sys.stdout.write(text)
+        if not args.first_difference:
+            status = _calls_command(args, fmt, sys.stdout)
+            sys.stdout.flush()
+            return status
+        try:
+            status = _calls_command(args, fmt, sys.stdout)
+        except (ShimgenError, OSError) as e:
+            say(f"{e.strerror or e}: {e.filename}" if isinstance(e, OSError) and e.filename
+                else str(e))
+            return TROUBLE
         sys.stdout.flush()
-        return 0
+        return status
     sys.stdout.write(report([Path(p) for p in args.paths], by=args.by, fmt=fmt,
                             mangled=getattr(args, "mangled", False)))
     sys.stdout.flush()

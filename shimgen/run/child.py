@@ -28,6 +28,9 @@ from ..runenv import ENV, NOTICES, TIMELINE, TRACES
 # The variables `run` gives the command (read by the shim: runtime/base/config.c; the names are
 # runenv.py's, which facts.h also has).
 ENV_PRELOAD = "LD_PRELOAD"
+# qemu-user's variables for the emulated program alone (name=value, separated by commas):
+# the shim of another architecture goes there, so that qemu itself is not asked to preload it
+ENV_QEMU_SET = "QEMU_SET_ENV"
 ENV_TRACE = ENV["TRACE"]
 ENV_TRACE_DIR = ENV["TRACE_DIR"]
 ENV_NOTICE_FILE = ENV["NOTICE_FILE"]
@@ -185,8 +188,15 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         env[ENV_RUN_DIR] = f"{ident[0]}:{ident[1]}:{os.path.abspath(run_dir)}"
     else:
         env.pop(ENV_RUN_DIR, None)
-    before = base.get(ENV_PRELOAD, "")
-    env[ENV_PRELOAD] = f"{shim}:{before}" if before.strip() else str(shim)
+    if getattr(opts, "emulated", ""):  # qemu-user runs the program: the shim is its alone
+        if "," in str(shim):
+            raise ShimgenError(f"shim {shim}: {ENV_QEMU_SET} cannot carry a path with a comma; "
+                               "set XDG_CACHE_HOME to a path without one")
+        qemu = base.get(ENV_QEMU_SET, "").strip(",")
+        env[ENV_QEMU_SET] = (f"{qemu}," if qemu else "") + f"{ENV_PRELOAD}={shim}"
+    else:
+        before = base.get(ENV_PRELOAD, "")
+        env[ENV_PRELOAD] = f"{shim}:{before}" if before.strip() else str(shim)
     env[ENV_TRACE] = opts.trace  # --trace MODE is the value (runenv.TRACE_MODES)
     env[ENV_TRACE_DIR] = str(run_dir / TRACES)
     env[ENV_NOTICE_FILE] = str(run_dir / NOTICES)

@@ -119,16 +119,18 @@ def _mkdir_private(path: Path) -> list[tuple[None, str, tuple[int, int]]]:
     return made
 
 
-def open_run_dir(out: Path | None, argv0: str, now: float, me: dict | None = None) -> RunDir:
+def open_run_dir(out: Path | None, argv0: str, now: float, me: dict | None = None,
+                 force: bool = False) -> RunDir:
     """The run directory, made 0700 and empty, held open: `out` (missing, or an empty
     directory of ours; never a symlink, never one with files in it), or
     ./shimgen-runs/<time>-<command>[-N] in a runs directory of the user's own that nobody
     else can write. With `me` (this node's host, command and driver build id), `out` may be
     a run of another node of the same job, which this one joins (run/nodes.py): its part
-    of it is returned."""
+    of it is returned. With `force`, `out` may hold a finished run of the user's, which is
+    replaced (run/replace.py)."""
     try:
         if out is not None:
-            return _named_run_dir(out, me)
+            return _named_run_dir(out, me, force)
         return _default_run_dir(argv0, now)
     except OSError as e:
         raise ShimgenError(f"run directory {e.filename or out}: {e.strerror}") from None
@@ -180,10 +182,19 @@ def _default_run_dir(argv0: str, now: float) -> RunDir:
 
 
 def _claim_or_join(out: Path, fd: int, pfd: int, new: bool, me: dict | None,
-                   made: list) -> RunDir | None:
+                   made: list, force: bool = False) -> RunDir | None:
     """The top of `out` claimed for this run (run.json made empty, O_EXCL: None), or this
-    node's part of another node's run there (run/nodes.py)."""
+    node's part of another node's run there (run/nodes.py). With `force`, a finished run
+    there is removed first (run/replace.py); without it, one is named in the refusal."""
+    from .replace import finished_run, replace_run
+
     names = os.listdir(fd)
+    if names and force:
+        replace_run(fd, out)
+        names = os.listdir(fd)
+    elif names and not finished_run(fd)[0]:
+        raise ShimgenError(f"run directory {out}: holds a finished run; name a new or empty "
+                           "directory, or add --force to replace that run")
     if names and (me is None or RUN_JSON not in names):
         raise ShimgenError(f"run directory {out}: exists and is not empty; name a new "
                            "or empty directory (nothing is overwritten)")
@@ -207,7 +218,7 @@ def _claim_or_join(out: Path, fd: int, pfd: int, new: bool, me: dict | None,
     return None
 
 
-def _named_run_dir(out: Path, me: dict | None = None) -> RunDir:
+def _named_run_dir(out: Path, me: dict | None = None, force: bool = False) -> RunDir:
     out = out.absolute()
     if os.path.islink(out):
         raise ShimgenError(f"run directory {out}: is a symbolic link; name a directory")
@@ -235,7 +246,7 @@ def _named_run_dir(out: Path, me: dict | None = None) -> RunDir:
                 raise ShimgenError(f"run directory {out}: owned by another user")
             if new:
                 made.append((pfd, out.name, _ident(st)))
-            part = _claim_or_join(out, fd, pfd, new, me, made)
+            part = _claim_or_join(out, fd, pfd, new, me, made, force)
             if part is not None:
                 return part
             os.fchmod(fd, 0o700)

@@ -31,6 +31,7 @@ from .child import (
     ENV_LIMIT_MEMORY,
     ENV_NOTICE_FILE,
     ENV_PRELOAD,
+    ENV_QEMU_SET,
     ENV_TIMELINE_FILE,
     ENV_TRACE,
     ENV_TRACE_DIR,
@@ -173,6 +174,8 @@ def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
     gates += f", inject {';'.join(opts.inject)}" if opts.inject else ""
     gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
     gates += "".join(f", limit {k} {n} bytes" for k, n in opts.limits.items())
+    if opts.emulated:
+        how += f"; an {opts.emulated} shim, given to the emulated program ({ENV_QEMU_SET})"
     banner = one_line(f"shimgen: run: shim {entry.library} ({how}); "
                       f"trace {opts.trace}{opts.trace_note}{gates}; "
                       f"run directory {run_dir}")
@@ -202,7 +205,7 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
         "inject": opts.inject, "limit": opts.limits,
         "hooks": [str(Path(h).absolute()) for h in opts.hooks],
         "shimgen_version": __version__, "host": host_name(),
-        "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_TRACE, ENV_TRACE_DIR,
+        "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_QEMU_SET, ENV_TRACE, ENV_TRACE_DIR,
                                             ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
                                             ENV_GATES, ENV_INJECT, ENV_LIMIT_MEMORY)
                         if k in env},
@@ -262,7 +265,7 @@ def run(opts: RunOptions) -> int:
     from .nodes import host_name
 
     me = {"host": host_name(), "command": opts.command, "build_id": key.build_id}
-    run_dir = open_run_dir(opts.out, opts.command[0], start, me)
+    run_dir = open_run_dir(opts.out, opts.command[0], start, me, opts.force)
     banner = _banner(opts, entry, run_dir.path)
     started_pid: list[int] = []
     from .watch import Watcher
@@ -310,6 +313,8 @@ def command(args) -> int:
         raise UsageError("run: no command given: shimgen run [OPTIONS] -- COMMAND ...")
     if args.gate_profile is not None and args.gates is None:
         raise UsageError("run --gate-profile goes with --gates")
+    if args.force and args.out is None:
+        raise UsageError("run --force goes with -o DIR (a new run directory is made otherwise)")
     if args.gate_profile is not None and args.gate_profile != "auto":
         path_option(args.gate_profile, "--gate-profile", "gate profile")
     stall = seconds_option(args.stall, "--stall") if args.stall is not None else None
@@ -333,6 +338,7 @@ def command(args) -> int:
         limits=limit_options(args.limit),
     )
     opts.calls_ring = calls_ring_option(getattr(args, "calls_ring", None))
+    opts.force = bool(args.force)
     try:
         return run(opts)
     except CommandError as e:  # like a shell: 127 not found, 126 cannot be run

@@ -29,7 +29,11 @@ class RunOptions:
         self.stall = stall  # --stall SECONDS (run/watch.py), None: off
         self.limits = limits or {}  # --limit KEY=SIZE, in bytes (run/limits.py)
         self.calls_ring: str | None = None  # --calls-ring N: SHIMGEN_CALLS_RING
+        self.force = False  # --force: -o DIR may hold a finished run, replaced (replace.py)
         self.trace_note = ""  # why the trace is not the one asked (time_where_no_calls)
+        # the shim's architecture when it is not this machine's (time_where_no_calls): the
+        # program runs under qemu-user, which is given the shim for it alone (child.py)
+        self.emulated = ""
 
 
 def check_selection(selection: str, gates: tuple[str, ...] | None,
@@ -54,11 +58,13 @@ def check_selection(selection: str, gates: tuple[str, ...] | None,
 
 def time_where_no_calls(opts: RunOptions, library: Path) -> None:
     """`calls` on a shim without the calls path (aarch64, for now) is `time`, said in the
-    banner: the shim's own notice is not needed then."""
-    from ..arches import ARCHES
+    banner: the shim's own notice is not needed then. A shim of another architecture than
+    this machine's is for a program under qemu-user (opts.emulated)."""
+    from ..arches import ARCHES, host
     from ..driver import library_arch
 
     arch = library_arch(library)
+    opts.emulated = arch if arch != host() else ""
     if opts.trace == "calls" and not ARCHES[arch].calls:
         opts.trace_note = (f" (not calls: calls mode is x86-64 only, for now; this {arch} "
                            "shim times calls)")

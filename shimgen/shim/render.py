@@ -207,8 +207,7 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
     """What every template of a shim is rendered with (without `captures`, all but the
     decoded calls' capture table, the one part that takes time to make)."""
     return {
-        "model": model,
-        "shimgen_version": __version__,
+        "model": model, "shimgen_version": __version__,
         "sources": compiled(model),
         "user_sources": user_compiled(model),
         "include_dir": INCLUDE_DIR,
@@ -255,7 +254,8 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                         "unread_word": runenv.CALLS_UNREAD_WORD,
                         "ring_default": runenv.CALLS_RING_DEFAULT,
                         "ring_min": runenv.CALLS_RING_MIN, "ring_max": runenv.CALLS_RING_MAX,
-                        "kinds": runenv.CALLS_CAPTURE_KINDS},
+                        "kinds": runenv.CALLS_CAPTURE_KINDS, "flags": runenv.CALLS_CAPTURE_FLAGS,
+                        "kind_mask": runenv.CALLS_CAPTURE_KIND_MASK},
         "calls_table": (calls.capture_table([f.name for f in model.functions])
                         if captures else None),
         "inject_keys": inject.KEYS, "kern": KERN_FACTS,

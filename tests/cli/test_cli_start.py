@@ -100,6 +100,7 @@ USUAL_RUN_LINES = [
     ["run", "--driver", "/lib/libcuda.so.1", "--out=runs/a", "--trace=timeline", "--", "t"],
     ["run", "--gates", "gdr", "--gate-profile", "auto", "--", "a", "--", "b"],
     ["run", "-o", "d", "--driver=x", "cmd"],
+    ["run", "-o", "runs/first", "--force", "--", "python3", "x.py"],
 ]
 OTHER_RUN_LINES = [
     ["run"], ["run", "--"], ["run", "-h"], ["run", "--dri", "x", "--", "t"],
@@ -107,6 +108,7 @@ OTHER_RUN_LINES = [
     ["run", "-oDIR", "--", "t"], ["run", "-o=DIR", "--", "t"], ["run", "--driver"],
     ["run", "--trace", "--", "t"], ["run", "--unknown", "--", "t"], ["run", "-o", "d"],
     ["build", "--driver", "x"], ["run", "--gates", "-gdr", "--", "t"],
+    ["run", "--force=1", "--", "t"], ["run", "--force", "--force", "--", "t"],
 ]
 
 

@@ -2,7 +2,8 @@
 they are written, in order, in one `bash -e`, from a fresh shim cache and a scratch working
 directory (the repository's examples/ beside it), and every line of the outputs it shows
 that does not depend on the machine (the calls, the codes, the errors, the gates, the bytes
-changed; not times, pids or paths) is printed by them. docs/testing.md says how CI follows
+changed; not times, pids or paths) is printed by them. The first run's command, run once
+more without --force, is refused in the line the README shows. docs/testing.md says how CI follows
 the README."""
 
 from __future__ import annotations
@@ -64,3 +65,33 @@ def test_the_try_it_commands_run_as_written_and_print_what_the_readme_shows(driv
     assert len(shown) > 20, shown
     missing = [ln for ln in shown if ln not in said]
     assert not missing, "\n".join(missing)
+    # the first run's command once more, without --force: refused in the line shown
+    setup, first = script.splitlines()[0], next(
+        ln for ln in script.splitlines() if ln.startswith("shimgen run ") and "--force" not in ln)
+    again = subprocess.run(["bash", "-e", "-c", f"{setup}\n{first}"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+    refused = next(ln for b in blocks(section, "") for ln in b.splitlines() if "--force" in ln)
+    assert again.returncode == 1 and again.stdout == "", again
+    assert again.stderr.replace(f"{tmp_path.resolve()}/", "") == refused + "\n", again.stderr
+
+
+def test_the_aarch64_paragraph_fetches_an_arm64_driver_and_names_every_package():
+    """The Install section's aarch64 paragraph: the packages the aarch64 shims and tests
+    need (the cross compilers, g++ included, the C library, qemu-user), and its first
+    command, which prints the path of Debian's arm64 libcuda (an aarch64 ELF file)."""
+    from devtools.driverfetch import cache_dir
+    from shimgen.arches import ARCHES
+    from shimgen.driver import library_arch
+
+    install = README[README.index("## Install"):README.index("## Try it")]
+    said = " ".join(install.split())
+    for package in [*ARCHES["aarch64"].packages.split(), "g++-aarch64-linux-gnu", "qemu-user"]:
+        assert f" {package}" in said, package
+    (fetch,) = [ln for b in blocks(install, "sh") for ln in b.splitlines()
+                if ln.startswith("arm64=")]
+    env = dict(os.environ, SHIMGEN_DRIVER_CACHE=str(cache_dir()), PYTHONPATH=str(ROOT),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(["bash", "-e", "-c", f'{fetch}\nprintf %s "$arm64"'], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout).is_file() and library_arch(proc.stdout) == "aarch64", proc.stdout

@@ -35,18 +35,46 @@ def test_the_verdict_first_and_short(driver, verdict):
                         "1a992e76d262)"), lines
     assert lines[1].startswith("proof PASS: the driver's own code run in an emulator ("), lines
     text = proc.stdout
-    assert ("  gdr      controls   110 GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,\n"
-            "                      116 GPU_DIRECT_RDMA_SUPPORTED, 124 DMA_BUF_SUPPORTED\n"
-            "           init site  set and mask, proven: `shimgen patch` can change it\n"
-            "  dmabuf   controls   124 DMA_BUF_SUPPORTED\n"
-            "           init site  none: the shim sets it instead (`shimgen run --gates "
-            "dmabuf`)\n") in text, text
+    assert ("\n3 gates:\n"
+            "  gdr        controls   110 GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,\n"
+            "                        116 GPU_DIRECT_RDMA_SUPPORTED, 124 DMA_BUF_SUPPORTED\n"
+            "             init site  set and mask, proven: `shimgen patch` can change it\n"
+            "  dmabuf     controls   124 DMA_BUF_SUPPORTED\n"
+            "             init site  none: the shim sets it instead (`shimgen run --gates "
+            "dmabuf`)\n"
+            "  p2p-mixed  allows     peer access between two GPU generations (3 checks of "
+            "field [0xc30])\n"
+            "             checks     the branches, proven: `shimgen patch` can change them\n"
+            ) in text, text
     d = f"--driver {shlex.quote(str(driver.path))}"
     assert f"    shimgen run {d} --gates gdr,dmabuf -- COMMAND\n" in text, text
     assert f"    shimgen patch {d} --gates gdr -o DIR\n" in text, text  # gdr only
+    assert f"    shimgen patch {d} --gates p2p-mixed -o DIR\n" in text, text
     assert f"    shimgen gates {d} --detail" in text, text
     assert "jump table" not in text and " init or-imm " not in text and "attr  kind" not in text
     assert len(lines) < 25, len(lines)
+
+
+def test_the_count_is_the_gates_listed_and_diff_counts_the_same(driver, verdict):
+    """"N gates:" counts every gate the verdict lists (the P2P gate too), each name in a
+    column wide enough for the longest, and `shimgen diff` counts and names the same."""
+    from shimgen.diff.gates import analyse
+    from shimgen.driver import read_image
+
+    lines = verdict.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.endswith(" gates:"))
+    listed = [ln.split()[0] for ln in lines[head + 1:lines.index("next:")]
+              if ln.startswith("  ") and not ln.startswith("   ")]
+    assert lines[head] == f"{len(listed)} gates:" and "p2p-mixed" in listed, lines
+    rows = [ln for ln in lines[head + 1:lines.index("next:")] if ln]
+    column = {ln.index(" " + ln.split()[1]) + 1 if ln in listed_lines(rows) else
+              len(ln) - len(ln.lstrip()) for ln in rows if not ln.lstrip()[0].isdigit()}
+    assert len(column) == 1, lines  # each row's word (controls, allows, ...) in one column
+    assert analyse(read_image(driver.path)).found == listed
+
+
+def listed_lines(rows: list[str]) -> list[str]:
+    return [ln for ln in rows if ln.startswith("  ") and not ln.startswith("   ")]
 
 
 @pytest.mark.parametrize("flag", ["-v", "--detail"])

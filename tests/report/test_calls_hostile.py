@@ -61,18 +61,35 @@ def printable(out: str) -> str:
     return out
 
 
+def test_first_difference_exits_as_diff_does(evil, tmp_path):
+    """0: the runs make the same calls; 1: they part (the calls shown); 2: trouble, in one
+    line, as diff(1) and `shimgen diff`."""
+    a, b = evil
+    for fmt in ((), ("--json",)):
+        same = cli("--calls", "--first-difference", *fmt, a, a)
+        assert same.returncode == 0 and same.stderr == "", same
+        parted = cli("--calls", "--first-difference", *fmt, a, b)
+        assert parted.returncode == 1 and parted.stderr == "", parted
+    assert cli("--calls", "--first-difference", a, a).stdout.startswith("no difference: ")
+    for bad in ((a, tmp_path / "nothing"), (a,), (a, b, "--last", "0")):
+        out = cli("--calls", "--first-difference", *bad)
+        assert out.returncode == 2 and out.stdout == "", (bad, out)
+        line, = out.stderr.splitlines()
+        assert line.startswith("shimgen: error: "), line
+
+
 def test_a_captured_string_is_escaped_in_every_text_view_and_exact_elsewhere(evil, tmp_path):
     a, b = evil
     text = cli("--calls", a)
     assert text.returncode == 0, text.stderr
     assert f'fname="{SHOWN}")' in printable(text.stdout)
     diff = cli("--calls", "--first-difference", a, b)
-    assert diff.returncode == 0 and SHOWN in printable(diff.stdout), diff.stderr
+    assert diff.returncode == 1 and SHOWN in printable(diff.stdout), diff.stderr
     calls = json.loads(cli("--calls", "--json", a).stdout)["calls"]
     assert calls[0]["args"]["fname"] == EVIL
     db = tmp_path / "calls.db"
     out = cli("--calls", "--sqlite", db, a)
-    assert out.returncode == 0 and SHOWN in printable(out.stdout)
+    assert out.returncode == 0 and SHOWN not in printable(out.stdout)  # an export is quiet
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT json_extract(args, '$.fname') FROM calls").fetchall()[
             0] == (EVIL,)
@@ -128,7 +145,7 @@ def test_a_result_above_2_63_is_kept_in_the_table_as_its_twos_complement(evil, t
     db = tmp_path / "calls.db"
     out = cli("--calls", "--sqlite", db, d)
     assert out.returncode == 0, out.stderr
-    assert " = 0xffffffffffffffff " in out.stdout
+    assert " = 0xffffffffffffffff " in cli("--calls", d).stdout
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT function, result FROM calls ORDER BY seq").fetchall()[
             0] == ("zzModuleLoad", -1)

@@ -139,10 +139,27 @@ def _thread(calls: list[str]) -> list:
     return [((c, ()), f"line {c} {i}", float(i)) for i, c in enumerate(calls)]
 
 
-def _diff(monkeypatch, a: list[str], b: list[str]) -> str:
-    threads = {"A": [("pid 1 thread 1", _thread(a))], "B": [("pid 2 thread 2", _thread(b))]}
+def _diff(monkeypatch, a: list[str], b: list[str], more_b: int = 0) -> str:
+    return _parted(monkeypatch, a, b, more_b)[0]
+
+
+def _parted(monkeypatch, a: list[str], b: list[str], more_b: int = 0) -> tuple[str, bool]:
+    """The first difference of A's one thread and B's (and `more_b` threads more in B)."""
+    threads = {"A": [("pid 1 thread 1", _thread(a))],
+               "B": [("pid 2 thread 2", _thread(b))]
+               + [(f"pid 2 thread {3 + i}", _thread(b)) for i in range(more_b)]}
     monkeypatch.setattr(calls_diff, "_threads", lambda path, f, unreadable: threads[str(path)])
     return calls_diff.first_difference(Path("A"), Path("B"), None)
+
+
+@pytest.mark.parametrize("a, b, more_b, parted", [
+    (["x", "y"], ["x", "y"], 0, False), (["x", "y"], ["x", "q"], 0, True),
+    (["x", "y"], ["x"], 0, True), (["x", "y"], ["x", "y"], 1, True)])
+def test_the_runs_part_when_a_thread_or_their_number_differs(monkeypatch, a, b, more_b,
+                                                               parted):
+    """What decides --first-difference's exit status (1 when the runs part, 0 when not)."""
+    text, got = _parted(monkeypatch, a, b, more_b)
+    assert got is parted, text
 
 
 def test_a_difference_in_the_first_calls_has_the_calls_before_it(monkeypatch):

@@ -171,6 +171,12 @@ def test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_i
         stop(job, run)
     text = shimgen("report", run).stdout
     assert "1 died" in text and "died inside cuDriverGetVersion after" in text, text
+    # its first call never returned: said so, in place of an empty table and its errors
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("calls ")]
+    assert line.startswith(f"calls      none returned: pid {pid} died inside cuDriverGetVersion "
+                           "after ") and line.endswith(" s, its first call"), line
+    assert "errors: none (no call returned)" in text.splitlines(), text
+    assert " time %" not in text and "not recorded" not in text, text
     g = report_json(run)["groups"][0]
     assert g["running"] == [] and g["died"][0]["inside"].startswith(
         "died inside cuDriverGetVersion after ")
@@ -277,7 +283,7 @@ def test_a_node_never_joins_its_own_hosts_run_another_command_or_an_ended_run(ho
                                     sys.executable, "-c", VERSION_CMD),
                            env=base_env(cache, SHIMGEN_TEST_HOST="c"), capture_output=True,
                            text=True, timeout=120)
-    assert ended.returncode == 1 and "its run has ended" in ended.stderr
+    assert ended.returncode == 1 and "holds a finished run" in ended.stderr  # --force: a new one
 
 
 def test_a_process_of_another_host_runs_while_its_nodes_heartbeat_is_fresh(hooked, tmp_path):

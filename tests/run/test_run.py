@@ -381,7 +381,7 @@ def test_a_calls_run_writes_its_timeline_with_each_calls_arguments(driver, cache
     ev = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     assert [e["name"] for e in ev] == [c["function"] for c in rec["calls"]]
     for e, c in zip(ev, rec["calls"], strict=True):
-        assert abs(e["ts"] - c["t"] * 1e6) < 0.002 and abs(e["dur"] - c["dur_us"]) < 0.002
+        assert abs(e["ts"] - c["start_s"] * 1e6) < 0.002 and abs(e["dur"] - c["dur_us"]) < 0.002
         assert e["args"]["result_name"] == c["result_name"]
     attr = next(e["args"] for e in ev if e["name"] == "cuDeviceGetAttribute")
     assert attr["args"]["attrib"] == "CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED"

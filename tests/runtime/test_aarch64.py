@@ -233,6 +233,12 @@ def test_run_of_an_aarch64_program_reports_its_calls(arm64_shim, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:2] == ["version 0 12040", "init 100"]
     assert "; trace time; run directory" in proc.stderr, proc.stderr
+    # the shim given to the emulated program alone: qemu itself (x86-64) is not asked to
+    # preload it, and its loader says no ERROR
+    assert "ERROR:" not in proc.stderr and "ld.so" not in proc.stderr, proc.stderr
+    said = json.loads((tmp_path / "r" / "run.json").read_text())["environment"]
+    assert "LD_PRELOAD" not in said and said["QEMU_SET_ENV"] == (
+        f"LD_PRELOAD={json.loads((tmp_path / 'r' / 'run.json').read_text())['shim']['path']}")
     lines = proc.stderr.splitlines()
     head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["time", "%"])
     rows = {w[-1]: (w[2], w[-2]) for w in (line.split() for line in lines[head + 1:head + 4])}

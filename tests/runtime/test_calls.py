@@ -77,11 +77,20 @@ def test_every_route_gives_back_each_argument_output_and_result(shim, probes, tm
     v2 = by["cuGetProcAddress_v2"][0]
     if "cuGetProcAddress_v2" in description()["functions"]:
         assert (v2["args"]["symbol"], v2["args"]["cudaVersion"], v2["outputs"]) == (
-            "cuDriverGetVersion", 12000, {"symbolStatus": "CU_GET_PROC_ADDRESS_SUCCESS"})
+            "cuDriverGetVersion", 12000, {"pfn": "cuDriverGetVersion",
+                                          "symbolStatus": "CU_GET_PROC_ADDRESS_SUCCESS"})
     else:  # headers older than it (CUDA 12.2's): its six registers
         assert (v2["args"]["arg2"], v2["args"]["arg3"], v2["outputs"]) == (12000, 0, {})
     assert by["cuGetErrorName"][0]["args"]["error"] == "CUDA_ERROR_OUT_OF_MEMORY"
     assert by["cuGetErrorString"][0]["args"]["error"] == "CUDA_ERROR_NO_DEVICE"
+    # outputs the driver wrote as pointers: the string each points to, the export each is
+    assert by["cuGetErrorName"][0]["outputs"] == {"pStr": "CUDA_ERROR_OUT_OF_MEMORY"}
+    assert by["cuGetErrorString"][0]["outputs"] == {
+        "pStr": "no CUDA-capable device is detected"}
+    assert [c["outputs"] for c in by["cuGetProcAddress"]] == [{"pfn": "cuMemAlloc"},
+                                                              {"pfn": "cuMemAlloc_v2"}]
+    if "cuGetProcAddress_v2" in description()["functions"]:
+        assert v2["outputs"]["pfn"] == "cuDriverGetVersion"
     assert by["cuModuleLoad"][0]["args"]["fname"] == "/nonexistent/kernel.cubin"
     assert by["cuModuleGetFunction"][0]["args"]["name"] == "my_kernel"
     assert by["cuModuleGetFunction"][0]["args"]["hmod"] is None
@@ -112,6 +121,11 @@ def test_text_lines_and_filters(shims, probes, tmp_path):
                         r"bytesize=4096\) = CUDA_ERROR_NOT_INITIALIZED \d+(\.\d+)?us", alloc[0])
     ver = [ln for ln in lines if " cuDriverGetVersion(" in ln][0]
     assert re.search(r"\) = CUDA_SUCCESS \{driverVersion=12\d\d0\} ", ver)
+    procs = [ln for ln in lines if " cuGetProcAddress(" in ln]
+    assert [ln.split(" = CUDA_SUCCESS ")[1].split("}")[0] for ln in procs] == [
+        "{pfn=cuMemAlloc", "{pfn=cuMemAlloc_v2"], procs
+    name = [ln for ln in lines if " cuGetErrorName(" in ln][0]
+    assert ' = CUDA_SUCCESS {pStr="CUDA_ERROR_OUT_OF_MEMORY"} ' in name, name
     errs = cli("--calls", "--errors", "--function", "cuMem*", d).stdout.splitlines()[2:]
     assert errs and all(" cuMem" in ln and "CUDA_SUCCESS" not in ln for ln in errs)
     last = cli("--calls", "--last", "2", d).stdout.splitlines()[2:]
@@ -200,13 +214,14 @@ def test_two_runs_first_difference(shims, probes, tmp_path):
     a = traced(shims[0], probes, tmp_path / "a", "routes")
     b = traced(shims[-1], probes, tmp_path / "b", "routes")
     proc = cli("--calls", "--first-difference", a, b)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # the runs part
     out = proc.stdout.splitlines()
     assert out[0] == "first difference: 1 of 1 threads part (addresses ignored)"
     assert "cuInit(Flags=0) = CUDA_ERROR_NO_DEVICE" in out[-3]
     assert out[-2].startswith("  A ") and "cuDriverGetVersion(" in out[-2]
     assert "{driverVersion=120" in out[-2] and "{driverVersion=120" in out[-1]
     same = cli("--calls", "--first-difference", a, a)
+    assert same.returncode == 0, same.stderr
     assert same.stdout.startswith("no difference: 1 threads make the same calls")
     addr = cli("--calls", "--first-difference", "--addresses", a, b)
     assert "(addresses compared)" in addr.stdout.splitlines()[0]
@@ -254,6 +269,6 @@ def test_forked_processes_each_keep_their_own_calls(shims, probes, tmp_path):
         per[c["pid"]] = per.get(c["pid"], 0) + 1
         assert c["tid"] == c["pid"] and c["function"] == "cuDriverGetVersion"
     assert per == {pids["child_before"]: 3, pids["parent"]: 2, pids["child_after"]: 5}
-    assert [c["t"] for c in got["calls"]] == sorted(c["t"] for c in got["calls"])
+    assert [c["start_s"] for c in got["calls"]] == sorted(c["start_s"] for c in got["calls"])
     one = json.loads(report_calls.render([d], report_calls.Filters(pid=pids["parent"]), "json"))
     assert {c["pid"] for c in one["calls"]} == {pids["parent"]} and len(one["calls"]) == 2

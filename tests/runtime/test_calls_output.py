@@ -62,12 +62,21 @@ def test_the_fast_report_is_the_per_record_decode(varied, k):
 
 
 def test_the_table_is_the_per_record_decode(varied, tmp_path):
+    """The table's rows are the JSON's records, the start under one name (`start_s`; `t`,
+    its earlier name in the JSON, the same value); the export prints no call lines."""
     f = report_calls.Filters(function="cuD*", last=900)
     db = tmp_path / "calls.db"
-    report_calls.render([varied], f, "text", str(db))
-    got = sqlite3.connect(db).execute("SELECT * FROM calls").fetchall()
+    said = report_calls.render([varied], f, "text", str(db))
+    assert said.splitlines()[-1].startswith(f"sqlite     {db}: table calls, "), said
+    assert "cuD" not in said, said  # quiet: the lines are not printed
+    con = sqlite3.connect(db)
+    got = con.execute("SELECT * FROM calls").fetchall()
+    assert [c[1] for c in con.execute("PRAGMA table_info(calls)")][4] == "start_s"
     _, groups, _ = report_calls.shown([varied], f)
-    want = [(r["pid"], r["rank"], r["tid"], r["seq"], r["t"], r["dur_us"], r["function"],
+    records = json.loads(report_calls.render([varied], f, "json"))["calls"]
+    assert records and all(r["start_s"] == r["t"] for r in records)
+    assert [r["start_s"] for r in records] == [g[4] for g in got]
+    want = [(r["pid"], r["rank"], r["tid"], r["seq"], r["start_s"], r["dur_us"], r["function"],
              json.dumps(r["args"]), r["result"], r["result_name"], json.dumps(r["outputs"]),
              r["state"]) for r in (g.record(s) for g, s in report_calls.in_order(groups))]
     assert got == want
@@ -114,7 +123,7 @@ def test_the_timeline_of_a_calls_run_carries_each_calls_arguments(varied, shims)
         for e, r in zip(ev, recs, strict=True):
             assert (e["name"], e["pid"], e["tid"], e["cat"]) == (r["function"], r["pid"],
                                                                   r["tid"], "libcuda")
-            assert abs(e["ts"] - r["t"] * 1e6) < 0.002
+            assert abs(e["ts"] - r["start_s"] * 1e6) < 0.002
             if r["state"] == "returned":
                 assert e["ph"] == "X" and abs(e["dur"] - r["dur_us"]) < 0.002
             assert (e["args"]["result"], e["args"]["result_name"]) == (r["result"],
