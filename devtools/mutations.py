@@ -3142,6 +3142,32 @@ MUTATIONS = [
         "why": "a face takes each name from the module that defines it: run's cached path stays light",
     },
     {
+        "name": "run-stamp-read-through-strptime",
+        "file": "shimgen/trace/live.py",
+        "old": "    y, mo, d, h, mi, s = map(int, parts)\n",
+        "new": ("    import calendar\n    import time as _t\n"
+                "    _t.strptime(main, \"%Y-%m-%dT%H:%M:%S\")\n"
+                "    y, mo, d, h, mi, s = map(int, parts)\n"),
+        "tests": ["tests/run/test_run_cache.py::test_the_cached_path_imports_nothing_heavy"],
+        "why": "run.json's stamps are read by hand: strptime and calendar cost milliseconds at every run",
+    },
+    {
+        "name": "run-stamp-leap-day-every-fourth-year",
+        "file": "shimgen/trace/live.py",
+        "old": "    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)\n",
+        "new": "    leap = y % 4 == 0\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp on a day the calendar lacks (29 February 1900) is not a time",
+    },
+    {
+        "name": "run-stamp-days-count-from-january",
+        "file": "shimgen/trace/live.py",
+        "old": "    y -= m <= 2\n",
+        "new": "    y -= m < 2\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "the days before a date count the leap day of its own year only after February",
+    },
+    {
         "name": "layout-limit-counts-code-lines-only",
         "file": "tests/devtools/test_layout.py",
         "old": "    lines = text.splitlines()\n",
