@@ -127,7 +127,9 @@ def _check_header(h: dict, size: int) -> None:
     if size < boff:
         raise BadTrace(f"it is truncated: {size} bytes, its blocks start at {boff}")
     n = (size - boff) // stride
-    if (size - boff) % stride and not h["blocks_mapped"] <= n < h["blocks_reserved"]:
+    if h.get("calls_ring_records") and size - boff - n * stride >= bs:
+        n += 1  # the last block's ring of calls, which grows as it fills (traceformat.md)
+    elif (size - boff) % stride and not h["blocks_mapped"] <= n < h["blocks_reserved"]:
         # (a part of a block beyond the whole ones is a block the shim could not add, on a
         # full disk: it reserved it, never mapped it, and it is not read)
         raise BadTrace(f"it is truncated: {size - boff} bytes of blocks is not a whole number of "
@@ -193,13 +195,23 @@ def load(path: str | os.PathLike, *, follow: bool = True) -> ProcessTrace:
         raise ShimgenError(f"{name}: cannot read the trace file: {e.strerror or e}") from None
 
 
+def present_blocks(h: dict, size: int) -> int:
+    """The blocks a file of `size` bytes holds: whole strides, and in calls mode a last block
+    whose ring of calls has not grown to its stride yet (its struct tstats is whole)."""
+    boff, stride = h["blocks_off"], h["block_stride"]
+    n = max(size - boff, 0) // stride
+    if h.get("calls_ring_records") and size - boff - n * stride >= h["block_size"]:
+        n += 1
+    return min(n, h["blocks_reserved"])
+
+
 def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
     if m[:len(MAGIC)] == bytes(len(MAGIC)):
         raise BadTrace("no magic: the process died while it made the file")
     if m[:len(MAGIC)] != MAGIC:
         raise BadTrace("it is not a shimgen trace file (wrong magic)")
     h, names = _checked_header(m, size)
-    nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
+    nblocks = present_blocks(h, size)
     functions, untimed, overflow = sum_blocks(m, fd, h, nblocks)
     complete = h["state"] == COMPLETE
     notes = []
@@ -278,7 +290,7 @@ def header(path: str | os.PathLike) -> dict:
         raise ShimgenError(f"{name}: cannot read the trace file: {e.strerror or e}") from None
     h["names"] = [n.decode("ascii", "replace") for n in names]
     h["ns_per_tick"] = _calibration(h)[0] if h["mode"] != 1 else None
-    h["nblocks"] = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
+    h["nblocks"] = present_blocks(h, size)
     return h
 
 
