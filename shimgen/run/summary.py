@@ -61,7 +61,7 @@ def _disk_use(top: Path) -> tuple[int, int]:
 def trace_size(path: Path) -> str:
     """`--trace calls`: what the run's trace files and timeline take on disk, as one line
     (a ring of call records takes disk space as it fills, up to its size)."""
-    from ..report.memory import size_text
+    from ..report import size_text
 
     files, used = _disk_use(path / TRACES)
     _, timeline = _disk_use(path / TIMELINE)
