@@ -3389,10 +3389,19 @@ MUTATIONS = [
     {
         "name": "trace-reader-last-block-whole-strides-only",
         "file": "shimgen/trace/binary.py",
-        "old": "    if h.get(\"calls_ring_records\") and size - boff - n * stride >= h[\"block_size\"]:\n        n += 1\n",
-        "new": "    if False:\n        n += 1\n",
+        "old": "        n += 1\n    return min(n, h[\"blocks_reserved\"])\n",
+        "new": "    return min(n, h[\"blocks_reserved\"])\n",
         "tests": ["tests/runtime/test_calls.py::test_the_rings_file_grows_as_it_fills"],
         "why": "the last block of a calls trace, whose ring has not grown to its stride, is read",
+    },
+    {
+        "name": "trace-reader-a-calls-file-cut-in-its-last-ring-read-as-grown",
+        "file": "shimgen/trace/binary.py",
+        "old": "    return bool(n) and not r and min(CALLS_RING_MIN, n) <= q < n and not q & (q - 1)\n",
+        "new": "    return bool(n) and rest >= off\n",
+        "tests": ["tests/report/test_calls_hostile_more.py::test_a_trace_cut_or_zeroed_at_any_byte_is_said"
+                  "_never_a_traceback[calls]"],
+        "why": "a calls file cut short is said truncated: a ring's part of the file ends only where a doubling does",
     },
     {
         "name": "run-trace-size-apparent-not-on-disk",

@@ -46,8 +46,9 @@ struct ring_ctl {
 _Static_assert(sizeof(struct ring_ctl) + RING_ROOM == offsetof(struct ring_ctl, room),
                "RING_ROOM");
 
-/* The records of a ring with disk space when its block is made (the rest as it fills). */
-#define RING_FIRST 1024u
+/* The records of a ring with disk space when its block is made (the rest as it fills): the
+ * smallest ring's (shimgen/runenv.py CALLS_RING_MIN), which readers check the file's end by. */
+#define RING_FIRST SHIMGEN_CALLS_RING_MIN
 
 static size_t page_up(size_t n)
 {
