@@ -273,11 +273,11 @@ shimgen_calls_return:
         lea     -128(%rsp), %rsp                    /* past the red zone, which holds rax, rdx */
         .cfi_adjust_cfa_offset 128
         mov     %r11, %rdx                          /* i, kept (rdx is in the red zone) */
-        save_argument_registers
+        save_argument_registers 128
         mov     %r10, %rdi
         mov     %rax, %rsi
         call    shimgen_calls_grow
-        restore_argument_registers                  /* rax: the place again, r10 the block */
+        restore_argument_registers 128              /* rax: the place again, r10 the block */
         mov     %rdx, %r11
         lea     128(%rsp), %rsp
         .cfi_adjust_cfa_offset -128
