@@ -77,10 +77,12 @@ def measure(driver: Path, pairs: int, work: Path, installed: bool) -> dict:
     true = shutil.which("true") or "/bin/true"
     base = [true]
     prefix = _editable()
-    # builds the shim into the cache (with the caller's PYTHONPATH, where the build's
-    # modules may be, as on a machine that carries them)
-    _timed([*prefix, "run", "--driver", str(driver), "-o", str(work / "build"), "--", true],
-           dict(env, **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}))
+    # builds the shim into the cache with this checkout's shimgen (ROOT first on the path:
+    # an editable install of this environment may be another checkout's, whose cache key
+    # differs) and the caller's PYTHONPATH, where the build's modules may be
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    _timed([sys.executable, "-m", "shimgen", "run", "--driver", str(driver), "-o",
+            str(work / "build"), "--", true], dict(env, PYTHONPATH=path))
     if installed:
         prefix, more = _installed(work)
         env.update(more)

@@ -429,8 +429,8 @@ MUTATIONS = [
     {
         "name": "hist-wrong-bucket",
         "file": "runtime/arch/x86_64/timing.S",
-        "old": "        bsr     %rdx, %rdx                          /* the bucket */\n",
-        "new": "        bsr     %rdx, %rdx\n        inc     %rdx\n",
+        "old": "        lea     (%rcx,%rdi,TS_HIST_SCALE), %rdx\n",
+        "new": "        lea     1(%rcx,%rdi,TS_HIST_SCALE), %rdx\n",
         "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
         "why": "a call of 2^b to 2^(b+1) ticks is counted in bucket b",
     },
@@ -699,9 +699,9 @@ MUTATIONS = [
     {
         "name": "tracefile-reader-truncation-unchecked",
         "file": "shimgen/trace/binary.py",
-        "old": ("    if (size - boff) % stride and not h[\"blocks_mapped\"] <= n < "
+        "old": ("    elif (size - boff) % stride and not h[\"blocks_mapped\"] <= n < "
                 "h[\"blocks_reserved\"]:\n"),
-        "new": "    if False:\n",
+        "new": "    elif False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_truncated_file_is_refused[mid-block]",
                   "tests/report/test_tracefile_reader.py::test_truncated_file_is_refused[last-byte]"],
         "why": "a file cut short in its blocks is refused",
@@ -813,12 +813,12 @@ MUTATIONS = [
     {
         "name": "disk-full-child-of-a-blockless-parent-grows-nothing",
         "file": "runtime/tracefile/fork.c",
-        "old": "    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
-        "new": "    if (fd >= 0 && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {\n",
+        "old": "    for (uint64_t k = 0; fd >= 0 && k < n && grown == 0; k++)\n",
+        "new": "    for (uint64_t k = 0; fd >= 0 && k <= n && grown == 0; k++)\n",
         "tests": ["tests/runtime/test_trace_disk_full.py::"
                   "test_a_child_forked_from_a_process_without_a_block_says_its_calls_missing"],
-        "why": "a child forked with no block to move keeps its file (fallocate of 0 bytes is "
-               "EINVAL, no failure of the disk)",
+        "why": "a child forked with no block to move keeps its file (it grows no block it "
+               "does not have)",
     },
     {
         "name": "disk-full-calls-missing-at-exit-said-zero",
@@ -1274,6 +1274,17 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]"],
         "why": "a call is counted in the fine bucket that holds its length",
+    },
+    {
+        "name": "fine-home-not-the-one-readers-probe",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": ("        shr     $(TS_FINE_BITS + 32 - TS_FINE_SLOTS_SHIFT), %rcx\n"
+                "        add     %edx, %ecx\n        or      %edx, %esi\n"),
+        "new": ("        shr     $(TS_FINE_BITS + 31 - TS_FINE_SLOTS_SHIFT), %rcx\n"
+                "        add     %edx, %ecx\n        or      %edx, %esi\n"),
+        "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "_ones[json-time-clusters]"],
+        "why": "the time path counts a fine key from the home block.h's fine_home gives, where the fold looks",
     },
     {
         "name": "shim-percentiles-ignore-fine-buckets",
@@ -3251,6 +3262,32 @@ MUTATIONS = [
         "why": "a face takes each name from the module that defines it: run's cached path stays light",
     },
     {
+        "name": "run-stamp-read-through-strptime",
+        "file": "shimgen/trace/live.py",
+        "old": "    y, mo, d, h, mi, s = map(int, parts)\n",
+        "new": ("    import calendar\n    import time as _t\n"
+                "    _t.strptime(main, \"%Y-%m-%dT%H:%M:%S\")\n"
+                "    y, mo, d, h, mi, s = map(int, parts)\n"),
+        "tests": ["tests/run/test_run_cache.py::test_the_cached_path_imports_nothing_heavy"],
+        "why": "run.json's stamps are read by hand: strptime and calendar cost milliseconds at every run",
+    },
+    {
+        "name": "run-stamp-leap-day-every-fourth-year",
+        "file": "shimgen/trace/live.py",
+        "old": "    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)\n",
+        "new": "    leap = y % 4 == 0\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp on a day the calendar lacks (29 February 1900) is not a time",
+    },
+    {
+        "name": "run-stamp-days-count-from-january",
+        "file": "shimgen/trace/live.py",
+        "old": "    y -= m <= 2\n",
+        "new": "    y -= m < 2\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "the days before a date count the leap day of its own year only after February",
+    },
+    {
         "name": "layout-limit-counts-code-lines-only",
         "file": "tests/devtools/test_layout.py",
         "old": "    lines = text.splitlines()\n",
@@ -3636,6 +3673,69 @@ MUTATIONS = [
         "new": "            and False:",
         "tests": ["tests/runtime/test_calls.py::test_every_route_gives_back_each_argument_output_and_result"],
         "why": "a successful cuGetProcAddress has its pfn among its outputs",
+        "name": "calls-ring-whole-on-disk-at-once",
+        "file": "runtime/stats/calls.c",
+        "old": "    return ring_off() - page_up(sizeof(struct tstats)) + ring_first() * SHIMGEN_CALLS_RECORD_SIZE;\n",
+        "new": "    return ring_bytes();\n",
+        "tests": ["tests/runtime/test_calls.py::test_the_rings_file_grows_as_it_fills"],
+        "why": "a calls trace takes disk space as its rings fill, not a whole ring per thread before the first call",
+    },
+    {
+        "name": "calls-ring-grows-by-a-step-not-doubling",
+        "file": "runtime/stats/calls.c",
+        "old": "        want = room < RING_FIRST ? RING_FIRST : room * 2;\n",
+        "new": "        want = room < RING_FIRST ? RING_FIRST : room + RING_FIRST;\n",
+        "tests": ["tests/runtime/test_calls.py::test_the_rings_file_grows_as_it_fills"],
+        "why": "a ring grows by doubling: a power of two a full disk can leave it at",
+    },
+    {
+        "name": "calls-ring-place-past-its-room-not-grown",
+        "file": "runtime/arch/x86_64/calls.S",
+        "old": "        jae     .Lcalls_grow                        /* no disk space for it yet */\n",
+        "new": "        nop\n",
+        "tests": ["tests/runtime/test_calls.py::test_the_rings_file_grows_as_it_fills"],
+        "why": "a record is written only where the file has disk space (past the file's end: SIGBUS)",
+    },
+    {
+        "name": "calls-ring-that-cannot-grow-keeps-writing-past-its-room",
+        "file": "runtime/stats/calls.c",
+        "old": "    __atomic_store_n(&s->ev_mask, room - 1, __ATOMIC_RELEASE);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_trace_disk_full.py::test_a_ring_of_calls_that_cannot_grow_keeps_its_last_calls"],
+        "why": "on a full disk the ring keeps what it has room for, never a page the disk has no room for",
+    },
+    {
+        "name": "calls-reader-ring-size-from-the-header-alone",
+        "file": "shimgen/calls/records.py",
+        "old": "    return mask + 1 if ok else n\n",
+        "new": "    return n\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::test_a_ring_of_calls_that_cannot_grow_keeps_its_last_calls"],
+        "why": "a ring that could not grow is read at the size its block says",
+    },
+    {
+        "name": "trace-reader-last-block-whole-strides-only",
+        "file": "shimgen/trace/binary.py",
+        "old": "        n += 1\n    return min(n, h[\"blocks_reserved\"])\n",
+        "new": "    return min(n, h[\"blocks_reserved\"])\n",
+        "tests": ["tests/runtime/test_calls.py::test_the_rings_file_grows_as_it_fills"],
+        "why": "the last block of a calls trace, whose ring has not grown to its stride, is read",
+    },
+    {
+        "name": "trace-reader-a-calls-file-cut-in-its-last-ring-read-as-grown",
+        "file": "shimgen/trace/binary.py",
+        "old": "    return bool(n) and not r and min(CALLS_RING_MIN, n) <= q < n and not q & (q - 1)\n",
+        "new": "    return bool(n) and rest >= off\n",
+        "tests": ["tests/report/test_calls_hostile_more.py::test_a_trace_cut_or_zeroed_at_any_byte_is_said"
+                  "_never_a_traceback[calls]"],
+        "why": "a calls file cut short is said truncated: a ring's part of the file ends only where a doubling does",
+    },
+    {
+        "name": "run-trace-size-apparent-not-on-disk",
+        "file": "shimgen/run/summary.py",
+        "old": "                files, used = files + 1, used + st.st_blocks * 512\n",
+        "new": "                files, used = files + 1, used + st.st_size\n",
+        "tests": ["tests/run/test_run.py::test_a_calls_run_writes_its_timeline_with_each_calls_arguments"],
+        "why": "the run says what its traces take on disk",
     },
     # ---- report --calls, --sqlite, in flight, top and --stall on what a file can say ----
     {

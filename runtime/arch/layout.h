@@ -85,6 +85,9 @@
  * k-th capture could not be read; all ones while its captures at entry are being read */
 #define REC_UNREAD (REC_ARGS + 8 * SHIMGEN_CALLS_UNREAD_WORD)
 #define REC_SHIFT 8   /* log2 of SHIMGEN_CALLS_RECORD_SIZE */
+/* u64 right before a block's ring (struct ring_ctl, stats/calls.c): the places below it have
+ * disk space; calls.S asks calls.c to grow the ring's part of the file for any other. */
+#define RING_ROOM (-8)
 #define REC_ENTERED 1
 #define REC_RETURNED 2
 /* A function's info (calls_table.c, 16 bits): stack words to keep; captures at entry (C);

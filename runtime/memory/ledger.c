@@ -220,7 +220,7 @@ static void attach(struct tf_header *h, size_t stride)
     shimgen_ledger_attach(h);
 }
 
-static const struct shimgen_tf_part ledger_part = {NULL, attach, shimgen_ledger_detach};
+static const struct shimgen_tf_part ledger_part = {NULL, attach, shimgen_ledger_detach, NULL, NULL};
 
 void shimgen_ledger_config(void)
 {

@@ -6,11 +6,14 @@
  * header (the ring is a part of the trace file, tracefile.h), the captures of the capture
  * table (calls_table.c: strings and structs at entry, the outputs of a successful call),
  * read through saferead.h so that a pointer the driver would refuse is recorded as not read
- * instead of faulting. Nothing here formats: a capture is bytes. A thread's first call in
+ * instead of faulting. A ring in the file has disk space for its first records when its
+ * block is made and grows, doubling, as it fills (shimgen_calls_grow), so that a trace of
+ * few calls is small. Nothing here formats: a capture is bytes. A thread's first call in
  * calls mode is stats.c's.
  */
 
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,25 +37,119 @@ _Static_assert(offsetof(struct calls_record, capture) == SHIMGEN_CALLS_CAPTURE_O
 _Static_assert(offsetof(struct tstats, tid) == TS_TID, "tstats.tid");
 _Static_assert(SHIMGEN_NFUNCS < 1u << 16, "a function index fits in a record's u16");
 
-static size_t ring_off(void)
+/* Right before a block's ring: where the block lies in the trace file, and the places that
+ * have disk space (room: places below it; ~0: every place, the whole ring or a block in
+ * anonymous memory). Written by the block's own thread and its signal handlers only. */
+struct ring_ctl {
+    uint64_t off;  /* the block's offset in the file (0: none) */
+    uint64_t room; /* a power of two from RING_FIRST, or ~0 */
+};
+_Static_assert(sizeof(struct ring_ctl) + RING_ROOM == offsetof(struct ring_ctl, room),
+               "RING_ROOM");
+
+/* The records of a ring with disk space when its block is made (the rest as it fills): the
+ * smallest ring's (shimgen/runenv.py CALLS_RING_MIN), which readers check the file's end by. */
+#define RING_FIRST SHIMGEN_CALLS_RING_MIN
+
+static size_t page_up(size_t n)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    return (sizeof(struct tstats) + page - 1) & ~(page - 1);
+    return (n + page - 1) & ~(page - 1);
 }
 
-/* The bytes a block of the trace file has after its struct tstats: the ring. */
+/* The ring's start in a block: after its struct tstats and the ring's struct ring_ctl,
+ * rounded up to a page. */
+static size_t ring_off(void)
+{
+    return page_up(sizeof(struct tstats) + sizeof(struct ring_ctl));
+}
+
+static struct ring_ctl *ring_ctl(void *block)
+{
+    return (struct ring_ctl *)((char *)block + ring_off() - sizeof(struct ring_ctl));
+}
+
+/* The bytes a block of the trace file has after its struct tstats rounded up to a page:
+ * the ring (and the page its struct ring_ctl needs, when the struct leaves no room). */
 static size_t ring_bytes(void)
 {
-    return shimgen_cfg.calls_records * SHIMGEN_CALLS_RECORD_SIZE;
+    return ring_off() - page_up(sizeof(struct tstats)) +
+           shimgen_cfg.calls_records * SHIMGEN_CALLS_RECORD_SIZE;
+}
+
+static uint64_t ring_first(void)
+{
+    return shimgen_cfg.calls_records < RING_FIRST ? shimgen_cfg.calls_records : RING_FIRST;
+}
+
+/* Of those, the ones with disk space when the block is made. */
+static size_t ring_first_bytes(void)
+{
+    return ring_off() - page_up(sizeof(struct tstats)) + ring_first() * SHIMGEN_CALLS_RECORD_SIZE;
+}
+
+/* A block made in the file at `off`, or a forked child's moved onto its own file there: its
+ * first records have disk space. */
+static void ring_placed(void *block, uint64_t off)
+{
+    struct ring_ctl *c = ring_ctl(block);
+    c->off = off;
+    __atomic_store_n(&c->room,
+                     ring_first() == shimgen_cfg.calls_records ? ~0ull : ring_first(),
+                     __ATOMIC_RELEASE);
 }
 
 /* A block's ring (its thread's first call; async-signal-safe): right after the block, in
- * the same mapping. A reused block keeps its ring and its place: records say their
- * thread. */
+ * the same mapping. A reused block keeps its ring, its place and its room: records say
+ * their thread. A ring in anonymous memory has room for every place. */
 void shimgen_calls_ring(struct tstats *s)
 {
-    s->ev = (void *)((char *)s + ring_off());
+    if (s->ev)
+        return;
     s->ev_mask = shimgen_cfg.calls_records - 1;
+    if (!s->in_file)
+        __atomic_store_n(&ring_ctl(s)->room, ~0ull, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->ev, (void *)((char *)s + ring_off()), __ATOMIC_RELEASE);
+}
+
+/* calls.S, for a place at or above the ring's room (async-signal-safe: no lock, no
+ * allocation): disk space for the ring up to the place, doubling what it had (at most the
+ * whole ring). When the file cannot grow (a full disk), the ring keeps its last `room`
+ * records instead (ev_mask lowered: the places below room keep their slots), said once;
+ * the file tells readers so by the block's ev_mask (docs/traceformat.md). */
+void shimgen_calls_grow(struct tstats *s, uint64_t place)
+{
+    static int said;
+    struct ring_ctl *c = ring_ctl(s);
+    uint64_t n = s->ev_mask + 1, room = __atomic_load_n(&c->room, __ATOMIC_ACQUIRE);
+    if (place < room)
+        return; /* a signal handler's call grew it meanwhile */
+    uint64_t want = n;
+    if (place < n) {
+        want = room < RING_FIRST ? RING_FIRST : room * 2;
+        while (want <= place)
+            want <<= 1;
+        want = want < n ? want : n;
+    }
+    if (!s->in_file || !c->off || want <= room) {
+        __atomic_store_n(&c->room, ~0ull, __ATOMIC_RELEASE);
+        return;
+    }
+    if (shimgen_tracefile_grow(c->off + ring_off() + room * SHIMGEN_CALLS_RECORD_SIZE,
+                               (want - room) * SHIMGEN_CALLS_RECORD_SIZE) == 0) {
+        uint64_t cur = room, to = want == n ? ~0ull : want;
+        while (cur < to && !__atomic_compare_exchange_n(&c->room, &cur, to, 0,
+                                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            ;
+        return;
+    }
+    int e = errno;
+    __atomic_store_n(&s->ev_mask, room - 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->room, ~0ull, __ATOMIC_RELEASE);
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        shimgen_say("shimgen: SHIMGEN_TRACE_DIR=%s: a ring of calls cannot grow in the trace "
+                    "file (%s); it keeps its thread's last %llu calls\n", shimgen_cfg.trace_dir,
+                    strerror(e), (unsigned long long)room);
 }
 
 /* The ring's facts in a new header of the trace file (a block of `stride` bytes). */
@@ -69,7 +166,8 @@ static void ring_header(struct tf_header *h, size_t stride)
 /* The ring joins every block, in the trace file or anonymous (a forked child moves a block
  * and its ring at once): the one part with bytes, so right after the block's struct tstats
  * rounded up to a page (ring_off). */
-static const struct shimgen_tf_part ring_part = {ring_bytes, ring_header, NULL};
+static const struct shimgen_tf_part ring_part = {ring_bytes, ring_header, NULL, ring_first_bytes,
+                                                  ring_placed};
 
 void shimgen_calls_join(void)
 {

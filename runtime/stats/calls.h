@@ -46,5 +46,8 @@ struct tstats;
  * new block's ring. */
 void shimgen_calls_join(void);
 void shimgen_calls_ring(struct tstats *s);
+/* calls.S: disk space in the trace file for the ring up to `place` (or the ring made to keep
+ * what it has room for): a place at or above the ring's room (layout.h RING_ROOM). */
+void shimgen_calls_grow(struct tstats *s, uint64_t place);
 #endif
 #endif

@@ -27,6 +27,10 @@ extern char tf_path[PATH_MAX];
 void detach_parts(struct tf_header *h); /* a header about to be unmapped */
 void say_once(const char *what, int e, const char *instead);
 int grow(int fd, off_t off, off_t len); /* disk space for [off, off + len) */
+/* Disk space for what a new block at `off` holds from the start (its struct and each part's
+ * first bytes; a part that grows as it fills has the rest later): 0, or -1 (errno). */
+int grow_block(int fd, off_t off);
+void placed_block(void *block, uint64_t off); /* each part told of a block at `off` */
 void leave_note(int dirfd, const char *name); /* the note of no room, in the file's place */
 int make_file(void); /* this process's file made and its header mapped: 0, or -1 (said) */
 int reopen(void); /* the file again by its name, the same file: its descriptor, or -1 */

@@ -32,6 +32,8 @@ static void move_block(struct tstats *b, uint64_t k, int fd)
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
         memcpy((char *)b + TS_UNTIMED, keep, sizeof keep);
     b->in_file = (uint64_t)moved;
+    if (moved)
+        placed_block(b, (uint64_t)off);
 }
 
 /* The child's own file made (its descriptor, -1 when it cannot be), the parent's header
@@ -67,7 +69,10 @@ static void move_blocks(struct tstats *blocks, int fd)
      * in between leaves a file whose blocks its header accounts for. */
     if (fd >= 0)
         tf_hdr->blocks_reserved = n;
-    if (fd >= 0 && n && grow(fd, (off_t)tf_hdr->blocks_off, (off_t)(n * tf_stride)) != 0) {
+    int grown = 0;
+    for (uint64_t k = 0; fd >= 0 && k < n && grown == 0; k++)
+        grown = grow_block(fd, (off_t)(tf_hdr->blocks_off + k * tf_stride));
+    if (grown != 0) {
         /* (a full disk): the file, which would say nothing of the child's calls, goes; the
          * note of no room takes its place, as for a file that could not take its header */
         int e = errno;

@@ -59,6 +59,32 @@ size_t shimgen_tracefile_block_bytes(void)
     return n;
 }
 
+/* Disk space for a new block at `off`: its struct tstats (rounded up to a page) and, of each
+ * part's bytes, its first ones (all of them for a part that does not grow). */
+int grow_block(int fd, off_t off)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t at = (sizeof(struct tstats) + page - 1) & ~(page - 1);
+    if (grow(fd, off, (off_t)at) != 0)
+        return -1;
+    for (unsigned i = 0; i < tf_nparts; i++) {
+        const struct shimgen_tf_part *p = tf_parts[i];
+        size_t all = p->block_bytes ? p->block_bytes() : 0;
+        size_t first = p->first_bytes ? p->first_bytes() : all;
+        if (first && grow(fd, off + (off_t)at, (off_t)(first < all ? first : all)) != 0)
+            return -1;
+        at += all;
+    }
+    return 0;
+}
+
+void placed_block(void *block, uint64_t off)
+{
+    for (unsigned i = 0; i < tf_nparts; i++)
+        if (tf_parts[i]->placed)
+            tf_parts[i]->placed(block, off);
+}
+
 /* A new header's fields of every part, in the order joined; the magic last. */
 static void attach_parts(struct tf_header *h)
 {
@@ -314,7 +340,7 @@ void *shimgen_tracefile_block(int *anon)
     uint64_t k = __atomic_fetch_add(&tf_hdr->blocks_reserved, 1, __ATOMIC_ACQ_REL);
     off_t off = (off_t)(tf_hdr->blocks_off + k * tf_stride);
     void *p = MAP_FAILED;
-    if (grow(fd, off, (off_t)tf_stride) == 0)
+    if (grow_block(fd, off) == 0)
         p = mmap(NULL, tf_stride, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
     int e = errno;
     close(fd);
@@ -322,11 +348,26 @@ void *shimgen_tracefile_block(int *anon)
         return say_once("cannot add a block to the trace file", e, ADDED_AT_EXIT), NULL;
     __atomic_fetch_add(&tf_hdr->blocks_mapped, 1, __ATOMIC_RELEASE);
     ((struct tstats *)p)->in_file = 1;
+    placed_block(p, (uint64_t)off);
     shimgen_tracefile_calibrate(tf_hdr);
     __atomic_store_n(&tf_hdr->unmapped_proc_addresses,
                      __atomic_load_n(&shimgen_unmapped_proc_addresses, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
     return p;
+}
+
+int shimgen_tracefile_grow(uint64_t off, uint64_t len)
+{
+    if (!shimgen_tracefile_ready())
+        return -1;
+    int fd = reopen();
+    if (fd < 0)
+        return -1;
+    int r = grow(fd, (off_t)off, (off_t)len);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
 }
 
 /* n calls counted in memory, in no block of the file (a thread that got no block: a full

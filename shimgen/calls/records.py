@@ -89,14 +89,22 @@ def trace_files(path: Path) -> list[Path]:
     return out
 
 
-def _read_into(fd: int, view: memoryview, off: int) -> bool:
-    """Fill `view` from the file at `off`; False when the file ends first."""
+def _read_into(fd: int, view: memoryview, off: int) -> None:
+    """Fill `view` (zeros) from the file at `off`, as far as the file goes: a ring grows in
+    the file as it fills, and its slots past the file's end were never written."""
     while len(view):
         n = os.preadv(fd, [view], off)
         if n <= 0:
-            return False
+            return
         view, off = view[n:], off + n
-    return True
+
+
+def _ring_size(word: bytes, n: int) -> int:
+    """A block's ring size: its ev_mask + 1, lower than the header's `n` where the ring could
+    not grow in the file (a full disk) and keeps what it had room for; else `n`."""
+    mask = int.from_bytes(word, "little")
+    ok = runenv.CALLS_RING_MIN <= mask + 1 < n and not (mask + 1) & mask
+    return mask + 1 if ok else n
 
 
 def _kept(pc: ProcessCalls, first: int, head: int, n: int, nf: int) -> tuple[bool, list[int]]:
@@ -136,28 +144,30 @@ def _rings(pc: ProcessCalls, path: Path, h: dict) -> None:
     n, size = h["calls_ring_records"], h["calls_record_size"]
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        heads = []
+        heads, sizes = [], []
         for k in range(h["nblocks"]):
             base = h["blocks_off"] + k * h["block_stride"]
-            heads.append(int.from_bytes(os.pread(fd, 8, base + h["off_calls_head"]), "little"))
+            words = os.pread(fd, 16, base + h["off_calls_head"]).ljust(16, b"\0")
+            heads.append(int.from_bytes(words[:8], "little"))
+            sizes.append(_ring_size(words[8:], n))  # ev_mask follows ev_head (block.h)
         if any(x > HEAD_MAX for x in heads):  # more calls than a thread can make
             raise ShimgenError(f"{path}: its call rings are not ones this shimgen reads (a "
                                f"ring says {max(heads)} calls)")
-        buf = bytearray(sum(min(x, n) for x in heads) * size)
+        buf = bytearray(sum(min(x, r) for x, r in zip(heads, sizes, strict=True)) * size)
         rings, at, view = [], 0, memoryview(buf)
-        for k, head in enumerate(heads):
-            count = min(head, n)
+        for k, (head, ring) in enumerate(zip(heads, sizes, strict=True)):
+            count = min(head, ring)
             base = h["blocks_off"] + k * h["block_stride"]
-            if count and _read_into(fd, view[at * size:(at + count) * size],
-                                    base + h["calls_ring_off"]):
-                rings.append((at, head))  # a ring cut short by the file's end: none kept
+            if count:
+                _read_into(fd, view[at * size:(at + count) * size], base + h["calls_ring_off"])
+                rings.append((at, head, ring))
             at += count
         view.release()
     finally:
         os.close(fd)
     pc.data = buf
     nf = len(pc.names)
-    kept = [_kept(pc, first, head, n, nf) for first, head in rings]
+    kept = [_kept(pc, first, head, ring, nf) for first, head, ring in rings]
     order = [s for _, k in kept for s in k]
     if sum(some for some, _ in kept) <= 1:  # one ring is in order already
         pc.order = order

@@ -55,7 +55,7 @@ from .options import (
     seconds_option,
     time_where_no_calls,
 )
-from .summary import calls_timeline, one_line, run_report
+from .summary import calls_timeline, one_line, run_report, trace_size
 
 # ---- running it ----------------------------------------------------------------------------
 #
@@ -231,7 +231,7 @@ def _finish(run_dir: RunDir, record: dict, wait: int, timeline: bool = False) ->
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     if run_dir.still_named():
-        said = calls_timeline(run_dir) if timeline else ""
+        said = (calls_timeline(run_dir) + "\n" + trace_size(run_dir.path)) if timeline else ""
         report = run_report(run_dir.path) + ("\n" + said if said else "")
     else:
         report = (f"report: {one_line(str(run_dir.path))} is no longer this run's directory "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ShimgenError
 from ..errors import printable_line as one_line
-from ..runenv import NOTICES, TIMELINE
+from ..runenv import NOTICES, TIMELINE, TRACES
 
 
 def _notices_written(run_dir: Path) -> str:
@@ -42,6 +42,31 @@ def run_report(run_dir: Path) -> str:
     except Exception as e:  # the command's exit status matters more than the report
         return (f"report: internal error, please report it: {type(e).__name__}: "
                 f"{one_line(str(e))}; {where}{_notices_written(run_dir)}")
+
+
+def _disk_use(top: Path) -> tuple[int, int]:
+    """(files, bytes on disk) of the regular files under `top`, symbolic links not followed."""
+    files = used = 0
+    for folder, _, names in os.walk(top):
+        for name in names:
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if st.st_mode & 0o170000 == 0o100000:
+                files, used = files + 1, used + st.st_blocks * 512
+    return files, used
+
+
+def trace_size(path: Path) -> str:
+    """`--trace calls`: what the run's trace files and timeline take on disk, as one line
+    (a ring of call records takes disk space as it fills, up to its size)."""
+    from ..report import size_text
+
+    files, used = _disk_use(path / TRACES)
+    _, timeline = _disk_use(path / TIMELINE)
+    return (f"trace size {size_text(used)} on disk in {files} trace file"
+            f"{'' if files == 1 else 's'}, {size_text(timeline)} of timeline")
 
 
 def calls_timeline(run_dir) -> str:

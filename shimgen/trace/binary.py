@@ -23,6 +23,8 @@ import struct
 
 from ..errors import ShimgenError
 from ..runenv import (
+    CALLS_RECORD_SIZE,
+    CALLS_RING_MIN,
     TRACE_BYTE_ORDER,
     TRACE_MAGIC,
     TRACE_MODES,
@@ -129,7 +131,9 @@ def _check_header(h: dict, size: int) -> None:
     if size < boff:
         raise BadTrace(f"it is truncated: {size} bytes, its blocks start at {boff}")
     n = (size - boff) // stride
-    if (size - boff) % stride and not h["blocks_mapped"] <= n < h["blocks_reserved"]:
+    if _ring_grown_to(h, size - boff - n * stride):
+        n += 1  # the last block's ring of calls, which grows as it fills (traceformat.md)
+    elif (size - boff) % stride and not h["blocks_mapped"] <= n < h["blocks_reserved"]:
         # (a part of a block beyond the whole ones is a block the shim could not add, on a
         # full disk: it reserved it, never mapped it, and it is not read)
         raise BadTrace(f"it is truncated: {size - boff} bytes of blocks is not a whole number of "
@@ -195,13 +199,32 @@ def load(path: str | os.PathLike, *, follow: bool = True) -> ProcessTrace:
         raise ShimgenError(f"{name}: cannot read the trace file: {e.strerror or e}") from None
 
 
+def _ring_grown_to(h: dict, rest: int) -> bool:
+    """Whether a last block of `rest` bytes (less than a stride) is one whose ring of calls
+    has not grown to its size: it ends where the ring's disk space does, after its first
+    runenv.CALLS_RING_MIN records or a doubling of them (docs/traceformat.md)."""
+    n, off = h.get("calls_ring_records") or 0, h.get("calls_ring_off") or 0
+    q, r = divmod(rest - off, CALLS_RECORD_SIZE) if rest > off else (0, 1)
+    return bool(n) and not r and min(CALLS_RING_MIN, n) <= q < n and not q & (q - 1)
+
+
+def present_blocks(h: dict, size: int) -> int:
+    """The blocks a file of `size` bytes holds: whole strides, and in calls mode a last block
+    whose ring of calls has not grown to its stride yet."""
+    boff, stride = h["blocks_off"], h["block_stride"]
+    n = max(size - boff, 0) // stride
+    if _ring_grown_to(h, size - boff - n * stride):
+        n += 1
+    return min(n, h["blocks_reserved"])
+
+
 def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
     if m[:len(MAGIC)] == bytes(len(MAGIC)):
         raise BadTrace("no magic: the process died while it made the file")
     if m[:len(MAGIC)] != MAGIC:
         raise BadTrace("it is not a shimgen trace file (wrong magic)")
     h, names = _checked_header(m, size)
-    nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
+    nblocks = present_blocks(h, size)
     functions, untimed, overflow = sum_blocks(m, fd, h, nblocks)
     complete = h["state"] == COMPLETE
     notes = []
@@ -284,7 +307,7 @@ def header(path: str | os.PathLike) -> dict:
         raise ShimgenError(f"{name}: cannot read the trace file: {e.strerror or e}") from None
     h["names"] = [n.decode("ascii", "replace") for n in names]
     h["ns_per_tick"] = _calibration(h)[0] if h["mode"] != 1 else None
-    h["nblocks"] = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
+    h["nblocks"] = present_blocks(h, size)
     return h
 
 

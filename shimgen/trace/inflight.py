@@ -204,7 +204,7 @@ def _read_mapped(path: str, m: mmap.mmap, fd: int, size: int, counts: bool) -> I
     h = binary.read_header(m, size)
     out = InFlight(path, h)
     out.uid = os.fstat(fd).st_uid
-    nblocks = min((size - h["blocks_off"]) // h["block_stride"], h["blocks_reserved"])
+    nblocks = binary.present_blocks(h, size)
     blocks = list(blocks_with_data(fd, h["blocks_off"], h["block_stride"], nblocks))
     if counts:
         out.counts = sum(_counted(m, h["blocks_off"] + b * h["block_stride"], h)

@@ -92,18 +92,35 @@ def read_heartbeat(part: Path) -> int | None:
     return int(text) if text.isdigit() and len(text) < 25 else None
 
 
-def stamp_ns(stamp) -> int | None:
-    """run.json's time stamp (YYYY-MM-DDTHH:MM:SS.mmmZ, UTC) in ns; None: none."""
-    import calendar
+def _days(y: int, m: int, d: int) -> int:
+    """Days from 1970-01-01 to the date y-m-d of the proleptic Gregorian calendar (the
+    civil-from-days algorithm reversed: years counted from March, so the leap day is last)."""
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
 
-    if not isinstance(stamp, str) or not stamp.endswith("Z"):
+
+def stamp_ns(stamp) -> int | None:
+    """run.json's time stamp (YYYY-MM-DDTHH:MM:SS.mmmZ, UTC) in ns; None: none. Parsed by
+    hand: time.strptime and calendar cost milliseconds of imports at every `run`."""
+    if not isinstance(stamp, str) or len(stamp) < 20 or not stamp.endswith("Z"):
         return None
-    try:
-        main, _, frac = stamp[:-1].partition(".")
-        t = calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S"))
-        return t * 10**9 + int((frac or "0").ljust(9, "0")[:9])
-    except ValueError:
+    main, _, frac = stamp[:-1].partition(".")
+    parts = (main[0:4], main[5:7], main[8:10], main[11:13], main[14:16], main[17:19])
+    if (len(main) != 19 or main[4] + main[7] + main[10] + main[13] + main[16] != "--T::"
+            or not all(p.isascii() and p.isdigit() for p in parts)
+            or not (frac == "" or frac.isascii() and frac.isdigit())):
         return None
+    y, mo, d, h, mi, s = map(int, parts)
+    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    if not (1 <= mo <= 12 and 1 <= d <= (29 if mo == 2 and leap else
+                                          (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[mo - 1])
+            and h < 24 and mi < 60 and s < 62):
+        return None
+    t = ((_days(y, mo, d) * 24 + h) * 60 + mi) * 60 + s
+    return t * 10**9 + int((frac or "0").ljust(9, "0")[:9])
 
 
 class Part:

@@ -362,7 +362,8 @@ def test_a_calls_run_writes_its_timeline_with_each_calls_arguments(driver, cache
                                                                    tmp_path):
     """`--trace calls`: once the command ended, timeline/<pid>.json (0600, Chrome trace
     JSON) as the timeline mode names it, each event with the call's decoded arguments,
-    outputs and result, at the times `report --calls --json` gives; the report says where."""
+    outputs and result, at the times `report --calls --json` gives; the report says where,
+    and what the trace files and the timeline take on disk."""
     run_dir = tmp_path / "r"
     proc = shimgen_run(driver, cache, "--trace", "calls", "-o", str(run_dir), "--",
                        str(probes / "callsdecoded"), "routes")
@@ -374,9 +375,15 @@ def test_a_calls_run_writes_its_timeline_with_each_calls_arguments(driver, cache
     path = run_dir / "timeline" / f"{pid}.json"
     assert sorted(os.listdir(run_dir / "timeline")) == [path.name]
     assert path.stat().st_mode & 0o777 == 0o600
-    assert proc.stderr.splitlines()[-1] == (
+    assert proc.stderr.splitlines()[-2] == (
         f"timeline   {run_dir / 'timeline'}: 31 calls of 1 processes as Chrome trace JSON "
         "(Perfetto), each call's arguments in its event's args")
+    from shimgen.report.memory import size_text
+
+    used = [f.stat().st_blocks * 512 for f in (run_dir / "traces").iterdir()]
+    assert proc.stderr.splitlines()[-1] == (
+        f"trace size {size_text(sum(used))} on disk in {len(used)} trace file, "
+        f"{size_text(path.stat().st_blocks * 512)} of timeline")
     doc = json.loads(path.read_text())
     ev = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     assert [e["name"] for e in ev] == [c["function"] for c in rec["calls"]]

@@ -235,7 +235,7 @@ def test_a_cache_directory_that_is_not_a_directory_is_refused(driver, tmp_path, 
 
 HEAVY = ("jinja2", "elftools", "mesonbuild", "capstone", "unicorn", "shimgen.driver.elf",
          "shimgen.shim.build", "shimgen.shim.install", "shimgen.shim.render", "dataclasses",
-         "hashlib", "subprocess", "typing", "argparse", "shutil")
+         "hashlib", "subprocess", "typing", "argparse", "shutil", "calendar", "_strptime")
 # The `shimgen` console script, and at its exit the heavy modules the process had loaded.
 SCRIPT = ("import atexit, sys\n"
           "atexit.register(lambda: sys.stderr.write('loaded: ' + ' '.join(sorted(\n"
@@ -247,7 +247,8 @@ SCRIPT = ("import atexit, sys\n"
 def test_the_cached_path_imports_nothing_heavy(driver, tmp_path):
     """With its shim cached, `run` loads no jinja2, pyelftools, meson, capstone or unicorn,
     nor the parts of shimgen that use them, nor dataclasses, hashlib, subprocess, typing,
-    argparse or shutil (each costs milliseconds at every start)."""
+    argparse, shutil, calendar or time.strptime's module (each costs milliseconds at every
+    start)."""
     cache = tmp_path / "xdg"
     assert shimgen_run(driver, cache, "-o", str(tmp_path / "r0"), "--", "true").returncode == 0
     proc = subprocess.run([sys.executable, "-c", SCRIPT, "run", "--driver", str(driver), "-o",
@@ -256,6 +257,29 @@ def test_the_cached_path_imports_nothing_heavy(driver, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines()[-1] == "loaded: ", proc.stderr
     assert _record(tmp_path / "r1")["shim"]["how"] == "cached"
+
+
+def test_run_json_stamps_read_as_the_calendar_reads_them():
+    """The run's own stamps (run/main.py _stamp) read back to the nanosecond the calendar
+    gives, leap days and centuries included; anything else is None."""
+    import calendar
+    import random
+    import time
+
+    from shimgen.run.main import _stamp
+    from shimgen.trace.live import stamp_ns
+
+    rng = random.Random(5)
+    for t in [951868799.999, 4107542400.0, 0.0, -1.5] + [rng.uniform(-3e9, 9e9)
+                                                          for _ in range(20000)]:
+        s = _stamp(t)
+        main, _, frac = s[:-1].partition(".")
+        want = calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S")) * 10**9
+        assert stamp_ns(s) == want + int(frac) * 10**6, s
+    for bad in ("2023-02-29T00:00:00.000Z", "1900-02-29T00:00:00Z", "2024-13-01T00:00:00Z",
+                "2024-01-01T24:00:00Z", "2024-01-01T00:00:00", "2024-01-01 00:00:00Z",
+                "2024-01-01T00:00:00.1a3Z", "x", None, 5):
+        assert stamp_ns(bad) is None, bad
 
 
 def test_elf_imports_pyelftools_only_when_it_parses(drivers):

@@ -162,6 +162,23 @@ def test_the_ring_keeps_exactly_the_last_calls(shims, probes, tmp_path):
     assert p["ring_records"] == 1024 and p["dropped"] == {str(p["pid"]): 3000 - 1024}
 
 
+def test_the_rings_file_grows_as_it_fills(shims, probes, tmp_path):
+    """A ring of 65536 records has disk space for its first 1024 when its block is made and
+    doubles as it fills: 7 calls leave the block and 1024 records' room, 3000 calls 4096
+    records' (the file's last block is short of its stride), every call kept."""
+    from shimgen.trace import binary
+
+    for calls, room in ((7, 1024), (3000, 4096)):
+        d = traced(shims[0], probes, tmp_path / str(calls), "loop", calls, ring=65536)
+        (f,) = d.glob("*.shimtrace")
+        h = binary.header(f)
+        assert h["calls_ring_records"] == 65536 and h["nblocks"] == 1
+        assert f.stat().st_size == h["blocks_off"] + h["calls_ring_off"] + room * 256
+        got = records(d)
+        assert [c["args"]["dev"] for c in got["calls"]] == list(range(calls))
+        assert got["processes"][0]["dropped"] == {}
+
+
 def test_threads_keep_their_own_last_calls(shims, probes, tmp_path):
     d = traced(shims[1], probes, tmp_path, "threads", 4, 1500, ring=1024)
     got = records(d)

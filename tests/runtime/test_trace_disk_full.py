@@ -310,3 +310,27 @@ def test_a_child_forked_from_a_process_without_a_block_says_its_calls_missing(
     report = report_of(proc)
     assert "processes  2: 1 complete, 1 died with calls not in their traces" in report, report
     assert f"pid {child} (200 calls at least)" in report and "counts exact" not in report
+
+
+def test_a_ring_of_calls_that_cannot_grow_keeps_its_last_calls(shims, probes, tmp_path, sizes):
+    """SHIMGEN_TRACE=calls on a disk with room for the file's block and its ring's first 1024
+    records but not the next 1024: the ring keeps its last 1024 calls, in order, the 1976
+    before them counted as dropped; the process runs to its end and says so once."""
+    roomy = tmp_path / "roomy"
+    run([probes / "callsdecoded", "loop", "7"],
+        shims[0].env(SHIMGEN_TRACE="calls", SHIMGEN_TRACE_DIR=str(roomy)))
+    (f,) = roomy.glob("*.shimtrace")
+    h = tracefile._header(f.read_bytes(), tracefile.VERSION)
+    first = h["blocks_off"] + h["calls_ring_off"] + 1024 * 256
+    assert f.stat().st_size == first
+    env = dict(shims[0].env(SHIMGEN_TRACE="calls", SHIMGEN_TRACE_DIR="traces"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = in_small_disk(first // 1024 + 128, f"{probes / 'callsdecoded'} loop 3000 && "
+                         f"{PY} -m shimgen report --calls --json traces", env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    notes = [x for x in proc.stderr.splitlines() if "ring of calls cannot grow" in x]
+    assert len(notes) == 1 and "it keeps its thread's last 1024 calls" in notes[0], proc.stderr
+    got = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert [c["args"]["dev"] for c in got["calls"]] == list(range(3000 - 1024, 3000))
+    (p,) = got["processes"]
+    assert p["dropped"] == {str(p["pid"]): 3000 - 1024}

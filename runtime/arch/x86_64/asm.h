@@ -25,11 +25,13 @@
  * Both macros carry their call-frame information (CFI): they are used inside functions
  * with .cfi_startproc, entered by a jump with the caller's return address on top of the
  * stack, so a debugger or an unwinder can walk from the C helper back to the caller.
+ * `below`: bytes the stack pointer is already below that return address (0 unless the
+ * caller moved it, as calls.S past the red zone); both macros must be given the same.
  */
-.macro save_argument_registers
+.macro save_argument_registers below=0
         push    %rbp
         .cfi_adjust_cfa_offset 8
-        .cfi_offset rbp, -16
+        .cfi_offset rbp, -16-\below
         mov     %rsp, %rbp
         .cfi_def_cfa_register rbp
         sub     $208, %rsp
@@ -52,7 +54,7 @@
         movdqa  %xmm7, 176(%rsp)
 .endm
 
-.macro restore_argument_registers
+.macro restore_argument_registers below=0
         mov     0(%rsp), %rdi
         mov     8(%rsp), %rsi
         mov     16(%rsp), %rdx
@@ -70,7 +72,7 @@
         movdqa  160(%rsp), %xmm6
         movdqa  176(%rsp), %xmm7
         leave
-        .cfi_def_cfa rsp, 8
+        .cfi_def_cfa rsp, 8+\below
         .cfi_restore rbp
 .endm
 

@@ -43,6 +43,7 @@
         .hidden shimgen_calls_first_call
         .hidden shimgen_calls_capture_entry
         .hidden shimgen_calls_capture_exit
+        .hidden shimgen_calls_grow
 
         .text
         .balign 16
@@ -59,6 +60,10 @@ shimgen_calls_enter:
         mov     %rdx, -16(%rsp)
         mov     $1, %eax
         xadd    %rax, TS_EV_HEAD(%r10)              /* the place */
+        mov     TS_EV(%r10), %rdx
+        cmp     RING_ROOM(%rdx), %rax
+        jae     .Lcalls_grow                        /* no disk space for it yet */
+14:
         mov     %rax, %rdx
         and     TS_EV_MASK(%r10), %rdx
         shl     $REC_SHIFT, %rdx
@@ -264,6 +269,19 @@ shimgen_calls_return:
         call    shimgen_calls_capture_entry
         restore_argument_registers
         jmp     2b
+.Lcalls_grow:                                       /* the ring's file grows first (calls.c) */
+        lea     -128(%rsp), %rsp                    /* past the red zone, which holds rax, rdx */
+        .cfi_adjust_cfa_offset 128
+        mov     %r11, %rdx                          /* i, kept (rdx is in the red zone) */
+        save_argument_registers 128
+        mov     %r10, %rdi
+        mov     %rax, %rsi
+        call    shimgen_calls_grow
+        restore_argument_registers 128              /* rax: the place again, r10 the block */
+        mov     %rdx, %r11
+        lea     128(%rsp), %rsp
+        .cfi_adjust_cfa_offset -128
+        jmp     14b
 .Lcalls_slow:                                       /* the thread's first call: its block */
         mov     %r11, %r10
         save_argument_registers

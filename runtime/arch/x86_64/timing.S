@@ -50,6 +50,15 @@
  * test for the timeline.
  */
 
+/* eax against the fine key: in edi (the timeline) or esi (time). */
+.macro fine_key_cmp timeline
+.if \timeline
+        cmp     %edi, %eax
+.else
+        cmp     %esi, %eax
+.endif
+.endm
+
 .macro timed name, timeline
         .balign 16
         .type   shimgen_\name\()_enter, @function
@@ -145,63 +154,83 @@ shimgen_\name\()_return:
         jbe     1f
         mov     %rax, TS_MAX(%r10,%rdi)
 1:
-        /* hist[i][bsr(elapsed | 1)]++: the slot is i * TS_HIST_BUCKETS + bucket words
+        /* hist[i][e]++, e = bsr(elapsed | 1): the slot is i * TS_HIST_BUCKETS + e words
          * from hist[0][0] (rdi * TS_HIST_SCALE = i * TS_HIST_BUCKETS). */
         mov     %rax, %rdx
         or      $1, %rdx
-        bsr     %rdx, %rdx                          /* the bucket */
-        lea     (%rdx,%rdi,TS_HIST_SCALE), %rdx
+        bsr     %rdx, %rcx                          /* e */
+        lea     (%rcx,%rdi,TS_HIST_SCALE), %rdx
         incq    TS_HIST(%r10,%rdx,8)
-        /* The fine histogram (layout.h): bucket f of the elapsed ticks, its key
+        /* The fine histogram (layout.h): bucket f of the elapsed ticks v (v below 64: v;
+         * else v >> (e - 6), from 64 to 127, plus (e - 6) << 6), its key
          * (i + 1) << TS_FINE_BITS | f, counted in the slot that holds the key, or claimed
          * (cmpxchg) in the first free one, from the function's home + f, at most
-         * TS_FINE_PROBES slots on. rdi (and, for the timeline's event, rax) is kept below
-         * the stack pointer meanwhile: the caller's own call gave up that area, and a
-         * signal handler leaves its 128 bytes alone. */
+         * TS_FINE_PROBES slots on. The key is built in esi (time: free now) or edi
+         * (timeline: rsi holds the start ticks, so rdi, and rax for the event, are kept
+         * below the stack pointer meanwhile: the caller's own call gave up that area, and
+         * a signal handler leaves its 128 bytes alone). */
 .if \timeline
         mov     %rax, -8(%rsp)
-.endif
         mov     %rdi, -16(%rsp)
+.endif
         mov     %rax, %rdx
-        cmp     $(1 << TS_FINE_SUB_SHIFT), %rax
-        jb      6f                                  /* f = v below 64 */
-        bsr     %rax, %rcx
         sub     $TS_FINE_SUB_SHIFT, %ecx            /* e - 6 */
+        jb      6f                                  /* f = v below 64 */
         shr     %cl, %rdx                           /* v >> (e - 6), from 64 to 127 */
         shl     $TS_FINE_SUB_SHIFT, %ecx
         add     %ecx, %edx                          /* f */
 6:
-        shr     $TS_FSTATS_SHIFT, %edi
-        inc     %edi                                /* i + 1 */
-        imul    $TS_FINE_HASH, %edi, %ecx
-        shr     $(32 - TS_FINE_SLOTS_SHIFT), %ecx   /* the function's home */
+        /* The home, the top TS_FINE_SLOTS_SHIFT bits of the 32-bit (i + 1) * TS_FINE_HASH
+         * (block.h fine_home), from one 64-bit product of (i + 1) << TS_FINE_BITS and the
+         * hash sign-extended: its bits TS_FINE_BITS + 32 - TS_FINE_SLOTS_SHIFT and up are
+         * the home (the extension changes only bits from TS_FINE_BITS + 32 on, which the
+         * slot's mask drops). */
+.if \timeline
+        lea     (1 << TS_FSTATS_SHIFT)(%rdi), %edi  /* (i + 1) << TS_FSTATS_SHIFT */
+        shl     $(TS_FINE_BITS - TS_FSTATS_SHIFT), %edi
+        imul    $(TS_FINE_HASH - 0x100000000), %rdi, %rcx
+        shr     $(TS_FINE_BITS + 32 - TS_FINE_SLOTS_SHIFT), %rcx
         add     %edx, %ecx                          /* the key's first slot */
-        shl     $TS_FINE_BITS, %edi
-        or      %edi, %edx                          /* the key */
-        mov     $TS_FINE_PROBES, %edi               /* slots left to look at */
-7:
+        or      %edx, %edi                          /* the key */
+.else
+        lea     (1 << TS_FSTATS_SHIFT)(%rdi), %esi
+        shl     $(TS_FINE_BITS - TS_FSTATS_SHIFT), %esi
+        imul    $(TS_FINE_HASH - 0x100000000), %rsi, %rcx
+        shr     $(TS_FINE_BITS + 32 - TS_FINE_SLOTS_SHIFT), %rcx
+        add     %edx, %ecx
+        or      %edx, %esi
+.endif
         and     $(TS_FINE_SLOTS - 1), %ecx
         mov     TS_FINE(%r10,%rcx,8), %eax
-        cmp     %edx, %eax
-        je      9f                                  /* ours */
+        fine_key_cmp \timeline
+        je      9f                                  /* ours: the usual case */
+        mov     $TS_FINE_PROBES, %edx               /* slots left to look at */
+7:
         test    %eax, %eax
         jnz     8f                                  /* another key's */
-        cmpxchg %edx, TS_FINE(%r10,%rcx,8)          /* free: claim it (eax = 0) */
+.if \timeline
+        cmpxchg %edi, TS_FINE(%r10,%rcx,8)          /* free: claim it (eax = 0) */
+.else
+        cmpxchg %esi, TS_FINE(%r10,%rcx,8)
+.endif
         je      9f
-        cmp     %edx, %eax                          /* a handler claimed it first: for us? */
+        fine_key_cmp \timeline                     /* a handler claimed it first: for us? */
         je      9f
 8:
+        dec     %edx
+        jz      10f                                 /* none: the log2 bucket has the call */
         inc     %ecx
-        dec     %edi
-        jnz     7b
-        jmp     10f                                 /* none: the log2 bucket has the call */
+        and     $(TS_FINE_SLOTS - 1), %ecx
+        mov     TS_FINE(%r10,%rcx,8), %eax
+        fine_key_cmp \timeline
+        jne     7b
 9:
         incl    TS_FINE+4(%r10,%rcx,8)
 10:
 .if \timeline
         mov     -8(%rsp), %rax
-.endif
         mov     -16(%rsp), %rdi
+.endif
 .if \timeline
         /* One event in the ring. xadd reserves the slot in one instruction, so a signal
          * handler's timed call records into the next one. */
