@@ -1519,6 +1519,16 @@ MUTATIONS = [
         "why": "a child killed while its file grows leaves a file whose blocks its header "
                "accounts for",
     },
+    # ---- what the README shows a user, and what the newest features print ----
+    {
+        "name": "readme-preload-relative",
+        "file": "README.md",
+        "old": "LD_PRELOAD=$(realpath build/",
+        "new": "LD_PRELOAD=$(echo build/",
+        "tests": ["tests/devtools/test_readme.py::test_the_preload_line_names_the_shim_by_an_absolute_path"],
+        "why": "the README's LD_PRELOAD names the shim by a path that holds from any directory",
+    },
+    # ---- end of what the README shows ----
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {
         "name": "run-driver-check-left-to-the-cache-key",

@@ -64,3 +64,18 @@ def test_the_try_it_commands_run_as_written_and_print_what_the_readme_shows(driv
     assert len(shown) > 20, shown
     missing = [ln for ln in shown if ln not in said]
     assert not missing, "\n".join(missing)
+
+
+def test_the_preload_line_names_the_shim_by_an_absolute_path(tmp_path):
+    """The README's LD_PRELOAD value, evaluated as its shell would, is the shim's absolute
+    path: it still names the shim for a program that something started from elsewhere."""
+    line = next(ln for b in blocks(try_section(), "sh") for ln in b.splitlines()
+                if "LD_PRELOAD=" in ln)
+    value = re.search(r"LD_PRELOAD=(\$\([^)]*\)|\S+)", line).group(1)
+    shim = tmp_path / "build" / "cudashim-550.163.01-d47d5faef020" / "libcudashim.so"
+    shim.parent.mkdir(parents=True)
+    shim.write_bytes(b"")
+    proc = subprocess.run(["bash", "-e", "-c", f"v={value}; cd /; printf %s \"$v\""],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.isabs(proc.stdout) and Path(proc.stdout).samefile(shim), proc.stdout
