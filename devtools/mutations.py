@@ -1528,6 +1528,49 @@ MUTATIONS = [
         "tests": ["tests/devtools/test_readme.py::test_the_preload_line_names_the_shim_by_an_absolute_path"],
         "why": "the README's LD_PRELOAD names the shim by a path that holds from any directory",
     },
+    {
+        "name": "build-time-said-unlike-the-readme",
+        "file": "shimgen/progress.py",
+        "old": 'BUILD_TAKES = "up to 15 s"\n',
+        "new": 'BUILD_TAKES = "a few seconds"\n',
+        "tests": ["tests/devtools/test_readme.py::"
+                  "test_the_readme_shows_the_build_time_and_the_cache_key_a_user_sees"],
+        "why": "the build line says the time the README gives for a first build",
+    },
+    {
+        "name": "readme-cache-key-without-stamp",
+        "file": "README.md",
+        "old": "0.1.0+src.c05abeefa97fef8d-plain)",
+        "new": "0.1.0-plain)",
+        "tests": ["tests/devtools/test_readme.py::"
+                  "test_the_readme_shows_the_build_time_and_the_cache_key_a_user_sees"],
+        "why": "the README's cache key has the shape a user finds in the cache",
+    },
+    {
+        "name": "run-line-says-trace-where-the-report-says-mode",
+        "file": "shimgen/run/main.py",
+        "old": 'f"mode {opts.trace}{opts.trace_note}{gates}; "',
+        "new": 'f"trace {opts.trace}{opts.trace_note}{gates}; "',
+        "tests": ["tests/report/test_compare_modes.py::test_a_time_run_against_a_counts_run"],
+        "why": "the run's line and its report call the trace's mode by one word",
+    },
+    {
+        "name": "compare-commands-unlabelled",
+        "file": "shimgen/report/compare.py",
+        "old": 'lines = source_header([a, b], "AB")',
+        "new": "lines = source_header([a, b])",
+        "tests": ["tests/report/test_compare_modes.py::test_a_time_run_against_a_counts_run"],
+        "why": "two runs compared: each command line says whether it is A's or B's",
+    },
+    {
+        "name": "stall-notice-without-command",
+        "file": "shimgen/run/watch.py",
+        "old": "command = command_line(p.pid, p.proc_start)",
+        "new": "command = None",
+        "tests": ["tests/run/test_inflight.py::"
+                  "test_stall_is_said_once_when_a_call_lasts_and_again_when_it_ends"],
+        "why": "the --stall notice names the process by its command line, not its pid alone",
+    },
     # ---- end of what the README shows ----
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {

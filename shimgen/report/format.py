@@ -180,11 +180,14 @@ def notice_lines(notices: Notices | None) -> list[str]:
     return lines
 
 
-def source_header(sources: list[Source]) -> list[str]:
+def source_header(sources: list[Source], labels: str = "") -> list[str]:
+    """The sources' names, then each one's command and what it noted; `labels` (one letter
+    per source, "AB" when two runs are compared) names whose command each line is."""
     lines = ["shimgen report: " + " ".join(shown(s.name) for s in sources)]
-    for s in sources:
+    for i, s in enumerate(sources):
         if s.is_run and s.run is not None:
-            lines.append(f"command    {shown(run_command(s) or '(not recorded)')} "
+            label = labels[i] if i < len(labels) else " "
+            lines.append(f"command {label}  {shown(run_command(s) or '(not recorded)')} "
                          f"({shown(run_outcome(s))})")
         if s.run_problem:
             lines.append(f"run        metadata not read: {shown(s.run_problem)}")

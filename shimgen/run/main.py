@@ -174,7 +174,7 @@ def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
     gates += f", hooks {' '.join(opts.hooks)}" if opts.hooks else ""
     gates += "".join(f", limit {k} {n} bytes" for k, n in opts.limits.items())
     banner = one_line(f"shimgen: run: shim {entry.library} ({how}); "
-                      f"trace {opts.trace}{opts.trace_note}{gates}; "
+                      f"mode {opts.trace}{opts.trace_note}{gates}; "
                       f"run directory {run_dir}")
     if ENV_INJECT in os.environ and not opts.inject:
         banner += (f"\nshimgen: run: {ENV_INJECT} from the environment is not passed on "

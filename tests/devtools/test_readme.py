@@ -79,3 +79,22 @@ def test_the_preload_line_names_the_shim_by_an_absolute_path(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert os.path.isabs(proc.stdout) and Path(proc.stdout).samefile(shim), proc.stdout
+
+
+def test_the_readme_shows_the_build_time_and_the_cache_key_a_user_sees(drivers):
+    """The build lines the README shows say what a build says of its time (and the prose
+    next to them the same), and its cache key has the shape a user finds in the cache:
+    the version with the stamp of the sources (whose digits vary)."""
+    from shimgen.cache.store import key_for
+    from shimgen.progress import BUILD_TAKES
+
+    section = try_section()
+    said = [ln for b in blocks(section, "") for ln in b.splitlines()
+            if ": building the shim for driver" in ln]
+    assert len(said) == 2 and all(f"({BUILD_TAKES}" in ln for ln in said), said
+    assert f"({BUILD_TAKES}:" in " ".join(section.split())
+    driver = next(d for d in drivers if d.version == "550.163.01")
+    stamp = re.compile(r"\+src\.[0-9a-f]+-")
+    keys = {stamp.sub("+src.S-", k) for k in re.findall(r"shims/([0-9a-f]{40}-[^/)\s]+)",
+                                                          section)}
+    assert keys == {stamp.sub("+src.S-", key_for(driver.path, None).name)}, keys

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from shimgen.report import shown
+from shimgen.trace.cmdline import SHOWN_MAX
 from tests.run.test_run import ROOT, _sigint_default, base_env, run_argv
 
 SLEEP_HOOK = r"""#include <stdlib.h>
@@ -212,8 +214,11 @@ def test_stall_is_said_once_when_a_call_lasts_and_again_when_it_ends(hooked, tmp
     said = [line for line in err.splitlines()
             if line.startswith("shimgen: pid ") and "has been inside" in line]
     assert len(said) == 1, err
+    command = shown(f"{sys.executable} -c {VERSION_CMD}")
     assert said[0].startswith("shimgen: pid ") and said[0].endswith(
-        " has been inside cuDriverGetVersion for 2 s")
+        f" ({command[:SHOWN_MAX - 3]}...) has been inside cuDriverGetVersion for 2 s"
+        if len(command) > SHOWN_MAX else f" ({command}) has been inside cuDriverGetVersion "
+        "for 2 s"), said
     assert [line for line in err.splitlines() if " left cuDriverGetVersion after " in line]
     assert said[0] in (run / "notices.log").read_text().splitlines()
 

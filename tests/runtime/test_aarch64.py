@@ -232,7 +232,7 @@ def test_run_of_an_aarch64_program_reports_its_calls(arm64_shim, tmp_path):
                    str(tmp_path / "r"), "--", QEMU, "-L", str(SYSROOT), str(probe), env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:2] == ["version 0 12040", "init 100"]
-    assert "; trace time; run directory" in proc.stderr, proc.stderr
+    assert "; mode time; run directory" in proc.stderr, proc.stderr
     lines = proc.stderr.splitlines()
     head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["time", "%"])
     rows = {w[-1]: (w[2], w[-2]) for w in (line.split() for line in lines[head + 1:head + 4])}
