@@ -98,3 +98,15 @@ def test_the_readme_shows_the_build_time_and_the_cache_key_a_user_sees(drivers):
     keys = {stamp.sub("+src.S-", k) for k in re.findall(r"shims/([0-9a-f]{40}-[^/)\s]+)",
                                                           section)}
     assert keys == {stamp.sub("+src.S-", key_for(driver.path, None).name)}, keys
+
+
+def test_the_tiers_times_say_the_machine_they_were_measured_on():
+    """The README's times of the test tiers are docs/testing.md's measured ones, and say
+    that they are a quiet machine's: a loaded one is slower, never red."""
+    develop = README[README.index("## Develop"):]
+    text = " ".join(develop.split())
+    times = re.findall(r"\d+ min \d\d s", text)
+    measured = (ROOT / "docs" / "testing.md").read_text()
+    assert len(times) >= 2 and all(t in measured for t in times), times
+    assert re.search(r"On a quiet 2-core machine [^.]*the default tier takes", text), text
+    assert "under 5 minutes" in text
