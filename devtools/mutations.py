@@ -1580,6 +1580,33 @@ MUTATIONS = [
                   "test_the_tiers_times_say_the_machine_they_were_measured_on"],
         "why": "the README's tier times say they are a quiet machine's",
     },
+    {
+        "name": "by-pid-heading-without-command",
+        "file": "shimgen/report/format.py",
+        "old": '        title += (f": {command}" if command else\n',
+        "new": '        title += ("" if command else\n',
+        "tests": ["tests/report/test_report.py::"
+                  "test_by_pid_heads_each_process_with_its_command_and_by_rank_says_there_are_none"],
+        "why": "`report --by pid` heads each process's table with its command line",
+    },
+    {
+        "name": "by-pid-live-command-not-read",
+        "file": "shimgen/report/format.py",
+        "old": "    said = command_line(p.pid, p.proc_start, p.boot_id)\n",
+        "new": "    said = None\n",
+        "tests": ["tests/run/test_inflight.py::"
+                  "test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_it"],
+        "why": "a process still running is headed with its own command line, not the run's",
+    },
+    {
+        "name": "by-rank-without-ranks-says-rank-dash",
+        "file": "shimgen/report/format.py",
+        "old": '    if by == "rank" and g.key == "-":\n',
+        "new": "    if False:\n",
+        "tests": ["tests/report/test_report.py::"
+                  "test_by_pid_heads_each_process_with_its_command_and_by_rank_says_there_are_none"],
+        "why": "`--by rank` on processes without a rank says so, never `== rank - ==`",
+    },
     # ---- end of what the README shows ----
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {

@@ -198,6 +198,39 @@ def source_header(sources: list[Source], labels: str = "") -> list[str]:
     return lines
 
 
+def process_command(g: Group, sources: list[Source]) -> str | None:
+    """The command line of a group's process (`--by pid`): from /proc while it runs here,
+    else the run's own command for the process `shimgen run` started; None otherwise (a
+    trace file does not record it)."""
+    from ..trace import command_line
+
+    p = g.procs[0].last
+    said = command_line(p.pid, p.proc_start, p.boot_id)
+    if said is None:
+        said = next((run_command(s) for s in sources
+                     if s.is_run and s.run and s.run.get("pid") == p.pid), None)
+    return shown(said, CUT) if said else None
+
+
+def group_title(by: str, g: Group, sources: list[Source], alone: bool) -> str:
+    """The heading of one group of `--by`: its rank, pid (with the process's command line,
+    or its parent) or host; the processes with no rank said as such."""
+    from ..runenv import RANK_VARS
+
+    if by == "rank" and g.key == "-":
+        return ("== no rank: no process of this run has one (the launcher set none of "
+                f"{', '.join(RANK_VARS)}) ==" if alone else
+                "== no rank: the processes the launcher gave none ==")
+    title = f"== {by} {shown(g.key, CUT)}"
+    if by == "pid":
+        command = process_command(g, sources)
+        ppid = g.procs[0].last.ppid
+        title += (f": {command}" if command else
+                  f" (child of pid {ppid}; its command line is not recorded)" if ppid else
+                  " (its command line is not recorded)")
+    return title + " =="
+
+
 def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
     lines = source_header(sources)
     if not any(g.processes for g in gs):
@@ -207,7 +240,7 @@ def _text(sources: list[Source], gs: list[Group], by: str | None) -> str:
     for g in gs:
         lines.append("")
         if by is not None:
-            lines.append(f"== {by} {shown(g.key, CUT)} ==")
+            lines.append(group_title(by, g, sources, len(gs) == 1))
         lines += group_header(g)
         lines += inflight.section(g.procs)
         lines.append("")

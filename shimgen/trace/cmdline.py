@@ -24,17 +24,17 @@ def _read(path: str, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def command_line(pid: int, proc_start: int | None) -> str | None:
-    """The command line of process `pid` started at `proc_start` (clock ticks since boot),
-    its words joined by spaces, cut at SHOWN_MAX characters ("..."); None where it cannot
-    be known to be that process's."""
-    if not proc_start or pid <= 0:
+def command_line(pid: int, proc_start: int | None, boot_id: str | None = None) -> str | None:
+    """The command line of process `pid` started at `proc_start` (clock ticks since boot)
+    in boot `boot_id` (None: this boot, as a run's own watcher knows), its words joined by
+    spaces, cut at SHOWN_MAX characters ("..."); None where it cannot be known to be that
+    process's."""
+    from . import live
+
+    if not proc_start or pid <= 0 or (boot_id is not None and (
+            not boot_id or boot_id != live.boot_id())):
         return None
-    stat = _read(f"/proc/{pid}/stat", 4096)
-    try:
-        if stat is None or int(stat.rsplit(b")", 1)[1].split()[19]) != proc_start:
-            return None
-    except (IndexError, ValueError):
+    if live.proc_start(pid) != proc_start:
         return None
     raw = _read(f"/proc/{pid}/cmdline", 4 * SHOWN_MAX)
     if not raw:

@@ -161,6 +161,8 @@ def test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_i
         text = shimgen("report", run).stdout
         assert "1 running" in text and "has been inside cuDriverGetVersion for" in text
         assert f"running    pid {pid}" in text and "did not finish the file" not in text
+        by_pid = shimgen("report", "--by", "pid", run).stdout
+        assert f"== pid {pid}: {shown(sys.executable)} -c import ctypes;" in by_pid, by_pid
         from shimgen.top.main import once
 
         top = json.loads(once(run, True))
