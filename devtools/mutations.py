@@ -1607,6 +1607,30 @@ MUTATIONS = [
                   "test_by_pid_heads_each_process_with_its_command_and_by_rank_says_there_are_none"],
         "why": "`--by rank` on processes without a rank says so, never `== rank - ==`",
     },
+    {
+        "name": "calls-key-line-left-out",
+        "file": "shimgen/report/calls.py",
+        "old": '    head += ["", key_line(times)] if n else [""]',
+        "new": '    head += [""]',
+        "tests": ["tests/report/test_calls_times.py::test_the_key_is_above_the_lines_and_says_what_the_first_number_is"],
+        "why": "the calls lines have a key above them: what the first number and the bracket are",
+    },
+    {
+        "name": "calls-relative-times-from-the-start",
+        "file": "shimgen/report/calls_times.py",
+        "old": 'yield f"{0.0 if before is None else t - before:.6f} {rest}"',
+        "new": 'yield f"{t:.6f} {rest}"',
+        "tests": ["tests/report/test_calls_times.py::test_relative_times_are_the_gaps_between_the_lines"],
+        "why": "--times relative gives the seconds since the line before, as strace -r",
+    },
+    {
+        "name": "calls-absolute-times-without-the-clock",
+        "file": "shimgen/calls/records.py",
+        "old": 'real_offset_ns=h["start_ns"] - h["calib_ns_a"])',
+        "new": "real_offset_ns=0)",
+        "tests": ["tests/report/test_calls_times.py::test_absolute_times_are_the_time_of_day_of_each_call"],
+        "why": "--times absolute gives each call's time of day, from the file's realtime clock",
+    },
     # ---- end of what the README shows ----
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {

@@ -194,6 +194,10 @@ def _add_report(sub) -> None:
     c.add_argument("--rank", metavar="R", help="with --calls: this rank only")
     c.add_argument("--sqlite", metavar="FILE",
                    help="with --calls: also write the calls shown as table `calls` of FILE")
+    c.add_argument("--times", choices=("start", "relative", "absolute"),
+                   help="with --calls: each line's first number: seconds since the run's "
+                        "first process began (start, the default), since the line before "
+                        "(relative, as strace -r) or the time of day (absolute, as strace -tt)")
     c.add_argument("--first-difference", action="store_true",
                    help="with --calls and two runs: the first call where they part")
     c.add_argument("--addresses", action="store_true",

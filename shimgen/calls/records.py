@@ -60,6 +60,7 @@ class ProcessCalls:
     order: list[int] = field(default_factory=list)  # the records kept: slots, by start
     dropped: dict[int, int] = field(default_factory=dict)  # per thread: calls not kept
     ring_records: int = 0
+    real_offset_ns: int = 0  # CLOCK_REALTIME less CLOCK_MONOTONIC when the file was made
 
     def column(self, name: str) -> list[int]:
         """One word of every slot (seq, idx, state, tid, start, dur, result), by slot."""
@@ -184,7 +185,8 @@ def load(path: Path) -> ProcessCalls:
                       h["driver_version"].split(b"\0")[0].decode(errors="replace"),
                       h["ns_per_tick"], h["calib_ticks0"], h["calib_ns0"],
                       h["state"] == runenv.TRACE_STATES["complete"],
-                      names=h["names"], ring_records=h["calls_ring_records"])
+                      names=h["names"], ring_records=h["calls_ring_records"],
+                      real_offset_ns=h["start_ns"] - h["calib_ns_a"])
     _rings(pc, path, h)
     return pc
 

@@ -100,11 +100,14 @@ def _calls_command(args, fmt: str, out) -> str | None:
         return first_difference(paths[0], paths[1], f, addresses=args.addresses, fmt=fmt)
     if args.addresses:
         raise ShimgenError("report: --addresses goes with --first-difference")
-    return render(paths, f, fmt, args.sqlite, out)
+    if args.times and fmt == "json":
+        raise ShimgenError("report: --times chooses the lines' first number; --json gives "
+                           "each call's `t`, seconds since the run's first process began")
+    return render(paths, f, fmt, args.sqlite, out, times=args.times or "start")
 
 
 CALLS_ONLY = ("function", "errors", "last", "pid", "rank", "sqlite", "first_difference",
-              "addresses")
+              "addresses", "times")
 
 
 def _calls_asked(args) -> bool:
