@@ -1631,6 +1631,38 @@ MUTATIONS = [
         "tests": ["tests/report/test_calls_times.py::test_absolute_times_are_the_time_of_day_of_each_call"],
         "why": "--times absolute gives each call's time of day, from the file's realtime clock",
     },
+    {
+        "name": "driverfetch-path-fetches-every-driver",
+        "file": "devtools/driverfetch.py",
+        "old": "        wanted = [b for b in wanted if b.version == chosen[0]][:1]  # only the one named\n",
+        "new": "",
+        "tests": ["tests/devtools/test_driverfetch_cli.py::test_path_fetches_only_the_driver_it_names_and_says_so_first"],
+        "why": "`driverfetch --path 550` fetches the one driver it prints, not all three",
+    },
+    {
+        "name": "driverfetch-silent-before-the-fetch",
+        "file": "devtools/driverfetch.py",
+        "old": '    progress.announce(f"driverfetch: fetching {',
+        "new": '    (lambda _: None)(f"driverfetch: fetching {',
+        "tests": ["tests/devtools/test_driverfetch_cli.py::test_path_fetches_only_the_driver_it_names_and_says_so_first"],
+        "why": "a fetch says what it fetches before the seconds it takes",
+    },
+    {
+        "name": "driverfetch-arm64-not-said",
+        "file": "devtools/driverfetch.py",
+        "old": '        return self.package + ("" if self.arch == "amd64" else f":{self.arch}")',
+        "new": "        return self.package",
+        "tests": ["tests/devtools/test_driverfetch_cli.py::test_an_arm64_fetch_says_arm64"],
+        "why": "an arm64 build is printed as PACKAGE:arm64, as the command line takes it",
+    },
+    {
+        "name": "readme-driver-cache-ignores-xdg",
+        "file": "README.md",
+        "old": "kept in `${XDG_CACHE_HOME:-~/.cache}/shimgen/drivers`",
+        "new": "kept in `~/.cache/shimgen/drivers`",
+        "tests": ["tests/devtools/test_driverfetch_cli.py::test_the_readme_names_the_cache_as_xdg_places_it"],
+        "why": "the README's driver cache is where driverfetch puts it with XDG_CACHE_HOME set",
+    },
     # ---- end of what the README shows ----
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {
