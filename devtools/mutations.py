@@ -1663,6 +1663,15 @@ MUTATIONS = [
         "tests": ["tests/devtools/test_driverfetch_cli.py::test_the_readme_names_the_cache_as_xdg_places_it"],
         "why": "the README's driver cache is where driverfetch puts it with XDG_CACHE_HOME set",
     },
+    {
+        "name": "limit-untried-said-as-nothing-refused",
+        "file": "shimgen/report/memory.py",
+        "old": "    if not limits or refused or any(sum(d[\"by_function\"].values()) for d in devices):\n",
+        "new": "    if True:\n",
+        "tests": ["tests/run/test_memory_nogpu.py::"
+                  "test_a_limit_the_driver_never_let_act_is_said_as_untried"],
+        "why": "a limit the driver never let act (no GPU) is said as untried, not only 0 refused",
+    },
     # ---- end of what the README shows ----
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {

@@ -110,6 +110,8 @@ def memory_json(g: Group) -> dict | None:
         "host": _column_json(HOST, cols[HOST]) if HOST in cols else None,
         "limit_bytes": limits[-1] if limits else None,
         "refused": sum(t.memory.refused for t in ledgers),
+        "limit_not_tried": _limit_not_tried(g, devices, limits,
+                                            sum(t.memory.refused for t in ledgers)),
         "untracked": sum(t.memory.untracked for t in ledgers),
         "processes": [_process_json(t) for t in ledgers],
         "reserved_peak_bytes": max((d["reserved_peak_bytes"] or 0 for d in devices),
@@ -117,6 +119,22 @@ def memory_json(g: Group) -> dict | None:
                                                      for t in ledgers) else None,
         "reserved": _reserved_json(devices, ledgers),
     }
+
+
+def _limit_not_tried(g: Group, devices: list[dict], limits: list, refused: int) -> str | None:
+    """Why a limit was never tried: the driver failed (cuInit, or the allocations) and no
+    allocation reached a working device, so none was judged; None when one was (or no
+    limit)."""
+    from .facts import error_rows
+
+    if not limits or refused or any(sum(d["by_function"].values()) for d in devices):
+        return None
+    rows = error_rows(g.functions)
+    first = next((r for r in rows if r["function"] == "cuInit"), rows[0] if rows else None)
+    if first is None:
+        return None
+    return (f"{first['function']} returned {first['name']}: no allocation reached a working "
+            "device, so none was judged (the limit acts on a working device's allocations)")
 
 
 def _process_json(t) -> dict:
@@ -175,7 +193,8 @@ def memory_section(g: Group) -> list[str]:
         lines += _function_lines(o)
     if m["limit_bytes"]:
         lines.append(f"  limit {size_text(m['limit_bytes'])} per device: {m['refused']} "
-                     f"allocations refused")
+                     f"allocations refused" + (f"; {m['limit_not_tried']}"
+                                               if m["limit_not_tried"] else ""))
     if m["untracked"]:
         lines.append(f"  {m['untracked']} allocations not followed (docs/memory.md)")
     return lines
