@@ -1672,6 +1672,38 @@ MUTATIONS = [
                   "test_a_limit_the_driver_never_let_act_is_said_as_untried"],
         "why": "a limit the driver never let act (no GPU) is said as untried, not only 0 refused",
     },
+    {
+        "name": "memory-together-ignores-times",
+        "file": "shimgen/report/memory.py",
+        "old": "    return max((sum(n for s, u, n in spans if s <= start < u or s == start)\n",
+        "new": "    return max((sum(n for s, u, n in spans)\n",
+        "tests": ["tests/report/test_memory_together.py::test_processes_one_after_another_have_an_exact_peak"],
+        "why": "processes one after another held together only the largest one's peak",
+    },
+    {
+        "name": "memory-peak-line-is-the-largest-process",
+        "file": "shimgen/report/memory.py",
+        "old": "    lines = [\"\", f\"device memory  {_peak_text(m['peak_together_bytes'])}, at exit \"\n",
+        "new": "    lines = [\"\", f\"device memory  peak {size_text(m['peak_bytes'])}, at exit \"\n",
+        "tests": ["tests/report/test_memory_together.py::test_four_processes_at_once_are_bounded_and_each_has_its_own_line"],
+        "why": "a run's peak is what its processes held together, never below what they held at exit",
+    },
+    {
+        "name": "memory-died-process-let-go-at-its-start",
+        "file": "shimgen/report/memory.py",
+        "old": "            until = nxt if nxt is not None else t.end_ns if t.end_ns is not None else INF\n",
+        "new": "            until = nxt if nxt is not None else t.end_ns if t.end_ns is not None else -INF\n",
+        "tests": ["tests/report/test_memory_together.py::test_a_process_that_died_is_counted_as_holding_on"],
+        "why": "a process that died may have held its peak to the end: the bound counts it",
+    },
+    {
+        "name": "memory-own-peak-lines-left-out",
+        "file": "shimgen/report/memory.py",
+        "old": "    lines += _process_lines(m[\"processes\"])\n",
+        "new": "",
+        "tests": ["tests/report/test_memory_together.py::test_four_processes_at_once_are_bounded_and_each_has_its_own_line"],
+        "why": "each process's own peak is on its own line",
+    },
     # ---- end of what the README shows ----
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {
