@@ -8,11 +8,12 @@ The numbers of a group: `peak_bytes` is the most one process held at once on one
 (the largest peak of any process and device); `peak_together_bytes` what the processes
 held together at one moment, bounded by their times (a ledger keeps a process's peak, not
 when it came): at least `peak_bytes`, at most the peaks of the processes that ran at once,
-summed (a process that died or still runs taken to hold on to the end); `at_exit_bytes` what the group's processes
-still held at exit or death, summed; `by_function` the bytes each allocation function
-took, summed; `leaked` the allocations still held at exit or death, and their bytes. A
-process that exec'd has a ledger per image: its peak is the largest, and what each image
-held when it exec'd is counted as held (the exec gave it back to the driver, not the program).
+summed (a process that died or still runs taken to hold on to the end); `at_exit_bytes`
+what the group's processes still held at exit or death, summed; `by_function` the bytes
+each allocation function took, summed; `leaked` the allocations still held at exit or
+death, and their bytes. A process that exec'd has a ledger per image: its peak is the
+largest, and what each image held when it exec'd is counted as held (the exec gave it back
+to the driver, not the program).
 
 Pools and graphs (format version 5): `reserved_peak_bytes` is the most one process held and
 had reserved at once on one device (what its pools and graphs reserved beyond their
