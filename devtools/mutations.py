@@ -1704,6 +1704,47 @@ MUTATIONS = [
         "tests": ["tests/report/test_memory_together.py::test_four_processes_at_once_are_bounded_and_each_has_its_own_line"],
         "why": "each process's own peak is on its own line",
     },
+    {
+        "name": "top-functions-counted-since-the-start",
+        "file": "shimgen/top/functions.py",
+        "old": "            n0, t0 = old.get(fn, (0, 0.0))\n",
+        "new": "            n0, t0 = 0, 0.0\n",
+        "tests": ["tests/report/test_top_functions.py::test_the_jobs_hottest_functions_over_the_window"],
+        "why": "top's calls per second are the window's, not every call since the start",
+    },
+    {
+        "name": "top-functions-pid-ignored",
+        "file": "shimgen/top/functions.py",
+        "old": "        if pid is not None and p.pid != pid:\n",
+        "new": "        if False:\n",
+        "tests": ["tests/report/test_top_functions.py::test_one_process_and_a_pid_the_run_lacks"],
+        "why": "`top --pid N` shows that process's functions, not the job's",
+    },
+    {
+        "name": "top-time-share-of-calls",
+        "file": "shimgen/top/functions.py",
+        "old": '"time_share": None if ns[fn] is None or not timed else ns[fn] / timed}',
+        "new": '"time_share": None if ns[fn] is None or not timed else n / sum(calls.values())}',
+        "tests": ["tests/report/test_top_functions.py::test_the_jobs_hottest_functions_over_the_window"],
+        "why": "a function's time share is of the time in driver calls, not of the calls",
+    },
+    {
+        "name": "top-pid-without-functions",
+        "file": "shimgen/top/main.py",
+        "old": "    hot = args.functions or args.pid is not None\n",
+        "new": "    hot = args.functions\n",
+        "tests": ["tests/report/test_top_functions.py::test_top_shows_a_running_jobs_hottest_functions"],
+        "why": "`top --pid N` shows the hottest functions of that process",
+    },
+    {
+        "name": "top-function-name-raw",
+        "file": "shimgen/top/functions.py",
+        "old": "             f\"{shown(r['function'], 80)}\" for r in found[:SHOWN]]",
+        "new": "             f\"{r['function']}\" for r in found[:SHOWN]]",
+        "tests": ["tests/report/test_calls_hostile_more.py::"
+                  "test_in_flight_lines_top_and_stall_notices_escape_what_a_file_says"],
+        "why": "a function's name from a trace file is escaped in top's functions table",
+    },
     # ---- end of what the README shows ----
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {

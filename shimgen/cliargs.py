@@ -315,6 +315,11 @@ def _add_top(sub) -> None:
     t.add_argument("--once", action="store_true",
                    help="print one snapshot and exit (also when stdout is no terminal)")
     t.add_argument("--json", action="store_true", help="with --once: JSON (schema shimgen-top)")
+    t.add_argument("--functions", action="store_true",
+                   help="also the hottest driver functions of the job: calls per second and "
+                        "share of the time in driver calls")
+    t.add_argument("--pid", metavar="N", type=int,
+                   help="the hottest functions of this process only (implies --functions)")
 
 
 _ADD = {"run": _add_run, "report": _add_report, "top": _add_top, "build": _add_build,

@@ -90,6 +90,7 @@ SLOW = frozenset({
     'tests/report/test_report_trust_run.py::test_the_shims_warning_is_in_the_report_at_the_end',  # 3.8 s
     'tests/report/test_calls_hostile_more.py::test_a_trace_cut_or_zeroed_at_any_byte_is_said_never_a_traceback[calls]',  # 63 s
     'tests/report/test_calls_hostile_more.py::test_a_trace_cut_or_zeroed_at_any_byte_is_said_never_a_traceback[time]',  # 5.2 s
+    'tests/report/test_top_functions.py::test_top_shows_a_running_jobs_hottest_functions',  # 15 s
     'tests/run/test_cache_trust.py::test_a_bad_entry_is_replaced_without_following_its_symlinks',  # 3.7 s
     'tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run[as-written]',  # 6.6 s
     'tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run[mtime-put-back]',  # 8.3 s
