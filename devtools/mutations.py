@@ -1745,7 +1745,6 @@ MUTATIONS = [
                   "test_in_flight_lines_top_and_stall_notices_escape_what_a_file_says"],
         "why": "a function's name from a trace file is escaped in top's functions table",
     },
-    # ---- end of what the README shows ----
     # ---- every command's start: the driver check, the standard descriptors, the guard ----
     {
         "name": "run-driver-check-left-to-the-cache-key",
