@@ -41,8 +41,8 @@ def stall_line(pid: int, rank: str | None, function: str, seconds: float,
     (rank, function) escaped, as one printable line."""
     from ..report import shown
 
-    return (f"shimgen: {_who(pid, rank, command)} has been inside {shown(function)} "
-            f"for {seconds:g} s")
+    return (f"shimgen: {_who(pid, rank, command)} has been inside {shown(function)} for "
+            f"{seconds:g} s")
 
 
 def left_line(pid: int, rank: str | None, function: str, seconds: float,
