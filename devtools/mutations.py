@@ -1565,7 +1565,7 @@ MUTATIONS = [
     {
         "name": "stall-notice-without-command",
         "file": "shimgen/run/watch.py",
-        "old": "command = command_line(p.pid, p.proc_start)",
+        "old": "command = command_line(p.pid, p.proc_start, p.boot_id)",
         "new": "command = None",
         "tests": ["tests/run/test_inflight.py::"
                   "test_stall_is_said_once_when_a_call_lasts_and_again_when_it_ends"],

@@ -109,7 +109,7 @@ class Watcher:
                 key = (p.key, c.tid, c.function, c.start)
                 seen.add(key)
                 if c.seconds > self.stall and key not in self.said:
-                    command = command_line(p.pid, p.proc_start)
+                    command = command_line(p.pid, p.proc_start, p.boot_id)
                     self.said[key] = (time.monotonic() - c.seconds, p.pid, p.rank, command)
                     self._say(stall_line(p.pid, p.rank, c.function, self.stall, command))
         for key in [k for k in self.said if k not in seen]:
