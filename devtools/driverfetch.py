@@ -45,6 +45,13 @@ class DebianDriver:
         return f"{self.package}_{self.debian_version}{tail}"
 
     @property
+    def label(self) -> str:
+        """How it is named to a user: PACKAGE[:ARCH]=VERSION, the architecture said unless
+        amd64 (as the command line takes it)."""
+        tail = "" if self.arch == "amd64" else f":{self.arch}"
+        return f"{self.package}{tail}={self.version}"
+
+    @property
     def spec(self) -> str:
         """What apt-get download is asked for."""
         return f"{self.package}:{self.arch}={self.debian_version}"
@@ -86,6 +93,12 @@ class FetchedDriver:
     package: str  # the Debian package it came from
     path: Path  # the real file, libcuda.so.<version>
     libdir: Path  # directory holding libcuda.so, libcuda.so.1 and the real file
+    arch: str = "amd64"  # Debian's name of its architecture
+
+    @property
+    def name(self) -> str:
+        """PACKAGE[:ARCH], the architecture said unless amd64."""
+        return self.package + ("" if self.arch == "amd64" else f":{self.arch}")
 
 
 def cache_dir() -> Path:
@@ -140,7 +153,7 @@ def _run(cmd: list[str], cwd: Path | None = None) -> None:
 def _unpacked(root: Path, build: DebianDriver) -> FetchedDriver | None:
     for real in root.rglob(f"libcuda.so.{build.version}"):
         if real.is_file() and not real.is_symlink():
-            return FetchedDriver(build.version, build.package, real, real.parent)
+            return FetchedDriver(build.version, build.package, real, real.parent, build.arch)
     return None
 
 
@@ -170,8 +183,22 @@ def fetch_matrix() -> list[FetchedDriver]:
 
 
 def _download(cache: Path, missing: list[DebianDriver]) -> dict[DebianDriver, FetchedDriver]:
+    """The builds fetched and unpacked into the cache: said in one line (on stderr) before
+    the seconds it takes, with the step it is at on a terminal (shimgen/progress.py)."""
+    from shimgen import progress
+
     if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
         raise DriverFetchError("apt-get and dpkg-deb are needed to fetch Debian's libcuda")
+    progress.announce(f"driverfetch: fetching {', '.join(b.label for b in missing)} from "
+                      f"Debian's archive, once (kept in {cache})")
+    try:
+        return _download_now(cache, missing, progress.step)
+    finally:
+        progress.clear()
+
+
+def _download_now(cache: Path, missing: list[DebianDriver],
+                  step) -> dict[DebianDriver, FetchedDriver]:
     state = cache / ".apt"
     (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
     (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
@@ -180,9 +207,11 @@ def _download(cache: Path, missing: list[DebianDriver]) -> dict[DebianDriver, Fe
     (state / "sources.list").write_text(
         "".join(f"deb [arch=amd64,arm64] {mirror} {s} non-free\n" for s in suites)
     )
+    step(f"apt-get update ({mirror})")
     _run(["apt-get", *_apt_opts(state), "update"])
     got: dict[DebianDriver, FetchedDriver] = {}
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        step("apt-get download")
         _run(
             ["apt-get", *_apt_opts(state), "download"]
             + [b.spec for b in missing],
@@ -194,6 +223,7 @@ def _download(cache: Path, missing: list[DebianDriver]) -> dict[DebianDriver, Fe
             if deb is None:
                 raise DriverFetchError(f"apt-get did not download {b.spec}")
             dest = cache / b.directory
+            step(f"unpacking {b.label}")
             staging = Path(tmp) / f"x-{b.directory}"
             _run(["dpkg-deb", "-x", str(deb), str(staging)])
             if dest.exists():
@@ -236,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Fetch real libcuda builds from Debian's non-free archive (once: they are "
                     f"kept in {cache_dir()}, or $SHIMGEN_DRIVER_CACHE) for trying shimgen and "
                     "for its tests, on a machine without a GPU. Prints each one's package, "
-                    "version and path; with --path, only the path of one.",
+                    "version and path (an arm64 build's package as PACKAGE:arm64); with "
+                    "--path, only the path of one, and only that one fetched. A fetch says "
+                    "what it fetches, on stderr, before it starts.",
         epilog="example: shimgen run --driver \"$(python -m devtools.driverfetch --path 550)\" "
                "-- python train.py")
     ap.add_argument("builds", nargs="*", metavar="PACKAGE=VERSION",
@@ -259,16 +291,14 @@ def main(argv: list[str] | None = None) -> int:
                   if v == args.path or v.startswith(args.path.rstrip(".") + ".")]
         if len(chosen) != 1:
             ap.error(f"--path {args.path}: not one of {', '.join(versions)}")
+        wanted = [b for b in wanted if b.version == chosen[0]][:1]  # only the one named
     try:
         drivers = fetch(wanted)
     except DriverFetchError as e:
         print(f"driverfetch: error: {e}", file=sys.stderr)
         return 1
     for d in drivers:
-        if args.path is None:
-            print(d.package, d.version, d.path)
-        elif d.version == chosen[0]:
-            print(d.path)
+        print(d.path if args.path is not None else f"{d.name} {d.version} {d.path}")
     return 0
 
 

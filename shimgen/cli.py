@@ -8,7 +8,7 @@ import signal
 import sys
 
 from . import __version__
-from .cliargs import COMMANDS, EXIT_USAGE, fast_run, glue_dash_values
+from .cliargs import COMMANDS, EXIT_USAGE, fast_run
 from .cliargs import parser as _parser
 from .errors import (
     INTERRUPTS,
@@ -28,6 +28,24 @@ EXIT_ERROR = 1
 __all__ = ["EXIT_ERROR", "EXIT_USAGE", "EXIT_INTERNAL", "EXIT_PIPE", "main", "parser"]
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in shimgen, not a problem with the input
 EXIT_PIPE = 141  # 128 + SIGPIPE: whoever read the output went away
+
+
+def glue_dash_values(argv: list[str]) -> list[str]:
+    """`--gates -gdr,-dmabuf` as `--gates=-gdr,-dmabuf`: argparse would take a value that
+    starts with '-' for an option. Only before `--` (what follows is the command's)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--":
+            return out + argv[i:]
+        if argv[i] == "--gates" and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and argv[i + 1] != "--":
+            out.append(f"--gates={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
 
 
 def parser(command: str | None = None):

@@ -196,6 +196,10 @@ def _add_report(sub) -> None:
     c.add_argument("--rank", metavar="R", help="with --calls: this rank only")
     c.add_argument("--sqlite", metavar="FILE",
                    help="with --calls: write them as table `calls` of FILE (prints a summary)")
+    c.add_argument("--times", choices=("start", "relative", "absolute"),
+                   help="with --calls: each line's first number: seconds since the run's "
+                        "first process began (start, the default), since the line before "
+                        "(relative, as strace -r) or the time of day (absolute, as strace -tt)")
     c.add_argument("--first-difference", action="store_true",
                    help="with --calls, two runs: the first call where they part (exit as diff)")
     c.add_argument("--addresses", action="store_true",
@@ -313,6 +317,11 @@ def _add_top(sub) -> None:
     t.add_argument("--once", action="store_true",
                    help="print one snapshot and exit (also when stdout is no terminal)")
     t.add_argument("--json", action="store_true", help="with --once: JSON (schema shimgen-top)")
+    t.add_argument("--functions", action="store_true",
+                   help="also the hottest driver functions of the job: calls per second and "
+                        "share of the time in driver calls")
+    t.add_argument("--pid", metavar="N", type=int,
+                   help="the hottest functions of this process only (implies --functions)")
 
 
 _ADD = {"run": _add_run, "report": _add_report, "top": _add_top, "build": _add_build,
@@ -381,20 +390,3 @@ def fast_run(argv: list[str]):
         return None
     return SimpleNamespace(**got, command=command, subcommand="run", func=COMMANDS["run"])
 
-
-def glue_dash_values(argv: list[str]) -> list[str]:
-    """`--gates -gdr,-dmabuf` as `--gates=-gdr,-dmabuf`: argparse would take a value that
-    starts with '-' for an option. Only before `--` (what follows is the command's)."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        if argv[i] == "--":
-            return out + argv[i:]
-        if argv[i] == "--gates" and i + 1 < len(argv) and argv[i + 1].startswith("-") \
-                and argv[i + 1] != "--":
-            out.append(f"--gates={argv[i + 1]}")
-            i += 2
-            continue
-        out.append(argv[i])
-        i += 1
-    return out

@@ -90,6 +90,7 @@ SLOW = frozenset({
     'tests/report/test_report_trust_run.py::test_the_shims_warning_is_in_the_report_at_the_end',  # 3.8 s
     'tests/report/test_calls_hostile_more.py::test_a_trace_cut_or_zeroed_at_any_byte_is_said_never_a_traceback[calls]',  # 63 s
     'tests/report/test_calls_hostile_more.py::test_a_trace_cut_or_zeroed_at_any_byte_is_said_never_a_traceback[time]',  # 5.2 s
+    'tests/report/test_top_functions.py::test_top_shows_a_running_jobs_hottest_functions',  # 15 s
     'tests/run/test_cache_trust.py::test_a_bad_entry_is_replaced_without_following_its_symlinks',  # 3.7 s
     'tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run[as-written]',  # 6.6 s
     'tests/run/test_cache_trust.py::test_a_library_changed_in_place_is_rebuilt_never_run[mtime-put-back]',  # 8.3 s
@@ -117,6 +118,7 @@ SLOW = frozenset({
     'tests/run/test_first_build.py::test_first_run_says_it_builds_before_it_does_and_a_cached_run_does_not',  # 3.7 s
     'tests/run/test_inflight.py::test_stall_is_said_once_when_a_call_lasts_and_again_when_it_ends',  # 3.7 s
     'tests/run/test_inflight.py::test_the_same_race_read_thousands_of_times',  # 22 s
+    'tests/run/test_memory_nogpu.py::test_a_limit_the_driver_never_let_act_is_said_as_untried',  # 11 s
     'tests/run/test_run.py::test_a_terminals_ctrl_c_reaches_the_command_once',  # 4.8 s
     'tests/run/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once',  # 41.0 s
     'tests/run/test_run_cache.py::test_a_damaged_entry_is_rebuilt_never_used[entry-a-symlink]',  # 5.1 s

@@ -228,9 +228,10 @@ def ensure(driver: Path, key: Key, gates: str | None, hooks: tuple[str, ...] = (
             if not why and os.path.lexists(directory):  # another run built it meanwhile
                 return Entry(key, directory, got, "cached")
             kept = discard(dirs[1], key.name) if _exists(dirs[1], key.name) else ""
-            progress.expect("run", "once: the next runs reuse it from the cache (a few "
-                            + ("seconds, and the gates found and proven first; "
-                               if gates == "auto" else "seconds; ") + f"{directory})")
+            progress.expect("run", "once: the next runs reuse it from the cache ("
+                            + progress.BUILD_TAKES
+                            + (", and the gates found and proven first; "
+                               if gates == "auto" else "; ") + f"{directory})")
             try:
                 seconds = _build(driver, key, gates, root, hooks)
             except Interrupted as e:

@@ -61,6 +61,7 @@ class ProcessCalls:
     dropped: dict[int, int] = field(default_factory=dict)  # per thread: calls not kept
     ring_records: int = 0
     kernels: dict[int, str] = field(default_factory=dict)  # handle -> name (trace/kernels.py)
+    real_offset_ns: int = 0  # CLOCK_REALTIME less CLOCK_MONOTONIC when the file was made
 
     def column(self, name: str) -> list[int]:
         """One word of every slot (seq, idx, state, tid, start, dur, result), by slot."""
@@ -195,7 +196,8 @@ def load(path: Path) -> ProcessCalls:
                       h["driver_version"].split(b"\0")[0].decode(errors="replace"),
                       h["ns_per_tick"], h["calib_ticks0"], h["calib_ns0"],
                       h["state"] == runenv.TRACE_STATES["complete"],
-                      names=h["names"], ring_records=h["calls_ring_records"])
+                      names=h["names"], ring_records=h["calls_ring_records"],
+                      real_offset_ns=h["start_ns"] - h["calib_ns_a"])
     from ..trace import KernelsError, read_kernels
 
     try:

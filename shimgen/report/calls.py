@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..calls import BODY, NAMED, RETURNED, ROW
 from ..errors import ShimgenError
+from .calls_times import key_line, retimed
 from .kernels import demangle
 from .output import shown as escaped
 
@@ -353,13 +354,13 @@ def write_pieces(out, head: str, pieces, sep: str, tail: str, lead: str = "") ->
 
 
 def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None = None,
-           out=None) -> str | None:
+           out=None, times: str = "start") -> str | None:
     """The report, written to `out` (a text file) or returned when out is None."""
     if out is None:
         import io
 
         buf = io.StringIO()
-        render(paths, f, fmt, sqlite, buf)
+        render(paths, f, fmt, sqlite, buf, times)
         return buf.getvalue()
     unreadable: list[tuple[str, str]] = []
     procs, groups, note = shown(paths, f, unreadable)
@@ -385,8 +386,11 @@ def render(paths: list[Path], f: Filters, fmt: str = "text", sqlite: str | None 
                     "command without --sqlite)")
         out.write("\n".join(head + [""]))
         return None
-    write_pieces(out, "\n".join(head + [""]), merged(groups, [g.lines() for g in groups]), "\n",
-           "\n", lead="\n")
+    first = min(procs, key=lambda p: p.calib_ns0, default=None)
+    real_zero = first.calib_ns0 + first.real_offset_ns if first is not None else 0
+    head += ["", key_line(times)] if n else [""]  # the key right above the lines
+    write_pieces(out, "\n".join(head), retimed(merged(groups, [g.lines() for g in groups]),
+                                               times, real_zero), "\n", "\n", lead="\n")
     return None
 
 

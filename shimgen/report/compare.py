@@ -119,7 +119,7 @@ def _side(label: str, s: Source) -> str:
 
 def _text(a: Source, b: Source, frows: list[dict], erows: list[dict],
           irows: list[dict]) -> str:
-    lines = source_header([a, b])
+    lines = source_header([a, b], "AB")
     lines += [_side("A", a), _side("B", b), "", f"sorted {ORDER}", ""]
     lines.append(f"{'calls A':>12} {'calls B':>12} {'change':>12} {'total ms A':>12} "
                  f"{'total ms B':>12} {'errors A':>9} {'errors B':>9}  function")

@@ -196,11 +196,14 @@ def notice_lines(notices: Notices | None) -> list[str]:
     return lines
 
 
-def source_header(sources: list[Source]) -> list[str]:
+def source_header(sources: list[Source], labels: str = "") -> list[str]:
+    """The sources' names, then each one's command and what it noted; `labels` (one letter
+    per source, "AB" when two runs are compared) names whose command each line is."""
     lines = ["shimgen report: " + " ".join(shown(s.name) for s in sources)]
-    for s in sources:
+    for i, s in enumerate(sources):
         if s.is_run and s.run is not None:
-            lines.append(f"command    {shown(run_command(s) or '(not recorded)')} "
+            label = labels[i] if i < len(labels) else " "
+            lines.append(f"command {label}  {shown(run_command(s) or '(not recorded)')} "
                          f"({shown(run_outcome(s))})")
         if s.run_problem:
             lines.append(f"run        metadata not read: {shown(s.run_problem)}")
@@ -209,6 +212,39 @@ def source_header(sources: list[Source]) -> list[str]:
         lines += rules_line(s)
         lines += notice_lines(s.notices)
     return lines
+
+
+def process_command(g: Group, sources: list[Source]) -> str | None:
+    """The command line of a group's process (`--by pid`): from /proc while it runs here,
+    else the run's own command for the process `shimgen run` started; None otherwise (a
+    trace file does not record it)."""
+    from ..trace import command_line
+
+    p = g.procs[0].last
+    said = command_line(p.pid, p.proc_start, p.boot_id)
+    if said is None:
+        said = next((run_command(s) for s in sources
+                     if s.is_run and s.run and s.run.get("pid") == p.pid), None)
+    return shown(said, CUT) if said else None
+
+
+def group_title(by: str, g: Group, sources: list[Source], alone: bool) -> str:
+    """The heading of one group of `--by`: its rank, pid (with the process's command line,
+    or its parent) or host; the processes with no rank said as such."""
+    from ..runenv import RANK_VARS
+
+    if by == "rank" and g.key == "-":
+        return ("== no rank: no process of this run has one (the launcher set none of "
+                f"{', '.join(RANK_VARS)}) ==" if alone else
+                "== no rank: the processes the launcher gave none ==")
+    title = f"== {by} {shown(g.key, CUT)}"
+    if by == "pid":
+        command = process_command(g, sources)
+        ppid = g.procs[0].last.ppid
+        title += (f": {command}" if command else
+                  f" (child of pid {ppid}; its command line is not recorded)" if ppid else
+                  " (its command line is not recorded)")
+    return title + " =="
 
 
 def _text(sources: list[Source], gs: list[Group], by: str | None, mangled: bool) -> str:
@@ -220,7 +256,7 @@ def _text(sources: list[Source], gs: list[Group], by: str | None, mangled: bool)
     for g in gs:
         lines.append("")
         if by is not None:
-            lines.append(f"== {by} {shown(g.key, CUT)} ==")
+            lines.append(group_title(by, g, sources, len(gs) == 1))
         lines += group_header(g)
         lines += inflight.section(g.procs, mangled)
         lines.append("")

@@ -110,14 +110,17 @@ def _calls_command(args, fmt: str, out) -> int:
         return PARTED if parted else SAME
     if args.addresses:
         raise ShimgenError("report: --addresses goes with --first-difference")
-    text = render(paths, f, fmt, args.sqlite, out)
+    if args.times and fmt == "json":
+        raise ShimgenError("report: --times chooses the lines' first number; --json gives "
+                           "each call's `t`, seconds since the run's first process began")
+    text = render(paths, f, fmt, args.sqlite, out, times=args.times or "start")
     if text is not None:
         out.write(text)
     return 0
 
 
 CALLS_ONLY = ("function", "errors", "last", "pid", "rank", "sqlite", "first_difference",
-              "addresses")
+              "addresses", "times")
 
 
 def _calls_asked(args) -> bool:

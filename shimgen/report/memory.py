@@ -5,11 +5,15 @@ and the limit the run had. A group none of whose traces has a ledger shows nothi
 `memory` is null in the JSON).
 
 The numbers of a group: `peak_bytes` is the most one process held at once on one device
-(the largest peak of any process and device); `at_exit_bytes` what the group's processes
-still held at exit or death, summed; `by_function` the bytes each allocation function
-took, summed; `leaked` the allocations still held at exit or death, and their bytes. A
-process that exec'd has a ledger per image: its peak is the largest, and what each image
-held when it exec'd is counted as held (the exec gave it back to the driver, not the program).
+(the largest peak of any process and device); `peak_together_bytes` what the processes
+held together at one moment, bounded by their times (a ledger keeps a process's peak, not
+when it came): at least `peak_bytes`, at most the peaks of the processes that ran at once,
+summed (a process that died or still runs taken to hold on to the end); `at_exit_bytes`
+what the group's processes still held at exit or death, summed; `by_function` the bytes
+each allocation function took, summed; `leaked` the allocations still held at exit or
+death, and their bytes. A process that exec'd has a ledger per image: its peak is the
+largest, and what each image held when it exec'd is counted as held (the exec gave it back
+to the driver, not the program).
 
 Pools and graphs (format version 5): `reserved_peak_bytes` is the most one process held and
 had reserved at once on one device (what its pools and graphs reserved beyond their
@@ -21,9 +25,12 @@ from __future__ import annotations
 
 from ..runenv import MEM_RESERVE_FIELDS
 from ..trace import HOST
+from .facts import CUT
 from .model import Group
+from .output import shown
 
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+PROCESS_LINES = 16  # processes given their own line under the device memory (then a count)
 
 
 def size_text(n: int) -> str:
@@ -57,6 +64,52 @@ def _column_totals(g: Group) -> dict:
             _add(o["held"], col.held)
             _add(o["live"], col.live)
     return out
+
+
+def _spans(g: Group) -> list[tuple[float, float, object]]:
+    """(from, until, ledger) of each traced image that has a ledger: from its first traced
+    call (the start of time where unknown) until its exit, the next image's start (an
+    exec), or the end of time (a process that died or still runs: when it let go is not
+    known)."""
+    out = []
+    for proc in g.procs:
+        for i, t in enumerate(proc.traces):
+            if t.memory is None:
+                continue
+            nxt = proc.traces[i + 1].start_ns if i + 1 < len(proc.traces) else None
+            until = nxt if nxt is not None else t.end_ns if t.end_ns is not None else INF
+            out.append((t.start_ns if t.start_ns is not None else -INF, until, t.memory))
+    return out
+
+
+INF = float("inf")
+
+
+def together(spans: list[tuple[float, float, int]]) -> int:
+    """The most that images held at one moment, at most: over every moment one began, the
+    peaks of the images running then, summed (each image's own peak, whenever it came)."""
+    return max((sum(n for s, u, n in spans if s <= start < u or s == start)
+                for start, _, _ in spans), default=0)
+
+
+def together_json(g: Group, column: int | str | None) -> dict:
+    """What the group's processes held together at one moment, on one column (None: every
+    device): `at_least` the most one image held (one process alone), `at_most` the peaks of
+    the images that ran at once, summed; the two are equal where that is exact."""
+    spans = [(s, u, m.columns[column].peak if column in m.columns else 0) if column is not None
+             else (s, u, sum(col.peak for c, col in m.columns.items() if c != HOST))
+             for s, u, m in _spans(g)]
+    low = max((col.peak for _, _, m in _spans(g) for c, col in m.columns.items()
+               if (c == column if column is not None else c != HOST)), default=0)
+    return {"at_least": low, "at_most": max(together(spans), low)}
+
+
+def _peak_text(p: dict) -> str:
+    """A peak held together: exact, or between its bounds."""
+    if p["at_least"] == p["at_most"]:
+        return f"peak {size_text(p['at_most'])}"
+    return (f"peak {size_text(p['at_least'])} to {size_text(p['at_most'])} together (at least "
+            "one process's own peak; at most the peaks of those that ran at once, summed)")
 
 
 def _column_json(c: int | str, o: dict) -> dict:
@@ -94,14 +147,15 @@ def memory_json(g: Group) -> dict | None:
     if not ledgers:
         return None
     cols = _column_totals(g)
-    devices = [_column_json(c, o) for c, o in sorted((c, o) for c, o in cols.items()
-                                                    if c != HOST)]
+    devices = [{**_column_json(c, o), "peak_together_bytes": together_json(g, c)}
+               for c, o in sorted((c, o) for c, o in cols.items() if c != HOST)]
     by_function: dict = {}
     for d in devices:
         _add(by_function, d["by_function"])
     limits = sorted({t.memory.limit for t in ledgers if t.memory.limit})
     return {
         "peak_bytes": max((d["peak_bytes"] for d in devices), default=0),
+        "peak_together_bytes": together_json(g, None),
         "at_exit_bytes": sum(d["at_exit_bytes"] for d in devices),
         "by_function": dict(sorted(by_function.items())),
         "leaked": {"count": sum(d["leaked"]["count"] for d in devices),
@@ -110,6 +164,8 @@ def memory_json(g: Group) -> dict | None:
         "host": _column_json(HOST, cols[HOST]) if HOST in cols else None,
         "limit_bytes": limits[-1] if limits else None,
         "refused": sum(t.memory.refused for t in ledgers),
+        "limit_not_tried": _limit_not_tried(g, devices, limits,
+                                            sum(t.memory.refused for t in ledgers)),
         "untracked": sum(t.memory.untracked for t in ledgers),
         "processes": [_process_json(t) for t in ledgers],
         "reserved_peak_bytes": max((d["reserved_peak_bytes"] or 0 for d in devices),
@@ -117,6 +173,22 @@ def memory_json(g: Group) -> dict | None:
                                                      for t in ledgers) else None,
         "reserved": _reserved_json(devices, ledgers),
     }
+
+
+def _limit_not_tried(g: Group, devices: list[dict], limits: list, refused: int) -> str | None:
+    """Why a limit was never tried: the driver failed (cuInit, or the allocations) and no
+    allocation reached a working device, so none was judged; None when one was (or no
+    limit)."""
+    from .facts import error_rows
+
+    if not limits or refused or any(sum(d["by_function"].values()) for d in devices):
+        return None
+    rows = error_rows(g.functions)
+    first = next((r for r in rows if r["function"] == "cuInit"), rows[0] if rows else None)
+    if first is None:
+        return None
+    return (f"{first['function']} returned {first['name']}: no allocation reached a working "
+            "device, so none was judged (the limit acts on a working device's allocations)")
 
 
 def _process_json(t) -> dict:
@@ -127,6 +199,19 @@ def _process_json(t) -> dict:
             "leaked": {"count": sum(c.leaked for c in cols.values()),
                        "bytes": sum(c.at_exit for c in cols.values())},
             "reserved_peak_bytes": max((c.reserved_peak for c in cols.values()), default=0)}
+
+
+def _process_lines(procs: list[dict]) -> list[str]:
+    """Each process's own device memory, where the group has more than one."""
+    if len(procs) < 2:
+        return []
+    lines = [f"  pid {p['pid']}" + (f" (rank {shown(p['rank'], CUT)})" if p["rank"] else "")
+             + f": own peak {size_text(p['peak_bytes'])}, at exit "
+             f"{size_text(p['at_exit_bytes'])}" for p in procs[:PROCESS_LINES]]
+    if len(procs) > PROCESS_LINES:
+        lines.append(f"  ... and {len(procs) - PROCESS_LINES} more processes (--json lists "
+                     "every one)")
+    return lines
 
 
 def _function_lines(o: dict) -> list[str]:
@@ -160,14 +245,15 @@ def memory_section(g: Group) -> list[str]:
         return []  # (no process took memory: nothing to say)
     cols = _column_totals(g)
     leaked = m["leaked"]
-    lines = ["", f"device memory  peak {size_text(m['peak_bytes'])}, at exit "
+    lines = ["", f"device memory  {_peak_text(m['peak_together_bytes'])}, at exit "
              f"{size_text(m['at_exit_bytes'])}, never freed: {leaked['count']} allocations"
              f" ({size_text(leaked['bytes'])})"]
-    for c in sorted(c for c in cols if c != HOST):
-        o = cols[c]
-        lines.append(f"  device {c}: peak {size_text(o['peak'])}, at exit "
+    for d in m["devices"]:
+        o = cols[d["device"]]
+        lines.append(f"  device {d['device']}: {_peak_text(d['peak_together_bytes'])}, at exit "
                      f"{size_text(sum(o['held'].values()))}")
         lines += _function_lines(o) + _reserve_lines(o)
+    lines += _process_lines(m["processes"])
     if HOST in cols:
         o = cols[HOST]
         lines.append(f"  pinned host memory: peak {size_text(o['peak'])}, at exit "
@@ -175,7 +261,8 @@ def memory_section(g: Group) -> list[str]:
         lines += _function_lines(o)
     if m["limit_bytes"]:
         lines.append(f"  limit {size_text(m['limit_bytes'])} per device: {m['refused']} "
-                     f"allocations refused")
+                     f"allocations refused" + (f"; {m['limit_not_tried']}"
+                                               if m["limit_not_tried"] else ""))
     if m["untracked"]:
         lines.append(f"  {m['untracked']} allocations not followed (docs/memory.md)")
     return lines

@@ -177,7 +177,7 @@ def _banner(opts: RunOptions, entry, run_dir: Path) -> str:
     if opts.emulated:
         how += f"; an {opts.emulated} shim, given to the emulated program ({ENV_QEMU_SET})"
     banner = one_line(f"shimgen: run: shim {entry.library} ({how}); "
-                      f"trace {opts.trace}{opts.trace_note}{gates}; "
+                      f"mode {opts.trace}{opts.trace_note}{gates}; "
                       f"run directory {run_dir}")
     if ENV_INJECT in os.environ and not opts.inject:
         banner += (f"\nshimgen: run: {ENV_INJECT} from the environment is not passed on "

@@ -4,8 +4,8 @@ command runs, rewrites the node's heartbeat in its part of the run directory eve
 `--stall SECONDS`, reads the job's trace files and says when a process has been inside one
 driver call for longer than SECONDS, and again when it left it:
 
-    shimgen: pid 625 (rank 3) has been inside cuCtxSynchronize_v2 for 60 s
-    shimgen: pid 625 (rank 3) left cuCtxSynchronize_v2 after 61.3 s
+    shimgen: pid 625 (rank 3, python3 train.py) has been inside cuCtxSynchronize_v2 for 60 s
+    shimgen: pid 625 (rank 3, python3 train.py) left cuCtxSynchronize_v2 after 61.3 s
 
 on stderr and in the run's notices.log. It only reads the trace files; its own files (the
 heartbeat, the notices it appends) are opened through the run directory's descriptor,
@@ -26,27 +26,32 @@ TICK_S = 0.25  # how often the trace files are read with --stall
 _O_APPEND = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-def _who(pid: int, rank: str | None) -> str:
+def _who(pid: int, rank: str | None, command: str | None = None) -> str:
     from ..report import shown
 
-    return f"pid {pid}" + (f" (rank {shown(rank)})" if rank is not None else "")
+    said = ([f"rank {shown(rank)}"] if rank is not None else []) + (
+        [shown(command)] if command else [])
+    return f"pid {pid}" + (f" ({', '.join(said)})" if said else "")
 
 
 def stall_line(pid: int, rank: str | None, function: str, seconds: float,
-               launched: str = "") -> str:
-    """The notice of a call in progress for longer than --stall; what the trace file
-    says (rank, function) escaped, as one printable line; with the process's latest launch
+               launched: str = "", command: str | None = None) -> str:
+    """The notice of a call in progress for longer than --stall, naming the process by its
+    pid, rank and command line (trace/cmdline.py) where known; what the trace file says
+    (rank, function) escaped, as one printable line; with the process's latest launch
     (report/kernels.py last_launch_text) when one is known."""
     from ..report import shown
 
-    return (f"shimgen: {_who(pid, rank)} has been inside {shown(function)} for {seconds:g} s"
-            + (f"; {launched}" if launched else ""))
+    return (f"shimgen: {_who(pid, rank, command)} has been inside {shown(function)} for "
+            f"{seconds:g} s" + (f"; {launched}" if launched else ""))
 
 
-def left_line(pid: int, rank: str | None, function: str, seconds: float) -> str:
+def left_line(pid: int, rank: str | None, function: str, seconds: float,
+              command: str | None = None) -> str:
     from ..report import shown
 
-    return f"shimgen: {_who(pid, rank)} left {shown(function)} after {seconds:.1f} s"
+    return (f"shimgen: {_who(pid, rank, command)} left {shown(function)} "
+            f"after {seconds:.1f} s")
 
 
 class Watcher:
@@ -55,7 +60,7 @@ class Watcher:
     def __init__(self, run_dir, stall: float | None) -> None:
         self.run_dir = run_dir  # run/directory.RunDir, held open
         self.stall = stall
-        self.said: dict[tuple, tuple] = {}  # a call said to stall -> (its start, pid, rank)
+        self.said: dict[tuple, tuple] = {}  # a call said -> (its start, pid, rank, command)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="shimgen-watch", daemon=True)
         self._beat = -1.0
@@ -95,7 +100,7 @@ class Watcher:
 
     def _look(self) -> None:
         from ..report import last_launch_text
-        from ..trace import job
+        from ..trace import command_line, job
 
         procs, _ = job.snapshot(self.run_dir.path, only_top=True)
         seen = set()
@@ -106,12 +111,13 @@ class Watcher:
                 key = (p.key, c.tid, c.function, c.start)
                 seen.add(key)
                 if c.seconds > self.stall and key not in self.said:
-                    self.said[key] = (time.monotonic() - c.seconds, p.pid, p.rank)
+                    command = command_line(p.pid, p.proc_start, p.boot_id)
+                    self.said[key] = (time.monotonic() - c.seconds, p.pid, p.rank, command)
                     self._say(stall_line(p.pid, p.rank, c.function, self.stall,
-                                         last_launch_text(p)))
+                                         last_launch_text(p), command))
         for key in [k for k in self.said if k not in seen]:
-            began, pid, rank = self.said.pop(key)
-            self._say(left_line(pid, rank, key[2], time.monotonic() - began))
+            began, pid, rank, command = self.said.pop(key)
+            self._say(left_line(pid, rank, key[2], time.monotonic() - began, command))
 
     def _say(self, line: str) -> None:
         with contextlib.suppress(OSError, ValueError):

@@ -218,7 +218,7 @@ def command(args) -> int:
     if args.allow_unproven_gates and args.gates is None:
         raise ShimgenError(f"{ALLOW_UNPROVEN} goes with --gate-profile")
     driver, root = driver_path(args.driver), out_root(args.out)
-    progress.expect("build", f"into {root.absolute()} (a few seconds)")
+    progress.expect("build", f"into {root.absolute()} ({progress.BUILD_TAKES})")
     try:
         result = make_shim(driver, root, gates=args.gates,
                            allow_unproven=args.allow_unproven_gates, out_option=args.out,

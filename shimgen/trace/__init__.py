@@ -2,8 +2,9 @@
 (blocks.py sums their blocks), jsonfile.py the JSON trace of SHIMGEN_TRACE_FILE, both into
 model.py's one shape of a process's trace (read by `shimgen report` and `shimgen run` alike);
 inflight.py the calls a process has in progress, live.py whether it runs (and the parts nodes
-made of a run directory), job.py a whole job now (report, top, run --stall); memory.py the
-device memory ledger of a binary trace file, kernels.py its kernels and streams.
+made of a run directory), job.py a whole job now (report, top, run --stall), cmdline.py a
+live process's command line; memory.py the device memory ledger of a binary trace file,
+kernels.py its kernels and streams.
 """
 
 from .. import face
@@ -20,6 +21,7 @@ __getattr__, __all__ = face(__name__, {
     "NotATrace": "jsonfile",
     "ProcessTrace": "model",
     "binary": "binary:",
+    "command_line": "cmdline",
     "inflight": "inflight:",
     "job": "job:",
     "live": "live:",

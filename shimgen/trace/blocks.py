@@ -24,6 +24,7 @@ TOTALLED = tuple((TRACE_FSTATS[word] // 8, fold, unit, name)
                  for word, fold, unit in TRACE_FSTATS_WORDS if fold
                  for name, _, of in TRACE_FUNCTION_FIELDS if of == word)
 (COUNT_WORD,) = (w for w, fold, _, _ in TOTALLED if fold == "calls")
+TOTAL_WORD = TRACE_FSTATS["total"] // 8  # a function's ticks in its calls (top --functions)
 _MAXED = tuple(fold == "max" for _, fold, _, _ in TOTALLED)
 ERRSLOT_SIZE = 16  # key, count
 

@@ -26,7 +26,7 @@ from .. import runenv
 from ..errors import ShimgenError
 from ..runenv import MEM_HOST_COLUMN, MEM_ROUTES
 from . import binary
-from .blocks import COUNT_WORD, FSTATS_SIZE, FSTATS_WORDS, blocks_with_data
+from .blocks import COUNT_WORD, FSTATS_SIZE, FSTATS_WORDS, TOTAL_WORD, blocks_with_data
 from .kernels import KernelsError, read_kernels
 
 _Q = struct.Struct("<Q")
@@ -68,7 +68,8 @@ class InFlight:
     """What a file says of its process now: its identity, state and calls in progress."""
 
     __slots__ = ("path", "pid", "rank", "boot_id", "proc_start", "complete", "start_ns",
-                 "calls", "counts", "why_unknown", "device_bytes", "uid", "launches")
+                 "calls", "counts", "why_unknown", "device_bytes", "uid", "launches",
+                 "functions")
 
     def __init__(self, path: str, h: dict) -> None:
         self.path = path
@@ -84,6 +85,8 @@ class InFlight:
         self.device_bytes = _device_bytes(h)  # device memory held now (the ledger); None: unknown
         self.uid: int | None = None  # the file's owner: the user its process ran as
         self.launches: list[Launch] = []  # each stream's last launch (version 6)
+        # with counts: per function, (calls, ns in them; None without times) so far
+        self.functions: dict[str, tuple[int, float | None]] = {}
 
 
 def _device_bytes(h: dict) -> int | None:
@@ -184,17 +187,37 @@ def _record_start(m: mmap.mmap, base: int, h: dict, place: int) -> int | None:
     return start if _Q.unpack_from(m, at)[0] == place + 1 else None
 
 
-def _counted(m: mmap.mmap, base: int, h: dict) -> int:
+def _counted(m: mmap.mmap, base: int, h: dict, calls: list[int], ticks: list[int]) -> None:
+    """A block's calls and ticks per function, added to `calls` and `ticks` (by index)."""
     nf = h["nfuncs"]
     mv = memoryview(m)
     try:
         fn = mv[base + h["off_fn"]:base + h["off_fn"] + nf * FSTATS_SIZE].cast("Q")
         try:
-            return sum(fn[COUNT_WORD::FSTATS_WORDS])
+            for i, (n, t) in enumerate(zip(fn[COUNT_WORD::FSTATS_WORDS],
+                                           fn[TOTAL_WORD::FSTATS_WORDS], strict=True)):
+                if n:
+                    calls[i] += n
+                    ticks[i] += t
         finally:
             fn.release()
     finally:
         mv.release()
+
+
+def _count(m: mmap.mmap, h: dict, blocks: list[int], out: InFlight) -> None:
+    """The calls counted so far, in all and per function (with the ns in them in the time
+    modes), over the file's blocks."""
+    nf = h["nfuncs"]
+    calls, ticks = [0] * nf, [0] * nf
+    for b in blocks:
+        _counted(m, h["blocks_off"] + b * h["block_stride"], h, calls, ticks)
+    out.counts = sum(calls)
+    k = binary._calibration(h)[0] if h["mode"] != 1 else None
+    names = binary._names(m, h)
+    out.functions = {names[i].decode("ascii", "replace"): (n, None if k is None else
+                                                           ticks[i] * k)
+                     for i, n in enumerate(calls) if n}
 
 
 def _read_mapped(path: str, m: mmap.mmap, fd: int, size: int, counts: bool) -> InFlight:
@@ -207,8 +230,7 @@ def _read_mapped(path: str, m: mmap.mmap, fd: int, size: int, counts: bool) -> I
     nblocks = binary.present_blocks(h, size)
     blocks = list(blocks_with_data(fd, h["blocks_off"], h["block_stride"], nblocks))
     if counts:
-        out.counts = sum(_counted(m, h["blocks_off"] + b * h["block_stride"], h)
-                         for b in blocks)
+        _count(m, h, blocks, out)
     out.launches = _launches(h, _clock(h))
     if h["mode"] == 1:
         out.why_unknown = NOT_IN_COUNTS

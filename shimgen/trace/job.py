@@ -46,10 +46,13 @@ class ProcNow:
     """A process as its trace file and its node say now."""
 
     __slots__ = ("pid", "rank", "host", "state", "calls", "why_unknown", "counts", "path",
-                 "until", "key", "device_bytes", "launches")
+                 "until", "key", "device_bytes", "launches", "proc_start", "functions",
+                 "boot_id")
 
     def __init__(self, f: inflight.InFlight, host: str) -> None:
         self.pid, self.rank, self.host, self.path = f.pid, f.rank, host, f.path
+        self.proc_start, self.boot_id = f.proc_start, f.boot_id
+        self.functions = f.functions  # with counts: function -> (calls, ns or None) so far
         self.state = COMPLETE if f.complete else RUNNING
         self.calls: list[Busy] = []
         self.why_unknown = f.why_unknown

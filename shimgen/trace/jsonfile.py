@@ -242,7 +242,7 @@ def _time_fast(functions: dict[str, FunctionStats], timed) -> bool:
     except (KeyError, TypeError, AttributeError):
         return False
     numbers = list(chain.from_iterable(r[2] for r in rows))
-    wholes = [v for r in rows for v, (_, _, time) in zip(r[2], WORDS) if not time]
+    wholes = [v for r in rows for v, (_, _, time) in zip(r[2], WORDS, strict=True) if not time]
     try:  # isfinite of an int beyond the range of a float: OverflowError
         if (not set(map(type, numbers)) <= _NUMBER or min(numbers, default=0) < 0
                 or not set(map(type, wholes)) <= {int} or max(wholes, default=0) > U64

@@ -15,7 +15,6 @@ them, the top first.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from ..runenv import HEARTBEAT, RUN_JSON, TRACES

@@ -61,3 +61,9 @@ def test_no_text_still_gives_build_a_gates_option():
                            "runtime", "templates", "README.md", "docs", "examples"],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stdout == "", proc.stdout
+
+
+def test_pid_is_one_process_wherever_it_is_shown():
+    """`--pid N` keeps one meaning: the one process of that pid (report --calls, top)."""
+    for command in ("report", "top"):
+        assert re.search(r"--pid N\s+.*this process only", _help(command)), command

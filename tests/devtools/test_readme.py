@@ -95,3 +95,49 @@ def test_the_aarch64_paragraph_fetches_an_arm64_driver_and_names_every_package()
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert Path(proc.stdout).is_file() and library_arch(proc.stdout) == "aarch64", proc.stdout
+
+
+def test_the_preload_line_names_the_shim_by_an_absolute_path(tmp_path):
+    """The README's LD_PRELOAD value, evaluated as its shell would, is the shim's absolute
+    path: it still names the shim for a program that something started from elsewhere."""
+    line = next(ln for b in blocks(try_section(), "sh") for ln in b.splitlines()
+                if "LD_PRELOAD=" in ln)
+    value = re.search(r"LD_PRELOAD=(\$\([^)]*\)|\S+)", line).group(1)
+    shim = tmp_path / "build" / "cudashim-550.163.01-d47d5faef020" / "libcudashim.so"
+    shim.parent.mkdir(parents=True)
+    shim.write_bytes(b"")
+    proc = subprocess.run(["bash", "-e", "-c", f"v={value}; cd /; printf %s \"$v\""],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.isabs(proc.stdout) and Path(proc.stdout).samefile(shim), proc.stdout
+
+
+def test_the_readme_shows_the_build_time_and_the_cache_key_a_user_sees(drivers):
+    """The build lines the README shows say what a build says of its time (and the prose
+    next to them the same), and its cache key has the shape a user finds in the cache:
+    the version with the stamp of the sources (whose digits vary)."""
+    from shimgen.cache.store import key_for
+    from shimgen.progress import BUILD_TAKES
+
+    section = try_section()
+    said = [ln for b in blocks(section, "") for ln in b.splitlines()
+            if ": building the shim for driver" in ln]
+    assert len(said) == 2 and all(f"({BUILD_TAKES}" in ln for ln in said), said
+    assert f"({BUILD_TAKES}:" in " ".join(section.split())
+    driver = next(d for d in drivers if d.version == "550.163.01")
+    stamp = re.compile(r"\+src\.[0-9a-f]+-")
+    keys = {stamp.sub("+src.S-", k) for k in re.findall(r"shims/([0-9a-f]{40}-[^/)\s]+)",
+                                                          section)}
+    assert keys == {stamp.sub("+src.S-", key_for(driver.path, None).name)}, keys
+
+
+def test_the_tiers_times_say_the_machine_they_were_measured_on():
+    """The README's times of the test tiers are docs/testing.md's measured ones, and say
+    that they are a quiet machine's: a loaded one is slower, never red."""
+    develop = README[README.index("## Develop"):]
+    text = " ".join(develop.split())
+    times = re.findall(r"\d+ min \d\d s", text)
+    measured = (ROOT / "docs" / "testing.md").read_text()
+    assert len(times) >= 2 and all(t in measured for t in times), times
+    assert re.search(r"On a quiet 2-core machine [^.]*the default tier takes", text), text
+    assert "under 5 minutes" in text

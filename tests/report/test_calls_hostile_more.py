@@ -25,7 +25,7 @@ from shimgen.report import calls_diff, inflight
 from shimgen.report.main import report
 from shimgen.run.watch import left_line, stall_line
 from shimgen.runenv import HEARTBEAT
-from shimgen.top import view
+from shimgen.top import functions, view
 from shimgen.trace import inflight as trace_inflight
 from shimgen.trace import job, live
 from tests.report.test_calls_hostile import _changed, _record_at, cli, evil, printable  # noqa: F401
@@ -37,7 +37,8 @@ RANK = "0\x1b[31m"
 
 def _now(state=job.DIED, rank=RANK, function=NAME, pid=7) -> job.ProcNow:
     f = SimpleNamespace(pid=pid, rank=rank, path="p", complete=False, why_unknown="",
-                        counts=0, device_bytes=None, boot_id="", proc_start=None)
+                        counts=0, device_bytes=None, boot_id="", proc_start=None,
+                        functions={function: (3, 30.0)})
     p = job.ProcNow(f, "host\x1b[2J")
     p.state = state
     p.calls = [job.Busy(pid, function, 12.5)]
@@ -50,9 +51,10 @@ def test_in_flight_lines_top_and_stall_notices_escape_what_a_file_says():
     lines = inflight.section([proc]) + [inflight.died_inside(proc)]
     lines += view.text("run", [now, _now(rank="\u00b2", pid=8)], {}, []).splitlines()
     lines += [stall_line(7, RANK, NAME, 60), left_line(7, RANK, NAME, 61.0)]
+    lines += functions.text(functions.rows({}, [now], 1.0, None), [now], None, 1.0)
     for line in lines:
         assert line.isprintable(), repr(line)
-    assert sum("\\x1b]0;TITLE\\x07" in line for line in lines) == 7
+    assert sum("\\x1b]0;TITLE\\x07" in line for line in lines) == 8
 
 
 def test_a_heartbeat_from_the_future_is_no_node_that_runs(tmp_path):

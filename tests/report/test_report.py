@@ -173,7 +173,26 @@ def test_by_rank_and_by_pid_split_the_processes(tmp_path, capsys):
     calls = {g["group"]: rows_by_function(g)["cuInit"]["calls"] for g in by_pid["groups"]}
     assert calls == {"11": 1, "12": 2, "13": 4, "14": 16}
     text = ok(capsys, "--by", "rank", d)
-    assert text.count("== rank ") == 3 and "== rank 1 ==" in text
+    assert text.count("== rank ") == 2 and "== rank 1 ==" in text
+    assert "== no rank: the processes the launcher gave none ==" in text.splitlines(), text
+
+
+def test_by_pid_heads_each_process_with_its_command_and_by_rank_says_there_are_none(
+        tmp_path, capsys):
+    """`--by pid`: the process `shimgen run` started is headed with the run's command (a
+    process running here, with its own command line: tests/run/test_inflight.py); `--by
+    rank` on a run whose processes have no rank says so in one line."""
+    one = {"cuInit": fn(1, total=1000, most=1000, buckets={9: 1})}
+    procs = [proc(11, dict(one)), proc(12, dict(one))]
+    d = write_run(tmp_path / "run", procs, {"command": ["python3", "train.py", "--lr", "0.1"],
+                                            "pid": 11})
+    heads = [ln for ln in ok(capsys, "--by", "pid", d).splitlines() if ln.startswith("==")]
+    assert heads == ["== pid 11: python3 train.py --lr 0.1 ==",
+                     "== pid 12 (its command line is not recorded) =="], heads
+    heads = [ln for ln in ok(capsys, "--by", "rank", d).splitlines() if ln.startswith("==")]
+    assert heads == ["== no rank: no process of this run has one (the launcher set none of "
+                     "RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID, "
+                     "LOCAL_RANK) =="], heads
 
 
 def test_csv_has_a_header_and_one_row_per_group_and_function(tmp_path, capsys):

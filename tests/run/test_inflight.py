@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from shimgen.report import shown
+from shimgen.trace.cmdline import SHOWN_MAX
 from tests.run.test_run import ROOT, _sigint_default, base_env, run_argv
 
 SLEEP_HOOK = r"""#include <stdlib.h>
@@ -159,6 +161,8 @@ def test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_i
         text = shimgen("report", run).stdout
         assert "1 running" in text and "has been inside cuDriverGetVersion for" in text
         assert f"running    pid {pid}" in text and "did not finish the file" not in text
+        by_pid = shimgen("report", "--by", "pid", run).stdout
+        assert f"== pid {pid}: {shown(sys.executable)} -c import ctypes;" in by_pid, by_pid
         from shimgen.top.main import once
 
         top = json.loads(once(run, True))
@@ -218,8 +222,11 @@ def test_stall_is_said_once_when_a_call_lasts_and_again_when_it_ends(hooked, tmp
     said = [line for line in err.splitlines()
             if line.startswith("shimgen: pid ") and "has been inside" in line]
     assert len(said) == 1, err
+    command = shown(f"{sys.executable} -c {VERSION_CMD}")
     assert said[0].startswith("shimgen: pid ") and said[0].endswith(
-        " has been inside cuDriverGetVersion for 2 s")
+        f" ({command[:SHOWN_MAX - 3]}...) has been inside cuDriverGetVersion for 2 s"
+        if len(command) > SHOWN_MAX else f" ({command}) has been inside cuDriverGetVersion "
+        "for 2 s"), said
     assert [line for line in err.splitlines() if " left cuDriverGetVersion after " in line]
     assert said[0] in (run / "notices.log").read_text().splitlines()
 

@@ -232,7 +232,7 @@ def test_run_of_an_aarch64_program_reports_its_calls(arm64_shim, tmp_path):
                    str(tmp_path / "r"), "--", QEMU, "-L", str(SYSROOT), str(probe), env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:2] == ["version 0 12040", "init 100"]
-    assert "; trace time; run directory" in proc.stderr, proc.stderr
+    assert "; mode time; run directory" in proc.stderr, proc.stderr
     # the shim given to the emulated program alone: qemu itself (x86-64) is not asked to
     # preload it, and its loader says no ERROR
     assert "ERROR:" not in proc.stderr and "ld.so" not in proc.stderr, proc.stderr

@@ -43,7 +43,8 @@ def _plain(d, f: report_calls.Filters, fmt: str) -> str:
         return head[:-1] + ', "calls": [\n' + body + "\n]}\n"
     head = report_calls._verdict(procs, groups, len(pairs)) + (
         [f"note       {note}"] if note else [])
-    return "\n".join(head + [""] + [g.line(s) for g, s in pairs]) + "\n"
+    key = [report_calls.key_line("start")] if pairs else []  # the key above any line
+    return "\n".join(head + [""] + key + [g.line(s) for g, s in pairs]) + "\n"
 
 
 FILTERS = [report_calls.Filters(), report_calls.Filters(function="cuMem*"),
