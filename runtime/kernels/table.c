@@ -146,7 +146,7 @@ static void detach(struct tf_header *h)
     __atomic_store_n(&kh, &own, __ATOMIC_RELEASE);
 }
 
-static const struct shimgen_tf_part kernels_part = {NULL, attach, detach};
+static const struct shimgen_tf_part kernels_part = {.attach = attach, .detach = detach};
 
 int shimgen_kernels_config(void)
 {
