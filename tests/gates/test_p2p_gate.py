@@ -20,7 +20,7 @@ import pytest
 
 from shimgen.driver.elf import DriverImage, Segment, read_image
 from shimgen.gates.emulator import Emulator
-from shimgen.gates.p2p import _change, _compare_at, discover_p2p
+from shimgen.gates.p2p import _change, _checks, _compare_at, discover_p2p
 from shimgen.gates.p2p_prove import STRUCT_SIZE, prove_check, prove_p2p
 from shimgen.gates.plan import load_plan
 from shimgen.gates.profile import ByteChange, load_profile
@@ -120,7 +120,8 @@ GOOD = bytes.fromhex(
     "c3")
 
 
-def _at(code: bytes):
+def _code(code: bytes) -> Code:
+    """`code` at 0x10 of a synthetic image, int3 around it."""
     size = len(code) + 0x100
     data = bytearray(b"\xcc" * size)
     data[0x10:0x10 + len(code)] = code
@@ -129,7 +130,11 @@ def _at(code: bytes):
                         version="1", build_id="00" * 20, soname="libcuda.so.1", functions=(),
                         data=(), segments=(Segment(0, 0, size, size, 5),),
                         contents=bytes(data))
-    c = Code(image)
+    return Code(image)
+
+
+def _at(code: bytes):
+    c = _code(code)
     return _compare_at(c, c.insn(0x10))
 
 
@@ -149,6 +154,16 @@ def test_the_finder_wants_two_structs_one_field_and_a_branch_on_it():
     }
     for what, code in variants.items():
         assert _at(code) is None, what
+
+
+@pytest.mark.parametrize("jcc, equal", [("7410", 0x36), ("7510", 0x26),
+                                         ("0f8410000000", 0x3A), ("0f8510000000", 0x2A)])
+def test_a_jne_check_has_its_equal_side_after_the_branch(jcc, equal):
+    """The branch (at 0x24) sends equal fields to its target for je, and on to the next
+    instruction for jne: the side that the proof checks and the change takes."""
+    (check,) = _checks(_code(GOOD.replace(bytes.fromhex("7410"), bytes.fromhex(jcc))), 0xC40,
+                       {}, [])
+    assert (check.branch.vaddr, check.equal_target) == (0x24, equal)
 
 
 @pytest.mark.parametrize("raw", ["7410", "0f8410000000", "7510", "0f8510000000"])

@@ -1,0 +1,73 @@
+"""The decisions of in flight, `top` and `--stall` on what trace files say, without a job:
+which image of an exec chain is the process (shimgen/trace/job.py), the order and counts of
+`top`'s rows (shimgen/top/view.py), and `--stall`'s "left after" (shimgen/run/watch.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from shimgen.run import watch
+from shimgen.top import view
+from shimgen.trace import job
+
+
+def _file(path: str, start_ns: int, complete: bool, pid: int = 7, rank=None) -> SimpleNamespace:
+    return SimpleNamespace(path=path, pid=pid, rank=rank, boot_id="b", proc_start=99,
+                           complete=complete, start_ns=start_ns, calls=[], counts=0,
+                           why_unknown="", device_bytes=None, uid=None)
+
+
+def test_an_exec_chain_is_one_process_its_last_image():
+    """exec keeps pid and start time: the image that started last is the one running, in
+    whatever order the files are read."""
+    before = _file("/t/before", 100, True)
+    after = _file("/t/after", 200, False)
+    other = _file("/t/other", 50, False, pid=8)
+    for files in ([before, after, other], [after, before, other], [other, after, before]):
+        got = job._last_images([(f, None, "") for f in files])
+        assert sorted(e[0].path for e in got) == ["/t/after", "/t/other"]
+
+
+def _proc(pid: int, rank: str | None, state: str = job.RUNNING, calls: int = 0) -> job.ProcNow:
+    p = job.ProcNow(_file(f"/t/{pid}", 1, state == job.COMPLETE, pid=pid, rank=rank), "h")
+    p.state = state
+    p.calls = [job.Busy(1, "cuX", 1.0, None) for _ in range(calls)]
+    return p
+
+
+def test_top_orders_ranks_by_number():
+    procs = [_proc(1, "10"), _proc(2, "2"), _proc(3, None), _proc(4, "1")]
+    rows = [line.split()[1] for line in view.text("r", procs, {}, []).splitlines()[2:]]
+    assert rows == ["1", "2", "10", "-"]
+    assert [p["rank"] for p in view.as_json("r", procs, {}, [])["processes"]] == [
+        "1", "2", "10", None]
+
+
+def test_top_counts_processes_by_their_state_and_the_calls_of_those_not_complete():
+    procs = [_proc(1, "0", job.RUNNING, 2), _proc(2, "1", job.DIED, 1),
+             _proc(3, "2", job.COMPLETE, 4), _proc(4, "3", job.RUNNING), _proc(5, "4", job.DIED)]
+    head = view.text("r", procs, {}, []).splitlines()[0]
+    assert head.endswith("   5 processes: 2 running, 1 complete, 2 died; 3 calls in flight"), head
+    got = view.as_json("r", procs, {}, [])
+    assert got["running"] == [1, 4] and [d["pid"] for d in got["died"]] == [2, 5]
+    assert [c["pid"] for c in got["in_flight"]] == [1, 1, 2]
+    one = view.text("r", procs[1:2], {}, []).splitlines()[0]
+    assert one.endswith("   1 process: 0 running, 0 complete, 1 died; 1 call in flight"), one
+
+
+def test_a_stalled_call_left_after_its_whole_time(monkeypatch):
+    """A call seen 5 s into it, over a 2 s threshold, then seen ended: left after at least
+    5 s, counted from its start, not from when it was seen."""
+    call = job.Busy(3, "cuX", 5.0, 123)
+    proc = SimpleNamespace(key=("b", 7, 99), pid=7, rank="0", calls=[call])
+    answers = [([proc], []), ([], [])]
+    monkeypatch.setattr(job, "snapshot", lambda *a, **k: answers.pop(0))
+    w = watch.Watcher(SimpleNamespace(path=Path("/nonexistent")), 2.0)
+    said: list[str] = []
+    monkeypatch.setattr(w, "_say", said.append)
+    w._look()
+    w._look()
+    assert said[0] == watch.stall_line(7, "0", "cuX", 2.0)
+    assert said[1].startswith("shimgen: pid 7 (rank 0) left cuX after ")
+    assert float(said[1].split(" after ")[1].split()[0]) >= 5.0
