@@ -2956,7 +2956,7 @@ MUTATIONS = [
         "file": "runtime/stats/totals.c",
         "old": "                if (fine_key_in(key, i, b) && s->fine[k].count)\n",
         "new": "                if (key && s->fine[k].count)\n",
-        "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact_ones"],
+        "tests": ["tests/runtime/test_times_exact.py::test_json_fine_counts_of_each_log2_bucket_sum_to_its_count"],
         "why": "a block's fine slots are folded for their own function only, each once",
     },
     {
