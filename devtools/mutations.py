@@ -3133,6 +3133,14 @@ MUTATIONS = [
         "why": "a C++ exception or a stack walk crosses an aarch64 timed call (its CFI)",
     },
     {
+        "name": "timing-aarch64-event-start-is-the-elapsed-ticks",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        stp     x11, x15, [x13]                     /* start ticks, then that */\n",
+        "new": "        stp     x10, x15, [x13]                     /* start ticks, then that */\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_exceptions_cross_a_timeline_call"],
+        "why": "an aarch64 timeline event starts at its call's start ticks, not its length",
+    },
+    {
         "name": "cross-compiler-not-asked-first",
         "file": "shimgen/shim/pipeline.py",
         "old": "    _build.cross_triplet(driver)  # its compiler is there, or one line before any work\n",
