@@ -3407,6 +3407,14 @@ MUTATIONS = [
         "why": 'a difference among the first calls is shown with the calls before it',
     },
     {
+        "name": 'calls-diff-context-of-four',
+        "file": 'shimgen/report/calls_diff.py',
+        "old": 'CONTEXT = 3  # calls shown before the first difference\n',
+        "new": 'CONTEXT = 4  # calls shown before the first difference\n',
+        "tests": ['tests/report/test_calls_hostile_more.py::test_a_later_difference_has_exactly_the_three_calls_before_it'],
+        "why": '--first-difference shows the three calls before a difference, as docs/report.md says',
+    },
+    {
         "name": 'calls-diff-length-not-compared',
         "file": 'shimgen/report/calls_diff.py',
         "old": '    return None if len(a) == len(b) else min(len(a), len(b))\n',
@@ -3589,6 +3597,22 @@ MUTATIONS = [
         "new": "    return value if not rest and 0 < value else None\n",
         "tests": ["tests/run/test_memory_race.py::test_the_largest_size_is_taken_by_both"],
         "why": "--limit refuses a size past 2^64 - 1 bytes (16777216T) in one line, never takes it as no limit",
+    },
+    {
+        "name": "limit-one-byte-refused",
+        "file": "shimgen/run/limits.py",
+        "old": "    return value if not rest and 0 < value <= SIZE_MAX else None\n",
+        "new": "    return value if not rest and 1 < value <= SIZE_MAX else None\n",
+        "tests": ["tests/run/test_memory.py::test_sizes"],
+        "why": "a size of one byte is a size",
+    },
+    {
+        "name": "limit-unit-takes-the-byte-after-it",
+        "file": "shimgen/run/limits.py",
+        "old": "        shift, rest = 10 * (SIZE_UNITS.index(rest[0]) + 1), rest[1:]\n",
+        "new": "        shift, rest = 10 * (SIZE_UNITS.index(rest[0]) + 1), rest[2:]\n",
+        "tests": ["tests/run/test_memory.py::test_sizes"],
+        "why": "only iB, B or nothing may follow a size's unit",
     },
     {
         "name": "inflight-exec-chain-oldest-image",

@@ -151,6 +151,14 @@ def test_a_difference_in_the_first_calls_has_the_calls_before_it(monkeypatch):
     assert out[at + 1:at + 4] == ["    line x 0", "  A line y 1", "  B line q 1"]
 
 
+def test_a_later_difference_has_exactly_the_three_calls_before_it(monkeypatch):
+    calls = [f"c{i}" for i in range(9)]
+    out = _diff(monkeypatch, calls, calls[:7] + ["q", "c8"]).splitlines()
+    at = out.index("pid 1 thread 1 of A / pid 2 thread 2 of B: call 8")
+    assert out[at + 1:] == ["    line c4 4", "    line c5 5", "    line c6 6", "  A line c7 7",
+                            "  B line q 7"]
+
+
 def test_a_thread_that_stopped_early_is_a_difference(monkeypatch):
     out = _diff(monkeypatch, ["x", "y", "z"], ["x", "y"])
     assert out.startswith("first difference: 1 of 1 threads part")
