@@ -3439,6 +3439,14 @@ MUTATIONS = [
         "why": "--first-difference compares every argument but the addresses (kept apart for --addresses)",
     },
     {
+        "name": 'calls-diff-addresses-compared-unasked',
+        "file": 'shimgen/report/calls_diff.py',
+        "old": '        if ka[0] != kb[0] or (addresses and ka[1] != kb[1]):\n',
+        "new": '        if ka[0] != kb[0] or (addresses or ka[1] != kb[1]):\n',
+        "tests": ['tests/report/test_calls_hostile_more.py::test_addresses_part_two_threads_only_when_asked'],
+        "why": "--first-difference ignores addresses unless --addresses is given",
+    },
+    {
         "name": 'calls-diff-length-not-compared',
         "file": 'shimgen/report/calls_diff.py',
         "old": '    return None if len(a) == len(b) else min(len(a), len(b))\n',

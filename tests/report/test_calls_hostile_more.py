@@ -190,6 +190,12 @@ def test_calls_are_compared_without_their_addresses_which_are_kept_apart():
     assert key == (("cuF", (("n", "5"),), "CUDA_SUCCESS", (("o", "7"),)), (("0x10",), ("0x20",)))
 
 
+def test_addresses_part_two_threads_only_when_asked():
+    a = [(("cuF", ("0x1000",)), "a", 0.0)]
+    b = [(("cuF", ("0x2000",)), "b", 0.0)]
+    assert calls_diff._first(a, b, False) is None and calls_diff._first(a, b, True) == 0
+
+
 def test_a_thread_that_stopped_early_is_a_difference(monkeypatch):
     out = _diff(monkeypatch, ["x", "y", "z"], ["x", "y"])
     assert out.startswith("first difference: 1 of 1 threads part")

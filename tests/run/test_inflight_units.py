@@ -40,8 +40,9 @@ def test_top_orders_ranks_by_number():
     procs = [_proc(1, "10"), _proc(2, "2"), _proc(3, None), _proc(4, "1")]
     rows = [line.split()[1] for line in view.text("r", procs, {}, []).splitlines()[2:]]
     assert rows == ["1", "2", "10", "-"]
-    assert [p["rank"] for p in view.as_json("r", procs, {}, [])["processes"]] == [
-        "1", "2", "10", None]
+    got = view.as_json("r", procs, {}, [])
+    assert [p["rank"] for p in got["processes"]] == ["1", "2", "10", None]
+    assert (got["schema"], got["version"]) == ("shimgen-top", 1)  # a change is a new version
 
 
 def test_top_counts_processes_by_their_state_and_the_calls_of_those_not_complete():
