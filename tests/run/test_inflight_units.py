@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from shimgen.report import inflight as report_inflight
 from shimgen.run import watch
 from shimgen.top import view
 from shimgen.trace import job
@@ -55,6 +56,34 @@ def test_top_counts_processes_by_their_state_and_the_calls_of_those_not_complete
     assert [c["pid"] for c in got["in_flight"]] == [1, 1, 2]
     one = view.text("r", procs[1:2], {}, []).splitlines()[0]
     assert one.endswith("   1 process: 0 running, 0 complete, 1 died; 1 call in flight"), one
+
+
+def _reported(pid: int, rank, state: str, seconds=()) -> SimpleNamespace:
+    """A report.Process as report/inflight.py reads it, its calls in progress `seconds`."""
+    now = None
+    if state != job.COMPLETE:
+        now = _proc(pid, rank, state)
+        now.calls = [job.Busy(pid * 10 + k, "cuX", x, None) for k, x in enumerate(seconds)]
+    return SimpleNamespace(complete=state == job.COMPLETE,
+                           last=SimpleNamespace(now=now, rank=rank, pid=pid))
+
+
+def test_the_in_flight_sentence_counts_the_processes_in_no_call_by_their_state():
+    """The longest call, the other calls in progress (a died process's too), and the
+    processes neither complete nor in a call: a complete one is not among them."""
+    procs = [_reported(1, "0", job.RUNNING, (5.0, 1.0)), _reported(2, "1", job.RUNNING),
+             _reported(3, "2", job.DIED, (3.0,)), _reported(4, "3", job.COMPLETE),
+             _reported(5, "4", job.RUNNING)]
+    assert report_inflight.section(procs)[1] == (
+        "in flight  rank 0 (pid 1) on h has been inside cuX for 5.0 s; 2 more calls in progress; "
+        "the other 2 ranks are in no driver call")
+    assert report_inflight.section(procs[2:4] + [_reported(6, None, job.RUNNING)])[1] == (
+        "in flight  rank 2 (pid 3) on h was inside cuX for 3.0 s; "
+        "the other 1 process is in no driver call")
+    assert report_inflight.section(procs[3:4]) == []
+    got = report_inflight.json_fields(procs)
+    assert got["running"] == [1, 2, 5]
+    assert [(c["pid"], c["seconds"]) for c in got["in_flight"]] == [(1, 5.0), (3, 3.0), (1, 1.0)]
 
 
 def test_a_stalled_call_left_after_its_whole_time(monkeypatch):
