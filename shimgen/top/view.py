@@ -12,7 +12,6 @@ from ..trace import job
 
 SCHEMA = "shimgen-top"
 SCHEMA_VERSION = 1
-CUT = 40
 
 
 def _order(p: job.ProcNow) -> tuple:
