@@ -3601,8 +3601,8 @@ MUTATIONS = [
     {
         "name": 'top-rank-any-unicode-digit',
         "file": 'shimgen/top/view.py',
-        "old": 'int(r) if r.isascii() and r.isdigit() else 0',
-        "new": 'int(r) if r.isdigit() else 0',
+        "old": '    number = r.isascii() and r.isdigit()',
+        "new": '    number = r.isdigit()',
         "tests": ['tests/report/test_calls_hostile_more.py::test_in_flight_lines_top_and_stall_notices_escape_what_a_file_says'],
         "why": "top sorts a rank such as '\\u00b2' without a traceback",
     },
@@ -3665,10 +3665,18 @@ MUTATIONS = [
     {
         "name": "top-ranks-sorted-as-text",
         "file": "shimgen/top/view.py",
-        "old": "    return (r == \"\", int(r) if r.isascii() and r.isdigit() else 0, r, p.host, p.pid)\n",
-        "new": "    return (r == \"\", r, p.host, p.pid)\n",
+        "old": "    return (r == \"\", not number, int(r) if number else 0, r, p.host, p.pid)\n",
+        "new": "    return (r == \"\", not number, r, p.host, p.pid)\n",
         "tests": ["tests/run/test_inflight_units.py::test_top_orders_ranks_by_number"],
         "why": "top lists rank 2 before rank 10",
+    },
+    {
+        "name": "top-other-ranks-among-the-numbers",
+        "file": "shimgen/top/view.py",
+        "old": "    return (r == \"\", not number, int(r) if number else 0, r, p.host, p.pid)\n",
+        "new": "    return (r == \"\", int(r) if number else 0, r, p.host, p.pid)\n",
+        "tests": ["tests/run/test_inflight_units.py::test_top_orders_ranks_by_number"],
+        "why": "top lists the ranks that are numbers in order, a rank that is no number after them",
     },
     {
         "name": "calls-report-seconds-not-rounded-as-round",

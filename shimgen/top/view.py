@@ -16,7 +16,8 @@ SCHEMA_VERSION = 1
 
 def _order(p: job.ProcNow) -> tuple:
     r = p.rank or ""
-    return (r == "", int(r) if r.isascii() and r.isdigit() else 0, r, p.host, p.pid)
+    number = r.isascii() and r.isdigit()  # ranks by number, then any other rank, then none
+    return (r == "", not number, int(r) if number else 0, r, p.host, p.pid)
 
 
 def _secs(x: float | None) -> str:

@@ -38,18 +38,21 @@ def _proc(pid: int, rank: str | None, state: str = job.RUNNING, calls: int = 0) 
 
 
 def test_top_orders_ranks_by_number():
-    procs = [_proc(1, "10"), _proc(2, "2"), _proc(3, None), _proc(4, "1")]
+    procs = [_proc(1, "10"), _proc(2, "2"), _proc(3, None), _proc(4, "1"), _proc(5, "x")]
     rows = [line.split()[1] for line in view.text("r", procs, {}, []).splitlines()[2:]]
-    assert rows == ["1", "2", "10", "-"]
+    assert rows == ["1", "2", "10", "x", "-"]
     got = view.as_json("r", procs, {}, [])
-    assert [p["rank"] for p in got["processes"]] == ["1", "2", "10", None]
+    assert [p["rank"] for p in got["processes"]] == ["1", "2", "10", "x", None]
     assert (got["schema"], got["version"]) == ("shimgen-top", 1)  # a change is a new version
 
 
 def test_top_counts_processes_by_their_state_and_the_calls_of_those_not_complete():
     procs = [_proc(1, "0", job.RUNNING, 2), _proc(2, "1", job.DIED, 1),
              _proc(3, "2", job.COMPLETE, 4), _proc(4, "3", job.RUNNING), _proc(5, "4", job.DIED)]
-    head = view.text("r", procs, {}, []).splitlines()[0]
+    text = view.text("r", procs, {}, []).splitlines()
+    head = text[0]
+    assert text[2].endswith(" inside cuX 1.0 s (tid 1)") and text[3].endswith(
+        " died inside cuX 1.0 s (tid 1)") and text[5].endswith(" -"), text
     assert head.endswith("   5 processes: 2 running, 1 complete, 2 died; 3 calls in flight"), head
     got = view.as_json("r", procs, {}, [])
     assert got["running"] == [1, 4] and [d["pid"] for d in got["died"]] == [2, 5]
