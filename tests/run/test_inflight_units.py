@@ -57,7 +57,7 @@ def test_top_counts_processes_by_their_state_and_the_calls_of_those_not_complete
     got = view.as_json("r", procs, {}, [])
     assert got["running"] == [1, 4] and [d["pid"] for d in got["died"]] == [2, 5]
     assert [c["pid"] for c in got["in_flight"]] == [1, 1, 2]
-    procs[0].calls = [job.Busy(7, "cuX", None), job.Busy(8, "cuX", 0.5)]
+    procs[0].calls = [job.Busy(7, "cuX", None), job.Busy(8, "cuX", 0.5004)]
     procs[1].calls = [job.Busy(9, "cuX", 5.0)]
     got = view.as_json("r", procs, {}, [])["in_flight"]  # the longest first, unknown last
     assert [(c["pid"], c["tid"], c["host"], c["seconds"], c["state"]) for c in got] == [
