@@ -43,6 +43,11 @@ def test_top_orders_ranks_by_number():
     assert rows == ["1", "2", "10", "x", "-"]
     got = view.as_json("r", procs, {}, [])
     assert [p["rank"] for p in got["processes"]] == ["1", "2", "10", "x", None]
+    assert {p["host"] for p in got["processes"]} == {"h"}
+    assert {p["in_flight_unknown"] for p in got["processes"]} == {None}
+    procs[0].why_unknown = "calls in progress are not known in counts mode"
+    assert view.as_json("r", procs, {}, [])["processes"][2]["in_flight_unknown"] == (
+        "calls in progress are not known in counts mode")
     assert (got["schema"], got["version"]) == ("shimgen-top", 1)  # a change is a new version
 
 
