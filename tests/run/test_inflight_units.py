@@ -30,6 +30,48 @@ def test_an_exec_chain_is_one_process_its_last_image():
         assert sorted(e[0].path for e in got) == ["/t/after", "/t/other"]
 
 
+def test_a_process_is_judged_by_its_pid_on_this_boot_and_by_its_node_elsewhere(monkeypatch):
+    """On this machine (same boot id) a process runs while its pid lives; on another its
+    node's heartbeat decides, and without a node it died. A call's age: from the monotonic
+    clock here, the real clock elsewhere, until the node's run ended for a died one."""
+    alive: list = []
+    monkeypatch.setattr(job.live, "alive_here", lambda pid, start, uid: alive.append(pid) or True)
+    call = SimpleNamespace(tid=3, function="cuX", real_ns=1_000_000_000, mono_ns=500_000_000)
+
+    def judged(boot, part, now_real=4_000_000_000, now_mono=2_500_000_000):
+        f = _file("/t/a", 1, False)
+        f.boot_id, f.calls = boot, [call]
+        return job.judge(f, part, "h", "b", now_real, now_mono)
+
+    here = judged("b", None)
+    assert (here.state, [c.seconds for c in here.calls], alive) == (job.RUNNING, [2.0], [7])
+    node = SimpleNamespace(node_running=lambda now: True, end_ns=lambda now: None)
+    away = judged("other", node)
+    assert (away.state, [c.seconds for c in away.calls], alive) == (job.RUNNING, [3.0], [7])
+    ended = SimpleNamespace(node_running=lambda now: False, end_ns=lambda now: 2_500_000_000)
+    died = judged("other", ended)
+    assert (died.state, died.until, [c.seconds for c in died.calls]) == (
+        job.DIED, job.UNTIL_END, [1.5])
+    lost = judged("other", None)
+    assert (lost.state, lost.until, [c.seconds for c in lost.calls]) == (
+        job.DIED, job.UNTIL_NOW, [3.0])
+
+
+def test_a_processs_longest_call_and_its_key():
+    p = job.ProcNow(_file("/t/a", 1, False), "h")
+    p.calls = [job.Busy(1, "cuA", None), job.Busy(2, "cuB", None)]
+    assert p.longest.tid == 1  # none timed: the first
+    p.calls = [job.Busy(1, "cuA", None), job.Busy(2, "cuB", 0.5), job.Busy(3, "cuC", 2.0)]
+    assert p.longest.tid == 3
+    assert p.key == ("b", 7, 99)
+    f = _file("/t/a", 1, False)
+    f.boot_id = ""
+    assert job.ProcNow(f, "h").key == ("/t/a",)  # no boot id: the file is the process
+    f = _file("/t/a", 1, False)
+    f.proc_start = None
+    assert job.ProcNow(f, "h").key == ("/t/a",)
+
+
 def _proc(pid: int, rank: str | None, state: str = job.RUNNING, calls: int = 0) -> job.ProcNow:
     p = job.ProcNow(_file(f"/t/{pid}", 1, state == job.COMPLETE, pid=pid, rank=rank), "h")
     p.state = state
