@@ -3655,6 +3655,22 @@ MUTATIONS = [
         "why": "a process that exec'd is shown by the image that runs now, not the one before the exec",
     },
     {
+        "name": "inflight-other-hosts-process-judged-by-a-local-pid",
+        "file": "shimgen/trace/job.py",
+        "old": "    same_boot = bool(here) and f.boot_id == here\n",
+        "new": "    same_boot = bool(here) or f.boot_id == here\n",
+        "tests": ["tests/run/test_inflight_units.py::test_a_process_is_judged_by_its_pid_on_this_boot_and_by_its_node_elsewhere"],
+        "why": "a process of another boot (another host) runs while its node's heartbeat is fresh, whatever pid lives here",
+    },
+    {
+        "name": "inflight-longest-call-an-untimed-one",
+        "file": "shimgen/trace/job.py",
+        "old": "        timed = [c for c in self.calls if c.seconds is not None]\n",
+        "new": "        timed = [c for c in self.calls if c.seconds is None]\n",
+        "tests": ["tests/run/test_inflight_units.py::test_a_processs_longest_call_and_its_key"],
+        "why": "a process's longest call in flight is the longest of those whose age is known",
+    },
+    {
         "name": "stall-left-time-from-when-seen",
         "file": "shimgen/run/watch.py",
         "old": "                    self.said[key] = (time.monotonic() - c.seconds, p.pid, p.rank)\n",
