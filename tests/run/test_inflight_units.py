@@ -45,6 +45,10 @@ def test_a_process_is_judged_by_its_pid_on_this_boot_and_by_its_node_elsewhere(m
 
     here = judged("b", None)
     assert (here.state, [c.seconds for c in here.calls], alive) == (job.RUNNING, [2.0], [7])
+    young = SimpleNamespace(tid=4, function="cuY", real_ns=3_500_000_000, mono_ns=2_000_000_000)
+    f = _file("/t/a", 1, False)
+    f.boot_id, f.calls = "b", [young, call]
+    assert [c.seconds for c in job.judge(f, None, "h", "b", 0, 2_500_000_000).calls] == [2.0, 0.5]
     node = SimpleNamespace(node_running=lambda now: True, end_ns=lambda now: None)
     away = judged("other", node)
     assert (away.state, [c.seconds for c in away.calls], alive) == (job.RUNNING, [3.0], [7])
