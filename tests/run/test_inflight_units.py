@@ -49,9 +49,10 @@ def test_a_process_is_judged_by_its_pid_on_this_boot_and_by_its_node_elsewhere(m
     f = _file("/t/a", 1, False)
     f.boot_id, f.calls = "b", [young, call]
     assert [c.seconds for c in job.judge(f, None, "h", "b", 0, 2_500_000_000).calls] == [2.0, 0.5]
+    alive.clear()
     node = SimpleNamespace(node_running=lambda now: True, end_ns=lambda now: None)
     away = judged("other", node)
-    assert (away.state, [c.seconds for c in away.calls], alive) == (job.RUNNING, [3.0], [7])
+    assert (away.state, [c.seconds for c in away.calls], alive) == (job.RUNNING, [3.0], [])
     ended = SimpleNamespace(node_running=lambda now: False, end_ns=lambda now: 2_500_000_000)
     died = judged("other", ended)
     assert (died.state, died.until, [c.seconds for c in died.calls]) == (
