@@ -2838,6 +2838,14 @@ MUTATIONS = [
         "why": "a jne check's equal side is the instruction after it; the proof checks that side",
     },
     {
+        "name": "p2p-any-short-branch-made-a-no-op",
+        "file": "shimgen/gates/p2p.py",
+        "old": "    elif raw[:1] == _JNE8 and len(raw) == 2:\n",
+        "new": "    elif raw[:1] == _JNE8 or len(raw) == 2:\n",
+        "tests": ["tests/gates/test_p2p_gate.py::test_a_branch_of_another_form_is_not_changed"],
+        "why": "only a je or jne of a known form is changed; any other branch is left as it is",
+    },
+    {
         "name": "patch-output-dir-group-writable-taken",
         "file": "shimgen/gates/patch.py",
         "old": "    if st.st_uid != os.getuid() or st.st_mode & 0o022:\n",

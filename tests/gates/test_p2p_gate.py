@@ -166,6 +166,15 @@ def test_a_jne_check_has_its_equal_side_after_the_branch(jcc, equal):
     assert (check.branch.vaddr, check.equal_target) == (0x24, equal)
 
 
+@pytest.mark.parametrize("raw", ["7710", "0f8710000000", "3e7410", "3e0f8510000000"])
+def test_a_branch_of_another_form_is_not_changed(raw):
+    """ja, and je/jne with a prefix: forms the change does not know, left as they are."""
+    from capstone import CS_ARCH_X86, CS_MODE_64, Cs
+
+    (branch,) = Cs(CS_ARCH_X86, CS_MODE_64).disasm(bytes.fromhex(raw), 0x1000)
+    assert _change(branch) is None
+
+
 @pytest.mark.parametrize("raw", ["7410", "0f8410000000", "7510", "0f8510000000"])
 def test_the_change_always_takes_the_equal_side(raw):
     """je becomes a jmp to the same place (``74`` -> ``eb``; ``0f 84`` -> ``90 e9``, the
