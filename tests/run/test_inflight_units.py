@@ -58,7 +58,7 @@ def test_a_process_is_judged_by_its_pid_on_this_boot_and_by_its_node_elsewhere(m
                                                    mono_ns=None), young]
     assert [c.seconds for c in job.judge(f, node, "h", "b", 4_000_000_000, 0).calls] == [
         0.5, None]  # an age not known: last
-node_running=lambda now: False, end_ns=lambda now: 2_500_000_000)
+    ended = SimpleNamespace(node_running=lambda now: False, end_ns=lambda now: 2_500_000_000)
     died = judged("other", ended)
     assert (died.state, died.until, [c.seconds for c in died.calls]) == (
         job.DIED, job.UNTIL_END, [1.5])
