@@ -19,6 +19,16 @@ def _file(path: str, start_ns: int, complete: bool, pid: int = 7, rank=None) -> 
                            why_unknown="", device_bytes=None, uid=None)
 
 
+def test_the_trace_files_of_a_part_are_its_own_and_its_traces_directorys(tmp_path):
+    """Named *.shimtrace, not hidden (a file being made is), at the top or under traces/."""
+    (tmp_path / job.TRACES).mkdir()
+    for name in ("a" + job.TRACE_SUFFIX, ".b" + job.TRACE_SUFFIX, "c.txt",
+                 f"{job.TRACES}/d{job.TRACE_SUFFIX}", f"{job.TRACES}/e.json"):
+        (tmp_path / name).write_text("")
+    assert job._trace_files(tmp_path) == [tmp_path / ("a" + job.TRACE_SUFFIX),
+                                          tmp_path / job.TRACES / ("d" + job.TRACE_SUFFIX)]
+
+
 def test_an_exec_chain_is_one_process_its_last_image():
     """exec keeps pid and start time: the image that started last is the one running, in
     whatever order the files are read."""
