@@ -38,6 +38,10 @@ def test_an_exec_chain_is_one_process_its_last_image():
     for files in ([before, after, other], [after, before, other], [other, after, before]):
         got = job._last_images([(f, None, "") for f in files])
         assert sorted(e[0].path for e in got) == ["/t/after", "/t/other"]
+    unbooted = [_file("/t/x", 1, False), _file("/t/y", 2, False)]
+    for f in unbooted:
+        f.boot_id = ""  # no boot id: each file is a process of its own
+    assert len(job._last_images([(f, None, "") for f in unbooted])) == 2
 
 
 def test_a_process_is_judged_by_its_pid_on_this_boot_and_by_its_node_elsewhere(monkeypatch):
