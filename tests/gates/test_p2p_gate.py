@@ -166,6 +166,13 @@ def test_a_jne_check_has_its_equal_side_after_the_branch(jcc, equal):
     assert (check.branch.vaddr, check.equal_target) == (0x24, equal)
 
 
+def test_a_load_through_r12_is_found_as_well():
+    """mov 0xc40(%r12),%rax: its displacement 4 bytes into the instruction (a SIB byte)."""
+    code = GOOD.replace(bytes.fromhex("488b87400c0000"), bytes.fromhex("498b8424400c0000"))
+    (check,) = _checks(_code(code), 0xC40, {}, [])
+    assert check.loads[0].text == "mov rax, qword ptr [r12 + 0xc40]"
+
+
 @pytest.mark.parametrize("raw", ["7710", "0f8710000000", "3e7410", "3e0f8510000000"])
 def test_a_branch_of_another_form_is_not_changed(raw):
     """ja, and je/jne with a prefix: forms the change does not know, left as they are."""
