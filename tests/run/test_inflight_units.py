@@ -38,6 +38,10 @@ def test_an_exec_chain_is_one_process_its_last_image():
     for files in ([before, after, other], [after, before, other], [other, after, before]):
         got = job._last_images([(f, None, "") for f in files])
         assert sorted(e[0].path for e in got) == ["/t/after", "/t/other"]
+    ended, running = _file("/t/ended", 300, True), _file("/t/running", 300, False)
+    for files in ([ended, running], [running, ended]):  # started at once: the one not ended
+        assert [e[0].path for e in job._last_images([(f, None, "") for f in files])] == [
+            "/t/running"]
     unbooted = [_file("/t/x", 1, False), _file("/t/y", 2, False)]
     for f in unbooted:
         f.boot_id = ""  # no boot id: each file is a process of its own
