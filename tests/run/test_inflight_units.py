@@ -191,3 +191,14 @@ def test_a_stalled_call_left_after_its_whole_time(monkeypatch):
     assert said[0] == watch.stall_line(7, "0", "cuX", 2.0)
     assert said[1].startswith("shimgen: pid 7 (rank 0) left cuX after ")
     assert float(said[1].split(" after ")[1].split()[0]) >= 5.0
+
+
+def test_stall_reads_only_the_top_part_and_top_every_part(monkeypatch, tmp_path):
+    """--stall's watcher says what its own node does (only_top); top reads every node's."""
+    parts = [SimpleNamespace(path=tmp_path / n, host=n) for n in ("top", "node2", "node3")]
+    monkeypatch.setattr(job.live, "parts", lambda d: parts)
+    asked: list = []
+    monkeypatch.setattr(job, "_trace_files", lambda d: asked.append(d.name) or [])
+    assert job.snapshot(tmp_path, only_top=True) == ([], []) and asked == ["top"]
+    asked.clear()
+    assert job.snapshot(tmp_path) == ([], []) and asked == ["top", "node2", "node3"]
