@@ -173,6 +173,11 @@ def test_a_load_through_r12_is_found_as_well():
     assert check.loads[0].text == "mov rax, qword ptr [r12 + 0xc40]"
 
 
+def test_a_check_whose_branch_cannot_be_changed_is_left_out_and_the_next_kept():
+    code = GOOD.replace(bytes.fromhex("7410"), bytes.fromhex("3e7410")) + GOOD
+    assert [k.branch.vaddr for k in _checks(_code(code), 0xC40, {}, [])] == [0x3C]  # the second block's je
+
+
 @pytest.mark.parametrize("raw", ["7710", "0f8710000000", "3e7410", "3e0f8510000000"])
 def test_a_branch_of_another_form_is_not_changed(raw):
     """ja, and je/jne with a prefix: forms the change does not know, left as they are."""
