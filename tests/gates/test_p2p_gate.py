@@ -175,7 +175,8 @@ def test_a_load_through_r12_is_found_as_well():
 
 def test_a_check_whose_branch_cannot_be_changed_is_left_out_and_the_next_kept():
     code = GOOD.replace(bytes.fromhex("7410"), bytes.fromhex("3e7410")) + GOOD
-    assert [k.branch.vaddr for k in _checks(_code(code), 0xC40, {}, [])] == [0x3C]  # the second block's je
+    checks = _checks(_code(code), 0xC40, {}, [])
+    assert [k.branch.vaddr for k in checks] == [0x3C]  # the second block's je
 
 
 @pytest.mark.parametrize("raw", ["7710", "0f8710000000", "3e7410", "3e0f8510000000"])
