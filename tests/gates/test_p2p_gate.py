@@ -156,6 +156,11 @@ def test_the_finder_wants_two_structs_one_field_and_a_branch_on_it():
         assert _at(code) is None, what
 
 
+def _changed(jcc: str) -> bytes:
+    return {"7410": b"\xeb\x10", "7510": b"\x66\x90", "0f8410000000": b"\x90\xe9\x10\0\0\0",
+            "0f8510000000": b"\x66\x0f\x1f\x44\0\0"}[jcc]
+
+
 @pytest.mark.parametrize("jcc, equal", [("7410", 0x36), ("7510", 0x26),
                                          ("0f8410000000", 0x3A), ("0f8510000000", 0x2A)])
 def test_a_jne_check_has_its_equal_side_after_the_branch(jcc, equal):
@@ -164,6 +169,9 @@ def test_a_jne_check_has_its_equal_side_after_the_branch(jcc, equal):
     (check,) = _checks(_code(GOOD.replace(bytes.fromhex("7410"), bytes.fromhex(jcc))), 0xC40,
                        {}, [])
     assert (check.branch.vaddr, check.equal_target) == (0x24, equal)
+    pairs = zip(bytes.fromhex(jcc), _changed(jcc), strict=True)
+    changed = [0x24 + i for i, (a, b) in enumerate(pairs) if a != b]
+    assert [(c.vaddr, c.file_offset) for c in check.changes] == [(v, v) for v in changed]
 
 
 def test_a_load_through_r12_is_found_as_well():
