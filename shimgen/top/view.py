@@ -12,12 +12,12 @@ from ..trace import job
 
 SCHEMA = "shimgen-top"
 SCHEMA_VERSION = 1
-CUT = 40
 
 
 def _order(p: job.ProcNow) -> tuple:
     r = p.rank or ""
-    return (r == "", int(r) if r.isascii() and r.isdigit() else 0, r, p.host, p.pid)
+    number = r.isascii() and r.isdigit()  # ranks by number, then any other rank, then none
+    return (r == "", not number, int(r) if number else 0, r, p.host, p.pid)
 
 
 def _secs(x: float | None) -> str:

@@ -3,7 +3,9 @@
  * (tests/runtime/test_calls.py), made through every route: dlsym by name and by _v2 name,
  * cuGetProcAddress at several versions, cuGetProcAddress_v2. Each call is printed as
  * "name result [output]" in order, so the test compares the decoded records with what the
- * program saw. Modes: "routes" (the calls once), "loop N" (cuDeviceGetAttribute with
+ * program saw. Modes: "routes" (the calls once), "long" (cuModuleLoad of a 100-byte name,
+ * longer than its capture slot, then cuDeviceGetAttribute with attrib = 8, which has an
+ * alias, and dev = -2), "loop N" (cuDeviceGetAttribute with
  * attrib = 7, dev = i for i < N, for the ring's wrap), "forever" (the same loop without end,
  * "ready" after 10000 calls, then each 1000th i on stdout, for SIGKILL), "threads N K" (N
  * threads alive at once, each K calls of cuDeviceGetAttribute(&pi, attrib = thread, dev = i)
@@ -54,7 +56,7 @@ static void routes(void)
 
     /* handles the driver never gave: before cuInit, which the driver checks first */
     r = sym("cuLaunchKernel")((void *)0x1234, 1u, 2u, 3u, 4u, 5u, 6u, 7u, (void *)0x5678,
-                              (void **)0, (void **)0);
+                              (void **)0x1110, (void **)0x2220);
     printf("cuLaunchKernel %d\n", r);
     r = sym("cuStreamQuery")((void *)0x5678);
     printf("cuStreamQuery %d\n", r);
@@ -151,7 +153,15 @@ int main(int argc, char **argv)
     int pi;
     if (strcmp(mode, "routes") == 0)
         routes();
-    else if (strcmp(mode, "loop") == 0) {
+    else if (strcmp(mode, "long") == 0) {
+        char s[101];
+        void *mod = NULL;
+        for (int i = 0; i < 100; i++)
+            s[i] = (char)('a' + i % 26);
+        s[100] = 0;
+        printf("cuModuleLoad %d\n", sym("cuModuleLoad")(&mod, s));
+        printf("cuDeviceGetAttribute %d\n", sym("cuDeviceGetAttribute")(&pi, 8, -2));
+    } else if (strcmp(mode, "loop") == 0) {
         long n = argc > 2 ? atol(argv[2]) : 0;
         fn_t attr = sym("cuDeviceGetAttribute");
         for (long i = 0; i < n; i++)

@@ -283,12 +283,16 @@ def test_patch_refuses_an_output_that_is_not_its_own_directory(drivers, tmp_path
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
     shared.chmod(0o777)
+    group = tmp_path / "group"
+    group.mkdir()
+    group.chmod(0o770)
     for out, why in ((afile, "not a directory this command can write into"),
                      (link, "not a directory this command can write into"),
-                     (shared, "writable by others")):
+                     (shared, "writable by others"), (group, "writable by others")):
         r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(out))
         assert r.returncode == 1 and why in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert afile.read_text() == "x" and os.listdir(real) == [] and os.listdir(shared) == []
+    assert os.listdir(group) == []
 
 
 def test_a_profile_files_init_change_is_proven_again_at_build(drivers, tmp_path):

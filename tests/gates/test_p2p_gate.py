@@ -20,7 +20,7 @@ import pytest
 
 from shimgen.driver.elf import DriverImage, Segment, read_image
 from shimgen.gates.emulator import Emulator
-from shimgen.gates.p2p import _change, _compare_at, discover_p2p
+from shimgen.gates.p2p import _change, _checks, _compare_at, discover_p2p
 from shimgen.gates.p2p_prove import STRUCT_SIZE, prove_check, prove_p2p
 from shimgen.gates.plan import load_plan
 from shimgen.gates.profile import ByteChange, load_profile
@@ -120,7 +120,8 @@ GOOD = bytes.fromhex(
     "c3")
 
 
-def _at(code: bytes):
+def _code(code: bytes) -> Code:
+    """`code` at 0x10 of a synthetic image, int3 around it."""
     size = len(code) + 0x100
     data = bytearray(b"\xcc" * size)
     data[0x10:0x10 + len(code)] = code
@@ -129,7 +130,11 @@ def _at(code: bytes):
                         version="1", build_id="00" * 20, soname="libcuda.so.1", functions=(),
                         data=(), segments=(Segment(0, 0, size, size, 5),),
                         contents=bytes(data))
-    c = Code(image)
+    return Code(image)
+
+
+def _at(code: bytes):
+    c = _code(code)
     return _compare_at(c, c.insn(0x10))
 
 
@@ -149,6 +154,46 @@ def test_the_finder_wants_two_structs_one_field_and_a_branch_on_it():
     }
     for what, code in variants.items():
         assert _at(code) is None, what
+
+
+def _changed(jcc: str) -> bytes:
+    return {"7410": b"\xeb\x10", "7510": b"\x66\x90", "0f8410000000": b"\x90\xe9\x10\0\0\0",
+            "0f8510000000": b"\x66\x0f\x1f\x44\0\0"}[jcc]
+
+
+@pytest.mark.parametrize("jcc, equal", [("7410", 0x36), ("7510", 0x26),
+                                         ("0f8410000000", 0x3A), ("0f8510000000", 0x2A)])
+def test_a_jne_check_has_its_equal_side_after_the_branch(jcc, equal):
+    """The branch (at 0x24) sends equal fields to its target for je, and on to the next
+    instruction for jne: the side that the proof checks and the change takes."""
+    (check,) = _checks(_code(GOOD.replace(bytes.fromhex("7410"), bytes.fromhex(jcc))), 0xC40,
+                       {}, [])
+    assert (check.branch.vaddr, check.equal_target) == (0x24, equal)
+    pairs = zip(bytes.fromhex(jcc), _changed(jcc), strict=True)
+    changed = [0x24 + i for i, (a, b) in enumerate(pairs) if a != b]
+    assert [(c.vaddr, c.file_offset) for c in check.changes] == [(v, v) for v in changed]
+
+
+def test_a_load_through_r12_is_found_as_well():
+    """mov 0xc40(%r12),%rax: its displacement 4 bytes into the instruction (a SIB byte)."""
+    code = GOOD.replace(bytes.fromhex("488b87400c0000"), bytes.fromhex("498b8424400c0000"))
+    (check,) = _checks(_code(code), 0xC40, {}, [])
+    assert check.loads[0].text == "mov rax, qword ptr [r12 + 0xc40]"
+
+
+def test_a_check_whose_branch_cannot_be_changed_is_left_out_and_the_next_kept():
+    code = GOOD.replace(bytes.fromhex("7410"), bytes.fromhex("3e7410")) + GOOD
+    checks = _checks(_code(code), 0xC40, {}, [])
+    assert [k.branch.vaddr for k in checks] == [0x3C]  # the second block's je
+
+
+@pytest.mark.parametrize("raw", ["7710", "0f8710000000", "3e7410", "3e0f8510000000"])
+def test_a_branch_of_another_form_is_not_changed(raw):
+    """ja, and je/jne with a prefix: forms the change does not know, left as they are."""
+    from capstone import CS_ARCH_X86, CS_MODE_64, Cs
+
+    (branch,) = Cs(CS_ARCH_X86, CS_MODE_64).disasm(bytes.fromhex(raw), 0x1000)
+    assert _change(branch) is None
 
 
 @pytest.mark.parametrize("raw", ["7410", "0f8410000000", "7510", "0f8510000000"])

@@ -170,6 +170,51 @@ def test_a_difference_in_the_first_calls_has_the_calls_before_it(monkeypatch):
     assert out[at + 1:at + 4] == ["    line x 0", "  A line y 1", "  B line q 1"]
 
 
+def test_a_later_difference_has_exactly_the_three_calls_before_it(monkeypatch):
+    calls = [f"c{i}" for i in range(9)]
+    out = _diff(monkeypatch, calls, calls[:7] + ["q", "c8"]).splitlines()
+    at = out.index("pid 1 thread 1 of A / pid 2 thread 2 of B: call 8")
+    assert out[at + 1:] == ["    line c4 4", "    line c5 5", "    line c6 6", "  A line c7 7",
+                            "  B line q 7"]
+
+
+def test_threads_are_paired_by_rank_then_start_then_first_call(monkeypatch):
+    """Process 2 (rank 0) before process 1 (rank 1), whichever started first; of process 2's
+    threads, 21 (first call at 3) before 20 (first call at 5, second at 6)."""
+    from shimgen.calls import TID
+
+    def group(pid, calls):  # calls: (tid, time) in order of time
+        rows = list(range(len(calls)))
+        proc = SimpleNamespace(pid=pid, record=lambda s: {TID: calls[s][0]})
+        return SimpleNamespace(proc=proc, rows=rows, line=lambda s: f"{pid}/{calls[s][0]}",
+                               t=lambda s: calls[s][1])
+
+    procs = [SimpleNamespace(pid=1, rank="1", calib_ns0=100),
+             SimpleNamespace(pid=2, rank="0", calib_ns0=200)]
+    groups = [group(1, [(10, 1.0)]), group(2, [(21, 3.0), (20, 5.0), (20, 6.0), (21, 9.0)])]
+    monkeypatch.setattr(calls_diff, "shown", lambda paths, f, unreadable: (procs, groups, None))
+    monkeypatch.setattr(calls_diff, "_key", lambda g, r: (r[TID],))
+    got = calls_diff._threads(Path("A"), None, [])
+    assert [name for name, _ in got] == ["pid 2 thread 21", "pid 2 thread 20", "pid 1 thread 10"]
+
+
+def test_calls_are_compared_without_their_addresses_which_are_kept_apart():
+    dec = SimpleNamespace(
+        names=["cuF"], result=lambda r: (0, "CUDA_SUCCESS"),
+        decode=lambda r, h: ([("n", 5, "5", False), ("p", 0x10, "0x10", True)],
+                             [("o", 7, "7", False), ("q", 0x20, "0x20", True)]))
+    from shimgen.calls import IDX
+
+    key = calls_diff._key(SimpleNamespace(dec=dec, handles={}), {IDX: 0})
+    assert key == (("cuF", (("n", "5"),), "CUDA_SUCCESS", (("o", "7"),)), (("0x10",), ("0x20",)))
+
+
+def test_addresses_part_two_threads_only_when_asked():
+    a = [(("cuF", ("0x1000",)), "a", 0.0)]
+    b = [(("cuF", ("0x2000",)), "b", 0.0)]
+    assert calls_diff._first(a, b, False) is None and calls_diff._first(a, b, True) == 0
+
+
 def test_a_thread_that_stopped_early_is_a_difference(monkeypatch):
     out = _diff(monkeypatch, ["x", "y", "z"], ["x", "y"])
     assert out.startswith("first difference: 1 of 1 threads part")

@@ -312,7 +312,8 @@ def test_versions_3_and_4_still_read(probes, fake, fake_shim, tmp_path):
                                          ("1000", 1000), ("1000B", 1000), ("1TB", 1 << 40),
                                          ("0", None), ("2 GiB", None), ("2gib", None),
                                          ("GiB", None), ("1.5GiB", None), ("-1", None),
-                                         ("2GiBs", None), ("", None)])
+                                         ("2GiBs", None), ("", None), ("1", 1), ("2Gx", None),
+                                         ("2GxB", None)])
 def test_sizes(text, value):
     from shimgen.run.limits import parse_size
 

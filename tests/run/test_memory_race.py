@@ -157,6 +157,9 @@ def test_a_limit_past_any_size_is_refused_as_the_cli_refuses_it(probes, fake, fa
 def test_the_largest_size_is_taken_by_both():
     top = str((1 << 64) - 1)
     assert parse_limits([f"memory={top}"]) == {"memory": (1 << 64) - 1}
+    for past in (str(1 << 64), "16777216T"):  # as many digits as the largest, or fewer
+        with pytest.raises(ShimgenError, match="is not a size"):
+            parse_limits([f"memory={past}"])
     with pytest.raises(ShimgenError, match="is not a size"):
         parse_limits(["memory=" + "9" * 5000])  # one line, never int()'s own error
 

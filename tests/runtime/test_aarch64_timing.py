@@ -256,6 +256,11 @@ def test_exceptions_cross_a_timeline_call(arm, tmp_path):
     proc, trace = traced(arm, arm.cxxthrow, tmp_path, "timeline", "libcuda.so.1")
     assert proc.stdout.strip() == "caught 3 version rc 0 value 12345"
     assert trace["calls"] == {"cuLaunchHostFunc": 3, "cuDriverGetVersion": 1000}
+    tl = json.loads((tmp_path / "timeline.json").read_text())
+    ev = [e for e in tl["traceEvents"] if e["ph"] == "X"]
+    # one thread's calls one after another: each event starts after the one before it ended
+    assert len(ev) == 1000 and ev[0]["ts"] > 0, ev[:2]
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 0.002 for a, b in zip(ev, ev[1:], strict=False)), ev[:3]
 
 
 def test_a_forked_child_times_only_its_own_calls(arm, tmp_path):

@@ -4,8 +4,9 @@ route (dlsym by name and by _v2 name, cuGetProcAddress at 3000 and 3020,
 cuGetProcAddress_v2), each argument, output and result given back by `report --calls
 --json` in order, a string, a struct, cuLaunchKernel's 11 arguments, a function the headers
 do not know (its six registers); the ring's wrap exact (one thread and several at once); a
-process SIGKILLed mid-loop keeps its last calls; two runs' first difference. The probe is
-tests/c/callsdecoded.c."""
+process SIGKILLed mid-loop keeps its last calls; two runs' first difference; a string longer
+than its capture slot, a negative int, an enum value with aliases, an export known only
+through its PFN typedefs. The probe is tests/c/callsdecoded.c."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ import time
 from pathlib import Path
 
 from shimgen.calls import Decoder, description
+from shimgen.calls.model import prototype
+from shimgen.calls.parse import parse_declarations
 from shimgen.report import calls as report_calls
+from shimgen.runenv import CALLS_STRING_MAX
 from tests.faultkit import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +64,7 @@ def test_every_route_gives_back_each_argument_output_and_result(shim, probes, tm
     launch = by["cuLaunchKernel"][0]["args"]
     assert launch == {"f": "func#1", "gridDimX": 1, "gridDimY": 2, "gridDimZ": 3,
                       "blockDimX": 4, "blockDimY": 5, "blockDimZ": 6, "sharedMemBytes": 7,
-                      "hStream": "stream#1", "kernelParams": 0, "extra": 0}
+                      "hStream": "stream#1", "kernelParams": 0x1110, "extra": 0x2220}
     assert [c["args"]["hStream"] for c in by["cuStreamQuery"]] == ["stream#1", "stream#2"]
     assert by["cuInit"][0]["args"] == {"Flags": 0}
     assert by["cuInit"][0]["result_name"] == "CUDA_ERROR_NO_DEVICE"
@@ -149,6 +153,40 @@ def test_text_lines_and_filters(shims, probes, tmp_path):
     refused = cli("--calls", "--sqlite", other, d)
     assert refused.returncode == 1 and "not a calls database" in refused.stderr
     assert other.read_text() == "mine"
+
+
+def test_a_string_longer_than_its_slot_is_cut_and_what_follows_is_whole(shim, probes, tmp_path):
+    """A 100-byte name in a 64-byte slot: its first 63 bytes, the slot's last byte its NUL;
+    the captures and record after it whole (a negative int, an enum value with aliases)."""
+    d = traced(shim, probes, tmp_path, "long")
+    calls = records(d)["calls"]
+    name = "".join(chr(ord("a") + i % 26) for i in range(100))
+    assert [c["function"] for c in calls] == ["cuModuleLoad", "cuDeviceGetAttribute"]
+    assert calls[0]["args"]["fname"] == name[:CALLS_STRING_MAX - 1]
+    assert (calls[1]["args"]["attrib"], calls[1]["args"]["dev"]) == (
+        "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK", -2)
+
+
+def test_an_enum_value_with_aliases_is_printed_by_its_first_name():
+    """cuda.h gives 8 two names, the second deprecated: the first is the one printed."""
+    text = ("typedef enum e_enum { E_FIRST = 8, E_DEPRECATED = 8, E_NEXT } e;\n"
+            "int f(e x);\n")
+    assert parse_declarations(text)["enums"]["e_enum"] == {"8": "E_FIRST", "9": "E_NEXT"}
+    assert description()["enums"]["CUdevice_attribute_enum"]["8"] == (
+        "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK")
+
+
+def test_an_export_found_through_its_pfn_typedefs_has_the_newest_prototype():
+    """An export the declarations do not name is decoded with the newest
+    PFN_<name>_v<version> (and its _ptsz form with the newest of those)."""
+    arg = {"k": "int", "size": 4, "signed": False}
+    ret = {"k": "enum", "name": "cudaError_enum", "typedef": "CUresult"}
+    desc = {"functions": {}, "enums": {}, "structs": {}, "pfn": {
+        f"cuFoo{s}_v{v}{p}": {"args": [[f"a{i}", arg] for i in range(n)], "ret": ret}
+        for v, n in ((3000, 2), (12000, 3), (4000, 1)) for s, p in (("", ""), ("", "_ptsz"))}}
+    assert [a.name for a in prototype(desc, "cuFoo").args] == ["a0", "a1", "a2"]
+    assert [a.name for a in prototype(desc, "cuFoo_ptsz").args] == ["a0", "a1", "a2"]
+    assert prototype(desc, "cuFoo_v5000") is None
 
 
 def test_the_ring_keeps_exactly_the_last_calls(shims, probes, tmp_path):

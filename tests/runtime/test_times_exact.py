@@ -3,7 +3,9 @@
 cuFakeSpinNs lasts a chosen number of nanoseconds; the probe (tests/c/errorfake.c) measures
 each call with CLOCK_MONOTONIC around it, so the exact values are known. Both outputs are
 checked: the shim's own (the JSON trace of SHIMGEN_TRACE_FILE, percentiles computed in C)
-and `shimgen report`'s (the binary traces of SHIMGEN_TRACE_DIR, computed in Python)."""
+and `shimgen report`'s (the binary traces of SHIMGEN_TRACE_DIR, computed in Python). The
+JSON trace's fine counts are exact whatever the calls' lengths: per log2 bucket they sum to
+its count."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from shimgen.report.model import merge
 from shimgen.shim.pipeline import make_shim
 from shimgen.trace import binary as tracefile
+from shimgen.trace.model import fine_octave
 from tests.runtime.test_timing import clean_env
 
 FN = "cuFakeSpinNs"
@@ -109,6 +112,24 @@ def test_percentiles_are_within_3_percent_of_the_exact_ones(probes, fake, tmp_pa
         assert between(p, asked, values, q, 0.03), (q, p, exact(asked, q), exact(values, q))
     assert between(mx, asked, values, 1.0, 0.03), (mx, max(asked), max(values))
     assert between(total, asked, values, None, 0.005), (total, sum(asked), sum(values))
+
+
+@pytest.mark.parametrize("kind", ["clusters", "spread"])
+def test_json_fine_counts_of_each_log2_bucket_sum_to_its_count(probes, fake, tmp_path, kind):
+    """Each call is counted once in its log2 bucket and once in a fine bucket of it (the
+    table has room for these): in the JSON trace, for every function, the fine counts of
+    each log2 bucket sum to its count, however long the calls really took. A block's fine
+    slots are folded for their own function and bucket only, each once."""
+    path = tmp_path / "trace.json"
+    run_probe(probes, fake, {"SHIMGEN_TRACE": "time", "SHIMGEN_TRACE_FILE": str(path)},
+              ["ret:0:3", *distribution(kind)])
+    times = json.loads(path.read_text())["time"]
+    assert FN in times
+    for name, t in times.items():
+        per_bucket = [0] * len(t["hist"])
+        for f, n in t["fine"]:
+            per_bucket[fine_octave(f)] += n
+        assert per_bucket == t["hist"], (name, per_bucket, t["hist"])
 
 
 @pytest.mark.parametrize("output", ["dir", "json"])
