@@ -260,7 +260,8 @@ def test_exceptions_cross_a_timeline_call(arm, tmp_path):
     ev = [e for e in tl["traceEvents"] if e["ph"] == "X"]
     # one thread's calls one after another: each event starts after the one before it ended
     assert len(ev) == 1000 and ev[0]["ts"] > 0, ev[:2]
-    assert all(a["ts"] + a["dur"] <= b["ts"] + 0.002 for a, b in zip(ev, ev[1:], strict=False)), ev[:3]
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 0.002
+               for a, b in zip(ev, ev[1:], strict=False)), ev[:3]
 
 
 def test_a_forked_child_times_only_its_own_calls(arm, tmp_path):
