@@ -16,7 +16,8 @@ from shimgen.trace import job
 def _file(path: str, start_ns: int, complete: bool, pid: int = 7, rank=None) -> SimpleNamespace:
     return SimpleNamespace(path=path, pid=pid, rank=rank, boot_id="b", proc_start=99,
                            complete=complete, start_ns=start_ns, calls=[], counts=0,
-                           why_unknown="", device_bytes=None, uid=None)
+                           why_unknown="", device_bytes=None, uid=None, functions={},
+                           launches=[])
 
 
 def test_the_trace_files_of_a_part_are_its_own_and_its_traces_directorys(tmp_path):
@@ -180,7 +181,8 @@ def test_a_stalled_call_left_after_its_whole_time(monkeypatch):
     """A call seen 5 s into it, over a 2 s threshold, then seen ended: left after at least
     5 s, counted from its start, not from when it was seen."""
     call = job.Busy(3, "cuX", 5.0, 123)
-    proc = SimpleNamespace(key=("b", 7, 99), pid=7, rank="0", calls=[call])
+    proc = SimpleNamespace(key=("b", 7, 99), pid=7, rank="0", calls=[call], proc_start=None,
+                           boot_id=None, launches=[])
     answers = [([proc], []), ([], [])]
     monkeypatch.setattr(job, "snapshot", lambda *a, **k: answers.pop(0))
     w = watch.Watcher(SimpleNamespace(path=Path("/nonexistent")), 2.0)
