@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from shimgen.report.kernels import demangle
-from shimgen.runenv import KERN_NAME_MAX
+from shimgen.runenv import KERN_NAME_BYTES, KERN_NAME_MAX
 from shimgen.trace import inflight
 from shimgen.trace.binary import load
 from tests.shimcache import fake_driver_shim
@@ -163,15 +163,62 @@ def test_host_functions_by_symbol(probes, fake, kshim, tmp_path):
     assert streams == {4: (3, "kern_host_cb"), 6: (1, MY)}
 
 
-def test_a_long_name_is_cut_and_said_so(probes, fake, kshim, tmp_path):
-    long = "_Z" + "9my_kernel" * 30 + "v"  # 303 bytes: cut at KERN_NAME_MAX - 1
+def long_name(i: int, n: int) -> str:
+    """A mangled name of exactly n bytes, the i-th of its kind."""
+    head = f"_Z{n - 3 - len(str(n - 3))}"
+    return (head + f"k{i}_" + "x" * n)[:n - 1] + "v"
+
+
+def test_a_long_name_is_kept_whole(probes, fake, kshim, tmp_path):
+    """Names of 1,500 bytes, as PyTorch's template kernels have: each route keeps them whole
+    (the program's argument, the kernel a function was made of, the driver asked)."""
+    mod, lib, drv = (long_name(i, 1500) for i in range(3))
+    got = run_ops(probes, fake, kshim, tmp_path / "t", [
+        f"mod:{mod}", f"lib:{lib}", "kfunc:1", f"enumf:{drv}", "launch:0:0:1:1:2",
+        "launch:2:5:1:1:3", "launch:3:7:1:1:1"])
+    assert got["launches"] == {mod: 2, lib: 3, drv: 1}
+    t = one_trace(tmp_path / "t")
+    assert by_name(t) == got["launches"] and not any(k.cut for k in t.kernels.kernels)
+    streams = {s.stream: (s.kernel, s.cut) for s in t.kernels.streams}
+    assert streams == {0: (mod, False), 5: (lib, False), 7: (drv, False)}
+    assert "(name cut)" not in report(tmp_path / "t")
+    g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
+    assert sorted((x["name"], x["cut"]) for x in g["kernels"]) == sorted(
+        (n, False) for n in (mod, lib, drv))
+
+
+def test_a_name_longer_than_the_most_kept_is_cut_and_said_so(probes, fake, kshim, tmp_path):
+    long = long_name(0, KERN_NAME_MAX + 904)
     got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{long}", "launch:0:0:1:1:2"])
     assert got["launches"] == {long: 2}
     (k,) = one_trace(tmp_path / "t").kernels.kernels
-    assert k.name == long[:KERN_NAME_MAX - 1] and k.launches == 2
+    assert k.name == long[:KERN_NAME_MAX] and k.cut and k.launches == 2
     assert "(name cut)" in report(tmp_path / "t")
     g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
-    assert [(x["name"], x["cut"]) for x in g["kernels"]] == [(long[:KERN_NAME_MAX - 1], True)]
+    assert [(x["name"], x["cut"]) for x in g["kernels"]] == [(long[:KERN_NAME_MAX], True)]
+
+
+def test_names_past_the_arena_are_cut_and_said_so(probes, fake, kshim, tmp_path):
+    """More names than the file's arena holds: those that fit whole, the one at its end cut
+    to what was left, the later ones cut to nothing; each said cut."""
+    size = 4000
+    names = [long_name(i, size) for i in range(KERN_NAME_BYTES // size + 5)]
+    whole = KERN_NAME_BYTES // size
+    last = len(names) - 1
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{n}" for n in names] + [
+        "launch:0:0:1:1:1", f"launch:{whole}:0:1:1:2", f"launch:{last}:5:1:1:3"])
+    t = one_trace(tmp_path / "t")
+    assert sorted(k.name for k in t.kernels.kernels if not k.cut) == sorted(names[:whole])
+    assert sorted(k.name for k in t.kernels.kernels if k.cut) == [""] * 4 + [
+        names[whole][:KERN_NAME_BYTES - whole * size]]
+    assert by_name(t) == {names[0]: 1, names[whole][:KERN_NAME_BYTES - whole * size]: 2,
+                          "": 3}
+    text = report(tmp_path / "t")
+    assert text.count("(name cut)") == 2 and "kernels    3, 6 launches" in text
+    assert f"({whole - 1} kernels the program got a handle of but never launched" in text
+    g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
+    assert sorted((x["launches"], x["cut"]) for x in g["kernels"]) == sorted(
+        [(1, False), (2, True), (3, True)] + [(0, False)] * (whole - 1))
 
 
 def test_a_driver_that_gives_no_names(probes, fake, kshim, tmp_path):
