@@ -3326,8 +3326,8 @@ MUTATIONS = [
     {
         "name": "kernels-function-of-kernel-unnamed",
         "file": "runtime/kernels/hooks_kernels.c",
-        "old": "        learn(func, name, SHIMGEN_KERN_FROM_CUKERNELGETFUNCTION);\n",
-        "new": "        (void)func;\n",
+        "old": "        shimgen_kern_name_as(shimgen_kern_slot(handle), of, SHIMGEN_KERN_FROM_CUKERNELGETFUNCTION);\n",
+        "new": "        (void)of;\n",
         "tests": ["tests/runtime/test_kernels.py::test_every_route_named_and_counted_as_the_fake"],
         "why": "cuKernelGetFunction's function takes its kernel's name, not a driver lookup at launch",
     },
@@ -3406,10 +3406,62 @@ MUTATIONS = [
     {
         "name": "kernels-cut-name-not-said",
         "file": "shimgen/report/kernels.py",
-        "old": "    return len(name.encode(\"utf-8\", \"replace\")) >= KERN_NAME_MAX - 1\n",
-        "new": "    return len(name.encode(\"utf-8\", \"replace\")) > KERN_NAME_MAX - 1\n",
-        "tests": ["tests/runtime/test_kernels.py::test_a_long_name_is_cut_and_said_so"],
+        "old": "            o[\"cut\"] = o[\"cut\"] or k.cut\n",
+        "new": "            o[\"cut\"] = o[\"cut\"]\n",
+        "tests": ["tests/runtime/test_kernels.py::"
+                  "test_a_name_longer_than_the_most_kept_is_cut_and_said_so"],
         "why": "a name the trace file cut is said to be cut, in the text and the JSON",
+    },
+    {
+        "name": "kernels-name-cut-at-a-slots-old-size",
+        "file": "runtime/kernels/table.c",
+        "old": "    size_t n = name ? strnlen(name, NAME_MAX_ + 1) : 0;\n",
+        "new": "    size_t n = name ? strnlen(name, 255) : 0;\n",
+        "tests": ["tests/runtime/test_kernels.py::test_a_long_name_is_kept_whole"],
+        "why": "a name of 1,500 bytes (PyTorch's template kernels) is kept whole, by every route",
+    },
+    {
+        "name": "kernels-hook-reads-a-short-name",
+        "file": "runtime/kernels/hooks_kernels.c",
+        "old": "    char text[SHIMGEN_KERN_NAME_MAX + 2]; /* (one byte more than is kept: a longer one cut) */\n",
+        "new": "    char text[256];\n",
+        "tests": ["tests/runtime/test_kernels.py::test_a_long_name_is_kept_whole"],
+        "why": "the program's argument is read as long as a name is kept",
+    },
+    {
+        "name": "kernels-name-past-the-arena-not-marked-cut",
+        "file": "runtime/kernels/table.c",
+        "old": "        cut = NAME_CUT;\n",
+        "new": "        cut = 0;\n",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so"],
+        "why": "a name the full arena had no room for is marked cut, and said so",
+    },
+    {
+        "name": "kernels-name-longer-than-kept-not-marked-cut",
+        "file": "runtime/kernels/table.c",
+        "old": "    uint64_t cut = n > NAME_MAX_ ? NAME_CUT : 0;\n",
+        "new": "    uint64_t cut = 0;\n",
+        "tests": ["tests/runtime/test_kernels.py::"
+                  "test_a_name_longer_than_the_most_kept_is_cut_and_said_so"],
+        "why": "a name longer than KERN_NAME_MAX is cut there and marked cut",
+    },
+    {
+        "name": "kernels-reader-ignores-the-cut-bit",
+        "file": "shimgen/trace/kernels.py",
+        "old": "    off, n, cut = at >> 32, at & (KERN_NAME_CUT - 1), bool(at & KERN_NAME_CUT)\n",
+        "new": "    off, n, cut = at >> 32, at & (KERN_NAME_CUT - 1), False\n",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so",
+                  "tests/runtime/test_kernels.py::"
+                  "test_a_name_longer_than_the_most_kept_is_cut_and_said_so"],
+        "why": "the reader takes a name's cut from its slot's word",
+    },
+    {
+        "name": "kernels-text-lists-handles-never-launched",
+        "file": "shimgen/report/kernels.py",
+        "old": "    rows = sorted(((n, o) for n, o in tot.items() if o[\"launches\"]),\n",
+        "new": "    rows = sorted(((n, o) for n, o in tot.items()),\n",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so"],
+        "why": "the text's table lists kernels launched; handles never launched are one line",
     },
     # ---- calls mode: the records and their reading ----
     {
