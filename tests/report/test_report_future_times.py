@@ -29,7 +29,7 @@ def test_a_run_end_in_the_future_is_not_when_a_died_process_call_is_measured_to(
                            mono_ns=None)
     f = SimpleNamespace(pid=7, rank=None, path="p", complete=False, why_unknown="", counts=0,
                         device_bytes=None, boot_id="another boot", proc_start=None, uid=None,
-                        calls=[busy])
+                        calls=[busy], launches=[])
     for end, until in ((now + YEAR_NS, job.UNTIL_NOW), (now - 10**9, job.UNTIL_END)):
         part = live.Part(tmp_path, "h", {"end": _stamp(end)})
         p = job.judge(f, part, "h", live.boot_id(), now, time.monotonic_ns())
