@@ -3350,7 +3350,7 @@ MUTATIONS = [
     {
         "name": "kernels-report-not-demangled",
         "file": "shimgen/report/kernels.py",
-        "old": "    return shown(name if mangled else demangle(name), CUT) + (",
+        "old": "    return shown(name if mangled or cut else demangle(name), CUT) + (",
         "new": "    return shown(name, CUT) + (",
         "tests": ["tests/runtime/test_kernels.py::test_report_kernels_section_and_json"],
         "why": "the report shows a C++ kernel demangled, raw only with --mangled",
@@ -3411,6 +3411,22 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_kernels.py::"
                   "test_a_name_longer_than_the_most_kept_is_cut_and_said_so"],
         "why": "a name the trace file cut is said to be cut, in the text and the JSON",
+    },
+    {
+        "name": "kernels-cut-name-demangled",
+        "file": "shimgen/report/kernels.py",
+        "old": "    return [{\"name\": n, \"demangled\": n if o[\"cut\"] else demangle(n), \"launches\": o[\"launches\"],\n",
+        "new": "    return [{\"name\": n, \"demangled\": demangle(n), \"launches\": o[\"launches\"],\n",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so"],
+        "why": "a cut name is not demangled in the JSON: its part may demangle as another name",
+    },
+    {
+        "name": "kernels-cut-name-demangled-in-the-text",
+        "file": "shimgen/report/kernels.py",
+        "old": "    return shown(name if mangled or cut else demangle(name), CUT) + (",
+        "new": "    return shown(name if mangled else demangle(name), CUT) + (",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so"],
+        "why": "a cut name is shown as it is in the text: its part may demangle as another name",
     },
     {
         "name": "kernels-name-cut-at-a-slots-old-size",

@@ -68,7 +68,9 @@ def kernel_text(name: str | None, mangled: bool = False, cut: bool = False) -> s
     if not name:
         return ("a kernel whose name the trace file had no room for (name cut)" if cut
                 else "an unnamed kernel")
-    return shown(name if mangled else demangle(name), CUT) + (" (name cut)" if cut else "")
+    # (a cut name is shown as it is: a demangler may read its part as another name)
+    return shown(name if mangled or cut else demangle(name), CUT) + (" (name cut)" if cut
+                                                                      else "")
 
 
 def _shape(t: tuple) -> str:
@@ -129,7 +131,7 @@ def kernels_json(g: Group) -> list[dict] | None:
     tot = totals(g)
     if tot is None:
         return None
-    return [{"name": n, "demangled": demangle(n), "launches": o["launches"],
+    return [{"name": n, "demangled": n if o["cut"] else demangle(n), "launches": o["launches"],
              "host_ns": round(o["host_ns"]) if o["timed"] else None,
              "shapes": [{"grid": list(gr), "block": list(bl)} for gr, bl in sorted(o["shapes"])],
              "shape_changes": o["shape_changes"], "cut": o["cut"]}

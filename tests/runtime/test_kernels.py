@@ -200,25 +200,28 @@ def test_a_name_longer_than_the_most_kept_is_cut_and_said_so(probes, fake, kshim
 
 def test_names_past_the_arena_are_cut_and_said_so(probes, fake, kshim, tmp_path):
     """More names than the file's arena holds: those that fit whole, the one at its end cut
-    to what was left, the later ones cut to nothing; each said cut."""
-    size = 4000
-    names = [long_name(i, size) for i in range(KERN_NAME_BYTES // size + 5)]
+    to what was left, the later ones cut to nothing; each said cut, and the cut one shown as
+    it is, not demangled (its part, f064(int, int, ...), is another function's name)."""
+    size = 4090  # (the arena's end falls 384 bytes into a name: a part the demangler takes)
+    names = [f"_Z4f{i:03}" + "i" * (size - 7) for i in range(KERN_NAME_BYTES // size + 5)]
     whole = KERN_NAME_BYTES // size
+    part = names[whole][:KERN_NAME_BYTES - whole * size]
+    assert demangle(part).startswith(f"f{whole:03}(int, int")
     last = len(names) - 1
     run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{n}" for n in names] + [
         "launch:0:0:1:1:1", f"launch:{whole}:0:1:1:2", f"launch:{last}:5:1:1:3"])
     t = one_trace(tmp_path / "t")
     assert sorted(k.name for k in t.kernels.kernels if not k.cut) == sorted(names[:whole])
-    assert sorted(k.name for k in t.kernels.kernels if k.cut) == [""] * 4 + [
-        names[whole][:KERN_NAME_BYTES - whole * size]]
-    assert by_name(t) == {names[0]: 1, names[whole][:KERN_NAME_BYTES - whole * size]: 2,
-                          "": 3}
+    assert sorted(k.name for k in t.kernels.kernels if k.cut) == [""] * 4 + [part]
+    assert by_name(t) == {names[0]: 1, part: 2, "": 3}
     text = report(tmp_path / "t")
     assert text.count("(name cut)") == 2 and "kernels    3, 6 launches" in text
     assert f"({whole - 1} kernels the program got a handle of but never launched" in text
+    assert f"f{whole:03}(int" not in text
     g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
     assert sorted((x["launches"], x["cut"]) for x in g["kernels"]) == sorted(
         [(1, False), (2, True), (3, True)] + [(0, False)] * (whole - 1))
+    assert next(x["demangled"] for x in g["kernels"] if x["launches"] == 2) == part
 
 
 def test_a_driver_that_gives_no_names(probes, fake, kshim, tmp_path):
