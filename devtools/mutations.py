@@ -3472,6 +3472,14 @@ MUTATIONS = [
         "why": "the reader takes a name's cut from its slot's word",
     },
     {
+        "name": "kernels-name-outside-the-arena-read",
+        "file": "shimgen/trace/kernels.py",
+        "old": "    if n > KERN_NAME_MAX or off + n > len(names):\n",
+        "new": "    if n > KERN_NAME_MAX:\n",
+        "tests": ["tests/runtime/test_kernels.py::test_a_name_outside_the_arena_is_refused"],
+        "why": "a slot whose name lies past the arena is refused, not read short",
+    },
+    {
         "name": "kernels-text-lists-handles-never-launched",
         "file": "shimgen/report/kernels.py",
         "old": "    rows = sorted(((n, o) for n, o in tot.items() if o[\"launches\"]),\n",

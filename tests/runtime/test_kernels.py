@@ -13,6 +13,7 @@ import io
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -222,6 +223,28 @@ def test_names_past_the_arena_are_cut_and_said_so(probes, fake, kshim, tmp_path)
     assert sorted((x["launches"], x["cut"]) for x in g["kernels"]) == sorted(
         [(1, False), (2, True), (3, True)] + [(0, False)] * (whole - 1))
     assert next(x["demangled"] for x in g["kernels"] if x["launches"] == 2) == part
+
+
+def test_a_name_outside_the_arena_is_refused(probes, fake, kshim, tmp_path):
+    """A file whose slot says its name lies past the arena: one line, not a name read from
+    what follows the header."""
+    from shimgen.runenv import KERN_SLOTS, trace_header_layout
+
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:1"])
+    (path,) = (tmp_path / "t").glob("*.shimtrace")
+    at = {name: off for name, _, _, off, _ in trace_header_layout()}
+    data = bytearray(path.read_bytes())
+    handles = struct.unpack_from(f"<{KERN_SLOTS}Q", data, at["kern_handle"])
+    slot = next(i for i, h in enumerate(handles) if h)
+    word = struct.unpack_from("<Q", data, at["kern_name_at"] + 8 * slot)[0]
+    assert word == len(MY)  # the first name: at 0, whole
+    struct.pack_into("<Q", data, at["kern_name_at"] + 8 * slot,
+                     (KERN_NAME_BYTES - 4) << 32 | len(MY))
+    path.write_bytes(bytes(data))
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "report", str(tmp_path / "t")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"its kernel slot {slot} has a name of {len(MY)} bytes at " in proc.stderr
 
 
 def test_a_driver_that_gives_no_names(probes, fake, kshim, tmp_path):
