@@ -3480,6 +3480,15 @@ MUTATIONS = [
         "why": "a slot whose name lies past the arena is refused, not read short",
     },
     {
+        "name": "kernels-in-flight-cut-name-not-said",
+        "file": "shimgen/trace/inflight.py",
+        "old": "        out.append(Launch(s.stream, s.kernel, s.launches, mono, real, s.cut))\n",
+        "new": "        out.append(Launch(s.stream, s.kernel, s.launches, mono, real))\n",
+        "tests": ["tests/runtime/test_kernels.py::"
+                  "test_sigkilled_process_says_its_last_kernels_name_was_cut"],
+        "why": "the in-flight line says that the kernel a stream last ran has its name cut",
+    },
+    {
         "name": "kernels-text-lists-handles-never-launched",
         "file": "shimgen/report/kernels.py",
         "old": "    rows = sorted(((n, o) for n, o in tot.items() if o[\"launches\"]),\n",

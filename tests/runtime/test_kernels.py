@@ -315,6 +315,28 @@ def test_sigkilled_process_names_the_kernel_it_waits_for(probes, fake, kshim, tm
     assert (last["stream"], last["kernel"], last["ordinal"]) == (3, NCCL, 7)
 
 
+def test_sigkilled_process_says_its_last_kernels_name_was_cut(probes, fake, kshim, tmp_path):
+    traces = tmp_path / "t"
+    long = long_name(0, KERN_NAME_MAX + 10)
+    proc = subprocess.Popen(
+        [probes / "kernlaunch", f"mod:{long}", "launch:0:3:2:256:2", "sync:3"],
+        env=env_for(fake, kshim, traces, FAKE_KERN_HANG="1"), stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        for _ in range(3000):  # until the file shows the call in progress, then the kill
+            files = list(traces.glob("*.shimtrace"))
+            if files and inflight.read(files[0]).calls:
+                break
+            time.sleep(0.005)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    line = next(ln for ln in report("--mangled", traces).splitlines()
+                if ln.startswith("in flight"))
+    assert f"stream 0x3 last ran {long[:40]}" in line and " (name cut) (#2)" in line, line
+
+
 def test_the_rank_whose_collective_count_differs(probes, fake, kshim, tmp_path):
     traces = tmp_path / "t"
     for rank, n in (("0", 5), ("1", 4), ("2", 5)):
