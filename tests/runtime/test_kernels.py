@@ -5,7 +5,9 @@ named as the fake names them and counted as the fake counts them (a failed launc
 launch into a capture not counted; the driver never asked a name during a capture); the
 report's kernels section demangled and raw, its JSON, `report --calls`; the last kernel of
 each stream in a SIGKILLed process's in-flight line; three ranks, one of which launched a
-collective once less."""
+collective once less; names of 1,500 bytes kept whole, one longer than KERN_NAME_MAX and a
+flood past the names' arena cut and said so (text, JSON, in-flight line), a name placed past
+the arena refused."""
 
 from __future__ import annotations
 
