@@ -693,8 +693,11 @@ MUTATIONS = [
         "old": "    if version not in TRACE_VERSIONS_READ:\n",
         "new": "    if version > VERSION + 1:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
-                  "test_corrupt_header_is_refused[version-6-words1]"],
-        "why": "a file of another format version is refused, not misread",
+                  "test_corrupt_header_is_refused[version-8-words1]",
+                  "tests/report/test_tracefile_reader.py::"
+                  "test_corrupt_header_is_refused[version-6-words25]"],
+        "why": "a file of another format version (6 included, whose kernels 7 replaced) is "
+               "refused, not misread",
     },
     {
         "name": "tracefile-reader-truncation-unchecked",

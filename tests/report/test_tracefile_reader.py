@@ -110,6 +110,8 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
     ("version", 2, ["format version 2"]),
     # a version 5 file that says 3 has a longer header than version 3's: refused
     ("version", 3, [f"{tracefile.HEADER_SIZE} bytes, version 3 has 4656"]),
+    # version 6 kept a kernel's name in 256 bytes of its slot (version 7: in an arena): refused
+    ("version", 6, ["format version 6", f"reads versions 3, 4, 5, {tracefile.VERSION}"]),
 ])
 def test_corrupt_header_is_refused(real_file, tmp_path, field, value, words):
     data = bytearray(real_file.read_bytes())
