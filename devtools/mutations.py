@@ -3492,6 +3492,18 @@ MUTATIONS = [
         "why": "the in-flight line says that the kernel a stream last ran has its name cut",
     },
     {
+        "name": "kernels-name-bytes-taken-without-an-atomic-add",
+        "file": "runtime/kernels/table.c",
+        "old": "    uint32_t at = __atomic_fetch_add(&h->kern_name_used, (uint32_t)n, __ATOMIC_RELAXED);\n",
+        "new": "    uint32_t at = __atomic_load_n(&h->kern_name_used, __ATOMIC_RELAXED);\n"
+               "    for (volatile int w = 0; w < 50; w++) /* (a read, a moment, a store) */\n"
+               "        ;\n"
+               "    __atomic_store_n(&h->kern_name_used, at + (uint32_t)n, __ATOMIC_RELAXED);\n",
+        "tests": ["tests/runtime/test_kernels.py::"
+                  "test_names_made_by_racing_threads_are_each_whole"],
+        "why": "racing threads take the arena's bytes by one atomic add: no two names share bytes",
+    },
+    {
         "name": "kernels-text-lists-handles-never-launched",
         "file": "shimgen/report/kernels.py",
         "old": "    rows = sorted(((n, o) for n, o in tot.items() if o[\"launches\"]),\n",

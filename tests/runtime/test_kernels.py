@@ -7,7 +7,7 @@ report's kernels section demangled and raw, its JSON, `report --calls`; the last
 each stream in a SIGKILLed process's in-flight line; three ranks, one of which launched a
 collective once less; names of 1,500 bytes kept whole, one longer than KERN_NAME_MAX and a
 flood past the names' arena cut and said so (text, JSON, in-flight line), a name placed past
-the arena refused."""
+the arena refused, names made by racing threads each whole."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ EVERY_ROUTE = [
     "launch:0:0:2:256:3", "launchptsz:0:5:2:128:1", "coop:2:5:4:32:2", "coopptsz:1:5:4:32:1",
     "ex:3:7:1:1:4", "exptsz:4:7:1:1:1", "launch:0:0:0:1:1",
 ]
+RACE_RUNS = 100
 HOW = {MY: {"cuModuleGetFunction"}, NCCL: {"cuLibraryGetKernel", "cuKernelGetFunction"},
        "_Z5otherv": {"driver"}, "kern_only": {"driver"}}
 
@@ -225,6 +226,19 @@ def test_names_past_the_arena_are_cut_and_said_so(probes, fake, kshim, tmp_path)
     assert sorted((x["launches"], x["cut"]) for x in g["kernels"]) == sorted(
         [(1, False), (2, True), (3, True)] + [(0, False)] * (whole - 1))
     assert next(x["demangled"] for x in g["kernels"] if x["launches"] == 2) == part
+
+
+def test_names_made_by_racing_threads_are_each_whole(probes, fake, kshim, tmp_path):
+    """Threads naming handles at once (let go together, a random spin between two calls,
+    many runs): every name whole, none sharing another's bytes of the arena."""
+    threads, each, size = 4, 100, 600
+    assert threads * each * size <= KERN_NAME_BYTES
+    want = sorted(f"_Zt{t}_{i}_".ljust(size, "x") for t in range(threads) for i in range(each))
+    for run in range(RACE_RUNS):
+        run_ops(probes, fake, kshim, tmp_path / str(run), [f"names:{threads}:{each}:{size}"])
+        t = one_trace(tmp_path / str(run))
+        assert not any(k.cut for k in t.kernels.kernels) and not t.kernels.lost, run
+        assert sorted(k.name for k in t.kernels.kernels) == want, run
 
 
 def test_a_name_outside_the_arena_is_refused(probes, fake, kshim, tmp_path):
