@@ -693,8 +693,11 @@ MUTATIONS = [
         "old": "    if version not in TRACE_VERSIONS_READ:\n",
         "new": "    if version > VERSION + 1:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
-                  "test_corrupt_header_is_refused[version-6-words1]"],
-        "why": "a file of another format version is refused, not misread",
+                  "test_corrupt_header_is_refused[version-8-words1]",
+                  "tests/report/test_tracefile_reader.py::"
+                  "test_corrupt_header_is_refused[version-6-words25]"],
+        "why": "a file of another format version (6 included, whose kernels 7 replaced) is "
+               "refused, not misread",
     },
     {
         "name": "tracefile-reader-truncation-unchecked",
@@ -3748,8 +3751,8 @@ MUTATIONS = [
     {
         "name": "kernels-function-of-kernel-unnamed",
         "file": "runtime/kernels/hooks_kernels.c",
-        "old": "        learn(func, name, SHIMGEN_KERN_FROM_CUKERNELGETFUNCTION);\n",
-        "new": "        (void)func;\n",
+        "old": "        shimgen_kern_name_as(shimgen_kern_slot(handle), of, SHIMGEN_KERN_FROM_CUKERNELGETFUNCTION);\n",
+        "new": "        (void)of;\n",
         "tests": ["tests/runtime/test_kernels.py::test_every_route_named_and_counted_as_the_fake"],
         "why": "cuKernelGetFunction's function takes its kernel's name, not a driver lookup at launch",
     },
@@ -3772,7 +3775,7 @@ MUTATIONS = [
     {
         "name": "kernels-report-not-demangled",
         "file": "shimgen/report/kernels.py",
-        "old": "    return shown(name if mangled else demangle(name), CUT) + (",
+        "old": "    return shown(name if mangled or cut else demangle(name), CUT) + (",
         "new": "    return shown(name, CUT) + (",
         "tests": ["tests/runtime/test_kernels.py::test_report_kernels_section_and_json"],
         "why": "the report shows a C++ kernel demangled, raw only with --mangled",
@@ -3828,10 +3831,107 @@ MUTATIONS = [
     {
         "name": "kernels-cut-name-not-said",
         "file": "shimgen/report/kernels.py",
-        "old": "    return len(name.encode(\"utf-8\", \"replace\")) >= KERN_NAME_MAX - 1\n",
-        "new": "    return len(name.encode(\"utf-8\", \"replace\")) > KERN_NAME_MAX - 1\n",
-        "tests": ["tests/runtime/test_kernels.py::test_a_long_name_is_cut_and_said_so"],
+        "old": "            o[\"cut\"] = o[\"cut\"] or k.cut\n",
+        "new": "            o[\"cut\"] = o[\"cut\"]\n",
+        "tests": ["tests/runtime/test_kernels.py::"
+                  "test_a_name_longer_than_the_most_kept_is_cut_and_said_so"],
         "why": "a name the trace file cut is said to be cut, in the text and the JSON",
+    },
+    {
+        "name": "kernels-cut-name-demangled",
+        "file": "shimgen/report/kernels.py",
+        "old": "    return [{\"name\": n, \"demangled\": n if o[\"cut\"] else demangle(n), \"launches\": o[\"launches\"],\n",
+        "new": "    return [{\"name\": n, \"demangled\": demangle(n), \"launches\": o[\"launches\"],\n",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so"],
+        "why": "a cut name is not demangled in the JSON: its part may demangle as another name",
+    },
+    {
+        "name": "kernels-cut-name-demangled-in-the-text",
+        "file": "shimgen/report/kernels.py",
+        "old": "    return shown(name if mangled or cut else demangle(name), CUT) + (",
+        "new": "    return shown(name if mangled else demangle(name), CUT) + (",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so"],
+        "why": "a cut name is shown as it is in the text: its part may demangle as another name",
+    },
+    {
+        "name": "kernels-name-cut-at-a-slots-old-size",
+        "file": "runtime/kernels/table.c",
+        "old": "    size_t n = name ? strnlen(name, NAME_MAX_ + 1) : 0;\n",
+        "new": "    size_t n = name ? strnlen(name, 255) : 0;\n",
+        "tests": ["tests/runtime/test_kernels.py::test_a_long_name_is_kept_whole"],
+        "why": "a name of 1,500 bytes (PyTorch's template kernels) is kept whole, by every route",
+    },
+    {
+        "name": "kernels-hook-reads-a-short-name",
+        "file": "runtime/kernels/hooks_kernels.c",
+        "old": "    char text[SHIMGEN_KERN_NAME_MAX + 2]; /* (one byte more than is kept: a longer one cut) */\n",
+        "new": "    char text[256];\n",
+        "tests": ["tests/runtime/test_kernels.py::test_a_long_name_is_kept_whole"],
+        "why": "the program's argument is read as long as a name is kept",
+    },
+    {
+        "name": "kernels-name-past-the-arena-not-marked-cut",
+        "file": "runtime/kernels/table.c",
+        "old": "        cut = NAME_CUT;\n",
+        "new": "        cut = 0;\n",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so"],
+        "why": "a name the full arena had no room for is marked cut, and said so",
+    },
+    {
+        "name": "kernels-name-longer-than-kept-not-marked-cut",
+        "file": "runtime/kernels/table.c",
+        "old": "    uint64_t cut = n > NAME_MAX_ ? NAME_CUT : 0;\n",
+        "new": "    uint64_t cut = 0;\n",
+        "tests": ["tests/runtime/test_kernels.py::"
+                  "test_a_name_longer_than_the_most_kept_is_cut_and_said_so"],
+        "why": "a name longer than KERN_NAME_MAX is cut there and marked cut",
+    },
+    {
+        "name": "kernels-reader-ignores-the-cut-bit",
+        "file": "shimgen/trace/kernels.py",
+        "old": "    off, n, cut = at >> 32, at & (KERN_NAME_CUT - 1), bool(at & KERN_NAME_CUT)\n",
+        "new": "    off, n, cut = at >> 32, at & (KERN_NAME_CUT - 1), False\n",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so",
+                  "tests/runtime/test_kernels.py::"
+                  "test_a_name_longer_than_the_most_kept_is_cut_and_said_so"],
+        "why": "the reader takes a name's cut from its slot's word",
+    },
+    {
+        "name": "kernels-name-outside-the-arena-read",
+        "file": "shimgen/trace/kernels.py",
+        "old": "    if n > KERN_NAME_MAX or off + n > len(names):\n",
+        "new": "    if n > KERN_NAME_MAX:\n",
+        "tests": ["tests/runtime/test_kernels.py::test_a_name_outside_the_arena_is_refused"],
+        "why": "a slot whose name lies past the arena is refused, not read short",
+    },
+    {
+        "name": "kernels-in-flight-cut-name-not-said",
+        "file": "shimgen/trace/inflight.py",
+        "old": "        out.append(Launch(s.stream, s.kernel, s.launches, mono, real, s.cut))\n",
+        "new": "        out.append(Launch(s.stream, s.kernel, s.launches, mono, real))\n",
+        "tests": ["tests/runtime/test_kernels.py::"
+                  "test_sigkilled_process_says_its_last_kernels_name_was_cut"],
+        "why": "the in-flight line says that the kernel a stream last ran has its name cut",
+    },
+    {
+        "name": "kernels-name-bytes-taken-without-an-atomic-add",
+        "file": "runtime/kernels/table.c",
+        "old": "    uint32_t at = __atomic_fetch_add(&h->kern_name_used, (uint32_t)n, __ATOMIC_RELAXED);\n",
+        "new": "    uint32_t at = __atomic_load_n(&h->kern_name_used, __ATOMIC_RELAXED);\n"
+               "    for (volatile int w = 0; w < 50; w++) /* (a read, a moment, a store) */\n"
+               "        ;\n"
+               "    __atomic_store_n(&h->kern_name_used, at + (uint32_t)n, __ATOMIC_RELAXED);\n",
+        "tests": ["tests/runtime/test_kernels.py::"
+                  "test_names_made_by_racing_threads_are_each_whole"],
+        "why": "racing threads take the arena's bytes by one atomic add: no two names share bytes",
+    },
+    {
+        "name": "kernels-text-lists-handles-never-launched",
+        "file": "shimgen/report/kernels.py",
+        "old": "    rows = sorted(((n, o) for n, o in tot.items() if o[\"launches\"]),\n",
+        "new": "    rows = sorted(((n, o) for n, o in tot.items()),\n",
+        "tests": ["tests/runtime/test_kernels.py::test_names_past_the_arena_are_cut_and_said_so"],
+        "why": "the text's table lists kernels launched; handles never launched are one line",
     },
     # ---- calls mode: the records and their reading ----
     {

@@ -67,11 +67,12 @@ DEFAULT_TRACE = "time"
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
-TRACE_VERSION = 6
-# The versions the reader reads: each is the next without the fields from that version's
-# first field on (TRACE_HEADER_FIRST): 5 has no kernels; 4 has no pool or graph reservations
-# in its memory ledger; 3 no calls in progress, no call records and no memory ledger.
-TRACE_VERSIONS_READ = (3, 4, 5, 6)
+TRACE_VERSION = 7
+# The versions the reader reads: each is the next one it reads without the fields from that
+# version's first field on (TRACE_HEADER_FIRST): 5 has no kernels; 4 has no pool or graph
+# reservations in its memory ledger; 3 no calls in progress, no call records and no memory
+# ledger. Version 6 (its kernels with a fixed 256 bytes of name per slot) is not read.
+TRACE_VERSIONS_READ = (3, 4, 5, 7)
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even
 # for the file's header: `<name>.nospace` for the `<name>.shimtrace` it could not make, so
@@ -89,13 +90,17 @@ MEM_DEVICES = 16
 MEM_HOST_COLUMN = MEM_DEVICES
 MEM_COLUMNS = MEM_DEVICES + 1
 MEM_ROUTES = 32
-# The kernels (version 6's fields below, runtime/kernels/): the handles (CUfunction or
-# CUkernel) the table keeps with their names, the longest name kept (its NUL included; a
-# longer one is cut), the streams whose last launch it keeps; how a slot's name was learned
+# The kernels (version 7's fields below, runtime/kernels/): the handles (CUfunction or
+# CUkernel) the table keeps, the bytes of the names' arena (all names together), the most
+# bytes of one name (a longer one is cut, as is one the full arena has no room for), the
+# bit of a slot's kern_name_at that says its name was cut, the streams whose last launch it
+# keeps; how a slot's name was learned
 # (its `kern_from`: the function whose argument gave it, the driver asked, none the driver
 # would give, a host function's symbol).
 KERN_SLOTS = 1024
-KERN_NAME_MAX = 256
+KERN_NAME_BYTES = 256 * 1024
+KERN_NAME_MAX = 4096
+KERN_NAME_CUT = 1 << 31
 KERN_STREAMS = 64
 KERN_FROM = {1: "cuModuleGetFunction", 2: "cuLibraryGetKernel", 3: "cuKernelGetFunction",
              4: "driver", 5: "unnamed", 6: "cuLaunchHostFunc"}
@@ -158,21 +163,25 @@ TRACE_HEADER = (
     ("mem_pool", "u64", MEM_COLUMNS * 4),
     ("mem_graph", "u64", MEM_COLUMNS * 4),
     ("mem_pools", "u64", 1), ("mem_graph_allocs", "u64", 1),
-    # version 6: the kernels (runtime/kernels/, docs/traceformat.md "Kernels"): the table's
-    # sizes, whether the driver could be asked names (it exports cuFuncGetName), handles and
+    # version 7: the kernels (runtime/kernels/, docs/traceformat.md "Kernels"): the table's
+    # sizes, whether the driver could be asked names (it exports cuFuncGetName), the names'
+    # arena's bytes and the bytes taken of it (more than it has once full), handles and
     # launches no slot took; per slot the handle (0: free), launches, host ticks of the
-    # launch calls, launches whose shape differed from the one before, how the name was
-    # learned (KERN_FROM), the last grid and block; per stream (key: the handle + 1) its
-    # launches, the slot + 1 of its last kernel and that launch's start in ticks; the names.
+    # launch calls, launches whose shape differed from the one before, where its name is in
+    # the arena (offset << 32 | length, KERN_NAME_CUT set when cut; 0: no name yet), how the
+    # name was learned (KERN_FROM), the last grid and block; per stream (key: the handle + 1)
+    # its launches, the slot + 1 of its last kernel and that launch's start in ticks; the
+    # arena, the names' bytes one after another (no NULs).
     ("kern_slots", "u32", 1), ("kern_name_max", "u32", 1), ("kern_streams", "u32", 1),
-    ("kern_asks", "u32", 1), ("kern_lost", "u64", 1), ("kern_lost_launches", "u64", 1),
-    ("kstream_lost", "u64", 1),
+    ("kern_asks", "u32", 1), ("kern_name_bytes", "u32", 1), ("kern_name_used", "u32", 1),
+    ("kern_lost", "u64", 1), ("kern_lost_launches", "u64", 1), ("kstream_lost", "u64", 1),
     ("kern_handle", "u64", KERN_SLOTS), ("kern_launches", "u64", KERN_SLOTS),
     ("kern_ticks", "u64", KERN_SLOTS), ("kern_shapes", "u64", KERN_SLOTS),
+    ("kern_name_at", "u64", KERN_SLOTS),
     ("kstream_key", "u64", KERN_STREAMS), ("kstream_launches", "u64", KERN_STREAMS),
     ("kstream_slot", "u64", KERN_STREAMS), ("kstream_start", "u64", KERN_STREAMS),
     ("kern_from", "u32", KERN_SLOTS), ("kern_grid", "u32", KERN_SLOTS * 3),
-    ("kern_block", "u32", KERN_SLOTS * 3), ("kern_names", "char", KERN_SLOTS * KERN_NAME_MAX),
+    ("kern_block", "u32", KERN_SLOTS * 3), ("kern_names", "char", KERN_NAME_BYTES),
 )
 # One list of the trace's fields, read by both readers (trace/jsonfile.py: the exit JSON of
 # SHIMGEN_TRACE_FILE, runtime/stats/trace.c; trace/binary.py and blocks.py: the binary file).
@@ -219,8 +228,9 @@ TRACE_FSTATS_SIZE = 1 << TRACE_FSTATS_SHIFT
 # column's pools) and of its graphs (CU_GRAPH_MEM_ATTR_*), in the order mem_pool and
 # mem_graph keep them.
 MEM_RESERVE_FIELDS = ("reserved", "reserved_high", "used", "used_high")
-# The first field new in each version (the previous version's header ends where it begins).
-TRACE_HEADER_FIRST = {4: "off_frames", 5: "mem_reserved_peak", 6: "kern_slots"}
+# The first field new in each version (the header of the version read before it ends where
+# it begins; version 7's kernels replaced version 6's, which is not read).
+TRACE_HEADER_FIRST = {4: "off_frames", 5: "mem_reserved_peak", 7: "kern_slots"}
 TRACE_HEADER_V4_FIRST = TRACE_HEADER_FIRST[4]
 # SHIMGEN_TRACE=calls: one record per call in its thread's ring (runtime/arch/x86_64/calls.S writes
 # it, shimgen/calls/records.py reads it): its size, where its captured bytes start (strings,
@@ -264,11 +274,13 @@ _FIELD_TYPES = {"u32": ("uint32_t", "I", 4), "u64": ("uint64_t", "Q", 8),
 
 def trace_header_layout(version: int = TRACE_VERSION) -> list[tuple[str, str, int, int, str]]:
     """Each header field as (name, C type, count, offset, struct code), in order, of the
-    header of `version` (an older one: the fields before TRACE_HEADER_FIRST[version + 1])."""
+    header of `version` (an older one: the fields before the first field of the next version
+    that adds some, TRACE_HEADER_FIRST)."""
     out, at = [], 0
     fields = TRACE_HEADER
-    if version + 1 in TRACE_HEADER_FIRST:
-        fields = fields[:[f[0] for f in fields].index(TRACE_HEADER_FIRST[version + 1])]
+    later = [v for v in sorted(TRACE_HEADER_FIRST) if v > version]
+    if later:
+        fields = fields[:[f[0] for f in fields].index(TRACE_HEADER_FIRST[later[0]])]
     for name, kind, count in fields:
         ctype, code, size = _FIELD_TYPES[kind]
         assert at % size == 0, name  # (no padding: see TRACE_HEADER)

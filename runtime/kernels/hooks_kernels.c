@@ -35,7 +35,7 @@ static __attribute__((noinline, unused)) void learn(const void *where, const voi
                                                     unsigned from)
 {
     uint64_t handle = 0;
-    char text[SHIMGEN_KERN_NAME_MAX];
+    char text[SHIMGEN_KERN_NAME_MAX + 2]; /* (one byte more than is kept: a longer one cut) */
     if (shimgen_safe_read(&handle, where, sizeof handle) != (long)sizeof handle || !handle)
         return;
     int slot = shimgen_kern_slot(handle);
@@ -72,7 +72,7 @@ static __attribute__((noinline)) void ask_name(int slot, void *f, void *stream)
 #endif
     (void)f;
     shimgen_kern_asks(asks);
-    char text[SHIMGEN_KERN_NAME_MAX];
+    char text[SHIMGEN_KERN_NAME_MAX + 2];
     if (name && shimgen_safe_string(text, sizeof text, name) > 0)
         shimgen_kern_name(slot, text, SHIMGEN_KERN_FROM_DRIVER);
     else
@@ -138,10 +138,10 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
     shimgen_CUresult r = REAL(cuKernelGetFunction, void **, void *)(func, kernel);
     if (r != OK)
         return r;
-    int from = shimgen_kern_slot((uint64_t)(uintptr_t)kernel);
-    const char *name = shimgen_kern_name_of(from);
-    if (*name)
-        learn(func, name, SHIMGEN_KERN_FROM_CUKERNELGETFUNCTION);
+    uint64_t handle = 0;
+    int of = shimgen_kern_slot((uint64_t)(uintptr_t)kernel);
+    if (shimgen_safe_read(&handle, func, sizeof handle) == (long)sizeof handle && handle)
+        shimgen_kern_name_as(shimgen_kern_slot(handle), of, SHIMGEN_KERN_FROM_CUKERNELGETFUNCTION);
     return r;
 }
 #endif

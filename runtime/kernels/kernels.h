@@ -2,7 +2,7 @@
  * kernels.h: the kernels folder's face (docs/design.md, "Kernels by name and each stream's
  * last launch"): per handle (a CUfunction or a CUkernel) its name, launches, host ticks of
  * its launch calls and shapes; per stream its launches and its last kernel. Kept in the
- * trace file's header (tracefile/header.h, version 6's kern_* and kstream_* fields), so a
+ * trace file's header (tracefile/header.h, version 7's kern_* and kstream_* fields), so a
  * process killed leaves them; the process's own memory until the file is made. table.c
  * keeps the tables; hooks_kernels.c, the hooks of feature "kernels", fills them.
  */
@@ -21,12 +21,14 @@ void shimgen_kernels_after_fork(void);
 
 /* A handle's slot, claimed when new; -1 when the table is full (counted lost). */
 int shimgen_kern_slot(uint64_t handle);
-/* A name for a slot that has none, with how it was learned (SHIMGEN_KERN_FROM_*). */
+/* A name for a slot that has none, with how it was learned (SHIMGEN_KERN_FROM_*): up to
+ * SHIMGEN_KERN_NAME_MAX bytes of it kept (a longer one is cut, so a caller passes a buffer
+ * that holds one byte more), as many as the names' arena has left. */
 void shimgen_kern_name(int slot, const char *name, unsigned from);
+/* Slot `of`'s name (when it has one) given to a slot that has none, the same bytes. */
+void shimgen_kern_name_as(int slot, int of, unsigned from);
 /* 1 when the slot has no name and the driver was not asked yet. */
 int shimgen_kern_unnamed(int slot);
-/* The name of a slot ("" when none), for cuKernelGetFunction's function. */
-const char *shimgen_kern_name_of(int slot);
 /* A launch: counted on its kernel's slot (-1: none) and its stream, with its shape and the
  * ticks at its start and end. */
 void shimgen_kern_launch(int slot, uint64_t stream, const uint32_t shape[6], uint64_t t0,

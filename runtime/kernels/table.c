@@ -4,8 +4,13 @@
  * part of the file, as the memory ledger is), the process's own memory before. A slot is
  * claimed by a compare-and-swap of its handle (or stream key) word, so two threads never
  * share one; every count is an aligned 8-byte word added atomically, so a reader of a live
- * or killed process's file sees a value it had. A slot's name is written after its `from`
- * word is claimed: a reader takes a name only when it is not empty.
+ * or killed process's file sees a value it had. A slot's name is named once, by the thread
+ * that claims its `from` word: its bytes are taken from the names' arena by an atomic add
+ * to the arena's used count (a name's bytes are never shared by two, and more than the
+ * arena has is cut), copied there, and only then published by one store of the slot's
+ * kern_name_at word (release): a reader, of a live or a killed process, sees the whole name
+ * or none. The count only grows, at most by SLOTS * NAME_MAX_ in a process and those it
+ * forks (a slot is named once, a forked child keeps its names): it never wraps.
  */
 
 #include <stddef.h>
@@ -17,11 +22,15 @@
 #define SLOTS SHIMGEN_KERN_SLOTS
 #define STREAMS SHIMGEN_KERN_STREAMS
 #define NAME_MAX_ SHIMGEN_KERN_NAME_MAX
+#define NAME_BYTES SHIMGEN_KERN_NAME_BYTES
+#define NAME_CUT ((uint64_t)SHIMGEN_KERN_NAME_CUT)
 #define PROBES 32u /* slots looked at from a handle's home before it is counted lost */
 #define FIRST offsetof(struct tf_header, kern_slots)
 #define SPAN (sizeof(struct tf_header) - FIRST)
-_Static_assert(offsetof(struct tf_header, kern_names) + SLOTS * NAME_MAX_ ==
-                   sizeof(struct tf_header), "the kernels' fields end the header");
+_Static_assert(offsetof(struct tf_header, kern_names) + NAME_BYTES == sizeof(struct tf_header),
+               "the kernels' fields end the header");
+_Static_assert(NAME_MAX_ < NAME_CUT && (uint64_t)SLOTS * NAME_MAX_ + NAME_BYTES < (1ull << 32),
+               "a name's length and the arena's used count fit their words");
 _Static_assert((SLOTS & (SLOTS - 1)) == 0 && (STREAMS & (STREAMS - 1)) == 0, "powers of two");
 
 /* The tables before the file is made (and without one): only the kern_* and kstream_*
@@ -66,27 +75,46 @@ int shimgen_kern_slot(uint64_t handle)
     return s;
 }
 
+/* 1 when this thread claimed the slot's naming (its `from` word was 0). */
+static int claim(struct tf_header *h, int slot, unsigned from)
+{
+    uint32_t was = 0;
+    return slot >= 0 && __atomic_compare_exchange_n(&h->kern_from[slot], &was, from, 0,
+                                                    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
 void shimgen_kern_name(int slot, const char *name, unsigned from)
 {
     struct tf_header *h = tables();
-    uint32_t was = 0;
-    if (slot < 0 || !__atomic_compare_exchange_n(&h->kern_from[slot], &was, from, 0,
-                                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+    if (!claim(h, slot, from))
         return;
-    char *to = &h->kern_names[(size_t)slot * NAME_MAX_];
-    size_t n = name ? strnlen(name, NAME_MAX_ - 1) : 0;
-    memcpy(to, name, n);
-    to[n] = 0;
+    size_t n = name ? strnlen(name, NAME_MAX_ + 1) : 0;
+    uint64_t cut = n > NAME_MAX_ ? NAME_CUT : 0;
+    if (cut)
+        n = NAME_MAX_;
+    if (!n)
+        return;
+    uint32_t at = __atomic_fetch_add(&h->kern_name_used, (uint32_t)n, __ATOMIC_RELAXED);
+    if (at >= NAME_BYTES || n > NAME_BYTES - at) { /* the arena's end: what fits kept */
+        n = at >= NAME_BYTES ? 0 : NAME_BYTES - at;
+        at = n ? at : 0;
+        cut = NAME_CUT;
+    }
+    memcpy(&h->kern_names[at], name, n);
+    __atomic_store_n(&h->kern_name_at[slot], (uint64_t)at << 32 | cut | n, __ATOMIC_RELEASE);
+}
+
+void shimgen_kern_name_as(int slot, int of, unsigned from)
+{
+    struct tf_header *h = tables();
+    uint64_t at = of >= 0 ? __atomic_load_n(&h->kern_name_at[of], __ATOMIC_ACQUIRE) : 0;
+    if (at && claim(h, slot, from))
+        __atomic_store_n(&h->kern_name_at[slot], at, __ATOMIC_RELEASE);
 }
 
 int shimgen_kern_unnamed(int slot)
 {
     return slot >= 0 && !__atomic_load_n(&tables()->kern_from[slot], __ATOMIC_ACQUIRE);
-}
-
-const char *shimgen_kern_name_of(int slot)
-{
-    return slot >= 0 ? &tables()->kern_names[(size_t)slot * NAME_MAX_] : "";
 }
 
 void shimgen_kern_launch(int slot, uint64_t stream, const uint32_t shape[6], uint64_t t0,
@@ -134,6 +162,7 @@ static void attach(struct tf_header *h, size_t stride)
     memcpy((char *)h + FIRST, (char *)from + FIRST, SPAN);
     h->kern_slots = SLOTS;
     h->kern_name_max = NAME_MAX_;
+    h->kern_name_bytes = NAME_BYTES;
     h->kern_streams = STREAMS;
     __atomic_store_n(&kh, h, __ATOMIC_RELEASE);
 }

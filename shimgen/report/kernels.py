@@ -1,12 +1,14 @@
 """What the report shows of kernels (docs/report.md, "Kernels"): per group, from each
-process's kernel table (trace/kernels.py, a version 6 binary trace), the kernels by name
+process's kernel table (trace/kernels.py, a version 7 binary trace), the kernels by name
 (their handles summed: one per module load and context), each with its launches, the host
 time of its launch calls (not known in counts mode), the last grids and blocks seen and the
 launches whose shape changed; the collectives whose launches differ across the ranks; each
 stream's last launch for the in-flight lines. Names are shown demangled by the C++ runtime's
 own demangler (`__cxa_demangle` of libstdc++, through ctypes; a name it refuses, or a machine
 without libstdc++, shows as it is), raw with --mangled. A group none of whose traces has a
-kernel table shows nothing (`kernels` is null in the JSON)."""
+kernel table shows nothing (`kernels` is null in the JSON). A kernel never launched (a
+handle the program got, as libraries get many) is in the JSON with 0 launches; the text
+counts those in one line."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import ctypes
 import ctypes.util
 import functools
 
-from ..runenv import KERN_COLLECTIVE, KERN_NAME_MAX
+from ..runenv import KERN_COLLECTIVE
 from ..trace import stream_text
 from .model import Group
 from .output import shown
@@ -59,18 +61,16 @@ def demangle(name: str) -> str:
         free(p)
 
 
-def cut(name: str) -> bool:
-    """Whether the trace file cut the name (KERN_NAME_MAX bytes with its NUL): not whole."""
-    return len(name.encode("utf-8", "replace")) >= KERN_NAME_MAX - 1
-
-
-def kernel_text(name: str | None, mangled: bool = False) -> str:
+def kernel_text(name: str | None, mangled: bool = False, cut: bool = False) -> str:
+    """A kernel as the text names it; `cut`: the trace file cut its name (said so)."""
     if name is None:
         return "a kernel the table had no room for"
     if not name:
-        return "an unnamed kernel"
-    return shown(name if mangled else demangle(name), CUT) + (" (name cut)" if cut(name)
-                                                               else "")
+        return ("a kernel whose name the trace file had no room for (name cut)" if cut
+                else "an unnamed kernel")
+    # (a cut name is shown as it is: a demangler may read its part as another name)
+    return shown(name if mangled or cut else demangle(name), CUT) + (" (name cut)" if cut
+                                                                      else "")
 
 
 def _shape(t: tuple) -> str:
@@ -87,8 +87,9 @@ def totals(g: Group) -> dict[str, dict] | None:
     for t in tables:
         for k in t.kernels.kernels:
             o = out.setdefault(k.name, {"launches": 0, "host_ns": 0.0, "shapes": set(),
-                                        "shape_changes": 0, "timed": True})
+                                        "shape_changes": 0, "timed": True, "cut": False})
             o["launches"] += k.launches
+            o["cut"] = o["cut"] or k.cut
             o["shape_changes"] += k.shapes
             if k.launches:
                 o["shapes"].add((k.grid, k.block))
@@ -130,10 +131,10 @@ def kernels_json(g: Group) -> list[dict] | None:
     tot = totals(g)
     if tot is None:
         return None
-    return [{"name": n, "demangled": demangle(n), "launches": o["launches"],
+    return [{"name": n, "demangled": n if o["cut"] else demangle(n), "launches": o["launches"],
              "host_ns": round(o["host_ns"]) if o["timed"] else None,
              "shapes": [{"grid": list(gr), "block": list(bl)} for gr, bl in sorted(o["shapes"])],
-             "shape_changes": o["shape_changes"], "cut": cut(n)}
+             "shape_changes": o["shape_changes"], "cut": o["cut"]}
             for n, o in sorted(tot.items(), key=lambda no: (-no[1]["launches"], no[0]))]
 
 
@@ -147,7 +148,9 @@ def kernels_section(g: Group, mangled: bool = False) -> list[str]:
     tot = totals(g)
     if not tot:
         return []
-    rows = sorted(tot.items(), key=lambda no: (-no[1]["launches"], no[0]))
+    rows = sorted(((n, o) for n, o in tot.items() if o["launches"]),
+                  key=lambda no: (-no[1]["launches"], no[0]))
+    unlaunched = len(tot) - len(rows)
     launches = sum(o["launches"] for _, o in rows)
     lines = ["", f"kernels    {len(rows)}, {launches:,} launches (host time: of the launch "
              "calls)", f"  {'launches':>10}  {'host us':>10}  {'grid / block (last)':<24} "
@@ -159,9 +162,13 @@ def kernels_section(g: Group, mangled: bool = False) -> list[str]:
         if o["shape_changes"]:
             shape += f" (+{o['shape_changes']})"
         lines.append(f"  {o['launches']:>10,}  {host:>10}  {shape:<24} "
-                     f"{kernel_text(name, mangled)}")
+                     f"{kernel_text(name, mangled, o['cut'])}")
     if len(rows) > SHOWN:
         lines.append(f"  ... and {len(rows) - SHOWN} more")
+    if unlaunched:
+        lines.append(f"  ({unlaunched:,} kernel{'s' if unlaunched > 1 else ''} the program "
+                     "got a handle of but never launched: not listed, in the JSON with 0 "
+                     "launches)")
     for c in collectives(g):
         lines.append("  " + collective_line(c, mangled))
     return lines
@@ -174,5 +181,5 @@ def last_launch_text(p, mangled: bool = False) -> str:
         return ""
     la = p.launches[0]
     ago = "" if la.seconds is None else f", launched {la.seconds:.1f} s ago"
-    return (f"{stream_text(la.stream)} last ran {kernel_text(la.kernel, mangled)} "
+    return (f"{stream_text(la.stream)} last ran {kernel_text(la.kernel, mangled, la.cut)} "
             f"(#{la.ordinal}){ago}")

@@ -81,6 +81,7 @@ def comment_safe(value: object) -> str:
 
 # The kernels' table (runtime/kernels/): its sizes, how a name was learned, CUlaunchConfig.
 KERN_FACTS = {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
+              "name_bytes": runenv.KERN_NAME_BYTES, "name_cut": runenv.KERN_NAME_CUT,
               "streams": runenv.KERN_STREAMS, "sources": runenv.KERN_FROM,
               "config_stream": LAUNCH_CONFIG_STREAM_OFFSET,
               "host_unknown": runenv.KERN_HOST_UNKNOWN}

@@ -53,15 +53,16 @@ class Call:
 
 
 class Launch:
-    """A stream's last launch (format version 6, runtime/kernels/): the stream, the kernel's
-    name ("" unnamed, None no slot), its ordinal on the stream, its start as a Call's."""
+    """A stream's last launch (format version 7, runtime/kernels/): the stream, the kernel's
+    name ("" unnamed, None no slot; `cut`: the trace file cut it), its ordinal on the stream,
+    its start as a Call's."""
 
-    __slots__ = ("stream", "kernel", "ordinal", "mono_ns", "real_ns")
+    __slots__ = ("stream", "kernel", "ordinal", "mono_ns", "real_ns", "cut")
 
     def __init__(self, stream: int, kernel: str | None, ordinal: int, mono_ns: int | None,
-                 real_ns: int | None) -> None:
+                 real_ns: int | None, cut: bool = False) -> None:
         self.stream, self.kernel, self.ordinal = stream, kernel, ordinal
-        self.mono_ns, self.real_ns = mono_ns, real_ns
+        self.mono_ns, self.real_ns, self.cut = mono_ns, real_ns, cut
 
 
 class InFlight:
@@ -84,7 +85,7 @@ class InFlight:
         self.why_unknown = ""  # NOT_IN_COUNTS or NOT_IN_VERSION_3: no calls can be read
         self.device_bytes = _device_bytes(h)  # device memory held now (the ledger); None: unknown
         self.uid: int | None = None  # the file's owner: the user its process ran as
-        self.launches: list[Launch] = []  # each stream's last launch (version 6)
+        self.launches: list[Launch] = []  # each stream's last launch (version 7)
         # with counts: per function, (calls, ns in them; None without times) so far
         self.functions: dict[str, tuple[int, float | None]] = {}
 
@@ -118,7 +119,7 @@ def _clock(h: dict) -> tuple[float, int, int, int] | None:
 
 
 def _launches(h: dict, clock) -> list[Launch]:
-    """Each stream's last launch, from the kernels' fields of the header (version 6)."""
+    """Each stream's last launch, from the kernels' fields of the header (version 7)."""
     try:
         table = read_kernels(h)
     except KernelsError as e:
@@ -130,7 +131,7 @@ def _launches(h: dict, clock) -> list[Launch]:
             k, t0, ns0, real_off = clock
             mono = int(ns0 + (s.start_ticks - t0) * k)
             real = mono + real_off
-        out.append(Launch(s.stream, s.kernel, s.launches, mono, real))
+        out.append(Launch(s.stream, s.kernel, s.launches, mono, real, s.cut))
     return out
 
 

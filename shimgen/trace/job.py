@@ -33,13 +33,15 @@ class Busy:
 
 
 class LastLaunch:
-    """A stream's last launch and how long ago it was made (None: not known)."""
+    """A stream's last launch and how long ago it was made (None: not known); `cut`: the
+    trace file cut its kernel's name."""
 
-    __slots__ = ("stream", "kernel", "ordinal", "seconds")
+    __slots__ = ("stream", "kernel", "ordinal", "seconds", "cut")
 
     def __init__(self, stream: int, kernel: str | None, ordinal: int,
-                 seconds: float | None) -> None:
+                 seconds: float | None, cut: bool = False) -> None:
         self.stream, self.kernel, self.ordinal, self.seconds = stream, kernel, ordinal, seconds
+        self.cut = cut
 
 
 class ProcNow:
@@ -98,7 +100,7 @@ def judge(f: inflight.InFlight, part: live.Part | None, host: str, here: str,
     for c in f.calls:
         p.calls.append(Busy(c.tid, c.function, age(c), c.mono_ns))
     p.calls.sort(key=lambda b: -(b.seconds or 0))
-    p.launches = sorted((LastLaunch(la.stream, la.kernel, la.ordinal, age(la))
+    p.launches = sorted((LastLaunch(la.stream, la.kernel, la.ordinal, age(la), la.cut)
                          for la in f.launches),
                         key=lambda la: la.seconds if la.seconds is not None else float("inf"))
     return p

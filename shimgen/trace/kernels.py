@@ -1,35 +1,45 @@
-"""The kernels of one process, read from its binary trace file (format version 6;
+"""The kernels of one process, read from its binary trace file (format version 7;
 runtime/kernels/ writes them, docs/traceformat.md "Kernels" says what they hold): per handle
 (a CUfunction or CUkernel) its name, how the name was learned, its launches, the host time
 of its launch calls, its last grid and block and the launches whose shape changed; per
-stream its launches, its last kernel and that launch's start. A file before version 6 has
-none (None)."""
+stream its launches, its last kernel and that launch's start. A name is read from the
+names' arena where its slot says; one the trace file cut (longer than KERN_NAME_MAX, or past
+the arena's end) is marked `cut`. A file before version 7 has none (None)."""
 
 from __future__ import annotations
 
-from ..runenv import KERN_FROM, KERN_NAME_MAX, KERN_SLOTS, KERN_STREAMS
+from ..runenv import (
+    KERN_FROM,
+    KERN_NAME_BYTES,
+    KERN_NAME_CUT,
+    KERN_NAME_MAX,
+    KERN_SLOTS,
+    KERN_STREAMS,
+)
 
 
 class Kernel:
-    __slots__ = ("handle", "name", "source", "launches", "ticks", "shapes", "grid", "block")
+    __slots__ = ("handle", "name", "cut", "source", "launches", "ticks", "shapes", "grid",
+                 "block")
 
     def __init__(self, handle: int, name: str, source: str, launches: int, ticks: int,
-                 shapes: int, grid: tuple, block: tuple) -> None:
-        self.handle, self.name, self.source = handle, name, source
+                 shapes: int, grid: tuple, block: tuple, cut: bool = False) -> None:
+        self.handle, self.name, self.source, self.cut = handle, name, source, cut
         self.launches, self.ticks, self.shapes = launches, ticks, shapes
         self.grid, self.block = grid, block  # the last launch's (x, y, z)
 
 
 class StreamLast:
     """A stream's launches and its last kernel (its name, "" when unnamed; None when the
-    launch's handle had no slot) with that launch's start in ticks."""
+    launch's handle had no slot; `cut`: the name was cut) with that launch's start in
+    ticks."""
 
-    __slots__ = ("stream", "launches", "kernel", "handle", "start_ticks")
+    __slots__ = ("stream", "launches", "kernel", "handle", "start_ticks", "cut")
 
     def __init__(self, stream: int, launches: int, kernel: str | None, handle: int,
-                 start_ticks: int) -> None:
+                 start_ticks: int, cut: bool = False) -> None:
         self.stream, self.launches, self.kernel = stream, launches, kernel
-        self.handle, self.start_ticks = handle, start_ticks
+        self.handle, self.start_ticks, self.cut = handle, start_ticks, cut
 
 
 class KernelTable:
@@ -46,8 +56,13 @@ class KernelsError(Exception):
     """What is wrong with a file's kernels (trace/binary.py says it with the file's name)."""
 
 
-def _name(raw: bytes) -> str:
-    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+def _name(names: bytes, at: int, slot: int) -> tuple[str, bool]:
+    """A slot's name and whether it was cut, from its kern_name_at word."""
+    off, n, cut = at >> 32, at & (KERN_NAME_CUT - 1), bool(at & KERN_NAME_CUT)
+    if n > KERN_NAME_MAX or off + n > len(names):
+        raise KernelsError(f"its kernel slot {slot} has a name of {n} bytes at {off}, outside "
+                           f"the {len(names)} bytes of names")
+    return names[off:off + n].decode("utf-8", "replace"), cut
 
 
 def stream_text(stream: int) -> str:
@@ -58,34 +73,36 @@ def stream_text(stream: int) -> str:
 
 def read_kernels(h: dict) -> KernelTable | None:
     """The kernels from a header's fields (trace/binary.py, trace/inflight.py), None for a
-    file before version 6 or one whose process never traced into a directory with them."""
+    file before version 7 or one whose process never traced into a directory with them."""
     if h.get("kern_slots") is None or not h["kern_slots"]:
         return None
-    sizes = (h["kern_slots"], h["kern_name_max"], h["kern_streams"])
-    if sizes != (KERN_SLOTS, KERN_NAME_MAX, KERN_STREAMS):
-        raise KernelsError(f"its kernel table's sizes {sizes} are not the format's "
-                           f"{(KERN_SLOTS, KERN_NAME_MAX, KERN_STREAMS)}")
+    sizes = (h["kern_slots"], h["kern_name_max"], h["kern_name_bytes"], h["kern_streams"])
+    want = (KERN_SLOTS, KERN_NAME_MAX, KERN_NAME_BYTES, KERN_STREAMS)
+    if sizes != want:
+        raise KernelsError(f"its kernel table's sizes {sizes} are not the format's {want}")
     t = KernelTable()
     t.lost, t.lost_launches = h["kern_lost"], h["kern_lost_launches"]
     t.streams_lost, t.asks = h["kstream_lost"], bool(h["kern_asks"])
+    # (the whole arena, not only the bytes kern_name_used says were taken: a live process's
+    # header is read in its order, so a name published after that count was read is read)
     names = h["kern_names"]
-    slot_name: dict[int, str] = {}
+    slot_name: dict[int, tuple[str, bool]] = {}
     for i, handle in enumerate(h["kern_handle"]):
         if not handle:
             continue
-        name = _name(names[i * KERN_NAME_MAX:(i + 1) * KERN_NAME_MAX])
-        slot_name[i] = name
+        name, cut = slot_name[i] = _name(names, h["kern_name_at"][i], i)
         t.kernels.append(Kernel(handle, name, KERN_FROM.get(h["kern_from"][i], ""),
                                 h["kern_launches"][i], h["kern_ticks"][i], h["kern_shapes"][i],
                                 tuple(h["kern_grid"][i * 3:i * 3 + 3]),
-                                tuple(h["kern_block"][i * 3:i * 3 + 3])))
+                                tuple(h["kern_block"][i * 3:i * 3 + 3]), cut))
     for j, key in enumerate(h["kstream_key"]):
         if not key or not h["kstream_launches"][j]:
             continue
         slot = h["kstream_slot"][j]
         if slot > KERN_SLOTS:
             raise KernelsError(f"its stream {j} names kernel slot {slot - 1}")
-        t.streams.append(StreamLast(
-            key - 1, h["kstream_launches"][j], slot_name.get(slot - 1) if slot else None,
-            h["kern_handle"][slot - 1] if slot else 0, h["kstream_start"][j]))
+        name, cut = slot_name.get(slot - 1, (None, False)) if slot else (None, False)
+        t.streams.append(StreamLast(key - 1, h["kstream_launches"][j], name,
+                                    h["kern_handle"][slot - 1] if slot else 0,
+                                    h["kstream_start"][j], cut))
     return t

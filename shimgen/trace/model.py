@@ -134,7 +134,7 @@ class ProcessTrace:
         self.driver_build_id = driver_build_id  # the loaded driver's
         self.ns_per_tick = ns_per_tick  # None: times cannot be given (see trace/binary.py)
         self.memory = None  # trace/memory.py MemoryLedger: a version 4 binary trace file
-        self.kernels = None  # trace/kernels.py KernelTable: a version 6 binary trace file
+        self.kernels = None  # trace/kernels.py KernelTable: a version 7 binary trace file
         self.untimed_calls = untimed_calls
         self.unmapped_proc_addresses = unmapped_proc_addresses
         self.start_ns = start_ns  # CLOCK_REALTIME at the first traced call

@@ -24,13 +24,14 @@
 
 typedef int CUresult;
 enum { FUNC = 1, KERNEL = 2 };
+#define NAME_BYTES 8192 /* a name's bytes kept, its NUL included: more than the shim keeps */
 struct handle {
     int kind;
-    char name[400];
+    char name[NAME_BYTES];
 };
 #define MAX_NAMES 64
 static struct {
-    char name[400];
+    char name[NAME_BYTES];
     unsigned long n;
 } counts[MAX_NAMES];
 static unsigned long captured, asked_in_capture;

@@ -13,6 +13,9 @@
  *   fork:                     the rest in a forked child; the parent waits for it and exits
  *   host:S:N graph:S:N        N launches of kern_host_cb (cuLaunchHostFunc), of a graph
  *                             (cuGraphLaunch), on stream S
+ *   names:T:N:LEN             T threads, let go at once, each making N handles (not kept)
+ *                             by cuModuleGetFunction of names of LEN bytes: "_Zt<t>_<i>_"
+ *                             then x's, a random short spin between two
  * Each failed call prints "rc NAME R". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +60,44 @@ static void check(const char *what, CUresult r)
 {
     if (r)
         printf("rc %s %d\n", what, r);
+}
+
+/* names:T:N:LEN: each thread's handles, made at once with the others' */
+static pthread_barrier_t names_start;
+static unsigned names_n, names_len;
+
+static void *names_thread(void *arg)
+{
+    unsigned t = (unsigned)(uintptr_t)arg, seed = t * 7919u + (unsigned)getpid();
+    char *name = malloc(names_len + 1);
+    void *h = NULL;
+    pthread_barrier_wait(&names_start);
+    for (unsigned i = 0; i < names_n; i++) {
+        int at = snprintf(name, names_len + 1, "_Zt%u_%u_", t, i);
+        memset(name + at, 'x', names_len - (unsigned)at);
+        name[names_len] = 0;
+        for (volatile unsigned spin = rand_r(&seed) % 2000; spin; spin--)
+            ;
+        check("names", ((CUresult(*)(void **, void *, const char *))fn("cuModuleGetFunction"))(
+                           &h, (void *)1, name));
+    }
+    free(name);
+    return NULL;
+}
+
+static int names(const char *arg)
+{
+    unsigned n;
+    pthread_t th[64];
+    if (sscanf(arg, "%u:%u:%u", &n, &names_n, &names_len) != 3 || !n || n > 64 ||
+        names_len < 32)
+        return 3;
+    pthread_barrier_init(&names_start, NULL, n);
+    for (unsigned t = 0; t < n; t++)
+        pthread_create(&th[t], NULL, names_thread, (void *)(uintptr_t)t);
+    for (unsigned t = 0; t < n; t++)
+        pthread_join(th[t], NULL);
+    return 0;
 }
 
 typedef CUresult (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -142,6 +184,9 @@ int main(int argc, char **argv)
                 waitpid(pid, &st, 0);
                 return WIFEXITED(st) ? WEXITSTATUS(st) : 5;
             }
+        } else if (!strcmp(op, "names")) {
+            if (names(arg))
+                return 3;
         } else if (!strcmp(op, "sync")) {
             printf("ready\n");
             fflush(stdout);

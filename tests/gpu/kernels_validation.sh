@@ -8,8 +8,8 @@
 #     `run --stall 5`: the stall line, top and the report name the kernel (spin_kernel) the
 #     stream last ran; after SIGKILL the report still does.
 #  3. The loop again inside torch.profiler (CUDA activities: CUPTI's activity records): every
-#     kernel the report names, with its launches, as the profiler names and counts it
-#     (tests/gpu/kernels_profiled.py, tests/gpu/compare_kernels.py).
+#     kernel the report names launched, with its launches, as the profiler names and counts
+#     it, and no other (tests/gpu/kernels_profiled.py, tests/gpu/compare_kernels.py).
 # Run from the repository root:  bash tests/gpu/kernels_validation.sh   (results in $OUT)
 set -uo pipefail
 . tests/gpu/common.sh kernels

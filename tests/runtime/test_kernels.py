@@ -5,7 +5,9 @@ named as the fake names them and counted as the fake counts them (a failed launc
 launch into a capture not counted; the driver never asked a name during a capture); the
 report's kernels section demangled and raw, its JSON, `report --calls`; the last kernel of
 each stream in a SIGKILLed process's in-flight line; three ranks, one of which launched a
-collective once less."""
+collective once less; names of 1,500 bytes kept whole, one longer than KERN_NAME_MAX and a
+flood past the names' arena cut and said so (text, JSON, in-flight line), a name placed past
+the arena refused, names made by racing threads each whole."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import io
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -21,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from shimgen.report.kernels import demangle
-from shimgen.runenv import KERN_NAME_MAX
+from shimgen.runenv import KERN_NAME_BYTES, KERN_NAME_MAX
 from shimgen.trace import inflight
 from shimgen.trace.binary import load
 from tests.shimcache import fake_driver_shim
@@ -37,6 +40,7 @@ EVERY_ROUTE = [
     "launch:0:0:2:256:3", "launchptsz:0:5:2:128:1", "coop:2:5:4:32:2", "coopptsz:1:5:4:32:1",
     "ex:3:7:1:1:4", "exptsz:4:7:1:1:1", "launch:0:0:0:1:1",
 ]
+RACE_RUNS = 100
 HOW = {MY: {"cuModuleGetFunction"}, NCCL: {"cuLibraryGetKernel", "cuKernelGetFunction"},
        "_Z5otherv": {"driver"}, "kern_only": {"driver"}}
 
@@ -163,15 +167,100 @@ def test_host_functions_by_symbol(probes, fake, kshim, tmp_path):
     assert streams == {4: (3, "kern_host_cb"), 6: (1, MY)}
 
 
-def test_a_long_name_is_cut_and_said_so(probes, fake, kshim, tmp_path):
-    long = "_Z" + "9my_kernel" * 30 + "v"  # 303 bytes: cut at KERN_NAME_MAX - 1
+def long_name(i: int, n: int) -> str:
+    """A mangled name of exactly n bytes, the i-th of its kind."""
+    head = f"_Z{n - 3 - len(str(n - 3))}"
+    return (head + f"k{i}_" + "x" * n)[:n - 1] + "v"
+
+
+def test_a_long_name_is_kept_whole(probes, fake, kshim, tmp_path):
+    """Names of 1,500 bytes, as PyTorch's template kernels have: each route keeps them whole
+    (the program's argument, the kernel a function was made of, the driver asked)."""
+    mod, lib, drv = (long_name(i, 1500) for i in range(3))
+    got = run_ops(probes, fake, kshim, tmp_path / "t", [
+        f"mod:{mod}", f"lib:{lib}", "kfunc:1", f"enumf:{drv}", "launch:0:0:1:1:2",
+        "launch:2:5:1:1:3", "launch:3:7:1:1:1"])
+    assert got["launches"] == {mod: 2, lib: 3, drv: 1}
+    t = one_trace(tmp_path / "t")
+    assert by_name(t) == got["launches"] and not any(k.cut for k in t.kernels.kernels)
+    streams = {s.stream: (s.kernel, s.cut) for s in t.kernels.streams}
+    assert streams == {0: (mod, False), 5: (lib, False), 7: (drv, False)}
+    assert "(name cut)" not in report(tmp_path / "t")
+    g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
+    assert sorted((x["name"], x["cut"]) for x in g["kernels"]) == sorted(
+        (n, False) for n in (mod, lib, drv))
+
+
+def test_a_name_longer_than_the_most_kept_is_cut_and_said_so(probes, fake, kshim, tmp_path):
+    long = long_name(0, KERN_NAME_MAX + 904)
     got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{long}", "launch:0:0:1:1:2"])
     assert got["launches"] == {long: 2}
     (k,) = one_trace(tmp_path / "t").kernels.kernels
-    assert k.name == long[:KERN_NAME_MAX - 1] and k.launches == 2
+    assert k.name == long[:KERN_NAME_MAX] and k.cut and k.launches == 2
     assert "(name cut)" in report(tmp_path / "t")
     g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
-    assert [(x["name"], x["cut"]) for x in g["kernels"]] == [(long[:KERN_NAME_MAX - 1], True)]
+    assert [(x["name"], x["cut"]) for x in g["kernels"]] == [(long[:KERN_NAME_MAX], True)]
+
+
+def test_names_past_the_arena_are_cut_and_said_so(probes, fake, kshim, tmp_path):
+    """More names than the file's arena holds: those that fit whole, the one at its end cut
+    to what was left, the later ones cut to nothing; each said cut, and the cut one shown as
+    it is, not demangled (its part, f064(int, int, ...), is another function's name)."""
+    size = 4090  # (the arena's end falls 384 bytes into a name: a part the demangler takes)
+    names = [f"_Z4f{i:03}" + "i" * (size - 7) for i in range(KERN_NAME_BYTES // size + 5)]
+    whole = KERN_NAME_BYTES // size
+    part = names[whole][:KERN_NAME_BYTES - whole * size]
+    assert demangle(part).startswith(f"f{whole:03}(int, int")
+    last = len(names) - 1
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{n}" for n in names] + [
+        "launch:0:0:1:1:1", f"launch:{whole}:0:1:1:2", f"launch:{last}:5:1:1:3"])
+    t = one_trace(tmp_path / "t")
+    assert sorted(k.name for k in t.kernels.kernels if not k.cut) == sorted(names[:whole])
+    assert sorted(k.name for k in t.kernels.kernels if k.cut) == [""] * 4 + [part]
+    assert by_name(t) == {names[0]: 1, part: 2, "": 3}
+    text = report(tmp_path / "t")
+    assert text.count("(name cut)") == 2 and "kernels    3, 6 launches" in text
+    assert f"({whole - 1} kernels the program got a handle of but never launched" in text
+    assert f"f{whole:03}(int" not in text
+    g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
+    assert sorted((x["launches"], x["cut"]) for x in g["kernels"]) == sorted(
+        [(1, False), (2, True), (3, True)] + [(0, False)] * (whole - 1))
+    assert next(x["demangled"] for x in g["kernels"] if x["launches"] == 2) == part
+
+
+def test_names_made_by_racing_threads_are_each_whole(probes, fake, kshim, tmp_path):
+    """Threads naming handles at once (let go together, a random spin between two calls,
+    many runs): every name whole, none sharing another's bytes of the arena."""
+    threads, each, size = 4, 100, 600
+    assert threads * each * size <= KERN_NAME_BYTES
+    want = sorted(f"_Zt{t}_{i}_".ljust(size, "x") for t in range(threads) for i in range(each))
+    for run in range(RACE_RUNS):
+        run_ops(probes, fake, kshim, tmp_path / str(run), [f"names:{threads}:{each}:{size}"])
+        t = one_trace(tmp_path / str(run))
+        assert not any(k.cut for k in t.kernels.kernels) and not t.kernels.lost, run
+        assert sorted(k.name for k in t.kernels.kernels) == want, run
+
+
+def test_a_name_outside_the_arena_is_refused(probes, fake, kshim, tmp_path):
+    """A file whose slot says its name lies past the arena: one line, not a name read from
+    what follows the header."""
+    from shimgen.runenv import KERN_SLOTS, trace_header_layout
+
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:1"])
+    (path,) = (tmp_path / "t").glob("*.shimtrace")
+    at = {name: off for name, _, _, off, _ in trace_header_layout()}
+    data = bytearray(path.read_bytes())
+    handles = struct.unpack_from(f"<{KERN_SLOTS}Q", data, at["kern_handle"])
+    slot = next(i for i, h in enumerate(handles) if h)
+    word = struct.unpack_from("<Q", data, at["kern_name_at"] + 8 * slot)[0]
+    assert word == len(MY)  # the first name: at 0, whole
+    struct.pack_into("<Q", data, at["kern_name_at"] + 8 * slot,
+                     (KERN_NAME_BYTES - 4) << 32 | len(MY))
+    path.write_bytes(bytes(data))
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "report", str(tmp_path / "t")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"its kernel slot {slot} has a name of {len(MY)} bytes at " in proc.stderr
 
 
 def test_a_driver_that_gives_no_names(probes, fake, kshim, tmp_path):
@@ -240,6 +329,28 @@ def test_sigkilled_process_names_the_kernel_it_waits_for(probes, fake, kshim, tm
     g = json.loads(report("--json", traces))["groups"][0]
     last = g["in_flight"][0]["last_launch"]
     assert (last["stream"], last["kernel"], last["ordinal"]) == (3, NCCL, 7)
+
+
+def test_sigkilled_process_says_its_last_kernels_name_was_cut(probes, fake, kshim, tmp_path):
+    traces = tmp_path / "t"
+    long = long_name(0, KERN_NAME_MAX + 10)
+    proc = subprocess.Popen(
+        [probes / "kernlaunch", f"mod:{long}", "launch:0:3:2:256:2", "sync:3"],
+        env=env_for(fake, kshim, traces, FAKE_KERN_HANG="1"), stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        for _ in range(3000):  # until the file shows the call in progress, then the kill
+            files = list(traces.glob("*.shimtrace"))
+            if files and inflight.read(files[0]).calls:
+                break
+            time.sleep(0.005)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    line = next(ln for ln in report("--mangled", traces).splitlines()
+                if ln.startswith("in flight"))
+    assert f"stream 0x3 last ran {long[:40]}" in line and " (name cut) (#2)" in line, line
 
 
 def test_the_rank_whose_collective_count_differs(probes, fake, kshim, tmp_path):
