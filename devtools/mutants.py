@@ -376,7 +376,8 @@ def default_jobs() -> int:
 def select(mutations: list[Mutation], a: argparse.Namespace) -> tuple[list[Mutation], str]:
     """The entries `--changed-since` and `--share` pick (their union), and a line saying so."""
     repo = a.repo.resolve()
-    changed = (mutselect.changed_since(mutations, repo, a.changed_since, a.list)
+    caught = mutselect.read_caught(a.caught) if a.caught else {}
+    changed = (mutselect.changed_since(mutations, repo, a.changed_since, a.list, caught)
                if a.changed_since else set())
     k, n = mutselect.parse_share(a.share, repo) if a.share else (0, 0)
     shared = {m.name for m in mutations if n and mutselect.in_share(m.name, k, n)}
@@ -398,6 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--changed-since", metavar="COMMIT",
                     help="only the entries a change since COMMIT can have broken (their "
                          "file or tests changed, or the entry itself), with --share's")
+    ap.add_argument("--caught", type=Path, metavar="FILE",
+                    help="with --changed-since: the entries caught at a later commit (FILE's "
+                         "lines `COMMIT NAME`, as --record writes them) count from it")
+    ap.add_argument("--record", type=Path, metavar="FILE",
+                    help="add `COMMIT NAME` to FILE for each entry caught (the repository's "
+                         "HEAD, only when its tree is clean: what was tested is that commit)")
     ap.add_argument("--share", metavar="K/N",
                     help="only the entries of share K of N (by their names' CRC-32; auto/N: "
                          "K from HEAD's commit count, a rotation), with --changed-since's")
@@ -457,7 +464,27 @@ def main(argv: list[str] | None = None) -> int:
     broken = count["BROKEN"] + len(problems)
     print(f"mutants: {count['caught']} caught, {count['SURVIVED']} survived, {broken} broken "
           f"entries, in {time.monotonic() - t0:.0f} s")
+    if a.record:
+        record(a.record, a.repo.resolve(), [m.name for m, o in zip(mutations, outcomes,
+                                                                      strict=True)
+                                            if o.verdict == "caught"])
     return 1 if count["SURVIVED"] or broken else 0
+
+
+def record(path: Path, repo: Path, names: list[str]) -> None:
+    """`COMMIT NAME` added to `path` for each name, COMMIT the repository's HEAD; nothing
+    (and a line saying why) when its tree has changes: the copy tested was not that commit."""
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
+                             "--untracked-files=no"], capture_output=True, text=True)
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    if status.returncode or head.returncode or status.stdout.strip():
+        print(f"mutants: not recorded in {path}: the tree tested is not a commit (changes, "
+              "or no git)")
+        return
+    with path.open("a") as f:
+        f.writelines(f"{head.stdout.strip()} {name}\n" for name in names)
+    print(f"mutants: {len(names)} caught entries recorded in {path} at {head.stdout.strip()}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,22 @@ whole list runs in CI.
 MUTATIONS = [
     # ---- the mutation check's own selection (devtools/mutselect.py: CI's share) ----
     {
+        "name": "mutselect-caught-commit-ignored",
+        "file": "devtools/mutselect.py",
+        "old": "    bases = {m.name: (caught or {}).get(m.name, ref) for m in mutations}\n",
+        "new": "    bases = {m.name: ref for m in mutations}\n",
+        "tests": ["tests/devtools/test_mutants.py::test_an_entry_caught_at_a_later_commit_counts_from_it"],
+        "why": "an entry caught at a later commit counts from it, not from the whole list's",
+    },
+    {
+        "name": "mutants-record-of-a-changed-tree",
+        "file": "devtools/mutants.py",
+        "old": "    if status.returncode or head.returncode or status.stdout.strip():\n",
+        "new": "    if status.returncode or head.returncode:\n",
+        "tests": ["tests/devtools/test_mutants.py::test_an_entry_caught_at_a_later_commit_counts_from_it"],
+        "why": "a run records its caught entries at HEAD only when the tree it tested is HEAD",
+    },
+    {
         "name": "mutselect-changed-file-not-picked",
         "file": "devtools/mutselect.py",
         "old": "                or m.file in files or any(",

@@ -6,6 +6,8 @@ well under its time; the whole list is checked before an issue is called resolve
 - changed since REF: an entry whose file, or a file of one of its tests, differs between the
   commit REF and the working tree (or is new), and an entry that is new or changed in the list
   itself since REF;
+- caught at a later commit (`--caught FILE`, lines `COMMIT NAME` that a run of the list wrote
+  with `--record`): such an entry counts from its own commit, not from REF;
 - share K/N: the entries whose name's CRC-32 is K modulo N; `auto/N` takes K from the number
   of commits in HEAD's history, so that each landing checks the next share.
 """
@@ -57,16 +59,38 @@ def test_file(test_id: str) -> str:
     return test_id.split("::", 1)[0]
 
 
-def changed_since(mutations, repo: Path, ref: str, list_path: Path) -> set[str]:
-    """The names of the entries a change since `ref` can have broken."""
-    files = changed_files(repo, ref)
-    before = entries_at(repo, ref, list_path)
+def read_caught(path: Path) -> dict[str, str]:
+    """The entries a run caught at a commit later than the whole list's: `path`'s lines
+    `COMMIT NAME` (`#` a comment; a later line for a name wins); {} when there is no file."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    caught = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise SelectError(f"{path}:{n}: not `COMMIT NAME`: {line.strip()}")
+        caught[parts[1]] = parts[0]
+    return caught
+
+
+def changed_since(mutations, repo: Path, ref: str, list_path: Path,
+                  caught: dict[str, str] | None = None) -> set[str]:
+    """The names of the entries a change since `ref` can have broken; an entry in `caught`
+    counts from the commit it was caught at instead."""
+    bases = {m.name: (caught or {}).get(m.name, ref) for m in mutations}
+    files = {b: changed_files(repo, b) for b in set(bases.values())}
+    before = {b: entries_at(repo, b, list_path) for b in set(bases.values())}
     out = set()
     for m in mutations:
-        then = before.get(m.name)
+        base = bases[m.name]
+        then = before[base].get(m.name)
         now = {**dataclasses.asdict(m), "tests": list(m.tests)}
         if (then is None or {**then, "tests": list(then.get("tests", []))} != now
-                or m.file in files or any(test_file(t) in files for t in m.tests)):
+                or m.file in files[base] or any(test_file(t) in files[base] for t in m.tests)):
             out.add(m.name)
     return out
 

@@ -343,3 +343,43 @@ def test_a_selection_runs_only_its_entries(tmp_path):
     assert "checking 2 of 2 entries: 2 changed since HEAD" in r.stdout, r.stdout + r.stderr
     r = mutants(repo, "--share", "9/4")
     assert r.returncode == 2 and "K must be a whole number below N" in r.stderr
+
+
+def test_an_entry_caught_at_a_later_commit_counts_from_it(tmp_path):
+    """`--record` writes `COMMIT NAME` for each entry caught at a clean HEAD (nothing when the
+    tree has changes); `--caught` makes such an entry count from that commit: a change before
+    it no longer picks the entry, one after it does."""
+    from devtools import mutants as M
+    from devtools import mutselect
+    repo = tiny_repo(tmp_path)
+    _commit(repo, "base")
+
+    def head() -> str:
+        return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    base = head()
+    ms, _ = M.load(repo / "mutations.py")
+    (repo / "calc.py").write_text(CALC + "\n")
+    caught_file = tmp_path / "caught"
+    M.record(caught_file, repo, ["caught"])
+    assert not caught_file.exists()  # the tree had changes: not that commit
+    _commit(repo, "calc changed")
+    M.record(caught_file, repo, ["caught", "twice"])
+    later = head()
+    assert caught_file.read_text() == f"{later} caught\n{later} twice\n"
+    caught = mutselect.read_caught(caught_file)
+    assert caught == {"caught": later, "twice": later}
+    every = {"caught", "survives", "twice", "missing", "no-such-test"}
+    picked = mutselect.changed_since(ms, repo, base, repo / "mutations.py", caught)
+    assert picked == every - {"caught", "twice"}
+    (repo / "calc.py").write_text(CALC)
+    assert mutselect.changed_since(ms, repo, base, repo / "mutations.py", caught) == every - {
+        "survives", "missing", "no-such-test"}
+    (tmp_path / "bad").write_text("abc\n")
+    try:
+        mutselect.read_caught(tmp_path / "bad")
+    except mutselect.SelectError as e:
+        assert "COMMIT NAME" in str(e)
+    else:
+        raise AssertionError("a line that is no `COMMIT NAME` was taken")
