@@ -30,7 +30,7 @@ MUTATIONS = [
     {
         "name": "mutselect-changed-file-not-picked",
         "file": "devtools/mutselect.py",
-        "old": "                or m.file in files or any(",
+        "old": "                or m.file in files[base] or any(",
         "new": "                or any(",
         "tests": ["tests/devtools/test_mutants.py::"
                   "test_changed_since_picks_the_entries_a_change_can_have_broken"],

@@ -12,8 +12,6 @@ counts those in one line."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 
 from ..runenv import KERN_COLLECTIVE
@@ -27,7 +25,18 @@ SHOWN = 40  # kernels listed in the text; the rest counted
 
 @functools.cache
 def _cxa():
-    for name in ("libstdc++.so.6", ctypes.util.find_library("stdc++")):
+    """libstdc++'s __cxa_demangle and libc's free, or None. ctypes is loaded here, at the first
+    mangled name, never on the way of a run that names no C++ kernel (ctypes.util, asked only
+    where libstdc++.so.6 is not found by that name, loads shutil and subprocess)."""
+    import ctypes
+
+    def libraries():
+        yield "libstdc++.so.6"
+        import ctypes.util
+
+        yield ctypes.util.find_library("stdc++")
+
+    for name in libraries():
         if not name:
             continue
         try:
@@ -47,9 +56,13 @@ def _cxa():
 @functools.cache
 def demangle(name: str) -> str:
     """A C++ symbol's name as the C++ runtime demangles it; any other name as it is."""
-    cxa = _cxa()
-    if not name.startswith("_Z") or cxa is None:
+    if not name.startswith("_Z"):
         return name
+    cxa = _cxa()
+    if cxa is None:
+        return name
+    import ctypes
+
     f, free = cxa
     status = ctypes.c_int(-1)
     p = f(name.encode("utf-8", "replace"), None, None, ctypes.byref(status))
