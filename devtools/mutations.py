@@ -2146,7 +2146,7 @@ MUTATIONS = [
         "old": "    if h[\"header_size\"] != hsize:\n",
         "new": "    if False:\n",
         "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused"
-                  "[header_size-19312-words6]"],
+                  "[header_size-353184-words6]"],
         "why": "a header of another size is refused",
     },
     {
