@@ -39,7 +39,7 @@ def command_line(pid: int, proc_start: int | None, boot_id: str | None = None) -
     raw = _read(f"/proc/{pid}/cmdline", 4 * SHOWN_MAX)
     if not raw:
         return None
-    from ..report import shown
+    from ..errors import printable_line
 
-    text = shown(raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace"))
+    text = printable_line(raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace"))
     return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 3] + "..."
