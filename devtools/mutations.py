@@ -1960,7 +1960,7 @@ MUTATIONS = [
     {
         "name": "run-force-removes-a-swapped-entry",
         "file": "shimgen/run/replace.py",
-        "old": "        if _ident(st) != ident:\n            return\n",
+        "old": "        if entry_ident(st) != ident:\n            return\n",
         "new": "        pass\n",
         "tests": ["tests/run/test_run_force.py::test_an_entry_swapped_after_the_check_is_left"],
         "why": "--force removes what it checked, not a file put in its place since",

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..errors import ShimgenError
 from ..files import ANOTHER_USER, NOT_A_DIRECTORY, OPEN_TO_OTHERS, distrust
 from ..runenv import HEARTBEAT, NOTICES, RUN_JSON, RUNS_DIR, TIMELINE, TRACES
+from .replace import entry_ident, remove_if_same
 
 RUNS_ADVICE = {NOT_A_DIRECTORY: "remove it", ANOTHER_USER: "it is not yours to use",
                OPEN_TO_OTHERS: "chmod go-w it"}
@@ -30,10 +31,6 @@ _O_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 
 def _command_tag(argv0: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(argv0))[:40].lstrip(".") or "cmd"
-
-
-def _ident(st: os.stat_result) -> tuple[int, int]:
-    return st.st_dev, st.st_ino
 
 
 class RunDir:
@@ -53,26 +50,26 @@ class RunDir:
 
     def mkdir(self, name: str) -> None:
         os.mkdir(name, 0o700, dir_fd=self.fd)
-        self._made.append((self.fd, name, _ident(os.stat(name, dir_fd=self.fd,
+        self._made.append((self.fd, name, entry_ident(os.stat(name, dir_fd=self.fd,
                                                          follow_symlinks=False))))
 
     def create(self, name: str) -> None:
         """A new empty file `name`, 0600 (O_EXCL: nothing that was there is used)."""
         fd = os.open(name, _O_NEW_FILE, 0o600, dir_fd=self.fd)
         try:
-            self._made.append((self.fd, name, _ident(os.fstat(fd))))
+            self._made.append((self.fd, name, entry_ident(os.fstat(fd))))
         finally:
             os.close(fd)
 
     def replaced(self, name: str, st: os.stat_result) -> None:
         """`name` is now the file of stat `st` (renamed over what was there)."""
         self._made = [m for m in self._made if (m[0], m[1]) != (self.fd, name)]
-        self._made.append((self.fd, name, _ident(st)))
+        self._made.append((self.fd, name, entry_ident(st)))
 
     def still_named(self) -> bool:
         """Whether its path still names this directory (it was not moved or replaced)."""
         try:
-            return _ident(os.stat(self.path)) == _ident(os.fstat(self.fd))
+            return entry_ident(os.stat(self.path)) == entry_ident(os.fstat(self.fd))
         except OSError:
             return False
 
@@ -80,17 +77,9 @@ class RunDir:
         """Remove what run made (files, directories, the run directory and its parents when
         run made them), newest first, each only while its name is still what run made, so
         nothing else is removed; a directory that is not empty stays."""
-        import stat
 
         for dir_fd, name, ident in reversed(self._made):
-            with contextlib.suppress(OSError):
-                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                if _ident(st) != ident:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    os.rmdir(name, dir_fd=dir_fd)
-                else:
-                    os.unlink(name, dir_fd=dir_fd)
+            remove_if_same(dir_fd, name, ident)
         self._made = []
         self.close()
 
@@ -115,7 +104,7 @@ def _mkdir_private(path: Path) -> list[tuple[None, str, tuple[int, int]]]:
             os.mkdir(d, 0o700)
         except FileExistsError:
             continue
-        made.append((None, str(d), _ident(os.lstat(d))))
+        made.append((None, str(d), entry_ident(os.lstat(d))))
     return made
 
 
@@ -148,7 +137,7 @@ def _default_run_dir(argv0: str, now: float) -> RunDir:
     made: list = []
     try:
         os.mkdir(RUNS_DIR, 0o700)
-        made.append((None, str(parent), _ident(os.lstat(RUNS_DIR))))
+        made.append((None, str(parent), entry_ident(os.lstat(RUNS_DIR))))
     except FileExistsError:
         pass
     try:
@@ -173,7 +162,7 @@ def _default_run_dir(argv0: str, now: float) -> RunDir:
             except FileExistsError:
                 continue
             fd = os.open(name, _O_RUN_DIR, dir_fd=pfd)
-            made.append((pfd, name, _ident(os.fstat(fd))))
+            made.append((pfd, name, entry_ident(os.fstat(fd))))
             return RunDir(parent / name, fd, pfd, made)
         raise ShimgenError(f"run directory: {parent} has too many runs named {base}")
     except BaseException:
@@ -208,11 +197,11 @@ def _claim_or_join(out: Path, fd: int, pfd: int, new: bool, me: dict | None,
 
         nfd, name = join(fd, out, me)
         part = RunDir(out / name, nfd, fd, [])
-        part._made.append((fd, name, _ident(os.fstat(nfd))))
+        part._made.append((fd, name, entry_ident(os.fstat(nfd))))
         os.close(pfd)
         return part
     try:
-        made.append((fd, RUN_JSON, _ident(os.fstat(rfd))))
+        made.append((fd, RUN_JSON, entry_ident(os.fstat(rfd))))
     finally:
         os.close(rfd)
     return None
@@ -245,7 +234,7 @@ def _named_run_dir(out: Path, me: dict | None = None, force: bool = False) -> Ru
             if st.st_uid != os.geteuid():
                 raise ShimgenError(f"run directory {out}: owned by another user")
             if new:
-                made.append((pfd, out.name, _ident(st)))
+                made.append((pfd, out.name, entry_ident(st)))
             part = _claim_or_join(out, fd, pfd, new, me, made, force)
             if part is not None:
                 return part

@@ -26,7 +26,8 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 WHAT_FORCE_DOES = "--force replaces only a finished run of yours made by `shimgen run`"
 
 
-def _ident(st: os.stat_result) -> tuple[int, int]:
+def entry_ident(st: os.stat_result) -> tuple[int, int]:
+    """What tells a directory entry from one put in its place: its device and inode."""
     return st.st_dev, st.st_ino
 
 
@@ -51,22 +52,22 @@ def finished_run(fd: int) -> tuple[str, list]:
             if not _mine(st, stat.S_ISDIR):
                 return f"{name} is not a directory of yours", []
             with _opened(fd, name) as sub:
-                if _ident(os.fstat(sub)) != _ident(st):
+                if entry_ident(os.fstat(sub)) != entry_ident(st):
                     return f"{name} changed while it was read", []
                 for inner in sorted(os.listdir(sub)):
                     ist = os.stat(inner, dir_fd=sub, follow_symlinks=False)
                     if not _mine(ist, stat.S_ISREG):
                         return f"{name}/{inner} is not a file of yours", []
-                    remove.append(((name, _ident(st)), inner, _ident(ist)))
-            remove.append((None, name, _ident(st)))
+                    remove.append(((name, entry_ident(st)), inner, entry_ident(ist)))
+            remove.append((None, name, entry_ident(st)))
         elif not _mine(st, stat.S_ISREG):
             return f"{name} is not a file of yours", []
         elif name != RUN_JSON:
-            remove.append((None, name, _ident(st)))
+            remove.append((None, name, entry_ident(st)))
     why, st = _record_ended(fd)
     if why:
         return why, []
-    return "", remove + [(None, RUN_JSON, _ident(st))]
+    return "", remove + [(None, RUN_JSON, entry_ident(st))]
 
 
 @contextlib.contextmanager
@@ -110,19 +111,19 @@ def replace_run(fd: int, out) -> None:
                            "name a new or empty directory")
     for where, name, ident in remove:
         if where is None:
-            _remove(fd, name, ident)
+            remove_if_same(fd, name, ident)
             continue
         with contextlib.suppress(OSError), _opened(fd, where[0]) as sub:
-            if _ident(os.fstat(sub)) == where[1]:
-                _remove(sub, name, ident)
+            if entry_ident(os.fstat(sub)) == where[1]:
+                remove_if_same(sub, name, ident)
 
 
-def _remove(dir_fd: int, name: str, ident: tuple[int, int]) -> None:
+def remove_if_same(dir_fd: int, name: str, ident: tuple[int, int]) -> None:
     """`name` removed while it is still the entry checked (else left: the run's claim,
     which follows, refuses a directory that is not empty)."""
     with contextlib.suppress(OSError):
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        if _ident(st) != ident:
+        if entry_ident(st) != ident:
             return
         if stat.S_ISDIR(st.st_mode):
             os.rmdir(name, dir_fd=dir_fd)
