@@ -48,6 +48,26 @@ def glue_dash_values(argv: list[str]) -> list[str]:
     return out
 
 
+def glue_gpu_time(argv: list[str]) -> list[str]:
+    """`run --gpu-time` as `--gpu-time=1`, `--gpu-time every=N` as `--gpu-time=every=N`: its
+    value is optional, and argparse would take the command's first word for it. Only among
+    run's options (up to `--` or the first word that is neither an option nor its value)."""
+    from .cliargs import RUN_OPTIONS
+    from .runenv import KGPU_EVERY
+
+    if argv[:1] != ["run"]:
+        return argv
+    valued = {f for o in RUN_OPTIONS if not o.flag for f in o.flags}
+    i = 1
+    while i < len(argv) and argv[i] != "--" and argv[i].startswith("-"):
+        if argv[i] == "--gpu-time":
+            every = i + 1 < len(argv) and argv[i + 1].startswith(KGPU_EVERY)
+            return argv[:i] + [f"--gpu-time={argv[i + 1] if every else '1'}"] + \
+                argv[i + 1 + every:]
+        i += 2 if argv[i] in valued else 1
+    return argv
+
+
 def parser(command: str | None = None):
     """The command line (cliargs.parser); with `command`, only that command's options."""
     return _parser(say, __version__, command)
@@ -104,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                     handlers[sig] = signal.signal(sig, raise_interrupted)
                 except ValueError:  # not the main thread: Python delivers signals there only
                     break
-        argv = glue_dash_values(list(words))
+        argv = glue_gpu_time(glue_dash_values(list(words)))
         args = fast_run(argv) or parser(
             argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
         status = _dispatch(args)

@@ -78,6 +78,10 @@ RUN_OPTIONS = (
     Option(("--hook",), "hook", "a user hook file compiled into the shim (repeatable; the "
            "cached shim is keyed by their contents; docs/hooks.md)", metavar="FILE.c",
            repeat=True),
+    Option(("--gpu-time",), "gpu_time", "time each kernel launch on the GPU by the driver's "
+           "events (no CUPTI): GPU time per kernel in the report and a GPU track per stream in "
+           "the calls timeline; every=N times one launch in N (docs/run.md)",
+           metavar="[every=N]"),
     Option(("--stall",), "stall", "say (on stderr and in notices.log) when a process has been "
            "inside one driver call longer than SECONDS, and when it left it (time modes; "
            "default: off)", metavar="SECONDS"),

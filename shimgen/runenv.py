@@ -23,6 +23,7 @@ ENV = {
     "INJECT": "SHIMGEN_INJECT",
     "RUN_DIR": "SHIMGEN_RUN_DIR",
     "LIMIT_MEMORY": "SHIMGEN_LIMIT_MEMORY",
+    "GPU_TIME": "SHIMGEN_GPU_TIME",
 }
 
 # SHIMGEN_GATE_METHOD's values, by the number the shim's configuration keeps (facts.h:
@@ -67,12 +68,12 @@ DEFAULT_TRACE = "time"
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
-TRACE_VERSION = 7
+TRACE_VERSION = 8
 # The versions the reader reads: each is the next one it reads without the fields from that
-# version's first field on (TRACE_HEADER_FIRST): 5 has no kernels; 4 has no pool or graph
+# version's first field on (TRACE_HEADER_FIRST): 7 has no GPU times; 5 has no kernels; 4 has no pool or graph
 # reservations in its memory ledger; 3 no calls in progress, no call records and no memory
 # ledger. Version 6 (its kernels with a fixed 256 bytes of name per slot) is not read.
-TRACE_VERSIONS_READ = (3, 4, 5, 7)
+TRACE_VERSIONS_READ = (3, 4, 5, 7, 8)
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even
 # for the file's header: `<name>.nospace` for the `<name>.shimtrace` it could not make, so
@@ -103,12 +104,33 @@ KERN_NAME_MAX = 4096
 KERN_NAME_CUT = 1 << 31
 KERN_STREAMS = 64
 KERN_FROM = {1: "cuModuleGetFunction", 2: "cuLibraryGetKernel", 3: "cuKernelGetFunction",
-             4: "driver", 5: "unnamed", 6: "cuLaunchHostFunc"}
+             4: "driver", 5: "unnamed", 6: "cuLaunchHostFunc", 7: "cuGraphLaunch"}
 # The name of a host function whose symbol the dynamic loader does not know.
 KERN_HOST_UNKNOWN = "(host function)"
+# With GPU time (SHIMGEN_GPU_TIME), a graph's launches, timed as a whole: their slot's handle
+# (never a function's or kernel's: those are pointers) and name.
+KERN_GRAPH_KEY = 1
+KERN_GRAPH = "(graph)"
 # A collective: a kernel whose name holds this, in any case (NCCL's device kernels,
 # ncclDevKernel_*, ncclKernel_*): the report compares its launches across the ranks of a run.
 KERN_COLLECTIVE = "nccl"
+# GPU time per kernel (SHIMGEN_GPU_TIME, `shimgen run --gpu-time`; runtime/kernels/gputime.c,
+# version 8's fields below): the value that samples ("every=N": one launch in N timed; "1":
+# every launch); the event pairs in flight at once; per slot a histogram of the launches'
+# GPU ns, KGPU_SUB buckets per power of two (bucket b is b ns below KGPU_SUB; else, with
+# e = floor(log2(ns)) and s = KGPU_SUB_SHIFT, (e - s) * KGPU_SUB + (ns >> (e - s))),
+# KGPU_BUCKETS of them, the last one also holding every longer launch; why a
+# launch was not timed, in the order kgpu_not keeps the counts: one the sampling skipped,
+# one into a capturing stream (or a stream the driver could not say of), one whose events
+# the driver refused (cuEventCreate or cuEventRecord failed), one that found no free pair,
+# one whose pair was dropped (its context destroyed, or the driver no longer knew its
+# events), one still running at exit.
+KGPU_EVERY = "every="
+KGPU_PAIRS = 1024
+KGPU_SUB_SHIFT = 2
+KGPU_SUB = 1 << KGPU_SUB_SHIFT
+KGPU_BUCKETS = 128
+KGPU_NOT = ("sampled", "capture", "refused", "pool", "context", "unfinished")
 # Its header, field by field in order: (name, type, count), the type one of u32, u64, i64,
 # char. runtime/tracefile/header.h declares its struct from this list (rendered into facts.h,
 # with each field's offset checked) and shimgen/trace/binary.py reads it with the same one;
@@ -182,6 +204,15 @@ TRACE_HEADER = (
     ("kstream_slot", "u64", KERN_STREAMS), ("kstream_start", "u64", KERN_STREAMS),
     ("kern_from", "u32", KERN_SLOTS), ("kern_grid", "u32", KERN_SLOTS * 3),
     ("kern_block", "u32", KERN_SLOTS * 3), ("kern_names", "char", KERN_NAME_BYTES),
+    # version 8: GPU time per kernel (runtime/kernels/gputime.c, docs/traceformat.md "GPU
+    # time"): the sampling (1 in kgpu_every launches timed; 0: not on), the buckets per slot,
+    # the pairs in flight now (at death: launches never resolved), the launches not timed by
+    # reason (KGPU_NOT); per slot the GPU ns of its timed launches, how many, the longest,
+    # and its histogram [slot][KGPU_BUCKETS].
+    ("kgpu_every", "u32", 1), ("kgpu_buckets", "u32", 1), ("kgpu_pending", "u64", 1),
+    ("kgpu_not", "u64", len(KGPU_NOT)),
+    ("kgpu_ns", "u64", KERN_SLOTS), ("kgpu_timed", "u64", KERN_SLOTS),
+    ("kgpu_max", "u64", KERN_SLOTS), ("kgpu_hist", "u32", KERN_SLOTS * KGPU_BUCKETS),
 )
 # One list of the trace's fields, read by both readers (trace/jsonfile.py: the exit JSON of
 # SHIMGEN_TRACE_FILE, runtime/stats/trace.c; trace/binary.py and blocks.py: the binary file).
@@ -230,7 +261,8 @@ TRACE_FSTATS_SIZE = 1 << TRACE_FSTATS_SHIFT
 MEM_RESERVE_FIELDS = ("reserved", "reserved_high", "used", "used_high")
 # The first field new in each version (the header of the version read before it ends where
 # it begins; version 7's kernels replaced version 6's, which is not read).
-TRACE_HEADER_FIRST = {4: "off_frames", 5: "mem_reserved_peak", 7: "kern_slots"}
+TRACE_HEADER_FIRST = {4: "off_frames", 5: "mem_reserved_peak", 7: "kern_slots",
+                      8: "kgpu_every"}
 TRACE_HEADER_V4_FIRST = TRACE_HEADER_FIRST[4]
 # SHIMGEN_TRACE=calls: one record per call in its thread's ring (runtime/arch/x86_64/calls.S writes
 # it, shimgen/calls/records.py reads it): its size, where its captured bytes start (strings,

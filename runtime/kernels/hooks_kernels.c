@@ -90,16 +90,21 @@ static __attribute__((noinline, unused)) void other_name(int slot, void *fn, int
 }
 
 /* After a launch call: a success counted on its kernel and stream. `kind` 0 a kernel, else
- * how a host function is named (constant in each caller). */
+ * how a host function is named (constant in each caller). `pair`: its GPU timing events
+ * (gputime.c), -1 none. */
 static inline __attribute__((unused)) shimgen_CUresult launched(shimgen_CUresult r, void *f,
                                                                 void *stream,
                                                                 const uint32_t shape[6],
-                                                                uint64_t t0, int kind)
+                                                                uint64_t t0, int kind,
+                                                                int pair)
 {
     uint64_t t1 = shimgen_ticks();
-    if (r != OK || shimgen_in_capture(stream))
+    if (r != OK || shimgen_in_capture(stream)) {
+        shimgen_gpu_end(pair, 0, -1, stream);
         return r;
+    }
     int slot = shimgen_kern_slot((uint64_t)(uintptr_t)f);
+    shimgen_gpu_end(pair, 1, slot, stream);
     shimgen_kern_launch(slot, (uint64_t)(uintptr_t)stream, shape, t0, t1);
     if (__builtin_expect(shimgen_kern_unnamed(slot), 0)) {
         if (kind)
@@ -109,6 +114,10 @@ static inline __attribute__((unused)) shimgen_CUresult launched(shimgen_CUresult
     }
     return r;
 }
+
+/* Before a launch: its start event when GPU time is on (gputime.c), else -1. */
+#define GPU_BEGIN(stream)                                                                  \
+    (__builtin_expect(shimgen_gpu_every != 0, 0) ? shimgen_gpu_begin(stream) : -1)
 
 #ifdef SHIMGEN_IDX_cuModuleGetFunction
 HOOK(cuModuleGetFunction, (void **hfunc, void *hmod, const char *name))
@@ -151,22 +160,24 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
                 unsigned bz, unsigned shared, void *stream, void **params, void **extra))  \
     {                                                                                      \
         const uint32_t shape[6] = {gx, gy, gz, bx, by, bz};                                \
+        int pair = GPU_BEGIN(stream);                                                      \
         uint64_t t0 = shimgen_ticks();                                                     \
         return launched(REAL(name, void *, unsigned, unsigned, unsigned, unsigned,         \
                              unsigned, unsigned, unsigned, void *, void **, void **)(      \
                             f, gx, gy, gz, bx, by, bz, shared, stream, params, extra),    \
-                        f, stream, shape, t0, 0);                                          \
+                        f, stream, shape, t0, 0, pair);                                    \
     }
 #define COOPERATIVE(name)                                                                  \
     HOOK(name, (void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,  \
                 unsigned bz, unsigned shared, void *stream, void **params))                \
     {                                                                                      \
         const uint32_t shape[6] = {gx, gy, gz, bx, by, bz};                                \
+        int pair = GPU_BEGIN(stream);                                                      \
         uint64_t t0 = shimgen_ticks();                                                     \
         return launched(REAL(name, void *, unsigned, unsigned, unsigned, unsigned,         \
                              unsigned, unsigned, unsigned, void *, void **)(               \
                             f, gx, gy, gz, bx, by, bz, shared, stream, params),           \
-                        f, stream, shape, t0, 0);                                          \
+                        f, stream, shape, t0, 0, pair);                                    \
     }
 /* cuLaunchKernelEx: its grid, block and stream read (safely) from its CUlaunchConfig. */
 #define LAUNCH_EX(name)                                                                    \
@@ -177,10 +188,11 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
         if (shimgen_safe_read(cfg, config, sizeof cfg) == (long)sizeof cfg)               \
             memcpy(&stream, (char *)cfg + SHIMGEN_LAUNCH_CONFIG_STREAM_OFFSET,             \
                    sizeof stream);                                                         \
+        int pair = GPU_BEGIN(stream);                                                      \
         uint64_t t0 = shimgen_ticks();                                                     \
         return launched(REAL(name, const void *, void *, void **, void **)(config, f,      \
                                                                           params, extra), \
-                        f, stream, cfg, t0, 0);                                            \
+                        f, stream, cfg, t0, 0, pair);                                      \
     }
 
 #ifdef SHIMGEN_IDX_cuLaunchKernel
@@ -207,9 +219,10 @@ LAUNCH_EX(cuLaunchKernelEx_ptsz)
     HOOK(name, (void *stream, void *fn, void *data))                                       \
     {                                                                                      \
         const uint32_t shape[6] = {0};                                                     \
+        int pair = GPU_BEGIN(stream);                                                      \
         uint64_t t0 = shimgen_ticks();                                                     \
         return launched(REAL(name, void *, void *, void *)(stream, fn, data), fn, stream,  \
-                        shape, t0, SHIMGEN_KERN_FROM_CULAUNCHHOSTFUNC);                    \
+                        shape, t0, SHIMGEN_KERN_FROM_CULAUNCHHOSTFUNC, pair);              \
     }
 #ifdef SHIMGEN_IDX_cuLaunchHostFunc
 HOST_FUNC(cuLaunchHostFunc)

@@ -4,7 +4,8 @@
  * its launch calls and shapes; per stream its launches and its last kernel. Kept in the
  * trace file's header (tracefile/header.h, version 7's kern_* and kstream_* fields), so a
  * process killed leaves them; the process's own memory until the file is made. table.c
- * keeps the tables; hooks_kernels.c, the hooks of feature "kernels", fills them.
+ * keeps the tables; hooks_kernels.c, the hooks of feature "kernels", fills them; gputime.c
+ * times launches on the GPU (SHIMGEN_GPU_TIME: version 8's kgpu_* fields).
  */
 #ifndef SHIMGEN_KERNELS_H
 #define SHIMGEN_KERNELS_H
@@ -35,5 +36,26 @@ void shimgen_kern_launch(int slot, uint64_t stream, const uint32_t shape[6], uin
                          uint64_t t1);
 /* The driver could be asked names (it exports cuFuncGetName): said in the header. */
 void shimgen_kern_asks(unsigned yes);
+/* The header the tables are in now: the trace file's, or the process's own before it. */
+struct tf_header *shimgen_kern_header(void);
+
+/* GPU time per kernel (gputime.c): 1 in shimgen_gpu_every launches timed, 0 off. Read
+ * SHIMGEN_GPU_TIME (at the driver's load, with the kernels' hooks). */
+extern unsigned shimgen_gpu_every;
+void shimgen_gpu_config(void);
+/* Before a launch on `stream`: its start event recorded; the pair's number, -1 not timed. */
+int shimgen_gpu_begin(void *stream);
+/* After it (`ok`: the driver launched it; `slot`: its kernel's): its end event recorded and
+ * the pair left pending, or the pair given back. */
+void shimgen_gpu_end(int pair, int ok, int slot, void *stream);
+/* At a synchronisation the program made: the pending pairs that are done added. */
+void shimgen_gpu_resolve(void);
+/* After a graph's launch (cuGraphLaunch, the memory ledger's watch): timed as a whole, as
+ * a launch of the slot named SHIMGEN_KERN_GRAPH. */
+void shimgen_gpu_graph(int pair, int ok, void *stream);
+/* A context about to be destroyed: its pairs dropped. */
+void shimgen_gpu_ctx_gone(void *ctx);
+/* A forked child: the parent's pairs forgotten. */
+void shimgen_gpu_after_fork(void);
 
 #endif

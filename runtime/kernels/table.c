@@ -27,8 +27,9 @@
 #define PROBES 32u /* slots looked at from a handle's home before it is counted lost */
 #define FIRST offsetof(struct tf_header, kern_slots)
 #define SPAN (sizeof(struct tf_header) - FIRST)
-_Static_assert(offsetof(struct tf_header, kern_names) + NAME_BYTES == sizeof(struct tf_header),
-               "the kernels' fields end the header");
+_Static_assert(offsetof(struct tf_header, kgpu_hist) + sizeof(((struct tf_header *)0)->kgpu_hist) ==
+                   sizeof(struct tf_header),
+               "the kernels' fields (their GPU times last) end the header");
 _Static_assert(NAME_MAX_ < NAME_CUT && (uint64_t)SLOTS * NAME_MAX_ + NAME_BYTES < (1ull << 32),
                "a name's length and the arena's used count fit their words");
 _Static_assert((SLOTS & (SLOTS - 1)) == 0 && (STREAMS & (STREAMS - 1)) == 0, "powers of two");
@@ -147,6 +148,11 @@ void shimgen_kern_launch(int slot, uint64_t stream, const uint32_t shape[6], uin
     __atomic_store_n(&h->kstream_start[s], t0, __ATOMIC_RELAXED);
 }
 
+struct tf_header *shimgen_kern_header(void)
+{
+    return tables();
+}
+
 void shimgen_kern_asks(unsigned yes)
 {
     __atomic_store_n(&tables()->kern_asks, yes, __ATOMIC_RELAXED);
@@ -164,6 +170,7 @@ static void attach(struct tf_header *h, size_t stride)
     h->kern_name_max = NAME_MAX_;
     h->kern_name_bytes = NAME_BYTES;
     h->kern_streams = STREAMS;
+    h->kgpu_buckets = SHIMGEN_KGPU_BUCKETS;
     __atomic_store_n(&kh, h, __ATOMIC_RELEASE);
 }
 
@@ -182,6 +189,7 @@ int shimgen_kernels_config(void)
     if (shimgen_cfg.trace == TRACE_OFF || !shimgen_cfg.trace_dir[0])
         return 0;
     shimgen_tracefile_join(&kernels_part);
+    shimgen_gpu_config();
     return 1;
 }
 
@@ -199,4 +207,11 @@ void shimgen_kernels_after_fork(void)
     memset(own.kstream_launches, 0, sizeof own.kstream_launches);
     memset(own.kstream_slot, 0, sizeof own.kstream_slot);
     memset(own.kstream_start, 0, sizeof own.kstream_start);
+    own.kgpu_pending = 0;
+    memset(own.kgpu_not, 0, sizeof own.kgpu_not);
+    memset(own.kgpu_ns, 0, sizeof own.kgpu_ns);
+    memset(own.kgpu_timed, 0, sizeof own.kgpu_timed);
+    memset(own.kgpu_max, 0, sizeof own.kgpu_max);
+    memset(own.kgpu_hist, 0, sizeof own.kgpu_hist);
+    shimgen_gpu_after_fork();
 }

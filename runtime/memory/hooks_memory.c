@@ -22,6 +22,7 @@
 #include "memory.h"
 #include "base/base.h"
 #include "gates/gates.h"
+#include "kernels/kernels.h"
 
 #define OOM SHIMGEN_CUDA_ERROR_OUT_OF_MEMORY
 /* (a driver with only some routes, a test's fake, uses only some of the helpers) */

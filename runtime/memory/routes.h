@@ -194,6 +194,10 @@
     }
 #define OUT64(x) (*(const uint64_t *)(uintptr_t)(x))
 #define MEM_WATCH_context(name) WATCH(name, ctx_changed(), ctx_changed())
+/* (GPU time, runtime/kernels/gputime.c: the context's pending timing events dropped) */
+#define MEM_WATCH_ctxdestroy(name)                                                         \
+    WATCH(name, ctx_changed(); if (shimgen_gpu_every) shimgen_gpu_ctx_gone((void *)a),      \
+          ctx_changed())
 /* (CUmemPoolProps' location lies where a CUmemAllocationProp's does) */
 #define MEM_WATCH_poolcreate(name)                                                         \
     WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), location_column((void *)b), 0))
@@ -219,6 +223,12 @@
 #define MEM_WATCH_capture(name) WATCH(name, shimgen_capture(1), if (!ok) shimgen_capture(-1))
 #define MEM_WATCH_captureend(name) WATCH(name, (void)0, shimgen_capture(-1))
 #define MEM_WATCH_sync(name)                                                               \
-    WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_reserve_refresh())
+    WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_reserve_refresh();                \
+          if (ok && shimgen_gpu_every) shimgen_gpu_resolve())
+/* cuGraphLaunch(exec, stream): with GPU time, timed as a whole (gputime.c) */
+#define MEM_WATCH_graphlaunch(name)                                                        \
+    WATCH(name, int pair = shimgen_gpu_every ? shimgen_gpu_begin((void *)b) : -1,          \
+          shimgen_gpu_graph(pair, ok, (void *)b);                                          \
+          if (ok && ANY_RESERVED) shimgen_graph_refresh(-1))
 
 #endif

@@ -32,6 +32,7 @@ from .facts import (
     who,
 )
 from .inject import any_injected, injected_rows, injected_section, rules, rules_line
+from .gputime import summary as gpu_summary
 from .kernels import collectives, kernels_json, kernels_section
 from .memory import memory_json, memory_section
 from .model import Group, Merged, sorted_functions
@@ -301,6 +302,7 @@ def group_json(g: Group) -> dict:
         "injected": injected_rows(g.functions),
         "memory": memory_json(g),
         "kernels": kernels_json(g),
+        "gpu_time": gpu_summary(g),
         "collectives": collectives(g),
     }
 

@@ -16,6 +16,7 @@ import functools
 
 from ..runenv import KERN_COLLECTIVE
 from ..trace import stream_text
+from . import gputime
 from .model import Group
 from .output import shown
 
@@ -100,7 +101,11 @@ def totals(g: Group) -> dict[str, dict] | None:
     for t in tables:
         for k in t.kernels.kernels:
             o = out.setdefault(k.name, {"launches": 0, "host_ns": 0.0, "shapes": set(),
-                                        "shape_changes": 0, "timed": True, "cut": False})
+                                        "shape_changes": 0, "timed": True, "cut": False,
+                                        "gpu": False, "gpu_ns": 0, "gpu_timed": 0,
+                                        "gpu_max": 0, "gpu_segments": []})
+            if k.gpu is not None:
+                gputime.add(o, k.gpu)
             o["launches"] += k.launches
             o["cut"] = o["cut"] or k.cut
             o["shape_changes"] += k.shapes
@@ -144,7 +149,9 @@ def kernels_json(g: Group) -> list[dict] | None:
     tot = totals(g)
     if tot is None:
         return None
+    busy = sum(o["gpu_ns"] for o in tot.values())
     return [{"name": n, "demangled": n if o["cut"] else demangle(n), "launches": o["launches"],
+             **gputime.row_fields(o, busy),
              "host_ns": round(o["host_ns"]) if o["timed"] else None,
              "shapes": [{"grid": list(gr), "block": list(bl)} for gr, bl in sorted(o["shapes"])],
              "shape_changes": o["shape_changes"], "cut": o["cut"]}
@@ -165,16 +172,27 @@ def kernels_section(g: Group, mangled: bool = False) -> list[str]:
                   key=lambda no: (-no[1]["launches"], no[0]))
     unlaunched = len(tot) - len(rows)
     launches = sum(o["launches"] for _, o in rows)
+    gpu = gputime.summary(g)
+    busy = sum(o["gpu_ns"] for _, o in rows)
+    gpu_head = (f"{'gpu us':>10}  {'p50 us':>8}  {'p99 us':>8}  {'share':>6}  " if gpu
+                else "")
     lines = ["", f"kernels    {len(rows)}, {launches:,} launches (host time: of the launch "
-             "calls)", f"  {'launches':>10}  {'host us':>10}  {'grid / block (last)':<24} "
+             "calls)", *(gputime.summary_lines(gpu, busy) if gpu else ()),
+             f"  {'launches':>10}  {'host us':>10}  {gpu_head}{'grid / block (last)':<24} "
              "kernel"]
     for name, o in rows[:SHOWN]:
         host = f"{o['host_ns'] / 1e3:.1f}" if o["timed"] else "-"
+        host = f"{host:>10}"
         shapes = sorted(o["shapes"])
         shape = (f"{_shape(shapes[-1][0])} / {_shape(shapes[-1][1])}" if shapes else "-")
         if o["shape_changes"]:
             shape += f" (+{o['shape_changes']})"
-        lines.append(f"  {o['launches']:>10,}  {host:>10}  {shape:<24} "
+        if gpu:
+            f = gputime.row_fields(o, busy)
+            share = "-" if f["gpu_share"] is None else f"{100 * f['gpu_share']:.1f}%"
+            host += (f"  {gputime.us(f['gpu_total_ns']):>10}  {gputime.us(f['gpu_p50_ns']):>8}"
+                     f"  {gputime.us(f['gpu_p99_ns']):>8}  {share:>6}")
+        lines.append(f"  {o['launches']:>10,}  {host}  {shape:<24} "
                      f"{kernel_text(name, mangled, o['cut'])}")
     if len(rows) > SHOWN:
         lines.append(f"  ... and {len(rows) - SHOWN} more")

@@ -218,4 +218,8 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         env.update(limit_environment(opts.limits))
     if getattr(opts, "calls_ring", None):
         env[ENV["CALLS_RING"]] = opts.calls_ring
+    if getattr(opts, "gpu_time", None):
+        env[ENV["GPU_TIME"]] = opts.gpu_time
+    else:
+        env.pop(ENV["GPU_TIME"], None)
     return env

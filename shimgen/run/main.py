@@ -51,6 +51,7 @@ from .options import (
     RunOptions,
     calls_ring_option,
     check_selection,
+    gpu_time_option,
     limit_options,
     seconds_option,
     time_where_no_calls,
@@ -338,6 +339,7 @@ def command(args) -> int:
         limits=limit_options(args.limit),
     )
     opts.calls_ring = calls_ring_option(getattr(args, "calls_ring", None))
+    opts.gpu_time = gpu_time_option(getattr(args, "gpu_time", None))
     opts.force = bool(args.force)
     try:
         return run(opts)

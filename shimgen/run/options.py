@@ -29,6 +29,7 @@ class RunOptions:
         self.stall = stall  # --stall SECONDS (run/watch.py), None: off
         self.limits = limits or {}  # --limit KEY=SIZE, in bytes (run/limits.py)
         self.calls_ring: str | None = None  # --calls-ring N: SHIMGEN_CALLS_RING
+        self.gpu_time: str | None = None  # --gpu-time [every=N]: SHIMGEN_GPU_TIME's value
         self.force = False  # --force: -o DIR may hold a finished run, replaced (replace.py)
         self.trace_note = ""  # why the trace is not the one asked (time_where_no_calls)
         # the shim's architecture when it is not this machine's (time_where_no_calls): the
@@ -81,6 +82,21 @@ def calls_ring_option(value: str | None) -> str | None:
         raise UsageError(f"run --calls-ring {value!r}: give a number of calls from "
                          f"{CALLS_RING_MIN} to {CALLS_RING_MAX}")
     return value
+
+
+def gpu_time_option(value: str | None) -> str | None:
+    """--gpu-time's value as SHIMGEN_GPU_TIME takes it ("1", or "every=N" with N from 1 to
+    10**9; every=1 is "1"); ShimgenError (one line) for another."""
+    from ..runenv import KGPU_EVERY
+
+    if value is None or value == "1":
+        return value
+    n = value[len(KGPU_EVERY):]
+    if not value.startswith(KGPU_EVERY) or not n.isdigit() or not 1 <= int(n) <= 10**9 \
+            or n.startswith("0"):
+        raise ShimgenError(f"--gpu-time {value}: give no value, or {KGPU_EVERY}N with N from "
+                           "1 to 1000000000")
+    return "1" if n == "1" else value
 
 
 def limit_options(values: list[str] | None) -> dict[str, int]:

@@ -15,6 +15,8 @@ hook can never recurse into itself. A build compiles the hook files its hooks na
   limit   - SHIMGEN_LIMIT_MEMORY is set: cuMemGetInfo_v2 and cuDeviceTotalMem_v2 answer with it
   kernels - the run traces into a directory (any mode): the kernels' names and launches and
             each stream's last launch (runtime/kernels/; `optional`, as the memory routes)
+  gputime - the kernels' hooks are in and SHIMGEN_GPU_TIME is on: a stream or event found
+            done resolves the launches' GPU times (runtime/kernels/gputime.c)
 When its feature is off, the slot points straight at the real function: no cost.
 
 `wrappable` False: a user hook (docs/hooks.md) may not wrap the function: the
@@ -96,6 +98,15 @@ KERNEL_HOOKS = (
 HOOKS += tuple(Hook(name, KERNEL_SOURCE, f"kernels: {why}", "kernels",
                     since=FUNCTION_SINCE.get(name, 0), optional=True)
                for name, why in KERNEL_HOOKS)
+
+# GPU time per kernel (runtime/kernels/hooks_gputime.c): a query the driver answers done is
+# a synchronisation of the program's, where the launches' timing events are resolved.
+GPU_TIME_SOURCE = "hooks_gputime.c"
+GPU_TIME_HOOKS = ("cuStreamQuery", "cuStreamQuery_ptsz", "cuEventQuery")
+HOOKS += tuple(Hook(name, GPU_TIME_SOURCE, "gputime: a stream or event done resolves the "
+                    "launches' GPU times", "gputime", since=FUNCTION_SINCE.get(name, 0),
+                    optional=True)
+               for name in GPU_TIME_HOOKS)
 
 # Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of
 # private entry points whose layout is not public; it is forwarded untouched.

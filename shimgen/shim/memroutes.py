@@ -89,11 +89,13 @@ class Watch:
 
 
 _CONTEXT = "the calling thread's device may change: every thread asks the driver again"
-_SYNC = "after it, what pools and graphs hold reserved asked again (a pool gives back here)"
+_SYNC = ("after it, what pools and graphs hold reserved asked again (a pool gives back here); "
+         "with GPU time, the launches' timing events resolved")
+_GRAPH_LAUNCH = ("after it, the graphs' reservation asked again; with GPU time, the launch "
+                 "timed as a whole")
 WATCHES: tuple[Watch, ...] = tuple(
     Watch(n, "context", _CONTEXT) for n in (
-        "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxDestroy",
-        "cuCtxDestroy_v2", "cuCtxPushCurrent", "cuCtxPushCurrent_v2", "cuCtxPopCurrent",
+        "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxPushCurrent", "cuCtxPushCurrent_v2", "cuCtxPopCurrent",
         "cuCtxPopCurrent_v2", "cuCtxSetCurrent", "cuCtxAttach", "cuCtxDetach",
         "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2",
         "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", "cuGLCtxCreate",
@@ -106,8 +108,8 @@ WATCHES: tuple[Watch, ...] = tuple(
     Watch("cuMemPoolTrimTo", "pooltrim", "after it, the pool's reservation asked again"),
     Watch("cuMemPoolDestroy", "pooldestroy", "the pool forgotten: its reservation gone"),
     Watch("cuGraphAddMemAllocNode", "graphnode", "a graph allocation on the params' device"),
-    Watch("cuGraphLaunch", "graph", "after it, the graphs' reservation asked again"),
-    Watch("cuGraphLaunch_ptsz", "graph", "after it, the graphs' reservation asked again"),
+    Watch("cuGraphLaunch", "graphlaunch", _GRAPH_LAUNCH),
+    Watch("cuGraphLaunch_ptsz", "graphlaunch", _GRAPH_LAUNCH),
     Watch("cuGraphUpload", "graph", "after it, the graphs' reservation asked again"),
     Watch("cuGraphUpload_ptsz", "graph", "after it, the graphs' reservation asked again"),
     Watch("cuGraphExecDestroy", "graph", "after it, the graphs' reservation asked again"),

@@ -84,7 +84,11 @@ KERN_FACTS = {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
               "name_bytes": runenv.KERN_NAME_BYTES, "name_cut": runenv.KERN_NAME_CUT,
               "streams": runenv.KERN_STREAMS, "sources": runenv.KERN_FROM,
               "config_stream": LAUNCH_CONFIG_STREAM_OFFSET,
-              "host_unknown": runenv.KERN_HOST_UNKNOWN}
+              "host_unknown": runenv.KERN_HOST_UNKNOWN,
+              "gpu_pairs": runenv.KGPU_PAIRS, "gpu_sub_shift": runenv.KGPU_SUB_SHIFT,
+              "gpu_buckets": runenv.KGPU_BUCKETS, "gpu_every": runenv.KGPU_EVERY,
+              "gpu_not": runenv.KGPU_NOT, "graph_key": runenv.KERN_GRAPH_KEY,
+              "graph": runenv.KERN_GRAPH}
 
 
 def environment() -> jinja2.Environment:

@@ -4,12 +4,16 @@ runtime/kernels/ writes them, docs/traceformat.md "Kernels" says what they hold)
 of its launch calls, its last grid and block and the launches whose shape changed; per
 stream its launches, its last kernel and that launch's start. A name is read from the
 names' arena where its slot says; one the trace file cut (longer than KERN_NAME_MAX, or past
-the arena's end) is marked `cut`. A file before version 7 has none (None)."""
+the arena's end) is marked `cut`. A file before version 7 has none (None). Version 8 adds
+GPU time (SHIMGEN_GPU_TIME): per handle its timed launches' GPU ns, count, longest and
+histogram, and the launches not timed by reason; `gpu` None where it was not on."""
 
 from __future__ import annotations
 
 from ..runenv import (
     KERN_FROM,
+    KGPU_BUCKETS,
+    KGPU_NOT,
     KERN_NAME_BYTES,
     KERN_NAME_CUT,
     KERN_NAME_MAX,
@@ -20,13 +24,24 @@ from ..runenv import (
 
 class Kernel:
     __slots__ = ("handle", "name", "cut", "source", "launches", "ticks", "shapes", "grid",
-                 "block")
+                 "block", "gpu")
 
     def __init__(self, handle: int, name: str, source: str, launches: int, ticks: int,
                  shapes: int, grid: tuple, block: tuple, cut: bool = False) -> None:
         self.handle, self.name, self.source, self.cut = handle, name, source, cut
         self.launches, self.ticks, self.shapes = launches, ticks, shapes
         self.grid, self.block = grid, block  # the last launch's (x, y, z)
+        self.gpu: GpuTimes | None = None  # with GPU time on
+
+
+class GpuTimes:
+    """A handle's timed launches: their GPU ns in all, how many, the longest, and the
+    histogram's counts by bucket (runenv.KGPU_BUCKETS)."""
+
+    __slots__ = ("ns", "timed", "max_ns", "hist")
+
+    def __init__(self, ns: int, timed: int, max_ns: int, hist: tuple) -> None:
+        self.ns, self.timed, self.max_ns, self.hist = ns, timed, max_ns, hist
 
 
 class StreamLast:
@@ -43,13 +58,18 @@ class StreamLast:
 
 
 class KernelTable:
-    __slots__ = ("kernels", "streams", "lost", "lost_launches", "streams_lost", "asks")
+    __slots__ = ("kernels", "streams", "lost", "lost_launches", "streams_lost", "asks",
+                 "gpu_every", "gpu_pending", "gpu_not")
 
     def __init__(self) -> None:
         self.kernels: list[Kernel] = []
         self.streams: list[StreamLast] = []
         self.lost = self.lost_launches = self.streams_lost = 0
         self.asks = False  # the driver could be asked names (it exports cuFuncGetName)
+        # GPU time: 1 in gpu_every launches timed (0: not on), pairs never resolved (a
+        # process killed), launches not timed by reason (runenv.KGPU_NOT)
+        self.gpu_every = self.gpu_pending = 0
+        self.gpu_not: dict[str, int] = {}
 
 
 class KernelsError(Exception):
@@ -95,6 +115,8 @@ def read_kernels(h: dict) -> KernelTable | None:
                                 h["kern_launches"][i], h["kern_ticks"][i], h["kern_shapes"][i],
                                 tuple(h["kern_grid"][i * 3:i * 3 + 3]),
                                 tuple(h["kern_block"][i * 3:i * 3 + 3]), cut))
+    if h.get("kgpu_every"):
+        _read_gpu(h, t)
     for j, key in enumerate(h["kstream_key"]):
         if not key or not h["kstream_launches"][j]:
             continue
@@ -106,3 +128,18 @@ def read_kernels(h: dict) -> KernelTable | None:
                                     h["kern_handle"][slot - 1] if slot else 0,
                                     h["kstream_start"][j], cut))
     return t
+
+
+def _read_gpu(h: dict, t: KernelTable) -> None:
+    """Version 8's GPU times onto the table's kernels."""
+    if h["kgpu_buckets"] != KGPU_BUCKETS:
+        raise KernelsError(f"its GPU histograms have {h['kgpu_buckets']} buckets, not the "
+                           f"format's {KGPU_BUCKETS}")
+    t.gpu_every, t.gpu_pending = h["kgpu_every"], h["kgpu_pending"]
+    t.gpu_not = dict(zip(KGPU_NOT, h["kgpu_not"]))
+    at = {k.handle: k for k in t.kernels}
+    for i, handle in enumerate(h["kern_handle"]):
+        if handle:
+            hist = h["kgpu_hist"][i * KGPU_BUCKETS:(i + 1) * KGPU_BUCKETS]
+            at[handle].gpu = GpuTimes(h["kgpu_ns"][i], h["kgpu_timed"][i], h["kgpu_max"][i],
+                                      tuple(hist))

@@ -9,8 +9,12 @@
  * grid of 0 (it fails), nor one into a capturing stream (counted apart); a host function's
  * launch counts as "host", a graph's as "graph"; a name asked while
  * any stream captures is counted too (FAKE_KERN_CAPTURING=S:N: stream S captures from the
- * start for its first N launches, begun by no call the shim could see). At exit it prints, on stdout:
- *   fake {"launches": {NAME: n}, "captured": n, "asked_in_capture": n}
+ * start for its first N launches, begun by no call the shim could see). Each launch it
+ * counts runs on its stream's fake GPU clock for gx * 1000 + strlen(NAME) ns (a host
+ * function's and a graph's with gx 1), which timing events read (fake_kernels_events.c).
+ * At exit it prints, on stdout:
+ *   fake {"launches": {NAME: n}, "gpu_ns": {NAME: ns}, "captured": n,
+ *         "asked_in_capture": n, EVENTS}
  * Built with SONAME libcuda.so.1. */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -32,8 +36,10 @@ struct handle {
 #define MAX_NAMES 64
 static struct {
     char name[NAME_BYTES];
-    unsigned long n;
+    unsigned long n, ns;
 } counts[MAX_NAMES];
+void fake_gpu_ran(void *stream, unsigned long ns); /* fake_kernels_events.c */
+void fake_events_report(void);
 static unsigned long captured, asked_in_capture;
 #define MAX_STREAMS 16
 static uintptr_t capturing[MAX_STREAMS];
@@ -65,7 +71,8 @@ static int any_capture(void)
     return 0;
 }
 
-static int is_capturing(void *stream)
+int fake_is_capturing(void *stream);
+int fake_is_capturing(void *stream)
 {
     if (captured_from_start(stream))
         return 1;
@@ -83,10 +90,10 @@ static struct handle *make(int kind, const char *name)
     return h;
 }
 
-static void count(const char *name, void *stream)
+static void count(const char *name, void *stream, unsigned gx)
 {
     pthread_mutex_lock(&lock);
-    if (is_capturing(stream)) {
+    if (fake_is_capturing(stream)) {
         captured++;
         if (captured_from_start(stream))
             start_left--;
@@ -96,6 +103,8 @@ static void count(const char *name, void *stream)
             i++;
         snprintf(counts[i].name, sizeof counts[i].name, "%s", name);
         counts[i].n++;
+        counts[i].ns += gx * 1000ul + strlen(name);
+        fake_gpu_ran(stream, gx * 1000ul + strlen(name));
     }
     pthread_mutex_unlock(&lock);
 }
@@ -105,7 +114,7 @@ static CUresult launch(void *f, unsigned gx, void *stream)
     struct handle *h = f;
     if (!h || !gx || (h->kind != FUNC && h->kind != KERNEL))
         return 1;
-    count(h->name, stream);
+    count(h->name, stream, gx);
     return 0;
 }
 
@@ -115,7 +124,7 @@ EXPORT CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
     (void)data;
     if (!fn)
         return 1;
-    count("host", stream);
+    count("host", stream, 1);
     return 0;
 }
 
@@ -123,7 +132,7 @@ EXPORT CUresult cuGraphLaunch(void *exec, void *stream)
 {
     if (!exec)
         return 1;
-    count("graph", stream);
+    count("graph", stream, 1);
     return 0;
 }
 
@@ -132,7 +141,12 @@ __attribute__((destructor)) static void report(void)
     printf("fake {\"launches\": {");
     for (int i = 0; i < MAX_NAMES && counts[i].name[0]; i++)
         printf("%s\"%s\": %lu", i ? ", " : "", counts[i].name, counts[i].n);
-    printf("}, \"captured\": %lu, \"asked_in_capture\": %lu}\n", captured, asked_in_capture);
+    printf("}, \"gpu_ns\": {");
+    for (int i = 0; i < MAX_NAMES && counts[i].name[0]; i++)
+        printf("%s\"%s\": %lu", i ? ", " : "", counts[i].name, counts[i].ns);
+    printf("}, \"captured\": %lu, \"asked_in_capture\": %lu", captured, asked_in_capture);
+    fake_events_report();
+    printf("}\n");
     fflush(stdout);
 }
 
@@ -269,7 +283,7 @@ EXPORT CUresult cuStreamIsCapturing(void *stream, int *status)
     if (!status)
         return 1;
     pthread_mutex_lock(&lock);
-    *status = is_capturing(stream);
+    *status = fake_is_capturing(stream);
     pthread_mutex_unlock(&lock);
     return 0;
 }

@@ -10,6 +10,8 @@
  *   capture:S endcapture:S    a stream capture begun, ended
  *   sync:S                    "ready" printed, then cuStreamSynchronize (FAKE_KERN_HANG: it
  *                             never returns)
+ *   query:S ctxsync: ctxdestroy:  cuStreamQuery of stream S, cuCtxSynchronize,
+ *                             cuCtxDestroy_v2 of the current context
  *   fork:                     the rest in a forked child; the parent waits for it and exits
  *   host:S:N graph:S:N        N launches of kern_host_cb (cuLaunchHostFunc), of a graph
  *                             (cuGraphLaunch), on stream S
@@ -184,6 +186,15 @@ int main(int argc, char **argv)
                 waitpid(pid, &st, 0);
                 return WIFEXITED(st) ? WEXITSTATUS(st) : 5;
             }
+        } else if (!strcmp(op, "query")) {
+            check(op, ((CUresult(*)(void *))fn("cuStreamQuery"))(
+                          (void *)(uintptr_t)strtoul(arg, NULL, 10)));
+        } else if (!strcmp(op, "ctxsync")) {
+            check(op, ((CUresult(*)(void))fn("cuCtxSynchronize"))());
+        } else if (!strcmp(op, "ctxdestroy")) {
+            void *ctx = NULL;
+            check("cuCtxGetCurrent", ((CUresult(*)(void **))fn("cuCtxGetCurrent"))(&ctx));
+            check(op, ((CUresult(*)(void *))fn("cuCtxDestroy_v2"))(ctx));
         } else if (!strcmp(op, "names")) {
             if (names(arg))
                 return 3;

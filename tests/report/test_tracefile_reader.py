@@ -84,7 +84,7 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
 @pytest.mark.parametrize("field,value,words", [
     ("magic", b"SHIMTRC\0", ["wrong magic"]),
     ("version", tracefile.VERSION + 1, [f"format version {tracefile.VERSION + 1}",
-                                        f"reads versions 3, 4, 5, {tracefile.VERSION}"]),
+                                        f"reads versions 3, 4, 5, 7, {tracefile.VERSION}"]),
     ("fine_sub_shift", 5, ["fine histogram"]),
     ("off_fine", 1 << 30, ["fine histogram"]),
     ("fine_slots", 3000, ["fine histogram"]),
@@ -111,7 +111,7 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
     # a version 5 file that says 3 has a longer header than version 3's: refused
     ("version", 3, [f"{tracefile.HEADER_SIZE} bytes, version 3 has 4656"]),
     # version 6 kept a kernel's name in 256 bytes of its slot (version 7: in an arena): refused
-    ("version", 6, ["format version 6", f"reads versions 3, 4, 5, {tracefile.VERSION}"]),
+    ("version", 6, ["format version 6", f"reads versions 3, 4, 5, 7, {tracefile.VERSION}"]),
 ])
 def test_corrupt_header_is_refused(real_file, tmp_path, field, value, words):
     data = bytearray(real_file.read_bytes())
@@ -390,7 +390,7 @@ def test_failures_as_many_as_calls_are_read(real_file, tmp_path):
 
 
 def as_version_3(data: bytes) -> bytes:
-    """A version 7 file made into the version 3 file the same process would have written:
+    """A current file made into the version 3 file the same process would have written:
     the header without the frame fields, the names right after it, the blocks where they
     were."""
     h = header(data)
@@ -408,7 +408,7 @@ def test_a_version_3_file_still_reads_the_same(real_file, tmp_path):
     old = tmp_path / "v3.shimtrace"
     old.write_bytes(as_version_3(real_file.read_bytes()))
     a, b = load(real_file), load(old)
-    assert header(real_file.read_bytes())["version"] == 7 and tracefile.VERSION == 7
+    assert header(real_file.read_bytes())["version"] == 8 and tracefile.VERSION == 8
     assert {k: v.calls for k, v in a.functions.items()} == \
         {k: v.calls for k, v in b.functions.items()} and b.functions
     assert (b.pid, b.complete, b.mode, b.ns_per_tick) == (a.pid, a.complete, a.mode,

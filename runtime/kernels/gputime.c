@@ -1,0 +1,308 @@
+/*
+ * gputime.c: GPU time per kernel without CUPTI (SHIMGEN_GPU_TIME, `shimgen run --gpu-time`;
+ * docs/design.md "GPU time per kernel"). A timed launch is bracketed on its own stream by
+ * two of the driver's timing events (cuEventCreate with default flags, cuEventRecord before
+ * and after the forwarded launch), a pair taken from a fixed pool: no allocation per
+ * launch, a pair's events made once, at its first use, in the context current then, and
+ * used again by launches in that context only. A pair is resolved later, never waited
+ * for: at a synchronisation the program makes (the memory ledger's sync watches,
+ * cuStreamQuery and cuEventQuery returning success) and at exit (atexit), each pending
+ * pair's end event asked with cuEventQuery; one done gives cuEventElapsedTime, added to its
+ * kernel's slot in the trace file's header (version 8's kgpu_* fields), so a process killed
+ * keeps what was resolved. A launch is not timed, and counted by why (kgpu_not): skipped by
+ * the sampling (every=N), into a stream that captures or that the driver cannot say of
+ * (cuStreamIsCapturing first: no event is ever recorded into a capture), its events
+ * refused by the driver, no free pair, its pair dropped (its context destroyed, or the
+ * driver no longer knew its events), still running at exit.
+ *
+ * Threads: a pair is claimed by a compare-and-swap of its state word (FREE -> BUSY), and
+ * the thread that holds it BUSY alone writes its other fields; it is published PENDING with
+ * release order, and a resolver claims it back to BUSY the same way. No lock, no wait.
+ */
+
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "base/base.h"
+#include "tracefile/tracefile.h"
+
+#define OK SHIMGEN_CUDA_SUCCESS
+#define NOT_READY SHIMGEN_CUDA_ERROR_NOT_READY
+#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
+#define HAS(name) (shimgen_real[SHIMGEN_IDX_##name] != (void *)shimgen_fail_missing)
+#define PAIRS SHIMGEN_KGPU_PAIRS
+#define BUCKETS SHIMGEN_KGPU_BUCKETS
+#define SUB_SHIFT SHIMGEN_KGPU_SUB_SHIFT
+#define PROBES 64u /* pairs looked at for a free one before the pool counts as full */
+#define EVERY_MAX 1000000000u
+
+enum { FREE = 0, BUSY = 1, PENDING = 2 };
+struct pair {
+    uint32_t state;
+    int32_t slot;
+    void *ctx;   /* the context its events belong to; NULL: no events made yet */
+    void *ev[2]; /* start, end */
+};
+
+unsigned shimgen_gpu_every; /* 1 in this many launches timed; 0: off */
+static struct pair pool[PAIRS];
+static uint64_t pending; /* pairs PENDING: 0 lets a resolve return at once */
+static uint64_t cursor, seq;
+static int exit_set;
+
+static void not_timed(unsigned why)
+{
+    __atomic_fetch_add(&shimgen_kern_header()->kgpu_not[why], 1, __ATOMIC_RELAXED);
+}
+
+static void pending_add(int64_t d)
+{
+    __atomic_fetch_add(&pending, (uint64_t)d, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&shimgen_kern_header()->kgpu_pending, (uint64_t)d, __ATOMIC_RELAXED);
+}
+
+/* A launch's GPU ns in its histogram's bucket (runenv.KGPU_BUCKETS says how). */
+static unsigned bucket(uint64_t ns)
+{
+    if (ns < (1u << SUB_SHIFT))
+        return (unsigned)ns;
+    unsigned sh = (unsigned)(63 - __builtin_clzll(ns)) - SUB_SHIFT;
+    uint64_t b = ((uint64_t)sh << SUB_SHIFT) + (ns >> sh);
+    return b < BUCKETS ? (unsigned)b : BUCKETS - 1;
+}
+
+static void add(int slot, uint64_t ns)
+{
+    struct tf_header *h = shimgen_kern_header();
+    __atomic_fetch_add(&h->kgpu_ns[slot], ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h->kgpu_hist[(unsigned)slot * BUCKETS + bucket(ns)], 1,
+                       __ATOMIC_RELAXED);
+    uint64_t was = __atomic_load_n(&h->kgpu_max[slot], __ATOMIC_RELAXED);
+    while (ns > was && !__atomic_compare_exchange_n(&h->kgpu_max[slot], &was, ns, 1,
+                                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    __atomic_fetch_add(&h->kgpu_timed[slot], 1, __ATOMIC_RELAXED);
+}
+
+static void release(struct pair *p, int forget)
+{
+    if (forget)
+        p->ctx = p->ev[0] = p->ev[1] = NULL; /* (the driver's, gone with their context) */
+    __atomic_store_n(&p->state, FREE, __ATOMIC_RELEASE);
+}
+
+/* A free pair of context `ctx` (or one with no events yet), held BUSY; NULL when none. */
+static struct pair *take(void *ctx)
+{
+    unsigned at = (unsigned)__atomic_fetch_add(&cursor, 1, __ATOMIC_RELAXED);
+    for (unsigned k = 0; k < PROBES; k++) {
+        struct pair *p = &pool[(at + k) % PAIRS];
+        uint32_t was = FREE;
+        if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) != FREE ||
+            !__atomic_compare_exchange_n(&p->state, &was, BUSY, 0, __ATOMIC_ACQUIRE,
+                                         __ATOMIC_RELAXED))
+            continue;
+        if (!p->ctx || p->ctx == ctx)
+            return p;
+        release(p, 0);
+    }
+    return NULL;
+}
+
+/* Pending pairs whose end event is done: their time added; the rest left pending. */
+void shimgen_gpu_resolve(void)
+{
+    if (!__atomic_load_n(&pending, __ATOMIC_ACQUIRE))
+        return;
+#if defined(SHIMGEN_IDX_cuEventQuery) && defined(SHIMGEN_IDX_cuEventElapsedTime)
+    for (unsigned i = 0; i < PAIRS; i++) {
+        struct pair *p = &pool[i];
+        uint32_t was = PENDING;
+        if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) != PENDING ||
+            !__atomic_compare_exchange_n(&p->state, &was, BUSY, 0, __ATOMIC_ACQUIRE,
+                                         __ATOMIC_RELAXED))
+            continue;
+        shimgen_CUresult r = REAL(cuEventQuery, void *)(p->ev[1]);
+        if (r == NOT_READY) {
+            __atomic_store_n(&p->state, PENDING, __ATOMIC_RELEASE);
+            continue;
+        }
+        float ms = 0;
+        if (r == OK && REAL(cuEventElapsedTime, float *, void *, void *)(&ms, p->ev[0],
+                                                                        p->ev[1]) == OK)
+            add(p->slot, ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0);
+        else
+            not_timed(r == OK ? SHIMGEN_KGPU_NOT_REFUSED : SHIMGEN_KGPU_NOT_CONTEXT);
+        pending_add(-1);
+        release(p, r != OK);
+    }
+#endif
+}
+
+/* At exit: what is done resolved, the rest counted as unfinished (never waited for). */
+static __attribute__((unused)) void at_exit(void)
+{
+    shimgen_gpu_resolve();
+    uint64_t left = __atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL);
+    struct tf_header *h = shimgen_kern_header();
+    __atomic_fetch_add(&h->kgpu_not[SHIMGEN_KGPU_NOT_UNFINISHED], left, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&h->kgpu_pending, left, __ATOMIC_RELAXED);
+}
+
+int shimgen_gpu_begin(void *stream)
+{
+    if (shimgen_gpu_every > 1 &&
+        __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED) % shimgen_gpu_every) {
+        not_timed(SHIMGEN_KGPU_NOT_SAMPLED);
+        return -1;
+    }
+#if defined(SHIMGEN_IDX_cuEventCreate) && defined(SHIMGEN_IDX_cuEventRecord) &&          \
+    defined(SHIMGEN_IDX_cuCtxGetCurrent)
+    int status = 0;
+#ifdef SHIMGEN_IDX_cuStreamIsCapturing
+    if (!HAS(cuStreamIsCapturing) ||
+        REAL(cuStreamIsCapturing, void *, int *)(stream, &status) != OK || status != 0) {
+        not_timed(SHIMGEN_KGPU_NOT_CAPTURE);
+        return -1;
+    }
+#else
+    (void)status;
+    not_timed(SHIMGEN_KGPU_NOT_CAPTURE);
+    return -1;
+#endif
+    void *ctx = NULL;
+    if (REAL(cuCtxGetCurrent, void **)(&ctx) != OK || !ctx) {
+        not_timed(SHIMGEN_KGPU_NOT_CONTEXT);
+        return -1;
+    }
+    struct pair *p = take(ctx);
+    if (!p) {
+        shimgen_gpu_resolve(); /* (only when the pool is full: its done pairs freed) */
+        p = take(ctx);
+    }
+    if (!p) {
+        not_timed(SHIMGEN_KGPU_NOT_POOL);
+        return -1;
+    }
+    if (!p->ctx) {
+        if (REAL(cuEventCreate, void **, unsigned)(&p->ev[0], 0) != OK) {
+            p->ev[0] = NULL;
+        } else if (REAL(cuEventCreate, void **, unsigned)(&p->ev[1], 0) != OK) {
+#ifdef SHIMGEN_IDX_cuEventDestroy_v2
+            REAL(cuEventDestroy_v2, void *)(p->ev[0]);
+#endif
+            p->ev[0] = NULL;
+        } else {
+            p->ctx = ctx;
+        }
+        if (!p->ctx) {
+            not_timed(SHIMGEN_KGPU_NOT_REFUSED);
+            release(p, 1);
+            return -1;
+        }
+        if (!__atomic_exchange_n(&exit_set, 1, __ATOMIC_RELAXED))
+            atexit(at_exit);
+    }
+    if (REAL(cuEventRecord, void *, void *)(p->ev[0], stream) != OK) {
+        not_timed(SHIMGEN_KGPU_NOT_REFUSED);
+        release(p, 0);
+        return -1;
+    }
+    return (int)(p - pool);
+#else
+    (void)stream;
+    not_timed(SHIMGEN_KGPU_NOT_REFUSED);
+    return -1;
+#endif
+}
+
+void shimgen_gpu_end(int i, int ok, int slot, void *stream)
+{
+    if (i < 0)
+        return;
+    struct pair *p = &pool[i];
+    if (!ok || slot < 0) { /* (a refused launch: nothing ran; no slot: kern_lost_launches) */
+        release(p, 0);
+        return;
+    }
+#ifdef SHIMGEN_IDX_cuEventRecord
+    if (REAL(cuEventRecord, void *, void *)(p->ev[1], stream) != OK) {
+        not_timed(SHIMGEN_KGPU_NOT_REFUSED);
+        release(p, 0);
+        return;
+    }
+#else
+    (void)stream;
+#endif
+    p->slot = slot;
+    pending_add(1);
+    __atomic_store_n(&p->state, PENDING, __ATOMIC_RELEASE);
+}
+
+void shimgen_gpu_graph(int pair, int ok, void *stream)
+{
+    static const uint32_t none[6];
+    if (pair < 0)
+        return;
+    int slot = ok ? shimgen_kern_slot(SHIMGEN_KERN_GRAPH_KEY) : -1;
+    shimgen_gpu_end(pair, ok, slot, stream);
+    if (slot < 0)
+        return;
+    shimgen_kern_launch(slot, (uint64_t)(uintptr_t)stream, none, 0, 0);
+    if (shimgen_kern_unnamed(slot))
+        shimgen_kern_name(slot, SHIMGEN_KERN_GRAPH, SHIMGEN_KERN_FROM_CUGRAPHLAUNCH);
+}
+
+/* A context about to be destroyed: its pending pairs dropped (counted), its free pairs'
+ * events forgotten (they go with it). A pair BUSY in another thread is that thread's. */
+void shimgen_gpu_ctx_gone(void *ctx)
+{
+    for (unsigned i = 0; i < PAIRS && ctx; i++) {
+        struct pair *p = &pool[i];
+        uint32_t was = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+        if (was == BUSY || __atomic_load_n(&p->ctx, __ATOMIC_RELAXED) != ctx ||
+            !__atomic_compare_exchange_n(&p->state, &was, BUSY, 0, __ATOMIC_ACQUIRE,
+                                         __ATOMIC_RELAXED))
+            continue;
+        if (p->ctx != ctx) { /* (taken and given back for another context meanwhile) */
+            __atomic_store_n(&p->state, was, __ATOMIC_RELEASE);
+            continue;
+        }
+        if (was == PENDING) {
+            not_timed(SHIMGEN_KGPU_NOT_CONTEXT);
+            pending_add(-1);
+        }
+        release(p, 1);
+    }
+}
+
+/* SHIMGEN_GPU_TIME: "1" every launch, "every=N" one in N; anything else said, and off. */
+void shimgen_gpu_config(void)
+{
+    const char *v = secure_getenv(SHIMGEN_ENV_GPU_TIME);
+    size_t pre = strlen(SHIMGEN_KGPU_EVERY);
+    char *end = NULL;
+    unsigned long n = 0;
+    if (!v || !*v || !strcmp(v, "0"))
+        return;
+    if (!strcmp(v, "1"))
+        n = 1;
+    else if (!strncmp(v, SHIMGEN_KGPU_EVERY, pre) && v[pre] >= '1' && v[pre] <= '9')
+        n = strtoul(v + pre, &end, 10);
+    if (!n || (end && *end) || n > EVERY_MAX) {
+        shimgen_say("shimgen: %s=%s is not 1 or %sN (N from 1 to %u); GPU time is not "
+                    "measured\n", SHIMGEN_ENV_GPU_TIME, v, SHIMGEN_KGPU_EVERY, EVERY_MAX);
+        return;
+    }
+    shimgen_gpu_every = (unsigned)n;
+    __atomic_store_n(&shimgen_kern_header()->kgpu_every, (uint32_t)n, __ATOMIC_RELAXED);
+}
+
+/* A forked child: the parent's pairs forgotten (its events are not the child's). */
+void shimgen_gpu_after_fork(void)
+{
+    memset(pool, 0, sizeof pool);
+    pending = cursor = seq = 0; /* (the exit handler, set or not, is the parent's too) */
+}

@@ -1,0 +1,152 @@
+"""GPU time per kernel (runtime/kernels/gputime.c, docs/design.md "GPU time per kernel") on
+the FAKE driver of tests/c/fake_kernels_libcuda.c, whose timing events read a fake GPU clock
+per stream that each launch advances by gx * 1000 + len(name) ns (fake_kernels_events.c):
+each kernel's GPU total in the trace and the report exactly the fake's, graphs timed as a
+whole; sampling one launch in N; no event recorded into a capture, those launches said;
+events the driver refused said; launches still running at exit said, never waited for; a
+context destroyed first; a SIGKILLed process keeping what was resolved; a forked child
+forgetting its parent's pairs; `run --gpu-time`'s value."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from shimgen.cli import glue_gpu_time
+from shimgen.errors import ShimgenError
+from shimgen.run.options import gpu_time_option
+from shimgen.runenv import KERN_GRAPH
+from tests.runtime.test_kernels import MY, NCCL, env_for, fake, kshim, one_trace, report, \
+    run_ops  # noqa: F401 (fixtures)
+
+
+def ns(name: str, gx: int) -> int:
+    return gx * 1000 + len(name)
+
+
+def gpu_by_name(t) -> dict[str, tuple[int, int]]:
+    return {k.name: (k.gpu.ns, k.gpu.timed) for k in t.kernels.kernels if k.gpu and k.gpu.timed}
+
+
+def test_gpu_times_are_the_fakes(probes, fake, kshim, tmp_path):
+    ops = [f"mod:{MY}", f"lib:{NCCL}", "kfunc:1", "launch:0:0:2:256:3", "launch:0:0:5:256:1",
+           "ex:2:7:3:1:2", "graph:7:2", "sync:0"]
+    got = run_ops(probes, fake, kshim, tmp_path / "t", ops, SHIMGEN_GPU_TIME="1")
+    assert got["gpu_ns"] == {MY: 3 * ns(MY, 2) + ns(MY, 5), NCCL: 2 * ns(NCCL, 3),
+                             "graph": 2 * ns("graph", 1)}, got
+    assert got["recorded_in_capture"] == 0 and got["events"] == 2 * 8, got
+    t = one_trace(tmp_path / "t")
+    assert gpu_by_name(t) == {MY: (got["gpu_ns"][MY], 4), NCCL: (got["gpu_ns"][NCCL], 2),
+                              KERN_GRAPH: (got["gpu_ns"]["graph"], 2)}
+    assert t.kernels.gpu_every == 1 and not any(t.kernels.gpu_not.values())
+    g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
+    rows = {k["name"]: k for k in g["kernels"]}
+    busy = sum(got["gpu_ns"].values())
+    mine = rows[MY]
+    assert (mine["gpu_total_ns"], mine["gpu_timed"], mine["gpu_max_ns"]) == \
+        (got["gpu_ns"][MY], 4, ns(MY, 5))
+    assert mine["gpu_mean_ns"] == round(got["gpu_ns"][MY] / 4)
+    assert mine["gpu_share"] == pytest.approx(got["gpu_ns"][MY] / busy)
+    # one time for each launch of a kernel: its percentiles are that time, exactly
+    assert (rows[NCCL]["gpu_p50_ns"], rows[NCCL]["gpu_p99_ns"]) == (ns(NCCL, 3),) * 2
+    assert mine["gpu_p99_ns"] == ns(MY, 5) and ns(MY, 2) * 0.75 <= mine["gpu_p50_ns"] <= \
+        ns(MY, 2) * 1.25
+    assert g["gpu_time"] == {"every": [1], "pending": 0,
+                             "not_timed": dict.fromkeys(g["gpu_time"]["not_timed"], 0)}
+    text = report(tmp_path / "t")
+    assert "GPU time" in text and "timed: every launch" in text and "not timed" not in text
+
+
+def test_sampling_times_one_launch_in_n(probes, fake, kshim, tmp_path):
+    got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:2:256:10"],
+                  SHIMGEN_GPU_TIME="every=3")
+    t = one_trace(tmp_path / "t")
+    assert gpu_by_name(t) == {MY: (4 * ns(MY, 2), 4)} and got["events"] == 2 * 4
+    assert t.kernels.gpu_every == 3 and t.kernels.gpu_not["sampled"] == 6
+    text = report(tmp_path / "t")
+    assert "1 launch in 3 (every=3)" in text and "skipped by the sampling 6" in text
+
+
+def test_no_event_is_recorded_into_a_capture(probes, fake, kshim, tmp_path):
+    ops = [f"mod:{MY}", "capture:9", "launch:0:9:1:1:2", "endcapture:9", "launch:0:0:1:1:1"]
+    got = run_ops(probes, fake, kshim, tmp_path / "t", ops, SHIMGEN_GPU_TIME="1")
+    assert got["recorded_in_capture"] == 0 and got["records"] == 2, got
+    t = one_trace(tmp_path / "t")
+    assert gpu_by_name(t) == {MY: (ns(MY, 1), 1)} and t.kernels.gpu_not["capture"] == 2
+    assert "into a stream capture 2" in report(tmp_path / "t")
+
+
+@pytest.mark.parametrize("refuse,timed", [("create", 0), ("record:3", 1)])
+def test_events_the_driver_refused_are_said(probes, fake, kshim, tmp_path, refuse, timed):
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:4"],
+            SHIMGEN_GPU_TIME="1", FAKE_KERN_REFUSE=refuse)
+    t = one_trace(tmp_path / "t")
+    assert gpu_by_name(t) == ({MY: (timed * ns(MY, 1), timed)} if timed else {})
+    assert t.kernels.gpu_not["refused"] == 4 - timed
+    assert f"events refused by the driver {4 - timed}" in report(tmp_path / "t")
+
+
+def test_launches_still_running_at_exit_are_said_not_waited_for(probes, fake, kshim, tmp_path):
+    got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:3",
+                                                        "query:0"],
+                  SHIMGEN_GPU_TIME="1", FAKE_KERN_NOT_READY="1")
+    assert got["queried_not_ready"] >= 3, got
+    t = one_trace(tmp_path / "t")
+    assert gpu_by_name(t) == {} and t.kernels.gpu_not["unfinished"] == 3
+    assert t.kernels.gpu_pending == 0
+    assert "still running at exit 3" in report(tmp_path / "t")
+
+
+def test_a_context_destroyed_first_drops_its_pairs(probes, fake, kshim, tmp_path):
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:2",
+                                                  "ctxdestroy:"], SHIMGEN_GPU_TIME="1")
+    t = one_trace(tmp_path / "t")
+    assert gpu_by_name(t) == {} and t.kernels.gpu_not["context"] == 2
+    assert "context destroyed first 2" in report(tmp_path / "t")
+
+
+def test_a_sigkilled_process_keeps_what_was_resolved(probes, fake, kshim, tmp_path):
+    ops = [f"mod:{MY}", "launch:0:0:2:1:3", "ctxsync:", "launch:0:0:1:1:2", "sync:0"]
+    env = env_for(fake, kshim, tmp_path / "t", SHIMGEN_GPU_TIME="1", FAKE_KERN_HANG="1")
+    proc = subprocess.Popen([probes / "kernlaunch", *ops], env=env, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        proc.stdout.close()
+    t = one_trace(tmp_path / "t")
+    assert gpu_by_name(t) == {MY: (3 * ns(MY, 2), 3)} and t.kernels.gpu_pending == 2
+    assert "2 launches never resolved" in report(tmp_path / "t")
+
+
+def test_a_forked_child_forgets_its_parents_pairs(probes, fake, kshim, tmp_path):
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:2:1:2", "fork:",
+                                                  "launch:0:0:1:1:1", "ctxsync:"],
+            SHIMGEN_GPU_TIME="1")
+    files = sorted((tmp_path / "t").glob("*.shimtrace"))
+    got = sorted(gpu_by_name(load_file(f)).get(MY) for f in files)
+    assert got == [(ns(MY, 1), 1), (2 * ns(MY, 2), 2)]
+
+
+def load_file(path):
+    from shimgen.trace.binary import load
+
+    return load(path)
+
+
+def test_run_gpu_time_values():
+    assert glue_gpu_time(["run", "--gpu-time", "prog", "--gpu-time"]) == \
+        ["run", "--gpu-time=1", "prog", "--gpu-time"]
+    assert glue_gpu_time(["run", "--trace", "calls", "--gpu-time", "every=10", "--", "p"]) == \
+        ["run", "--trace", "calls", "--gpu-time=every=10", "--", "p"]
+    assert glue_gpu_time(["run", "prog", "--gpu-time"]) == ["run", "prog", "--gpu-time"]
+    assert gpu_time_option("every=10") == "every=10" and gpu_time_option("every=1") == "1"
+    for bad in ("every=0", "every=x", "2", "every=01", "every=1000000001"):
+        with pytest.raises(ShimgenError, match="give no value, or every=N"):
+            gpu_time_option(bad)
