@@ -37,6 +37,7 @@
 #define SUB_SHIFT SHIMGEN_KGPU_SUB_SHIFT
 #define PROBES 64u /* pairs looked at for a free one before the pool counts as full */
 #define EVERY_MAX 1000000000u
+#define MAYBE __attribute__((unused)) /* (a driver without the events uses none) */
 
 enum { FREE = 0, BUSY = 1, PENDING = 2 };
 struct pair {
@@ -49,22 +50,22 @@ struct pair {
 unsigned shimgen_gpu_every; /* 1 in this many launches timed; 0: off */
 static struct pair pool[PAIRS];
 static uint64_t pending; /* pairs PENDING: 0 lets a resolve return at once */
-static uint64_t cursor, seq;
-static int exit_set;
+static MAYBE uint64_t cursor, seq;
+static MAYBE int exit_set;
 
-static void not_timed(unsigned why)
+static MAYBE void not_timed(unsigned why)
 {
     __atomic_fetch_add(&shimgen_kern_header()->kgpu_not[why], 1, __ATOMIC_RELAXED);
 }
 
-static void pending_add(int64_t d)
+static MAYBE void pending_add(int64_t d)
 {
     __atomic_fetch_add(&pending, (uint64_t)d, __ATOMIC_RELAXED);
     __atomic_fetch_add(&shimgen_kern_header()->kgpu_pending, (uint64_t)d, __ATOMIC_RELAXED);
 }
 
 /* A launch's GPU ns in its histogram's bucket (runenv.KGPU_BUCKETS says how). */
-static unsigned bucket(uint64_t ns)
+static MAYBE unsigned bucket(uint64_t ns)
 {
     if (ns < (1u << SUB_SHIFT))
         return (unsigned)ns;
@@ -73,7 +74,7 @@ static unsigned bucket(uint64_t ns)
     return b < BUCKETS ? (unsigned)b : BUCKETS - 1;
 }
 
-static void add(int slot, uint64_t ns)
+static MAYBE void add(int slot, uint64_t ns)
 {
     struct tf_header *h = shimgen_kern_header();
     __atomic_fetch_add(&h->kgpu_ns[slot], ns, __ATOMIC_RELAXED);
@@ -86,7 +87,7 @@ static void add(int slot, uint64_t ns)
     __atomic_fetch_add(&h->kgpu_timed[slot], 1, __ATOMIC_RELAXED);
 }
 
-static void release(struct pair *p, int forget)
+static MAYBE void release(struct pair *p, int forget)
 {
     if (forget)
         p->ctx = p->ev[0] = p->ev[1] = NULL; /* (the driver's, gone with their context) */
@@ -94,7 +95,7 @@ static void release(struct pair *p, int forget)
 }
 
 /* A free pair of context `ctx` (or one with no events yet), held BUSY; NULL when none. */
-static struct pair *take(void *ctx)
+static MAYBE struct pair *take(void *ctx)
 {
     unsigned at = (unsigned)__atomic_fetch_add(&cursor, 1, __ATOMIC_RELAXED);
     for (unsigned k = 0; k < PROBES; k++) {
@@ -142,7 +143,7 @@ void shimgen_gpu_resolve(void)
 }
 
 /* At exit: what is done resolved, the rest counted as unfinished (never waited for). */
-static __attribute__((unused)) void at_exit(void)
+static MAYBE void at_exit(void)
 {
     shimgen_gpu_resolve();
     uint64_t left = __atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL);

@@ -7,7 +7,8 @@
  * (CUDA_ERROR_OUT_OF_MEMORY), =record:N: the N-th record and every later one. One context,
  * current from the start; cuCtxDestroy_v2 destroys it (its events then answer
  * CUDA_ERROR_CONTEXT_IS_DESTROYED) and makes no context current. The report's part:
- *   "events": n, "records": n, "recorded_in_capture": n, "queried_not_ready": n */
+ *   "events": n, "records": n, "recorded_in_capture": n, "queried_not_ready": n,
+ *   "asked_destroyed": n (queries of events whose context was destroyed) */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -36,7 +37,7 @@ static struct {
     unsigned long clock;
 } clocks[MAX_STREAMS];
 static uintptr_t current = 0xC0, destroyed;
-static unsigned long events, records, in_capture, not_ready;
+static unsigned long events, records, in_capture, not_ready, asked_destroyed;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static unsigned long *clock_of(void *stream)
@@ -138,8 +139,10 @@ EXPORT CUresult cuEventQuery(void *e)
     struct event *ev = live(e);
     if (!ev)
         return INVALID;
-    if (ev->ctx == destroyed)
+    if (ev->ctx == destroyed) {
+        asked_destroyed++;
         return DESTROYED;
+    }
     if (getenv("FAKE_KERN_NOT_READY")) {
         pthread_mutex_lock(&lock);
         not_ready++;
@@ -159,8 +162,10 @@ EXPORT CUresult cuEventElapsedTime(float *ms, void *a, void *b)
     struct event *x = live(a), *y = live(b);
     if (!ms || !x || !y)
         return INVALID;
-    if (x->ctx == destroyed || y->ctx == destroyed)
+    if (x->ctx == destroyed || y->ctx == destroyed) {
+        asked_destroyed++;
         return DESTROYED;
+    }
     if (!x->recorded || !y->recorded || getenv("FAKE_KERN_NOT_READY"))
         return NOT_READY;
     *ms = (float)((double)(y->at - x->at) / 1e6);
@@ -181,5 +186,6 @@ EXPORT CUresult cuCtxSynchronize(void)
 void fake_events_report(void)
 {
     printf(", \"events\": %lu, \"records\": %lu, \"recorded_in_capture\": %lu, "
-           "\"queried_not_ready\": %lu", events, records, in_capture, not_ready);
+           "\"queried_not_ready\": %lu, \"asked_destroyed\": %lu", events, records, in_capture,
+           not_ready, asked_destroyed);
 }

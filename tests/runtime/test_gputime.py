@@ -101,8 +101,9 @@ def test_launches_still_running_at_exit_are_said_not_waited_for(probes, fake, ks
 
 
 def test_a_context_destroyed_first_drops_its_pairs(probes, fake, kshim, tmp_path):
-    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:2",
-                                                  "ctxdestroy:"], SHIMGEN_GPU_TIME="1")
+    got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:2",
+                                                        "ctxdestroy:"], SHIMGEN_GPU_TIME="1")
+    assert got["asked_destroyed"] == 0, got  # (dropped before, never asked after)
     t = one_trace(tmp_path / "t")
     assert gpu_by_name(t) == {} and t.kernels.gpu_not["context"] == 2
     assert "context destroyed first 2" in report(tmp_path / "t")
