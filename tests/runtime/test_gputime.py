@@ -79,7 +79,7 @@ def test_no_event_is_recorded_into_a_capture(probes, fake, kshim, tmp_path):
     assert "into a stream capture 2" in report(tmp_path / "t")
 
 
-@pytest.mark.parametrize("refuse,timed", [("create", 0), ("record:3", 1)])
+@pytest.mark.parametrize("refuse,timed", [("create", 0), ("record:1", 0), ("record:3", 1)])
 def test_events_the_driver_refused_are_said(probes, fake, kshim, tmp_path, refuse, timed):
     run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:4"],
             SHIMGEN_GPU_TIME="1", FAKE_KERN_REFUSE=refuse)
@@ -127,12 +127,16 @@ def test_a_sigkilled_process_keeps_what_was_resolved(probes, fake, kshim, tmp_pa
 
 
 def test_a_forked_child_forgets_its_parents_pairs(probes, fake, kshim, tmp_path):
-    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:2:1:2", "fork:",
+    # the parent: 2 launches resolved, 1 pending at the fork; the child: 1 of its own
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:2:1:2", "ctxsync:",
+                                                  "launch:0:0:3:1:1", "fork:",
                                                   "launch:0:0:1:1:1", "ctxsync:"],
             SHIMGEN_GPU_TIME="1")
-    files = sorted((tmp_path / "t").glob("*.shimtrace"))
-    got = sorted(gpu_by_name(load_file(f)).get(MY) for f in files)
-    assert got == [(ns(MY, 1), 1), (2 * ns(MY, 2), 2)]
+    traces = [load_file(f) for f in sorted((tmp_path / "t").glob("*.shimtrace"))]
+    got = sorted(gpu_by_name(t).get(MY) for t in traces)
+    assert got == [(ns(MY, 1), 1), (2 * ns(MY, 2) + ns(MY, 3), 3)]
+    assert [t.kernels.gpu_pending for t in traces] == [0, 0]
+    assert [sum(t.kernels.gpu_not.values()) for t in traces] == [0, 0]
 
 
 def load_file(path):
