@@ -4041,8 +4041,8 @@ MUTATIONS = [
     {
         "name": "gputime-ms-truncated",
         "file": "runtime/kernels/gputime.c",
-        "old": '            add(p->slot, ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0);\n',
-        "new": '            add(p->slot, ms > 0 ? (uint64_t)(ms * 1e6f) : 0);\n',
+        "old": '            uint64_t ns = ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0;\n',
+        "new": '            uint64_t ns = ms > 0 ? (uint64_t)(ms * 1e6f) : 0;\n',
         "tests": ['tests/runtime/test_gputime.py::test_gpu_times_are_the_fakes'],
         "why": "each launch's time is the driver's float of ms rounded to the ns: totals exactly the driver's",
     },
@@ -4093,6 +4093,30 @@ MUTATIONS = [
         "new": '            or False:\n',
         "tests": ['tests/runtime/test_gputime.py::test_run_gpu_time_values'],
         "why": '--gpu-time every=N refuses what the shim would refuse (a leading zero), in one line',
+    },
+    {
+        "name": "gputime-track-start-not-placed",
+        "file": "runtime/kernels/gputrack.c",
+        "old": '    __atomic_store_n(&w[3], ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0, __ATOMIC_RELAXED);\n',
+        "new": '    __atomic_store_n(&w[3], 0, __ATOMIC_RELAXED);\n',
+        "tests": ['tests/runtime/test_gputime.py::test_the_calls_timeline_has_a_gpu_track_per_stream'],
+        "why": "a launch is placed on the GPU track by the GPU time from its context's reference to its start",
+    },
+    {
+        "name": "gputime-track-stream-not-kept",
+        "file": "runtime/kernels/gputime.c",
+        "old": '    p->stream = (uint64_t)(uintptr_t)stream;\n',
+        "new": '',
+        "tests": ['tests/runtime/test_gputime.py::test_the_calls_timeline_has_a_gpu_track_per_stream'],
+        "why": 'the GPU track has a track per stream, each launch on its own',
+    },
+    {
+        "name": "gputime-timeline-track-ignores-the-reference",
+        "file": "shimgen/report/calls_timeline.py",
+        "old": '                          "ts": round((base + ref * k + start) / 1e3, 3),\n',
+        "new": '                          "ts": round((base + start) / 1e3, 3),\n',
+        "tests": ['tests/runtime/test_gputime.py::test_the_calls_timeline_has_a_gpu_track_per_stream'],
+        "why": "the timeline places the GPU track on the calls' clock, from the reference's host ticks",
     },
     # ---- calls mode: the records and their reading ----
     {

@@ -131,6 +131,12 @@ KGPU_SUB_SHIFT = 2
 KGPU_SUB = 1 << KGPU_SUB_SHIFT
 KGPU_BUCKETS = 128
 KGPU_NOT = ("sampled", "capture", "refused", "pool", "context", "unfinished")
+# The GPU track (the calls timeline's, report/calls_timeline.py): the last KGPU_TRACK timed
+# launches, each KGPU_TRACK_WORDS words: its kernel slot + 1 (0: none, or being written),
+# its stream, the host ticks at which its context's reference event was recorded, the GPU
+# ns from that event to the launch's start (cuEventElapsedTime), the launch's GPU ns.
+KGPU_TRACK = 4096
+KGPU_TRACK_WORDS = 5
 # Its header, field by field in order: (name, type, count), the type one of u32, u64, i64,
 # char. runtime/tracefile/header.h declares its struct from this list (rendered into facts.h,
 # with each field's offset checked) and shimgen/trace/binary.py reads it with the same one;
@@ -208,11 +214,14 @@ TRACE_HEADER = (
     # time"): the sampling (1 in kgpu_every launches timed; 0: not on), the buckets per slot,
     # the pairs in flight now (at death: launches never resolved), the launches not timed by
     # reason (KGPU_NOT); per slot the GPU ns of its timed launches, how many, the longest,
-    # and its histogram [slot][KGPU_BUCKETS].
+    # and its histogram [slot][KGPU_BUCKETS]; the GPU track.
     ("kgpu_every", "u32", 1), ("kgpu_buckets", "u32", 1), ("kgpu_pending", "u64", 1),
     ("kgpu_not", "u64", len(KGPU_NOT)),
     ("kgpu_ns", "u64", KERN_SLOTS), ("kgpu_timed", "u64", KERN_SLOTS),
     ("kgpu_max", "u64", KERN_SLOTS), ("kgpu_hist", "u32", KERN_SLOTS * KGPU_BUCKETS),
+    # the GPU track: records written in all (the ring's next is this modulo KGPU_TRACK), the
+    # ring of KGPU_TRACK records of KGPU_TRACK_WORDS words
+    ("kgpu_track_used", "u64", 1), ("kgpu_track", "u64", KGPU_TRACK * KGPU_TRACK_WORDS),
 )
 # One list of the trace's fields, read by both readers (trace/jsonfile.py: the exit JSON of
 # SHIMGEN_TRACE_FILE, runtime/stats/trace.c; trace/binary.py and blocks.py: the binary file).

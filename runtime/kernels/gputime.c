@@ -13,7 +13,8 @@
  * the sampling (every=N), into a stream that captures or that the driver cannot say of
  * (cuStreamIsCapturing first: no event is ever recorded into a capture), its events
  * refused by the driver, no free pair, its pair dropped (its context destroyed, or the
- * driver no longer knew its events), still running at exit.
+ * driver no longer knew its events), still running at exit. A resolved launch also goes on
+ * the GPU track (gputrack.c).
  *
  * Threads: a pair is claimed by a compare-and-swap of its state word (FREE -> BUSY), and
  * the thread that holds it BUSY alone writes its other fields; it is published PENDING with
@@ -43,8 +44,10 @@ enum { FREE = 0, BUSY = 1, PENDING = 2 };
 struct pair {
     uint32_t state;
     int32_t slot;
+    int32_t ref; /* its context's reference event (refs[]), -1: none (not on the GPU track) */
     void *ctx;   /* the context its events belong to; NULL: no events made yet */
     void *ev[2]; /* start, end */
+    uint64_t stream;
 };
 
 unsigned shimgen_gpu_every; /* 1 in this many launches timed; 0: off */
@@ -132,9 +135,11 @@ void shimgen_gpu_resolve(void)
         }
         float ms = 0;
         if (r == OK && REAL(cuEventElapsedTime, float *, void *, void *)(&ms, p->ev[0],
-                                                                        p->ev[1]) == OK)
-            add(p->slot, ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0);
-        else
+                                                                        p->ev[1]) == OK) {
+            uint64_t ns = ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0;
+            add(p->slot, ns);
+            shimgen_gpu_track(p->ref, p->ctx, p->ev[0], p->slot, p->stream, ns);
+        } else
             not_timed(r == OK ? SHIMGEN_KGPU_NOT_REFUSED : SHIMGEN_KGPU_NOT_CONTEXT);
         pending_add(-1);
         release(p, r != OK);
@@ -206,6 +211,7 @@ int shimgen_gpu_begin(void *stream)
         if (!__atomic_exchange_n(&exit_set, 1, __ATOMIC_RELAXED))
             atexit(at_exit);
     }
+    p->ref = shimgen_gpu_ref(ctx, stream);
     if (REAL(cuEventRecord, void *, void *)(p->ev[0], stream) != OK) {
         not_timed(SHIMGEN_KGPU_NOT_REFUSED);
         release(p, 0);
@@ -238,6 +244,7 @@ void shimgen_gpu_end(int i, int ok, int slot, void *stream)
     (void)stream;
 #endif
     p->slot = slot;
+    p->stream = (uint64_t)(uintptr_t)stream;
     pending_add(1);
     __atomic_store_n(&p->state, PENDING, __ATOMIC_RELEASE);
 }
@@ -277,6 +284,7 @@ void shimgen_gpu_ctx_gone(void *ctx)
         }
         release(p, 1);
     }
+    shimgen_gpu_refs_gone(ctx);
 }
 
 /* SHIMGEN_GPU_TIME: "1" every launch, "every=N" one in N; anything else said, and off. */
@@ -305,5 +313,6 @@ void shimgen_gpu_config(void)
 void shimgen_gpu_after_fork(void)
 {
     memset(pool, 0, sizeof pool);
+    shimgen_gpu_refs_after_fork();
     pending = cursor = seq = 0; /* (the exit handler, set or not, is the parent's too) */
 }

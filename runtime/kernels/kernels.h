@@ -57,5 +57,12 @@ void shimgen_gpu_graph(int pair, int ok, void *stream);
 void shimgen_gpu_ctx_gone(void *ctx);
 /* A forked child: the parent's pairs forgotten. */
 void shimgen_gpu_after_fork(void);
+/* The GPU track (gputrack.c): context `ctx`'s reference event (recorded on `stream` when it
+ * has none), -1 none; a resolved launch placed after reference `ref` by its start event;
+ * a destroyed context's reference forgotten; a forked child's all. */
+int shimgen_gpu_ref(void *ctx, void *stream);
+void shimgen_gpu_track(int ref, void *ctx, void *start, int slot, uint64_t stream, uint64_t ns);
+void shimgen_gpu_refs_gone(void *ctx);
+void shimgen_gpu_refs_after_fork(void);
 
 #endif

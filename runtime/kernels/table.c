@@ -27,7 +27,7 @@
 #define PROBES 32u /* slots looked at from a handle's home before it is counted lost */
 #define FIRST offsetof(struct tf_header, kern_slots)
 #define SPAN (sizeof(struct tf_header) - FIRST)
-_Static_assert(offsetof(struct tf_header, kgpu_hist) + sizeof(((struct tf_header *)0)->kgpu_hist) ==
+_Static_assert(offsetof(struct tf_header, kgpu_track) + sizeof(((struct tf_header *)0)->kgpu_track) ==
                    sizeof(struct tf_header),
                "the kernels' fields (their GPU times last) end the header");
 _Static_assert(NAME_MAX_ < NAME_CUT && (uint64_t)SLOTS * NAME_MAX_ + NAME_BYTES < (1ull << 32),
@@ -213,5 +213,7 @@ void shimgen_kernels_after_fork(void)
     memset(own.kgpu_timed, 0, sizeof own.kgpu_timed);
     memset(own.kgpu_max, 0, sizeof own.kgpu_max);
     memset(own.kgpu_hist, 0, sizeof own.kgpu_hist);
+    own.kgpu_track_used = 0;
+    memset(own.kgpu_track, 0, sizeof own.kgpu_track);
     shimgen_gpu_after_fork();
 }

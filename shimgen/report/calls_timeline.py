@@ -2,7 +2,10 @@
 JSON (Perfetto, chrome://tracing), the file the timeline mode writes (`timeline/<pid>.json`
 of the run directory), made after the fact from the call records, so that each event's
 `args` holds the call's decoded arguments, outputs and result (the values of the `--json`
-record). `shimgen run --trace calls` writes them when the command has ended
+record). A run with `--gpu-time` adds a GPU track per stream (category `gpu`, a thread
+named "GPU: <stream>"): each timed launch still in the trace file's GPU track, at its
+context's reference event's host time plus the GPU time from that event to its start
+(docs/design.md "GPU time per kernel"), as long as it ran. `shimgen run --trace calls` writes them when the command has ended
 (run/summary.py); `timeline_text` is one process's file.
 
 An event is a complete event ("X": `ts`, `dur`) of category `libcuda`, as the timeline
@@ -21,9 +24,12 @@ from .. import __version__
 from ..calls import RETURNED
 from ..runenv import TIMELINE, TRACE_SUFFIX
 from .calls import Filters, shown, write_pieces
+from ..trace import stream_text
 from .kernels import demangle
 
 CAT = "libcuda"
+GPU_CAT = "gpu"
+GPU_TID = 1 << 30  # the GPU tracks' thread ids: this plus the stream's order of appearance
 
 
 def _event_parts(g, r: tuple) -> tuple[str, str]:
@@ -62,6 +68,23 @@ def _events(g):
         span = f', "dur": {dur * k / 1e3:.3f}' if state == RETURNED else ""
         yield (f'{{{head}, "pid": {pid}, "tid": {tid}, "ts": {(base + start * k) / 1e3:.3f}'
                f'{span}, "args": {args}}}')
+    yield from _gpu_events(g)
+
+
+def _gpu_events(g):
+    """The GPU track: a thread per stream, each timed launch as long as it ran on the GPU."""
+    p, base, k = g.proc, g.base, g.k
+    tids: dict[int, int] = {}
+    for stream, handle, ref, start, ns in p.gpu_track:
+        if stream not in tids:
+            tids[stream] = GPU_TID + len(tids)
+            yield json.dumps({"name": "thread_name", "ph": "M", "pid": p.pid,
+                              "tid": tids[stream], "args": {"name": f"GPU: {stream_text(stream)}"}})
+        kernel = (p.kernels or {}).get(handle)
+        yield json.dumps({"name": demangle(kernel) if kernel else "an unnamed kernel",
+                          "cat": GPU_CAT, "ph": "X", "pid": p.pid, "tid": tids[stream],
+                          "ts": round((base + ref * k + start) / 1e3, 3),
+                          "dur": round(ns / 1e3, 3), "args": {"kernel": kernel, "gpu_ns": ns}})
 
 
 def timeline_text(g, out) -> int:

@@ -87,7 +87,8 @@ KERN_FACTS = {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
               "host_unknown": runenv.KERN_HOST_UNKNOWN,
               "gpu_pairs": runenv.KGPU_PAIRS, "gpu_sub_shift": runenv.KGPU_SUB_SHIFT,
               "gpu_buckets": runenv.KGPU_BUCKETS, "gpu_every": runenv.KGPU_EVERY,
-              "gpu_not": runenv.KGPU_NOT, "graph_key": runenv.KERN_GRAPH_KEY,
+              "gpu_not": runenv.KGPU_NOT, "gpu_track": runenv.KGPU_TRACK,
+              "gpu_track_words": runenv.KGPU_TRACK_WORDS, "graph_key": runenv.KERN_GRAPH_KEY,
               "graph": runenv.KERN_GRAPH}
 
 

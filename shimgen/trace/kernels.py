@@ -14,6 +14,8 @@ from ..runenv import (
     KERN_FROM,
     KGPU_BUCKETS,
     KGPU_NOT,
+    KGPU_TRACK,
+    KGPU_TRACK_WORDS,
     KERN_NAME_BYTES,
     KERN_NAME_CUT,
     KERN_NAME_MAX,
@@ -59,7 +61,7 @@ class StreamLast:
 
 class KernelTable:
     __slots__ = ("kernels", "streams", "lost", "lost_launches", "streams_lost", "asks",
-                 "gpu_every", "gpu_pending", "gpu_not")
+                 "gpu_every", "gpu_pending", "gpu_not", "gpu_track")
 
     def __init__(self) -> None:
         self.kernels: list[Kernel] = []
@@ -70,6 +72,9 @@ class KernelTable:
         # process killed), launches not timed by reason (runenv.KGPU_NOT)
         self.gpu_every = self.gpu_pending = 0
         self.gpu_not: dict[str, int] = {}
+        # the GPU track's launches, oldest first: (stream, kernel handle, its context's
+        # reference ticks, GPU ns from that reference to its start, its GPU ns)
+        self.gpu_track: list[tuple[int, int, int, int, int]] = []
 
 
 class KernelsError(Exception):
@@ -143,3 +148,13 @@ def _read_gpu(h: dict, t: KernelTable) -> None:
             hist = h["kgpu_hist"][i * KGPU_BUCKETS:(i + 1) * KGPU_BUCKETS]
             at[handle].gpu = GpuTimes(h["kgpu_ns"][i], h["kgpu_timed"][i], h["kgpu_max"][i],
                                       tuple(hist))
+    words, used = h["kgpu_track"], h["kgpu_track_used"]
+    first = max(0, used - KGPU_TRACK)
+    for n in range(first, used):  # (the ring's oldest kept first)
+        at_ = n % KGPU_TRACK * KGPU_TRACK_WORDS
+        slot, stream, ref, start, ns = words[at_:at_ + KGPU_TRACK_WORDS]
+        if not slot:  # (being written when the file was read, or the process died)
+            continue
+        if slot > KERN_SLOTS or not h["kern_handle"][slot - 1]:
+            raise KernelsError(f"its GPU track names kernel slot {slot - 1}")
+        t.gpu_track.append((stream, h["kern_handle"][slot - 1], ref, start, ns))

@@ -37,7 +37,8 @@ def test_gpu_times_are_the_fakes(probes, fake, kshim, tmp_path):
     got = run_ops(probes, fake, kshim, tmp_path / "t", ops, SHIMGEN_GPU_TIME="1")
     assert got["gpu_ns"] == {MY: 3 * ns(MY, 2) + ns(MY, 5), NCCL: 2 * ns(NCCL, 3),
                              "graph": 2 * ns("graph", 1)}, got
-    assert got["recorded_in_capture"] == 0 and got["events"] == 2 * 8, got
+    # (two events a launch, and the context's reference event of the GPU track)
+    assert got["recorded_in_capture"] == 0 and got["events"] == 2 * 8 + 1, got
     t = one_trace(tmp_path / "t")
     assert gpu_by_name(t) == {MY: (got["gpu_ns"][MY], 4), NCCL: (got["gpu_ns"][NCCL], 2),
                               KERN_GRAPH: (got["gpu_ns"]["graph"], 2)}
@@ -64,7 +65,7 @@ def test_sampling_times_one_launch_in_n(probes, fake, kshim, tmp_path):
     got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:2:256:10"],
                   SHIMGEN_GPU_TIME="every=3")
     t = one_trace(tmp_path / "t")
-    assert gpu_by_name(t) == {MY: (4 * ns(MY, 2), 4)} and got["events"] == 2 * 4
+    assert gpu_by_name(t) == {MY: (4 * ns(MY, 2), 4)} and got["events"] == 2 * 4 + 1
     assert t.kernels.gpu_every == 3 and t.kernels.gpu_not["sampled"] == 6
     text = report(tmp_path / "t")
     assert "1 launch in 3 (every=3)" in text and "skipped by the sampling 6" in text
@@ -73,7 +74,7 @@ def test_sampling_times_one_launch_in_n(probes, fake, kshim, tmp_path):
 def test_no_event_is_recorded_into_a_capture(probes, fake, kshim, tmp_path):
     ops = [f"mod:{MY}", "capture:9", "launch:0:9:1:1:2", "endcapture:9", "launch:0:0:1:1:1"]
     got = run_ops(probes, fake, kshim, tmp_path / "t", ops, SHIMGEN_GPU_TIME="1")
-    assert got["recorded_in_capture"] == 0 and got["records"] == 2, got
+    assert got["recorded_in_capture"] == 0 and got["records"] == 2 + 1, got
     t = one_trace(tmp_path / "t")
     assert gpu_by_name(t) == {MY: (ns(MY, 1), 1)} and t.kernels.gpu_not["capture"] == 2
     assert "into a stream capture 2" in report(tmp_path / "t")
@@ -155,3 +156,33 @@ def test_run_gpu_time_values():
     for bad in ("every=0", "every=x", "2", "every=01", "every=1000000001"):
         with pytest.raises(ShimgenError, match="give no value, or every=N"):
             gpu_time_option(bad)
+
+
+def test_the_calls_timeline_has_a_gpu_track_per_stream(probes, fake, kshim, tmp_path):
+    import io
+
+    from shimgen.report import calls_timeline
+    from shimgen.report.calls import Filters, shown
+
+    run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "mod:_Z5otherv",
+                                                  "launch:0:0:2:1:2", "launch:1:5:3:1:1",
+                                                  "ctxsync:"],
+            mode="calls", SHIMGEN_GPU_TIME="1")
+    _, (g,), _ = shown([tmp_path / "t"], Filters())
+    out = io.StringIO()
+    calls_timeline.timeline_text(g, out)
+    events = json.loads(out.getvalue())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and
+             e["name"] == "thread_name" and e["args"]["name"].startswith("GPU: ")}
+    assert sorted(names.values()) == ["GPU: stream 0x5", "GPU: the null stream"]
+    gpu = [(names[e["tid"]], e["name"], e["ts"], e["dur"]) for e in events
+           if e.get("cat") == calls_timeline.GPU_CAT]
+    null = [x for x in gpu if x[0] == "GPU: the null stream"]
+    assert [(n, d) for _, n, _, d in null] == [("my_kernel(float*, int)", ns(MY, 2) / 1e3)] * 2
+    # one after the other on the stream's (fake) GPU clock, from the context's reference
+    assert null[1][2] - null[0][2] == pytest.approx(ns(MY, 2) / 1e3, abs=0.002)
+    assert [(n, d) for s, n, _, d in gpu if s != null[0][0]] == [("other()", ns("_Z5otherv", 3) / 1e3)]
+    # the reference was recorded inside the first launch's call: its kernel starts there
+    first = next(e for e in events if e.get("cat") == calls_timeline.CAT and
+                 e["args"].get("kernel") == MY)
+    assert first["ts"] - 0.002 <= null[0][2] <= first["ts"] + first["dur"] + 0.002
