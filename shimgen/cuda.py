@@ -133,8 +133,7 @@ CUDA_ERROR_SHARED_OBJECT_INIT_FAILED = CODES["CUDA_ERROR_SHARED_OBJECT_INIT_FAIL
 CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = CODES["CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"]
 CUDA_ERROR_NOT_SUPPORTED = CODES["CUDA_ERROR_NOT_SUPPORTED"]
 
-# The codes the generated C needs (facts.h): success, the shim's own failure returns, a
-# query's answer that the work is not done yet (GPU time, runtime/kernels/gputime.c).
+# The codes the generated C needs (facts.h): success, the shim's failure returns, not-ready.
 C_RESULTS = ("CUDA_SUCCESS", "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_SHARED_OBJECT_INIT_FAILED",
              "CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_OUT_OF_MEMORY", "CUDA_ERROR_NOT_READY")
 
@@ -358,8 +357,7 @@ LIBCUDA_DIRS = (
 LD_SO_CACHE = "/etc/ld.so.cache"
 
 # ---- the shim's run-time features: which hooks are installed (see shim/hooks.py) -----------------
-FEATURES = {"always": 1, "attrs": 2, "gates": 4, "memory": 8, "limit": 16, "kernels": 32,
-            "gputime": 64}
+FEATURES = dict(always=1, attrs=2, gates=4, memory=8, limit=16, kernels=32, gputime=64)
 
 # What the memory ledger reads of the driver's structs (runtime/memory/hooks_memory.c): the
 # CUmemLocation {type, id} in a CUmemAllocationProp, at this byte offset; the location type

@@ -70,9 +70,10 @@ DEFAULT_TRACE = "time"
 TRACE_MAGIC = b"SHIMTRC\n"
 TRACE_VERSION = 8
 # The versions the reader reads: each is the next one it reads without the fields from that
-# version's first field on (TRACE_HEADER_FIRST): 7 has no GPU times; 5 has no kernels; 4 has no pool or graph
-# reservations in its memory ledger; 3 no calls in progress, no call records and no memory
-# ledger. Version 6 (its kernels with a fixed 256 bytes of name per slot) is not read.
+# version's first field on (TRACE_HEADER_FIRST): 7 has no GPU times; 5 has no kernels; 4
+# has no pool or graph reservations in its memory ledger; 3 no calls in progress, no call
+# records and no memory ledger. Version 6 (its kernels with a fixed 256 bytes of name per
+# slot) is not read.
 TRACE_VERSIONS_READ = (3, 4, 5, 7, 8)
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even

@@ -157,6 +157,29 @@ static MAYBE void at_exit(void)
     __atomic_fetch_sub(&h->kgpu_pending, left, __ATOMIC_RELAXED);
 }
 
+/* A pair's two events, made in context `ctx` (the first use of the pair); 0 refused. The
+ * exit handler is set at the first pair's. */
+static MAYBE int make_events(struct pair *p, void *ctx)
+{
+#ifdef SHIMGEN_IDX_cuEventCreate
+    if (REAL(cuEventCreate, void **, unsigned)(&p->ev[0], 0) != OK)
+        return 0;
+    if (REAL(cuEventCreate, void **, unsigned)(&p->ev[1], 0) != OK) {
+#ifdef SHIMGEN_IDX_cuEventDestroy_v2
+        REAL(cuEventDestroy_v2, void *)(p->ev[0]);
+#endif
+        return 0;
+    }
+    p->ctx = ctx;
+    if (!__atomic_exchange_n(&exit_set, 1, __ATOMIC_RELAXED))
+        atexit(at_exit);
+    return 1;
+#else
+    (void)p, (void)ctx;
+    return 0;
+#endif
+}
+
 int shimgen_gpu_begin(void *stream)
 {
     if (shimgen_gpu_every > 1 &&
@@ -192,24 +215,10 @@ int shimgen_gpu_begin(void *stream)
         not_timed(SHIMGEN_KGPU_NOT_POOL);
         return -1;
     }
-    if (!p->ctx) {
-        if (REAL(cuEventCreate, void **, unsigned)(&p->ev[0], 0) != OK) {
-            p->ev[0] = NULL;
-        } else if (REAL(cuEventCreate, void **, unsigned)(&p->ev[1], 0) != OK) {
-#ifdef SHIMGEN_IDX_cuEventDestroy_v2
-            REAL(cuEventDestroy_v2, void *)(p->ev[0]);
-#endif
-            p->ev[0] = NULL;
-        } else {
-            p->ctx = ctx;
-        }
-        if (!p->ctx) {
-            not_timed(SHIMGEN_KGPU_NOT_REFUSED);
-            release(p, 1);
-            return -1;
-        }
-        if (!__atomic_exchange_n(&exit_set, 1, __ATOMIC_RELAXED))
-            atexit(at_exit);
+    if (!p->ctx && !make_events(p, ctx)) {
+        not_timed(SHIMGEN_KGPU_NOT_REFUSED);
+        release(p, 1);
+        return -1;
     }
     p->ref = shimgen_gpu_ref(ctx, stream);
     if (REAL(cuEventRecord, void *, void *)(p->ev[0], stream) != OK) {

@@ -5,8 +5,9 @@ of the run directory), made after the fact from the call records, so that each e
 record). A run with `--gpu-time` adds a GPU track per stream (category `gpu`, a thread
 named "GPU: <stream>"): each timed launch still in the trace file's GPU track, at its
 context's reference event's host time plus the GPU time from that event to its start
-(docs/design.md "GPU time per kernel"), as long as it ran. `shimgen run --trace calls` writes them when the command has ended
-(run/summary.py); `timeline_text` is one process's file.
+(docs/design.md "GPU time per kernel"), as long as it ran. `shimgen run --trace calls`
+writes them when the command has ended (run/summary.py); `timeline_text` is one process's
+file.
 
 An event is a complete event ("X": `ts`, `dur`) of category `libcuda`, as the timeline
 mode's; a call that had not returned when the process ended is a begin event ("B") that
@@ -23,8 +24,8 @@ from pathlib import Path
 from .. import __version__
 from ..calls import RETURNED
 from ..runenv import TIMELINE, TRACE_SUFFIX
-from .calls import Filters, shown, write_pieces
 from ..trace import stream_text
+from .calls import Filters, shown, write_pieces
 from .kernels import demangle
 
 CAT = "libcuda"
@@ -79,7 +80,8 @@ def _gpu_events(g):
         if stream not in tids:
             tids[stream] = GPU_TID + len(tids)
             yield json.dumps({"name": "thread_name", "ph": "M", "pid": p.pid,
-                              "tid": tids[stream], "args": {"name": f"GPU: {stream_text(stream)}"}})
+                              "tid": tids[stream],
+                              "args": {"name": f"GPU: {stream_text(stream)}"}})
         kernel = (p.kernels or {}).get(handle)
         yield json.dumps({"name": demangle(kernel) if kernel else "an unnamed kernel",
                           "cat": GPU_CAT, "ph": "X", "pid": p.pid, "tid": tids[stream],

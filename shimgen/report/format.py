@@ -31,8 +31,8 @@ from .facts import (
     traced_twice,
     who,
 )
-from .inject import any_injected, injected_rows, injected_section, rules, rules_line
 from .gputime import summary as gpu_summary
+from .inject import any_injected, injected_rows, injected_section, rules, rules_line
 from .kernels import collectives, kernels_json, kernels_section
 from .memory import memory_json, memory_section
 from .model import Group, Merged, sorted_functions

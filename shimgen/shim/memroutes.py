@@ -96,12 +96,14 @@ _GRAPH_LAUNCH = ("after it, the graphs' reservation asked again; with GPU time, 
 WATCHES: tuple[Watch, ...] = tuple(
     Watch(n, "context", _CONTEXT) for n in (
         "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxPushCurrent",
-        "cuCtxPushCurrent_v2", "cuCtxPopCurrent", "cuCtxPopCurrent_v2", "cuCtxSetCurrent", "cuCtxAttach", "cuCtxDetach",
+        "cuCtxPushCurrent_v2", "cuCtxPopCurrent", "cuCtxPopCurrent_v2", "cuCtxSetCurrent",
+        "cuCtxAttach", "cuCtxDetach",
         "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2",
         "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", "cuGLCtxCreate",
         "cuGLCtxCreate_v2", "cuVDPAUCtxCreate", "cuVDPAUCtxCreate_v2", "cuGreenCtxDestroy")
 ) + tuple(
-    Watch(n, "ctxdestroy", _CONTEXT + "; with GPU time, the context's timing events dropped")
+    Watch(n, "ctxdestroy",
+          _CONTEXT + "; with GPU time, the context's timing events dropped")
     for n in ("cuCtxDestroy", "cuCtxDestroy_v2")
 ) + (
     Watch("cuMemPoolCreate", "poolcreate", "the pool's device from its props' location"),

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from ..runenv import (
     KERN_FROM,
-    KGPU_BUCKETS,
-    KGPU_NOT,
-    KGPU_TRACK,
-    KGPU_TRACK_WORDS,
     KERN_NAME_BYTES,
     KERN_NAME_CUT,
     KERN_NAME_MAX,
     KERN_SLOTS,
     KERN_STREAMS,
+    KGPU_BUCKETS,
+    KGPU_NOT,
+    KGPU_TRACK,
+    KGPU_TRACK_WORDS,
 )
 
 
@@ -141,7 +141,7 @@ def _read_gpu(h: dict, t: KernelTable) -> None:
         raise KernelsError(f"its GPU histograms have {h['kgpu_buckets']} buckets, not the "
                            f"format's {KGPU_BUCKETS}")
     t.gpu_every, t.gpu_pending = h["kgpu_every"], h["kgpu_pending"]
-    t.gpu_not = dict(zip(KGPU_NOT, h["kgpu_not"]))
+    t.gpu_not = dict(zip(KGPU_NOT, h["kgpu_not"], strict=True))
     at = {k.handle: k for k in t.kernels}
     for i, handle in enumerate(h["kern_handle"]):
         if handle:

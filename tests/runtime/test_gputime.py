@@ -19,8 +19,18 @@ from shimgen.cli import glue_gpu_time
 from shimgen.errors import ShimgenError
 from shimgen.run.options import gpu_time_option
 from shimgen.runenv import KERN_GRAPH
-from tests.runtime.test_kernels import MY, NCCL, env_for, fake, kshim, one_trace, report, \
-    run_ops  # noqa: F401 (fixtures)
+from tests.runtime.test_kernels import MY, NCCL, env_for, one_trace, report, run_ops
+from tests.shimcache import fake_driver_shim
+
+
+@pytest.fixture(scope="module")
+def fake(probes):
+    return probes / "libfake_kernels_libcuda.so"
+
+
+@pytest.fixture(scope="module")
+def kshim(fake):
+    return fake_driver_shim(fake)
 
 
 def ns(name: str, gx: int) -> int:
@@ -181,7 +191,8 @@ def test_the_calls_timeline_has_a_gpu_track_per_stream(probes, fake, kshim, tmp_
     assert [(n, d) for _, n, _, d in null] == [("my_kernel(float*, int)", ns(MY, 2) / 1e3)] * 2
     # one after the other on the stream's (fake) GPU clock, from the context's reference
     assert null[1][2] - null[0][2] == pytest.approx(ns(MY, 2) / 1e3, abs=0.002)
-    assert [(n, d) for s, n, _, d in gpu if s != null[0][0]] == [("other()", ns("_Z5otherv", 3) / 1e3)]
+    assert [(n, d) for s, n, _, d in gpu if s != null[0][0]] == \
+        [("other()", ns("_Z5otherv", 3) / 1e3)]
     # the reference was recorded inside the first launch's call: its kernel starts there
     first = next(e for e in events if e.get("cat") == calls_timeline.CAT and
                  e["args"].get("kernel") == MY)
