@@ -4118,6 +4118,14 @@ MUTATIONS = [
         "tests": ['tests/runtime/test_gputime.py::test_the_calls_timeline_has_a_gpu_track_per_stream'],
         "why": "the timeline places the GPU track on the calls' clock, from the reference's host ticks",
     },
+    {
+        "name": "gputime-resolve-claim-not-atomic",
+        "file": "runtime/kernels/gputime.c",
+        "old": "        uint32_t was = PENDING;\n        if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) != PENDING ||\n            !__atomic_compare_exchange_n(&p->state, &was, BUSY, 0, __ATOMIC_ACQUIRE,\n                                         __ATOMIC_RELAXED))\n            continue;\n",
+        "new": "        uint32_t was = PENDING;\n        (void)was;\n        if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) != PENDING)\n            continue;\n        __atomic_store_n(&p->state, BUSY, __ATOMIC_RELAXED);\n",
+        "tests": ["tests/runtime/test_gputime.py::test_launches_from_racing_threads_are_each_timed_once"],
+        "why": "a pending pair is resolved by one thread only: each launch timed once, however many threads synchronise",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

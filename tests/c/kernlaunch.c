@@ -12,6 +12,11 @@
  *                             never returns)
  *   query:S ctxsync: ctxdestroy:  cuStreamQuery of stream S, cuCtxSynchronize,
  *                             cuCtxDestroy_v2 of the current context
+ *   racers:T:N:K              T threads, let go at once, each making N launches of handle K
+ *                             (grid 1) on a stream of its own (t + 1), a random short spin
+ *                             between two and one launch in 8 followed by cuStreamQuery,
+ *                             while this thread asks cuStreamQuery until they are done
+ *                             (GPU time's pairs taken and resolved at once, by many)
  *   fork:                     the rest in a forked child; the parent waits for it and exits
  *   host:S:N graph:S:N        N launches of kern_host_cb (cuLaunchHostFunc), of a graph
  *                             (cuGraphLaunch), on stream S
@@ -26,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -104,6 +110,49 @@ static int names(const char *arg)
 
 typedef CUresult (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, void *, void **, void **);
+
+/* racers:T:N:K: launches from T threads while the main thread resolves */
+static unsigned racers_n, racers_k, racers_left;
+
+static void *racer(void *arg)
+{
+    unsigned t = (unsigned)(uintptr_t)arg, seed = t * 104729u + (unsigned)getpid();
+    launch_fn launch = (launch_fn)fn("cuLaunchKernel");
+    CUresult (*query)(void *) = (CUresult(*)(void *))fn("cuStreamQuery");
+    pthread_barrier_wait(&names_start);
+    for (unsigned i = 0; i < racers_n; i++) {
+        for (volatile unsigned spin = rand_r(&seed) % 500; spin; spin--)
+            ;
+        check("racers", launch(handles[racers_k], 1, 1, 1, 1, 1, 1, 0,
+                               (void *)(uintptr_t)(t + 1), NULL, NULL));
+        if (rand_r(&seed) % 8 == 0)
+            check("racers query", query((void *)(uintptr_t)(t + 1)));
+    }
+    __atomic_fetch_sub(&racers_left, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int racers(const char *arg)
+{
+    unsigned n;
+    pthread_t th[64];
+    if (sscanf(arg, "%u:%u:%u", &n, &racers_n, &racers_k) != 3 || !n || n > 64 ||
+        racers_k >= (unsigned)nhandles)
+        return 3;
+    CUresult (*query)(void *) = (CUresult(*)(void *))fn("cuStreamQuery");
+    racers_left = n;
+    pthread_barrier_init(&names_start, NULL, n + 1);
+    for (unsigned t = 0; t < n; t++)
+        pthread_create(&th[t], NULL, racer, (void *)(uintptr_t)t);
+    pthread_barrier_wait(&names_start);
+    while (__atomic_load_n(&racers_left, __ATOMIC_ACQUIRE)) {
+        check("racers query", query(NULL));
+        sched_yield();
+    }
+    for (unsigned t = 0; t < n; t++)
+        pthread_join(th[t], NULL);
+    return 0;
+}
 typedef CUresult (*coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, unsigned, void *, void **);
 typedef CUresult (*ex_fn)(const struct launch_config *, void *, void **, void **);
@@ -197,6 +246,9 @@ int main(int argc, char **argv)
             check(op, ((CUresult(*)(void *))fn("cuCtxDestroy_v2"))(ctx));
         } else if (!strcmp(op, "names")) {
             if (names(arg))
+                return 3;
+        } else if (!strcmp(op, "racers")) {
+            if (racers(arg))
                 return 3;
         } else if (!strcmp(op, "sync")) {
             printf("ready\n");

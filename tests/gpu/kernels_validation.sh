@@ -10,6 +10,9 @@
 #  3. The loop again inside torch.profiler (CUDA activities: CUPTI's activity records): every
 #     kernel the report names launched, with its launches, as the profiler names and counts
 #     it, and no other (tests/gpu/kernels_profiled.py, tests/gpu/compare_kernels.py).
+#  4. The same under `run --gpu-time`: each kernel's GPU time from the driver's events
+#     against CUPTI's activity durations (tests/gpu/compare_gputime.py); then GPU time's
+#     cost: train.py's wall time with and without --gpu-time (each once; a reading, no bar).
 # Run from the repository root:  bash tests/gpu/kernels_validation.sh   (results in $OUT)
 set -uo pipefail
 . tests/gpu/common.sh kernels
@@ -61,5 +64,20 @@ TRAIN_STEPS=20 python3 -m shimgen run --driver "$DRIVER" --trace time -o "$R/pro
 python3 -m shimgen report --json "$R/prof" >"$OUT/prof-report.json"
 python3 tests/gpu/compare_kernels.py "$OUT/prof-report.json" "$OUT/profiled.json" 2>&1 \
   | tee -a "$LOG" || fail=1
+say "4. GPU time per kernel against CUPTI's activity durations, the same run"
+TRAIN_STEPS=20 python3 -m shimgen run --driver "$DRIVER" --trace time --gpu-time -o "$R/gpu" -- \
+  python3 tests/gpu/kernels_profiled.py "$OUT/gpu-profiled.json" >"$OUT/gpu.out" 2>"$OUT/gpu.err" \
+  || { say "FAIL run"; fail=1; }
+python3 -m shimgen report "$R/gpu" | sed -n '/^kernels/,$p' | head -24 | tee -a "$LOG"
+python3 -m shimgen report --json "$R/gpu" >"$OUT/gpu-report.json"
+python3 tests/gpu/compare_gputime.py "$OUT/gpu-report.json" "$OUT/gpu-profiled.json" 2>&1 \
+  | tee -a "$LOG" || fail=1
+for how in "" "--gpu-time" "--gpu-time every=10"; do
+  t0=$(date +%s.%N)
+  TRAIN_STEPS=100 python3 -m shimgen run --driver "$DRIVER" --trace time $how -o "$R/cost$RANDOM" \
+    -- python3 tests/gpu/train.py >/dev/null 2>&1 || { say "FAIL run $how"; fail=1; }
+  say "train.py 100 steps under run --trace time ${how:-(no GPU time)}: $(python3 -c \
+    "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f} s')" "$t0" "$(date +%s.%N)")"
+done
 say "done (fail=$fail)"
 exit $fail

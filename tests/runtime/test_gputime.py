@@ -5,7 +5,8 @@ each kernel's GPU total in the trace and the report exactly the fake's, graphs t
 whole; sampling one launch in N; no event recorded into a capture, those launches said;
 events the driver refused said; launches still running at exit said, never waited for; a
 context destroyed first; a SIGKILLed process keeping what was resolved; a forked child
-forgetting its parent's pairs; `run --gpu-time`'s value."""
+forgetting its parent's pairs; the calls timeline's GPU track; launches and resolutions from
+racing threads each counted once; `run --gpu-time`'s value."""
 
 from __future__ import annotations
 
@@ -197,3 +198,24 @@ def test_the_calls_timeline_has_a_gpu_track_per_stream(probes, fake, kshim, tmp_
     first = next(e for e in events if e.get("cat") == calls_timeline.CAT and
                  e["args"].get("kernel") == MY)
     assert first["ts"] - 0.002 <= null[0][2] <= first["ts"] + first["dur"] + 0.002
+
+
+RACE_RUNS = 5  # each 8 threads x 400 launches, random spins, resolved meanwhile
+
+
+def test_launches_from_racing_threads_are_each_timed_once(probes, fake, kshim, tmp_path):
+    """Pairs taken by 8 threads at once while another thread resolves them (cuStreamQuery
+    in a loop): each launch timed once, its time whole (every launch here took the same
+    time, so any pair resolved twice, lost or mixed shows in the totals)."""
+    d, n = ns(MY, 1), 8 * 400
+    for run in range(RACE_RUNS):
+        traces = tmp_path / f"t{run}"
+        got = run_ops(probes, fake, kshim, traces, [f"mod:{MY}", "racers:8:400:0"],
+                      SHIMGEN_GPU_TIME="1")
+        assert got["gpu_ns"] == {MY: n * d}, got
+        k = next(k for k in one_trace(traces).kernels.kernels if k.name == MY)
+        t = one_trace(traces).kernels
+        nots = {r: c for r, c in t.gpu_not.items() if c}
+        assert k.launches == n and k.gpu.timed + nots.pop("pool", 0) == n and not nots, nots
+        assert (k.gpu.ns, k.gpu.max_ns, sum(k.gpu.hist)) == (k.gpu.timed * d, d, k.gpu.timed)
+        assert t.gpu_pending == 0
