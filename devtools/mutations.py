@@ -4126,6 +4126,14 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_gputime.py::test_launches_from_racing_threads_are_each_timed_once"],
         "why": "a pending pair is resolved by one thread only: each launch timed once, however many threads synchronise",
     },
+    {
+        "name": "gputime-run-passes-an-inherited-one",
+        "file": "shimgen/run/child.py",
+        "old": "        env.pop(ENV[\"GPU_TIME\"], None)\n",
+        "new": "        pass\n",
+        "tests": ["tests/runtime/test_gputime.py::test_run_gives_the_shim_its_gpu_time_and_no_inherited_one"],
+        "why": "shimgen run gives the shim its own --gpu-time, never an inherited SHIMGEN_GPU_TIME: the run directory is the record",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

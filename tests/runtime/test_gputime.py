@@ -219,3 +219,18 @@ def test_launches_from_racing_threads_are_each_timed_once(probes, fake, kshim, t
         assert k.launches == n and k.gpu.timed + nots.pop("pool", 0) == n and not nots, nots
         assert (k.gpu.ns, k.gpu.max_ns, sum(k.gpu.hist)) == (k.gpu.timed * d, d, k.gpu.timed)
         assert t.gpu_pending == 0
+
+
+def test_run_gives_the_shim_its_gpu_time_and_no_inherited_one(tmp_path):
+    from pathlib import Path
+
+    from shimgen.run.child import child_environment
+    from shimgen.run.options import RunOptions
+
+    opts = RunOptions(command=["true"], driver=Path("/x"), driver_given=False, trace="time",
+                      gates=None, gate_profile=None, out=None)
+    base = {"SHIMGEN_GPU_TIME": "every=3", "PATH": "/bin"}
+    assert "SHIMGEN_GPU_TIME" not in child_environment(base, tmp_path / "s.so", tmp_path, opts)
+    opts.gpu_time = gpu_time_option("every=10")
+    env = child_environment(base, tmp_path / "s.so", tmp_path, opts)
+    assert env["SHIMGEN_GPU_TIME"] == "every=10"
