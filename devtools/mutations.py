@@ -3985,9 +3985,9 @@ MUTATIONS = [
     {
         "name": "gputime-end-record-refusal-not-counted",
         "file": "runtime/kernels/gputime.c",
-        "old": '    if (REAL(cuEventRecord, void *, void *)(p->ev[1], stream) != OK) {\n        not_timed(SHIMGEN_KGPU_NOT_REFUSED);\n',
-        "new": '    if (REAL(cuEventRecord, void *, void *)(p->ev[1], stream) != OK) {\n',
-        "tests": ['tests/runtime/test_gputime.py::test_events_the_driver_refused_are_said[record:1-0]'],
+        "old": '    if (REAL(cuEventRecord, void *, void *)(p->ev[1], (void *)(uintptr_t)p->stream) != OK) {\n        not_timed(SHIMGEN_KGPU_NOT_REFUSED);\n',
+        "new": '    if (REAL(cuEventRecord, void *, void *)(p->ev[1], (void *)(uintptr_t)p->stream) != OK) {\n',
+        "tests": ['tests/runtime/test_gputime.py::test_events_the_driver_refused_are_said[record:2-0]'],
         "why": 'a launch whose end event the driver refused to record is counted as refused',
     },
     {
@@ -4049,7 +4049,7 @@ MUTATIONS = [
     {
         "name": "gputime-graph-not-timed",
         "file": "runtime/memory/routes.h",
-        "old": '    WATCH(name, int pair = shimgen_gpu_every ? shimgen_gpu_begin((void *)b) : -1,          \\\n',
+        "old": '    WATCH(name, int pair = shimgen_gpu_every ? shimgen_gpu_begin(stream) : -1,             \\\n',
         "new": '    WATCH(name, int pair = -1,                                                             \\\n',
         "tests": ['tests/runtime/test_gputime.py::test_gpu_times_are_the_fakes'],
         "why": "a graph's launch is timed as a whole, under (graph)",
@@ -4133,6 +4133,14 @@ MUTATIONS = [
         "new": "        pass\n",
         "tests": ["tests/runtime/test_gputime.py::test_run_gives_the_shim_its_gpu_time_and_no_inherited_one"],
         "why": "shimgen run gives the shim its own --gpu-time, never an inherited SHIMGEN_GPU_TIME: the run directory is the record",
+    },
+    {
+        "name": "gputime-ptsz-stream-0-as-legacy",
+        "file": "runtime/kernels/hooks_kernels.c",
+        "old": "         ? shimgen_gpu_begin((pt) && !(stream)                                             \\\n",
+        "new": "         ? shimgen_gpu_begin(0 && !(stream)                                                \\\n",
+        "tests": ["tests/runtime/test_gputime.py::test_a_ptsz_launchs_stream_0_is_timed_on_the_per_thread_stream"],
+        "why": "a _ptsz launch's stream 0 is the per-thread stream: its events go there, never on the legacy stream (which would time nothing of it, and wait for the others)",
     },
     # ---- calls mode: the records and their reading ----
     {

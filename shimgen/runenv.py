@@ -104,6 +104,10 @@ KERN_NAME_BYTES = 256 * 1024
 KERN_NAME_MAX = 4096
 KERN_NAME_CUT = 1 << 31
 KERN_STREAMS = 64
+# CUstream's handles of the legacy and the per-thread default stream (CU_STREAM_LEGACY,
+# CU_STREAM_PER_THREAD): a _ptsz launch's stream 0 is the per-thread one.
+KERN_STREAM_LEGACY = 1
+KERN_STREAM_PER_THREAD = 2
 KERN_FROM = {1: "cuModuleGetFunction", 2: "cuLibraryGetKernel", 3: "cuKernelGetFunction",
              4: "driver", 5: "unnamed", 6: "cuLaunchHostFunc", 7: "cuGraphLaunch"}
 # The name of a host function whose symbol the dynamic loader does not know.

@@ -221,6 +221,7 @@ int shimgen_gpu_begin(void *stream)
         return -1;
     }
     p->ref = shimgen_gpu_ref(ctx, stream);
+    p->stream = (uint64_t)(uintptr_t)stream;
     if (REAL(cuEventRecord, void *, void *)(p->ev[0], stream) != OK) {
         not_timed(SHIMGEN_KGPU_NOT_REFUSED);
         release(p, 0);
@@ -234,7 +235,7 @@ int shimgen_gpu_begin(void *stream)
 #endif
 }
 
-void shimgen_gpu_end(int i, int ok, int slot, void *stream)
+void shimgen_gpu_end(int i, int ok, int slot)
 {
     if (i < 0)
         return;
@@ -244,16 +245,13 @@ void shimgen_gpu_end(int i, int ok, int slot, void *stream)
         return;
     }
 #ifdef SHIMGEN_IDX_cuEventRecord
-    if (REAL(cuEventRecord, void *, void *)(p->ev[1], stream) != OK) {
+    if (REAL(cuEventRecord, void *, void *)(p->ev[1], (void *)(uintptr_t)p->stream) != OK) {
         not_timed(SHIMGEN_KGPU_NOT_REFUSED);
         release(p, 0);
         return;
     }
-#else
-    (void)stream;
 #endif
     p->slot = slot;
-    p->stream = (uint64_t)(uintptr_t)stream;
     pending_add(1);
     __atomic_store_n(&p->state, PENDING, __ATOMIC_RELEASE);
 }
@@ -264,7 +262,7 @@ void shimgen_gpu_graph(int pair, int ok, void *stream)
     if (pair < 0)
         return;
     int slot = ok ? shimgen_kern_slot(SHIMGEN_KERN_GRAPH_KEY) : -1;
-    shimgen_gpu_end(pair, ok, slot, stream);
+    shimgen_gpu_end(pair, ok, slot);
     if (slot < 0)
         return;
     shimgen_kern_launch(slot, (uint64_t)(uintptr_t)stream, none, 0, 0);

@@ -100,11 +100,11 @@ static inline __attribute__((unused)) shimgen_CUresult launched(shimgen_CUresult
 {
     uint64_t t1 = shimgen_ticks();
     if (r != OK || shimgen_in_capture(stream)) {
-        shimgen_gpu_end(pair, 0, -1, stream);
+        shimgen_gpu_end(pair, 0, -1);
         return r;
     }
     int slot = shimgen_kern_slot((uint64_t)(uintptr_t)f);
-    shimgen_gpu_end(pair, 1, slot, stream);
+    shimgen_gpu_end(pair, 1, slot);
     shimgen_kern_launch(slot, (uint64_t)(uintptr_t)stream, shape, t0, t1);
     if (__builtin_expect(shimgen_kern_unnamed(slot), 0)) {
         if (kind)
@@ -115,9 +115,14 @@ static inline __attribute__((unused)) shimgen_CUresult launched(shimgen_CUresult
     return r;
 }
 
-/* Before a launch: its start event when GPU time is on (gputime.c), else -1. */
-#define GPU_BEGIN(stream)                                                                  \
-    (__builtin_expect(shimgen_gpu_every != 0, 0) ? shimgen_gpu_begin(stream) : -1)
+/* Before a launch: its start event when GPU time is on (gputime.c), else -1; the events go
+ * on the launch's own stream, which a _ptsz launch's 0 (`pt` 1) is the per-thread one. */
+#define GPU_BEGIN(stream, pt)                                                              \
+    (__builtin_expect(shimgen_gpu_every != 0, 0)                                           \
+         ? shimgen_gpu_begin((pt) && !(stream)                                             \
+                                 ? (void *)(uintptr_t)SHIMGEN_KERN_STREAM_PER_THREAD       \
+                                 : (stream))                                               \
+         : -1)
 
 #ifdef SHIMGEN_IDX_cuModuleGetFunction
 HOOK(cuModuleGetFunction, (void **hfunc, void *hmod, const char *name))
@@ -155,24 +160,24 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
 }
 #endif
 
-#define LAUNCH(name)                                                                       \
+#define LAUNCH(name, pt)                                                                   \
     HOOK(name, (void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,  \
                 unsigned bz, unsigned shared, void *stream, void **params, void **extra))  \
     {                                                                                      \
         const uint32_t shape[6] = {gx, gy, gz, bx, by, bz};                                \
-        int pair = GPU_BEGIN(stream);                                                      \
+        int pair = GPU_BEGIN(stream, pt);                                                  \
         uint64_t t0 = shimgen_ticks();                                                     \
         return launched(REAL(name, void *, unsigned, unsigned, unsigned, unsigned,         \
                              unsigned, unsigned, unsigned, void *, void **, void **)(      \
                             f, gx, gy, gz, bx, by, bz, shared, stream, params, extra),    \
                         f, stream, shape, t0, 0, pair);                                    \
     }
-#define COOPERATIVE(name)                                                                  \
+#define COOPERATIVE(name, pt)                                                              \
     HOOK(name, (void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,  \
                 unsigned bz, unsigned shared, void *stream, void **params))                \
     {                                                                                      \
         const uint32_t shape[6] = {gx, gy, gz, bx, by, bz};                                \
-        int pair = GPU_BEGIN(stream);                                                      \
+        int pair = GPU_BEGIN(stream, pt);                                                  \
         uint64_t t0 = shimgen_ticks();                                                     \
         return launched(REAL(name, void *, unsigned, unsigned, unsigned, unsigned,         \
                              unsigned, unsigned, unsigned, void *, void **)(               \
@@ -180,7 +185,7 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
                         f, stream, shape, t0, 0, pair);                                    \
     }
 /* cuLaunchKernelEx: its grid, block and stream read (safely) from its CUlaunchConfig. */
-#define LAUNCH_EX(name)                                                                    \
+#define LAUNCH_EX(name, pt)                                                                \
     HOOK(name, (const void *config, void *f, void **params, void **extra))                 \
     {                                                                                      \
         uint32_t cfg[SHIMGEN_LAUNCH_CONFIG_STREAM_OFFSET / 4 + 2] = {0};                   \
@@ -188,7 +193,7 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
         if (shimgen_safe_read(cfg, config, sizeof cfg) == (long)sizeof cfg)               \
             memcpy(&stream, (char *)cfg + SHIMGEN_LAUNCH_CONFIG_STREAM_OFFSET,             \
                    sizeof stream);                                                         \
-        int pair = GPU_BEGIN(stream);                                                      \
+        int pair = GPU_BEGIN(stream, pt);                                                  \
         uint64_t t0 = shimgen_ticks();                                                     \
         return launched(REAL(name, const void *, void *, void **, void **)(config, f,      \
                                                                           params, extra), \
@@ -196,37 +201,37 @@ HOOK(cuKernelGetFunction, (void **func, void *kernel))
     }
 
 #ifdef SHIMGEN_IDX_cuLaunchKernel
-LAUNCH(cuLaunchKernel)
+LAUNCH(cuLaunchKernel, 0)
 #endif
 #ifdef SHIMGEN_IDX_cuLaunchKernel_ptsz
-LAUNCH(cuLaunchKernel_ptsz)
+LAUNCH(cuLaunchKernel_ptsz, 1)
 #endif
 #ifdef SHIMGEN_IDX_cuLaunchCooperativeKernel
-COOPERATIVE(cuLaunchCooperativeKernel)
+COOPERATIVE(cuLaunchCooperativeKernel, 0)
 #endif
 #ifdef SHIMGEN_IDX_cuLaunchCooperativeKernel_ptsz
-COOPERATIVE(cuLaunchCooperativeKernel_ptsz)
+COOPERATIVE(cuLaunchCooperativeKernel_ptsz, 1)
 #endif
 #ifdef SHIMGEN_IDX_cuLaunchKernelEx
-LAUNCH_EX(cuLaunchKernelEx)
+LAUNCH_EX(cuLaunchKernelEx, 0)
 #endif
 #ifdef SHIMGEN_IDX_cuLaunchKernelEx_ptsz
-LAUNCH_EX(cuLaunchKernelEx_ptsz)
+LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
 #endif
 
 /* cuLaunchHostFunc(stream, fn, data): no grid, no block. */
-#define HOST_FUNC(name)                                                                    \
+#define HOST_FUNC(name, pt)                                                                \
     HOOK(name, (void *stream, void *fn, void *data))                                       \
     {                                                                                      \
         const uint32_t shape[6] = {0};                                                     \
-        int pair = GPU_BEGIN(stream);                                                      \
+        int pair = GPU_BEGIN(stream, pt);                                                  \
         uint64_t t0 = shimgen_ticks();                                                     \
         return launched(REAL(name, void *, void *, void *)(stream, fn, data), fn, stream,  \
                         shape, t0, SHIMGEN_KERN_FROM_CULAUNCHHOSTFUNC, pair);              \
     }
 #ifdef SHIMGEN_IDX_cuLaunchHostFunc
-HOST_FUNC(cuLaunchHostFunc)
+HOST_FUNC(cuLaunchHostFunc, 0)
 #endif
 #ifdef SHIMGEN_IDX_cuLaunchHostFunc_ptsz
-HOST_FUNC(cuLaunchHostFunc_ptsz)
+HOST_FUNC(cuLaunchHostFunc_ptsz, 1)
 #endif

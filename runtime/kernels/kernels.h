@@ -45,9 +45,9 @@ extern unsigned shimgen_gpu_every;
 void shimgen_gpu_config(void);
 /* Before a launch on `stream`: its start event recorded; the pair's number, -1 not timed. */
 int shimgen_gpu_begin(void *stream);
-/* After it (`ok`: the driver launched it; `slot`: its kernel's): its end event recorded and
- * the pair left pending, or the pair given back. */
-void shimgen_gpu_end(int pair, int ok, int slot, void *stream);
+/* After it (`ok`: the driver launched it; `slot`: its kernel's): its end event recorded on
+ * the start's stream and the pair left pending, or the pair given back. */
+void shimgen_gpu_end(int pair, int ok, int slot);
 /* At a synchronisation the program made: the pending pairs that are done added. */
 void shimgen_gpu_resolve(void);
 /* After a graph's launch (cuGraphLaunch, the memory ledger's watch): timed as a whole, as

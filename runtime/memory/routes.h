@@ -225,10 +225,14 @@
 #define MEM_WATCH_sync(name)                                                               \
     WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_reserve_refresh();                \
           if (ok && shimgen_gpu_every) shimgen_gpu_resolve())
-/* cuGraphLaunch(exec, stream): with GPU time, timed as a whole (gputime.c) */
-#define MEM_WATCH_graphlaunch(name)                                                        \
-    WATCH(name, int pair = shimgen_gpu_every ? shimgen_gpu_begin((void *)b) : -1,          \
-          shimgen_gpu_graph(pair, ok, (void *)b);                                          \
+/* cuGraphLaunch(exec, stream): with GPU time, timed as a whole (gputime.c), its events on
+ * its stream (for cuGraphLaunch_ptsz, 0 is the per-thread stream) */
+#define GRAPH_LAUNCH(name, stream)                                                         \
+    WATCH(name, int pair = shimgen_gpu_every ? shimgen_gpu_begin(stream) : -1,             \
+          shimgen_gpu_graph(pair, ok, stream);                                             \
           if (ok && ANY_RESERVED) shimgen_graph_refresh(-1))
+#define MEM_WATCH_graphlaunch(name) GRAPH_LAUNCH(name, (void *)b)
+#define MEM_WATCH_graphlaunchptsz(name)                                                    \
+    GRAPH_LAUNCH(name, (void *)(b ? b : SHIMGEN_KERN_STREAM_PER_THREAD))
 
 #endif

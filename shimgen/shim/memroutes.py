@@ -114,7 +114,7 @@ WATCHES: tuple[Watch, ...] = tuple(
     Watch("cuMemPoolDestroy", "pooldestroy", "the pool forgotten: its reservation gone"),
     Watch("cuGraphAddMemAllocNode", "graphnode", "a graph allocation on the params' device"),
     Watch("cuGraphLaunch", "graphlaunch", _GRAPH_LAUNCH),
-    Watch("cuGraphLaunch_ptsz", "graphlaunch", _GRAPH_LAUNCH),
+    Watch("cuGraphLaunch_ptsz", "graphlaunchptsz", _GRAPH_LAUNCH),
     Watch("cuGraphUpload", "graph", "after it, the graphs' reservation asked again"),
     Watch("cuGraphUpload_ptsz", "graph", "after it, the graphs' reservation asked again"),
     Watch("cuGraphExecDestroy", "graph", "after it, the graphs' reservation asked again"),

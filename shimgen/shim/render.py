@@ -89,7 +89,7 @@ KERN_FACTS = {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
               "gpu_buckets": runenv.KGPU_BUCKETS, "gpu_every": runenv.KGPU_EVERY,
               "gpu_not": runenv.KGPU_NOT, "gpu_track": runenv.KGPU_TRACK,
               "gpu_track_words": runenv.KGPU_TRACK_WORDS, "graph_key": runenv.KERN_GRAPH_KEY,
-              "graph": runenv.KERN_GRAPH}
+              "graph": runenv.KERN_GRAPH, "per_thread": runenv.KERN_STREAM_PER_THREAD}
 
 
 def environment() -> jinja2.Environment:

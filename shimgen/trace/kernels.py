@@ -16,6 +16,8 @@ from ..runenv import (
     KERN_NAME_CUT,
     KERN_NAME_MAX,
     KERN_SLOTS,
+    KERN_STREAM_LEGACY,
+    KERN_STREAM_PER_THREAD,
     KERN_STREAMS,
     KGPU_BUCKETS,
     KGPU_NOT,
@@ -92,8 +94,8 @@ def _name(names: bytes, at: int, slot: int) -> tuple[str, bool]:
 
 def stream_text(stream: int) -> str:
     """A stream as the report names it: its handle, the legacy and per-thread ones by name."""
-    return {0: "the null stream", 1: "the legacy stream", 2: "the per-thread stream"}.get(
-        stream, f"stream {stream:#x}")
+    return {0: "the null stream", KERN_STREAM_LEGACY: "the legacy stream",
+            KERN_STREAM_PER_THREAD: "the per-thread stream"}.get(stream, f"stream {stream:#x}")
 
 
 def read_kernels(h: dict) -> KernelTable | None:

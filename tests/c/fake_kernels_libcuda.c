@@ -306,9 +306,12 @@ EXPORT CUresult cuLaunchKernel(LAUNCH_ARGS, void **params, void **extra)
     return launch(f, gx, stream);
 }
 
+/* A _ptsz launch's stream 0 is the per-thread default stream (CU_STREAM_PER_THREAD). */
+#define PER_THREAD(stream) ((stream) ? (stream) : (void *)2)
+
 EXPORT CUresult cuLaunchKernel_ptsz(LAUNCH_ARGS, void **params, void **extra)
 {
-    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, PER_THREAD(stream), params, extra);
 }
 
 EXPORT CUresult cuLaunchCooperativeKernel(LAUNCH_ARGS, void **params)
@@ -318,7 +321,7 @@ EXPORT CUresult cuLaunchCooperativeKernel(LAUNCH_ARGS, void **params)
 
 EXPORT CUresult cuLaunchCooperativeKernel_ptsz(LAUNCH_ARGS, void **params)
 {
-    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, NULL);
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, PER_THREAD(stream), params, NULL);
 }
 
 struct launch_config {
@@ -338,7 +341,8 @@ EXPORT CUresult cuLaunchKernelEx(const struct launch_config *c, void *f, void **
 EXPORT CUresult cuLaunchKernelEx_ptsz(const struct launch_config *c, void *f, void **params,
                                       void **extra)
 {
-    return cuLaunchKernelEx(c, f, params, extra);
+    (void)params, (void)extra;
+    return c ? launch(f, c->grid[0], PER_THREAD(c->stream)) : 1;
 }
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,

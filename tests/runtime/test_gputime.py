@@ -72,6 +72,17 @@ def test_gpu_times_are_the_fakes(probes, fake, kshim, tmp_path):
     assert "GPU time" in text and "timed: every launch" in text and "not timed" not in text
 
 
+def test_a_ptsz_launchs_stream_0_is_timed_on_the_per_thread_stream(probes, fake, kshim,
+                                                                     tmp_path):
+    """(Its events recorded on stream 0, the legacy stream, would time nothing of it.)"""
+    got = run_ops(probes, fake, kshim, tmp_path / "t",
+                  [f"mod:{MY}", "launchptsz:0:0:2:1:2", "coopptsz:0:0:3:1:1",
+                   "exptsz:0:0:4:1:1", "launch:0:0:5:1:1"], SHIMGEN_GPU_TIME="1")
+    want = 2 * ns(MY, 2) + ns(MY, 3) + ns(MY, 4) + ns(MY, 5)
+    assert got["gpu_ns"] == {MY: want}
+    assert gpu_by_name(one_trace(tmp_path / "t")) == {MY: (want, 5)}
+
+
 def test_sampling_times_one_launch_in_n(probes, fake, kshim, tmp_path):
     got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:2:256:10"],
                   SHIMGEN_GPU_TIME="every=3")
@@ -91,8 +102,10 @@ def test_no_event_is_recorded_into_a_capture(probes, fake, kshim, tmp_path):
     assert "into a stream capture 2" in report(tmp_path / "t")
 
 
-@pytest.mark.parametrize("refuse,timed", [("create", 0), ("record:1", 0), ("record:3", 1)])
+@pytest.mark.parametrize("refuse,timed", [("create", 0), ("record:2", 0), ("record:3", 1)])
 def test_events_the_driver_refused_are_said(probes, fake, kshim, tmp_path, refuse, timed):
+    """record:N: the driver records N events, then none (the first is the context's
+    reference of the GPU track, then each launch's start and end)."""
     run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:4"],
             SHIMGEN_GPU_TIME="1", FAKE_KERN_REFUSE=refuse)
     t = one_trace(tmp_path / "t")
