@@ -4142,6 +4142,14 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_gputime.py::test_a_ptsz_launchs_stream_0_is_timed_on_the_per_thread_stream"],
         "why": "a _ptsz launch's stream 0 is the per-thread stream: its events go there, never on the legacy stream (which would time nothing of it, and wait for the others)",
     },
+    {
+        "name": "gputime-resolve-asks-every-pending-pair",
+        "file": "runtime/kernels/gputime.c",
+        "old": "    for (unsigned k = 0; k < PAIRS && misses < most; k++) {\n",
+        "new": "    for (unsigned k = 0; k < PAIRS; k++) {\n",
+        "tests": ["tests/runtime/test_gputime.py::test_a_query_while_the_gpu_is_behind_asks_a_few_pairs"],
+        "why": "a synchronisation while the GPU is far behind asks a few pairs, not one driver query per pending launch",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

@@ -37,6 +37,7 @@
 #define BUCKETS SHIMGEN_KGPU_BUCKETS
 #define SUB_SHIFT SHIMGEN_KGPU_SUB_SHIFT
 #define PROBES 64u /* pairs looked at for a free one before the pool counts as full */
+#define NOT_DONE_MOST 16u /* pairs not done a resolve asks before it stops */
 #define EVERY_MAX 1000000000u
 #define MAYBE __attribute__((unused)) /* (a driver without the events uses none) */
 
@@ -54,6 +55,7 @@ unsigned shimgen_gpu_every; /* 1 in this many launches timed; 0: off */
 static struct pair pool[PAIRS];
 static uint64_t pending; /* pairs PENDING: 0 lets a resolve return at once */
 static MAYBE uint64_t cursor, seq;
+static MAYBE unsigned resolve_from; /* where a resolve starts: the oldest pending, about */
 static MAYBE int exit_set;
 
 static MAYBE void not_timed(unsigned why)
@@ -115,13 +117,19 @@ static MAYBE struct pair *take(void *ctx)
     return NULL;
 }
 
-/* Pending pairs whose end event is done: their time added; the rest left pending. */
-void shimgen_gpu_resolve(void)
+/* Pending pairs whose end event is done: their time added; the rest left pending. Pairs are
+ * taken in the order of the pool's cursor, so the oldest pending ones lie from where the
+ * last pass met its first one not done: a pass starts there and stops after `most` not
+ * done (a program that polls a query while the GPU is far behind pays a few driver
+ * queries, not one per pending pair). */
+static void resolve(unsigned most)
 {
     if (!__atomic_load_n(&pending, __ATOMIC_ACQUIRE))
         return;
 #if defined(SHIMGEN_IDX_cuEventQuery) && defined(SHIMGEN_IDX_cuEventElapsedTime)
-    for (unsigned i = 0; i < PAIRS; i++) {
+    unsigned from = __atomic_load_n(&resolve_from, __ATOMIC_RELAXED), misses = 0;
+    for (unsigned k = 0; k < PAIRS && misses < most; k++) {
+        unsigned i = (from + k) % PAIRS;
         struct pair *p = &pool[i];
         uint32_t was = PENDING;
         if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) != PENDING ||
@@ -131,6 +139,8 @@ void shimgen_gpu_resolve(void)
         shimgen_CUresult r = REAL(cuEventQuery, void *)(p->ev[1]);
         if (r == NOT_READY) {
             __atomic_store_n(&p->state, PENDING, __ATOMIC_RELEASE);
+            if (!misses++)
+                __atomic_store_n(&resolve_from, i, __ATOMIC_RELAXED);
             continue;
         }
         float ms = 0;
@@ -144,13 +154,20 @@ void shimgen_gpu_resolve(void)
         pending_add(-1);
         release(p, r != OK);
     }
+#else
+    (void)most;
 #endif
+}
+
+void shimgen_gpu_resolve(void)
+{
+    resolve(NOT_DONE_MOST);
 }
 
 /* At exit: what is done resolved, the rest counted as unfinished (never waited for). */
 static MAYBE void at_exit(void)
 {
-    shimgen_gpu_resolve();
+    resolve(PAIRS);
     uint64_t left = __atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL);
     struct tf_header *h = shimgen_kern_header();
     __atomic_fetch_add(&h->kgpu_not[SHIMGEN_KGPU_NOT_UNFINISHED], left, __ATOMIC_RELAXED);
@@ -322,4 +339,5 @@ void shimgen_gpu_after_fork(void)
     memset(pool, 0, sizeof pool);
     shimgen_gpu_refs_after_fork();
     pending = cursor = seq = 0; /* (the exit handler, set or not, is the parent's too) */
+    resolve_from = 0;
 }

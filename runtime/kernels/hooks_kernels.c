@@ -100,11 +100,13 @@ static inline __attribute__((unused)) shimgen_CUresult launched(shimgen_CUresult
 {
     uint64_t t1 = shimgen_ticks();
     if (r != OK || shimgen_in_capture(stream)) {
-        shimgen_gpu_end(pair, 0, -1);
+        if (pair >= 0)
+            shimgen_gpu_end(pair, 0, -1);
         return r;
     }
     int slot = shimgen_kern_slot((uint64_t)(uintptr_t)f);
-    shimgen_gpu_end(pair, 1, slot);
+    if (pair >= 0)
+        shimgen_gpu_end(pair, 1, slot);
     shimgen_kern_launch(slot, (uint64_t)(uintptr_t)stream, shape, t0, t1);
     if (__builtin_expect(shimgen_kern_unnamed(slot), 0)) {
         if (kind)

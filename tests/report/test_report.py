@@ -226,9 +226,10 @@ def test_json_schema(tmp_path, capsys):
                       "unmapped_proc_addresses",
                       "errors_overflow", "notes", "functions", "errors", "injected",
                       "running", "in_flight", "in_flight_unknown", "memory", "kernels",
-                      "collectives"}
+                      "gpu_time", "collectives"}
     assert g["memory"] is None  # no trace with a memory ledger (tests/run/test_memory.py)
     assert g["kernels"] is None and g["collectives"] == []  # (tests/runtime/test_kernels.py)
+    assert g["gpu_time"] is None  # (tests/runtime/test_gputime.py)
     assert set(g["functions"][0]) == {"function", "calls", "total_ns", "mean_ns", "p50_ns",
                                       "p90_ns", "p99_ns", "max_ns", "errors", "injected"}
     assert g["errors"][0] == {"function": "cuMemAlloc_v2", "code": 2,

@@ -125,6 +125,17 @@ def test_launches_still_running_at_exit_are_said_not_waited_for(probes, fake, ks
     assert "still running at exit 3" in report(tmp_path / "t")
 
 
+def test_a_query_while_the_gpu_is_behind_asks_a_few_pairs(probes, fake, kshim, tmp_path):
+    """100 launches not done, then 10 queries the driver answers done (cuEventQuery of the
+    program's own event would be one): each resolve asks at most 16 pairs not done, then
+    stops; at exit every pair is asked once more, and counted unfinished."""
+    got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:100",
+                                                        *["ctxsync:"] * 10],
+                  SHIMGEN_GPU_TIME="1", FAKE_KERN_NOT_READY="1")
+    assert got["queried_not_ready"] == 10 * 16 + 100, got
+    assert one_trace(tmp_path / "t").kernels.gpu_not["unfinished"] == 100
+
+
 def test_a_context_destroyed_first_drops_its_pairs(probes, fake, kshim, tmp_path):
     got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:1:1:2",
                                                         "ctxdestroy:"], SHIMGEN_GPU_TIME="1")
