@@ -14,7 +14,7 @@
  *                             cuCtxDestroy_v2 of the current context
  *   racers:T:N:K              T threads, let go at once, each making N launches of handle K
  *                             (grid 1) on a stream of its own (t + 1), a random short spin
- *                             between two and one launch in 8 followed by cuStreamQuery,
+ *                             between two and each launch followed by cuStreamQuery,
  *                             while this thread asks cuStreamQuery until they are done
  *                             (GPU time's pairs taken and resolved at once, by many)
  *   fork:                     the rest in a forked child; the parent waits for it and exits
@@ -121,12 +121,11 @@ static void *racer(void *arg)
     CUresult (*query)(void *) = (CUresult(*)(void *))fn("cuStreamQuery");
     pthread_barrier_wait(&names_start);
     for (unsigned i = 0; i < racers_n; i++) {
-        for (volatile unsigned spin = rand_r(&seed) % 500; spin; spin--)
+        for (volatile unsigned spin = rand_r(&seed) % 100; spin; spin--)
             ;
         check("racers", launch(handles[racers_k], 1, 1, 1, 1, 1, 1, 0,
                                (void *)(uintptr_t)(t + 1), NULL, NULL));
-        if (rand_r(&seed) % 8 == 0)
-            check("racers query", query((void *)(uintptr_t)(t + 1)));
+        check("racers query", query((void *)(uintptr_t)(t + 1)));
     }
     __atomic_fetch_sub(&racers_left, 1, __ATOMIC_RELEASE);
     return NULL;

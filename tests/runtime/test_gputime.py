@@ -224,12 +224,13 @@ def test_the_calls_timeline_has_a_gpu_track_per_stream(probes, fake, kshim, tmp_
     assert first["ts"] - 0.002 <= null[0][2] <= first["ts"] + first["dur"] + 0.002
 
 
-RACE_RUNS = 5  # each 8 threads x 400 launches, random spins, resolved meanwhile
+RACE_RUNS = 8  # each 8 threads x 400 launches, random spins, resolved meanwhile
 
 
 def test_launches_from_racing_threads_are_each_timed_once(probes, fake, kshim, tmp_path):
-    """Pairs taken by 8 threads at once while another thread resolves them (cuStreamQuery
-    in a loop): each launch timed once, its time whole (every launch here took the same
+    """Pairs taken by 8 threads at once, each querying its stream after each launch, while
+    another thread resolves them (cuStreamQuery in a loop): each launch timed once, its time
+    whole (every launch here took the same
     time, so any pair resolved twice, lost or mixed shows in the totals)."""
     d, n = ns(MY, 1), 8 * 400
     for run in range(RACE_RUNS):
