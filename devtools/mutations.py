@@ -4150,6 +4150,14 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_gputime.py::test_a_query_while_the_gpu_is_behind_asks_a_few_pairs"],
         "why": "a synchronisation while the GPU is far behind asks a few pairs, not one driver query per pending launch",
     },
+    {
+        "name": "gputime-untimed-graph-launch-not-counted",
+        "file": "runtime/kernels/gputime.c",
+        "old": "    if (!ok || (pair < 0 && shimgen_in_capture(stream))) { /* (captured: runs with its graph) */\n",
+        "new": "    if (!ok || pair < 0) { /* (captured: runs with its graph) */\n",
+        "tests": ["tests/runtime/test_gputime.py::test_sampling_times_one_launch_in_n"],
+        "why": "with GPU time, every graph launch is counted under (graph), the sampled-out ones too",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

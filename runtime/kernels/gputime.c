@@ -27,6 +27,7 @@
 
 #include "kernels.h"
 #include "base/base.h"
+#include "memory/memory.h"
 #include "tracefile/tracefile.h"
 
 #define OK SHIMGEN_CUDA_SUCCESS
@@ -276,10 +277,14 @@ void shimgen_gpu_end(int i, int ok, int slot)
 void shimgen_gpu_graph(int pair, int ok, void *stream)
 {
     static const uint32_t none[6];
-    if (pair < 0)
+    if (!ok || (pair < 0 && shimgen_in_capture(stream))) { /* (captured: runs with its graph) */
+        if (pair >= 0)
+            shimgen_gpu_end(pair, 0, -1);
         return;
-    int slot = ok ? shimgen_kern_slot(SHIMGEN_KERN_GRAPH_KEY) : -1;
-    shimgen_gpu_end(pair, ok, slot);
+    }
+    int slot = shimgen_kern_slot(SHIMGEN_KERN_GRAPH_KEY);
+    if (pair >= 0)
+        shimgen_gpu_end(pair, 1, slot);
     if (slot < 0)
         return;
     shimgen_kern_launch(slot, (uint64_t)(uintptr_t)stream, none, 0, 0);

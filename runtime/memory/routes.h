@@ -229,7 +229,7 @@
  * its stream (for cuGraphLaunch_ptsz, 0 is the per-thread stream) */
 #define GRAPH_LAUNCH(name, stream)                                                         \
     WATCH(name, int pair = shimgen_gpu_every ? shimgen_gpu_begin(stream) : -1,             \
-          shimgen_gpu_graph(pair, ok, stream);                                             \
+          if (shimgen_gpu_every) shimgen_gpu_graph(pair, ok, stream);                      \
           if (ok && ANY_RESERVED) shimgen_graph_refresh(-1))
 #define MEM_WATCH_graphlaunch(name) GRAPH_LAUNCH(name, (void *)b)
 #define MEM_WATCH_graphlaunchptsz(name)                                                    \

@@ -84,13 +84,19 @@ def test_a_ptsz_launchs_stream_0_is_timed_on_the_per_thread_stream(probes, fake,
 
 
 def test_sampling_times_one_launch_in_n(probes, fake, kshim, tmp_path):
-    got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:2:256:10"],
+    got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "launch:0:0:2:256:10",
+                                                        "graph:0:3"],
                   SHIMGEN_GPU_TIME="every=3")
     t = one_trace(tmp_path / "t")
-    assert gpu_by_name(t) == {MY: (4 * ns(MY, 2), 4)} and got["events"] == 2 * 4 + 1
-    assert t.kernels.gpu_every == 3 and t.kernels.gpu_not["sampled"] == 6
+    # every graph launch counted, timed or not (launches 11 to 13 of the process: the 13th
+    # timed, as were the 1st, 4th, 7th and 10th)
+    graph = next(k for k in t.kernels.kernels if k.name == KERN_GRAPH)
+    assert (graph.launches, graph.gpu.timed, graph.gpu.ns) == (3, 1, ns("graph", 1))
+    t.kernels.kernels.remove(graph)
+    assert gpu_by_name(t) == {MY: (4 * ns(MY, 2), 4)} and got["events"] == 2 * 5 + 1
+    assert t.kernels.gpu_every == 3 and t.kernels.gpu_not["sampled"] == 6 + 2
     text = report(tmp_path / "t")
-    assert "1 launch in 3 (every=3)" in text and "skipped by the sampling 6" in text
+    assert "1 launch in 3 (every=3)" in text and "skipped by the sampling 8" in text
 
 
 def test_no_event_is_recorded_into_a_capture(probes, fake, kshim, tmp_path):
