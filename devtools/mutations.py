@@ -3134,6 +3134,14 @@ MUTATIONS = [
         "why": "the build's summary counts the kernels' hooks as it counts the memory routes, as the README shows",
     },
     {
+        "name": "build-gputime-hooks-listed-one-by-one",
+        "file": "shimgen/shim/pipeline.py",
+        "old": "    gpu = {f.name for f in model.hooked} & set(GPU_TIME_HOOKS)\n",
+        "new": "    gpu = set()\n",
+        "tests": ["tests/devtools/test_readme.py::test_the_try_it_commands_run_as_written_and_print_what_the_readme_shows"],
+        "why": "the build's summary counts GPU time's hooks as it counts the kernels', as the README shows",
+    },
+    {
         "name": "gates-verdict-count-leaves-p2p-out",
         "file": "shimgen/gates/report.py",
         "old": "    lines += [\"\", f\"{len(listed)} gate",
