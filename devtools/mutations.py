@@ -4154,7 +4154,7 @@ MUTATIONS = [
         "name": "gputime-resolve-asks-every-pending-pair",
         "file": "runtime/kernels/gputime.c",
         "old": "    for (unsigned k = 0; k < PAIRS && misses < most; k++) {\n",
-        "new": "    for (unsigned k = 0; k < PAIRS; k++) {\n",
+        "new": "    for (unsigned k = 0; k < PAIRS && misses < most + PAIRS; k++) {\n",
         "tests": ["tests/runtime/test_gputime.py::test_a_query_while_the_gpu_is_behind_asks_a_few_pairs"],
         "why": "a synchronisation while the GPU is far behind asks a few pairs, not one driver query per pending launch",
     },
