@@ -57,6 +57,9 @@ RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PRO
 SHIM_TARGET = "cudashim"
 SHIM_LIBRARY = f"lib{SHIM_TARGET}.so"
 SHIM_MANIFEST = "shim.json"
+# The NVML shim's (libnvidia-ml.so.1, shimgen/shim/nvml.py): its target and file.
+NVML_SHIM_TARGET = "nvmlshim"
+NVML_SHIM_LIBRARY = f"lib{NVML_SHIM_TARGET}.so"
 
 # The trace modes, by the number the binary trace file records (its header's `mode`) and
 # the name SHIMGEN_TRACE takes (which also takes "1" for counts and "attrs").

@@ -1,0 +1,61 @@
+/*
+ * nvml.h: the NVML shim's face. The NVML shim (libnvidia-ml.so.1) is built from this folder,
+ * base/saferead.c and its architecture's nvml_stubs.S; the libcuda shim takes none of them.
+ *
+ *   exported trampoline i:  jmp *shimgen_nvml_slots[i]
+ *   shimgen_nvml_slots[i]:  lazy stub i until the first call, then the answer of export i
+ *                           (an answered export, when a limit is set), else the real
+ *                           library's function, else a stand-in that returns an error
+ *
+ * The facts (result codes, structure offsets, the exports answered) are the generated
+ * nvml_facts.h, from shimgen/nvml.py; the list of exports is nvml_functions.inc.
+ */
+#ifndef SHIMGEN_NVML_H
+#define SHIMGEN_NVML_H
+
+#include "nvml_facts.h"
+
+#ifndef __ASSEMBLER__
+#include <stddef.h>
+
+/* The entry code's table (nvml_stubs.S) and the C it calls. */
+extern void *shimgen_nvml_slots[SHIMGEN_NVML_NFUNCS];
+void *shimgen_nvml_resolve(unsigned idx);
+
+/* nvml_table.c (generated): each export's name, in slot order. */
+extern const char *const shimgen_nvml_names[SHIMGEN_NVML_NFUNCS];
+
+/* load.c: the real library, loaded once, and its function of export idx (NULL: it has
+ * none, or no real library was found). */
+void *shimgen_nvml_real(unsigned idx);
+/* What an export returns that cannot be forwarded: NVML_ERROR_LIBRARY_NOT_FOUND or
+ * NVML_ERROR_FUNCTION_NOT_FOUND. */
+unsigned int shimgen_nvml_missing(void);
+
+/* answers.c: the answer of export idx, NULL for an export that is forwarded. */
+void *shimgen_nvml_answer(unsigned idx);
+
+/*
+ * The budget's view of one device: what the answers say. Its one function is the interface
+ * the shared budget books provide; view.c, until then, answers for the per-process limit
+ * of the environment (SHIMGEN_LIMIT_MEMORY) alone.
+ */
+struct shimgen_budget_proc {
+    unsigned int pid;
+    unsigned long long bytes; /* the process's bytes in its ledger */
+};
+struct shimgen_budget_view {
+    unsigned long long limit; /* the budget's bytes on the device: the answers' total */
+    unsigned long long used;  /* the budget's use of them now: the answers' used */
+    int nprocs;               /* the budget's processes on the device; -1: not known */
+    struct shimgen_budget_proc procs[SHIMGEN_NVML_VIEW_PROCESSES];
+};
+/* Whether any limit is set (read once, at load): without one every export forwards. */
+int shimgen_budget_limited(void);
+/* 1 with *out filled when a limit holds the device of `uuid` (NVML's text, "GPU-..."),
+ * 0 when none does; `real_used`: the device's use as the real library says it. */
+int shimgen_budget_view(const char *uuid, unsigned long long real_used,
+                        struct shimgen_budget_view *out);
+#endif
+
+#endif
