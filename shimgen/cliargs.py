@@ -226,6 +226,10 @@ def _add_build(sub) -> None:
                         "write the wrong bits of the driver's device state")
     b.add_argument("--hook", action="append", metavar="FILE.c",
                    help="a user hook file compiled into the shim (repeatable; docs/hooks.md)")
+    b.add_argument("--nvml", nargs="?", const="", metavar="PATH",
+                   help="build the NVML shim (libnvidia-ml.so.1) alone, from PATH (default: "
+                        "the installed libnvidia-ml.so.1), for LD_PRELOAD by hand "
+                        "(docs/memory.md)")
 
 
 def _add_gates(sub) -> None:
@@ -282,7 +286,7 @@ def _add_probe(sub) -> None:
 
 
 def _add_exports(sub) -> None:
-    _driver(_command(sub, "exports"))
+    _driver(_command(sub, "exports"), "; or a libnvidia-ml (NVML), told by its SONAME")
 
 
 def _add_hook_header(sub) -> None:

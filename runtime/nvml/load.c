@@ -14,6 +14,16 @@
 
 #include "nvml.h"
 
+/* The mark every shimgen shim carries (runtime/load/selfcheck.c, cache/seal.py): an ELF note
+ * in the PT_NOTE segment, so that no shim is ever loaded as the real library it stands for
+ * and the shim cache knows the library it sealed for a shim. */
+static const struct {
+    unsigned int namesz, descsz, type;
+    char name[8];
+    unsigned int desc;
+} shim_note __attribute__((used, section(".note.shimgen"), aligned(4))) = {
+    8, 4, 0x5348494du /* "SHIM" */, "shimgen", 1};
+
 static void *real_fns[SHIMGEN_NVML_NFUNCS];
 static int found; /* 1: a real library was loaded */
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -21,6 +21,7 @@ __getattr__, __all__ = face(__name__, {
     "check_libcuda": "library",
     "check_nvml": "nvml",
     "default_driver": "library",
+    "default_nvml": "nvml",
     "is_nvml": "nvml",
     "known_version": "library",
     "read_build_id": "notes",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ShimgenError
-from ..nvml import MIN_FUNCTIONS, REQUIRED_FUNCTIONS, SONAME
+from ..nvml import MIN_FUNCTIONS, REQUIRED_FUNCTIONS, SEARCH_PATHS, SONAME
 
 if TYPE_CHECKING:
     from .elf import DriverImage
@@ -57,3 +57,12 @@ def read_either(path: Path | str) -> tuple[str, DriverImage]:
     if is_nvml(image):
         return "nvml", check_nvml(image)
     return "cuda", check_libcuda(image)
+
+
+def default_nvml() -> Path:
+    """The installed libnvidia-ml: the first of NVML's usual places that exists."""
+    for cand in map(Path, SEARCH_PATHS):
+        if cand.exists():
+            return cand
+    raise ShimgenError(f"no {SONAME} found (in {', '.join(sorted({str(Path(p).parent) for p in SEARCH_PATHS}))}); "
+                       "pass --nvml PATH")

@@ -178,11 +178,13 @@ def signal_name(sig: int | None) -> str | None:
 
 
 def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
-                      ident: tuple[int, int] | None = None) -> dict[str, str]:
+                      ident: tuple[int, int] | None = None,
+                      nvml: Path | None = None) -> dict[str, str]:
     """`base` with the shim first in LD_PRELOAD (what was there kept after it) and the
     trace sent to `run_dir`, as `opts` (run.RunOptions) asks. `ident`, the run directory's
     (device, inode): the shim reaches what it makes under the run directory only through
-    that directory (SHIMGEN_RUN_DIR), never through one put in its place."""
+    that directory (SHIMGEN_RUN_DIR), never through one put in its place. `nvml`: the NVML
+    shim, preloaded right after the shim (run/nvml.py)."""
     env = {k: v for k, v in base.items() if k not in ENV_DROPPED}
     if ident is not None:
         env[ENV_RUN_DIR] = f"{ident[0]}:{ident[1]}:{os.path.abspath(run_dir)}"
@@ -196,7 +198,8 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         env[ENV_QEMU_SET] = (f"{qemu}," if qemu else "") + f"{ENV_PRELOAD}={shim}"
     else:
         before = base.get(ENV_PRELOAD, "")
-        env[ENV_PRELOAD] = f"{shim}:{before}" if before.strip() else str(shim)
+        shims = f"{shim}:{nvml}" if nvml is not None else str(shim)
+        env[ENV_PRELOAD] = f"{shims}:{before}" if before.strip() else shims
     env[ENV_TRACE] = opts.trace  # --trace MODE is the value (runenv.TRACE_MODES)
     env[ENV_TRACE_DIR] = str(run_dir / TRACES)
     env[ENV_NOTICE_FILE] = str(run_dir / NOTICES)

@@ -253,6 +253,11 @@ def run(opts: RunOptions) -> int:
     except KeyboardInterrupt as e:
         hold_for_good(forwarded)
         raise RunInterrupted(_signum(e), _not_started(entry)) from None
+    from .nvml import nvml_shim
+
+    nvml, said = nvml_shim(opts.limits, driver)
+    if said is not None:
+        print(said, file=sys.stderr, flush=True)
     time_where_no_calls(opts, entry.library)
     if opts.gates is not None:
         check_selection(opts.gates, entry.gates, driver)
@@ -285,7 +290,7 @@ def run(opts: RunOptions) -> int:
         layout(run_dir, "time" if opts.trace_note else opts.trace)  # no calls: no timeline
         st = os.fstat(run_dir.fd)
         env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,
-                                (st.st_dev, st.st_ino))
+                                (st.st_dev, st.st_ino), nvml)
         record = _record(opts, driver, profile, key, entry, env, start)
         write_json(run_dir, record)
         waiting = take_pending(forwarded)

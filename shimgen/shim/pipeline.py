@@ -217,6 +217,8 @@ def command(args) -> int:
     """`shimgen build`: make the shim, print the summary."""
     from ..options import driver_path
 
+    if args.nvml is not None:
+        return nvml_command(args)
     if args.old_gates is not None:
         args.gates = old_gates_option(args.old_gates)
     if args.allow_unproven_gates and args.gates is None:
@@ -230,6 +232,26 @@ def command(args) -> int:
     finally:
         progress.clear()
     print(summary(result, args.gates))
+    return 0
+
+
+def nvml_command(args) -> int:
+    """`shimgen build --nvml [PATH]`: the NVML shim alone (shim/nvml.py)."""
+    from ..options import nvml_path
+    from .nvml import make_nvml_shim, summary as nvml_summary
+
+    given = [o for o, v in (("--driver", args.driver), ("--gate-profile", args.gates),
+                            ("--gates", args.old_gates), ("--hook", args.hook)) if v]
+    if given:
+        raise ShimgenError(f"build --nvml builds the NVML shim alone: {given[0]} is the "
+                           "libcuda shim's")
+    path, root = nvml_path(args.nvml or None), out_root(args.out)
+    progress.expect("build", f"into {root.absolute()} ({progress.BUILD_TAKES})")
+    try:
+        result = make_nvml_shim(path, root, out_option=args.out)
+    finally:
+        progress.clear()
+    print(nvml_summary(result))
     return 0
 
 

@@ -1,0 +1,50 @@
+"""The NVML shim in `shimgen run`: with a limit set, the shim of libnvidia-ml (shim/nvml.py),
+from the shim cache or built once, is preloaded beside the libcuda shim, so that NVML's
+answers (nvidia-smi, pynvml) show the limit. Which libnvidia-ml: the one beside the driver,
+else NVML's usual places; none, or one whose shim cannot be made, is said in one line and
+the run goes on (the libcuda shim still holds the limit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ShimgenError
+from ..nvml import SEARCH_PATHS, SONAME
+
+
+def find_nvml(driver: Path) -> Path | None:
+    """The libnvidia-ml of the driver `driver`: beside it, as given or its real file
+    (libnvidia-ml.so.1, or the file of its version), else the first of NVML's usual places
+    that is a file."""
+    from ..driver import version_from_name
+
+    real = driver.resolve()
+    version = version_from_name(real)
+    beside = [d / name for d in dict.fromkeys((driver.absolute().parent, real.parent))
+              for name in (SONAME, f"libnvidia-ml.so.{version}")[:1 + (version != "unknown")]]
+    for cand in beside + [Path(p) for p in SEARCH_PATHS]:
+        if cand.is_file():
+            return cand
+    return None
+
+
+def nvml_shim(limits: dict, driver: Path) -> tuple[Path | None, str | None]:
+    """(the NVML shim's library to preload, None), or (None, the one line to say why there
+    is none) with a limit set; (None, None) without one."""
+    if not limits:
+        return None, None
+    library = find_nvml(driver)
+    if library is None:
+        return None, (f"shimgen: run: no {SONAME} beside the driver or in NVML's usual "
+                      "places: NVML's answers (nvidia-smi) do not show the limit")
+    from ..cache import ensure, entry_dir, key_for_nvml, lookup
+    from .main import _check_preload_path
+
+    try:
+        key = key_for_nvml(library)
+        _check_preload_path(entry_dir(key))
+        entry = lookup(key) or ensure(library, key, None)
+    except ShimgenError as e:
+        return None, (f"shimgen: run: no NVML shim ({e}): NVML's answers (nvidia-smi) do not "
+                      "show the limit")
+    return entry.library, None
