@@ -23,6 +23,7 @@ import pytest
 from devtools.driverfetch import (
     DRIVERS,
     EVERY_TEST,
+    NVML_DRIVERS,
     PREDATES_PROC_ADDRESS,
     DriverFetchError,
     FetchedDriver,
@@ -75,6 +76,13 @@ def drivers() -> list[FetchedDriver]:
 def matrix_drivers() -> list[FetchedDriver]:
     """Every build of the test matrix: the pipeline tests run on each."""
     return _fetched(DRIVERS)
+
+
+@pytest.fixture(scope="session")
+def nvml_libraries() -> list[FetchedDriver]:
+    """Debian's real libnvidia-ml (libnvidia-ml1) of the three drivers every test runs on:
+    the NVML shim's exports and build."""
+    return _fetched(NVML_DRIVERS)
 
 
 @pytest.fixture(scope="session")

@@ -255,7 +255,7 @@ def run(opts: RunOptions) -> int:
         raise RunInterrupted(_signum(e), _not_started(entry)) from None
     from .nvml import nvml_shim
 
-    nvml, said = nvml_shim(opts.limits, driver)
+    nvml, said = nvml_shim(opts.limits, driver, opts.driver)
     if said is not None:
         print(said, file=sys.stderr, flush=True)
     time_where_no_calls(opts, entry.library)

@@ -12,15 +12,18 @@ from ..errors import ShimgenError
 from ..nvml import SEARCH_PATHS, SONAME
 
 
-def find_nvml(driver: Path) -> Path | None:
-    """The libnvidia-ml of the driver `driver`: beside it, as given or its real file
+def find_nvml(driver: Path, given: Path | None = None) -> Path | None:
+    """The libnvidia-ml of the driver `driver`: beside it, as given (`given`: --driver) or
+    its real file
     (libnvidia-ml.so.1, or the file of its version), else the first of NVML's usual places
     that is a file."""
     from ..driver import version_from_name
 
     real = driver.resolve()
     version = version_from_name(real)
-    beside = [d / name for d in dict.fromkeys((driver.absolute().parent, real.parent))
+    places = ([given.absolute().parent] if given is not None else []) + [
+        driver.absolute().parent, real.parent]
+    beside = [d / name for d in dict.fromkeys(places)
               for name in (SONAME, f"libnvidia-ml.so.{version}")[:1 + (version != "unknown")]]
     for cand in beside + [Path(p) for p in SEARCH_PATHS]:
         if cand.is_file():
@@ -28,12 +31,13 @@ def find_nvml(driver: Path) -> Path | None:
     return None
 
 
-def nvml_shim(limits: dict, driver: Path) -> tuple[Path | None, str | None]:
+def nvml_shim(limits: dict, driver: Path,
+              given: Path | None = None) -> tuple[Path | None, str | None]:
     """(the NVML shim's library to preload, None), or (None, the one line to say why there
     is none) with a limit set; (None, None) without one."""
     if not limits:
         return None, None
-    library = find_nvml(driver)
+    library = find_nvml(driver, given)
     if library is None:
         return None, (f"shimgen: run: no {SONAME} beside the driver or in NVML's usual "
                       "places: NVML's answers (nvidia-smi) do not show the limit")

@@ -229,7 +229,7 @@ RUNTIME = ROOT / "runtime"
 RUNTIME_FACES = {"base": {"base.h"}, "output": {"output.h"}, "tracefile": {"tracefile.h"},
                  "gates": {"gates.h"}, "stats": {"stats.h"}, "memory": {"memory.h"},
                  "kernels": {"kernels.h"}, "hooks": {"hooks.h"}, "load": {"load.h"},
-                 "arch": {"entry.h", "cpu.h", "layout.h"}}
+                 "arch": {"entry.h", "cpu.h", "layout.h"}, "nvml": {"nvml.h"}}
 C_SUFFIXES = (".c", ".h", ".S")
 # Files still over the limits, each to be split (docs/design.md, "Files over 400 lines,
 # functions over 60"): the test fails once one is within them, so the list stays true.
