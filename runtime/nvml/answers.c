@@ -1,5 +1,5 @@
 /*
- * answers.c: the exports the shim answers when a limit is set (shimgen/nvml.py, ANSWERS;
+ * answers.c: the exports the shim answers when a limit is set (shimgen/driver/nvml.py, ANSWERS;
  * the list is the generated nvml_answers.inc). Each calls the real function first, so a
  * bad device, a bad pointer or a wrong structure version is the real library's answer,
  * then puts in the budget's view of the device (nvml.h): memory info with the limit as

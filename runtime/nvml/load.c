@@ -1,6 +1,6 @@
 /*
  * load.c: the real libnvidia-ml, loaded once at the first call of any export, by the path
- * of the file the shim was built from, else NVML's usual places (shimgen/nvml.py,
+ * of the file the shim was built from, else NVML's usual places (shimgen/driver/nvml.py,
  * SEARCH_PATHS); never this shim itself, whose SONAME is the real library's. Each export's
  * slot is set once: its answer (nvml.h) when a limit is set, else the real function, else a
  * stand-in that returns NVML_ERROR_LIBRARY_NOT_FOUND (no real library) or

@@ -8,7 +8,7 @@
  *                           library's function, else a stand-in that returns an error
  *
  * The facts (result codes, structure offsets, the exports answered) are the generated
- * nvml_facts.h, from shimgen/nvml.py; the list of exports is nvml_functions.inc.
+ * nvml_facts.h, from shimgen/driver/nvml.py; the list of exports is nvml_functions.inc.
  */
 #ifndef SHIMGEN_NVML_H
 #define SHIMGEN_NVML_H

@@ -280,7 +280,7 @@ def _build(driver: Path, key: Key, gates: str | None, root: Path,
     old = os.umask(0o077)
     try:
         if key.gates == NVML_TAG:
-            from ..shim.nvml import make_nvml_shim
+            from ..shim import make_nvml_shim
 
             return make_nvml_shim(driver, root, name=key.name,
                                   identity=key.as_dict()).seconds

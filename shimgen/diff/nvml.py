@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ..errors import ShimgenError
-from ..nvml import ANSWERS, SONAME
+from ..driver import nvml
 from .compare import DIFFERENCES, NO_DIFFERENCES
 
 SCHEMA = "shimgen-diff-nvml/1"
@@ -18,7 +18,7 @@ SCHEMA = "shimgen-diff-nvml/1"
 def nvml_file(arg: str | Path) -> Path:
     """OLD or NEW as given: a file, or a directory holding libnvidia-ml.so.1."""
     p = Path(arg)
-    return p / SONAME if p.is_dir() and (p / SONAME).exists() else p
+    return p / nvml.SONAME if p.is_dir() and (p / nvml.SONAME).exists() else p
 
 
 def sides(old: str, new: str):
@@ -39,7 +39,7 @@ def sides(old: str, new: str):
         return None
     if not all(kinds):
         nv, other = (images[0], images[1]) if kinds[0] else (images[1], images[0])
-        raise ShimgenError(f"diff: {nv.path} is NVML ({SONAME}) and {other.path} is not: "
+        raise ShimgenError(f"diff: {nv.path} is NVML ({nvml.SONAME}) and {other.path} is not: "
                            "diff compares two libraries of one kind")
     return tuple(check_nvml(i) for i in images)
 
@@ -47,7 +47,7 @@ def sides(old: str, new: str):
 def compare(old, new) -> dict:
     a, b = old.function_names(), new.function_names()
     sa, sb = set(a), set(b)
-    answered = [x.name for x in ANSWERS]
+    answered = [x.name for x in nvml.ANSWERS]
     return {
         "schema": SCHEMA,
         "old": {"path": str(old.path), "version": old.version, "functions": len(a)},

@@ -3,7 +3,7 @@
 notes.py is the light part (the path's text, the one opening and check of a driver file, its
 ELF notes and build id, the version in its name: nothing heavy, for `run`'s cached path);
 elf.py reads the whole ELF image (pyelftools); library.py says what counts as a libcuda and
-which one the dynamic loader would pick; nvml.py says what counts as NVML (libnvidia-ml).
+which one the dynamic loader would pick; nvml.py has NVML's facts (libnvidia-ml) and says what counts as one.
 """
 
 from .. import face
@@ -23,6 +23,7 @@ __getattr__, __all__ = face(__name__, {
     "default_driver": "library",
     "default_nvml": "nvml",
     "is_nvml": "nvml",
+    "nvml": "nvml:",
     "known_version": "library",
     "read_build_id": "notes",
     "read_driver": "library",

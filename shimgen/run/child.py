@@ -222,3 +222,17 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
     if getattr(opts, "calls_ring", None):
         env[ENV["CALLS_RING"]] = opts.calls_ring
     return env
+
+
+def check_preload_path(directory: Path) -> None:
+    """The shim's directory must go into LD_PRELOAD as it is: the loader splits the list at
+    spaces and colons, and reads $ORIGIN, $LIB and $PLATFORM (also as ${...}) in a name as
+    its own tokens (then refuses the name: the command would run without the shim)."""
+    text = str(directory)
+    if any(c.isspace() or c == ":" for c in text):
+        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with "
+                           "a space or a colon; set XDG_CACHE_HOME to a path without one")
+    if "$" in text:
+        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with a "
+                           "'$' (the loader reads $ORIGIN, $LIB and $PLATFORM in it as its "
+                           "own); set XDG_CACHE_HOME to a path without one")

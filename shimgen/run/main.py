@@ -37,6 +37,7 @@ from .child import (
     ENV_TRACE_DIR,
     FORWARDED,
     CommandError,
+    check_preload_path,
     block_signals,
     child_environment,
     exit_status,
@@ -47,6 +48,7 @@ from .child import (
     take_pending,
 )
 from .directory import RunDir, layout, open_run_dir, write_json
+from .nvml import nvml_preload
 from .options import (
     RunOptions,
     calls_ring_option,
@@ -86,20 +88,6 @@ def _stamp(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-def _check_preload_path(directory: Path) -> None:
-    """The shim's directory must go into LD_PRELOAD as it is: the loader splits the list at
-    spaces and colons, and reads $ORIGIN, $LIB and $PLATFORM (also as ${...}) in a name as
-    its own tokens (then refuses the name: the command would run without the shim)."""
-    text = str(directory)
-    if any(c.isspace() or c == ":" for c in text):
-        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with "
-                           "a space or a colon; set XDG_CACHE_HOME to a path without one")
-    if "$" in text:
-        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with a "
-                           "'$' (the loader reads $ORIGIN, $LIB and $PLATFORM in it as its "
-                           "own); set XDG_CACHE_HOME to a path without one")
-
-
 def _prepare(opts: RunOptions) -> tuple[str, Path, str | None, object]:
     """The checks before anything is built or made: (the command's file, the driver's real
     path, the gate profile, the cache key)."""
@@ -120,7 +108,7 @@ def _prepare(opts: RunOptions) -> tuple[str, Path, str | None, object]:
         profile = opts.gate_profile or "auto"
         profile = profile if profile == "auto" else str(Path(profile).absolute())
     key = key_for(driver, profile, opts.hooks)
-    _check_preload_path(entry_dir(key))
+    check_preload_path(entry_dir(key))
     return path, driver, profile, key
 
 
@@ -253,11 +241,6 @@ def run(opts: RunOptions) -> int:
     except KeyboardInterrupt as e:
         hold_for_good(forwarded)
         raise RunInterrupted(_signum(e), _not_started(entry)) from None
-    from .nvml import nvml_shim
-
-    nvml, said = nvml_shim(opts.limits, driver, opts.driver)
-    if said is not None:
-        print(said, file=sys.stderr, flush=True)
     time_where_no_calls(opts, entry.library)
     if opts.gates is not None:
         check_selection(opts.gates, entry.gates, driver)
@@ -290,7 +273,7 @@ def run(opts: RunOptions) -> int:
         layout(run_dir, "time" if opts.trace_note else opts.trace)  # no calls: no timeline
         st = os.fstat(run_dir.fd)
         env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,
-                                (st.st_dev, st.st_ino), nvml)
+                                (st.st_dev, st.st_ino), nvml_preload(opts, driver))
         record = _record(opts, driver, profile, key, entry, env, start)
         write_json(run_dir, record)
         waiting = take_pending(forwarded)

@@ -52,18 +52,10 @@ from .install import (
 from .model import SONAME, ShimModel
 
 
-def _nvml(model) -> bool:
-    """An NVML shim's model (shim/nvml.py), built by the same steps with its own parts."""
-    from .nvml import NvmlModel
-
-    return isinstance(model, NvmlModel)
-
-
 def _library(model) -> str:
-    """The file name of the library a model builds."""
-    from ..runenv import NVML_SHIM_LIBRARY
-
-    return NVML_SHIM_LIBRARY if _nvml(model) else SHIM_LIBRARY
+    """The file name of the library a model builds: an NVML shim's model names its own
+    (shim/nvml.py), which renders itself by the same steps."""
+    return getattr(model, "library_file", SHIM_LIBRARY)
 
 
 @dataclass(frozen=True)
@@ -222,8 +214,8 @@ def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
     env = _tool_env()
     log = new / "build.log"
     cross = _cross_file(model, new)
-    if _nvml(model):
-        from . import nvml as parts
+    if hasattr(model, "library_file"):  # an NVML shim's model renders itself
+        parts = model
     else:
         from . import render as parts
     parts.render_layout(model, src)
@@ -248,10 +240,8 @@ def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
 def _write_output(model: ShimModel, built: Path, new: Path, identity: dict | None) -> None:
     """The library `built` copied into `new`, and `new/shim.json` written: what was built,
     from what, and the library's build-id and size (and `identity`, when given)."""
-    if _nvml(model):
-        from .nvml import manifest as nvml_manifest
-
-        _finish_output(nvml_manifest(model), built, new, identity, _library(model))
+    if hasattr(model, "library_file"):
+        _finish_output(model.manifest(), built, new, identity, _library(model))
         return
     manifest = {
         "shimgen_command": model.command,

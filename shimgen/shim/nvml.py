@@ -1,6 +1,6 @@
 """The NVML shim (libnvidia-ml.so.1): its model, its sources rendered and its build, by the
 libcuda shim's pipeline (driver/ reads the library, templates/ renders the tables, build.py
-runs meson and installs the result whole) with NVML's own facts (shimgen/nvml.py), its own
+runs meson and installs the result whole) with NVML's own facts (shimgen/driver/nvml.py), its own
 templates (templates/nvml_*.j2) and its own runtime (runtime/nvml/, base/saferead.c, the
 architecture's nvml_stubs.S). `shimgen build --nvml`, and `shimgen run`'s cache."""
 
@@ -11,7 +11,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__, nvml, runenv
+from .. import __version__, runenv
+from ..driver import nvml
 from ..arches import ARCHES
 from ..errors import ShimgenError
 from .sources import runtime_dir
@@ -50,6 +51,17 @@ class NvmlModel:
     # what install.check_output and the banners ask of a model
     gates: None = None
     user: None = None
+    library_file: str = runenv.NVML_SHIM_LIBRARY  # what build.py installs
+
+    # build.py's steps, rendered by this module's own parts
+    def render_layout(self, _model, dest: Path) -> list[Path]:
+        return render_layout(self, dest)
+
+    def render(self, _model, dest: Path, generated_only: bool = False) -> list[Path]:
+        return render(self, dest, generated_only)
+
+    def manifest(self) -> dict:
+        return manifest(self)
 
     @property
     def hooked(self) -> list[Function]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from shimgen.nvml import SEARCH_PATHS
+from shimgen.driver.nvml import SEARCH_PATHS
 from tests.run.test_run import shimgen_run
 
 # The child: its LD_PRELOAD, then whether the NVML it opens by name is the shim.

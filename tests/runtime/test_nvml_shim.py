@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from shimgen.driver import read_image
-from shimgen.nvml import MEMORY_V2, SEARCH_PATHS, SONAME
+from shimgen.driver.nvml import MEMORY_V2, SEARCH_PATHS, SONAME
 from shimgen.shim.nvml import make_nvml_shim
 
 GIB = 1 << 30
