@@ -3739,6 +3739,116 @@ MUTATIONS = [
         "tests": ["tests/run/test_memory.py::test_pools_reservations_exact"],
         "why": "an allocation from a pool is on the pool's device, not the current context's",
     },
+    # ---- the NVML shim: its answers, its load, its commands (runtime/nvml/, shim/nvml.py,
+    # driver/nvml.py, diff/nvml.py, run/nvml.py) ----
+    {
+        "name": "nvml-memory-total-not-the-limit",
+        "file": "runtime/nvml/answers.c",
+        "old": "    put_u64(mem, total, v.limit);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_memory_info_answers_the_limit_as_total_and_the_use_within_it"],
+        "why": "nvmlDeviceGetMemoryInfo (and _v2) answer the limit as total",
+    },
+    {
+        "name": "nvml-view-used-is-the-limit",
+        "file": "runtime/nvml/view.c",
+        "old": "    out->used = real_used < limit_bytes ? real_used : limit_bytes;\n",
+        "new": "    out->used = limit_bytes;\n",
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_memory_info_answers_the_limit_as_total_and_the_use_within_it"],
+        "why": "the use within the limit is the use, not the whole limit",
+    },
+    {
+        "name": "nvml-v2-used-offset",
+        "file": "shimgen/driver/nvml.py",
+        "old": '{"version": 0, "total": 8, "reserved": 16, "free": 24, "used": 32}',
+        "new": '{"version": 0, "total": 8, "reserved": 16, "free": 24, "used": 24}',
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_memory_info_answers_the_limit_as_total_and_the_use_within_it"],
+        "why": "nvmlMemory_v2_t's layout is nvml.h's: used at byte 32",
+    },
+    {
+        "name": "nvml-size-unit-shift",
+        "file": "runtime/nvml/view.c",
+        "old": "            shift = 10 * (i + 1);\n",
+        "new": "            shift = 10 * i;\n",
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_memory_info_answers_the_limit_as_total_and_the_use_within_it"],
+        "why": "SHIMGEN_LIMIT_MEMORY=16GiB is 16 GiB to the NVML shim as to the libcuda shim",
+    },
+    {
+        "name": "nvml-process-not-clamped",
+        "file": "runtime/nvml/answers.c",
+        "old": "        clamp_list(infos, n < cap ? n : cap, size, bytes, v.limit);\n",
+        "new": "        (void)n;\n",
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_no_compute_process_is_over_the_limit_in_any_version"],
+        "why": "no compute process is shown over the limit, in every version of the call",
+    },
+    {
+        "name": "nvml-unavailable-bytes-clamped",
+        "file": "runtime/nvml/answers.c",
+        "old": "b != SHIMGEN_NVML_VALUE_NOT_AVAILABLE && ",
+        "new": "",
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_no_compute_process_is_over_the_limit_in_any_version"],
+        "why": "a process whose bytes NVML cannot say keeps NVML_VALUE_NOT_AVAILABLE",
+    },
+    {
+        "name": "nvml-loads-itself",
+        "file": "runtime/nvml/load.c",
+        "old": "    return mine.dli_fbase == theirs.dli_fbase;\n",
+        "new": "    return 0;\n",
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_the_shim_never_loads_itself_as_the_real_library"],
+        "why": "the shim never takes itself for the real library (it would call itself round)",
+    },
+    {
+        "name": "nvml-answer-on-a-failed-call",
+        "file": "runtime/nvml/answers.c",
+        "old": "    if (rc != SHIMGEN_NVML_SUCCESS || !get_u64(mem, used, &real_used) ||\n",
+        "new": "    if (!get_u64(mem, used, &real_used) ||\n",
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_a_version_mismatch_is_the_real_librarys_answer_untouched"],
+        "why": "a call the real library fails is its answer, nothing written",
+    },
+    {
+        "name": "nvml-stub-accepted",
+        "file": "shimgen/driver/nvml.py",
+        "old": "    if require_real and len(names) < MIN_FUNCTIONS:\n",
+        "new": "    if False:\n",
+        "tests": ["tests/cli/test_nvml_cli.py::"
+                  "test_build_nvml_refuses_what_is_not_nvml_in_one_line"],
+        "why": "build --nvml refuses a stand-in with a handful of functions, in one line",
+    },
+    {
+        "name": "nvml-diff-differences-not-said",
+        "file": "shimgen/diff/nvml.py",
+        "old": "    return DIFFERENCES if d[\"removed\"] or d[\"added\"] else NO_DIFFERENCES\n",
+        "new": "    return NO_DIFFERENCES\n",
+        "tests": ["tests/cli/test_nvml_cli.py::"
+                  "test_diff_of_two_nvml_libraries_says_the_exports_added_and_removed"],
+        "why": "diff of two NVML libraries exits as diff(1): 1 when their exports differ",
+    },
+    {
+        "name": "nvml-run-preloaded-without-a-limit",
+        "file": "shimgen/run/nvml.py",
+        "old": "    if not limits:\n        return None, None\n",
+        "new": "",
+        "tests": ["tests/run/test_run_nvml.py::"
+                  "test_run_preloads_the_nvml_shim_beside_the_libcuda_shim_when_a_limit_is_set"],
+        "why": "run preloads the NVML shim only when a limit is set",
+    },
+    {
+        "name": "nvml-run-not-preloaded",
+        "file": "shimgen/run/child.py",
+        "old": "        shims = f\"{shim}:{nvml}\" if nvml is not None else str(shim)\n",
+        "new": "        shims = str(shim)\n",
+        "tests": ["tests/run/test_run_nvml.py::"
+                  "test_run_preloads_the_nvml_shim_beside_the_libcuda_shim_when_a_limit_is_set"],
+        "why": "with a limit, run preloads the NVML shim right after the libcuda shim",
+    },
     # ---- kernels by name and each stream's last launch (runtime/kernels/, shimgen/report/kernels.py) ----
     {
         "name": "kernels-captured-launch-counted",
