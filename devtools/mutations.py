@@ -3745,7 +3745,7 @@ MUTATIONS = [
         "name": "nvml-memory-total-not-the-limit",
         "file": "runtime/nvml/answers.c",
         "old": "    put_u64(mem, total, v.limit);\n",
-        "new": "",
+        "new": "    put_u64(mem, total, real_used);\n",
         "tests": ["tests/runtime/test_nvml_shim.py::"
                   "test_memory_info_answers_the_limit_as_total_and_the_use_within_it"],
         "why": "nvmlDeviceGetMemoryInfo (and _v2) answer the limit as total",
@@ -3754,7 +3754,7 @@ MUTATIONS = [
         "name": "nvml-view-used-is-the-limit",
         "file": "runtime/nvml/view.c",
         "old": "    out->used = real_used < limit_bytes ? real_used : limit_bytes;\n",
-        "new": "    out->used = limit_bytes;\n",
+        "new": "    out->used = real_used > limit_bytes ? real_used : limit_bytes;\n",
         "tests": ["tests/runtime/test_nvml_shim.py::"
                   "test_memory_info_answers_the_limit_as_total_and_the_use_within_it"],
         "why": "the use within the limit is the use, not the whole limit",
@@ -3781,7 +3781,7 @@ MUTATIONS = [
         "name": "nvml-process-not-clamped",
         "file": "runtime/nvml/answers.c",
         "old": "        clamp_list(infos, n < cap ? n : cap, size, bytes, v.limit);\n",
-        "new": "        (void)n;\n",
+        "new": "        clamp_list(infos, n < cap ? n : cap, size, bytes, ~0ULL);\n",
         "tests": ["tests/runtime/test_nvml_shim.py::"
                   "test_no_compute_process_is_over_the_limit_in_any_version"],
         "why": "no compute process is shown over the limit, in every version of the call",

@@ -116,7 +116,7 @@ def test_the_shim_never_loads_itself_as_the_real_library(probes, tmp_path):
             "l.nvmlErrorString.restype = ctypes.c_char_p; "
             "print(l.nvmlInit_v2(), l.nvmlErrorString(0).decode())")
     proc = subprocess.run([sys.executable, "-c", code], env={**env, "LD_PRELOAD": str(shim)},
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=20)
     assert proc.returncode == 0, proc.stderr
     installed = [p for p in SEARCH_PATHS if Path(p).is_file()]
     if not installed:  # NVML_ERROR_LIBRARY_NOT_FOUND, and the stand-in's string
