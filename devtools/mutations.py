@@ -3751,6 +3751,16 @@ MUTATIONS = [
         "why": "nvmlDeviceGetMemoryInfo (and _v2) answer the limit as total",
     },
     {
+        "name": "nvml-limit-past-the-device",
+        "file": "runtime/nvml/answers.c",
+        "old": "    if (v.limit > real_total) /* a limit past the device is the device (as cuMemGetInfo) */\n",
+        "new": "    if (v.limit > real_total + real_total)\n",
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_memory_info_answers_the_limit_as_total_and_the_use_within_it"],
+        "why": "a limit past the device's memory is answered as the device's total, as "
+               "cuMemGetInfo_v2 answers it",
+    },
+    {
         "name": "nvml-view-used-is-the-limit",
         "file": "runtime/nvml/view.c",
         "old": "    out->used = real_used < limit_bytes ? real_used : limit_bytes;\n",

@@ -27,11 +27,7 @@ static int device_view(void *dev, unsigned long long real_used, struct shimgen_b
     if (!uuid || uuid(dev, text, sizeof text) != SHIMGEN_NVML_SUCCESS)
         return 0;
     text[sizeof text - 1] = '\0';
-    if (!shimgen_budget_view(text, real_used, v))
-        return 0;
-    if (v->used > v->limit)
-        v->used = v->limit;
-    return 1;
+    return shimgen_budget_view(text, real_used, v);
 }
 
 static int get_u64(const void *base, size_t off, unsigned long long *value)
@@ -44,8 +40,8 @@ static void put_u64(void *base, size_t off, unsigned long long value)
     memcpy((char *)base + off, &value, sizeof value);
 }
 
-/* nvmlDeviceGetMemoryInfo and _v2: total, used and free from the view; _v2's reserved is
- * the device's, which no budget holds: 0. */
+/* nvmlDeviceGetMemoryInfo and _v2: total, used and free from the view, the total never
+ * more than the device's; _v2's reserved is the device's, which no budget holds: 0. */
 static unsigned int memory_answer(unsigned idx, void *dev, void *mem, size_t total,
                                   size_t reserved, size_t free_, size_t used)
 {
@@ -53,11 +49,15 @@ static unsigned int memory_answer(unsigned idx, void *dev, void *mem, size_t tot
     if (!real)
         return shimgen_nvml_missing();
     unsigned int rc = real(dev, mem);
-    unsigned long long real_used;
+    unsigned long long real_used, real_total;
     struct shimgen_budget_view v;
     if (rc != SHIMGEN_NVML_SUCCESS || !get_u64(mem, used, &real_used) ||
-        !device_view(dev, real_used, &v))
+        !get_u64(mem, total, &real_total) || !device_view(dev, real_used, &v))
         return rc;
+    if (v.limit > real_total) /* a limit past the device is the device (as cuMemGetInfo) */
+        v.limit = real_total;
+    if (v.used > v.limit)
+        v.used = v.limit;
     put_u64(mem, total, v.limit);
     put_u64(mem, used, v.used);
     put_u64(mem, free_, v.limit - v.used);

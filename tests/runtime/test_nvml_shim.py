@@ -85,6 +85,9 @@ def test_memory_info_answers_the_limit_as_total_and_the_use_within_it(fake_shim)
     assert out["v1"] == [0, 2 * GIB, 0, 2 * GIB]
     assert out["v2"] == [0, 2 * GIB, 0, 0, 2 * GIB]
     assert out["count"] == [0, 1] and out["error"] == "fake error"
+    # a limit past the device's 80 GiB is the device's (as cuMemGetInfo answers)
+    out = query(fake_shim, SHIMGEN_LIMIT_MEMORY="100GiB")
+    assert out["v1"] == [0, 80 * GIB, 70 * GIB, 10 * GIB]
 
 
 def test_no_compute_process_is_over_the_limit_in_any_version(fake_shim):
