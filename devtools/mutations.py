@@ -3833,6 +3833,14 @@ MUTATIONS = [
         "why": "build --nvml refuses a stand-in with a handful of functions, in one line",
     },
     {
+        "name": "nvml-exports-refused",
+        "file": "shimgen/shim/exports.py",
+        "old": "        if not is_nvml(nvml):\n",
+        "new": "        if True:\n",
+        "tests": ["tests/cli/test_nvml_cli.py::test_exports_lists_an_nvml_librarys_functions"],
+        "why": "shimgen exports reads an NVML library as it reads a libcuda",
+    },
+    {
         "name": "nvml-diff-differences-not-said",
         "file": "shimgen/diff/nvml.py",
         "old": "    return DIFFERENCES if d[\"removed\"] or d[\"added\"] else NO_DIFFERENCES\n",

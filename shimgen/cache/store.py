@@ -47,7 +47,6 @@ from .trust import (
     read_all,
 )
 
-
 # The gates field of an NVML shim's key (shim/nvml.py: it has no gates): one tag that says
 # the entry is the NVML shim of the library with that build-id.
 NVML_TAG = "nvml"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ShimgenError
 from ..driver import nvml
+from ..errors import ShimgenError
 from .compare import DIFFERENCES, NO_DIFFERENCES
 
 SCHEMA = "shimgen-diff-nvml/1"

@@ -27,7 +27,6 @@ __getattr__, __all__ = face(__name__, {
     "known_version": "library",
     "read_build_id": "notes",
     "read_driver": "library",
-    "read_either": "nvml",
     "read_nvml": "nvml",
     "read_image": "elf",
     "refuse_older": "library",

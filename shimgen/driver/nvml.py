@@ -130,22 +130,11 @@ def read_nvml(path: Path | str, *, require_real: bool = True) -> DriverImage:
     return check_nvml(read_image(path), require_real=require_real)
 
 
-def read_either(path: Path | str) -> tuple[str, DriverImage]:
-    """A libcuda or an NVML file, read once and checked as what it says it is: ("nvml",
-    image) or ("cuda", image)."""
-    from .elf import read_image
-    from .library import check_libcuda
-
-    image = read_image(path)
-    if is_nvml(image):
-        return "nvml", check_nvml(image)
-    return "cuda", check_libcuda(image)
-
 
 def default_nvml() -> Path:
     """The installed libnvidia-ml: the first of NVML's usual places that exists."""
     for cand in map(Path, SEARCH_PATHS):
         if cand.exists():
             return cand
-    raise ShimgenError(f"no {SONAME} found (in {', '.join(sorted({str(Path(p).parent) for p in SEARCH_PATHS}))}); "
-                       "pass --nvml PATH")
+    places = ", ".join(sorted({str(Path(p).parent) for p in SEARCH_PATHS}))
+    raise ShimgenError(f"no {SONAME} found (in {places}); pass --nvml PATH")

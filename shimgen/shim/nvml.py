@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__, runenv
-from ..driver import nvml
 from ..arches import ARCHES
+from ..driver import nvml
 from ..errors import ShimgenError
 from .sources import runtime_dir
 

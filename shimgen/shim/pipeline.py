@@ -238,7 +238,8 @@ def command(args) -> int:
 def nvml_command(args) -> int:
     """`shimgen build --nvml [PATH]`: the NVML shim alone (shim/nvml.py)."""
     from ..options import nvml_path
-    from .nvml import make_nvml_shim, summary as nvml_summary
+    from .nvml import make_nvml_shim
+    from .nvml import summary as nvml_summary
 
     given = [o for o, v in (("--driver", args.driver), ("--gate-profile", args.gates),
                             ("--gates", args.old_gates), ("--hook", args.hook)) if v]
