@@ -226,7 +226,7 @@ def _add_build(sub) -> None:
                         "write the wrong bits of the driver's device state")
     b.add_argument("--hook", action="append", metavar="FILE.c",
                    help="a user hook file compiled into the shim (repeatable; docs/hooks.md)")
-    b.add_argument("--nvml", nargs="?", const="", metavar="PATH",
+    b.add_argument("--nvml", nargs="?", const=True, metavar="PATH",
                    help="build the NVML shim (libnvidia-ml.so.1) alone, from PATH (default: "
                         "the installed libnvidia-ml.so.1), for LD_PRELOAD by hand "
                         "(docs/memory.md)")

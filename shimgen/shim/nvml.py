@@ -72,7 +72,7 @@ class NvmlModel:
 
 
 def build_model(image, argv: list[str]) -> NvmlModel:
-    if not ARCHES[image.arch].gates:  # the entry code is x86-64's alone, for now
+    if not (runtime_dir() / ARCHES[image.arch].runtime / STUBS[0]).is_file():
         raise ShimgenError(f"NVML library {image.path} is built for {image.arch}: the NVML "
                            "shim is built for x86-64 libraries only, for now")
     answers = {a.name: a for a in nvml.ANSWERS}

@@ -246,7 +246,7 @@ def nvml_command(args) -> int:
     if given:
         raise ShimgenError(f"build --nvml builds the NVML shim alone: {given[0]} is the "
                            "libcuda shim's")
-    path, root = nvml_path(args.nvml or None), out_root(args.out)
+    path, root = nvml_path(None if args.nvml is True else args.nvml), out_root(args.out)
     progress.expect("build", f"into {root.absolute()} ({progress.BUILD_TAKES})")
     try:
         result = make_nvml_shim(path, root, out_option=args.out)

@@ -31,6 +31,7 @@ def test_build_nvml_refuses_what_is_not_nvml_in_one_line(drivers, probes, tmp_pa
                           "a stub, not the real libnvidia-ml")
     assert_one_line_error(shimgen("build", "--nvml", str(tmp_path / "none"), "-o", str(out)),
                           "none")
+    assert_one_line_error(shimgen("build", "--nvml", "", "-o", str(out)), "--nvml: empty path")
     assert_one_line_error(shimgen("build", "--nvml", str(fake), "--driver", str(libcuda),
                                   "-o", str(out)), "--driver is the libcuda shim's")
     assert entries(out) == []
