@@ -3815,6 +3815,15 @@ MUTATIONS = [
         "why": "the shim never takes itself for the real library (it would call itself round)",
     },
     {
+        "name": "nvml-dlopen-not-redirected",
+        "file": "runtime/nvml/dlopen.c",
+        "old": "    return strncmp(base, prefix, sizeof prefix - 1) == 0 ? self_path : file;\n",
+        "new": "    return strncmp(base, prefix, sizeof prefix) == 0 ? self_path : file;\n",
+        "tests": ["tests/runtime/test_nvml_shim.py::"
+                  "test_nvml_opened_by_another_name_or_its_path_is_the_shim"],
+        "why": "NVML opened by another name or its real path (as nvidia-smi does) is the shim",
+    },
+    {
         "name": "nvml-answer-on-a-failed-call",
         "file": "runtime/nvml/answers.c",
         "old": "    if (rc != SHIMGEN_NVML_SUCCESS || !get_u64(mem, used, &real_used) ||\n",

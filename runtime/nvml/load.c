@@ -46,7 +46,9 @@ static void *open_candidate(const char *path)
     struct stat st;
     if (!path[0] || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return NULL;
-    void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+    shimgen_nvml_dlopen_setup();
+    void *h = ((void *(*)(const char *, int))shimgen_nvml_real_dlopen)(path,
+                                                                       RTLD_LAZY | RTLD_LOCAL);
     if (h && not_the_real_one(h)) {
         dlclose(h);
         return NULL;

@@ -32,6 +32,12 @@ void *shimgen_nvml_real(unsigned idx);
  * NVML_ERROR_FUNCTION_NOT_FOUND. */
 unsigned int shimgen_nvml_missing(void);
 
+/* dlopen.c: the name the exported dlopen opens (the shim's own file for NVML's names),
+ * the dlopen it then calls, and their setup. */
+const char *shimgen_nvml_dlopen_filter(const char *file);
+extern void *shimgen_nvml_real_dlopen;
+void shimgen_nvml_dlopen_setup(void);
+
 /* answers.c: the answer of export idx, NULL for an export that is forwarded. */
 void *shimgen_nvml_answer(unsigned idx);
 

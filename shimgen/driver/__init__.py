@@ -3,7 +3,8 @@
 notes.py is the light part (the path's text, the one opening and check of a driver file, its
 ELF notes and build id, the version in its name: nothing heavy, for `run`'s cached path);
 elf.py reads the whole ELF image (pyelftools); library.py says what counts as a libcuda and
-which one the dynamic loader would pick; nvml.py has NVML's facts (libnvidia-ml) and says what counts as one.
+which one the dynamic loader would pick; nvml.py has NVML's facts (libnvidia-ml) and says
+what counts as one.
 """
 
 from .. import face

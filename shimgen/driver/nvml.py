@@ -21,6 +21,9 @@ from ..errors import ShimgenError
 # The name every program loads NVML by (nvidia-smi, pynvml and DCGM dlopen this name), and
 # the shim's own SONAME: a program that opens it by name gets the preloaded shim.
 SONAME = "libnvidia-ml.so.1"
+# What every NVML file name starts with: the NVML shim's dlopen opens itself for any of them
+# (nvidia-smi tries "libnvidia-ml.so" and absolute paths).
+NAME_PREFIX = SONAME.rsplit(".", 1)[0]
 # Where an installed libnvidia-ml is, when the file the shim was built from is gone: the
 # directories NVIDIA's libraries are installed in (cuda.LIBCUDA_DIRS).
 SEARCH_PATHS = tuple(f"{d}/{SONAME}" for d in LIBCUDA_DIRS)

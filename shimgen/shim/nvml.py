@@ -27,7 +27,7 @@ GENERATED = (
     ("nvml_meson.build.j2", "meson.build"),
 )
 # The runtime/ files an NVML shim is built from (the architecture's entry code besides).
-RUNTIME = ("nvml/nvml.h", "nvml/load.c", "nvml/answers.c", "nvml/view.c",
+RUNTIME = ("nvml/nvml.h", "nvml/load.c", "nvml/answers.c", "nvml/view.c", "nvml/dlopen.c",
            "base/saferead.c", "base/saferead.h")
 STUBS = ("nvml_stubs.S", "asm.h")  # in runtime/arch/<arch>/
 NVML_PREFIX = "nvmlshim"
@@ -48,6 +48,8 @@ class NvmlModel:
     driver: object  # a DriverImage
     functions: tuple[Function, ...]
     command: str
+    # exported besides the library's functions: the dlopen wrapper (runtime/nvml/dlopen.c)
+    extra_exports: tuple[str, ...] = ("dlopen",)
     # what install.check_output and the banners ask of a model
     gates: None = None
     user: None = None
@@ -104,7 +106,8 @@ def render_context(model: NvmlModel) -> dict:
         "layout_keys": {layout.name: layout.key for layout in nvml.LAYOUTS},
         "uuid_index": model.index("nvmlDeviceGetUUID"),
         "string_index": model.index(nvml.STRING_RESULT),
-        "probe_export": nvml.REQUIRED_FUNCTIONS[0], "view_processes": nvml.VIEW_PROCESSES,
+        "probe_export": nvml.REQUIRED_FUNCTIONS[0], "name_prefix": nvml.NAME_PREFIX,
+        "view_processes": nvml.VIEW_PROCESSES,
         "search_paths": nvml.SEARCH_PATHS, "env": runenv.ENV, "size_units": runenv.SIZE_UNITS,
         "shim_target": runenv.NVML_SHIM_TARGET, "soname": nvml.SONAME, "sources": compiled,
         "include_dirs": [ARCHES[model.driver.arch].runtime, "base"],
@@ -151,7 +154,8 @@ def manifest(model: NvmlModel) -> dict:
             "build_id": model.driver.build_id, "soname": nvml.SONAME,
             "functions": len(model.functions),
             "exports": [f.name for f in model.functions],
-            "hooks": [f.name for f in model.hooked], "extra_exports": []}
+            "hooks": [f.name for f in model.hooked],
+            "extra_exports": list(model.extra_exports)}
 
 
 def make_nvml_shim(path: Path | str, out_root: Path, *, out_option: str | None = None,

@@ -24,7 +24,7 @@ GIB = 1 << 30
 QUERY = """
 import ctypes, json, sys
 U, Q = ctypes.c_uint, ctypes.c_ulonglong
-l = ctypes.CDLL("libnvidia-ml.so.1")
+l = ctypes.CDLL(sys.argv[2] if len(sys.argv) > 2 else "libnvidia-ml.so.1")
 class M1(ctypes.Structure): _fields_ = [("total", Q), ("free", Q), ("used", Q)]
 class M2(ctypes.Structure):
     _fields_ = [("version", U), ("total", Q), ("reserved", Q), ("free", Q), ("used", Q)]
@@ -58,11 +58,12 @@ def fake_shim(probes, tmp_path_factory) -> Path:
     return make_nvml_shim(fake, tmp_path_factory.mktemp("nvml"), require_real=False).library
 
 
-def query(shim: Path, **env: str) -> dict:
+def query(shim: Path, *name: str, **env: str) -> dict:
+    """The answers in a child under the shim that opens NVML by `name` (its SONAME)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("SHIMGEN_", "FAKE_NVML"))}
     full.update(LD_PRELOAD=str(shim), FAKE_NVML_PROCS=PROCS, **env)
-    proc = subprocess.run([sys.executable, "-c", QUERY, str(MEMORY_V2.version)], env=full,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", QUERY, str(MEMORY_V2.version), *name],
+                          env=full, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -88,6 +89,22 @@ def test_memory_info_answers_the_limit_as_total_and_the_use_within_it(fake_shim)
     # a limit past the device's 80 GiB is the device's (as cuMemGetInfo answers)
     out = query(fake_shim, SHIMGEN_LIMIT_MEMORY="100GiB")
     assert out["v1"] == [0, 80 * GIB, 70 * GIB, 10 * GIB]
+
+
+def test_nvml_opened_by_another_name_or_its_path_is_the_shim(fake_shim, probes, tmp_path):
+    """nvidia-smi opens "libnvidia-ml.so" and absolute paths: the shim's dlopen opens
+    itself for every name of NVML's, so the answers are still the shim's."""
+    named = tmp_path / "libnvidia-ml.so.1"
+    shutil.copy(probes / "libfake_nvml_libnvidia_ml.so", named)
+    for name in (str(named), "libnvidia-ml.so"):
+        out = query(fake_shim, name, SHIMGEN_LIMIT_MEMORY="16GiB")
+        assert out["v1"] == [0, 16 * GIB, 6 * GIB, 10 * GIB], name
+    # another library's name is opened as it is
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHIMGEN_")}
+    code = "import ctypes; ctypes.CDLL('libm.so.6').cos"
+    proc = subprocess.run([sys.executable, "-c", code], env={**env, "LD_PRELOAD": str(fake_shim)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_no_compute_process_is_over_the_limit_in_any_version(fake_shim):
@@ -136,7 +153,7 @@ def test_the_shim_of_the_real_nvml_exports_exactly_its_functions_and_forwards(nv
     shim = make_nvml_shim(real, tmp_path).library
     image = read_image(shim)
     assert image.soname == SONAME and not image.data
-    assert _symbols(shim) == _symbols(real)
+    assert _symbols(shim) == sorted(_symbols(real) + ["dlopen"])  # its dlopen wrapper
     # every call reaches the real library: the same answers as the real one alone (no GPU)
     code = ("import ctypes, sys; l = ctypes.CDLL(sys.argv[1]); "
             "l.nvmlErrorString.restype = ctypes.c_char_p; "

@@ -6,6 +6,8 @@
  *   lazy stub i:            r11 = i; save argument registers; ask the C runtime for the
  *                           target (shimgen_nvml_resolve: the load, once, and the slot
  *                           set); restore; jump
+ *   dlopen:                 NVML's names redirected to the shim (nvml/dlopen.c), then the
+ *                           next dlopen
  *
  * The per-function list is the build's generated nvml_functions.inc: one
  * SHIMGEN_NVML_FUNCTION(i, name) line per export, in slot order. Only the NVML shim is
@@ -28,6 +30,20 @@
 #define SHIMGEN_NVML_FUNCTION(i, name) nvml_trampoline i, name
 #include "nvml_functions.inc"
 #undef SHIMGEN_NVML_FUNCTION
+
+/* ---- dlopen wrapper: NVML's names open the shim (nvml/dlopen.c), then a tail-jump to the
+ * dlopen after the shim, so that glibc still sees the original caller ---- */
+        .globl  dlopen
+        .type   dlopen, @function
+        .balign 16
+dlopen:
+        ENDBR
+        push    %rsi
+        call    shimgen_nvml_dlopen_filter
+        pop     %rsi
+        mov     %rax, %rdi
+        jmp     *shimgen_nvml_real_dlopen(%rip)
+        .size   dlopen, .-dlopen
 
 .macro nvml_lazy i
         .balign 16
