@@ -114,12 +114,15 @@ def test_no_compute_process_is_over_the_limit_in_any_version(fake_shim):
 
 
 def test_a_version_mismatch_is_the_real_librarys_answer_untouched(fake_shim):
-    code = QUERY.replace("int(sys.argv[1])", "int(sys.argv[1]) + 1")
+    code = QUERY.replace("m = M2(version=int(sys.argv[1]))",
+                         "m = M2(version=int(sys.argv[1]) + 1, total=123, reserved=7, free=5, "
+                         "used=9)")
+    assert code != QUERY
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHIMGEN_")}
     env.update(LD_PRELOAD=str(fake_shim), SHIMGEN_LIMIT_MEMORY="2GiB")
     proc = subprocess.run([sys.executable, "-c", code, str(MEMORY_V2.version)], env=env,
                           capture_output=True, text=True, timeout=60)
-    assert json.loads(proc.stdout)["v2"] == [25, 0, 0, 0, 0]
+    assert json.loads(proc.stdout)["v2"] == [25, 123, 7, 5, 9]  # as the program left it
 
 
 def test_the_shim_never_loads_itself_as_the_real_library(probes, tmp_path):
