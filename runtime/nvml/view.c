@@ -1,10 +1,12 @@
 /*
  * view.c: the budget's view of a device (nvml.h), for now from the environment alone: the
- * per-process limit of SHIMGEN_LIMIT_MEMORY (read once, at load) holds every device. The
- * limit is the total; the use is the device's own, as the real library says it, at most
- * the limit; the processes are not known (-1), so the real list is kept. The shared budget
- * books replace this file: the same two functions, answered from the books.
+ * per-process limit of SHIMGEN_LIMIT_MEMORY (read once, at load, with secure_getenv, as the
+ * libcuda shim reads it) holds every device. The limit is the total; the use is the
+ * device's own, as the real library says it, at most the limit; the processes are not known
+ * (-1), so the real list is kept. The shared budget books replace this file: the same two
+ * functions, answered from the books.
  */
+#define _GNU_SOURCE
 #include <stdlib.h>
 
 #include "nvml.h"
@@ -47,7 +49,7 @@ static unsigned long long parse_size(const char *s)
 
 __attribute__((constructor)) static void read_limit(void)
 {
-    const char *v = getenv(SHIMGEN_NVML_ENV_LIMIT_MEMORY);
+    const char *v = secure_getenv(SHIMGEN_NVML_ENV_LIMIT_MEMORY); /* unset if AT_SECURE */
     limit_bytes = v ? parse_size(v) : 0;
 }
 
