@@ -298,7 +298,8 @@ def _add_diff(sub) -> None:
 
     d = _command(sub, "diff")
     d.add_argument("old", metavar="OLD", help="the driver now (a file, or a directory "
-                   "holding libcuda.so.1)")
+                   "holding libcuda.so.1); or two NVML libraries (libnvidia-ml.so.1): their "
+                   "exports compared")
     d.add_argument("new", metavar="NEW", help="the driver after the upgrade")
     d.add_argument("--json", action="store_true", help="JSON (schema shimgen-diff/1): every "
                    "span of every name")
