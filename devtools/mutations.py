@@ -1074,8 +1074,8 @@ MUTATIONS = [
     {
         "name": "run-preload-replaced-not-prepended",
         "file": "shimgen/run/child.py",
-        "old": "env[ENV_PRELOAD] = f\"{shim}:{before}\" if before.strip() else str(shim)",
-        "new": "env[ENV_PRELOAD] = str(shim)",
+        "old": "env[ENV_PRELOAD] = f\"{shims}:{before}\" if before.strip() else shims",
+        "new": "env[ENV_PRELOAD] = shims",
         "tests": ["tests/run/test_run.py::test_the_command_gets_the_shim_first_and_the_run_directory"],
         "why": "what LD_PRELOAD held is kept, after the shim",
     },
@@ -1876,7 +1876,7 @@ MUTATIONS = [
     },
     {
         "name": "run-loader-tokens-by-name",
-        "file": "shimgen/run/main.py",
+        "file": "shimgen/run/child.py",
         "old": '    if "$" in text:\n',
         "new": '    if "$LIB" in text or "$ORIGIN" in text:\n',
         "tests": ["tests/run/test_run_safety.py::test_a_loader_token_in_the_shims_path_is_refused_"
@@ -2675,8 +2675,9 @@ MUTATIONS = [
         "name": "run-dir-identity-not-passed",
         "file": "shimgen/run/main.py",
         "old": ("        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,\n"
-                "                                (st.st_dev, st.st_ino))\n"),
-        "new": "        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts)\n",
+                "                                (st.st_dev, st.st_ino), nvml_preload(opts, driver))\n"),
+        "new": ("        env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,\n"
+                "                                None, nvml_preload(opts, driver))\n"),
         "tests": ["tests/run/test_run_safety.py::"
                   "test_a_program_started_after_the_run_directory_was_swapped_writes_nothing_there"],
         "why": "run tells the job's processes which run directory is theirs",
