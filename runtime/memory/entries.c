@@ -10,7 +10,15 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
+#include "budget/budget.h"
 #include "lock.h"
+
+/* Bytes a column gave back, back to the shared budget too (budget/), when there is one. */
+static inline void give_shared(unsigned c, uint64_t n)
+{
+    if (__builtin_expect(__atomic_load_n(&shimgen_budget_on, __ATOMIC_RELAXED), 0) && n)
+        shimgen_budget_give((int)c, n);
+}
 
 /* An entry's first slot: its key's alone (keys of two kinds alike are told apart by the
  * probe, which compares the tag too). */
@@ -136,6 +144,7 @@ static __attribute__((noinline)) void map_slots(void)
 static __attribute__((noinline)) void forget(struct slot *s)
 {
     count(s->column, s->route, -s->size, (uint64_t)-1, 0);
+    give_shared(s->column, s->size);
     room++;
 }
 
@@ -200,17 +209,20 @@ shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size,
             __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED);
         return SHIMGEN_CUDA_SUCCESS;
     }
-    if (reserved && reserved[0])
-        current[column] -= reserved[0];
+    uint64_t back = reserved ? reserved[0] : 0; /* what the shared budget gets back */
+    if (back)
+        current[column] -= back;
     if (tag && !((unsigned)column < COLS && insert(tag, key, size, (unsigned)column, route,
                                                    size)))
         __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED); /* (also counted unlocked) */
-    else if (tag && reserved && reserved[0]) {
-        uint64_t then = reserved[1] - reserved[0] + size;
+    else if (tag && back) {
+        uint64_t then = reserved[1] - back + size;
         if (then > num->peak[column])
             num->peak[column] = then;
+        back -= size; /* (the reservation is at least the size: shimgen_ledger_grow) */
     }
     unlock_ledger();
+    give_shared((unsigned)column, back);
     return SHIMGEN_CUDA_SUCCESS;
 }
 
@@ -271,6 +283,7 @@ void shimgen_ledger_given(int took, const uint64_t taken[3])
     if (SHIMGEN_MEM_POOL_ROUTES >> taken[2] & 1) /* back to its pool, reserved */
         recompute_extra((unsigned)taken[1]);
     unlock_ledger();
+    give_shared((unsigned)taken[1], taken[0]);
 }
 
 void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t taken[3])
@@ -283,6 +296,7 @@ void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t 
     } else if (took == 1 && (i >= 0 || !slots || !room)) {
         /* (the key given again meanwhile, or no room: its bytes given back, not kept) */
         count((unsigned)taken[1], (unsigned)taken[2], -taken[0], (uint64_t)-1, 0);
+        give_shared((unsigned)taken[1], taken[0]);
     } else if (took == 1) { /* (back in its place, its bytes never given) */
         unsigned at = (unsigned)free_slot(tag, key);
         slots[at].key = key;
