@@ -28,6 +28,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef F_OFD_GETLK /* (Linux's, where _GNU_SOURCE was not defined before fcntl.h) */
+#define F_OFD_GETLK 36
+#endif
+
 #define BOOKS_MAGIC 0x3153444745554253ull /* "SBUEGDS1" */
 #define BOOKS_VERSION 1u
 #define BOOKS_DEVICES 16

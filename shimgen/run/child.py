@@ -40,10 +40,14 @@ ENV_GATES = ENV["GATES"]
 ENV_INJECT = ENV["INJECT"]
 ENV_RUN_DIR = ENV["RUN_DIR"]
 ENV_LIMIT_MEMORY = ENV["LIMIT_MEMORY"]
+ENV_LIMIT_JOB_MEMORY = ENV["LIMIT_JOB_MEMORY"]
+ENV_BUDGET_FILE = ENV["BUDGET_FILE"]
 # Inherited, they would send this run's record elsewhere or make a process think another
 # owns the trace file: never passed on. SHIMGEN_INJECT: only --inject's rules, which the
-# run checks and records; SHIMGEN_LIMIT_MEMORY: only --limit's, likewise.
-ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT, ENV_LIMIT_MEMORY)
+# run checks and records; SHIMGEN_LIMIT_MEMORY: only --limit's, likewise, and the shared
+# budget's two (run/group.py) only this run's.
+ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT, ENV_LIMIT_MEMORY,
+               ENV_LIMIT_JOB_MEMORY, ENV_BUDGET_FILE)
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # si_code of a signal sent by a process (kill, sigqueue, tgkill). A terminal's Ctrl-C or
@@ -216,6 +220,8 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         from .limits import limit_environment
 
         env.update(limit_environment(opts.limits))
+    if getattr(opts, "budget_books", None):
+        env[ENV_BUDGET_FILE] = opts.budget_books
     if getattr(opts, "calls_ring", None):
         env[ENV["CALLS_RING"]] = opts.calls_ring
     return env
