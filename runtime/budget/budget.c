@@ -219,9 +219,9 @@ void shimgen_budget_after_fork(void)
 /* A column's device entry (its UUID's, found or added), or -1. */
 static __attribute__((noinline)) int find_device(int column)
 {
-    uint8_t key[16] = "ordinal";
-    int dev = column;
+    uint8_t key[16] = "ordinal"; /* (and the ordinal after it, when there is no UUID) */
 #if defined(SHIMGEN_IDX_cuDeviceGet) && defined(SHIMGEN_IDX_cuDeviceGetUuid)
+    int dev = column;
     if (REAL(cuDeviceGet, int *, int)(&dev, column) != SHIMGEN_CUDA_SUCCESS ||
         REAL(cuDeviceGetUuid, uint8_t *, int)(key, dev) != SHIMGEN_CUDA_SUCCESS)
         memcpy(key, "ordinal", 8), memcpy(key + 8, &column, sizeof column);

@@ -31,12 +31,12 @@ def budget_json(run: dict | None) -> dict | None:
         return None
     group = run["budget"].get("group")
     out = {"books": path, "group": group if isinstance(group, str) else None}
-    from ..trace.budget import load
+    from ..trace import budget
 
     if not os.path.lexists(path):
         return {**out, "problem": "no books: no process of it loaded the driver"}
     try:
-        b = load(Path(path))
+        b = budget.load(Path(path))
     except ShimgenError as e:
         return {**out, "problem": str(e)}
     keys = [d.key for d in b.devices]

@@ -23,7 +23,7 @@ import signal
 from pathlib import Path
 
 from ..errors import ShimgenError
-from ..runenv import ENV, NOTICES, TIMELINE, TRACES
+from ..runenv import BUDGET_BOOKS, ENV, NOTICES, TIMELINE, TRACES
 
 # The variables `run` gives the command (read by the shim: runtime/base/config.c; the names are
 # runenv.py's, which facts.h also has).
@@ -220,8 +220,10 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         from .limits import limit_environment
 
         env.update(limit_environment(opts.limits))
-    if getattr(opts, "budget_books", None):
+    if getattr(opts, "budget_books", None):  # a group's (run/group.py)
         env[ENV_BUDGET_FILE] = opts.budget_books
+    elif "job-memory" in opts.limits:  # the run's own
+        env[ENV_BUDGET_FILE] = os.path.join(os.path.abspath(run_dir), BUDGET_BOOKS)
     if getattr(opts, "calls_ring", None):
         env[ENV["CALLS_RING"]] = opts.calls_ring
     return env

@@ -2,9 +2,8 @@
 processes"): `--limit job-memory=SIZE` holds the processes of one run together, per device,
 its books in the run directory; `--limit-group NAME` (or SHIMGEN_LIMIT_GROUP: run/main.py)
 shares one budget across runs and containers of the machine, its books in the group's
-directory. The group's
-size is fixed by its first run (runenv.BUDGET_SIZE, made whole or not at all); a run that
-gives another is refused in one line. The group's directory is checked as the runs
+directory. The group's size is fixed by its first run (runenv.BUDGET_SIZE, made whole or
+not at all); a run that gives another is refused in one line. The group's directory is checked as the runs
 directory is (files/owned.py: the user's own, writable by nobody else), every level of it
 that shimgen makes or relies on."""
 
@@ -104,12 +103,9 @@ def _read_size(fd: int, group: str, size: int | None) -> int:
     return fixed
 
 
-def budget(limits: dict[str, int], group: str | None) -> tuple[str, int] | None:
-    """(the books' file, the size per device) of a group, or None without a group; the
-    group's directory made and its size fixed or checked. --limit job-memory alone: None
-    here (its books are the run directory's, made with it)."""
-    if group is None:
-        return None
+def budget(limits: dict[str, int], group: str) -> tuple[str, int]:
+    """(the books' file, the size per device) of a group, its directory made and its size
+    fixed or checked. (--limit job-memory alone: the books are the run directory's.)"""
     where = group_dir(group)
     try:
         fd = _open_group(where, "/" not in group)

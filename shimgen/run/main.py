@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import Interrupted, ShimgenError, UsageError, say
-from ..runenv import BUDGET_BOOKS, LIMIT_GROUP, RUN_JSON
+from ..runenv import LIMIT_GROUP, RUN_JSON
 from .child import (
     ENV_BUDGET_FILE,
     ENV_DRIVER,
@@ -205,8 +205,8 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
                  "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
         "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
         "inject": opts.inject, "limit": opts.limits,
-        "budget": {"books": opts.budget_books, "group": opts.limit_group}
-        if opts.budget_books else None,
+        "budget": {"books": env[ENV_BUDGET_FILE], "group": opts.limit_group}
+        if ENV_BUDGET_FILE in env else None,
         "hooks": [str(Path(h).absolute()) for h in opts.hooks],
         "shimgen_version": __version__, "host": host_name(),
         "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_QEMU_SET, ENV_TRACE, ENV_TRACE_DIR,
@@ -247,17 +247,6 @@ def _finish(run_dir: RunDir, record: dict, wait: int, timeline: bool = False) ->
     return status
 
 
-def _budget(opts: RunOptions) -> tuple[str, int] | None:
-    """A group's shared budget (run/group.py): its books, its size as the run's job-memory."""
-    from .group import budget
-
-    shared = budget(opts.limits, opts.limit_group)
-    if shared is not None:
-        opts.budget_books = shared[0]
-        opts.limits["job-memory"] = shared[1]
-    return shared
-
-
 def run(opts: RunOptions) -> int:
     """Run the command under the shim (the signals: above); the command's exit status."""
     if not opts.command:
@@ -277,14 +266,11 @@ def run(opts: RunOptions) -> int:
         from ..shim import inject
 
         inject.check(opts.inject, inject.exports_of(entry.directory), version_from_name(driver))
-    shared = _budget(opts)
     start = time.time()
     from .nodes import host_name
 
     me = {"host": host_name(), "command": opts.command, "build_id": key.build_id}
     run_dir = open_run_dir(opts.out, opts.command[0], start, me, opts.force)
-    if shared is None and "job-memory" in opts.limits:  # the run's own books
-        opts.budget_books = str(run_dir.path.absolute() / BUDGET_BOOKS)
     banner = _banner(opts, entry, run_dir.path)
     started_pid: list[int] = []
     from .watch import Watcher
@@ -359,6 +345,10 @@ def command(args) -> int:
     opts.calls_ring = calls_ring_option(getattr(args, "calls_ring", None))
     opts.force = bool(args.force)
     opts.limit_group = getattr(args, "limit_group", None) or os.environ.get(LIMIT_GROUP) or None
+    if opts.limit_group:  # the group's budget: its books, its size the run's job-memory
+        from .group import budget
+
+        opts.budget_books, opts.limits["job-memory"] = budget(opts.limits, opts.limit_group)
     try:
         return run(opts)
     except CommandError as e:  # like a shell: 127 not found, 126 cannot be run
