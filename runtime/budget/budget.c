@@ -5,25 +5,30 @@
  * hold together (`used`), never past the limit: the ledger's reservations (memory/) take
  * from here before the driver is called, and what it gives back comes back here.
  *
- * Every update is made under the books' robust mutex. A slot's bytes are the truth; a
- * device's `used` is their sum, kept as they change and made again from the live slots
- * (repair) when the mutex's holder died (EOWNERDEAD: whatever it left half-done, the sum
- * of the slots is whole) and when a reservation finds the budget short: then the slots of
- * processes gone (view.h, books_slot_dead: their files closed, and in this pid namespace
- * the process gone or a zombie) are given back first. No time-outs: a process is gone or
- * it is not.
+ * Every update is made under the books' lock, a word naming its holder (its slot and
+ * thread): a robust lock of our own, as a process-shared robust pthread mutex costs some
+ * 250 instructions a lock and unlock where this costs a few (docs/performance.md). A
+ * process waiting for it checks, now and then while it waits, whether the holder's
+ * process is gone (view.h, books_slot_dead: its files closed, and in this pid namespace
+ * the process gone or a zombie), and takes the lock over when it is. A slot's bytes are
+ * the truth; a device's `used` is their sum, kept as they change and made again from the
+ * live slots (repair) when the lock was taken over (whatever the dead holder left
+ * half-done, the sum of the slots is whole) and when a reservation finds the budget short:
+ * then the slots of processes gone are given back first. No time-outs: a process is gone
+ * or it is not.
  */
 
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "arch/cpu.h"
 #include "base/base.h"
 #include "budget.h"
 #include "view.h"
@@ -31,7 +36,6 @@
 #define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
 #define COLS SHIMGEN_MEM_DEVICES
 
-_Static_assert(sizeof(pthread_mutex_t) <= 64, "the books' mutex fits its place");
 
 int shimgen_budget_on;
 static struct books *books;
@@ -48,41 +52,71 @@ static void make_odd(void)
 }
 
 /* Each device's `used` made again from the live slots, the slots of processes gone freed
- * (the mutex held). */
+ * (the lock held). */
 static void repair(void)
 {
     uint64_t used[BOOKS_DEVICES] = {0};
     for (unsigned i = 0; i < BOOKS_SLOTS; i++) {
         struct books_slot *s = &books->slot[i];
-        if ((int)i != mine && s->pid && books_slot_dead(books_fd, books, i, my_ns))
-            memset(s, 0, sizeof *s);
-        for (unsigned d = 0; s->pid && d < BOOKS_DEVICES; d++)
+        if ((int)i != mine && s->pid > 0 && books_slot_dead(books_fd, books, i, my_ns)) {
+            int32_t pid = s->pid;
+            memset(&s->refused, 0, sizeof *s - offsetof(struct books_slot, refused));
+            __atomic_compare_exchange_n(&s->pid, &pid, 0, 0, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED);
+        }
+        for (unsigned d = 0; s->pid > 0 && d < BOOKS_DEVICES; d++)
             used[d] += s->bytes[d];
     }
     for (unsigned d = 0; d < BOOKS_DEVICES; d++)
         books->device[d].used = used[d];
 }
 
-/* 0: not taken (a signal handler of the thread holding it, or the books beyond repair). */
-static int lock_books(void)
+/* The lock held by another: waited for, and taken over when its holder is found dead (a
+ * thread of this process never is); then whatever it left half-done is repaired. 0: the
+ * holder is this very thread (a signal handler inside its own update). */
+static __attribute__((noinline)) int wait_books(uint64_t me, uint64_t was)
 {
-    int rc = pthread_mutex_lock(&books->lock);
-    if (rc == EOWNERDEAD) { /* its holder died: the books made whole again */
-        make_odd();
-        repair();
-        pthread_mutex_consistent(&books->lock);
-        return 1;
+    for (unsigned spins = 1;; spins++) {
+        if (was == me)
+            return 0;
+        int holder = BOOKS_HOLDER_SLOT(was);
+        if (was && !(spins & 255) && holder != mine && (unsigned)holder < BOOKS_SLOTS &&
+            books_slot_dead(books_fd, books, (unsigned)holder, my_ns) &&
+            __atomic_compare_exchange_n(&books->lock, &was, me, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            make_odd();
+            repair();
+            return 1;
+        }
+        if (spins > 64)
+            sched_yield();
+        else
+            shimgen_pause();
+        was = 0;
+        if (__atomic_compare_exchange_n(&books->lock, &was, me, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            break;
     }
-    if (rc)
-        return 0;
     make_odd();
     return 1;
 }
 
-static void unlock_books(void)
+/* 0: not taken (a signal handler of the thread holding it: not waited for). */
+static inline int lock_books(void)
+{
+    uint64_t me = BOOKS_HOLDER(mine, __builtin_thread_pointer()), was = 0;
+    if (__builtin_expect(!__atomic_compare_exchange_n(&books->lock, &was, me, 0,
+                                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED), 0))
+        return wait_books(me, was);
+    __atomic_store_n(&books->seq, books->seq + 1, __ATOMIC_RELAXED); /* (odd) */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    return 1;
+}
+
+static inline void unlock_books(void)
 {
     __atomic_store_n(&books->seq, books->seq + 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&books->lock);
+    __atomic_store_n(&books->lock, 0, __ATOMIC_RELEASE);
 }
 
 /* New books in a file of their own, put in place under the name only once whole; an
@@ -97,13 +131,7 @@ static int make_books(const char *path, uint64_t limit)
     struct books *b = MAP_FAILED;
     if (ftruncate(fd, sizeof *b) == 0)
         b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    pthread_mutexattr_t a;
-    if (b != MAP_FAILED && pthread_mutexattr_init(&a) == 0) {
-        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-        pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
-        pthread_mutex_init(&b->lock, &a);
-        pthread_mutexattr_destroy(&a);
+    if (b != MAP_FAILED) {
         b->limit = limit, b->version = BOOKS_VERSION, b->bytes = sizeof *b;
         __atomic_store_n(&b->magic, BOOKS_MAGIC, __ATOMIC_RELEASE);
         munmap(b, sizeof *b);
@@ -142,33 +170,35 @@ static const char *open_books(const char *path, uint64_t limit)
     return NULL;
 }
 
-/* A slot for this process (the slots of processes gone given back when none is free),
- * held while it lives by its liveness lock. */
+/* A slot for this process: a free one claimed (its pid -1 until it is filled in: never
+ * dead, never counted), else one of a process gone; held while the process lives by its
+ * liveness lock. (A slot of a process gone still counts in `used` until the next repair,
+ * made once the slot is this process's.) */
 static int claim_slot(void)
 {
     int zombie = 0;
     uint64_t start = books_start_time((int)getpid(), &zombie);
-    if (!lock_books())
-        return -1;
     int at = -1;
-    for (int pass = 0; pass < 2 && at < 0; pass++) {
-        if (pass)
-            repair();
-        for (unsigned i = 0; i < BOOKS_SLOTS && at < 0; i++)
-            if (!books->slot[i].pid)
+    for (int pass = 0; pass < 2 && at < 0; pass++)
+        for (unsigned i = 0; i < BOOKS_SLOTS && at < 0; i++) {
+            int32_t was = __atomic_load_n(&books->slot[i].pid, __ATOMIC_ACQUIRE);
+            if ((pass ? was > 0 && books_slot_dead(books_fd, books, i, my_ns) : !was) &&
+                __atomic_compare_exchange_n(&books->slot[i].pid, &was, -1, 0,
+                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
                 at = (int)i;
-    }
+        }
+    if (at < 0)
+        return -1;
+    struct books_slot *s = &books->slot[at];
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1};
     fl.l_start = BOOKS_LIVE_AT + at;
-    if (at >= 0 && fcntl(books_fd, F_OFD_SETLK, &fl) == 0) {
-        struct books_slot *s = &books->slot[at];
-        memset(s, 0, sizeof *s);
-        s->pidns = my_ns, s->start = start;
-        s->pid = (int32_t)getpid();
-    } else {
-        at = -1;
+    memset(&s->refused, 0, sizeof *s - offsetof(struct books_slot, refused));
+    if (fcntl(books_fd, F_OFD_SETLK, &fl) != 0) {
+        __atomic_store_n(&s->pid, 0, __ATOMIC_RELEASE);
+        return -1;
     }
-    unlock_books();
+    s->pidns = my_ns, s->start = start;
+    __atomic_store_n(&s->pid, (int32_t)getpid(), __ATOMIC_RELEASE);
     return at;
 }
 
@@ -183,6 +213,8 @@ static void join(const char *path, uint64_t limit)
     mine = why ? -1 : claim_slot();
     if (!why && mine < 0)
         why = "has no slot left for this process";
+    if (!why && lock_books()) /* (a slot of a process gone taken: its bytes out of `used`) */
+        repair(), unlock_books();
     if (why)
         shimgen_say("shimgen: %s=%s %s; no shared memory budget\n", SHIMGEN_ENV_BUDGET_FILE,
                     path, why);
@@ -267,31 +299,63 @@ static __attribute__((noinline)) void refused(int d, uint64_t size)
     books->slot[mine].refused++;
 }
 
-int shimgen_budget_take(int column, uint64_t size, int last)
+/* `size` bytes of device `d` to this process's slot (the lock held, the budget checked). */
+static inline __attribute__((always_inline)) void account(struct books *b, int d,
+                                                         uint64_t size)
 {
-    if (!__atomic_load_n(&shimgen_budget_on, __ATOMIC_ACQUIRE))
-        return 1;
+    struct books_slot *s = &b->slot[mine];
+    struct books_device *dv = &b->device[d];
+    uint64_t had = s->bytes[d] += size, used = dv->used += size;
+    s->peak[d] = had > s->peak[d] ? had : s->peak[d];
+    dv->peak = used > dv->peak ? used : dv->peak;
+}
+
+/* The budget short (the lock held): the processes gone give back first; then taken, or
+ * refused. */
+static __attribute__((noinline)) int take_short(int d, uint64_t size, int last)
+{
+    repair();
+    int ok = fits(&books->device[d], books->limit, size);
+    if (ok)
+        account(books, d, size);
+    else if (last)
+        refused(d, size);
+    unlock_books();
+    return ok;
+}
+
+/* The device not looked up yet, or the lock held by another. */
+static __attribute__((noinline)) int take_slow(int column, uint64_t size, int last)
+{
     int d = device_of(column);
     if (d < 0 || !lock_books())
         return 1; /* (a device past the books', or a signal handler's: not followed) */
-    struct books_device *dv = &books->device[d];
-    uint64_t limit = books->limit;
-    int ok = fits(dv, limit, size);
-    if (!ok) { /* the processes gone give back first */
-        repair();
-        ok = fits(dv, limit, size);
-    }
-    if (ok) {
-        struct books_slot *s = &books->slot[mine];
-        uint64_t had = s->bytes[d] += size;
-        s->peak[d] = had > s->peak[d] ? had : s->peak[d];
-        dv->used += size;
-        dv->peak = dv->used > dv->peak ? dv->used : dv->peak;
-    } else if (last) {
-        refused(d, size);
-    }
+    if (!fits(&books->device[d], books->limit, size))
+        return take_short(d, size, last);
+    account(books, d, size);
     unlock_books();
-    return ok;
+    return 1;
+}
+
+/* (the common path: no calls but tail calls, so no registers to save) */
+int shimgen_budget_take(int column, uint64_t size, int last)
+{
+    int d = (unsigned)column < COLS ? __atomic_load_n(&dev_of[column], __ATOMIC_RELAXED) - 1
+                                    : -1;
+    struct books *b = books;
+    uint64_t me = BOOKS_HOLDER(mine, __builtin_thread_pointer()), was = 0;
+    if (__builtin_expect(d < 0 || !__atomic_compare_exchange_n(&b->lock, &was, me, 0,
+                                                               __ATOMIC_ACQUIRE,
+                                                               __ATOMIC_RELAXED), 0))
+        return take_slow(column, size, last);
+    __atomic_store_n(&b->seq, b->seq + 1, __ATOMIC_RELAXED); /* (odd) */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    if (__builtin_expect(!fits(&b->device[d], b->limit, size), 0))
+        return take_short(d, size, last);
+    account(b, d, size);
+    __atomic_store_n(&b->seq, b->seq + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&b->lock, 0, __ATOMIC_RELEASE);
+    return 1;
 }
 
 void shimgen_budget_give(int column, uint64_t size)

@@ -19,7 +19,7 @@ void shimgen_budget_config(uint64_t limit);
 void shimgen_budget_after_fork(void);
 /* Bytes of a device (a ledger column: its ordinal) taken from the budget: 1, or 0 when the
  * device's budget has not that much left once the slots of processes gone are given back
- * (a refusal, recorded when `last`). */
+ * (a refusal, recorded when `last`). Only while shimgen_budget_on. */
 int shimgen_budget_take(int column, uint64_t size, int last);
 void shimgen_budget_give(int column, uint64_t size);
 

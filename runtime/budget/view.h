@@ -8,17 +8,18 @@
  * The books are one file, mapped shared by every process of the budget: a header, one
  * entry per device (keyed by its UUID, cuDeviceGetUuid's; "ordinal" and the ordinal when the
  * driver has no UUID to give), and one slot per process (its pid, its pid namespace, its
- * start time, the bytes it holds per device and their peak). Updates are made under the
- * robust mutex `lock`; `seq` is odd while one is under way, so a reader without the lock
- * (this view) reads again until it is even. A slot's process holds an OFD lock on the byte
- * BOOKS_LIVE_AT + its index of the file while it lives (the kernel drops it when the
- * process's files close, however it dies).
+ * start time, the bytes it holds per device and their peak). Updates are made under
+ * `lock`, a word naming the slot and the thread that hold it; a process that dies holding
+ * it is found dead by the others (books_slot_dead), who take the lock over; `seq` is odd
+ * while an update is under way, so a reader without the lock (this view) reads again until
+ * it is even. A slot's process holds an OFD lock on the byte BOOKS_LIVE_AT + its index of
+ * the file while it lives (the kernel drops it when the process's files close, however it
+ * dies). A slot's pid is -1 while a process claims it (never dead then).
  */
 #ifndef SHIMGEN_BUDGET_VIEW_H
 #define SHIMGEN_BUDGET_VIEW_H
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,10 @@
 #define BOOKS_SLOTS 256
 #define BOOKS_REFUSALS 64          /* the last refusals kept, a ring */
 #define BOOKS_LIVE_AT (1ll << 40) /* where the slots' liveness locks are, past the data */
+
+/* The lock's word while the thread of thread pointer `tp` of slot `i`'s process holds it. */
+#define BOOKS_HOLDER(i, tp) ((uint64_t)((i) + 1) << 48 | ((uint64_t)(tp) & ((1ull << 48) - 1)))
+#define BOOKS_HOLDER_SLOT(word) ((int)((word) >> 48) - 1)
 
 struct books_device {
     uint8_t key[16]; /* the UUID */
@@ -62,7 +67,7 @@ struct books {
     uint64_t seq;            /* odd while an update is under way */
     uint64_t refused;        /* refusals in all; the last BOOKS_REFUSALS in `refusals` */
     union {
-        pthread_mutex_t lock; /* robust, process-shared, error-checking */
+        uint64_t lock; /* 0, or its holder: BOOKS_HOLDER (budget.c) */
         char pad[64];
     };
     struct books_device device[BOOKS_DEVICES];
@@ -110,7 +115,7 @@ static inline int books_slot_dead(int fd, const struct books *b, unsigned i, uin
     const struct books_slot *s = &b->slot[i];
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
                        .l_start = BOOKS_LIVE_AT + i, .l_len = 1};
-    if (!s->pid || fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type != F_UNLCK)
+    if (s->pid <= 0 || fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type != F_UNLCK)
         return 0;
     if (!my_ns || s->pidns != my_ns)
         return 1;
@@ -166,7 +171,7 @@ static inline int shimgen_budget_read(const char *path, struct shimgen_budget_vi
             v->ndevices += b->device[d].in_use != 0;
         }
         for (unsigned i = 0; i < BOOKS_SLOTS; i++) {
-            if (!b->slot[i].pid || books_slot_dead(fd, b, i, ns))
+            if (b->slot[i].pid <= 0 || books_slot_dead(fd, b, i, ns))
                 continue;
             v->proc[v->nprocs].pid = b->slot[i].pid;
             for (unsigned d = 0; d < BOOKS_DEVICES; d++) {

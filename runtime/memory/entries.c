@@ -195,6 +195,19 @@ static int insert(unsigned tag, uint64_t key, uint64_t size, unsigned column, un
     return 1;
 }
 
+/* A reservation of the shared budget alone: what the driver did not take of it given back
+ * (the reservation is at least the size: shimgen_ledger_grow), the entry counted as without
+ * a limit. (An entry the table cannot take keeps its bytes in the budget: it is not
+ * followed, and its free is never seen.) */
+shimgen_CUresult shimgen_ledger_settle_shared(int column, uint64_t meta, uint64_t size,
+                                              uint64_t key, uint64_t reserved)
+{
+    uint64_t back = META_TAG(meta) ? reserved - size : reserved;
+    if (back)
+        shimgen_budget_give(column, back);
+    return META_TAG(meta) ? shimgen_ledger_add(column, meta, size, key) : SHIMGEN_CUDA_SUCCESS;
+}
+
 /* The general case: a reservation traded or given back (`meta`'s tag 0), the lock waited
  * for, the table to map or full, a column not followed, a signal handler inside this
  * thread's section. A reservation traded: the column's peak is at least what it held with
@@ -204,6 +217,8 @@ shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size,
                                        const uint64_t *reserved)
 {
     unsigned tag = META_TAG(meta), route = META_ROUTE(meta);
+    if (reserved && reserved[1] == LEDGER_BUDGET_ONLY)
+        return shimgen_ledger_settle_shared(column, meta, size, key, reserved[0]);
     if (!lock_ledger()) { /* (a reservation is never made in here) */
         if (tag)
             __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED);

@@ -53,6 +53,7 @@ static struct tf_header *hdr;   /* where they are kept too; NULL: no trace file 
 static pid_t hdr_pid;
 static int configured;  /* shimgen_ledger_config ran: the driver's load began */
 uint64_t shimgen_ledger_limit;
+int shimgen_ledger_budget_only;
 static uint64_t own_limit; /* SHIMGEN_LIMIT_MEMORY's (the header's); the above is the most
                             * a size can be when only a shared budget limits */
 
@@ -142,9 +143,14 @@ int shimgen_ledger_reserve(int column, uint64_t size, uint64_t reserved[2], int 
         return 1;
     int shared = __atomic_load_n(&shimgen_budget_on, __ATOMIC_RELAXED);
     if (shared && !shimgen_budget_take(column, size, last)) { /* (the budget's first) */
-        if (last && lock_ledger())
-            num->refused++, unlock_ledger();
+        if (last)
+            __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);
         return 0;
+    }
+    if (shared && !own_limit) { /* (a grow's: the budget alone) */
+        reserved[0] = size;
+        reserved[1] = LEDGER_BUDGET_ONLY;
+        return 1;
     }
     if (!lock_ledger()) {
         if (shared)
@@ -164,6 +170,20 @@ int shimgen_ledger_reserve(int column, uint64_t size, uint64_t reserved[2], int 
     if (!fits && shared)
         shimgen_budget_give(column, size);
     return fits;
+}
+
+int shimgen_ledger_reserve_shared(int column, uint64_t size, uint64_t reserved[2])
+{
+    reserved[0] = reserved[1] = 0;
+    if (column < 0 || column == SHIMGEN_MEM_HOST_COLUMN)
+        return 1;
+    if (!shimgen_budget_take(column, size, 1)) {
+        __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    reserved[0] = size;
+    reserved[1] = LEDGER_BUDGET_ONLY;
+    return 1;
 }
 
 int shimgen_ledger_grow(int column, uint64_t reserved[2], uint64_t size)
@@ -257,5 +277,6 @@ void shimgen_ledger_config(void)
     shimgen_budget_config(size_of(SHIMGEN_ENV_LIMIT_JOB_MEMORY));
     shimgen_ledger_limit = own_limit;
     if (!own_limit && __atomic_load_n(&shimgen_budget_on, __ATOMIC_RELAXED))
-        shimgen_ledger_limit = SHIMGEN_SIZE_MAX; /* (reservations made: the budget's) */
+        shimgen_ledger_limit = SHIMGEN_SIZE_MAX, /* (reservations made: the budget's) */
+            shimgen_ledger_budget_only = 1;
 }

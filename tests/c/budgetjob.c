@@ -7,7 +7,10 @@
  *   line        waits for a line on stdin
  *   job:R:M:S   R random steps (seed S): an allocation of 1 to M bytes (kept while fewer
  *               than 16 are), or a free of one kept; "job refused N kept K" printed. What
- *               is kept at the end is left to the driver (the process ends holding it). */
+ *               is kept at the end is left to the driver (the process ends holding it).
+ *   churn:N:SIZE N times an allocation of SIZE bytes and its free (what the budget costs:
+ *               docs/performance.md, "The shared memory budget"); allocs:N:SIZE the
+ *               allocations alone (none freed) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -74,6 +77,15 @@ int main(int argc, char **argv)
             char buf[64];
             if (!fgets(buf, sizeof buf, stdin))
                 return 3;
+        } else if (!strncmp(a, "churn:", 6) || !strncmp(a, "allocs:", 7)) {
+            char *e;
+            long n = strtol(strchr(a, ':') + 1, &e, 10);
+            size_t size = (size_t)strtoull(e + 1, NULL, 10);
+            for (long k = 0; k < n; k++) {
+                u64 p = 0;
+                if (alloc_fn(&p, size) == 0 && a[0] == 'c')
+                    free_fn(p);
+            }
         } else if (!strncmp(a, "job:", 4)) {
             char *e;
             int rounds = (int)strtol(a + 4, &e, 10);

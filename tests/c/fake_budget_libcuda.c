@@ -10,9 +10,8 @@
  * One device, of UUID FAKE_BUDGET_UUID's 16 bytes (default "fake-budget-dev0"), or none
  * (cuDeviceGetUuid fails) when FAKE_BUDGET_NO_UUID is set. With FAKE_BUDGET_DIE_LOCKED set,
  * the Nth allocation (its value, from 1) takes the shim's books' lock (SHIMGEN_BUDGET_FILE,
- * runtime/budget/view.h), leaves an update half-done (a device's `used` past any limit, the
- * sequence odd) and kills its own process with SIGKILL: a process that dies holding the
- * lock. Built with SONAME libcuda.so.1. */
+ * runtime/budget/view.h), leaves an update half-done (a device's `used` at 0, the sequence
+ * odd) and kills its own process with SIGKILL: a process that dies holding the lock. Built with SONAME libcuda.so.1. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -106,14 +105,22 @@ static int open_books(void)
     return me >= 0;
 }
 
-/* The shim's books' lock taken, an update left half-done, and this process killed. */
+/* The shim's books' lock taken as this process's (its slot's), an update left half-done (a
+ * device's `used` at 0, the sequence odd), and this process killed. */
 static void die_locked(void)
 {
     int fd = open(getenv("SHIMGEN_BUDGET_FILE"), O_RDWR);
     struct books *b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    pthread_mutex_lock(&b->lock);
+    unsigned i = 0;
+    while (i < BOOKS_SLOTS && b->slot[i].pid != getpid())
+        i++;
+    uint64_t free_word = 0;
+    while (!__atomic_compare_exchange_n(&b->lock, &free_word,
+                                        BOOKS_HOLDER(i, __builtin_thread_pointer()), 0,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        free_word = 0;
     b->seq |= 1;
-    b->device[0].used += 1ull << 50;
+    b->device[0].used = 0;
     kill(getpid(), SIGKILL);
 }
 

@@ -175,14 +175,21 @@ def _state(pid: int) -> str:
 
 def test_a_process_killed_holding_the_lock_blocks_nobody(probes, fake, budget_shim,
                                                         tmp_path):
-    """A process dies by SIGKILL holding the books' lock, its update half-done (a device's
-    `used` past any budget): the next process takes the lock, the books are made whole
-    (A's 500000 bytes back), and a job of 8 after it still never passes the budget."""
+    """While B holds 600000 bytes of 1 MiB, A dies by SIGKILL holding the books' lock, its
+    update half-done (the device's `used` at 0): the next process takes the lock over, the
+    books are made whole (A's 500000 back, B's still counted: 600000 more refused, 400000
+    not), and a job of 8 after it still never passes the budget."""
     job = Job(probes, fake, budget_shim, tmp_path / "lock")
-    p = subprocess.run([job.prog, "alloc:500000", "alloc:100"], timeout=60, capture_output=True,
+    b = holding(job, 600000)
+    p = subprocess.run([job.prog, "alloc:300000", "alloc:100"], timeout=60, capture_output=True,
                        env={**job.env, "FAKE_BUDGET_DIE_LOCKED": "2"}, text=True)
-    assert p.returncode == -signal.SIGKILL and p.stdout == "alloc:500000 rc 0\n", p.stdout
-    assert job.run("alloc:1000000") == "alloc:1000000 rc 0\nbudgetjob rc 0\n"
+    assert p.returncode == -signal.SIGKILL and p.stdout == "alloc:300000 rc 0\n", p.stdout
+    out = subprocess.run([job.prog, "alloc:600000", "alloc:400000"], env=job.env, timeout=20,
+                         capture_output=True, text=True).stdout
+    assert out == "alloc:600000 rc 2\nalloc:400000 rc 0\nbudgetjob rc 0\n", out
+    assert job.fake()[0]["over"] == 0
+    b.kill()
+    b.wait()
     check_stress(job, stress(job, 8, 2000, 0, 2))
 
 
@@ -202,6 +209,22 @@ def test_two_runs_share_a_budget_and_devices_are_keyed_by_uuid(probes, fake, bud
     assert keys[1] == "GPU-" + "-".join(other.encode().hex()[a:b] for a, b in
                                        ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
     assert keys[2] == "ordinal 0" and len(keys) == 3
+
+
+def test_a_limit_of_its_own_and_the_budget_together(probes, fake, budget_shim, tmp_path):
+    """--limit memory and job-memory together: A (600000 of its own, 1 MiB together) holds
+    500000; 200000 more are past its own limit, refused, and given back to the budget, so B
+    takes 500000; then 100000 more of A's are past the budget."""
+    job = Job(probes, fake, budget_shim, tmp_path / "both", SHIMGEN_LIMIT_MEMORY="600000")
+    a = job.start("alloc:500000", "alloc:200000", "line", "alloc:100000")
+    assert a.stdout.readline() == "alloc:500000 rc 0\n"
+    assert a.stdout.readline() == "alloc:200000 rc 2\n"
+    b = holding(job, 500000)
+    out, _ = a.communicate("\n", timeout=60)
+    assert out == "alloc:100000 rc 2\nbudgetjob rc 0\n", out
+    b.kill()
+    b.wait()
+    assert job.fake()[0]["over"] == 0
 
 
 def test_the_view_shows_the_live_processes(probes, fake, budget_shim, tmp_path):
