@@ -4693,8 +4693,8 @@ MUTATIONS = [
     {
         "name": "budget-dead-slot-kept",
         "file": "runtime/budget/budget.c",
-        "old": "        if ((int)i != mine && s->pid && books_slot_dead(books_fd, books, i, my_ns))\n",
-        "new": "        if ((int)i != mine && s->pid && 0 && books_slot_dead(books_fd, books, i, my_ns))\n",
+        "old": "        if ((int)i != mine && s->pid > 0 && books_slot_dead(books_fd, books, i, my_ns)) {\n",
+        "new": "        if ((int)i != mine && s->pid > 0 && 0 && books_slot_dead(books_fd, books, i, my_ns)) {\n",
         "tests": ["tests/run/test_budget.py::test_a_process_killed_holding_memory_gives_it_back"],
         "why": "a process killed holding memory gives it back to the next process short of it",
     },

@@ -175,17 +175,18 @@ def _state(pid: int) -> str:
 
 def test_a_process_killed_holding_the_lock_blocks_nobody(probes, fake, budget_shim,
                                                         tmp_path):
-    """While B holds 600000 bytes of 1 MiB, A dies by SIGKILL holding the books' lock, its
-    update half-done (the device's `used` at 0): the next process takes the lock over, the
-    books are made whole (A's 500000 back, B's still counted: 600000 more refused, 400000
-    not), and a job of 8 after it still never passes the budget."""
+    """While B holds 600000 bytes of 1 MiB and C is under way, A dies by SIGKILL holding the
+    books' lock, its update half-done (the device's `used` at 0): C's next allocation takes
+    the lock over and the books are made whole (A's 300000 back, B's still counted: 600000
+    more refused, 400000 not), and a job of 8 after it still never passes the budget."""
     job = Job(probes, fake, budget_shim, tmp_path / "lock")
     b = holding(job, 600000)
+    c = job.start("alloc:1", "line", "alloc:600000", "alloc:400000")
+    assert c.stdout.readline() == "alloc:1 rc 0\n"
     p = subprocess.run([job.prog, "alloc:300000", "alloc:100"], timeout=60, capture_output=True,
                        env={**job.env, "FAKE_BUDGET_DIE_LOCKED": "2"}, text=True)
     assert p.returncode == -signal.SIGKILL and p.stdout == "alloc:300000 rc 0\n", p.stdout
-    out = subprocess.run([job.prog, "alloc:600000", "alloc:400000"], env=job.env, timeout=20,
-                         capture_output=True, text=True).stdout
+    out, _ = c.communicate("\n", timeout=20)
     assert out == "alloc:600000 rc 2\nalloc:400000 rc 0\nbudgetjob rc 0\n", out
     assert job.fake()[0]["over"] == 0
     b.kill()
