@@ -4765,10 +4765,18 @@ MUTATIONS = [
     {
         "name": "budget-view-counts-the-dead",
         "file": "runtime/budget/view.h",
-        "old": "            if (!b->slot[i].pid || books_slot_dead(fd, b, i, ns))\n",
-        "new": "            if (!b->slot[i].pid || (books_slot_dead(fd, b, i, ns) && 0))\n",
+        "old": "            if (b->slot[i].pid <= 0 || books_slot_dead(fd, b, i, ns))\n",
+        "new": "            if (b->slot[i].pid <= 0 || (books_slot_dead(fd, b, i, ns) && 0))\n",
         "tests": ["tests/run/test_budget.py::test_the_view_shows_the_live_processes"],
         "why": "the read-only view shows live processes alone, their bytes summed",
+    },
+    {
+        "name": "budget-forked-child-in-the-parents-slot",
+        "file": "runtime/load/fork.c",
+        "old": "    shimgen_budget_after_fork();\n",
+        "new": "",
+        "tests": ["tests/run/test_budget.py::test_a_forked_child_has_a_slot_of_its_own"],
+        "why": "a forked child's allocations are its own slot's, so that its death gives back its own",
     },
     {
         "name": "budget-group-other-size-taken",

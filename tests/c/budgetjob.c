@@ -5,6 +5,7 @@
  *   free        the last allocation kept given back
  *   hold        "holding" printed, then waits to be killed
  *   line        waits for a line on stdin
+ *   fork        the child runs the rest ("child PID" printed first); the parent waits and ends
  *   job:R:M:S   R random steps (seed S): an allocation of 1 to M bytes (kept while fewer
  *               than 16 are), or a free of one kept; "job refused N kept K" printed. What
  *               is kept at the end is left to the driver (the process ends holding it).
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef int (*fn_t)();
@@ -73,6 +75,14 @@ int main(int argc, char **argv)
             printf("holding\n");
             for (;;)
                 pause();
+        } else if (!strcmp(a, "fork")) {
+            pid_t child = fork();
+            if (child > 0) {
+                int status = 0;
+                waitpid(child, &status, 0);
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 4;
+            }
+            printf("child %d\n", (int)getpid());
         } else if (!strcmp(a, "line")) {
             char buf[64];
             if (!fgets(buf, sizeof buf, stdin))

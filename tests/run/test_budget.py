@@ -228,6 +228,19 @@ def test_a_limit_of_its_own_and_the_budget_together(probes, fake, budget_shim, t
     assert job.fake()[0]["over"] == 0
 
 
+def test_a_forked_child_has_a_slot_of_its_own(probes, fake, budget_shim, tmp_path):
+    """A process holding 600000 bytes of 1 MiB forks: the child's allocations are its own
+    slot's (600000 more refused, 400000 taken), and the parent's are still counted."""
+    job = Job(probes, fake, budget_shim, tmp_path / "fork")
+    out = job.run("alloc:600000", "fork", "alloc:600000", "alloc:400000")
+    lines = out.splitlines()
+    assert lines[1].startswith("child ") and lines[2:] == [
+        "alloc:600000 rc 2", "alloc:400000 rc 0", "budgetjob rc 0"], out
+    child = int(lines[1].split()[1])
+    parts = {s.pid: s.bytes.get(0, 0) for s in job.shim_books().slots}
+    assert parts[child] == 400000 and sorted(parts.values()) == [400000, 600000], parts
+
+
 def test_the_view_shows_the_live_processes(probes, fake, budget_shim, tmp_path):
     """view.h's read-only view: the limit, the device's use summed over the live processes
     alone, each one's bytes; a process killed leaves it at once."""
