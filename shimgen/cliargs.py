@@ -70,9 +70,13 @@ RUN_OPTIONS = (
            "PATTERN=RESULT[,KEY=VALUE...], e.g. cuMemAlloc_v2=CUDA_ERROR_OUT_OF_MEMORY,nth=3 "
            "(repeatable; docs/inject.md)", metavar="RULE", repeat=True),
     Option(("--limit",), "limit", "limit what the command may take: memory=SIZE, device "
-           "memory per process and device (200MiB, 2GiB); allocations past it fail with "
-           "CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo answers with it (docs/memory.md)",
-           metavar="memory=SIZE", repeat=True),
+           "memory per process and device (200MiB, 2GiB); job-memory=SIZE, device memory per "
+           "device of all the command's processes together; allocations past either fail "
+           "with CUDA_ERROR_OUT_OF_MEMORY (docs/memory.md)",
+           metavar="memory=SIZE|job-memory=SIZE", repeat=True),
+    Option(("--limit-group",), "limit_group", "share --limit job-memory's budget with the "
+           "other runs of group NAME on this machine (a name, or a directory's path; default "
+           "$SHIMGEN_LIMIT_GROUP); the group's first run fixes its size", metavar="NAME|DIR"),
     Option(("--calls-ring",), "calls_ring", "with --trace calls: the last N calls each "
            f"thread keeps (default {CALLS_RING_DEFAULT})", metavar="N"),
     Option(("--hook",), "hook", "a user hook file compiled into the shim (repeatable; the "

@@ -23,6 +23,8 @@ ENV = {
     "INJECT": "SHIMGEN_INJECT",
     "RUN_DIR": "SHIMGEN_RUN_DIR",
     "LIMIT_MEMORY": "SHIMGEN_LIMIT_MEMORY",
+    "LIMIT_JOB_MEMORY": "SHIMGEN_LIMIT_JOB_MEMORY",
+    "BUDGET_FILE": "SHIMGEN_BUDGET_FILE",
 }
 
 # SHIMGEN_GATE_METHOD's values, by the number the shim's configuration keeps (facts.h:
@@ -40,7 +42,15 @@ SIZE_UNITS = "KMGT"
 SIZE_MAX = (1 << 64) - 1
 SIZE_HINT = "is not a size (200MiB, 2GiB, or bytes)"
 # What `shimgen run --limit` limits: KEY=SIZE, each key's variable of the shim.
-LIMITS = {"memory": "LIMIT_MEMORY"}
+LIMITS = {"memory": "LIMIT_MEMORY", "job-memory": "LIMIT_JOB_MEMORY"}
+# A shared memory budget (docs/memory.md, "One budget for many processes"): `shimgen run
+# --limit-group`'s variable (the command's, not the shim's), the books' file in the run
+# directory or the group's directory, the group directory's file that fixes its size, and
+# where a group named by a bare name lives (under $XDG_RUNTIME_DIR, else /tmp/shimgen-UID).
+LIMIT_GROUP = "SHIMGEN_LIMIT_GROUP"
+BUDGET_BOOKS = "budget.books"
+BUDGET_SIZE = "budget.size"
+GROUPS_DIR = "shimgen/groups"
 
 # The `shimgen` command's own variable (not the shim's): a traceback for an internal error.
 DEBUG = "SHIMGEN_DEBUG"

@@ -120,6 +120,7 @@ SLOW = frozenset({
     'tests/run/test_inflight.py::test_stall_is_said_once_when_a_call_lasts_and_again_when_it_ends',  # 3.7 s
     'tests/run/test_inflight.py::test_the_same_race_read_thousands_of_times',  # 22 s
     'tests/run/test_memory_nogpu.py::test_a_limit_the_driver_never_let_act_is_said_as_untried',  # 11 s
+    'tests/run/test_budget.py::test_a_job_of_64_processes_never_takes_the_driver_past_its_budget',  # 16 s
     'tests/run/test_run.py::test_a_terminals_ctrl_c_reaches_the_command_once',  # 4.8 s
     'tests/run/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once',  # 41.0 s
     'tests/run/test_run_cache.py::test_a_damaged_entry_is_rebuilt_never_used[entry-a-symlink]',  # 5.1 s

@@ -13,13 +13,29 @@
  * `undo` gives them back and the allocation is refused). Without a limit, the column is
  * asked after a success (the calling thread's current context is the same) and the ledger
  * told in a tail call. `pre` runs first in both; `bytes` may use the column, `col`. */
+/* The shared budget alone (no limit of the process's own): straight to it, and back. */
+static inline int reserve_first(int col, uint64_t bytes, uint64_t held_back[2])
+{
+    return shimgen_ledger_budget_only ? shimgen_ledger_reserve_shared(col, bytes, held_back)
+               : shimgen_reserve_or_refresh(col, bytes, held_back);
+}
+
+static inline void settle_first(int col, uint64_t meta, uint64_t size, uint64_t key,
+                                uint64_t held_back[2])
+{
+    if (held_back[1] == LEDGER_BUDGET_ONLY)
+        shimgen_ledger_settle_shared(col, meta, size, key, held_back[0]);
+    else
+        shimgen_ledger_settle(col, meta, size, key, held_back);
+}
+
 #define TAKE_HOOK(name, params, args, pre, route, column, bytes, tag, call, ok, key, resize,  \
                   undo)                                                                     \
     static __attribute__((noinline)) shimgen_CUresult limited_##name params                 \
     {                                                                                       \
         uint64_t held_back[2];                                                              \
         int col = (int)(column);                                                            \
-        if (!shimgen_reserve_or_refresh(col, (bytes), held_back))                           \
+        if (!reserve_first(col, (bytes), held_back))                                        \
             return OOM;                                                                     \
         shimgen_CUresult rc = call;                                                         \
         if (rc == SHIMGEN_CUDA_SUCCESS && (ok)) {                                           \
@@ -30,8 +46,7 @@
                 shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);         \
                 return OOM;                                                                 \
             }                                                                               \
-            shimgen_ledger_settle(col, LEDGER_META(route, tag), size, (uint64_t)(key),      \
-                                  held_back);                                               \
+            settle_first(col, LEDGER_META(route, tag), size, (uint64_t)(key), held_back);   \
         } else if (held_back[0]) {                                                          \
             shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);             \
         }                                                                                   \

@@ -33,6 +33,7 @@ from .facts import (
 )
 from .inject import any_injected, injected_rows, injected_section, rules, rules_line
 from .kernels import collectives, kernels_json, kernels_section
+from .budget import budget_json, budget_lines
 from .memory import memory_json, memory_section
 from .model import Group, Merged, sorted_functions
 from .output import csv_value, dump_json, printable, shown
@@ -210,6 +211,7 @@ def source_header(sources: list[Source], labels: str = "") -> list[str]:
         lines += unreadable_lines(s)
         lines += [f"ignored    {shown(line)}" for line in s.ignored]
         lines += rules_line(s)
+        lines += budget_lines(s.run) if s.is_run else []
         lines += notice_lines(s.notices)
     return lines
 
@@ -311,6 +313,7 @@ def source_json(s: Source) -> dict:
         status, sig, error = run_exit(s)
         run = s.run or {}
         start, end = run.get("start"), run.get("end")
+        out.update(budget=budget_json(s.run))
         out.update(command=run_command(s), exit_status=status, signal=sig, error=error,
                    start=start if isinstance(start, str) else None,
                    end=end if isinstance(end, str) else None, ignored=s.ignored)

@@ -23,7 +23,7 @@ import signal
 from pathlib import Path
 
 from ..errors import ShimgenError
-from ..runenv import ENV, NOTICES, TIMELINE, TRACES
+from ..runenv import BUDGET_BOOKS, ENV, NOTICES, TIMELINE, TRACES
 
 # The variables `run` gives the command (read by the shim: runtime/base/config.c; the names are
 # runenv.py's, which facts.h also has).
@@ -40,10 +40,14 @@ ENV_GATES = ENV["GATES"]
 ENV_INJECT = ENV["INJECT"]
 ENV_RUN_DIR = ENV["RUN_DIR"]
 ENV_LIMIT_MEMORY = ENV["LIMIT_MEMORY"]
+ENV_LIMIT_JOB_MEMORY = ENV["LIMIT_JOB_MEMORY"]
+ENV_BUDGET_FILE = ENV["BUDGET_FILE"]
 # Inherited, they would send this run's record elsewhere or make a process think another
 # owns the trace file: never passed on. SHIMGEN_INJECT: only --inject's rules, which the
-# run checks and records; SHIMGEN_LIMIT_MEMORY: only --limit's, likewise.
-ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT, ENV_LIMIT_MEMORY)
+# run checks and records; SHIMGEN_LIMIT_MEMORY: only --limit's, likewise, and the shared
+# budget's two (run/group.py) only this run's.
+ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT, ENV_LIMIT_MEMORY,
+               ENV_LIMIT_JOB_MEMORY, ENV_BUDGET_FILE)
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # si_code of a signal sent by a process (kill, sigqueue, tgkill). A terminal's Ctrl-C or
@@ -219,6 +223,10 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         from .limits import limit_environment
 
         env.update(limit_environment(opts.limits))
+    if getattr(opts, "budget_books", None):  # a group's (run/group.py)
+        env[ENV_BUDGET_FILE] = opts.budget_books
+    elif "job-memory" in opts.limits:  # the run's own
+        env[ENV_BUDGET_FILE] = os.path.join(os.path.abspath(run_dir), BUDGET_BOOKS)
     if getattr(opts, "calls_ring", None):
         env[ENV["CALLS_RING"]] = opts.calls_ring
     return env

@@ -23,11 +23,13 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import Interrupted, ShimgenError, UsageError, say
-from ..runenv import RUN_JSON
+from ..runenv import LIMIT_GROUP, RUN_JSON
 from .child import (
+    ENV_BUDGET_FILE,
     ENV_DRIVER,
     ENV_GATES,
     ENV_INJECT,
+    ENV_LIMIT_JOB_MEMORY,
     ENV_LIMIT_MEMORY,
     ENV_NOTICE_FILE,
     ENV_PRELOAD,
@@ -191,11 +193,14 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
                  "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
         "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
         "inject": opts.inject, "limit": opts.limits,
+        "budget": {"books": env[ENV_BUDGET_FILE], "group": opts.limit_group}
+        if ENV_BUDGET_FILE in env else None,
         "hooks": [str(Path(h).absolute()) for h in opts.hooks],
         "shimgen_version": __version__, "host": host_name(),
         "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_QEMU_SET, ENV_TRACE, ENV_TRACE_DIR,
                                             ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
-                                            ENV_GATES, ENV_INJECT, ENV_LIMIT_MEMORY)
+                                            ENV_GATES, ENV_INJECT, ENV_LIMIT_MEMORY,
+                                            ENV_LIMIT_JOB_MEMORY, ENV_BUDGET_FILE)
                         if k in env},
         "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
     }
@@ -327,6 +332,11 @@ def command(args) -> int:
     )
     opts.calls_ring = calls_ring_option(getattr(args, "calls_ring", None))
     opts.force = bool(args.force)
+    opts.limit_group = getattr(args, "limit_group", None) or os.environ.get(LIMIT_GROUP) or None
+    if opts.limit_group:  # the group's budget: its books, its size the run's job-memory
+        from .group import budget
+
+        opts.budget_books, opts.limits["job-memory"] = budget(opts.limits, opts.limit_group)
     try:
         return run(opts)
     except CommandError as e:  # like a shell: 127 not found, 126 cannot be run

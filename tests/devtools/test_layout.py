@@ -228,6 +228,7 @@ def test_the_mutation_check_runs_the_tests_of_the_second_tier(tmp_path):
 RUNTIME = ROOT / "runtime"
 RUNTIME_FACES = {"base": {"base.h"}, "output": {"output.h"}, "tracefile": {"tracefile.h"},
                  "gates": {"gates.h"}, "stats": {"stats.h"}, "memory": {"memory.h"},
+                 "budget": {"budget.h", "view.h"},
                  "kernels": {"kernels.h"}, "hooks": {"hooks.h"}, "load": {"load.h"},
                  "arch": {"entry.h", "cpu.h", "layout.h"}, "nvml": {"nvml.h"}}
 C_SUFFIXES = (".c", ".h", ".S")
