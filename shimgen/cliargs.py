@@ -88,7 +88,6 @@ RUN_OPTIONS = (
 )
 
 
-
 def _columns() -> int:
     """The terminal's width as shutil.get_terminal_size gives it: COLUMNS, else the
     terminal on stdout, else 80."""

@@ -40,7 +40,9 @@ def budget_json(run: dict | None) -> dict | None:
     except ShimgenError as e:
         return {**out, "problem": str(e)}
     keys = [d.key for d in b.devices]
-    dev = (lambda i: keys[i] if i < len(keys) else f"entry {i}")
+
+    def dev(i: int) -> str:
+        return keys[i] if i < len(keys) else f"entry {i}"
     return {**out, "problem": None, "limit_bytes": b.limit, "refused": b.refused,
             "devices": [{"device": d.key, "peak_bytes": d.peak, "used_bytes": d.used}
                         for d in b.devices],

@@ -12,6 +12,7 @@ from itertools import islice
 # csv and io are imported where they are used (and shlex and the table of CUDA facts in
 # facts.py): the plain table of a run with no errors (what `shimgen run` prints) needs none.
 from . import inflight
+from .budget import budget_json, budget_lines
 from .facts import (
     CUT,
     DIED,
@@ -33,7 +34,6 @@ from .facts import (
 )
 from .inject import any_injected, injected_rows, injected_section, rules, rules_line
 from .kernels import collectives, kernels_json, kernels_section
-from .budget import budget_json, budget_lines
 from .memory import memory_json, memory_section
 from .model import Group, Merged, sorted_functions
 from .output import csv_value, dump_json, printable, shown

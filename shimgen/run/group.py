@@ -3,9 +3,9 @@ processes"): `--limit job-memory=SIZE` holds the processes of one run together, 
 its books in the run directory; `--limit-group NAME` (or SHIMGEN_LIMIT_GROUP: run/main.py)
 shares one budget across runs and containers of the machine, its books in the group's
 directory. The group's size is fixed by its first run (runenv.BUDGET_SIZE, made whole or
-not at all); a run that gives another is refused in one line. The group's directory is checked as the runs
-directory is (files/owned.py: the user's own, writable by nobody else), every level of it
-that shimgen makes or relies on."""
+not at all); a run that gives another is refused in one line. The group's directory is
+checked as the runs directory is (files/owned.py: the user's own, writable by nobody
+else), every level of it that shimgen makes or relies on."""
 
 from __future__ import annotations
 

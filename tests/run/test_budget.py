@@ -263,7 +263,7 @@ def test_the_view_shows_the_live_processes(probes, fake, budget_shim, tmp_path):
 def test_the_books_layout_is_the_compilers(probes):
     out = subprocess.run([probes / "budgetview", "layout"], capture_output=True, text=True,
                          check=True).stdout.split()
-    got = dict(zip(out[::2], map(int, out[1::2])))
+    got = dict(zip(out[::2], map(int, out[1::2]), strict=True))
     h = books_py.HEADER.size
     dev, slot = books_py.DEVICE.size, books_py.SLOT.size
     assert got == {"limit": 16, "seq": 24, "refused": 32, "lock": 40, "device": h,

@@ -12,8 +12,10 @@ import json
 import os
 from pathlib import Path
 
+from tests.run import test_run
 from tests.run.test_run import base_env, shimgen_run
-from tests.run.test_run import cache, driver  # noqa: F401 (fixtures)
+
+cache, driver = test_run.cache, test_run.driver  # the fixtures, by their names
 
 
 def _record(run_dir: Path) -> dict:
