@@ -445,8 +445,8 @@ MUTATIONS = [
     {
         "name": "hist-wrong-bucket",
         "file": "runtime/arch/x86_64/timing.S",
-        "old": "        lea     (%rcx,%rdi,TS_HIST_SCALE), %rdx\n",
-        "new": "        lea     1(%rcx,%rdi,TS_HIST_SCALE), %rdx\n",
+        "old": "        lea     (%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx\n",
+        "new": "        lea     1(%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx\n",
         "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
         "why": "a call of 2^b to 2^(b+1) ticks is counted in bucket b",
     },
@@ -1277,7 +1277,7 @@ MUTATIONS = [
     {
         "name": "fine-histogram-not-counted",
         "file": "runtime/arch/x86_64/timing.S",
-        "old": "        incl    TS_FINE+4(%r10,%rcx,8)\n",
+        "old": "        incl    TS_FINE+4(%r10,%rdx,8)\n",
         "new": "        nop\n",
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]",
@@ -1296,14 +1296,45 @@ MUTATIONS = [
     },
     {
         "name": "fine-home-not-the-one-readers-probe",
-        "file": "runtime/arch/x86_64/timing.S",
-        "old": ("        shr     $(TS_FINE_BITS + 32 - TS_FINE_SLOTS_SHIFT), %rcx\n"
-                "        add     %edx, %ecx\n        or      %edx, %esi\n"),
-        "new": ("        shr     $(TS_FINE_BITS + 31 - TS_FINE_SLOTS_SHIFT), %rcx\n"
-                "        add     %edx, %ecx\n        or      %edx, %esi\n"),
+        "file": "runtime/stats/totals.c",
+        "old": "    [i] = (uint64_t)FINE_HOME(i, TS_FINE_SLOTS_SHIFT) << 32",
+        "new": "    [i] = (uint64_t)FINE_HOME(i, TS_FINE_SLOTS_SHIFT - 1) << 32",
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]"],
         "why": "the time path counts a fine key from the home block.h's fine_home gives, where the fold looks",
+    },
+    {
+        "name": "fine-key-of-another-function",
+        "file": "runtime/stats/totals.c",
+        "old": "(uint64_t)((i) + 1) << TS_FINE_BITS,",
+        "new": "(uint64_t)((i) + 2) << TS_FINE_BITS,",
+        "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "_ones[json-time-clusters]"],
+        "why": "the time path's fine key is (i + 1) << TS_FINE_BITS | f, the one the readers look for",
+    },
+    {
+        "name": "aarch64-fine-key-not-the-readers",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        add     w13, w13, w15                       /* the key (f is below its base's bits) */\n",
+        "new": "        add     w13, w13, w15, lsl #1\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_coroutines_end_timed_calls_in_any_order"],
+        "why": "aarch64's time path counts a call under the fine key the fold and the readers look for",
+    },
+    {
+        "name": "aarch64-fine-home-not-the-readers",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        add     x17, x13, x15, lsr #32              /* the key's first slot */\n",
+        "new": "        add     x17, x13, x15, lsr #33\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_coroutines_end_timed_calls_in_any_order"],
+        "why": "aarch64's time path counts a call from the home slot the fold and the readers probe",
+    },
+    {
+        "name": "time-entry-nursery-taken-for-a-block",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        je      .L\\name\\()_first                  /* the nursery: no block yet */\n",
+        "new": "",
+        "tests": ["tests/runtime/test_timing.py::test_time_table_on_stderr"],
+        "why": "a thread's first timed call, with the nursery and no block, takes the C path",
     },
     {
         "name": "shim-percentiles-ignore-fine-buckets",
