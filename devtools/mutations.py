@@ -415,6 +415,22 @@ MUTATIONS = [
         "tests": ["tests/pipeline/test_bad_output.py::test_concurrent_builds_into_one_place"],
         "why": "a build's staging directory is never taken for a stale one while it runs",
     },
+    {
+        "name": "install-fsyncs-one-directory",
+        "file": "shimgen/shim/install.py",
+        "old": "    paths = [os.path.join(dirpath, f) for dirpath, _dirs, files in os.walk(root) for f in files]\n",
+        "new": "    paths = [os.path.join(root, f) for f in os.listdir(root) if os.path.isfile(os.path.join(root, f))]\n",
+        "tests": ["tests/pipeline/test_install_fsync.py::test_every_file_of_the_tree_is_flushed"],
+        "why": "every file of a new build is on disk before it replaces the old one",
+    },
+    {
+        "name": "install-fsync-error-lost",
+        "file": "shimgen/shim/install.py",
+        "old": "        for _ in pool.map(_fsync_file, paths):\n            pass\n",
+        "new": "        pool.map(_fsync_file, paths)\n",
+        "tests": ["tests/pipeline/test_install_fsync.py::test_a_failed_flush_fails_the_install"],
+        "why": "a build that could not be flushed to disk is not installed",
+    },
     # ---- error returns and latency histograms of the time paths (runtime/arch/x86_64/timing.S, stats/totals.c) ----
     {
         "name": "errors-path-skipped",
