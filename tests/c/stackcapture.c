@@ -153,10 +153,13 @@ int main(int argc, char **argv)
         on_coroutine(0);
         return 0;
     }
+    /* the name under the stack pointer is written first, so that the stack's mapping
+     * already reaches it when the thread's stack is found */
+    char *below = !strcmp(mode, "below") ? below_name() : NULL;
     load_named("main.cubin");
     void *m = NULL;
-    if (!strcmp(mode, "below"))
-        load(&m, below_name());
+    if (below)
+        load(&m, below);
     else if (!strcmp(mode, "top"))
         load(&m, (const char *)(top - 8));
     else if (!strcmp(mode, "switched"))
