@@ -415,6 +415,22 @@ MUTATIONS = [
         "tests": ["tests/pipeline/test_bad_output.py::test_concurrent_builds_into_one_place"],
         "why": "a build's staging directory is never taken for a stale one while it runs",
     },
+    {
+        "name": "install-fsyncs-one-directory",
+        "file": "shimgen/shim/install.py",
+        "old": "    paths = [os.path.join(dirpath, f) for dirpath, _dirs, files in os.walk(root) for f in files]\n",
+        "new": "    paths = [os.path.join(root, f) for f in os.listdir(root) if os.path.isfile(os.path.join(root, f))]\n",
+        "tests": ["tests/pipeline/test_install_fsync.py::test_every_file_of_the_tree_is_flushed"],
+        "why": "every file of a new build is on disk before it replaces the old one",
+    },
+    {
+        "name": "install-fsync-error-lost",
+        "file": "shimgen/shim/install.py",
+        "old": "        for _ in pool.map(_fsync_file, paths):\n            pass\n",
+        "new": "        pool.map(_fsync_file, paths)\n",
+        "tests": ["tests/pipeline/test_install_fsync.py::test_a_failed_flush_fails_the_install"],
+        "why": "a build that could not be flushed to disk is not installed",
+    },
     # ---- error returns and latency histograms of the time paths (runtime/arch/x86_64/timing.S, stats/totals.c) ----
     {
         "name": "errors-path-skipped",
@@ -445,8 +461,8 @@ MUTATIONS = [
     {
         "name": "hist-wrong-bucket",
         "file": "runtime/arch/x86_64/timing.S",
-        "old": "        lea     (%rcx,%rdi,TS_HIST_SCALE), %rdx\n",
-        "new": "        lea     1(%rcx,%rdi,TS_HIST_SCALE), %rdx\n",
+        "old": "        lea     (%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx\n",
+        "new": "        lea     1(%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx\n",
         "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
         "why": "a call of 2^b to 2^(b+1) ticks is counted in bucket b",
     },
@@ -1277,7 +1293,7 @@ MUTATIONS = [
     {
         "name": "fine-histogram-not-counted",
         "file": "runtime/arch/x86_64/timing.S",
-        "old": "        incl    TS_FINE+4(%r10,%rcx,8)\n",
+        "old": "        incl    TS_FINE+4(%r10,%rdx,8)\n",
         "new": "        nop\n",
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]",
@@ -1296,14 +1312,45 @@ MUTATIONS = [
     },
     {
         "name": "fine-home-not-the-one-readers-probe",
-        "file": "runtime/arch/x86_64/timing.S",
-        "old": ("        shr     $(TS_FINE_BITS + 32 - TS_FINE_SLOTS_SHIFT), %rcx\n"
-                "        add     %edx, %ecx\n        or      %edx, %esi\n"),
-        "new": ("        shr     $(TS_FINE_BITS + 31 - TS_FINE_SLOTS_SHIFT), %rcx\n"
-                "        add     %edx, %ecx\n        or      %edx, %esi\n"),
+        "file": "runtime/stats/totals.c",
+        "old": "    [i] = (uint64_t)FINE_HOME(i, TS_FINE_SLOTS_SHIFT) << 32",
+        "new": "    [i] = (uint64_t)FINE_HOME(i, TS_FINE_SLOTS_SHIFT - 1) << 32",
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]"],
         "why": "the time path counts a fine key from the home block.h's fine_home gives, where the fold looks",
+    },
+    {
+        "name": "fine-key-of-another-function",
+        "file": "runtime/stats/totals.c",
+        "old": "(uint64_t)((i) + 1) << TS_FINE_BITS,",
+        "new": "(uint64_t)((i) + 2) << TS_FINE_BITS,",
+        "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "_ones[json-time-clusters]"],
+        "why": "the time path's fine key is (i + 1) << TS_FINE_BITS | f, the one the readers look for",
+    },
+    {
+        "name": "aarch64-fine-key-not-the-readers",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        add     w13, w13, w15                       /* the key (f is below its base's bits) */\n",
+        "new": "        add     w13, w13, w15, lsl #1\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_coroutines_end_timed_calls_in_any_order"],
+        "why": "aarch64's time path counts a call under the fine key the fold and the readers look for",
+    },
+    {
+        "name": "aarch64-fine-home-not-the-readers",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        add     x17, x13, x15, lsr #32              /* the key's first slot */\n",
+        "new": "        add     x17, x13, x15, lsr #33\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_coroutines_end_timed_calls_in_any_order"],
+        "why": "aarch64's time path counts a call from the home slot the fold and the readers probe",
+    },
+    {
+        "name": "time-entry-nursery-taken-for-a-block",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        je      .L\\name\\()_first                  /* the nursery: no block yet */\n",
+        "new": "",
+        "tests": ["tests/runtime/test_timing.py::test_time_table_on_stderr"],
+        "why": "a thread's first timed call, with the nursery and no block, takes the C path",
     },
     {
         "name": "shim-percentiles-ignore-fine-buckets",
@@ -4703,6 +4750,55 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_calls_unread.py::"
                   "test_where_the_kernel_refuses_process_vm_readv_a_mapped_page_is_still_read"],
         "why": "under qemu-user or a seccomp filter the captures and structs are still read",
+    },
+    {
+        "name": "saferead-own-stack-never-read-directly",
+        "file": "runtime/base/saferead.c",
+        "old": "    if (on_own_stack((uintptr_t)src, n)) {",
+        "new": "    if (0 && on_own_stack((uintptr_t)src, n)) {",
+        "tests": ["tests/runtime/test_calls_stack.py::test_only_the_threads_own_stack_is_read_directly[main]",
+                  "tests/runtime/test_calls_stack.py::test_only_the_threads_own_stack_is_read_directly[thread]"],
+        "why": "a capture on the calling thread's own stack is read without a system call",
+    },
+    {
+        "name": "saferead-own-stack-below-the-stack-pointer",
+        "file": "runtime/base/saferead.c",
+        "old": "stack_lo && sp < stack_hi && src >= sp && src < stack_hi &&",
+        "new": "stack_lo && sp < stack_hi && src >= stack_lo && src < stack_hi &&",
+        "tests": ["tests/runtime/test_calls_stack.py::test_only_the_threads_own_stack_is_read_directly[below]"],
+        "why": "the direct read is of the live stack only, at or above the stack pointer",
+    },
+    {
+        "name": "saferead-own-stack-past-its-end",
+        "file": "runtime/base/saferead.c",
+        "old": "           n <= stack_hi - src;",
+        "new": "           n <= stack_hi;",
+        "tests": ["tests/runtime/test_calls_stack.py::test_only_the_threads_own_stack_is_read_directly[top]"],
+        "why": "a direct read never runs past the end of the thread's stack",
+    },
+    {
+        "name": "saferead-own-stack-any-mapping-with-a-guard",
+        "file": "runtime/base/saferead.c",
+        "old": "    if (tp && tp > sp && tp < hi && below == lo && was_guard) {",
+        "new": "    if (tp && below == lo && was_guard) {",
+        "tests": ["tests/runtime/test_calls_stack.py::test_only_the_threads_own_stack_is_read_directly[coroutine]"],
+        "why": "a stack of the program's own (a coroutine's) is never taken for the thread's",
+    },
+    {
+        "name": "saferead-own-stack-first-threads-descriptor",
+        "file": "runtime/base/saferead.c",
+        "old": "    uintptr_t tp = gettid() == getpid() ? 0 : (uintptr_t)pthread_self(), end = 0;",
+        "new": "    uintptr_t tp = (uintptr_t)pthread_self(), end = 0;",
+        "tests": ["tests/runtime/test_calls_stack.py::test_only_the_threads_own_stack_is_read_directly[maincoro]"],
+        "why": "the first thread's descriptor, in the loader's memory, never marks a stack",
+    },
+    {
+        "name": "saferead-own-stack-pointer-elsewhere",
+        "file": "runtime/base/saferead.c",
+        "old": "    return st == 2 && sp >= stack_lo && sp < stack_hi &&",
+        "new": "    return st == 2 && sp < stack_hi &&",
+        "tests": ["tests/runtime/test_calls_stack.py::test_only_the_threads_own_stack_is_read_directly[switched]"],
+        "why": "the direct read applies only while the thread runs on the stack it found",
     },
     {
         "name": "attribute-hook-reads-the-answer-of-a-failed-call",

@@ -114,11 +114,14 @@ def words(line: str) -> dict[str, int]:
 
 
 def check_timed(trace: dict, calls: dict[str, int], mode: str, tmp_path: Path) -> None:
-    """Every call counted once and timed, no frame lost; under timeline one event each."""
+    """Every call counted once and timed, no frame lost, each in its function's fine buckets
+    (its key and home slot the ones the fold probes); under timeline one event each."""
     assert trace["calls"] == calls
     assert trace["untimed_calls"] == 0
     assert {k: v["calls"] for k, v in trace["time"].items()} == calls
     assert all(sum(v["hist"]) == v["calls"] for v in trace["time"].values()), trace["time"]
+    assert all(sum(n for _, n in v["fine"]) == v["calls"] for v in trace["time"].values()), \
+        trace["time"]
     if mode == "timeline":
         tl = json.loads((tmp_path / "timeline.json").read_text())
         events = Counter(e["name"] for e in tl["traceEvents"] if e["ph"] == "X")
