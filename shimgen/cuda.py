@@ -378,6 +378,9 @@ MEM_LOCATION_TYPE_DEVICE = 1
 MEMPOOL_ATTRS = (5, 6, 7, 8)
 GRAPH_MEM_ATTRS = (2, 3, 0, 1)
 STREAM_CAPTURE_ACTIVE = 1
+# CUgraphNodeType: a kernel node, a child graph's node, a conditional node (its body runs a
+# number of times the GPU decides) (runtime/kernels/hooks_graphs.c counts a graph's kernels)
+GRAPH_NODE_KERNEL, GRAPH_NODE_GRAPH, GRAPH_NODE_CONDITIONAL = 0, 4, 13
 LAUNCH_CONFIG_STREAM_OFFSET = 32  # CUlaunchConfig's hStream, after its grid, block, shared bytes
 ARRAY_FORMAT_BYTES = {0x01: 1, 0x02: 2, 0x03: 4, 0x08: 1, 0x09: 2, 0x0A: 4, 0x10: 2, 0x20: 4,
                       0xC0: 1, 0xC1: 2, 0xC2: 4, 0xC3: 2, 0xC4: 4, 0xC5: 8, 0xC6: 1, 0xC7: 2,

@@ -156,15 +156,17 @@ def test_calls_report_names_each_launch(probes, fake, kshim, tmp_path):
 
 
 def test_host_functions_by_symbol(probes, fake, kshim, tmp_path):
-    """cuLaunchHostFunc's function named by its symbol; a graph's launch not counted."""
+    """cuLaunchHostFunc's function named by its symbol; a graph the shim never saw
+    instantiated counted as one whose kernel nodes are not known (test_kernels_graphs.py)."""
     got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "host:4:3", "graph:6:2",
                                                         "launch:0:6:1:1:1"])
     assert got["launches"] == {"host": 3, "graph": 2, MY: 1}
     t = one_trace(tmp_path / "t")
     assert sorted((k.name, k.source, k.launches) for k in t.kernels.kernels) == [
-        (MY, "cuModuleGetFunction", 1), ("kern_host_cb", "cuLaunchHostFunc", 3)]
+        (MY, "cuModuleGetFunction", 1), ("graph:?", "cuGraphLaunch", 2),
+        ("kern_host_cb", "cuLaunchHostFunc", 3)]
     streams = {s.stream: (s.launches, s.kernel) for s in t.kernels.streams}
-    assert streams == {4: (3, "kern_host_cb"), 6: (1, MY)}
+    assert streams == {4: (3, "kern_host_cb"), 6: (3, MY)}
 
 
 def long_name(i: int, n: int) -> str:
