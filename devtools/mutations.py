@@ -4054,6 +4054,22 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_kernels_graphs.py::test_report_rows_of_graphs_and_host_functions"],
         "why": "the JSON's kind of each row: kernel, host function or graph, as its slot was named",
     },
+    {
+        "name": "kernels-by-kernel-keeps-the-launch-functions-rows",
+        "file": "shimgen/report/kernels.py",
+        "old": "    functions = {n: m for n, m in g.functions.items() if n not in KERN_LAUNCH_FUNCTIONS}\n",
+        "new": "    functions = dict(g.functions)\n",
+        "tests": ["tests/runtime/test_kernels_graphs.py::test_report_by_kernel"],
+        "why": "--by kernel replaces the launch functions' rows by a row per kernel: none counted twice",
+    },
+    {
+        "name": "kernels-by-kernel-host-time-lost",
+        "file": "shimgen/report/kernels.py",
+        "old": "            m.timed_calls, m.total_ns = o[\"launches\"], o[\"host_ns\"]\n",
+        "new": "            m.timed_calls, m.total_ns = o[\"launches\"], 0.0\n",
+        "tests": ["tests/runtime/test_kernels_graphs.py::test_report_by_kernel"],
+        "why": "--by kernel's row of a kernel has the host time of its launch calls",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

@@ -112,6 +112,12 @@ KERN_HOST_UNKNOWN = "(host function)"
 # KERN_GRAPH_PREFIX then the count in decimal, or "?" (no kernel's name holds a colon).
 KERN_GRAPH_KEY = 0xFFFF << 48
 KERN_GRAPH_PREFIX = "graph:"
+# The functions whose launches the kernels' tables count (shim/hooks.py hooks each): the
+# rows `report --by kernel` splits by kernel.
+KERN_LAUNCH_FUNCTIONS = (
+    "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchCooperativeKernel",
+    "cuLaunchCooperativeKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+    "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz", "cuGraphLaunch", "cuGraphLaunch_ptsz")
 # A collective: a kernel whose name holds this, in any case (NCCL's device kernels,
 # ncclDevKernel_*, ncclKernel_*): the report compares its launches across the ranks of a run.
 KERN_COLLECTIVE = "nccl"

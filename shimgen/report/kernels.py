@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import functools
 
-from ..runenv import KERN_COLLECTIVE, KERN_GRAPH_PREFIX
+from ..errors import ShimgenError
+from ..runenv import KERN_COLLECTIVE, KERN_GRAPH_PREFIX, KERN_LAUNCH_FUNCTIONS
 from ..trace import stream_text
-from .model import Group
+from .model import Group, Merged
 from .output import shown
 
 CUT = 300
@@ -235,3 +236,27 @@ def last_launch_text(p, mangled: bool = False) -> str:
     ago = "" if la.seconds is None else f", launched {la.seconds:.1f} s ago"
     return (f"{stream_text(la.stream)} last ran {kernel_text(la.kernel, mangled, la.cut)} "
             f"(#{la.ordinal}){ago}")
+
+
+def by_kernel(g: Group) -> Group:
+    """`--by kernel`: the group with its launch functions' rows (KERN_LAUNCH_FUNCTIONS)
+    replaced by a row per kernel launched, named as the kernels section names it: its
+    launches and the host time of their launch calls; no percentiles, maximum or errors (a
+    refused launch is counted by function only)."""
+    none = [t.path for t in g.processes if getattr(t, "kernels", None) is None]
+    if none:
+        raise ShimgenError(f"report: --by kernel needs every trace's kernels (a binary trace "
+                           f"of format 7 or later, traced into a directory); {none[0]} has "
+                           "none")
+    functions = {n: m for n, m in g.functions.items() if n not in KERN_LAUNCH_FUNCTIONS}
+    for name, o in (totals(g) or {}).items():
+        if not o["launches"]:
+            continue
+        m = Merged()
+        m.calls = o["launches"]
+        m.errors_known = False
+        if o["timed"]:
+            m.timed_calls, m.total_ns = o["launches"], o["host_ns"]
+        what = " (host function)" if o["kind"] == "host function" else ""
+        functions[f"launches of {kernel_text(name, False, o['cut'])}{what}"] = m
+    return Group(g.key, g.processes, functions, g.procs)

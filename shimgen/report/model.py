@@ -13,7 +13,7 @@ from math import ceil, isfinite
 from ..errors import ShimgenError
 from ..trace import HIST_BUCKETS, NOT_FINISHED, ProcessTrace, tick_segments
 
-BY = ("rank", "pid", "host")  # --by
+BY = ("rank", "pid", "host", "kernel")  # --by
 
 
 # ---- processes: the traces of one process, across exec ----------------------------------
@@ -312,6 +312,10 @@ def groups(processes: list[ProcessTrace], by: str | None) -> list[Group]:
         return [Group("all", processes, functions, procs)]
     if by not in BY:
         raise ShimgenError(f"--by {by}: one of {', '.join(BY)}")
+    if by == "kernel":
+        from .kernels import by_kernel
+
+        return [by_kernel(groups(processes, None)[0])]
     split: dict[str, list[Process]] = {}
     for proc in procs:
         p = proc.last

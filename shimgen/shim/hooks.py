@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ..cuda import FEATURES
 from ..cudaversions import FUNCTION_SINCE
+from ..runenv import KERN_LAUNCH_FUNCTIONS
 from .memroutes import MEMORY_SOURCE, ROUTES, WATCHES
 
 __all__ = ["FEATURES", "HOOKS", "Hook"]
@@ -116,6 +117,8 @@ GRAPH_HOOKS = (
 HOOKS += tuple(Hook(name, GRAPH_SOURCE, f"kernels: {why}", feature,
                     since=FUNCTION_SINCE.get(name, 0), optional=True)
                for name, feature, why in GRAPH_HOOKS)
+assert set(KERN_LAUNCH_FUNCTIONS) <= {h.name for h in HOOKS if h.source in (KERNEL_SOURCE,
+                                                                             GRAPH_SOURCE)}
 
 # Not hooked on purpose (documented in docs/design.md): cuGetExportTable returns tables of
 # private entry points whose layout is not public; it is forwarded untouched.

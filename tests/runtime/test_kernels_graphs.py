@@ -87,3 +87,30 @@ def test_report_rows_of_graphs_and_host_functions(probes, fake, kshim, tmp_path)
                    "kern_host_cb": ("host function", None, 3, []),
                    "graph:3": ("graph", 3, 4, []), "graph:1": ("graph", 1, 2, []),
                    "graph:?": ("graph", None, 1, [])}
+
+
+def test_report_by_kernel(probes, fake, kshim, tmp_path):
+    """--by kernel: the launch functions' rows split by kernel (their launches and the host
+    time of their launch calls), the other functions' rows as they are."""
+    run_ops(probes, fake, kshim, tmp_path / "t", [
+        f"mod:{MY}", "enumf:_Z5otherv", "launch:0:0:2:64:2", "ex:0:3:1:1:3", "ex:1:3:1:1:1",
+        "launch:0:0:0:1:1", "host:4:3", "inst:3:0:0:0", "glaunch:0:5:4"])
+    plain = json.loads(report("--json", tmp_path / "t"))["groups"][0]
+    g = json.loads(report("--json", "--by", "kernel", tmp_path / "t"))["groups"][0]
+    rows = {f["function"]: f for f in g["functions"]}
+    calls = {n: r["calls"] for n, r in rows.items() if n.startswith("launches of ")}
+    assert calls == {"launches of my_kernel(float*, int)": 5, "launches of other()": 1,
+                     "launches of kern_host_cb (host function)": 3,
+                     "launches of a graph of 3 kernel nodes": 4}
+    kernels = {k["name"]: k for k in plain["kernels"]}
+    assert round(rows["launches of my_kernel(float*, int)"]["total_ns"]) == kernels[MY]["host_ns"]
+    assert all(r["errors"] is None and r["p50_ns"] is None for n, r in rows.items()
+               if n.startswith("launches of "))
+    others = {f["function"]: f["calls"] for f in plain["functions"]
+              if not f["function"].startswith(("cuLaunch", "cuGraphLaunch"))}
+    assert {n: r["calls"] for n, r in rows.items() if not n.startswith("launches of ")} == others
+    text = report("--by", "kernel", tmp_path / "t")
+    assert "== the launch functions by kernel ==" in text
+    assert "launches of my_kernel(float*, int)" in text and "cuLaunchKernelEx\n" not in text
+    csv = report("--csv", "--by", "kernel", tmp_path / "t")
+    assert "kernel,all,launches of a graph of 3 kernel nodes,4," in csv
