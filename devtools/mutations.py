@@ -4070,6 +4070,38 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_kernels_graphs.py::test_report_by_kernel"],
         "why": "--by kernel's row of a kernel has the host time of its launch calls",
     },
+    {
+        "name": "kernels-timeline-no-stream-track",
+        "file": "shimgen/report/calls_timeline.py",
+        "old": "        if stream is None:\n            continue\n",
+        "new": "        if stream is None or 1:\n            continue\n",
+        "tests": ["tests/runtime/test_kernels_timeline.py::test_each_launch_on_its_streams_track"],
+        "why": "the timeline puts each launch on its stream's track too",
+    },
+    {
+        "name": "kernels-timeline-config-stream-missed",
+        "file": "shimgen/report/calls_timeline.py",
+        "old": "        if n == \"config\" and isinstance(v, dict) and \"hStream\" in v:\n",
+        "new": "        if 0:\n",
+        "tests": ["tests/runtime/test_kernels_timeline.py::test_each_launch_on_its_streams_track"],
+        "why": "cuLaunchKernelEx's stream is its config's",
+    },
+    {
+        "name": "kernels-timeline-mangled-ignored",
+        "file": "shimgen/report/calls_timeline.py",
+        "old": "    name = (g.handles[NAMED].get(h) or demangle(kernel)) if kernel else g.dec.names[r[1]]\n",
+        "new": "    name = demangle(kernel) if kernel else g.dec.names[r[1]]\n",
+        "tests": ["tests/runtime/test_kernels_timeline.py::test_each_launch_on_its_streams_track"],
+        "why": "the timeline names a launch's kernel as report --calls does: raw with --mangled",
+    },
+    {
+        "name": "kernels-timeline-stream-track-of-every-call",
+        "file": "shimgen/report/calls_timeline.py",
+        "old": "                             **more}), (_stream(args) if g.dec.names[r[1]] in\n                                        KERN_LAUNCH_FUNCTIONS else None)\n",
+        "new": "                             **more}), _stream(args)\n",
+        "tests": ["tests/runtime/test_kernels_timeline.py::test_each_launch_on_its_streams_track"],
+        "why": "a stream's track holds its launches, not every call given the stream",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

@@ -1,0 +1,49 @@
+"""The timeline of a calls run (report/calls_timeline.py) on the kernels' FAKE driver
+(tests/c/fake_kernels_libcuda.c): each launch named after its kernel, demangled unless
+--mangled, on its thread's track and on its stream's, a track per stream after the threads'."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from tests.runtime.test_kernels import MY, fake, kshim, run_ops  # noqa: F401 (the fixtures)
+
+from shimgen.report import calls_timeline
+from shimgen.report.calls import Filters, shown
+
+
+def timeline(traces, mangled: bool = False) -> list[dict]:
+    _, (g,), _ = shown([traces], Filters(mangled=mangled))
+    out = io.StringIO()
+    calls_timeline.timeline_text(g, out)
+    return json.loads(out.getvalue())["traceEvents"]
+
+
+def test_each_launch_on_its_streams_track(probes, fake, kshim, tmp_path):
+    run_ops(probes, fake, kshim, tmp_path / "t", [
+        f"mod:{MY}", "enumf:_Z5otherv", "launch:0:0:2:256:2", "ex:1:7:1:1:1",
+        "coop:0:7:1:1:1", "host:4:1", "inst:3:0:0:0", "glaunch:0:7:1", "sync:7"], mode="calls")
+    events = timeline(tmp_path / "t")
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    tracks = {tid: n for tid, n in names.items() if tid >= calls_timeline.STREAM_TID}
+    assert sorted(tracks.values()) == ["stream#1 (launches)", "stream#2 (launches)",
+                                       "the null stream (launches)"]
+    on = {n: [] for n in tracks.values()}
+    threads = [e for e in events if e["ph"] == "X" and e["tid"] < calls_timeline.STREAM_TID]
+    for e in events:
+        if e["ph"] == "X" and e["tid"] in tracks:
+            on[tracks[e["tid"]]].append((e["name"], e["args"]["call"]["function"]
+                                         if "function" in e["args"]["call"] else None))
+            twin = next(t for t in threads if t["ts"] == e["ts"] and t["name"] == e["name"])
+            assert (twin["tid"], twin["dur"]) == (e["args"]["thread"], e["dur"])
+    assert on == {
+        "the null stream (launches)": [("my_kernel(float*, int)", "cuLaunchKernel")] * 2,
+        "stream#1 (launches)": [("other()", "cuLaunchKernelEx"),
+                                ("my_kernel(float*, int)", "cuLaunchCooperativeKernel"),
+                                ("cuGraphLaunch", None)],
+        "stream#2 (launches)": [("cuLaunchHostFunc", None)]}
+    # (a function that launches nothing has no stream track)
+    assert not any(e["name"] == "cuStreamSynchronize" and e["tid"] in tracks for e in events)
+    raw = timeline(tmp_path / "t", mangled=True)
+    assert sum(e["name"] == MY for e in raw if e["ph"] == "X") == 2 * 3
