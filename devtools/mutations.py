@@ -3847,7 +3847,7 @@ MUTATIONS = [
     {
         "name": "kernels-timeline-launch-unnamed",
         "file": "shimgen/report/calls_timeline.py",
-        "old": "    name = demangle(kernel) if kernel else g.dec.names[r[1]]  # a launch: after its kernel\n",
+        "old": "    name = (g.handles[NAMED].get(h) or demangle(kernel)) if kernel else g.dec.names[r[1]]\n",
         "new": "    name = g.dec.names[r[1]]\n",
         "tests": ["tests/runtime/test_kernels.py::test_calls_report_names_each_launch"],
         "why": "the timeline of a calls run names each launch after its kernel",
