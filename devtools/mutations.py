@@ -4041,8 +4041,8 @@ MUTATIONS = [
     {
         "name": "kernels-report-host-function-not-said",
         "file": "shimgen/report/kernels.py",
-        "old": "        what = \" (host function)\" if o[\"kind\"] == \"host function\" else \"\"\n",
-        "new": "        what = \"\"\n",
+        "old": "    what = \" (host function)\" if o[\"kind\"] == \"host function\" else \"\"\n",
+        "new": "    what = \"\"\n",
         "tests": ["tests/runtime/test_kernels_graphs.py::test_report_rows_of_graphs_and_host_functions"],
         "why": "a host function's row says it is one",
     },

@@ -104,6 +104,12 @@ def kernel_text(name: str | None, mangled: bool = False, cut: bool = False) -> s
                                                                       else "")
 
 
+def row_text(name: str, o: dict, mangled: bool = False) -> str:
+    """A row of totals() as the text names it: a host function said so."""
+    what = " (host function)" if o["kind"] == "host function" else ""
+    return kernel_text(name, mangled, o["cut"]) + what
+
+
 def _shape(t: tuple) -> str:
     return "x".join(map(str, t))
 
@@ -211,9 +217,8 @@ def kernels_section(g: Group, mangled: bool = False) -> list[str]:
         shape = (f"{_shape(shapes[-1][0])} / {_shape(shapes[-1][1])}" if shapes else "-")
         if o["shape_changes"]:
             shape += f" (+{o['shape_changes']})"
-        what = " (host function)" if o["kind"] == "host function" else ""
         lines.append(f"  {o['launches']:>10,}  {host:>10}  {shape:<24} "
-                     f"{kernel_text(name, mangled, o['cut'])}{what}")
+                     f"{row_text(name, o, mangled)}")
     if len(rows) > SHOWN:
         lines.append(f"  ... and {len(rows) - SHOWN} more")
     if graphs := graphs_line(rows):
@@ -257,6 +262,5 @@ def by_kernel(g: Group) -> Group:
         m.errors_known = False
         if o["timed"]:
             m.timed_calls, m.total_ns = o["launches"], o["host_ns"]
-        what = " (host function)" if o["kind"] == "host function" else ""
-        functions[f"launches of {kernel_text(name, False, o['cut'])}{what}"] = m
+        functions[f"launches of {row_text(name, o)}"] = m
     return Group(g.key, g.processes, functions, g.procs)
