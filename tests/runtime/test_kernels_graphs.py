@@ -4,22 +4,32 @@ docs/design.md "Kernels by name and each stream's last launch") on the kernels' 
 route, a child graph's kernel nodes counted in, a conditional node's graph and one the shim
 never saw instantiated not known, an executable graph's handle given again after it was
 destroyed counted as its new graph, a launch into a capture not counted; the report's rows,
-its JSON and the in-flight line of a SIGKILLed process that waits after a graph."""
+its JSON and the in-flight line of a SIGKILLed process that waits after a graph;
+`report --by kernel`."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 
-from tests.runtime.test_kernels import (  # noqa: F401 (the fixtures)
-    MY,
-    fake,
-    kshim,
-    one_trace,
-    report,
-    run_ops,
-)
+import pytest
 
 from shimgen.runenv import KERN_GRAPH_KEY
+from shimgen.trace import inflight
+from tests.runtime.test_kernels import MY, env_for, one_trace, report, run_ops
+from tests.shimcache import fake_driver_shim
+
+
+@pytest.fixture(scope="module")
+def fake(probes):
+    return probes / "libfake_kernels_libcuda.so"
+
+
+@pytest.fixture(scope="module")
+def kshim(fake):
+    return fake_driver_shim(fake)
 
 
 def graphs(t) -> dict[str, tuple[int, int]]:
@@ -56,7 +66,6 @@ def test_graph_launch_asks_the_graphs_reservation(probes, tmp_path):
     """cuGraphLaunch, also the memory ledger's watch of graphs: right after the launch that
     made a graph's memory reserved, the ledger has it (on the ledger's FAKE driver)."""
     from tests.run import test_memory as tm
-    from tests.shimcache import fake_driver_shim
 
     ledger = probes / "libfake_ledger_libcuda.so"
     out, traces = tm.run_ops(probes, ledger, fake_driver_shim(ledger), tmp_path, [
@@ -114,3 +123,26 @@ def test_report_by_kernel(probes, fake, kshim, tmp_path):
     assert "launches of my_kernel(float*, int)" in text and "cuLaunchKernelEx\n" not in text
     csv = report("--csv", "--by", "kernel", tmp_path / "t")
     assert "kernel,all,launches of a graph of 3 kernel nodes,4," in csv
+
+
+def test_sigkilled_process_names_the_graph_its_stream_last_ran(probes, fake, kshim, tmp_path):
+    traces = tmp_path / "t"
+    proc = subprocess.Popen(
+        [probes / "kernlaunch", f"mod:{MY}", "launch:0:3:1:1:2", "inst:3:0:1:0",
+         "glaunch:0:3:5", "sync:3"],
+        env=env_for(fake, kshim, traces, FAKE_KERN_HANG="1"), stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        for _ in range(3000):  # until the file shows the call in progress, then the kill
+            files = list(traces.glob("*.shimtrace"))
+            if files and inflight.read(files[0]).calls:
+                break
+            time.sleep(0.005)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    line = next(ln for ln in report(traces).splitlines() if ln.startswith("in flight"))
+    assert "stream 0x3 last ran a graph of 4 kernel nodes (#7), launched " in line, line
+    last = json.loads(report("--json", traces))["groups"][0]["in_flight"][0]["last_launch"]
+    assert (last["stream"], last["kernel"], last["ordinal"]) == (3, "graph:4", 7)

@@ -7,10 +7,22 @@ from __future__ import annotations
 import io
 import json
 
-from tests.runtime.test_kernels import MY, fake, kshim, run_ops  # noqa: F401 (the fixtures)
+import pytest
 
 from shimgen.report import calls_timeline
 from shimgen.report.calls import Filters, shown
+from tests.runtime.test_kernels import MY, run_ops
+from tests.shimcache import fake_driver_shim
+
+
+@pytest.fixture(scope="module")
+def fake(probes):
+    return probes / "libfake_kernels_libcuda.so"
+
+
+@pytest.fixture(scope="module")
+def kshim(fake):
+    return fake_driver_shim(fake)
 
 
 def timeline(traces, mangled: bool = False) -> list[dict]:
