@@ -4073,8 +4073,8 @@ MUTATIONS = [
     {
         "name": "kernels-timeline-no-stream-track",
         "file": "shimgen/report/calls_timeline.py",
-        "old": "        if stream is None:\n            continue\n",
-        "new": "        if stream is None or 1:\n            continue\n",
+        "old": "        if launch is None or launch[0] is None:\n            continue\n",
+        "new": "        if 1:\n            continue\n",
         "tests": ["tests/runtime/test_kernels_timeline.py::test_each_launch_on_its_streams_track"],
         "why": "the timeline puts each launch on its stream's track too",
     },
@@ -4097,8 +4097,8 @@ MUTATIONS = [
     {
         "name": "kernels-timeline-stream-track-of-every-call",
         "file": "shimgen/report/calls_timeline.py",
-        "old": "                             **more}), (_stream(args) if g.dec.names[r[1]] in\n                                        KERN_LAUNCH_FUNCTIONS else None)\n",
-        "new": "                             **more}), _stream(args)\n",
+        "old": "                             **more}), ((_stream(args), json.dumps(name)) if g.dec.names[r[1]]\n                                        in KERN_LAUNCH_FUNCTIONS else None)\n",
+        "new": "                             **more}), (_stream(args), json.dumps(name))\n",
         "tests": ["tests/runtime/test_kernels_timeline.py::test_each_launch_on_its_streams_track"],
         "why": "a stream's track holds its launches, not every call given the stream",
     },

@@ -9,11 +9,13 @@ An event is a complete event ("X": `ts`, `dur`) of category `libcuda`, as the ti
 mode's; a call that had not returned when the process ended is a begin event ("B") that
 never ends, as Perfetto shows a slice that did not end. `ts` is microseconds on the clock
 of `report --calls` (from the run's earliest trace file), so the processes of one run line
-up. A launch (runenv.KERN_LAUNCH_FUNCTIONS) is named after its kernel and shown twice: on its
-thread's track and on its stream's, a track per stream (`stream#N` as `report --calls`
-numbers it, or the null stream) after the threads' (tid STREAM_TID + its number, past any
-thread id of Linux), its args naming the thread. Its span is the host's launch call, not
-the kernel's run on the GPU."""
+up. A launch (runenv.KERN_LAUNCH_FUNCTIONS) is named after its kernel and shown twice: its
+call on its thread's track, and an instant event ("i") when the call began on its stream's
+track, one per stream (`stream#N` as `report --calls` numbers it, or the null stream) after
+the threads' (tid STREAM_TID + its number, past any thread id of Linux), its args naming the
+thread: the order of a stream's launches, whichever threads made them (a span there would
+be the host's launch call, not the kernel's run on the GPU, and two threads' calls could
+overlap on one track)."""
 
 from __future__ import annotations
 
@@ -41,10 +43,10 @@ def _stream(args: list) -> str | None:
     return None
 
 
-def _event_parts(g, r: tuple) -> tuple[str, str, str | None]:
+def _event_parts(g, r: tuple) -> tuple[str, str, tuple | None]:
     """An event's name, category and phase, its `args`: what a call's raw record alone
-    says (values as the `--json` record has them, addresses as hex text); a launch's
-    stream."""
+    says (values as the `--json` record has them, addresses as hex text); a launch's stream
+    and its event's name."""
     args, outs = g.dec.decode(r, g.handles)
     code, rname = g.dec.result(r)
     h = g.dec.kernel_handle(r)
@@ -57,8 +59,8 @@ def _event_parts(g, r: tuple) -> tuple[str, str, str | None]:
     return head, json.dumps({"args": {n: t if a else v for n, v, t, a in args},
                              "outputs": {n: t if a else v for n, v, t, a in outs},
                              "result": code, "result_name": rname if code is not None else None,
-                             **more}), (_stream(args) if g.dec.names[r[1]] in
-                                        KERN_LAUNCH_FUNCTIONS else None)
+                             **more}), ((_stream(args), json.dumps(name)) if g.dec.names[r[1]]
+                                        in KERN_LAUNCH_FUNCTIONS else None)
 
 
 def _events(g):
@@ -77,12 +79,13 @@ def _events(g):
             "calls_kept": n}})
     base, k = g.base, g.k
     streams: dict[str, int] = {}
-    for _, tid, start, dur, state, (head, args, stream) in g.each(lambda r: _event_parts(g, r)):
+    for _, tid, start, dur, state, (head, args, launch) in g.each(lambda r: _event_parts(g, r)):
         span = f', "dur": {dur * k / 1e3:.3f}' if state == RETURNED else ""
-        at = f'"ts": {(base + start * k) / 1e3:.3f}{span}'
-        yield f'{{{head}, "pid": {pid}, "tid": {tid}, {at}, "args": {args}}}'
-        if stream is None:
+        ts = f'"ts": {(base + start * k) / 1e3:.3f}'
+        yield f'{{{head}, "pid": {pid}, "tid": {tid}, {ts}{span}, "args": {args}}}'
+        if launch is None or launch[0] is None:
             continue
+        stream, name = launch
         s = streams.get(stream)
         if s is None:
             s = streams[stream] = STREAM_TID + len(streams)
@@ -90,8 +93,9 @@ def _events(g):
                               "args": {"name": f"{stream} (launches)"}})
             yield json.dumps({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": s,
                               "args": {"sort_index": s}})
-        yield (f'{{{head}, "pid": {pid}, "tid": {s}, {at}, "args": {{"thread": {tid}, '
-               f'"stream": {json.dumps(stream)}, "call": {args}}}}}')
+        yield (f'{{"name": {name}, "cat": "{CAT}", "ph": "i", "s": "t", "pid": {pid}, '
+               f'"tid": {s}, {ts}, "args": {{"thread": {tid}, "stream": {json.dumps(stream)}, '
+               f'"call": {args}}}}}')
 
 
 def timeline_text(g, out) -> int:
