@@ -86,7 +86,6 @@ static __attribute__((unused)) uint32_t kernel_nodes(void *graph, int depth)
         count = UNKNOWN;
     for (size_t i = 0; i < got && count < UNKNOWN; i++) {
         int type = -1;
-        void *child = NULL;
         if (REAL(cuGraphNodeGetType, void *, int *)(nodes[i], &type) != OK ||
             type == SHIMGEN_GRAPH_NODE_CONDITIONAL)
             count = UNKNOWN;
@@ -94,6 +93,7 @@ static __attribute__((unused)) uint32_t kernel_nodes(void *graph, int depth)
             count++;
         else if (type == SHIMGEN_GRAPH_NODE_GRAPH) {
 #ifdef SHIMGEN_IDX_cuGraphChildGraphNodeGetGraph
+            void *child = NULL;
             uint32_t c = HAS(cuGraphChildGraphNodeGetGraph) &&
                                  REAL(cuGraphChildGraphNodeGetGraph, void *, void **)(
                                      nodes[i], &child) == OK
