@@ -306,16 +306,12 @@ def groups(processes: list[ProcessTrace], by: str | None) -> list[Group]:
     """The traces reported together: all of them, or one group per rank or pid. A process
     that exec'd is in one group, that of its last trace."""
     procs = processes_of(processes)
-    if by is None:
+    if by is None or by == "kernel":  # (kernel: report/main.py splits its rows by kernel)
         functions = merge(processes)
         check_sums(functions, processes)
         return [Group("all", processes, functions, procs)]
     if by not in BY:
         raise ShimgenError(f"--by {by}: one of {', '.join(BY)}")
-    if by == "kernel":
-        from .kernels import by_kernel
-
-        return [by_kernel(groups(processes, None)[0])]
     split: dict[str, list[Process]] = {}
     for proc in procs:
         p = proc.last
