@@ -4063,6 +4063,14 @@ MUTATIONS = [
         "why": "--by kernel replaces the launch functions' rows by a row per kernel: none counted twice",
     },
     {
+        "name": "kernels-by-kernel-without-the-kernels-not-refused",
+        "file": "shimgen/report/kernels.py",
+        "old": "    if none:\n        raise ShimgenError(",
+        "new": "    if 0:\n        raise ShimgenError(",
+        "tests": ["tests/runtime/test_kernels_graphs.py::test_by_kernel_refuses_a_trace_without_the_kernels"],
+        "why": "--by kernel of a trace without kernel tables is refused in one line, not a table whose launches went missing",
+    },
+    {
         "name": "kernels-by-kernel-host-time-lost",
         "file": "shimgen/report/kernels.py",
         "old": "            m.timed_calls, m.total_ns = o[\"launches\"], o[\"host_ns\"]\n",

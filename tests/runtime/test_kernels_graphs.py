@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -146,3 +147,19 @@ def test_sigkilled_process_names_the_graph_its_stream_last_ran(probes, fake, ksh
     assert "stream 0x3 last ran a graph of 4 kernel nodes (#7), launched " in line, line
     last = json.loads(report("--json", traces))["groups"][0]["in_flight"][0]["last_launch"]
     assert (last["stream"], last["kernel"], last["ordinal"]) == (3, "graph:4", 7)
+
+
+def test_by_kernel_refuses_a_trace_without_the_kernels(probes, fake, kshim, tmp_path):
+    """A JSON trace (SHIMGEN_TRACE_FILE, no trace directory) has no kernel tables: --by kernel
+    says so in one line, not a table whose launches went missing."""
+    env = {k: v for k, v in env_for(fake, kshim, tmp_path / "t").items()
+           if k != "SHIMGEN_TRACE_DIR"}
+    trace = tmp_path / "trace.json"
+    env["SHIMGEN_TRACE_FILE"] = str(trace)
+    subprocess.run([probes / "kernlaunch", f"mod:{MY}", "launch:0:0:1:1:2"], env=env,
+                   check=True, capture_output=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "shimgen", "report", "--by", "kernel",
+                           str(trace)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == "", proc
+    assert proc.stderr.startswith("shimgen: error: report: --by kernel needs every trace's "
+                                  "kernels") and proc.stderr.count("\n") == 1, proc.stderr
