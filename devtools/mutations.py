@@ -4110,6 +4110,30 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_kernels_timeline.py::test_each_launch_on_its_streams_track"],
         "why": "a stream's track holds its launches, not every call given the stream",
     },
+    {
+        "name": "kernels-calls-json-demangles-a-cut-name",
+        "file": "shimgen/report/calls.py",
+        "old": "        name, cut = (self.proc.kernels or {}).get(h), h in self.proc.kernels_cut\n",
+        "new": "        name, cut = (self.proc.kernels or {}).get(h), False\n",
+        "tests": ["tests/runtime/test_kernels_timeline.py::test_a_cut_name_is_not_demangled_in_the_calls_or_the_timeline"],
+        "why": "report --calls' JSON gives a cut name as it is: its part may demangle as another name",
+    },
+    {
+        "name": "kernels-calls-lines-demangle-a-cut-name",
+        "file": "shimgen/report/calls.py",
+        "old": "        self.handles[NAMED] = {h: demangled(n, mangled or h in cut) for h, n in names.items()}\n",
+        "new": "        self.handles[NAMED] = {h: demangled(n, mangled) for h, n in names.items()}\n",
+        "tests": ["tests/runtime/test_kernels_timeline.py::test_a_cut_name_is_not_demangled_in_the_calls_or_the_timeline"],
+        "why": "report --calls' lines and the timeline give a cut name as it is",
+    },
+    {
+        "name": "kernels-calls-records-forget-the-cut",
+        "file": "shimgen/calls/records.py",
+        "old": "    pc.kernels_cut = frozenset(k.handle for k in table.kernels if k.cut) if table else frozenset()\n",
+        "new": "    pc.kernels_cut = frozenset()\n",
+        "tests": ["tests/runtime/test_kernels_timeline.py::test_a_cut_name_is_not_demangled_in_the_calls_or_the_timeline"],
+        "why": "the calls' reader keeps which handles' names the trace file cut",
+    },
     # ---- calls mode: the records and their reading ----
     {
         "name": "calls-stack-arguments-not-copied",

@@ -89,6 +89,12 @@ def graph_nodes(name: str) -> int | None:
     return int(n) if n.isdigit() else -1
 
 
+def demangled(name: str, raw: bool = False) -> str:
+    """A kernel's name demangled, or as it is when `raw` (--mangled, or a name the trace file
+    cut: its part may demangle as another name)."""
+    return name if raw else demangle(name)
+
+
 def kernel_text(name: str | None, mangled: bool = False, cut: bool = False) -> str:
     """A kernel as the text names it; `cut`: the trace file cut its name (said so)."""
     if name is None:
