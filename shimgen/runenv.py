@@ -116,9 +116,21 @@ KERN_NAME_MAX = 4096
 KERN_NAME_CUT = 1 << 31
 KERN_STREAMS = 64
 KERN_FROM = {1: "cuModuleGetFunction", 2: "cuLibraryGetKernel", 3: "cuKernelGetFunction",
-             4: "driver", 5: "unnamed", 6: "cuLaunchHostFunc"}
+             4: "driver", 5: "unnamed", 6: "cuLaunchHostFunc", 7: "cuGraphLaunch"}
 # The name of a host function whose symbol the dynamic loader does not know.
 KERN_HOST_UNKNOWN = "(host function)"
+# A graph's launches (cuGraphLaunch) are counted on a slot per count of kernel nodes, whose
+# handle word is KERN_GRAPH_KEY | (the count + 1), KERN_GRAPH_KEY alone when the count is not
+# known (no user-space address has these bits: never a kernel's handle), named
+# KERN_GRAPH_PREFIX then the count in decimal, or "?" (no kernel's name holds a colon).
+KERN_GRAPH_KEY = 0xFFFF << 48
+KERN_GRAPH_PREFIX = "graph:"
+# The functions whose launches the kernels' tables count (shim/hooks.py hooks each): the
+# rows `report --by kernel` splits by kernel.
+KERN_LAUNCH_FUNCTIONS = (
+    "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchCooperativeKernel",
+    "cuLaunchCooperativeKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+    "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz", "cuGraphLaunch", "cuGraphLaunch_ptsz")
 # A collective: a kernel whose name holds this, in any case (NCCL's device kernels,
 # ncclDevKernel_*, ncclKernel_*): the report compares its launches across the ranks of a run.
 KERN_COLLECTIVE = "nccl"

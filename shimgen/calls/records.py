@@ -61,6 +61,7 @@ class ProcessCalls:
     dropped: dict[int, int] = field(default_factory=dict)  # per thread: calls not kept
     ring_records: int = 0
     kernels: dict[int, str] = field(default_factory=dict)  # handle -> name (trace/kernels.py)
+    kernels_cut: frozenset = frozenset()  # the handles whose name the trace file cut
     real_offset_ns: int = 0  # CLOCK_REALTIME less CLOCK_MONOTONIC when the file was made
 
     def column(self, name: str) -> list[int]:
@@ -205,6 +206,7 @@ def load(path: Path) -> ProcessCalls:
     except KernelsError as e:
         raise ShimgenError(f"{path}: {e}") from None
     pc.kernels = {k.handle: k.name for k in table.kernels if k.name} if table else {}
+    pc.kernels_cut = frozenset(k.handle for k in table.kernels if k.cut) if table else frozenset()
     _rings(pc, path, h)
     return pc
 

@@ -235,6 +235,8 @@ def group_title(by: str, g: Group, sources: list[Source], alone: bool) -> str:
     or its parent) or host; the processes with no rank said as such."""
     from ..runenv import RANK_VARS
 
+    if by == "kernel":
+        return "== the launch functions by kernel =="
     if by == "rank" and g.key == "-":
         return ("== no rank: no process of this run has one (the launcher set none of "
                 f"{', '.join(RANK_VARS)}) ==" if alone else

@@ -106,8 +106,7 @@ WATCHES: tuple[Watch, ...] = tuple(
     Watch("cuMemPoolTrimTo", "pooltrim", "after it, the pool's reservation asked again"),
     Watch("cuMemPoolDestroy", "pooldestroy", "the pool forgotten: its reservation gone"),
     Watch("cuGraphAddMemAllocNode", "graphnode", "a graph allocation on the params' device"),
-    Watch("cuGraphLaunch", "graph", "after it, the graphs' reservation asked again"),
-    Watch("cuGraphLaunch_ptsz", "graph", "after it, the graphs' reservation asked again"),
+    # (cuGraphLaunch and _ptsz: the kernels' hook, shim/hooks.py GRAPH_HOOKS, asks the same)
     Watch("cuGraphUpload", "graph", "after it, the graphs' reservation asked again"),
     Watch("cuGraphUpload_ptsz", "graph", "after it, the graphs' reservation asked again"),
     Watch("cuGraphExecDestroy", "graph", "after it, the graphs' reservation asked again"),

@@ -162,12 +162,14 @@ def _predates_summary(model) -> list[str]:
 
 def _hooked_summary(model) -> str:
     """The hooked functions by name, the memory ledger's routes and watches
-    (shim/memroutes.py) and the kernels' hooks (shim/hooks.py KERNEL_HOOKS) by their number."""
-    from .hooks import KERNEL_HOOKS
+    (shim/memroutes.py) and the kernels' hooks (shim/hooks.py KERNEL_HOOKS, GRAPH_HOOKS) by
+    their number."""
+    from .hooks import GRAPH_HOOKS, KERNEL_HOOKS
 
     routes = {name for _, name, _ in model.memory_routes}
     watches = {name for _, name in model.memory_watches}
-    kernels = {f.name for f in model.hooked} & {name for name, _ in KERNEL_HOOKS}
+    kernels = {f.name for f in model.hooked} & ({name for name, _ in KERNEL_HOOKS}
+                                                | {name for name, _, _ in GRAPH_HOOKS})
     named = [f.name for f in model.hooked if f.name not in routes | watches | kernels]
     return ", ".join(named + ([f"{len(routes)} memory routes"] if routes else [])
                      + ([f"{len(watches)} watched by the memory ledger"] if watches else [])

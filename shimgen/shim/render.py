@@ -20,6 +20,9 @@ from ..cuda import (
     CODES,
     FEATURES,
     GRAPH_MEM_ATTRS,
+    GRAPH_NODE_CONDITIONAL,
+    GRAPH_NODE_GRAPH,
+    GRAPH_NODE_KERNEL,
     HOOK_TYPES,
     LAUNCH_CONFIG_STREAM_OFFSET,
     LIBCUDA_DIRS,
@@ -87,7 +90,9 @@ KERN_FACTS = {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
               "name_bytes": runenv.KERN_NAME_BYTES, "name_cut": runenv.KERN_NAME_CUT,
               "streams": runenv.KERN_STREAMS, "sources": runenv.KERN_FROM,
               "config_stream": LAUNCH_CONFIG_STREAM_OFFSET,
-              "host_unknown": runenv.KERN_HOST_UNKNOWN}
+              "host_unknown": runenv.KERN_HOST_UNKNOWN, "graph_key": runenv.KERN_GRAPH_KEY,
+              "graph_prefix": runenv.KERN_GRAPH_PREFIX,
+              "graph_nodes": (GRAPH_NODE_KERNEL, GRAPH_NODE_GRAPH, GRAPH_NODE_CONDITIONAL)}
 
 
 def environment() -> jinja2.Environment:
