@@ -182,9 +182,8 @@ def _add_report(sub) -> None:
     r.add_argument("paths", nargs="+", metavar="PATH",
                    help="one run directory, two run directories to compare, or trace files "
                         "(*.shimtrace, JSON traces) to merge")
-    r.add_argument("--by", choices=BY,
-                   help="one table per rank, per process or per host (the nodes of a run); "
-                        "kernel: the launch functions' rows split by kernel")
+    r.add_argument("--by", choices=BY, help="one table per rank, process or host (a run's "
+                   "nodes); kernel: the launch functions' rows split by kernel")
     r.add_argument("--mangled", action="store_true",
                    help="kernels' names as the driver has them, not demangled")
     out = r.add_mutually_exclusive_group()
