@@ -91,7 +91,7 @@ void *shimgen_nvml_resolve(unsigned idx)
     void *t = shimgen_nvml_real(idx);
     if (idx >= SHIMGEN_NVML_NFUNCS)
         return (void *)shimgen_nvml_missing;
-    if (shimgen_budget_limited() && shimgen_nvml_answer(idx))
+    if (shimgen_nvml_limited() && shimgen_nvml_answer(idx))
         t = shimgen_nvml_answer(idx);
     if (!t)
         t = (int)idx == SHIMGEN_NVML_STRING_RESULT ? (void *)missing_string
