@@ -3905,7 +3905,7 @@ MUTATIONS = [
         "name": "nvml-books-ordinal-not-matched",
         "file": "runtime/nvml/view.c",
         "old": "    if (!index || index(dev, &i) != SHIMGEN_NVML_SUCCESS)\n",
-        "new": "    if (1)\n",
+        "new": "    if (!index || index(dev, &i) != SHIMGEN_NVML_SUCCESS || 1)\n",
         "tests": ["tests/runtime/test_nvml_budget.py::test_books_keyed_by_ordinal_are_matched_by_nvml_index"],
         "why": "books keyed by ordinal (a driver without UUIDs) are matched by NVML's index",
     },

@@ -9,13 +9,34 @@ for books keyed by ordinal); books not made yet answer the size they will have."
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
-from tests.run.test_budget import Job, budget_shim, fake, holding  # noqa: F401  (fixtures)
-from tests.runtime.test_nvml_shim import fake_shim as nvml_fake_shim  # noqa: F401
+import pytest
+
+from shimgen.shim.nvml import make_nvml_shim
+from tests.run.test_budget import Job, holding
 from tests.runtime.test_nvml_shim import query
+from tests.shimcache import fake_driver_shim
 
 GIB = 1 << 30
 MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def fake(probes) -> Path:
+    return probes / "libfake_budget_libcuda.so"
+
+
+@pytest.fixture(scope="module")
+def budget_shim(fake) -> Path:
+    return fake_driver_shim(fake)
+
+
+@pytest.fixture(scope="module")
+def nvml_fake_shim(probes, tmp_path_factory) -> Path:
+    """The NVML shim built from the fake libnvidia-ml (its stub rule skipped)."""
+    return make_nvml_shim(probes / "libfake_nvml_libnvidia_ml.so",
+                          tmp_path_factory.mktemp("nvml"), require_real=False).library
 
 
 def nvml_uuid(raw: bytes) -> str:
