@@ -5025,7 +5025,7 @@ MUTATIONS = [
         "name": "budget-left-counts-nothing",
         "file": "runtime/budget/budget.c",
         "old": "    return used < books->limit ? books->limit - used : 0;\n",
-        "new": "    return books->limit;\n",
+        "new": "    return used < books->limit ? books->limit : 0;\n",
         "tests": ["tests/run/test_budget.py::test_mem_get_info_answers_the_budget_alone"],
         "why": "what the budget has left is its size less what its processes hold",
     },
