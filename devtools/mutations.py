@@ -3942,6 +3942,16 @@ MUTATIONS = [
                   "test_run_preloads_the_nvml_shim_under_a_shared_budget"],
         "why": "--limit job-memory and --limit-group preload the NVML shim too",
     },
+    {
+        "name": "nvml-fork-during-load-not-held",
+        "file": "runtime/nvml/load.c",
+        "old": "static void before_fork(void)\n{\n    if (held)\n",
+        "new": "static void before_fork(void)\n{\n    if (1)\n",
+        "tests": ["tests/runtime/test_nvml_fork.py::test_fork_while_another_thread_loads_the_real_nvml"],
+        "why": "a fork while another thread loads the real libnvidia-ml waits for the load: the "
+               "child never inherits a half-done load (it would wait for ever, or glibc's "
+               "dlopen abort it)",
+    },
     # ---- kernels by name and each stream's last launch (runtime/kernels/, shimgen/report/kernels.py) ----
     {
         "name": "kernels-captured-launch-counted",

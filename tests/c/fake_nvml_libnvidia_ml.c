@@ -3,10 +3,12 @@
  * info (v1, v2) and compute processes (v1, v2, v3) of one device, from numbers the test
  * sets in the environment when the library loads (FAKE_NVML_TOTAL, FAKE_NVML_USED,
  * FAKE_NVML_PROCS "pid:bytes,..."; bytes "na" for NVML_VALUE_NOT_AVAILABLE; FAKE_NVML_UUID,
- * the device's UUID text, and FAKE_NVML_INDEX, its index). Not NVIDIA's.
+ * the device's UUID text, and FAKE_NVML_INDEX, its index). Its load sleeps FAKE_NVML_LOAD_MS
+ * milliseconds (default none), so a fork lands inside it for certain. Not NVIDIA's.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define API __attribute__((visibility("default")))
 #define NA 0xffffffffffffffffULL
@@ -25,6 +27,12 @@ static int device; /* its address is the one device handle */
 __attribute__((constructor)) static void setup(void)
 {
     const char *v;
+    if ((v = getenv("FAKE_NVML_LOAD_MS"))) {
+        long ms = atol(v);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
     if ((v = getenv("FAKE_NVML_TOTAL")))
         total = strtoull(v, NULL, 10);
     if ((v = getenv("FAKE_NVML_USED")))

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from shimgen.shim.nvml import make_nvml_shim
 from tests.run.test_budget import Job, holding
 from tests.runtime.test_nvml_shim import query
 from tests.shimcache import fake_driver_shim
@@ -30,13 +29,6 @@ def fake(probes) -> Path:
 @pytest.fixture(scope="module")
 def budget_shim(fake) -> Path:
     return fake_driver_shim(fake)
-
-
-@pytest.fixture(scope="module")
-def nvml_fake_shim(probes, tmp_path_factory) -> Path:
-    """The NVML shim built from the fake libnvidia-ml (its stub rule skipped)."""
-    return make_nvml_shim(probes / "libfake_nvml_libnvidia_ml.so",
-                          tmp_path_factory.mktemp("nvml"), require_real=False).library
 
 
 def nvml_uuid(raw: bytes) -> str:
