@@ -5,7 +5,8 @@
 #   2. 4 PyTorch workers of random allocations and frees for STRESS_SECONDS (default 20)
 #      under one `shimgen run --limit-group G --limit job-memory=20GiB`, while a process
 #      outside the shim samples the device's use (torch.cuda.mem_get_info) every 50 ms: its
-#      most never past 20 GiB and the 4 contexts' own;
+#      most never past 20 GiB and the 4 contexts' own (and SLACK_MIB, default 32, for the
+#      kernels a context loads at their first use);
 #   3. a process of the group holding 12 GiB killed by SIGKILL: another's 12 GiB, refused
 #      while it held them, made within a second (timestamps);
 #   4. `nvidia-smi --query-gpu=memory.total,memory.used` inside `shimgen run --limit-group G`
