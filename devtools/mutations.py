@@ -3920,10 +3920,19 @@ MUTATIONS = [
     {
         "name": "nvml-books-not-made-no-size",
         "file": "runtime/nvml/view.c",
-        "old": "    if (books_path && (from_books(dev, out) || (out->limit = job_bytes))) {\n",
-        "new": "    if (books_path && (from_books(dev, out) || (out->limit = 0))) {\n",
+        "old": "                       (lstat(books_path, &st) != 0 && (out->limit = job_bytes)))) {\n",
+        "new": "                       (lstat(books_path, &st) != 0 && (out->limit = 0)))) {\n",
         "tests": ["tests/runtime/test_nvml_budget.py::test_books_not_made_yet_answer_the_size_they_will_have"],
         "why": "before any CUDA process made the books, nvidia-smi shows the budget's size",
+    },
+    {
+        "name": "nvml-books-not-books-taken-as-unmade",
+        "file": "runtime/nvml/view.c",
+        "old": "                       (lstat(books_path, &st) != 0 && (out->limit = job_bytes)))) {\n",
+        "new": "                       (lstat(books_path, &st) != 1 && (out->limit = job_bytes)))) {\n",
+        "tests": ["tests/runtime/test_nvml_budget.py::test_books_not_made_yet_answer_the_size_they_will_have"],
+        "why": "a file that is not books is no budget (as the libcuda shim refuses it), not books "
+               "still to be made",
     },
     {
         "name": "nvml-books-not-a-limit",

@@ -11,7 +11,8 @@
  * by ordinal (a driver that gave no UUID) are matched by nvmlDeviceGetIndex, which numbers
  * the devices as CUDA does only where CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER leave
  * CUDA's order NVML's (PCI bus). A device the books do not hold yet, or books not made yet,
- * has nothing used and no processes.
+ * has nothing used and no processes. Books there but not readable as books (another
+ * user's, another version: the libcuda shim refuses them too) are no budget.
  *
  * The per-process limit alone: it holds every device; the use is the device's own, as the
  * real library says it, at most the limit; the processes are not known (-1), so the real
@@ -20,6 +21,7 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "nvml.h"
 
@@ -154,8 +156,9 @@ static int from_books(void *dev, struct shimgen_nvml_view *out)
 int shimgen_nvml_view(void *dev, unsigned long long real_used, struct shimgen_nvml_view *out)
 {
     memset(out, 0, sizeof *out);
-    /* (books not made yet: the size they will be made with, nothing used) */
-    if (books_path && (from_books(dev, out) || (out->limit = job_bytes))) {
+    struct stat st; /* (books not made yet: the size they will be made with, nothing used) */
+    if (books_path && (from_books(dev, out) ||
+                       (lstat(books_path, &st) != 0 && (out->limit = job_bytes)))) {
         if (limit_bytes && limit_bytes < out->limit)
             out->limit = limit_bytes;
         return 1;

@@ -108,3 +108,9 @@ def test_books_not_made_yet_answer_the_size_they_will_have(nvml_fake_shim, tmp_p
     # no size either: no budget, every answer the real library's
     out = query(nvml_fake_shim, SHIMGEN_BUDGET_FILE=str(tmp_path / "none.books"))
     assert out["v1"] == [0, 80 * GIB, 70 * GIB, 10 * GIB]
+    # a file there that is not books (as the libcuda shim refuses it): no budget either
+    bad = tmp_path / "bad.books"
+    bad.write_bytes(b"\0" * 4096)
+    bad.chmod(0o600)
+    out = query(nvml_fake_shim, SHIMGEN_BUDGET_FILE=str(bad), SHIMGEN_LIMIT_JOB_MEMORY="2GiB")
+    assert out["v1"] == [0, 80 * GIB, 70 * GIB, 10 * GIB]
