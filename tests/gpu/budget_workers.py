@@ -202,7 +202,10 @@ def validate(group: str, out: str) -> int:
     good &= verdict(held[:1] == ["HOLDING"] and first[:1] == ["REFUSED"],
                     f"12 GiB held {held}; a second 12 GiB refused {first}")
     killed_at = time.time()
-    os.kill(int(held[1]) if held[1:] else holder.pid, signal.SIGKILL)
+    try:
+        os.kill(int(held[1]) if held[1:] else holder.pid, signal.SIGKILL)
+    except ProcessLookupError:  # (the holder never held: said above)
+        pass
     timer = threading.Timer(10, waiter.kill)
     timer.start()
     made = waiter.stdout.readline().split()
