@@ -200,6 +200,16 @@ def fake_shim(probes, tmp_path_factory) -> Path:
     return shimcache.fake_driver_shim(probes / "libfake_libcuda_for_tests.so")
 
 
+@pytest.fixture(scope="session")
+def nvml_fake_shim(probes, tmp_path_factory) -> Path:
+    """The NVML shim built from the FAKE libnvidia-ml (tests/c/fake_nvml_libnvidia_ml.c),
+    its stub rule skipped: once per test worker."""
+    from shimgen.shim.nvml import make_nvml_shim
+
+    return make_nvml_shim(probes / "libfake_nvml_libnvidia_ml.so",
+                          tmp_path_factory.mktemp("nvml"), require_real=False).library
+
+
 @pytest.fixture(scope="module")
 def second_shim(drivers, tmp_path_factory) -> Path:
     """Another shim for the first driver, in another place (as a second tool would ship it)."""

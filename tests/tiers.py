@@ -22,6 +22,7 @@ SLOW_MODULES = frozenset({
 
 SLOW = frozenset({
     'tests/run/test_run_nvml.py::test_run_preloads_the_nvml_shim_beside_the_libcuda_shim_when_a_limit_is_set',  # 24 s: builds a libcuda shim
+    'tests/run/test_run_nvml.py::test_run_preloads_the_nvml_shim_under_a_shared_budget',  # 16 s: three runs
     'tests/runtime/test_inject.py::test_run_refuses_a_bad_rule_before_anything_runs[no-match]',  # 5.8 s
     'tests/runtime/test_aarch64.py::test_a_user_hook_is_cross_compiled_and_reached_by_every_route',  # 5.8 s
     'tests/runtime/test_faults_loading.py::test_attr_override_values_reach_the_program_exactly',  # 4.0 s

@@ -371,3 +371,17 @@ void shimgen_budget_give(int column, uint64_t size)
     books->device[d].used -= n <= books->device[d].used ? n : books->device[d].used;
     unlock_books();
 }
+
+uint64_t shimgen_budget_size(void)
+{
+    return __atomic_load_n(&shimgen_budget_on, __ATOMIC_ACQUIRE) ? books->limit : 0;
+}
+
+uint64_t shimgen_budget_left(int column)
+{
+    int d = shimgen_budget_size() ? device_of(column) : -1;
+    if (d < 0)
+        return UINT64_MAX;
+    uint64_t used = __atomic_load_n(&books->device[d].used, __ATOMIC_RELAXED);
+    return used < books->limit ? books->limit - used : 0;
+}

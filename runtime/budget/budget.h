@@ -22,5 +22,10 @@ void shimgen_budget_after_fork(void);
  * (a refusal, recorded when `last`). Only while shimgen_budget_on. */
 int shimgen_budget_take(int column, uint64_t size, int last);
 void shimgen_budget_give(int column, uint64_t size);
+/* What cuMemGetInfo_v2 and cuDeviceTotalMem_v2 answer with (memory/routes.h): the budget's
+ * size per device (0: no budget), and what a column's device has left of it (the slots of
+ * processes gone still count until the next reservation that finds the budget short). */
+uint64_t shimgen_budget_size(void);
+uint64_t shimgen_budget_left(int column);
 
 #endif

@@ -168,17 +168,21 @@ static inline void settle_first(int col, uint64_t meta, uint64_t size, uint64_t 
     HOOK(name, (void *p)) { GIVE(LEDGER_HOST, (uintptr_t)p, REAL(name, void *)(p)) }
 /* Under a limit: the limit as the total (the device's own when smaller), and what is left
  * of it as free (never more than the device really has free; pools' and graphs'
- * reservations beyond their allocations count as used). */
+ * reservations beyond their allocations count as used). Under a shared budget
+ * (budget/budget.h), the same of the budget: its size the total when smaller, what the
+ * device has left of it the free when less. */
 #define MEM_KIND_info(name, r)                                                             \
     HOOK(name, (size_t * free, size_t * total))                                             \
     {                                                                                       \
         shimgen_CUresult rc = REAL(name, size_t *, size_t *)(free, total);                  \
         int c = rc == SHIMGEN_CUDA_SUCCESS && free && total ? device_column() : -1;         \
-        uint64_t limit = shimgen_ledger_limit;                                              \
+        uint64_t limit = shimgen_ledger_limit, budget = shimgen_budget_size();              \
         if (c >= 0 && limit) {                                                              \
             uint64_t cap = limit < *total ? limit : *total;                                 \
             uint64_t used = shimgen_ledger_held(c) + shimgen_ledger_extra(c);               \
-            uint64_t left = used < cap ? cap - used : 0;                                    \
+            uint64_t left = used < cap ? cap - used : 0, shared = shimgen_budget_left(c);   \
+            cap = budget && budget < cap ? budget : cap;                                    \
+            left = shared < left ? shared : left;                                           \
             *total = cap;                                                                   \
             *free = left < *free ? left : *free;                                            \
         }                                                                                   \
@@ -188,7 +192,8 @@ static inline void settle_first(int col, uint64_t meta, uint64_t size, uint64_t 
     HOOK(name, (size_t * bytes, int dev))                                                   \
     {                                                                                       \
         shimgen_CUresult rc = REAL(name, size_t *, int)(bytes, dev);                        \
-        uint64_t limit = shimgen_ledger_limit;                                              \
+        uint64_t limit = shimgen_ledger_limit, budget = shimgen_budget_size();              \
+        limit = budget && budget < limit ? budget : limit;                                  \
         if (rc == SHIMGEN_CUDA_SUCCESS && bytes && limit && limit < *bytes)                 \
             *bytes = limit;                                                                 \
         return rc;                                                                          \

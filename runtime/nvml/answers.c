@@ -15,20 +15,7 @@
 
 typedef unsigned int (*memory_fn)(void *dev, void *mem);
 typedef unsigned int (*processes_fn)(void *dev, unsigned int *count, void *infos);
-typedef unsigned int (*uuid_fn)(void *dev, char *uuid, unsigned int length);
-
 #define NO_FIELD ((size_t)-1)
-
-/* The view of the device `dev` (its UUID asked of the real library), 0 when no limit holds it. */
-static int device_view(void *dev, unsigned long long real_used, struct shimgen_budget_view *v)
-{
-    uuid_fn uuid = (uuid_fn)shimgen_nvml_real(SHIMGEN_NVML_IDX_UUID);
-    char text[SHIMGEN_NVML_UUID_BUFFER];
-    if (!uuid || uuid(dev, text, sizeof text) != SHIMGEN_NVML_SUCCESS)
-        return 0;
-    text[sizeof text - 1] = '\0';
-    return shimgen_budget_view(text, real_used, v);
-}
 
 static int get_u64(const void *base, size_t off, unsigned long long *value)
 {
@@ -50,9 +37,9 @@ static unsigned int memory_answer(unsigned idx, void *dev, void *mem, size_t tot
         return shimgen_nvml_missing();
     unsigned int rc = real(dev, mem);
     unsigned long long real_used, real_total;
-    struct shimgen_budget_view v;
+    struct shimgen_nvml_view v;
     if (rc != SHIMGEN_NVML_SUCCESS || !get_u64(mem, used, &real_used) ||
-        !get_u64(mem, total, &real_total) || !device_view(dev, real_used, &v))
+        !get_u64(mem, total, &real_total) || !shimgen_nvml_view(dev, real_used, &v))
         return rc;
     if (v.limit > real_total) /* a limit past the device is the device (as cuMemGetInfo) */
         v.limit = real_total;
@@ -80,7 +67,7 @@ static void clamp_list(void *infos, unsigned int n, size_t size, size_t bytes,
 
 /* The budget's processes in place of the real list: as NVML answers, *count is set to how
  * many there are, and NVML_ERROR_INSUFFICIENT_SIZE returned when the array is too small. */
-static unsigned int budget_list(const struct shimgen_budget_view *v, unsigned int cap,
+static unsigned int budget_list(const struct shimgen_nvml_view *v, unsigned int cap,
                                 unsigned int *count, void *infos, size_t size, size_t pid,
                                 size_t bytes)
 {
@@ -108,9 +95,9 @@ static unsigned int processes_answer(unsigned idx, void *dev, unsigned int *coun
     if (shimgen_safe_read(&cap, count, sizeof cap) != sizeof cap)
         return real(dev, count, infos);
     unsigned int rc = real(dev, count, infos);
-    struct shimgen_budget_view v;
+    struct shimgen_nvml_view v;
     if ((rc != SHIMGEN_NVML_SUCCESS && rc != SHIMGEN_NVML_ERROR_INSUFFICIENT_SIZE) ||
-        !device_view(dev, 0, &v))
+        !shimgen_nvml_view(dev, 0, &v))
         return rc;
     if (v.nprocs >= 0)
         return budget_list(&v, cap, count, infos, size, pid, bytes);

@@ -18,6 +18,8 @@
 #ifndef __ASSEMBLER__
 #include <stddef.h>
 
+#include "../budget/view.h"
+
 /* The entry code's table (nvml_stubs.S) and the C it calls. */
 extern void *shimgen_nvml_slots[SHIMGEN_NVML_NFUNCS];
 void *shimgen_nvml_resolve(unsigned idx);
@@ -42,26 +44,27 @@ void shimgen_nvml_dlopen_setup(void);
 void *shimgen_nvml_answer(unsigned idx);
 
 /*
- * The budget's view of one device: what the answers say. Its one function is the interface
- * the shared budget books provide; view.c, until then, answers for the per-process limit
- * of the environment (SHIMGEN_LIMIT_MEMORY) alone.
+ * view.c: the budget's view of one device, what the answers say: from the shared budget's
+ * books (SHIMGEN_BUDGET_FILE, read through budget/view.h) when there are books, else from
+ * the per-process limit of the environment (SHIMGEN_LIMIT_MEMORY).
  */
-struct shimgen_budget_proc {
+struct shimgen_nvml_proc {
     unsigned int pid;
-    unsigned long long bytes; /* the process's bytes in its ledger */
+    unsigned long long bytes; /* the process's bytes on the device, as its ledger holds them */
 };
-struct shimgen_budget_view {
+struct shimgen_nvml_view {
     unsigned long long limit; /* the budget's bytes on the device: the answers' total */
     unsigned long long used;  /* the budget's use of them now: the answers' used */
     int nprocs;               /* the budget's processes on the device; -1: not known */
-    struct shimgen_budget_proc procs[SHIMGEN_NVML_VIEW_PROCESSES];
+    struct shimgen_nvml_proc procs[BOOKS_SLOTS];
 };
 /* Whether any limit is set (read once, at load): without one every export forwards. */
-int shimgen_budget_limited(void);
-/* 1 with *out filled when a limit holds the device of `uuid` (NVML's text, "GPU-..."),
- * 0 when none does; `real_used`: the device's use as the real library says it. */
-int shimgen_budget_view(const char *uuid, unsigned long long real_used,
-                        struct shimgen_budget_view *out);
+int shimgen_nvml_limited(void);
+/* 1 with *out filled when a limit holds the device `dev` (an NVML device handle), 0 when
+ * none does; `real_used`: the device's use as the real library says it. */
+int shimgen_nvml_view(void *dev, unsigned long long real_used, struct shimgen_nvml_view *out);
+/* NVML's UUID text ("GPU-" and 32 hex digits) as cuDeviceGetUuid's 16 bytes: 1, or 0. */
+int shimgen_nvml_uuid_bytes(const char *text, uint8_t out[16]);
 #endif
 
 #endif

@@ -92,9 +92,6 @@ ANSWERS = (
 KIND_FIELDS = {"memory": ("version", "total", "reserved", "free", "used"),
                "processes": ("pid", "usedGpuMemory", "gpuInstanceId", "computeInstanceId")}
 
-# The most processes one answer carries from the budget's view (the books' table size).
-VIEW_PROCESSES = 64
-
 
 if TYPE_CHECKING:
     from .elf import DriverImage

@@ -1,4 +1,5 @@
-"""The NVML shim in `shimgen run`: with a limit set, the shim of libnvidia-ml (shim/nvml.py),
+"""The NVML shim in `shimgen run`: with any memory limit set (--limit memory, --limit
+job-memory, --limit-group: runenv.LIMITS), the shim of libnvidia-ml (shim/nvml.py),
 from the shim cache or built once, is preloaded beside the libcuda shim, so that NVML's
 answers (nvidia-smi, pynvml) show the limit. Which libnvidia-ml: the one beside the driver,
 else NVML's usual places; none, or one whose shim cannot be made, is said in one line and
@@ -34,7 +35,8 @@ def find_nvml(driver: Path, given: Path | None = None) -> Path | None:
 def nvml_shim(limits: dict, driver: Path,
               given: Path | None = None) -> tuple[Path | None, str | None]:
     """(the NVML shim's library to preload, None), or (None, the one line to say why there
-    is none) with a limit set; (None, None) without one."""
+    is none) with a limit set (any of runenv.LIMITS; a group's is its job-memory); (None,
+    None) without one."""
     if not limits:
         return None, None
     from ..driver import nvml

@@ -28,7 +28,7 @@ GENERATED = (
 )
 # The runtime/ files an NVML shim is built from (the architecture's entry code besides).
 RUNTIME = ("nvml/nvml.h", "nvml/load.c", "nvml/answers.c", "nvml/view.c", "nvml/dlopen.c",
-           "base/saferead.c", "base/saferead.h")
+           "budget/view.h", "base/saferead.c", "base/saferead.h")
 STUBS = ("nvml_stubs.S", "asm.h")  # in runtime/arch/<arch>/
 NVML_PREFIX = "nvmlshim"
 
@@ -105,9 +105,9 @@ def render_context(model: NvmlModel) -> dict:
         "uuid_buffer": nvml.UUID_BUFFER, "layouts": layouts,
         "layout_keys": {layout.name: layout.key for layout in nvml.LAYOUTS},
         "uuid_index": model.index("nvmlDeviceGetUUID"),
+        "index_index": model.index("nvmlDeviceGetIndex"),
         "string_index": model.index(nvml.STRING_RESULT),
         "probe_export": nvml.REQUIRED_FUNCTIONS[0], "name_prefix": nvml.NAME_PREFIX,
-        "view_processes": nvml.VIEW_PROCESSES,
         "search_paths": nvml.SEARCH_PATHS, "env": runenv.ENV, "size_units": runenv.SIZE_UNITS,
         "shim_target": runenv.NVML_SHIM_TARGET, "soname": nvml.SONAME, "sources": compiled,
         "include_dirs": [ARCHES[model.driver.arch].runtime, "base"],

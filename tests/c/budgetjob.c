@@ -4,6 +4,7 @@
  *   alloc:N     an allocation of N bytes, its result printed ("alloc:N rc R")
  *   free        the last allocation kept given back
  *   hold        "holding" printed, then waits to be killed
+ *   info        cuMemGetInfo_v2 and cuDeviceTotalMem_v2 of device 0: "info F T D" printed
  *   line        waits for a line on stdin
  *   fork        the child runs the rest ("child PID" printed first); the parent waits and ends
  *   job:R:M:S   R random steps (seed S): an allocation of 1 to M bytes (kept while fewer
@@ -71,6 +72,12 @@ int main(int argc, char **argv)
             printf("%s rc %d\n", a, alloc(strtoull(a + 6, NULL, 10)));
         } else if (!strcmp(a, "free") && nkept) {
             printf("free rc %d\n", free_fn(kept[--nkept]));
+        } else if (!strcmp(a, "info")) {
+            size_t f = 0, t = 0, d = 0;
+            fn_t info = (fn_t)dlsym(h, "cuMemGetInfo_v2");
+            fn_t tm = (fn_t)dlsym(h, "cuDeviceTotalMem_v2");
+            int rc = info(&f, &t) | tm(&d, 0);
+            printf("info %zu %zu %zu rc %d\n", f, t, d, rc);
         } else if (!strcmp(a, "hold")) {
             printf("holding\n");
             for (;;)

@@ -11,7 +11,9 @@
  * (cuDeviceGetUuid fails) when FAKE_BUDGET_NO_UUID is set. With FAKE_BUDGET_DIE_LOCKED set,
  * the Nth allocation (its value, from 1) takes the shim's books' lock (SHIMGEN_BUDGET_FILE,
  * runtime/budget/view.h), leaves an update half-done (a device's `used` at 0, the sequence
- * odd) and kills its own process with SIGKILL: a process that dies holding the lock. Built with SONAME libcuda.so.1. */
+ * odd) and kills its own process with SIGKILL: a process that dies holding the lock.
+ * cuMemGetInfo_v2 answers 96 GiB total and FAKE_BUDGET_FREE bytes free (default 80 GiB).
+ * Built with SONAME libcuda.so.1. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -205,7 +207,8 @@ EXPORT CUresult cuMemAlloc_v2(u64 *p, size_t n)
 EXPORT CUresult cuMemFree_v2(u64 p) { return drop(p); }
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-    *free_bytes = 80ull << 30, *total = 96ull << 30;
+    const char *f = getenv("FAKE_BUDGET_FREE"); /* (default 80 GiB of 96) */
+    *free_bytes = f ? strtoull(f, NULL, 10) : 80ull << 30, *total = 96ull << 30;
     return 0;
 }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev)

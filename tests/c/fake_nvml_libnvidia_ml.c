@@ -2,10 +2,13 @@
  * A FAKE libnvidia-ml (tests/runtime/test_nvml_shim.py): NVML's required exports, memory
  * info (v1, v2) and compute processes (v1, v2, v3) of one device, from numbers the test
  * sets in the environment when the library loads (FAKE_NVML_TOTAL, FAKE_NVML_USED,
- * FAKE_NVML_PROCS "pid:bytes,..."; bytes "na" for NVML_VALUE_NOT_AVAILABLE). Not NVIDIA's.
+ * FAKE_NVML_PROCS "pid:bytes,..."; bytes "na" for NVML_VALUE_NOT_AVAILABLE; FAKE_NVML_UUID,
+ * the device's UUID text, and FAKE_NVML_INDEX, its index). Its load sleeps FAKE_NVML_LOAD_MS
+ * milliseconds (default none), so a fork lands inside it for certain. Not NVIDIA's.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define API __attribute__((visibility("default")))
 #define NA 0xffffffffffffffffULL
@@ -24,6 +27,12 @@ static int device; /* its address is the one device handle */
 __attribute__((constructor)) static void setup(void)
 {
     const char *v;
+    if ((v = getenv("FAKE_NVML_LOAD_MS"))) {
+        long ms = atol(v);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
     if ((v = getenv("FAKE_NVML_TOTAL")))
         total = strtoull(v, NULL, 10);
     if ((v = getenv("FAKE_NVML_USED")))
@@ -51,7 +60,17 @@ API int nvmlDeviceGetUUID(void *dev, char *uuid, unsigned int len)
 {
     if (dev != &device || !uuid || len < 41)
         return 2;
-    strcpy(uuid, "GPU-00000000-1111-2222-3333-444444444444");
+    const char *u = getenv("FAKE_NVML_UUID");
+    strncpy(uuid, u ? u : "GPU-00000000-1111-2222-3333-444444444444", len - 1);
+    uuid[len - 1] = '\0';
+    return 0;
+}
+API int nvmlDeviceGetIndex(void *dev, unsigned int *index)
+{
+    const char *i = getenv("FAKE_NVML_INDEX");
+    if (dev != &device || !index)
+        return 2;
+    *index = i ? (unsigned int)strtoul(i, NULL, 10) : 0;
     return 0;
 }
 API int nvmlDeviceGetMemoryInfo(void *dev, mem1 *m)

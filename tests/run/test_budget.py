@@ -288,3 +288,25 @@ def test_a_job_of_64_processes_never_takes_the_driver_past_its_budget(probes, fa
                                                                      tmp_path):
     job = Job(probes, fake, budget_shim, tmp_path / "job64")
     check_stress(job, stress(job, 64, 20000, 8, 3))
+
+
+def test_mem_get_info_answers_the_budget_alone(probes, fake, budget_shim, tmp_path):
+    """Under the shared budget alone, cuMemGetInfo_v2 answers its size as the total and
+    what the device has left of it as free (never more than the driver's free);
+    cuDeviceTotalMem_v2 its size. With a limit of the process's own, the smaller of both."""
+    job = Job(probes, fake, budget_shim, tmp_path / "info")
+    a = holding(job, 300000)
+    try:
+        out = job.run("alloc:200000", "info")
+        assert f"info {MiB - 500000} {MiB} {MiB} rc 0\n" in out, out
+        out = job.run("alloc:200000", "info", FAKE_BUDGET_FREE="1000")
+        assert f"info 1000 {MiB} {MiB} rc 0\n" in out, out
+        # its own limit larger than what the budget has left: the budget's left is free
+        out = job.run("alloc:200000", "info", SHIMGEN_LIMIT_MEMORY="900000")
+        assert f"info {MiB - 500000} 900000 900000 rc 0\n" in out, out
+        # its own left the smaller
+        out = job.run("alloc:200000", "info", SHIMGEN_LIMIT_MEMORY="400000")
+        assert "info 200000 400000 400000 rc 0\n" in out, out
+    finally:
+        a.kill()
+        a.wait()

@@ -47,3 +47,25 @@ def test_run_preloads_the_nvml_shim_beside_the_libcuda_shim_when_a_limit_is_set(
     said = [ln for ln in proc.stderr.splitlines() if "libnvidia-ml.so.1" in ln]
     assert said == ["shimgen: run: no libnvidia-ml.so.1 beside the driver or in NVML's usual "
                     "places: NVML's answers (nvidia-smi) do not show the limit"], proc.stderr
+
+
+def test_run_preloads_the_nvml_shim_under_a_shared_budget(drivers, nvml_libraries, tmp_path):
+    """Any memory limit preloads it: --limit job-memory, and --limit-group alone (the
+    group's size fixed by an earlier run), with the books' path for the NVML shim."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libcuda.so.1").symlink_to(drivers[0].path)
+    (lib / "libnvidia-ml.so.1").symlink_to(nvml_libraries[0].path)
+    xdg, group = tmp_path / "xdg", str(tmp_path / "group")
+    child = ("import os; print(os.environ.get('LD_PRELOAD', '')); "
+             "print(os.environ.get('SHIMGEN_BUDGET_FILE', ''))")
+    runs = (("--limit", "job-memory=1GiB"), ("--limit", "job-memory=1GiB", "--limit-group",
+                                              group), ("--limit-group", group))
+    for i, args in enumerate(runs):
+        proc = shimgen_run(lib / "libcuda.so.1", xdg, *args, "-o", str(tmp_path / f"r{i}"),
+                           "--", sys.executable, "-c", child)
+        assert proc.returncode == 0, proc.stderr
+        preload, books = proc.stdout.splitlines()
+        assert preload.split(":")[1].endswith("/libnvmlshim.so"), (args, preload)
+        assert books.startswith(group if "--limit-group" in args else str(tmp_path / "r0")), (
+            args, books)
