@@ -3739,6 +3739,30 @@ MUTATIONS = [
         "tests": ["tests/run/test_memory.py::test_pools_reservations_exact"],
         "why": "an allocation from a pool is on the pool's device, not the current context's",
     },
+    {
+        "name": "ledger-delete-leaves-an-entry-of-the-holes-own-slot",
+        "file": "runtime/memory/entries.c",
+        "old": "        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);\n",
+        "new": "        int stays = i <= j ? (i <= k && k <= j) : (i < k || k <= j);\n",
+        "tests": ["tests/run/test_memory_table.py::test_every_free_finds_its_entry_after_the_frees_before_it"],
+        "why": "after a free, an entry whose first slot is the hole moves into it and is still found",
+    },
+    {
+        "name": "ledger-delete-across-the-end-moves-an-entry-before-its-slot",
+        "file": "runtime/memory/entries.c",
+        "old": "        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);\n",
+        "new": "        int stays = i <= j ? (i < k && k <= j) : (i < k && k <= j);\n",
+        "tests": ["tests/run/test_memory_table.py::test_every_free_finds_its_entry_after_the_frees_before_it"],
+        "why": "a hole at the table's end is not filled by an entry of slot 0, which its probe would then miss",
+    },
+    {
+        "name": "ledger-delete-hole-not-followed",
+        "file": "runtime/memory/entries.c",
+        "old": "            slots[j].tag = 0;\n            i = j;\n",
+        "new": "            slots[j].tag = 0;\n",
+        "tests": ["tests/run/test_memory_table.py::test_every_free_finds_its_entry_after_the_frees_before_it"],
+        "why": "after an entry moves up, the hole it left is the one the next entries may fill",
+    },
     # ---- kernels by name and each stream's last launch (runtime/kernels/, shimgen/report/kernels.py) ----
     {
         "name": "kernels-captured-launch-counted",
@@ -4161,6 +4185,22 @@ MUTATIONS = [
         "tests": ["tests/runtime/test_calls.py::test_an_export_found_through_its_pfn_typedefs_has_the_newest_prototype"],
         "why": "an export known only through PFN_<name>_v<N> typedefs is decoded with the newest one",
    },
+    {
+        "name": "calls-8-byte-output-copied-as-4",
+        "file": "shimgen/calls/model.py",
+        "old": "        return 32 | (64 if caps[0][2] == 8 else 0) | caps[0][0] << 8\n",
+        "new": "        return 32 | caps[0][0] << 8\n",
+        "tests": ["tests/runtime/test_calls_wide.py::test_outputs_wider_than_32_bits_are_captured_and_shown_whole"],
+        "why": "a function's one 8-byte output (cuMemAlloc_v2's dptr, cuDeviceTotalMem_v2's bytes) is captured whole",
+    },
+    {
+        "name": "calls-address-output-text-read-as-32-bits",
+        "file": "shimgen/calls/decode.py",
+        "old": "            return lambda cap, h: f\"{label}{int.from_bytes(cap[off:end], 'little'):#x}\"\n",
+        "new": "            return lambda cap, h: f\"{label}{int.from_bytes(cap[off:off + 4], 'little'):#x}\"\n",
+        "tests": ["tests/runtime/test_calls_wide.py::test_outputs_wider_than_32_bits_are_captured_and_shown_whole"],
+        "why": "an address output is shown whole in the text, as in the JSON",
+    },
     # ---- report --calls, --sqlite, in flight, top and --stall on what a file can say ----
     {
         "name": 'calls-report-line-not-escaped',
