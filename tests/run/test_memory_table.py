@@ -10,10 +10,23 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.run.test_memory import fake, fake_shim, fake_totals, ledger_of, one_trace, run_ops  # noqa: F401
+import pytest
+
+from tests.run.test_memory import fake_totals, ledger_of, one_trace, run_ops
+from tests.shimcache import fake_driver_shim
 
 ROOT = Path(__file__).resolve().parents[2]
 MASK = (1 << 64) - 1
+
+
+@pytest.fixture(scope="module")
+def fake(probes) -> Path:
+    return probes / "libfake_ledger_libcuda.so"
+
+
+@pytest.fixture(scope="module")
+def fake_shim(fake) -> Path:
+    return fake_driver_shim(fake)
 
 
 def _table() -> tuple[int, int]:
