@@ -3751,6 +3751,15 @@ MUTATIONS = [
         "tests": ["tests/run/test_inflight.py::test_a_lasting_call_is_in_flight_and_after_sigkill_the_process_died_inside_it"],
         "why": "the line says the call the process died inside was its first",
     },
+    {
+        "name": "inflight-ranks-named-by-a-complete-process",
+        "file": "shimgen/report/inflight.py",
+        "old": "        ranked = all(p.last.rank is not None for p in unfinished)\n",
+        "new": "        ranked = all(p.last.rank is not None for p in procs)\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_the_in_flight_sentence_counts_the_processes_in_no_call_by_their_state"],
+        "why": "the in-flight sentence calls the idle ones ranks when every process not complete has a rank",
+    },
     # ---- the device memory ledger (runtime/memory/ledger.c, entries.c, docs/memory.md) ----
     {
         "name": "ledger-handle-freed-by-first-release",
