@@ -3142,6 +3142,22 @@ MUTATIONS = [
     },
     # ---- the mixed-generation P2P gate (gates/p2p.py): found, changed and proven per build ----
     {
+        "name": "p2p-plan-bakes-an-unproven-gate",
+        "file": "shimgen/gates/plan.py",
+        "old": "    if p2p is not None and p2p.proven and len(p2p.changes) <= MAX_INIT_BYTES:\n",
+        "new": "    if p2p is not None and len(p2p.changes) <= MAX_INIT_BYTES:\n",
+        "tests": ["tests/gates/test_p2p_gate.py::test_gates_json_has_the_p2p_gate_and_a_changed_byte_is_proven_again"],
+        "why": "the P2P gate's bytes are baked only when its own proof passed, not when it failed or never ran",
+    },
+    {
+        "name": "p2p-proven-by-a-failed-proof",
+        "file": "shimgen/gates/p2p_profile.py",
+        "old": "        return self.status == FOUND and bool(self.proof) and self.proof.get(\"ok\") is True\n",
+        "new": "        return self.status == FOUND and bool(self.proof)\n",
+        "tests": ["tests/gates/test_p2p_gate.py::test_gates_json_has_the_p2p_gate_and_a_changed_byte_is_proven_again"],
+        "why": "a P2P gate whose proof ran and failed is not proven",
+    },
+    {
         "name": "p2p-finder-takes-one-struct",
         "file": "shimgen/gates/p2p.py",
         "old": "two is not None and two[1] == one[1] and two[0] != one[0]:",
