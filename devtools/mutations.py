@@ -3158,6 +3158,14 @@ MUTATIONS = [
         "why": "a P2P gate whose proof ran and failed is not proven",
     },
     {
+        "name": "p2p-patch-writes-a-gate-its-proof-failed",
+        "file": "shimgen/gates/patch.py",
+        "old": "    if P2P_GATE in gates and not profile.p2p.proven:\n",
+        "new": "    if False:\n",
+        "tests": ["tests/gates/test_p2p_gate.py::test_gates_json_has_the_p2p_gate_and_a_changed_byte_is_proven_again"],
+        "why": "shimgen patch proves the P2P gate again and writes nothing when its proof fails",
+    },
+    {
         "name": "p2p-finder-takes-one-struct",
         "file": "shimgen/gates/p2p.py",
         "old": "two is not None and two[1] == one[1] and two[0] != one[0]:",
