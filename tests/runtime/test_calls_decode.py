@@ -28,7 +28,8 @@ UNKNOWN = "cuNoSuchFunctionInAnyHeader"
 NAMES = ["cuMemAlloc_v2", "cuMemGetInfo_v2", "cuDeviceGetAttribute", "cuMemsetD8_v2",
          "cuDeviceGet", "cuStreamQuery", "cuModuleGetFunction", "cuMemcpy2D_v2",
          "cuGetErrorName", "cuGetProcAddress", "cuDeviceGetName", "cuLaunchKernel",
-         "cuEventCreate", "cuMemHostAlloc", UNKNOWN]
+         "cuEventCreate", "cuMemHostAlloc", "cuFuncGetAttribute", "cuTexRefSetMipmapLevelBias",
+         UNKNOWN]
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +144,11 @@ def test_handles_are_numbered_per_type_in_order_of_first_appearance(dec):
     assert text.endswith("hStream=NULL, kernelParams=0x1110, extra=0x2220) = CUDA_SUCCESS")
     assert dec.kernel_handle(r) == 0x77
     assert dec.kernel_handle(rec(dec, "cuStreamQuery", (0x77,))) is None
+    assert dec.kernel_handle(rec(dec, "cuFuncGetAttribute", (0x20, 0, 0x77))) == 0x77
+    # the functions whose records number handles (report/calls.py decodes them all first)
+    assert [dec.handled[NAMES.index(n)] for n in ("cuStreamQuery", "cuEventCreate",
+                                                  "cuMemAlloc_v2", "cuMemsetD8_v2", UNKNOWN)] == [
+        True, True, False, False, False]
 
 
 def test_strings_structs_and_pointers_the_driver_wrote(dec):
@@ -166,6 +172,10 @@ def test_strings_structs_and_pointers_the_driver_wrote(dec):
     text, args, outs = both(dec, r)
     assert text == ('cuGetProcAddress(symbol="cuMemAlloc", pfn=0x90, cudaVersion=12000, '
                     "flags=0) = CUDA_SUCCESS {pfn=cuMemAlloc_v2}")
+    # the slot is 4 bytes, whatever follows it
+    r = rec(dec, "cuGetProcAddress", (0x80, 0x90, 12000, 0),
+            capture=b"x\0".ljust(64, b"\0") + pfn + b"\xff\xff\xff\xff")
+    assert both(dec, r)[2] == {"pfn": "cuMemAlloc_v2"}
     for slot in (0, len(NAMES) + 1):
         cap = b"x\0".ljust(64, b"\0") + q(0xDEAD) + struct.pack("<I", slot)
         text, _, outs = both(dec, rec(dec, "cuGetProcAddress", (0x80, 0x90, 1, 0), capture=cap))
@@ -228,3 +238,47 @@ def test_the_fast_text_is_the_per_record_decode_for_random_records_of_every_func
                     capture=rng.randbytes(CAP),
                     unread=rng.choice((0, 0, 1, 2, CALLS_UNREAD_TAKING)))
             assert dec.text(r, handles1) == plain(dec, r, handles2), name
+
+
+def test_which_values_are_addresses(dec):
+    """decode()'s fourth item: the addresses (an address argument, a pointer, an address
+    the driver wrote), which --first-difference sets apart; no other value is one."""
+    def flags(r):
+        args, outs = dec.decode(r, {})
+        return [a for _, _, _, a in args], [a for _, _, _, a in outs]
+    assert flags(rec(dec, "cuModuleGetFunction", (0x50, 0x60, 0x70), capture=q(0x8888) + b"k")) == (
+        [True, False, False], [False])
+    assert flags(rec(dec, "cuModuleGetFunction", (0x50, 0x60, 0x70), capture=q(1),
+                     unread=0b11)) == ([True, False, False], [False])
+    assert flags(rec(dec, "cuMemAlloc_v2", (0x10, 1), capture=q(0x7F0000200000))) == (
+        [True, False], [True])
+    assert flags(rec(dec, "cuDeviceGetAttribute", (0x20, 2, 0), capture=q(1))) == (
+        [True, False, False], [False])
+    assert flags(rec(dec, "cuMemsetD8_v2", (0x1000, 1, 2))) == ([True, False, False], [])
+    assert flags(rec(dec, "cuGetErrorName", (2, 0x70), capture=q(0x1000) + b"E")) == (
+        [False, True], [False])
+    assert flags(rec(dec, "cuDeviceGetName", (0xA0, 64, 0), capture=b"G")) == (
+        [True, False, False], [False])
+    assert flags(rec(dec, "cuMemcpy2D_v2", (0xB0,))) == ([False], [])
+    # a float argument has no word in the record: "?"
+    r = rec(dec, "cuTexRefSetMipmapLevelBias", (0x10, 0x20))
+    text, args, _ = both(dec, r)
+    assert text == "cuTexRefSetMipmapLevelBias(hTexRef=texref#1, bias=?) = CUDA_SUCCESS"
+    assert args["bias"] is None and flags(r) == ([False, False], [])
+
+
+def test_a_structs_fields_are_those_captured_whole_and_of_a_scalar(dec):
+    # CUmemAccessDesc: a struct field (left out), then the flags; a capture cut short
+    assert dec.struct_value("CUmemAccessDesc_st", q(5) + struct.pack("<I", 3), {}) == (
+        {"flags": "CU_MEM_ACCESS_FLAGS_PROT_READWRITE"},
+        "{flags=CU_MEM_ACCESS_FLAGS_PROT_READWRITE}")
+    assert dec.struct_value("CUmemAccessDesc_st", q(5) + b"\3\0\0", {}) == ({}, "{}")
+    assert dec.struct_value("CUDA_MEMCPY2D_st", q(1) + q(2) + struct.pack("<I", 1), {}) == (
+        {"srcXInBytes": 1, "srcY": 2, "srcMemoryType": "CU_MEMORYTYPE_HOST"},
+        "{srcXInBytes=1, srcY=2, srcMemoryType=CU_MEMORYTYPE_HOST}")
+
+
+def test_an_enum_value_no_name_has_is_its_number_unless_the_enum_is_of_flags(dec):
+    assert dec.enum_text("CUdevice_attribute_enum", 0x4000_0003) == str(0x4000_0003)
+    assert dec.enum_text("CUevent_flags_enum", 0x4000_0003) == (
+        "CU_EVENT_BLOCKING_SYNC|CU_EVENT_DISABLE_TIMING|0x40000000")
