@@ -83,6 +83,8 @@ def test_stall_looks_at_the_top_part_and_says_each_call_once_while_it_lasts(monk
         asked.append(k)
         return answers.pop(0)
     monkeypatch.setattr(job, "snapshot", snapshot)
+    clock = iter([100.0, 103.0])  # when it is said (5 s into the call), when it is gone
+    monkeypatch.setattr(watch.time, "monotonic", lambda: next(clock))
     w = watch.Watcher(SimpleNamespace(path=Path("/nonexistent")), 2.0)
     said: list[str] = []
     monkeypatch.setattr(w, "_say", said.append)
@@ -91,7 +93,7 @@ def test_stall_looks_at_the_top_part_and_says_each_call_once_while_it_lasts(monk
     w._look()
     assert len(said) == 1, said
     w._look()
-    assert len(said) == 2 and said[1].startswith("shimgen: pid 7 left cuC after "), said
+    assert said[1:] == [watch.left_line(7, None, "cuC", 8.0)]
     assert asked == [{"only_top": True}] * 3
 
 
