@@ -271,3 +271,7 @@ def test_the_difference_counts_the_threads_that_agree_in_text_and_in_json(monkey
     assert parted and json.loads(data)["same_threads"] == 2
     threads["A"] = threads["B"]
     assert calls_diff.first_difference(Path("A"), Path("B"), None, fmt="json")[1] is False
+    threads["B"] = [("pid 2 thread 1", _thread(["x", "y"]))]  # A stopped early
+    (d,) = json.loads(calls_diff.first_difference(Path("A"), Path("B"), None,
+                                                  fmt="json")[0])["differences"]
+    assert (d["a_call"], d["b_call"]) == (None, "line y 1")

@@ -117,10 +117,10 @@ def test_the_table_lists_the_first_calls_with_unknown_ages_ranks_and_hosts():
         long[:report_inflight.CUT] + "...")
     assert lines[5] == f"  {'?':>9}  {'running':<8} {1:>8} {11:>8}  -      -            cu1_1"
     assert lines[6].startswith("  (a died process's calls:") and len(lines) == 7
-    # SHOWN calls listed, the rest counted
-    many = _now(1, None, job.RUNNING, [float(k) for k in range(report_inflight.SHOWN + 1)])
+    # the first 20 calls listed (docs/report.md), the rest counted
+    many = _now(1, None, job.RUNNING, [float(k) for k in range(21)])
     lines = report_inflight.section([_reported(many)])
-    assert lines[-1] == "  ... and 1 more" and len(lines) == 3 + report_inflight.SHOWN + 1
+    assert lines[-1] == "  ... and 1 more" and len(lines) == 3 + 20 + 1
     many.calls.pop()
     assert report_inflight.section([_reported(many)])[-1].endswith(" cu1_0")
 
