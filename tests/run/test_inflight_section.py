@@ -106,17 +106,18 @@ def test_the_sentence_says_a_launch_what_is_not_known_and_one_call_more():
 
 def test_the_table_lists_the_first_calls_with_unknown_ages_ranks_and_hosts():
     long = "cu" + "x" * 400
-    one = _now(1, None, job.RUNNING, (2.0, None), host="")
+    one = _now(1, None, job.RUNNING, (2.0, None, 0.5), host="")
     one.calls[0].function = long
     two = _now(2, "r" * 10, job.DIED, (3.0,), host="node-" + "n" * 20)
     lines = report_inflight.section([_reported(one), _reported(two)])
     assert lines[1].startswith("in flight  rank rrrrrrrrrr (pid 2) on node-nnnnnnnnnnnnnnnnnnnn "
-                               "was inside cu2_0 for 3.0 s; 2 more calls in progress")
+                               "was inside cu2_0 for 3.0 s; 3 more calls in progress")
     assert lines[3] == f"  {'3.0':>9}  {'died':<8} {2:>8} {20:>8}  rrrrrr... node-nnnnnnn... cu2_0"
     assert lines[4] == f"  {'2.0':>9}  {'running':<8} {1:>8} {10:>8}  -      -            " + (
         long[:report_inflight.CUT] + "...")
-    assert lines[5] == f"  {'?':>9}  {'running':<8} {1:>8} {11:>8}  -      -            cu1_1"
-    assert lines[6].startswith("  (a died process's calls:") and len(lines) == 7
+    assert lines[5] == f"  {'0.5':>9}  {'running':<8} {1:>8} {12:>8}  -      -            cu1_2"
+    assert lines[6] == f"  {'?':>9}  {'running':<8} {1:>8} {11:>8}  -      -            cu1_1"
+    assert lines[7].startswith("  (a died process's calls:") and len(lines) == 8
     # the first 20 calls listed (docs/report.md), the rest counted
     many = _now(1, None, job.RUNNING, [float(k) for k in range(21)])
     lines = report_inflight.section([_reported(many)])
