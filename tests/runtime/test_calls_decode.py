@@ -29,7 +29,7 @@ NAMES = ["cuMemAlloc_v2", "cuMemGetInfo_v2", "cuDeviceGetAttribute", "cuMemsetD8
          "cuDeviceGet", "cuStreamQuery", "cuModuleGetFunction", "cuMemcpy2D_v2",
          "cuGetErrorName", "cuGetProcAddress", "cuDeviceGetName", "cuLaunchKernel",
          "cuEventCreate", "cuMemHostAlloc", "cuFuncGetAttribute", "cuTexRefSetMipmapLevelBias",
-         UNKNOWN]
+         "cuDeviceGetProperties", UNKNOWN]
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +260,9 @@ def test_which_values_are_addresses(dec):
     assert flags(rec(dec, "cuDeviceGetName", (0xA0, 64, 0), capture=b"G")) == (
         [True, False, False], [False])
     assert flags(rec(dec, "cuMemcpy2D_v2", (0xB0,))) == ([False], [])
+    r = rec(dec, "cuDeviceGetProperties", (0xC0, 0), capture=struct.pack("<i", 1024))
+    assert flags(r) == ([True, False], [False])  # a struct the driver wrote
+    assert both(dec, r)[2]["prop"]["maxThreadsPerBlock"] == 1024
     # a float argument has no word in the record: "?"
     r = rec(dec, "cuTexRefSetMipmapLevelBias", (0x10, 0x20))
     text, args, _ = both(dec, r)
