@@ -64,10 +64,11 @@ def _cross(out: Path, name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def arm(tmp_path_factory):
-    """The fake driver cross-compiled, a shim built for it, and the probes."""
-    _tools()
+    """The fake driver cross-compiled, a shim built for it, and the probes. (The C++ cross
+    compiler is asked for first: a skip of these tests names it whatever else is missing.)"""
     if shutil.which(CROSS_CXX) is None:
         pytest.skip(f"needs {CROSS_CXX} (g++-aarch64-linux-gnu)")
+    _tools()
     out = tmp_path_factory.mktemp("armtiming")
     fake = out / "fake" / "libcuda.so.1"
     fake.parent.mkdir()
