@@ -286,8 +286,12 @@ def test_books_of_another_kind_are_refused_in_one_line(probes, fake, budget_shim
 
 def test_a_job_of_64_processes_never_takes_the_driver_past_its_budget(probes, fake, budget_shim,
                                                                      tmp_path):
+    """The second tier's stress: 64 processes, 8 of them killed. SHIMGEN_STRESS_ROUNDS sets
+    each process's rounds (default 20,000, some 15 s on 2 cores); the minute-long run that
+    docs/memory.md reports gave it 80,000."""
+    rounds = int(os.environ.get("SHIMGEN_STRESS_ROUNDS", "20000"))
     job = Job(probes, fake, budget_shim, tmp_path / "job64")
-    check_stress(job, stress(job, 64, 20000, 8, 3))
+    check_stress(job, stress(job, 64, rounds, 8, 3))
 
 
 def test_mem_get_info_answers_the_budget_alone(probes, fake, budget_shim, tmp_path):
