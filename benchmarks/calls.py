@@ -8,7 +8,9 @@ report --calls` takes over a trace of a million records (calls alike, and calls 
 differ). The first fetched Debian driver,
 CPU only. The bars (docs/performance.md): at most 150 added instructions for a one-argument
 function, 250 for cuLaunchKernel; the report of a million records under 5 s on 2 cores.
-`--report-only`: the report's part alone (no callgrind); `--no-report`: without it."""
+`--report-only`: the report's part alone (no callgrind); `--no-report`: without it;
+`--captures`: only what a capture at entry costs (captures(): instructions, the safe read's
+system calls and the system time per call)."""
 
 from __future__ import annotations
 
@@ -109,11 +111,56 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         lib, _, _ = shims.build(tmp / "shim", driver.path)
+        if "--captures" in sys.argv:
+            captures(progs, lib, driver, tmp)
+            return 0
         if not report_only:
             instructions(progs, lib, driver, tmp)
         if "--no-report" not in sys.argv:
             print(report_speed(progs, lib, driver, tmp))
     return 0
+
+
+CAPTURES = ("cuLaunchKernelEx", "cuLaunchKernelEx:static")
+CAPTURE_CALLS = 200000
+
+
+def _counter(tmp: Path) -> Path:
+    """benchmarks/c/countreads.c, built as a preload library."""
+    out = tmp / "countreads.so"
+    cc = os.environ.get("CC", "cc").split()
+    subprocess.run([*cc, "-O2", "-Wall", "-shared", "-fPIC", "-o", str(out),
+                    str(ROOT / "benchmarks" / "c" / "countreads.c"), "-ldl"], check=True)
+    return out
+
+
+def captures(progs, lib: Path, driver, tmp: Path) -> None:
+    """What a capture at entry costs in calls mode: cuLaunchKernelEx with its CUlaunchConfig
+    in the caller's frame and in static memory; instructions per call (callgrind), the safe
+    read's system calls per call (benchmarks/c/countreads.c ahead of the shim) and the
+    system and user time per call of CAPTURE_CALLS calls (getrusage of the child)."""
+    counter = _counter(tmp)
+    print(f"driver {driver.version}; per call of cuLaunchKernelEx (an error return), "
+          f"calls mode against the driver alone")
+    for func in CAPTURES:
+        direct = per_call(progs, str(driver.path), func, child_env(libdir=driver.libdir), tmp)
+        env = child_env(lib, libdir=driver.libdir, SHIMGEN_TRACE="calls",
+                        SHIMGEN_TRACE_DIR=str(tmp / "traces-captures"))
+        calls = per_call(progs, "libcuda.so.1", func, env, tmp)
+        env["LD_PRELOAD"] = f"{counter}:{env['LD_PRELOAD']}"
+        iters, reps = CAPTURE_CALLS // 4, 4
+        made = 1 + iters // 10 + 1 + reps * iters
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run([str(progs.callbench), "libcuda.so.1", func, str(iters), str(reps)],
+                           env=env, capture_output=True, text=True, check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        counts = [line.split() for line in p.stderr.splitlines()
+                  if line.startswith("countreads ")][-1]
+        sys_us = (after.ru_stime - before.ru_stime) / made * 1e6
+        user_us = (after.ru_utime - before.ru_utime) / made * 1e6
+        print(f"{func:24} instructions +{calls - direct:7.1f}   process_vm_readv "
+              f"{int(counts[2]) / made:5.2f}   mincore {int(counts[4]) / made:5.2f}   "
+              f"system {sys_us:6.3f} us   user {user_us:6.3f} us")
 
 
 def instructions(progs, lib: Path, driver, tmp: Path) -> None:

@@ -32,11 +32,17 @@ class DebianDriver:
     # (exports, the cuGetProcAddress grid, gates and their proofs, a build that loads).
     every_test: bool = True
     arch: str = "amd64"  # Debian's name of the architecture: amd64 or arm64
+    library: str = "libcuda"  # the real file's name before .so.<version>: libcuda, libnvidia-ml
 
     @property
     def version(self) -> str:
         """The upstream driver version, e.g. 535.261.03: the name of the libcuda file."""
         return self.debian_version.split("-")[0]
+
+    @property
+    def file_name(self) -> str:
+        """The real file the package holds: libcuda.so.535.261.03, libnvidia-ml.so.535.261.03."""
+        return f"{self.library}.so.{self.version}"
 
     @property
     def directory(self) -> str:
@@ -80,6 +86,13 @@ ARM64_DRIVERS: tuple[DebianDriver, ...] = (
     DebianDriver("libcuda1", "550.163.01-2", "trixie", arch="arm64"),
     DebianDriver("libcuda1", "555.58.02-4", "experimental", arch="arm64"),
 )
+# NVML (libnvidia-ml.so.1) of the same driver releases, from the same source packages: the
+# NVML shim's exports, build and forwarding tests.
+NVML_DRIVERS: tuple[DebianDriver, ...] = (
+    DebianDriver("libnvidia-ml1", "535.261.03-1", "bookworm", library="libnvidia-ml"),
+    DebianDriver("libnvidia-ml1", "550.163.01-2", "trixie", library="libnvidia-ml"),
+    DebianDriver("libnvidia-ml1", "555.58.02-4", "experimental", library="libnvidia-ml"),
+)
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 
@@ -91,7 +104,7 @@ class DriverFetchError(RuntimeError):
 class FetchedDriver:
     version: str  # upstream version, e.g. 535.261.03
     package: str  # the Debian package it came from
-    path: Path  # the real file, libcuda.so.<version>
+    path: Path  # the real file, libcuda.so.<version> (libnvidia-ml.so.<version>)
     libdir: Path  # directory holding libcuda.so, libcuda.so.1 and the real file
     arch: str = "amd64"  # Debian's name of its architecture
 
@@ -151,7 +164,7 @@ def _run(cmd: list[str], cwd: Path | None = None) -> None:
 
 
 def _unpacked(root: Path, build: DebianDriver) -> FetchedDriver | None:
-    for real in root.rglob(f"libcuda.so.{build.version}"):
+    for real in root.rglob(build.file_name):
         if real.is_file() and not real.is_symlink():
             return FetchedDriver(build.version, build.package, real, real.parent, build.arch)
     return None
@@ -231,12 +244,12 @@ def _download_now(cache: Path, missing: list[DebianDriver],
             staging.rename(dest)
             fetched = _unpacked(dest, b)
             if fetched is None:
-                raise DriverFetchError(f"{deb.name} holds no libcuda.so.{b.version}")
+                raise DriverFetchError(f"{deb.name} holds no {b.file_name}")
             got[b] = fetched
     return got
 
 
-KNOWN = DRIVERS + ARM64_DRIVERS + (PREDATES_PROC_ADDRESS,)
+KNOWN = DRIVERS + ARM64_DRIVERS + (PREDATES_PROC_ADDRESS,) + NVML_DRIVERS
 
 
 def _named(specs: list[str]) -> list[DebianDriver]:
@@ -276,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
                          + ", ".join(f"{b.package}={b.version}"
                                      for b in DRIVERS + (PREDATES_PROC_ADDRESS,))
                          + "; arm64: " + ", ".join(f"{b.package}:arm64={b.version}"
-                                                   for b in ARM64_DRIVERS) + ")")
+                                                   for b in ARM64_DRIVERS) + "; NVML: "
+                         + ", ".join(f"{b.package}={b.version}" for b in NVML_DRIVERS) + ")")
     ap.add_argument("--path", metavar="VERSION",
                     help="print only the path of the driver whose version starts with VERSION "
                          f"(one of: {', '.join(b.version for b in EVERY_TEST)})")

@@ -24,10 +24,8 @@ EXIT_USAGE = 2
 COMMANDS = {
     "run": "shimgen.run:command", "report": "shimgen.report:command",
     "build": "shimgen.shim:command", "gates": "shimgen.gates:command",
-    "patch": "shimgen.gates:patch_command",
-    "probe": "shimgen.probe:command",
-    "exports": "shimgen.shim:list_exports",
-    "diff": "shimgen.diff:command",
+    "patch": "shimgen.gates:patch_command", "probe": "shimgen.probe:command",
+    "exports": "shimgen.shim:list_exports", "diff": "shimgen.diff:command",
     "hook-header": "shimgen.shim:header_command",
     "top": "shimgen.top:command",
 }
@@ -70,23 +68,24 @@ RUN_OPTIONS = (
            "PATTERN=RESULT[,KEY=VALUE...], e.g. cuMemAlloc_v2=CUDA_ERROR_OUT_OF_MEMORY,nth=3 "
            "(repeatable; docs/inject.md)", metavar="RULE", repeat=True),
     Option(("--limit",), "limit", "limit what the command may take: memory=SIZE, device "
-           "memory per process and device (200MiB, 2GiB); allocations past it fail with "
-           "CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo answers with it (docs/memory.md)",
-           metavar="memory=SIZE", repeat=True),
+           "memory per process and device (200MiB, 2GiB); job-memory=SIZE, device memory per "
+           "device of all the command's processes together; allocations past either fail with "
+           "CUDA_ERROR_OUT_OF_MEMORY (docs/memory.md)", metavar="memory=SIZE|job-memory=SIZE",
+           repeat=True),
+    Option(("--limit-group",), "limit_group", "share --limit job-memory's budget with the "
+           "other runs of group NAME on this machine (a name, or a directory's path; default "
+           "$SHIMGEN_LIMIT_GROUP); the group's first run fixes its size", metavar="NAME|DIR"),
     Option(("--calls-ring",), "calls_ring", "with --trace calls: the last N calls each "
            f"thread keeps (default {CALLS_RING_DEFAULT})", metavar="N"),
     Option(("--hook",), "hook", "a user hook file compiled into the shim (repeatable; the "
-           "cached shim is keyed by their contents; docs/hooks.md)", metavar="FILE.c",
-           repeat=True),
+           "cached shim is keyed by their contents; docs/hooks.md)", metavar="FILE.c", repeat=True),
     Option(("--gpu-time",), "gpu_time", "time each kernel launch on the GPU by the driver's "
-           "events (no CUPTI): GPU time per kernel in the report and a GPU track per stream in "
-           "the calls timeline; every=N times one launch in N (docs/run.md)",
-           metavar="[every=N]"),
+           "events (no CUPTI): GPU time per kernel in the report, a GPU track per stream in the "
+           "calls timeline; every=N times one launch in N (docs/run.md)", metavar="[every=N]"),
     Option(("--stall",), "stall", "say (on stderr and in notices.log) when a process has been "
            "inside one driver call longer than SECONDS, and when it left it (time modes; "
            "default: off)", metavar="SECONDS"),
 )
-
 
 
 def _columns() -> int:
@@ -183,8 +182,8 @@ def _add_report(sub) -> None:
     r.add_argument("paths", nargs="+", metavar="PATH",
                    help="one run directory, two run directories to compare, or trace files "
                         "(*.shimtrace, JSON traces) to merge")
-    r.add_argument("--by", choices=BY,
-                   help="one table per rank, per process or per host (the nodes of a run)")
+    r.add_argument("--by", choices=BY, help="one table per rank, process or host (a run's "
+                   "nodes); kernel: the launch functions' rows split by kernel")
     r.add_argument("--mangled", action="store_true",
                    help="kernels' names as the driver has them, not demangled")
     out = r.add_mutually_exclusive_group()
@@ -230,6 +229,10 @@ def _add_build(sub) -> None:
                         "write the wrong bits of the driver's device state")
     b.add_argument("--hook", action="append", metavar="FILE.c",
                    help="a user hook file compiled into the shim (repeatable; docs/hooks.md)")
+    b.add_argument("--nvml", nargs="?", const=True, metavar="PATH",
+                   help="build the NVML shim (libnvidia-ml.so.1) alone, from PATH (default: "
+                        "the installed libnvidia-ml.so.1), for LD_PRELOAD by hand "
+                        "(docs/memory.md)")
 
 
 def _add_gates(sub) -> None:
@@ -286,7 +289,7 @@ def _add_probe(sub) -> None:
 
 
 def _add_exports(sub) -> None:
-    _driver(_command(sub, "exports"))
+    _driver(_command(sub, "exports"), "; or a libnvidia-ml (NVML), told by its SONAME")
 
 
 def _add_hook_header(sub) -> None:
@@ -298,7 +301,8 @@ def _add_diff(sub) -> None:
 
     d = _command(sub, "diff")
     d.add_argument("old", metavar="OLD", help="the driver now (a file, or a directory "
-                   "holding libcuda.so.1)")
+                   "holding libcuda.so.1); or two NVML libraries (libnvidia-ml.so.1): their "
+                   "exports compared")
     d.add_argument("new", metavar="NEW", help="the driver after the upgrade")
     d.add_argument("--json", action="store_true", help="JSON (schema shimgen-diff/1): every "
                    "span of every name")

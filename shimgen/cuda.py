@@ -369,15 +369,15 @@ MEM_PROP_LOCATION_OFFSET = 8
 PITCH_ALIGNMENT_ATTRIBUTES = [n for n, name in ATTRIBUTES.items()
                               if name in ("TEXTURE_ALIGNMENT", "TEXTURE_PITCH_ALIGNMENT")]
 MEM_LOCATION_TYPE_DEVICE = 1
-# Memory pools and graph memory: CUmemPoolProps' location lies where a CUmemAllocationProp's
-# does (MEM_PROP_LOCATION_OFFSET), so does a CUDA_MEM_ALLOC_NODE_PARAMS' (its poolProps
-# first); the attributes the ledger asks, in runenv.MEM_RESERVE_FIELDS' order (reserved,
-# reserved high, used, used high): CUmemPool_attribute's RESERVED_MEM_CURRENT, _HIGH,
-# USED_MEM_CURRENT, _HIGH and CUgraphMem_attribute's; cuStreamIsCapturing's answer of a
-# stream capturing (CU_STREAM_CAPTURE_STATUS_ACTIVE).
+# Pools and graph memory: CUmemPoolProps' and CUDA_MEM_ALLOC_NODE_PARAMS' (poolProps first)
+# location lies where CUmemAllocationProp's does (MEM_PROP_LOCATION_OFFSET); the attributes the
+# ledger asks, in runenv.MEM_RESERVE_FIELDS' order: CUmemPool_attribute's RESERVED_MEM_CURRENT,
+# _HIGH, USED_MEM_CURRENT, _HIGH and CUgraphMem_attribute's; CU_STREAM_CAPTURE_STATUS_ACTIVE;
+# CUgraphNodeType's kernel, child graph and conditional node (runtime/kernels/hooks_graphs.c).
 MEMPOOL_ATTRS = (5, 6, 7, 8)
 GRAPH_MEM_ATTRS = (2, 3, 0, 1)
 STREAM_CAPTURE_ACTIVE = 1
+GRAPH_NODE_KERNEL, GRAPH_NODE_GRAPH, GRAPH_NODE_CONDITIONAL = 0, 4, 13
 LAUNCH_CONFIG_STREAM_OFFSET = 32  # CUlaunchConfig's hStream, after its grid, block, shared bytes
 ARRAY_FORMAT_BYTES = {0x01: 1, 0x02: 2, 0x03: 4, 0x08: 1, 0x09: 2, 0x0A: 4, 0x10: 2, 0x20: 4,
                       0xC0: 1, 0xC1: 2, 0xC2: 4, 0xC3: 2, 0xC4: 4, 0xC5: 8, 0xC6: 1, 0xC7: 2,

@@ -33,9 +33,10 @@ FUNCTION_SINCE: dict[str, int] = {
     # (functions the memory ledger watches, shim/memroutes.py)
     "cuStreamBeginCaptureToGraph": 12030, "cuStreamBeginCaptureToGraph_ptsz": 12030,
     "cuGreenCtxDestroy": 12040, "cuCtxCreate_v4": 12050, "cuCtxSynchronize_v2": 12090,
-    # (the kernels' hooks, shim/hooks.py KERNEL_HOOKS)
+    # (the kernels' hooks, shim/hooks.py KERNEL_HOOKS and GRAPH_HOOKS)
     "cuLaunchKernelEx": 11080, "cuLaunchKernelEx_ptsz": 11080, "cuLibraryGetKernel": 12000,
-    "cuKernelGetFunction": 12000,
+    "cuKernelGetFunction": 12000, "cuGraphInstantiateWithParams": 12000,
+    "cuGraphInstantiateWithParams_ptsz": 12000,
 }
 ATTRIBUTE_SINCE: dict[int, int] = {
     124: 11070,  # DMA_BUF_SUPPORTED

@@ -29,3 +29,13 @@ def driver_path(value: str | None) -> Path:
         return default_driver()
 
     return path_option(value, "--driver", "driver", default)
+
+
+def nvml_path(value: str | None) -> Path:
+    """build's --nvml PATH, or the installed libnvidia-ml."""
+    def default() -> Path:
+        from .driver import default_nvml
+
+        return default_nvml()
+
+    return path_option(value, "--nvml", "NVML library", default)

@@ -24,6 +24,8 @@ ENV = {
     "RUN_DIR": "SHIMGEN_RUN_DIR",
     "LIMIT_MEMORY": "SHIMGEN_LIMIT_MEMORY",
     "GPU_TIME": "SHIMGEN_GPU_TIME",
+    "LIMIT_JOB_MEMORY": "SHIMGEN_LIMIT_JOB_MEMORY",
+    "BUDGET_FILE": "SHIMGEN_BUDGET_FILE",
 }
 
 # SHIMGEN_GATE_METHOD's values, by the number the shim's configuration keeps (facts.h:
@@ -41,7 +43,15 @@ SIZE_UNITS = "KMGT"
 SIZE_MAX = (1 << 64) - 1
 SIZE_HINT = "is not a size (200MiB, 2GiB, or bytes)"
 # What `shimgen run --limit` limits: KEY=SIZE, each key's variable of the shim.
-LIMITS = {"memory": "LIMIT_MEMORY"}
+LIMITS = {"memory": "LIMIT_MEMORY", "job-memory": "LIMIT_JOB_MEMORY"}
+# A shared memory budget (docs/memory.md, "One budget for many processes"): `shimgen run
+# --limit-group`'s variable (the command's, not the shim's), the books' file in the run
+# directory or the group's directory, the group directory's file that fixes its size, and
+# where a group named by a bare name lives (under $XDG_RUNTIME_DIR, else /tmp/shimgen-UID).
+LIMIT_GROUP = "SHIMGEN_LIMIT_GROUP"
+BUDGET_BOOKS = "budget.books"
+BUDGET_SIZE = "budget.size"
+GROUPS_DIR = "shimgen/groups"
 
 # The `shimgen` command's own variable (not the shim's): a traceback for an internal error.
 DEBUG = "SHIMGEN_DEBUG"
@@ -58,6 +68,9 @@ RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PRO
 SHIM_TARGET = "cudashim"
 SHIM_LIBRARY = f"lib{SHIM_TARGET}.so"
 SHIM_MANIFEST = "shim.json"
+# The NVML shim's (libnvidia-ml.so.1, shimgen/shim/nvml.py): its target and file.
+NVML_SHIM_TARGET = "nvmlshim"
+NVML_SHIM_LIBRARY = f"lib{NVML_SHIM_TARGET}.so"
 
 # The trace modes, by the number the binary trace file records (its header's `mode`) and
 # the name SHIMGEN_TRACE takes (which also takes "1" for counts and "attrs").
@@ -112,10 +125,18 @@ KERN_FROM = {1: "cuModuleGetFunction", 2: "cuLibraryGetKernel", 3: "cuKernelGetF
              4: "driver", 5: "unnamed", 6: "cuLaunchHostFunc", 7: "cuGraphLaunch"}
 # The name of a host function whose symbol the dynamic loader does not know.
 KERN_HOST_UNKNOWN = "(host function)"
-# With GPU time (SHIMGEN_GPU_TIME), a graph's launches, timed as a whole: their slot's handle
-# (never a function's or kernel's: those are pointers) and name.
-KERN_GRAPH_KEY = 1
-KERN_GRAPH = "(graph)"
+# A graph's launches (cuGraphLaunch) are counted on a slot per count of kernel nodes, whose
+# handle word is KERN_GRAPH_KEY | (the count + 1), KERN_GRAPH_KEY alone when the count is not
+# known (no user-space address has these bits: never a kernel's handle), named
+# KERN_GRAPH_PREFIX then the count in decimal, or "?" (no kernel's name holds a colon).
+KERN_GRAPH_KEY = 0xFFFF << 48
+KERN_GRAPH_PREFIX = "graph:"
+# The functions whose launches the kernels' tables count (shim/hooks.py hooks each): the
+# rows `report --by kernel` splits by kernel.
+KERN_LAUNCH_FUNCTIONS = (
+    "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchCooperativeKernel",
+    "cuLaunchCooperativeKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+    "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz", "cuGraphLaunch", "cuGraphLaunch_ptsz")
 # A collective: a kernel whose name holds this, in any case (NCCL's device kernels,
 # ncclDevKernel_*, ncclKernel_*): the report compares its launches across the ranks of a run.
 KERN_COLLECTIVE = "nccl"

@@ -23,6 +23,7 @@ import pytest
 from devtools.driverfetch import (
     DRIVERS,
     EVERY_TEST,
+    NVML_DRIVERS,
     PREDATES_PROC_ADDRESS,
     DriverFetchError,
     FetchedDriver,
@@ -75,6 +76,13 @@ def drivers() -> list[FetchedDriver]:
 def matrix_drivers() -> list[FetchedDriver]:
     """Every build of the test matrix: the pipeline tests run on each."""
     return _fetched(DRIVERS)
+
+
+@pytest.fixture(scope="session")
+def nvml_libraries() -> list[FetchedDriver]:
+    """Debian's real libnvidia-ml (libnvidia-ml1) of the three drivers every test runs on:
+    the NVML shim's exports and build."""
+    return _fetched(NVML_DRIVERS)
 
 
 @pytest.fixture(scope="session")
@@ -190,6 +198,16 @@ def fake_shim(probes, tmp_path_factory) -> Path:
     """A shim for the fake driver (tests/c/fake_libcuda.c), built through the Python API as in
     tests/runtime/test_timing.py: `shimgen build` refuses the fake, a stub by design."""
     return shimcache.fake_driver_shim(probes / "libfake_libcuda_for_tests.so")
+
+
+@pytest.fixture(scope="session")
+def nvml_fake_shim(probes, tmp_path_factory) -> Path:
+    """The NVML shim built from the FAKE libnvidia-ml (tests/c/fake_nvml_libnvidia_ml.c),
+    its stub rule skipped: once per test worker."""
+    from shimgen.shim.nvml import make_nvml_shim
+
+    return make_nvml_shim(probes / "libfake_nvml_libnvidia_ml.so",
+                          tmp_path_factory.mktemp("nvml"), require_real=False).library
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,8 @@ SLOW_MODULES = frozenset({
 })
 
 SLOW = frozenset({
+    'tests/run/test_run_nvml.py::test_run_preloads_the_nvml_shim_beside_the_libcuda_shim_when_a_limit_is_set',  # 24 s: builds a libcuda shim
+    'tests/run/test_run_nvml.py::test_run_preloads_the_nvml_shim_under_a_shared_budget',  # 16 s: three runs
     'tests/runtime/test_inject.py::test_run_refuses_a_bad_rule_before_anything_runs[no-match]',  # 5.8 s
     'tests/runtime/test_gputime.py::test_launches_from_racing_threads_are_each_timed_once',  # 8.2 s
     'tests/runtime/test_aarch64.py::test_a_user_hook_is_cross_compiled_and_reached_by_every_route',  # 5.8 s
@@ -120,6 +122,7 @@ SLOW = frozenset({
     'tests/run/test_inflight.py::test_stall_is_said_once_when_a_call_lasts_and_again_when_it_ends',  # 3.7 s
     'tests/run/test_inflight.py::test_the_same_race_read_thousands_of_times',  # 22 s
     'tests/run/test_memory_nogpu.py::test_a_limit_the_driver_never_let_act_is_said_as_untried',  # 11 s
+    'tests/run/test_budget.py::test_a_job_of_64_processes_never_takes_the_driver_past_its_budget',  # 16 s
     'tests/run/test_run.py::test_a_terminals_ctrl_c_reaches_the_command_once',  # 4.8 s
     'tests/run/test_run.py::test_signals_sent_to_run_reach_the_command_exactly_once',  # 41.0 s
     'tests/run/test_run_cache.py::test_a_damaged_entry_is_rebuilt_never_used[entry-a-symlink]',  # 5.1 s

@@ -13,7 +13,9 @@
  * LIB is what dlopen gets: the real driver's path for a direct measurement, or
  * "libcuda.so.1" under LD_PRELOAD of a shim (the shim has that SONAME, so dlopen returns
  * the shim's handle). FUNC is cuDriverGetVersion, cuCtxGetCurrent, cuGetProcAddress or
- * cuLaunchKernel (eleven arguments; never initialised, so the driver fails it at once).
+ * cuLaunchKernel (eleven arguments; never initialised, so the driver fails it at once),
+ * cuLaunchKernelEx (its CUlaunchConfig in the caller's frame; calls mode reads it at entry)
+ * or cuLaunchKernelEx:static (the same config in static memory).
  * The function is resolved with dlsym and called once before any timing, so the shim's
  * lazy first-call path is not measured. Output: one JSON object on stdout.
  *
@@ -37,7 +39,16 @@ typedef int (*fn_attr)(int *, int, int);
 typedef int (*fn_launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, void *, void **, void **);
 
-enum kind { K_VERSION, K_CTX, K_PROC, K_LAUNCH, K_ATTR };
+enum kind { K_VERSION, K_CTX, K_PROC, K_LAUNCH, K_ATTR, K_LAUNCHEX, K_LAUNCHEX_STATIC };
+
+/* cuLaunchKernelEx's CUlaunchConfig (56 bytes) */
+struct launch_config {
+    unsigned grid[3], block[3], shmem;
+    void *stream, *attrs;
+    unsigned nattrs;
+};
+typedef int (*fn_launchex)(const struct launch_config *, void *, void **, void **);
+static struct launch_config static_config = {{1, 1, 1}, {32, 1, 1}, 0, NULL, NULL, 0};
 
 static enum kind kind;
 static void *fn, *direct_fn;
@@ -56,6 +67,14 @@ static inline __attribute__((always_inline)) int call_once(void *fn)
     }
     case K_LAUNCH: /* eleven arguments; without cuInit the driver answers 3 at once */
         return ((fn_launch)fn)((void *)0x1234, 1, 2, 3, 4, 5, 6, 7, NULL, NULL, NULL);
+    case K_LAUNCHEX: { /* the config in the caller's frame, as cudart keeps it */
+        struct launch_config c = {{1, 1, 1}, {32, 1, 1}, 0, NULL, NULL, 0};
+        int r = ((fn_launchex)fn)(&c, (void *)0x1234, NULL, NULL);
+        __asm__ volatile("" ::"r"(&c) : "memory");
+        return r;
+    }
+    case K_LAUNCHEX_STATIC: /* the same config in static memory */
+        return ((fn_launchex)fn)(&static_config, (void *)0x1234, NULL, NULL);
     case K_ATTR: { /* arguments that differ every call */
         static int n;
         int v = 0;
@@ -146,6 +165,10 @@ int main(int argc, char **argv)
         kind = K_LAUNCH;
     else if (strcmp(name, "cuDeviceGetAttribute") == 0)
         kind = K_ATTR;
+    else if (strcmp(name, "cuLaunchKernelEx") == 0)
+        kind = K_LAUNCHEX;
+    else if (strcmp(name, "cuLaunchKernelEx:static") == 0)
+        kind = K_LAUNCHEX_STATIC, name = "cuLaunchKernelEx";
     else {
         fprintf(stderr, "callbench: unsupported function %s\n", name);
         return 2;

@@ -44,6 +44,12 @@
  * or 8, so struct fstats is 8 to 64 bytes; block.h checks it). */
 #define TS_HIST_SCALE (TS_HIST_BUCKETS / TS_FSTATS_SIZE)
 #define TS_HIST ((TS_ERR + TS_ERRSLOT_SIZE * TS_ERR_SLOTS + 63) & ~63)
+/* x86-64's time path keeps i * 8 (TS_IDX_SHIFT) as its index, a word of a table of one
+ * 64-bit word per function (shimgen_fine_at); times these x86-64 index scales it reaches
+ * fn[i] and hist[i][0] (block.h checks that they are scales). */
+#define TS_IDX_SHIFT 3
+#define TS_FSTATS_SCALE (TS_FSTATS_SIZE >> TS_IDX_SHIFT)
+#define TS_HIST_IDX_SCALE (TS_HIST_BUCKETS >> TS_IDX_SHIFT)
 /* After the histograms: the thread's fine latency histogram, one table for every function,
  * FINE_SLOTS slots of 8 bytes (a 32-bit key, (function index + 1) << FINE_BITS | fine
  * bucket, 0 for a free slot; a 32-bit count). Fine bucket f of elapsed ticks v: v itself

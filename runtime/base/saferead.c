@@ -7,6 +7,10 @@
  * and taken again whenever the kernel says the pid it was given names no process (a child
  * made by a raw clone, whose parent is gone).
  *
+ * Before any of that, memory of the calling thread's own stack at or above the stack pointer
+ * is copied directly (on_own_stack: the thread's live frames, readable whatever the pointer
+ * means; the stack found once per thread in /proc/self/maps, docs/security.md).
+ *
  * Where the kernel refuses process_vm_readv (qemu-user, which does not emulate it; a
  * seccomp filter), a page is read directly when the kernel says it is mapped (mincore
  * answers ENOMEM for an address nothing maps): NULL, 0x10, an unmapped or freed page end
@@ -16,6 +20,7 @@
 
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -106,8 +111,118 @@ static long read_mapped(void *dst, uintptr_t src, size_t n)
     return (long)done;
 }
 
+/* The calling thread's own stack, found once per thread (stack_state: 0 not yet, 1 being
+ * looked for, 2 known, 3 none): [stack_lo, stack_hi), one readable mapping that lives as
+ * long as the thread, whose part above the stack pointer holds the thread's live frames
+ * (docs/security.md, "What a program passes"). */
+static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
+static __thread int stack_state __attribute__((tls_model("initial-exec")));
+
+static uintptr_t hex(const char **p)
+{
+    uintptr_t v = 0;
+    for (;; (*p)++) {
+        unsigned c = (unsigned char)**p, d = c - '0' < 10 ? c - '0'
+                                         : (c | 0x20) - 'a' < 6 ? (c | 0x20) - 'a' + 10 : 16;
+        if (d > 15)
+            return v;
+        v = v << 4 | d;
+    }
+}
+
+/* One line of /proc/self/maps (NUL-terminated; a line longer than the buffer: its start)
+ * against the stack pointer `sp` and the thread pointer `tp`; *end and *guard: the line
+ * before's end and whether it was a mapping without any access (a guard page), updated.
+ * 1: the stack is this line's mapping, its range set. */
+static int stack_line(const char *l, uintptr_t sp, uintptr_t tp, uintptr_t *end, int *guard)
+{
+    const char *p = l;
+    uintptr_t lo = hex(&p), hi = *p == '-' ? (p++, hex(&p)) : 0, below = *end;
+    int was_guard = *guard;
+    const char *perms = *p == ' ' ? p + 1 : "";
+    size_t len = strlen(l);
+    *end = hi;
+    *guard = strncmp(perms, "---p", 4) == 0;
+    if (sp < lo || sp >= hi || strncmp(perms, "rw", 2) != 0)
+        return 0;
+    if (len > 8 && strcmp(l + len - 8, " [stack]") == 0) {
+        stack_lo = lo, stack_hi = hi; /* the process's first thread: the kernel's stack */
+        return 1;
+    }
+    if (tp && tp > sp && tp < hi && below == lo && was_guard) {
+        stack_lo = lo, stack_hi = tp; /* a thread the C library made: up to its own TCB */
+        return 1;
+    }
+    return 0;
+}
+
+/* The calling thread's stack: the mapping of /proc/self/maps that holds `sp`, readable and
+ * writable, when it is the kernel's stack of the process's first thread, or, in any other
+ * thread, when it also holds the thread's descriptor (pthread_self) and lies right above a
+ * guard page: a stack that the C library made for the thread, the descriptor at its top,
+ * the guard keeping any other mapping from having merged with it below. (The first
+ * thread's descriptor is the loader's memory, which a mapping of the program's own may have
+ * merged with: never taken.) Otherwise none: every read goes through the kernel. */
+static void find_stack(uintptr_t sp)
+{
+    uintptr_t tp = gettid() == getpid() ? 0 : (uintptr_t)pthread_self(), end = 0;
+    int guard = 0, found = 0, fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[2048];
+        size_t have = 0;
+        int skipping = 0;
+        while (!found) {
+            ssize_t got = read(fd, buf + have, sizeof buf - 1 - have);
+            if (got <= 0)
+                break;
+            have += (size_t)got;
+            buf[have] = 0;
+            char *line = buf, *nl;
+            while (!found && (nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+                *nl = 0;
+                if (!skipping)
+                    found = stack_line(line, sp, tp, &end, &guard);
+                skipping = 0;
+                line = nl + 1;
+            }
+            have -= (size_t)(line - buf);
+            memmove(buf, line, have);
+            if (have == sizeof buf - 1) { /* a line longer than the buffer: its start */
+                buf[have] = 0;
+                if (!skipping)
+                    found = stack_line(buf, sp, tp, &end, &guard);
+                skipping = 1, have = 0;
+            }
+        }
+        close(fd);
+    }
+    __atomic_store_n(&stack_state, found ? 2 : 3, __ATOMIC_RELAXED);
+}
+
+/* Whether [src, src + n) lies in the calling thread's own stack, at or above this frame. */
+static int on_own_stack(uintptr_t src, size_t n)
+{
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    int st = __atomic_load_n(&stack_state, __ATOMIC_RELAXED);
+    if (st == 0 && src >= sp) {
+        /* a signal handler's read meanwhile finds 1: the safe read */
+        __atomic_store_n(&stack_state, 1, __ATOMIC_RELAXED);
+        int saved = errno;
+        find_stack(sp);
+        errno = saved;
+        st = __atomic_load_n(&stack_state, __ATOMIC_RELAXED);
+    }
+    return st == 2 && sp >= stack_lo && sp < stack_hi && src >= sp && src < stack_hi &&
+           n <= stack_hi - src;
+}
+
 long shimgen_safe_read(void *dst, const void *src, size_t n)
 {
+    if (on_own_stack((uintptr_t)src, n)) {
+        memcpy(dst, src, n);
+        return (long)n;
+    }
     if (__atomic_load_n(&refused, __ATOMIC_RELAXED)) {
         int saved = errno;
         long got = read_mapped(dst, (uintptr_t)src, n);

@@ -4,7 +4,9 @@
  * unreadable page): the shim reads them only through these, which copy with the kernel's
  * process_vm_readv on the process itself, page by page, so an unreadable page ends the copy
  * instead of raising SIGSEGV; where the kernel refuses that (qemu-user, a seccomp filter), a
- * page is read only once mincore says it is mapped. Async-signal-safe, no allocation, no lock.
+ * page is read only once mincore says it is mapped. Memory of the calling thread's own stack,
+ * at or above its stack pointer, is copied directly, with no system call (saferead.c,
+ * docs/security.md). Async-signal-safe, no allocation, no lock.
  */
 #ifndef SHIMGEN_SAFEREAD_H
 #define SHIMGEN_SAFEREAD_H

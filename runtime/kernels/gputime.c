@@ -274,24 +274,6 @@ void shimgen_gpu_end(int i, int ok, int slot)
     __atomic_store_n(&p->state, PENDING, __ATOMIC_RELEASE);
 }
 
-void shimgen_gpu_graph(int pair, int ok, void *stream)
-{
-    static const uint32_t none[6];
-    if (!ok || (pair < 0 && shimgen_in_capture(stream))) { /* (captured: runs with its graph) */
-        if (pair >= 0)
-            shimgen_gpu_end(pair, 0, -1);
-        return;
-    }
-    int slot = shimgen_kern_slot(SHIMGEN_KERN_GRAPH_KEY);
-    if (pair >= 0)
-        shimgen_gpu_end(pair, 1, slot);
-    if (slot < 0)
-        return;
-    shimgen_kern_launch(slot, (uint64_t)(uintptr_t)stream, none, 0, 0);
-    if (shimgen_kern_unnamed(slot))
-        shimgen_kern_name(slot, SHIMGEN_KERN_GRAPH, SHIMGEN_KERN_FROM_CUGRAPHLAUNCH);
-}
-
 /* A context about to be destroyed: its pending pairs dropped (counted), its free pairs'
  * events forgotten (they go with it). A pair BUSY in another thread is that thread's. */
 void shimgen_gpu_ctx_gone(void *ctx)

@@ -10,8 +10,8 @@
  * cuKernelGetName for a CUkernel passed as a CUfunction; neither in a driver before CUDA
  * 12.3), never while the launch's stream captures (cuStreamIsCapturing): then at a later
  * launch. A launch into a capture is not counted: it runs when its graph is launched.
- * cuLaunchHostFunc's function is named by its symbol (dladdr). (cuGraphLaunch is the
- * memory ledger's hook: a graph's launch is not counted here.)
+ * cuLaunchHostFunc's function is named by its symbol (dladdr). A graph's launch is counted
+ * by hooks_graphs.c.
  */
 
 #define _GNU_SOURCE

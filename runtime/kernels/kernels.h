@@ -50,10 +50,6 @@ int shimgen_gpu_begin(void *stream);
 void shimgen_gpu_end(int pair, int ok, int slot);
 /* At a synchronisation the program made: the pending pairs that are done added. */
 void shimgen_gpu_resolve(void);
-/* After a graph's launch (cuGraphLaunch, the memory ledger's watch) with GPU time on:
- * counted as a launch of the slot named SHIMGEN_KERN_GRAPH (not one into a capture), and
- * timed as a whole when `pair` is one. */
-void shimgen_gpu_graph(int pair, int ok, void *stream);
 /* A context about to be destroyed: its pairs dropped. */
 void shimgen_gpu_ctx_gone(void *ctx);
 /* A forked child: the parent's pairs forgotten. */

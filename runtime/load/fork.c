@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 
+#include "budget/budget.h"
 #include "hooks/hooks.h"
 #include "kernels/kernels.h"
 #include "memory/memory.h"
@@ -26,6 +27,7 @@ static void fork_child(void)
     shimgen_safe_read_forget_pid();
     shimgen_load_after_fork();
     shimgen_ledger_after_fork();
+    shimgen_budget_after_fork();
     shimgen_reserve_after_fork();
     shimgen_inject_after_fork();
     shimgen_kernels_after_fork();

@@ -10,7 +10,15 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
+#include "budget/budget.h"
 #include "lock.h"
+
+/* Bytes a column gave back, back to the shared budget too (budget/), when there is one. */
+static inline void give_shared(unsigned c, uint64_t n)
+{
+    if (__builtin_expect(__atomic_load_n(&shimgen_budget_on, __ATOMIC_RELAXED), 0) && n)
+        shimgen_budget_give((int)c, n);
+}
 
 /* An entry's first slot: its key's alone (keys of two kinds alike are told apart by the
  * probe, which compares the tag too). */
@@ -136,6 +144,7 @@ static __attribute__((noinline)) void map_slots(void)
 static __attribute__((noinline)) void forget(struct slot *s)
 {
     count(s->column, s->route, -s->size, (uint64_t)-1, 0);
+    give_shared(s->column, s->size);
     room++;
 }
 
@@ -186,6 +195,19 @@ static int insert(unsigned tag, uint64_t key, uint64_t size, unsigned column, un
     return 1;
 }
 
+/* A reservation of the shared budget alone: what the driver did not take of it given back
+ * (the reservation is at least the size: shimgen_ledger_grow), the entry counted as without
+ * a limit. (An entry the table cannot take keeps its bytes in the budget: it is not
+ * followed, and its free is never seen.) */
+shimgen_CUresult shimgen_ledger_settle_shared(int column, uint64_t meta, uint64_t size,
+                                              uint64_t key, uint64_t reserved)
+{
+    uint64_t back = META_TAG(meta) ? reserved - size : reserved;
+    if (back)
+        shimgen_budget_give(column, back);
+    return META_TAG(meta) ? shimgen_ledger_add(column, meta, size, key) : SHIMGEN_CUDA_SUCCESS;
+}
+
 /* The general case: a reservation traded or given back (`meta`'s tag 0), the lock waited
  * for, the table to map or full, a column not followed, a signal handler inside this
  * thread's section. A reservation traded: the column's peak is at least what it held with
@@ -195,22 +217,27 @@ shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size,
                                        const uint64_t *reserved)
 {
     unsigned tag = META_TAG(meta), route = META_ROUTE(meta);
+    if (reserved && reserved[1] == LEDGER_BUDGET_ONLY)
+        return shimgen_ledger_settle_shared(column, meta, size, key, reserved[0]);
     if (!lock_ledger()) { /* (a reservation is never made in here) */
         if (tag)
             __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED);
         return SHIMGEN_CUDA_SUCCESS;
     }
-    if (reserved && reserved[0])
-        current[column] -= reserved[0];
+    uint64_t back = reserved ? reserved[0] : 0; /* what the shared budget gets back */
+    if (back)
+        current[column] -= back;
     if (tag && !((unsigned)column < COLS && insert(tag, key, size, (unsigned)column, route,
                                                    size)))
         __atomic_fetch_add(&num->untracked, 1, __ATOMIC_RELAXED); /* (also counted unlocked) */
-    else if (tag && reserved && reserved[0]) {
-        uint64_t then = reserved[1] - reserved[0] + size;
+    else if (tag && back) {
+        uint64_t then = reserved[1] - back + size;
         if (then > num->peak[column])
             num->peak[column] = then;
+        back -= size; /* (the reservation is at least the size: shimgen_ledger_grow) */
     }
     unlock_ledger();
+    give_shared((unsigned)column, back);
     return SHIMGEN_CUDA_SUCCESS;
 }
 
@@ -271,6 +298,7 @@ void shimgen_ledger_given(int took, const uint64_t taken[3])
     if (SHIMGEN_MEM_POOL_ROUTES >> taken[2] & 1) /* back to its pool, reserved */
         recompute_extra((unsigned)taken[1]);
     unlock_ledger();
+    give_shared((unsigned)taken[1], taken[0]);
 }
 
 void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t taken[3])
@@ -283,6 +311,7 @@ void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t 
     } else if (took == 1 && (i >= 0 || !slots || !room)) {
         /* (the key given again meanwhile, or no room: its bytes given back, not kept) */
         count((unsigned)taken[1], (unsigned)taken[2], -taken[0], (uint64_t)-1, 0);
+        give_shared((unsigned)taken[1], taken[0]);
     } else if (took == 1) { /* (back in its place, its bytes never given) */
         unsigned at = (unsigned)free_slot(tag, key);
         slots[at].key = key;

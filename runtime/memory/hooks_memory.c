@@ -6,7 +6,8 @@
  * (CUDA_ERROR_OUT_OF_MEMORY, the driver never called), then tells it what the driver
  * answered; a free takes its entry out first and puts it back when the driver refuses it.
  * Installed when a run traces into a directory or has a limit (feature "memory"); the
- * answers of cuMemGetInfo_v2 and cuDeviceTotalMem_v2 only with a limit (feature "limit").
+ * answers of cuMemGetInfo_v2 and cuDeviceTotalMem_v2 only with a limit (feature "limit"; a
+ * shared budget's size is one).
  * cuMemCreate's hook also applies the gates (a GPUDirect RDMA allocation, hooks_gates.c).
  *
  * The families are macros in routes.h, expanded here, where the columns' helpers are.
@@ -21,6 +22,7 @@
 
 #include "memory.h"
 #include "base/base.h"
+#include "budget/budget.h"
 #include "gates/gates.h"
 #include "kernels/kernels.h"
 

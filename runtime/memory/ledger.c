@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "arch/cpu.h"
+#include "budget/budget.h"
 #include "lock.h"
 #include "tracefile/tracefile.h"
 
@@ -52,6 +53,9 @@ static struct tf_header *hdr;   /* where they are kept too; NULL: no trace file 
 static pid_t hdr_pid;
 static int configured;  /* shimgen_ledger_config ran: the driver's load began */
 uint64_t shimgen_ledger_limit;
+int shimgen_ledger_budget_only;
+static uint64_t own_limit; /* SHIMGEN_LIMIT_MEMORY's (the header's); the above is the most
+                            * a size can be when only a shared budget limits */
 
 /* The route of each function this driver has (memroutes.inc, from memroutes.py). */
 static const struct {
@@ -107,7 +111,7 @@ void shimgen_ledger_attach(struct tf_header *h)
     h->mem_routes = ROUTES;
     for (unsigned i = 0; route_fns[i].route < ROUTES; i++)
         h->mem_route_fn[route_fns[i].route] = route_fns[i].idx + 1;
-    h->mem_limit = shimgen_ledger_limit;
+    h->mem_limit = own_limit;
     struct nums *to = (struct nums *)(void *)&h->mem_untracked;
     memmove(to, num, sizeof *to);
     num = to;
@@ -135,8 +139,24 @@ int shimgen_ledger_reserve(int column, uint64_t size, uint64_t reserved[2], int 
 {
     uint64_t limit = shimgen_ledger_limit;
     reserved[0] = reserved[1] = 0;
-    if (column < 0 || !limit || column == SHIMGEN_MEM_HOST_COLUMN || !lock_ledger())
+    if (column < 0 || !limit || column == SHIMGEN_MEM_HOST_COLUMN)
         return 1;
+    int shared = __atomic_load_n(&shimgen_budget_on, __ATOMIC_RELAXED);
+    if (shared && !shimgen_budget_take(column, size, last)) { /* (the budget's first) */
+        if (last)
+            __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    if (shared && !own_limit) { /* (a grow's: the budget alone) */
+        reserved[0] = size;
+        reserved[1] = LEDGER_BUDGET_ONLY;
+        return 1;
+    }
+    if (!lock_ledger()) {
+        if (shared)
+            shimgen_budget_give(column, size);
+        return 1;
+    }
     uint64_t cur = current[column] + extra[column];
     int fits = cur <= limit && size <= limit - cur;
     if (fits) {
@@ -147,7 +167,23 @@ int shimgen_ledger_reserve(int column, uint64_t size, uint64_t reserved[2], int 
         num->refused++;
     }
     unlock_ledger();
+    if (!fits && shared)
+        shimgen_budget_give(column, size);
     return fits;
+}
+
+int shimgen_ledger_reserve_shared(int column, uint64_t size, uint64_t reserved[2])
+{
+    reserved[0] = reserved[1] = 0;
+    if (column < 0 || column == SHIMGEN_MEM_HOST_COLUMN)
+        return 1;
+    if (!shimgen_budget_take(column, size, 1)) {
+        __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    reserved[0] = size;
+    reserved[1] = LEDGER_BUDGET_ONLY;
+    return 1;
 }
 
 int shimgen_ledger_grow(int column, uint64_t reserved[2], uint64_t size)
@@ -222,16 +258,25 @@ static void attach(struct tf_header *h, size_t stride)
 
 static const struct shimgen_tf_part ledger_part = {NULL, attach, shimgen_ledger_detach, NULL, NULL};
 
+/* A size variable's bytes; 0 when unset, or not a size (said once). */
+static uint64_t size_of(const char *name)
+{
+    const char *v = secure_getenv(name);
+    uint64_t n = v && *v ? parse_size(v) : 0;
+    if (v && *v && !n)
+        shimgen_say("shimgen: %s=%s " SHIMGEN_SIZE_HINT "; no memory limit\n", name, v);
+    return n;
+}
+
 void shimgen_ledger_config(void)
 {
     led_pid = getpid();
     shimgen_tracefile_join(&ledger_part);
     __atomic_store_n(&configured, 1, __ATOMIC_RELEASE);
-    const char *v = secure_getenv(SHIMGEN_ENV_LIMIT_MEMORY);
-    if (!v || !*v)
-        return;
-    shimgen_ledger_limit = parse_size(v);
-    if (!shimgen_ledger_limit)
-        shimgen_say("shimgen: %s=%s " SHIMGEN_SIZE_HINT "; no memory limit\n",
-                    SHIMGEN_ENV_LIMIT_MEMORY, v);
+    own_limit = size_of(SHIMGEN_ENV_LIMIT_MEMORY);
+    shimgen_budget_config(size_of(SHIMGEN_ENV_LIMIT_JOB_MEMORY));
+    shimgen_ledger_limit = own_limit;
+    if (!own_limit && __atomic_load_n(&shimgen_budget_on, __ATOMIC_RELAXED))
+        shimgen_ledger_limit = SHIMGEN_SIZE_MAX, /* (reservations made: the budget's) */
+            shimgen_ledger_budget_only = 1;
 }

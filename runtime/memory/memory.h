@@ -40,6 +40,14 @@ int shimgen_ledger_grow(int column, uint64_t reserved[2], uint64_t size);
 shimgen_CUresult shimgen_ledger_add(int column, uint64_t meta, uint64_t size, uint64_t key);
 shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size, uint64_t key,
                                        const uint64_t *reserved);
+/* The shared budget alone limits (budget/: no limit of the process's own): a reservation
+ * is the budget's alone (reserved[1] LEDGER_BUDGET_ONLY), and its entry is counted as
+ * without a limit (`settle_shared`: what the driver did not take given back first). */
+extern int shimgen_ledger_budget_only;
+#define LEDGER_BUDGET_ONLY UINT64_MAX
+int shimgen_ledger_reserve_shared(int column, uint64_t size, uint64_t reserved[2]);
+shimgen_CUresult shimgen_ledger_settle_shared(int column, uint64_t meta, uint64_t size,
+                                              uint64_t key, uint64_t reserved);
 /* A live entry's route and tag, as its slot keeps them (a reference count of 1, the column
  * put in bits 40-47). */
 #define LEDGER_META(route, tag) (1 | (uint64_t)(tag) << 32 | (uint64_t)(route) << 48)

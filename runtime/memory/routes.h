@@ -13,13 +13,29 @@
  * `undo` gives them back and the allocation is refused). Without a limit, the column is
  * asked after a success (the calling thread's current context is the same) and the ledger
  * told in a tail call. `pre` runs first in both; `bytes` may use the column, `col`. */
+/* The shared budget alone (no limit of the process's own): straight to it, and back. */
+static inline int reserve_first(int col, uint64_t bytes, uint64_t held_back[2])
+{
+    return shimgen_ledger_budget_only ? shimgen_ledger_reserve_shared(col, bytes, held_back)
+               : shimgen_reserve_or_refresh(col, bytes, held_back);
+}
+
+static inline void settle_first(int col, uint64_t meta, uint64_t size, uint64_t key,
+                                uint64_t held_back[2])
+{
+    if (held_back[1] == LEDGER_BUDGET_ONLY)
+        shimgen_ledger_settle_shared(col, meta, size, key, held_back[0]);
+    else
+        shimgen_ledger_settle(col, meta, size, key, held_back);
+}
+
 #define TAKE_HOOK(name, params, args, pre, route, column, bytes, tag, call, ok, key, resize,  \
                   undo)                                                                     \
     static __attribute__((noinline)) shimgen_CUresult limited_##name params                 \
     {                                                                                       \
         uint64_t held_back[2];                                                              \
         int col = (int)(column);                                                            \
-        if (!shimgen_reserve_or_refresh(col, (bytes), held_back))                           \
+        if (!reserve_first(col, (bytes), held_back))                                        \
             return OOM;                                                                     \
         shimgen_CUresult rc = call;                                                         \
         if (rc == SHIMGEN_CUDA_SUCCESS && (ok)) {                                           \
@@ -30,8 +46,7 @@
                 shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);         \
                 return OOM;                                                                 \
             }                                                                               \
-            shimgen_ledger_settle(col, LEDGER_META(route, tag), size, (uint64_t)(key),      \
-                                  held_back);                                               \
+            settle_first(col, LEDGER_META(route, tag), size, (uint64_t)(key), held_back);   \
         } else if (held_back[0]) {                                                          \
             shimgen_ledger_settle(col, LEDGER_META(route, 0), 0, 0, held_back);             \
         }                                                                                   \
@@ -153,17 +168,21 @@
     HOOK(name, (void *p)) { GIVE(LEDGER_HOST, (uintptr_t)p, REAL(name, void *)(p)) }
 /* Under a limit: the limit as the total (the device's own when smaller), and what is left
  * of it as free (never more than the device really has free; pools' and graphs'
- * reservations beyond their allocations count as used). */
+ * reservations beyond their allocations count as used). Under a shared budget
+ * (budget/budget.h), the same of the budget: its size the total when smaller, what the
+ * device has left of it the free when less. */
 #define MEM_KIND_info(name, r)                                                             \
     HOOK(name, (size_t * free, size_t * total))                                             \
     {                                                                                       \
         shimgen_CUresult rc = REAL(name, size_t *, size_t *)(free, total);                  \
         int c = rc == SHIMGEN_CUDA_SUCCESS && free && total ? device_column() : -1;         \
-        uint64_t limit = shimgen_ledger_limit;                                              \
+        uint64_t limit = shimgen_ledger_limit, budget = shimgen_budget_size();              \
         if (c >= 0 && limit) {                                                              \
             uint64_t cap = limit < *total ? limit : *total;                                 \
             uint64_t used = shimgen_ledger_held(c) + shimgen_ledger_extra(c);               \
-            uint64_t left = used < cap ? cap - used : 0;                                    \
+            uint64_t left = used < cap ? cap - used : 0, shared = shimgen_budget_left(c);   \
+            cap = budget && budget < cap ? budget : cap;                                    \
+            left = shared < left ? shared : left;                                           \
             *total = cap;                                                                   \
             *free = left < *free ? left : *free;                                            \
         }                                                                                   \
@@ -173,7 +192,8 @@
     HOOK(name, (size_t * bytes, int dev))                                                   \
     {                                                                                       \
         shimgen_CUresult rc = REAL(name, size_t *, int)(bytes, dev);                        \
-        uint64_t limit = shimgen_ledger_limit;                                              \
+        uint64_t limit = shimgen_ledger_limit, budget = shimgen_budget_size();              \
+        limit = budget && budget < limit ? budget : limit;                                  \
         if (rc == SHIMGEN_CUDA_SUCCESS && bytes && limit && limit < *bytes)                 \
             *bytes = limit;                                                                 \
         return rc;                                                                          \
@@ -225,14 +245,5 @@
 #define MEM_WATCH_sync(name)                                                               \
     WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_reserve_refresh();                \
           if (ok && shimgen_gpu_every) shimgen_gpu_resolve())
-/* cuGraphLaunch(exec, stream): with GPU time, timed as a whole (gputime.c), its events on
- * its stream (for cuGraphLaunch_ptsz, 0 is the per-thread stream) */
-#define GRAPH_LAUNCH(name, stream)                                                         \
-    WATCH(name, int pair = shimgen_gpu_every ? shimgen_gpu_begin(stream) : -1,             \
-          if (shimgen_gpu_every) shimgen_gpu_graph(pair, ok, stream);                      \
-          if (ok && ANY_RESERVED) shimgen_graph_refresh(-1))
-#define MEM_WATCH_graphlaunch(name) GRAPH_LAUNCH(name, (void *)b)
-#define MEM_WATCH_graphlaunchptsz(name)                                                    \
-    GRAPH_LAUNCH(name, (void *)(b ? b : SHIMGEN_KERN_STREAM_PER_THREAD))
 
 #endif

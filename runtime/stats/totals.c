@@ -21,6 +21,16 @@ uint64_t shimgen_error_overflow;
 uint64_t shimgen_hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
 struct finepair shimgen_fine[FINE_PROC_SLOTS];
 
+/* What the time paths' returns (arch/.../timing.S) count a call of function i in its
+ * thread's fine table with: the low half its key's base, (i + 1) << TS_FINE_BITS, the high
+ * half its home slot (block.h FINE_HOME), which the fold below and the readers probe from. */
+#define SHIMGEN_FUNCTION(i, name) \
+    [i] = (uint64_t)FINE_HOME(i, TS_FINE_SLOTS_SHIFT) << 32 | (uint64_t)((i) + 1) << TS_FINE_BITS,
+const uint64_t shimgen_fine_at[SHIMGEN_NFUNCS] = {
+#include "functions.inc"
+};
+#undef SHIMGEN_FUNCTION
+
 /* Add n to the (key, count) slot at `slot_key`/`slot_count` when it holds `key` or is free
  * (claimed with a compare-and-swap: threads exit at once). 1 when added, 0 when the slot
  * holds another key. */

@@ -82,6 +82,10 @@ struct tstats {
 
 enum { BLOCK_FREE = 0, BLOCK_LIVE = 1 };
 
+/* Per function: its fine key's base (low half) and home slot in a thread's fine table (high
+ * half), as the time paths count (totals.c). */
+extern const uint64_t shimgen_fine_at[SHIMGEN_NFUNCS] __attribute__((visibility("hidden")));
+
 _Static_assert(sizeof(struct fstats) == TS_FSTATS_SIZE &&
                    TS_FSTATS_SIZE == 1u << TS_FSTATS_SHIFT, "fstats");
 #define FSTATS_AT(word, fold, unit, offset) \
@@ -104,6 +108,12 @@ _Static_assert(sizeof(uint64_t) * TS_HIST_BUCKETS == 1u << TS_HIST_SHIFT, "one h
 _Static_assert(TS_HIST_SCALE * TS_FSTATS_SIZE == TS_HIST_BUCKETS &&
                    (TS_HIST_SCALE == 1 || TS_HIST_SCALE == 2 || TS_HIST_SCALE == 4 ||
                     TS_HIST_SCALE == 8), "struct fstats of 8 to 64 bytes: an index scale");
+_Static_assert((TS_FSTATS_SCALE == 1 || TS_FSTATS_SCALE == 2 || TS_FSTATS_SCALE == 4 ||
+                TS_FSTATS_SCALE == 8) && TS_FSTATS_SCALE << TS_IDX_SHIFT == TS_FSTATS_SIZE &&
+                   TS_HIST_IDX_SCALE << TS_IDX_SHIFT == TS_HIST_BUCKETS &&
+                   (TS_HIST_IDX_SCALE == 1 || TS_HIST_IDX_SCALE == 2 ||
+                    TS_HIST_IDX_SCALE == 4 || TS_HIST_IDX_SCALE == 8),
+               "the time path's index i * 8 reaches fn[i] and hist[i] by an index scale");
 _Static_assert(offsetof(struct tstats, fine) == TS_FINE, "tstats.fine");
 _Static_assert(sizeof(struct fineslot) == TS_FINE_SLOT_SIZE, "fineslot");
 _Static_assert(TS_FINE_SLOTS == 1u << TS_FINE_SLOTS_SHIFT, "fine[] is a power of two");
@@ -158,9 +168,12 @@ static inline int fine_key_in(uint64_t key, unsigned i, unsigned b)
     return key >> TS_FINE_BITS == (uint64_t)i + 1 &&
            fine_octave((unsigned)key & ((1u << TS_FINE_BITS) - 1)) == b;
 }
-/* A function's home slot in a fine table of 2^bits slots. */
+/* A function's home slot in a fine table of 2^bits slots (a constant expression, for the
+ * time paths' table of keys and homes, shimgen_fine_at, totals.c). */
+#define FINE_HOME(idx, bits) \
+    ((unsigned)(((uint32_t)((idx) + 1) * (uint32_t)TS_FINE_HASH) >> (32 - (bits))))
 static inline unsigned fine_home(unsigned idx, unsigned bits)
 {
-    return (unsigned)(((uint32_t)(idx + 1) * (uint32_t)TS_FINE_HASH) >> (32 - bits));
+    return FINE_HOME(idx, bits);
 }
 #endif

@@ -15,6 +15,7 @@ __getattr__, __all__ = face(__name__, {
     "ensure": "store",
     "entry_dir": "store",
     "key_for": "store",
+    "key_for_nvml": "store",
     "lookup": "store",
     "open_dir": "trust",
     "open_file": "trust",

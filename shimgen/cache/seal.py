@@ -84,7 +84,7 @@ def _clock_past(fd: int, ns: int) -> bool:
     return True
 
 
-def seal(shims_fd: int, name: str) -> None:
+def seal(shims_fd: int, name: str, library: str = SHIM_LIBRARY) -> None:
     """Record in the new entry `name`'s shim.json the SHA-256 of its library and the
     library's stat, read from one descriptor, once the file system's clock has passed the
     library's ctime (so that any later change of the library changes its ctime). Checks
@@ -97,17 +97,17 @@ def seal(shims_fd: int, name: str) -> None:
         mfd, _ = open_file(fd, SHIM_MANIFEST)
         with os.fdopen(mfd, "rb") as fh:
             manifest = json.loads(fh.read(1 << 20))
-        lfd, before = open_file(fd, SHIM_LIBRARY)
+        lfd, before = open_file(fd, library)
         try:
             with replacing(SHIM_MANIFEST, dir_fd=fd) as out:
                 past = _clock_past(out.fileno(), before.st_ctime_ns)
                 data = read_all(lfd, before.st_size)
                 if stat_seal(os.fstat(lfd)) != stat_seal(before) or \
                         len(data) != before.st_size:
-                    raise ShimgenError(f"{directory / SHIM_LIBRARY} changed while "
+                    raise ShimgenError(f"{directory / library} changed while "
                                        "shimgen read it; run again")
                 if _shim_identity(data) != (manifest.get("library_build_id"), True):
-                    raise ShimgenError(f"{directory / SHIM_LIBRARY} is not the shim "
+                    raise ShimgenError(f"{directory / library} is not the shim "
                                        "that was built")
                 manifest["library_sha256"] = sha256(data)
                 # without a clock past its ctime, no seal: each use hashes the library

@@ -33,7 +33,7 @@ from pathlib import Path
 from .. import __version__, progress
 from ..driver import read_build_id
 from ..errors import Interrupted, ShimgenError, signals_held
-from ..runenv import SHIM_LIBRARY, SHIM_MANIFEST
+from ..runenv import NVML_SHIM_LIBRARY, SHIM_LIBRARY, SHIM_MANIFEST
 from .seal import seal, sha256, stat_seal
 from .trust import (
     SHIMS,
@@ -46,6 +46,10 @@ from .trust import (
     open_file,
     read_all,
 )
+
+# The gates field of an NVML shim's key (shim/nvml.py: it has no gates): one tag that says
+# the entry is the NVML shim of the library with that build-id.
+NVML_TAG = "nvml"
 
 
 class Key:
@@ -65,6 +69,14 @@ class Key:
         hooks = f"-hooks-{self.hooks[:32]}" if self.hooks else ""
         return f"{self.build_id}-{self.version}-{self.gates or 'plain'}{hooks}"
 
+    def _replace_gates(self, gates: str) -> Key:
+        return Key(self.build_id, self.version, gates, self.hooks)
+
+    @property
+    def library(self) -> str:
+        """The library file of the entry: the NVML shim's for an NVML key."""
+        return NVML_SHIM_LIBRARY if self.gates == NVML_TAG else SHIM_LIBRARY
+
     def as_dict(self) -> dict[str, str]:
         key = {"driver_build_id": self.build_id, "shimgen_version": self.version,
                "gates": self.gates}
@@ -79,6 +91,11 @@ def _digest(path: Path, what: str) -> str:
             return sha256(fh.read())
     except OSError as e:
         raise ShimgenError(f"{what} {path}: cannot read it ({e.strerror})") from None
+
+
+def key_for_nvml(library: Path) -> Key:
+    """The key of the NVML shim (shim/nvml.py) for the libnvidia-ml file `library`."""
+    return key_for(library, None)._replace_gates(NVML_TAG)
 
 
 def key_for(driver: Path, gates: str | None, hooks: tuple[str, ...] = ()) -> Key:
@@ -114,7 +131,7 @@ class Entry:
                  seconds: float = 0.0) -> None:
         self.key = key
         self.directory = directory
-        self.library = directory / SHIM_LIBRARY
+        self.library = directory / key.library
         self.gates = gates  # the gate names baked in (SHIMGEN_GATES chooses among them)
         self.how = how  # "cached", "built" or "rebuilt (...why...)"
         self.seconds = seconds  # the build's, when built
@@ -144,16 +161,16 @@ def _check(shims_fd: int, key: Key) -> tuple[tuple[str, ...], str]:
             return (), f"{SHIM_MANIFEST}: gates is not a list of names"
         digest = manifest.get("library_sha256")
         if not isinstance(digest, str):
-            return (), f"{SHIM_MANIFEST} records no digest of {SHIM_LIBRARY}"
-        lfd, st = open_file(fd, SHIM_LIBRARY)
+            return (), f"{SHIM_MANIFEST} records no digest of {key.library}"
+        lfd, st = open_file(fd, key.library)
         try:
             if st.st_size != manifest.get("library_size"):
-                return (), f"{SHIM_LIBRARY} is not the size it was built"
+                return (), f"{key.library} is not the size it was built"
             # The seal matches: unchanged since it was sealed (cache/seal.py's docstring), no
             # need to read it. Otherwise the bytes are what counts, read from this descriptor.
             if stat_seal(st) != manifest.get("library_seal") and \
                     sha256(read_all(lfd, st.st_size)) != digest:
-                return (), f"{SHIM_LIBRARY} has changed since it was built"
+                return (), f"{key.library} has changed since it was built"
         finally:
             os.close(lfd)
     except Unusable as e:
@@ -162,7 +179,7 @@ def _check(shims_fd: int, key: Key) -> tuple[tuple[str, ...], str]:
         return (), str(e)
     finally:
         os.close(fd)
-    if bool(gates) != bool(key.gates):
+    if bool(gates) != bool(key.gates and key.gates != NVML_TAG):
         return (), "its gates are not the key's"
     return tuple(gates), ""
 
@@ -238,11 +255,11 @@ def ensure(driver: Path, key: Key, gates: str | None, hooks: tuple[str, ...] = (
                 if e.installed:  # it came while the build was put in place: sealed, so that
                     # the entry is usable (the next run uses it) as the interrupt's line says
                     with signals_held(), contextlib.suppress(ShimgenError):
-                        seal(dirs[1], key.name)
+                        seal(dirs[1], key.name, key.library)
                 raise
             finally:
                 progress.clear()
-            seal(dirs[1], key.name)
+            seal(dirs[1], key.name, key.library)
             got, after = _check(dirs[1], key)
             if after or not _exists(dirs[1], key.name):
                 raise ShimgenError(f"the shim built into {directory} does not check out: "
@@ -261,6 +278,11 @@ def _build(driver: Path, key: Key, gates: str | None, root: Path,
 
     old = os.umask(0o077)
     try:
+        if key.gates == NVML_TAG:
+            from ..shim import make_nvml_shim
+
+            return make_nvml_shim(driver, root, name=key.name,
+                                  identity=key.as_dict()).seconds
         return make_shim(driver, root, gates=gates, name=key.name, identity=key.as_dict(),
                          expect_build_id=key.build_id, user_hooks=tuple(hooks),
                          expect_hooks_digest=key.hooks or None).seconds

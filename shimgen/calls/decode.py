@@ -299,18 +299,19 @@ class Decoder:
         return f"{{C{i}(r, handles)}}"
 
     def _out_conv(self, a):
-        """A function (capture bytes, handles) -> "name=text" of one output."""
+        """A function (capture bytes, handles) -> "name=text" of one output (an `out` or an
+        `outstr`: only an `out` has a pointee kind)."""
         label, (_, size, off) = a.name + "=", a.capture
         pk = a.pointee or {}
         kind = pk.get("kind")
         end = off + size
-        if a.kind == "out" and kind in ("int", "uint"):
+        if kind in ("int", "uint"):
             signed = kind == "int"
             return lambda cap, h: label + str(int.from_bytes(cap[off:end], "little",
                                                              signed=signed))
-        if a.kind == "out" and kind == "addr":
+        if kind == "addr":
             return lambda cap, h: f"{label}{int.from_bytes(cap[off:end], 'little'):#x}"
-        if a.kind == "out" and kind == "enum":
+        if kind == "enum":
             names, enum_text, info = self.enums.get(pk["info"], {}), self.enum_text, pk["info"]
 
             def enum(cap, h):
@@ -322,38 +323,11 @@ class Decoder:
         return lambda cap, h: label + output(a, cap, h)[2]
 
     def _conv(self, a):
-        """A function (record, handles) -> "name=text" of one argument."""
-        label = a.name + "="
-        if a.slot is None or a.slot >= SLOTS:
-            return lambda r, h: label + "?"
-        s = ARGS + a.slot
-        if a.kind in ("int", "uint"):
-            bits = 8 * (a.size or 8)
-            mask, signed = (1 << bits) - 1, a.kind == "int"
-            top = 1 << (bits - 1)
-
-            def integer(r, h):
-                v = r[s] & mask
-                return label + str(v - (v & top) * 2 if signed else v)
-            return integer
-        if a.kind == "addr":
-            return lambda r, h: f"{label}{r[s]:#x}"
-        if a.kind in ("out", "outstr", "ptr") or (a.kind in ("string", "struct")
-                                                   and not a.capture):
-            return lambda r, h: label + (f"{r[s]:#x}" if r[s] else "NULL")
-        if a.kind == "enum":
-            names, enum_text, info = self.enums.get(a.info, {}), self.enum_text, a.info
-
-            def enum(r, h):
-                v = r[s] & 0xFFFFFFFF
-                n = names.get(v)
-                return label + (n if n is not None else enum_text(info, v))
-            return enum
-        dec = self.decode
+        """A function (record, handles) -> "name=text" of an argument _piece does not write
+        inline (a handle, a captured string or struct, one without a word in the record):
+        its text as decode() gives it."""
+        label, dec = a.name + "=", self.decode
 
         def general(r, h, a=a):
-            for n, _, t, _ in dec(r, h)[0]:
-                if n == a.name:
-                    return label + t
-            return label + "?"
+            return label + next(t for n, _, t, _ in dec(r, h)[0] if n == a.name)
         return general

@@ -63,6 +63,7 @@ class ProcessCalls:
     kernels: dict[int, str] = field(default_factory=dict)  # handle -> name (trace/kernels.py)
     # with GPU time: the GPU track (trace/kernels.py KernelTable.gpu_track)
     gpu_track: list = field(default_factory=list)
+    kernels_cut: frozenset = frozenset()  # the handles whose name the trace file cut
     real_offset_ns: int = 0  # CLOCK_REALTIME less CLOCK_MONOTONIC when the file was made
 
     def column(self, name: str) -> list[int]:
@@ -208,6 +209,7 @@ def load(path: Path) -> ProcessCalls:
         raise ShimgenError(f"{path}: {e}") from None
     pc.kernels = {k.handle: k.name for k in table.kernels if k.name} if table else {}
     pc.gpu_track = table.gpu_track if table else []
+    pc.kernels_cut = frozenset(k.handle for k in table.kernels if k.cut) if table else frozenset()
     _rings(pc, path, h)
     return pc
 

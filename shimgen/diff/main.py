@@ -258,6 +258,13 @@ def run(old: str, new: str, *, json_out: bool, gates: str,
     build are one line, at once (the JSON is always the whole comparison)."""
     import json
 
+    from . import nvml
+
+    status = nvml.run(old, new, json_out)
+    if status is not None:
+        if hook_files:
+            raise ShimgenError("diff --hook compares libcuda hooks; these are NVML libraries")
+        return status
     if not json_out and not hook_files:
         line = same_build(driver_file(old), driver_file(new))
         if line is not None:

@@ -42,7 +42,11 @@ def read_driver(path: Path | str, *, require_real: bool = True) -> DriverImage:
     than return an error); the tests use it for their small fake drivers."""
     from .elf import read_image
 
-    image = read_image(path)
+    return check_libcuda(read_image(path), require_real=require_real)
+
+
+def check_libcuda(image: DriverImage, *, require_real: bool = True) -> DriverImage:
+    """read_driver's checks of an image already read (the rules above)."""
     path = image.path
     names = set(image.function_names())
     refuse_older(image)

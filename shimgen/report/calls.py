@@ -26,7 +26,7 @@ from pathlib import Path
 from ..calls import BODY, NAMED, RETURNED, ROW
 from ..errors import ShimgenError
 from .calls_times import key_line, retimed
-from .kernels import demangle
+from .kernels import demangled
 from .output import shown as escaped
 
 MEMO_MAX = 1 << 16  # distinct records kept decoded per process (then the memo starts anew)
@@ -74,8 +74,8 @@ class Shown:
         self.k = proc.ns_per_tick or 0.0
         self.base = proc.calib_ns0 - proc.calib_ticks0 * self.k - zero
         self.handles = _handles(proc, dec)
-        names = proc.kernels or {}
-        self.handles[NAMED] = {h: (n if mangled else demangle(n)) for h, n in names.items()}
+        names, cut = proc.kernels or {}, proc.kernels_cut
+        self.handles[NAMED] = {h: demangled(n, mangled or h in cut) for h, n in names.items()}
         self.start = proc.column("start")
 
     def t(self, s: int) -> float:
@@ -112,8 +112,8 @@ class Shown:
         h = self.dec.kernel_handle(r)
         if h is None:
             return {}
-        name = (self.proc.kernels or {}).get(h)
-        return {"kernel": name, "kernel_demangled": None if name is None else demangle(name)}
+        name, cut = (self.proc.kernels or {}).get(h), h in self.proc.kernels_cut
+        return {"kernel": name, "kernel_demangled": None if name is None else demangled(name, cut)}
 
     # ---- every row, each distinct record decoded once ---------------------------------------
     def _unpacked(self):

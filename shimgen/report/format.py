@@ -12,6 +12,7 @@ from itertools import islice
 # csv and io are imported where they are used (and shlex and the table of CUDA facts in
 # facts.py): the plain table of a run with no errors (what `shimgen run` prints) needs none.
 from . import inflight
+from .budget import budget_json, budget_lines
 from .facts import (
     CUT,
     DIED,
@@ -211,6 +212,7 @@ def source_header(sources: list[Source], labels: str = "") -> list[str]:
         lines += unreadable_lines(s)
         lines += [f"ignored    {shown(line)}" for line in s.ignored]
         lines += rules_line(s)
+        lines += budget_lines(s.run) if s.is_run else []
         lines += notice_lines(s.notices)
     return lines
 
@@ -234,6 +236,8 @@ def group_title(by: str, g: Group, sources: list[Source], alone: bool) -> str:
     or its parent) or host; the processes with no rank said as such."""
     from ..runenv import RANK_VARS
 
+    if by == "kernel":
+        return "== the launch functions by kernel =="
     if by == "rank" and g.key == "-":
         return ("== no rank: no process of this run has one (the launcher set none of "
                 f"{', '.join(RANK_VARS)}) ==" if alone else
@@ -313,6 +317,7 @@ def source_json(s: Source) -> dict:
         status, sig, error = run_exit(s)
         run = s.run or {}
         start, end = run.get("start"), run.get("end")
+        out.update(budget=budget_json(s.run))
         out.update(command=run_command(s), exit_status=status, signal=sig, error=error,
                    start=start if isinstance(start, str) else None,
                    end=end if isinstance(end, str) else None, ignored=s.ignored)

@@ -159,8 +159,11 @@ def _last_launch_json(n: job.ProcNow) -> dict | None:
     if not n.launches:
         return None
     la = n.launches[0]
+    # (a name the trace file cut is not demangled: its part may read as another name)
     return {"stream": la.stream, "kernel": la.kernel,
-            "kernel_demangled": None if la.kernel is None else demangle(la.kernel),
+            "kernel_demangled": None if la.kernel is None else (
+                la.kernel if la.cut else demangle(la.kernel)),
+            "kernel_cut": la.cut,
             "ordinal": la.ordinal,
             "seconds": None if la.seconds is None else round(la.seconds, 3)}
 

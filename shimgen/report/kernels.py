@@ -8,16 +8,19 @@ own demangler (`__cxa_demangle` of libstdc++, through ctypes; a name it refuses,
 without libstdc++, shows as it is), raw with --mangled. A group none of whose traces has a
 kernel table shows nothing (`kernels` is null in the JSON). A kernel never launched (a
 handle the program got, as libraries get many) is in the JSON with 0 launches; the text
-counts those in one line."""
+counts those in one line. A host function (cuLaunchHostFunc) is a row of its symbol, said so;
+a graph's launches (cuGraphLaunch) are rows by the count of the graph's kernel nodes, with
+the kernel nodes they ran summed in one line."""
 
 from __future__ import annotations
 
 import functools
 
-from ..runenv import KERN_COLLECTIVE
+from ..errors import ShimgenError
+from ..runenv import KERN_COLLECTIVE, KERN_GRAPH_PREFIX, KERN_LAUNCH_FUNCTIONS
 from ..trace import stream_text
 from . import gputime
-from .model import Group
+from .model import Group, Merged
 from .output import shown
 
 CUT = 300
@@ -75,16 +78,43 @@ def demangle(name: str) -> str:
         free(p)
 
 
+# What a slot is, by how it was named (trace/kernels.py Kernel.source); "kernel" otherwise.
+KINDS = {"cuLaunchHostFunc": "host function", "cuGraphLaunch": "graph"}
+
+
+def graph_nodes(name: str) -> int | None:
+    """A graph's row: its count of kernel nodes (-1: not known); None for any other."""
+    if not name.startswith(KERN_GRAPH_PREFIX):
+        return None
+    n = name[len(KERN_GRAPH_PREFIX):]
+    return int(n) if n.isdigit() else -1
+
+
+def demangled(name: str, raw: bool = False) -> str:
+    """A kernel's name demangled, or as it is when `raw` (--mangled, or a name the trace file
+    cut: its part may demangle as another name)."""
+    return name if raw else demangle(name)
+
+
 def kernel_text(name: str | None, mangled: bool = False, cut: bool = False) -> str:
     """A kernel as the text names it; `cut`: the trace file cut its name (said so)."""
     if name is None:
         return "a kernel the table had no room for"
+    if (n := graph_nodes(name)) is not None:
+        return (f"a graph of {n:,} kernel node{'' if n == 1 else 's'}" if n >= 0
+                else "a graph whose kernel nodes are not known")
     if not name:
         return ("a kernel whose name the trace file had no room for (name cut)" if cut
                 else "an unnamed kernel")
     # (a cut name is shown as it is: a demangler may read its part as another name)
     return shown(name if mangled or cut else demangle(name), CUT) + (" (name cut)" if cut
                                                                       else "")
+
+
+def row_text(name: str, o: dict, mangled: bool = False) -> str:
+    """A row of totals() as the text names it: a host function said so."""
+    what = " (host function)" if o["kind"] == "host function" else ""
+    return kernel_text(name, mangled, o["cut"]) + what
 
 
 def _shape(t: tuple) -> str:
@@ -102,6 +132,7 @@ def totals(g: Group) -> dict[str, dict] | None:
         for k in t.kernels.kernels:
             o = out.setdefault(k.name, {"launches": 0, "host_ns": 0.0, "shapes": set(),
                                         "shape_changes": 0, "timed": True, "cut": False,
+                                        "kind": KINDS.get(k.source, "kernel"),
                                         "gpu": False, "gpu_ns": 0, "gpu_timed": 0,
                                         "gpu_max": 0, "gpu_segments": []})
             if k.gpu is not None:
@@ -109,7 +140,7 @@ def totals(g: Group) -> dict[str, dict] | None:
             o["launches"] += k.launches
             o["cut"] = o["cut"] or k.cut
             o["shape_changes"] += k.shapes
-            if k.launches:
+            if k.launches and o["kind"] == "kernel":  # (a host function, a graph: none)
                 o["shapes"].add((k.grid, k.block))
             if t.ns_per_tick is None:
                 o["timed"] = False
@@ -154,8 +185,26 @@ def kernels_json(g: Group) -> list[dict] | None:
              **gputime.row_fields(o, busy),
              "host_ns": round(o["host_ns"]) if o["timed"] else None,
              "shapes": [{"grid": list(gr), "block": list(bl)} for gr, bl in sorted(o["shapes"])],
-             "shape_changes": o["shape_changes"], "cut": o["cut"]}
+             "shape_changes": o["shape_changes"], "cut": o["cut"], "kind": o["kind"],
+             "graph_kernel_nodes": _known(graph_nodes(n)) if o["kind"] == "graph" else None}
             for n, o in sorted(tot.items(), key=lambda no: (-no[1]["launches"], no[0]))]
+
+
+def _known(n: int | None) -> int | None:
+    return None if n is None or n < 0 else n
+
+
+def graphs_line(rows: list) -> str:
+    """The graphs' launches and the kernel nodes they ran, "" when none."""
+    graphs = [(graph_nodes(n), o["launches"]) for n, o in rows if o["kind"] == "graph"]
+    if not graphs:
+        return ""
+    ran = sum(n * launches for n, launches in graphs if n is not None and n >= 0)
+    unknown = sum(launches for n, launches in graphs if n is None or n < 0)
+    return (f"  graph launches {sum(la for _, la in graphs):,}: {ran:,} kernel nodes run by "
+            "them (their kernels not named)" + (
+                f", and {unknown:,} of graphs whose kernel nodes are not known" if unknown
+                else ""))
 
 
 def collective_line(c: dict, mangled: bool = False) -> str:
@@ -193,9 +242,11 @@ def kernels_section(g: Group, mangled: bool = False) -> list[str]:
             host += (f"  {gputime.us(f['gpu_total_ns']):>10}  {gputime.us(f['gpu_p50_ns']):>8}"
                      f"  {gputime.us(f['gpu_p99_ns']):>8}  {share:>6}")
         lines.append(f"  {o['launches']:>10,}  {host}  {shape:<24} "
-                     f"{kernel_text(name, mangled, o['cut'])}")
+                     f"{row_text(name, o, mangled)}")
     if len(rows) > SHOWN:
         lines.append(f"  ... and {len(rows) - SHOWN} more")
+    if graphs := graphs_line(rows):
+        lines.append(graphs)
     if unlaunched:
         lines.append(f"  ({unlaunched:,} kernel{'s' if unlaunched > 1 else ''} the program "
                      "got a handle of but never launched: not listed, in the JSON with 0 "
@@ -214,3 +265,26 @@ def last_launch_text(p, mangled: bool = False) -> str:
     ago = "" if la.seconds is None else f", launched {la.seconds:.1f} s ago"
     return (f"{stream_text(la.stream)} last ran {kernel_text(la.kernel, mangled, la.cut)} "
             f"(#{la.ordinal}){ago}")
+
+
+def by_kernel(g: Group) -> Group:
+    """`--by kernel`: the group with its launch functions' rows (KERN_LAUNCH_FUNCTIONS)
+    replaced by a row per kernel launched, named as the kernels section names it: its
+    launches and the host time of their launch calls; no percentiles, maximum or errors (a
+    refused launch is counted by function only)."""
+    none = [t.path for t in g.processes if getattr(t, "kernels", None) is None]
+    if none:
+        raise ShimgenError(f"report: --by kernel needs every trace's kernels (a binary trace "
+                           f"of format 7 or later, traced into a directory); {none[0]} has "
+                           "none")
+    functions = {n: m for n, m in g.functions.items() if n not in KERN_LAUNCH_FUNCTIONS}
+    for name, o in (totals(g) or {}).items():
+        if not o["launches"]:
+            continue
+        m = Merged()
+        m.calls = o["launches"]
+        m.errors_known = False
+        if o["timed"]:
+            m.timed_calls, m.total_ns = o["launches"], o["host_ns"]
+        functions[f"launches of {row_text(name, o)}"] = m
+    return Group(g.key, g.processes, functions, g.procs)

@@ -68,7 +68,12 @@ def report(paths: list[Path], *, by: str | None = None, fmt: str = "text",
     from . import inflight
 
     inflight.attach(sources)
-    out = report_format.render(sources, groups(processes, by), by, fmt, mangled)
+    gs = groups(processes, by)
+    if by == "kernel":
+        from .kernels import by_kernel
+
+        gs = [by_kernel(g) for g in gs]
+    out = report_format.render(sources, gs, by, fmt, mangled)
     _csv_leaves_out(sources, fmt)
     return out
 

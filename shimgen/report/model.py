@@ -13,7 +13,7 @@ from math import ceil, isfinite
 from ..errors import ShimgenError
 from ..trace import HIST_BUCKETS, NOT_FINISHED, ProcessTrace, tick_segments
 
-BY = ("rank", "pid", "host")  # --by
+BY = ("rank", "pid", "host", "kernel")  # --by
 
 
 # ---- processes: the traces of one process, across exec ----------------------------------
@@ -306,7 +306,7 @@ def groups(processes: list[ProcessTrace], by: str | None) -> list[Group]:
     """The traces reported together: all of them, or one group per rank or pid. A process
     that exec'd is in one group, that of its last trace."""
     procs = processes_of(processes)
-    if by is None:
+    if by is None or by == "kernel":  # (kernel: report/main.py splits its rows by kernel)
         functions = merge(processes)
         check_sums(functions, processes)
         return [Group("all", processes, functions, procs)]

@@ -23,7 +23,7 @@ import signal
 from pathlib import Path
 
 from ..errors import ShimgenError
-from ..runenv import ENV, NOTICES, TIMELINE, TRACES
+from ..runenv import BUDGET_BOOKS, ENV, NOTICES, TIMELINE, TRACES
 
 # The variables `run` gives the command (read by the shim: runtime/base/config.c; the names are
 # runenv.py's, which facts.h also has).
@@ -40,10 +40,14 @@ ENV_GATES = ENV["GATES"]
 ENV_INJECT = ENV["INJECT"]
 ENV_RUN_DIR = ENV["RUN_DIR"]
 ENV_LIMIT_MEMORY = ENV["LIMIT_MEMORY"]
+ENV_LIMIT_JOB_MEMORY = ENV["LIMIT_JOB_MEMORY"]
+ENV_BUDGET_FILE = ENV["BUDGET_FILE"]
 # Inherited, they would send this run's record elsewhere or make a process think another
 # owns the trace file: never passed on. SHIMGEN_INJECT: only --inject's rules, which the
-# run checks and records; SHIMGEN_LIMIT_MEMORY: only --limit's, likewise.
-ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT, ENV_LIMIT_MEMORY)
+# run checks and records; SHIMGEN_LIMIT_MEMORY: only --limit's, likewise, and the shared
+# budget's two (run/group.py) only this run's.
+ENV_DROPPED = (ENV["TRACE_FILE"], ENV["TRACE_JOB"], ENV_INJECT, ENV_LIMIT_MEMORY,
+               ENV_LIMIT_JOB_MEMORY, ENV_BUDGET_FILE)
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # si_code of a signal sent by a process (kill, sigqueue, tgkill). A terminal's Ctrl-C or
@@ -178,11 +182,13 @@ def signal_name(sig: int | None) -> str | None:
 
 
 def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
-                      ident: tuple[int, int] | None = None) -> dict[str, str]:
+                      ident: tuple[int, int] | None = None,
+                      nvml: Path | None = None) -> dict[str, str]:
     """`base` with the shim first in LD_PRELOAD (what was there kept after it) and the
     trace sent to `run_dir`, as `opts` (run.RunOptions) asks. `ident`, the run directory's
     (device, inode): the shim reaches what it makes under the run directory only through
-    that directory (SHIMGEN_RUN_DIR), never through one put in its place."""
+    that directory (SHIMGEN_RUN_DIR), never through one put in its place. `nvml`: the NVML
+    shim, preloaded right after the shim (run/nvml.py)."""
     env = {k: v for k, v in base.items() if k not in ENV_DROPPED}
     if ident is not None:
         env[ENV_RUN_DIR] = f"{ident[0]}:{ident[1]}:{os.path.abspath(run_dir)}"
@@ -196,7 +202,8 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         env[ENV_QEMU_SET] = (f"{qemu}," if qemu else "") + f"{ENV_PRELOAD}={shim}"
     else:
         before = base.get(ENV_PRELOAD, "")
-        env[ENV_PRELOAD] = f"{shim}:{before}" if before.strip() else str(shim)
+        shims = f"{shim}:{nvml}" if nvml is not None else str(shim)
+        env[ENV_PRELOAD] = f"{shims}:{before}" if before.strip() else shims
     env[ENV_TRACE] = opts.trace  # --trace MODE is the value (runenv.TRACE_MODES)
     env[ENV_TRACE_DIR] = str(run_dir / TRACES)
     env[ENV_NOTICE_FILE] = str(run_dir / NOTICES)
@@ -216,6 +223,10 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
         from .limits import limit_environment
 
         env.update(limit_environment(opts.limits))
+    if getattr(opts, "budget_books", None):  # a group's (run/group.py)
+        env[ENV_BUDGET_FILE] = opts.budget_books
+    elif "job-memory" in opts.limits:  # the run's own
+        env[ENV_BUDGET_FILE] = os.path.join(os.path.abspath(run_dir), BUDGET_BOOKS)
     if getattr(opts, "calls_ring", None):
         env[ENV["CALLS_RING"]] = opts.calls_ring
     if getattr(opts, "gpu_time", None):
@@ -223,3 +234,17 @@ def child_environment(base: dict[str, str], shim: Path, run_dir: Path, opts,
     else:
         env.pop(ENV["GPU_TIME"], None)
     return env
+
+
+def check_preload_path(directory: Path) -> None:
+    """The shim's directory must go into LD_PRELOAD as it is: the loader splits the list at
+    spaces and colons, and reads $ORIGIN, $LIB and $PLATFORM (also as ${...}) in a name as
+    its own tokens (then refuses the name: the command would run without the shim)."""
+    text = str(directory)
+    if any(c.isspace() or c == ":" for c in text):
+        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with "
+                           "a space or a colon; set XDG_CACHE_HOME to a path without one")
+    if "$" in text:
+        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with a "
+                           "'$' (the loader reads $ORIGIN, $LIB and $PLATFORM in it as its "
+                           "own); set XDG_CACHE_HOME to a path without one")

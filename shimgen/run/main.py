@@ -23,11 +23,13 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import Interrupted, ShimgenError, UsageError, say
-from ..runenv import RUN_JSON
+from ..runenv import LIMIT_GROUP, RUN_JSON
 from .child import (
+    ENV_BUDGET_FILE,
     ENV_DRIVER,
     ENV_GATES,
     ENV_INJECT,
+    ENV_LIMIT_JOB_MEMORY,
     ENV_LIMIT_MEMORY,
     ENV_NOTICE_FILE,
     ENV_PRELOAD,
@@ -38,6 +40,7 @@ from .child import (
     FORWARDED,
     CommandError,
     block_signals,
+    check_preload_path,
     child_environment,
     exit_status,
     find_command,
@@ -47,6 +50,7 @@ from .child import (
     take_pending,
 )
 from .directory import RunDir, layout, open_run_dir, write_json
+from .nvml import nvml_preload
 from .options import (
     RunOptions,
     calls_ring_option,
@@ -87,20 +91,6 @@ def _stamp(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-def _check_preload_path(directory: Path) -> None:
-    """The shim's directory must go into LD_PRELOAD as it is: the loader splits the list at
-    spaces and colons, and reads $ORIGIN, $LIB and $PLATFORM (also as ${...}) in a name as
-    its own tokens (then refuses the name: the command would run without the shim)."""
-    text = str(directory)
-    if any(c.isspace() or c == ":" for c in text):
-        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with "
-                           "a space or a colon; set XDG_CACHE_HOME to a path without one")
-    if "$" in text:
-        raise ShimgenError(f"shim cache {directory}: LD_PRELOAD cannot carry a path with a "
-                           "'$' (the loader reads $ORIGIN, $LIB and $PLATFORM in it as its "
-                           "own); set XDG_CACHE_HOME to a path without one")
-
-
 def _prepare(opts: RunOptions) -> tuple[str, Path, str | None, object]:
     """The checks before anything is built or made: (the command's file, the driver's real
     path, the gate profile, the cache key)."""
@@ -121,7 +111,7 @@ def _prepare(opts: RunOptions) -> tuple[str, Path, str | None, object]:
         profile = opts.gate_profile or "auto"
         profile = profile if profile == "auto" else str(Path(profile).absolute())
     key = key_for(driver, profile, opts.hooks)
-    _check_preload_path(entry_dir(key))
+    check_preload_path(entry_dir(key))
     return path, driver, profile, key
 
 
@@ -204,11 +194,14 @@ def _record(opts: RunOptions, driver: Path, profile: str | None, key, entry,
                  "cache_entry": key.name, "how": entry.how, "gates": list(entry.gates)},
         "trace": opts.trace, "gates": opts.gates, "gate_profile": profile,
         "inject": opts.inject, "limit": opts.limits,
+        "budget": {"books": env[ENV_BUDGET_FILE], "group": opts.limit_group}
+        if ENV_BUDGET_FILE in env else None,
         "hooks": [str(Path(h).absolute()) for h in opts.hooks],
         "shimgen_version": __version__, "host": host_name(),
         "environment": {k: env[k] for k in (ENV_PRELOAD, ENV_QEMU_SET, ENV_TRACE, ENV_TRACE_DIR,
                                             ENV_NOTICE_FILE, ENV_TIMELINE_FILE, ENV_DRIVER,
-                                            ENV_GATES, ENV_INJECT, ENV_LIMIT_MEMORY)
+                                            ENV_GATES, ENV_INJECT, ENV_LIMIT_MEMORY,
+                                            ENV_LIMIT_JOB_MEMORY, ENV_BUDGET_FILE)
                         if k in env},
         "start": _stamp(start), "end": None, "pid": None, "exit": None, "signals": [],
     }
@@ -286,7 +279,7 @@ def run(opts: RunOptions) -> int:
         layout(run_dir, "time" if opts.trace_note else opts.trace)  # no calls: no timeline
         st = os.fstat(run_dir.fd)
         env = child_environment(dict(os.environ), entry.library, run_dir.path, opts,
-                                (st.st_dev, st.st_ino))
+                                (st.st_dev, st.st_ino), nvml_preload(opts, driver))
         record = _record(opts, driver, profile, key, entry, env, start)
         write_json(run_dir, record)
         waiting = take_pending(forwarded)
@@ -341,6 +334,11 @@ def command(args) -> int:
     opts.calls_ring = calls_ring_option(getattr(args, "calls_ring", None))
     opts.gpu_time = gpu_time_option(getattr(args, "gpu_time", None))
     opts.force = bool(args.force)
+    opts.limit_group = getattr(args, "limit_group", None) or os.environ.get(LIMIT_GROUP) or None
+    if opts.limit_group:  # the group's budget: its books, its size the run's job-memory
+        from .group import budget
+
+        opts.budget_books, opts.limits["job-memory"] = budget(opts.limits, opts.limit_group)
     try:
         return run(opts)
     except CommandError as e:  # like a shell: 127 not found, 126 cannot be run

@@ -28,6 +28,8 @@ class RunOptions:
         self.hooks = hooks  # --hook FILE.c, in order (shim/userhooks.py)
         self.stall = stall  # --stall SECONDS (run/watch.py), None: off
         self.limits = limits or {}  # --limit KEY=SIZE, in bytes (run/limits.py)
+        self.limit_group: str | None = None  # --limit-group NAME|DIR (run/group.py)
+        self.budget_books: str | None = None  # the shared budget's books (run/group.py)
         self.calls_ring: str | None = None  # --calls-ring N: SHIMGEN_CALLS_RING
         self.gpu_time: str | None = None  # --gpu-time [every=N]: SHIMGEN_GPU_TIME's value
         self.force = False  # --force: -o DIR may hold a finished run, replaced (replace.py)

@@ -17,6 +17,7 @@ __getattr__, __all__ = face(__name__, {
     "header_command": "userhooks:header_command",
     "inject": "inject:",
     "list_exports": "exports:command",
+    "make_nvml_shim": "nvml",
     "make_shim": "pipeline",
     "sources_stamp": "sources:stamp",
     "userhooks": "userhooks:",

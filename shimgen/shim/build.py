@@ -50,7 +50,12 @@ from .install import (
     rmtree,
 )
 from .model import SONAME, ShimModel
-from .render import render, render_layout
+
+
+def _library(model) -> str:
+    """The file name of the library a model builds: an NVML shim's model names its own
+    (shim/nvml.py), which renders itself by the same steps."""
+    return getattr(model, "library_file", SHIM_LIBRARY)
 
 
 @dataclass(frozen=True)
@@ -209,10 +214,14 @@ def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
     env = _tool_env()
     log = new / "build.log"
     cross = _cross_file(model, new)
-    render_layout(model, src)
+    if hasattr(model, "library_file"):  # an NVML shim's model renders itself
+        parts = model
+    else:
+        from . import render as parts
+    parts.render_layout(model, src)
     setup = _start(_meson() + ["setup", *cross, str(bdir), str(src)], "meson setup", env, log)
     try:
-        render(model, src, generated_only=True)
+        parts.render(model, src, generated_only=True)
     except BaseException:
         with signals_held():
             _kill_session(setup)
@@ -222,7 +231,7 @@ def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
     progress.step("compiling and linking (meson compile)")
     _run(_meson() + ["compile", "-C", str(bdir)], "compile", env, log, name)
     progress.step("installing")
-    built = bdir / SHIM_LIBRARY
+    built = bdir / _library(model)
     if not built.is_file():
         raise ShimgenError(f"meson finished but {built} is missing")
     return built
@@ -231,6 +240,9 @@ def _compile(model: ShimModel, new: Path, bdir: Path, name: str) -> Path:
 def _write_output(model: ShimModel, built: Path, new: Path, identity: dict | None) -> None:
     """The library `built` copied into `new`, and `new/shim.json` written: what was built,
     from what, and the library's build-id and size (and `identity`, when given)."""
+    if hasattr(model, "library_file"):
+        _finish_output(model.manifest(), built, new, identity, _library(model))
+        return
     manifest = {
         "shimgen_command": model.command,
         "driver": str(model.driver.real_path),
@@ -249,9 +261,14 @@ def _write_output(model: ShimModel, built: Path, new: Path, identity: dict | Non
         manifest["user_hooks"] = [{"file": str(f.path), "sha256": f.sha256,
                                    "hooks": list(f.hooks), "calls": list(f.calls)}
                                   for f in model.user.files]
-    shutil.copy2(built, new / SHIM_LIBRARY)
-    manifest["library_build_id"] = read_build_id(new / SHIM_LIBRARY)
-    manifest["library_size"] = (new / SHIM_LIBRARY).stat().st_size
+    _finish_output(manifest, built, new, identity, SHIM_LIBRARY)
+
+
+def _finish_output(manifest: dict, built: Path, new: Path, identity: dict | None,
+                   library: str) -> None:
+    shutil.copy2(built, new / library)
+    manifest["library_build_id"] = read_build_id(new / library)
+    manifest["library_size"] = (new / library).stat().st_size
     if identity is not None:
         manifest["cache_key"] = identity
     (new / SHIM_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -301,6 +318,6 @@ def build(model: ShimModel, out_root: Path, name: str | None = None,
         with signals_held():
             cleanup(staging, staging_fd)
         raise
-    return BuildResult(model, final, final / SHIM_LIBRARY, time.monotonic() - start)
+    return BuildResult(model, final, final / _library(model), time.monotonic() - start)
 
 

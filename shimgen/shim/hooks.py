@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from ..cuda import FEATURES
 from ..cudaversions import FUNCTION_SINCE
+from ..runenv import KERN_LAUNCH_FUNCTIONS
 from .memroutes import MEMORY_SOURCE, ROUTES, WATCHES
 
 __all__ = ["FEATURES", "HOOKS", "Hook"]
@@ -98,6 +99,28 @@ KERNEL_HOOKS = (
 HOOKS += tuple(Hook(name, KERNEL_SOURCE, f"kernels: {why}", "kernels",
                     since=FUNCTION_SINCE.get(name, 0), optional=True)
                for name, why in KERNEL_HOOKS)
+# A graph's launches (runtime/kernels/hooks_graphs.c): the instantiations keep each
+# executable graph's count of kernel nodes; the launch, also the memory ledger's watch of
+# graphs (after it, the graphs' reservation asked again), is installed with the ledger
+# (feature "memory", on whenever "kernels" is) and counts the launch when "kernels" is on.
+GRAPH_SOURCE = "hooks_graphs.c"
+GRAPH_HOOKS = (
+    ("cuGraphInstantiate", "kernels", "the executable graph's kernel nodes counted"),
+    ("cuGraphInstantiate_v2", "kernels", "the executable graph's kernel nodes counted"),
+    ("cuGraphInstantiateWithFlags", "kernels", "the executable graph's kernel nodes counted"),
+    ("cuGraphInstantiateWithParams", "kernels", "the executable graph's kernel nodes counted"),
+    ("cuGraphInstantiateWithParams_ptsz", "kernels",
+     "the executable graph's kernel nodes counted"),
+    ("cuGraphLaunch", "memory", "a graph's launch by its kernel nodes and stream; the graphs' "
+     "reservation asked again"),
+    ("cuGraphLaunch_ptsz", "memory", "a graph's launch by its kernel nodes and stream; the "
+     "graphs' reservation asked again"),
+)
+HOOKS += tuple(Hook(name, GRAPH_SOURCE, f"kernels: {why}", feature,
+                    since=FUNCTION_SINCE.get(name, 0), optional=True)
+               for name, feature, why in GRAPH_HOOKS)
+assert set(KERN_LAUNCH_FUNCTIONS) <= {h.name for h in HOOKS if h.source in (KERNEL_SOURCE,
+                                                                             GRAPH_SOURCE)}
 
 # GPU time per kernel (runtime/kernels/hooks_gputime.c): a query the driver answers done is
 # a synchronisation of the program's, where the launches' timing events are resolved.

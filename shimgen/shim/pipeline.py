@@ -162,13 +162,14 @@ def _predates_summary(model) -> list[str]:
 
 def _hooked_summary(model) -> str:
     """The hooked functions by name, the memory ledger's routes and watches
-    (shim/memroutes.py), the kernels' hooks (shim/hooks.py KERNEL_HOOKS) and GPU time's
-    (GPU_TIME_HOOKS) by their number."""
-    from .hooks import GPU_TIME_HOOKS, KERNEL_HOOKS
+    (shim/memroutes.py), the kernels' hooks (shim/hooks.py KERNEL_HOOKS, GRAPH_HOOKS) and GPU
+    time's (GPU_TIME_HOOKS) by their number."""
+    from .hooks import GPU_TIME_HOOKS, GRAPH_HOOKS, KERNEL_HOOKS
 
     routes = {name for _, name, _ in model.memory_routes}
     watches = {name for _, name in model.memory_watches}
-    kernels = {f.name for f in model.hooked} & {name for name, _ in KERNEL_HOOKS}
+    kernels = {f.name for f in model.hooked} & ({name for name, _ in KERNEL_HOOKS}
+                                                | {name for name, _, _ in GRAPH_HOOKS})
     gpu = {f.name for f in model.hooked} & set(GPU_TIME_HOOKS)
     named = [f.name for f in model.hooked if f.name not in routes | watches | kernels | gpu]
     return ", ".join(named + ([f"{len(routes)} memory routes"] if routes else [])
@@ -220,6 +221,8 @@ def command(args) -> int:
     """`shimgen build`: make the shim, print the summary."""
     from ..options import driver_path
 
+    if args.nvml is not None:
+        return nvml_command(args)
     if args.old_gates is not None:
         args.gates = old_gates_option(args.old_gates)
     if args.allow_unproven_gates and args.gates is None:
@@ -233,6 +236,27 @@ def command(args) -> int:
     finally:
         progress.clear()
     print(summary(result, args.gates))
+    return 0
+
+
+def nvml_command(args) -> int:
+    """`shimgen build --nvml [PATH]`: the NVML shim alone (shim/nvml.py)."""
+    from ..options import nvml_path
+    from .nvml import make_nvml_shim
+    from .nvml import summary as nvml_summary
+
+    given = [o for o, v in (("--driver", args.driver), ("--gate-profile", args.gates),
+                            ("--gates", args.old_gates), ("--hook", args.hook)) if v]
+    if given:
+        raise ShimgenError(f"build --nvml builds the NVML shim alone: {given[0]} is the "
+                           "libcuda shim's")
+    path, root = nvml_path(None if args.nvml is True else args.nvml), out_root(args.out)
+    progress.expect("build", f"into {root.absolute()} ({progress.BUILD_TAKES})")
+    try:
+        result = make_nvml_shim(path, root, out_option=args.out)
+    finally:
+        progress.clear()
+    print(nvml_summary(result))
     return 0
 
 

@@ -20,6 +20,9 @@ from ..cuda import (
     CODES,
     FEATURES,
     GRAPH_MEM_ATTRS,
+    GRAPH_NODE_CONDITIONAL,
+    GRAPH_NODE_GRAPH,
+    GRAPH_NODE_KERNEL,
     HOOK_TYPES,
     LAUNCH_CONFIG_STREAM_OFFSET,
     LIBCUDA_DIRS,
@@ -58,6 +61,9 @@ HOOK_PREFIX = "hooks_"
 # the init-site method's code writer: only in a shim whose gate plan has init-site bytes
 INIT_SOURCE = "gates_init.c"
 RUNTIME_SUFFIXES = (".c", ".h", ".S")
+# The NVML shim's own runtime (shim/nvml.py), which no libcuda shim takes.
+NVML_FOLDER = "nvml/"
+NVML_ENTRY = "nvml_"
 # runtime/arch/<arch>/ (arches.Arch.runtime): one architecture's entry code, taken whole by
 # a shim for a driver of that architecture and by no other; every other runtime/ file is C
 # that builds for all.
@@ -89,7 +95,8 @@ KERN_FACTS = {"slots": runenv.KERN_SLOTS, "name_max": runenv.KERN_NAME_MAX,
               "gpu_buckets": runenv.KGPU_BUCKETS, "gpu_every": runenv.KGPU_EVERY,
               "gpu_not": runenv.KGPU_NOT, "gpu_track": runenv.KGPU_TRACK,
               "gpu_track_words": runenv.KGPU_TRACK_WORDS, "graph_key": runenv.KERN_GRAPH_KEY,
-              "graph": runenv.KERN_GRAPH, "per_thread": runenv.KERN_STREAM_PER_THREAD}
+              "graph_prefix": runenv.KERN_GRAPH_PREFIX, "per_thread": runenv.KERN_STREAM_PER_THREAD,
+              "graph_nodes": (GRAPH_NODE_KERNEL, GRAPH_NODE_GRAPH, GRAPH_NODE_CONDITIONAL)}
 
 
 def environment() -> jinja2.Environment:
@@ -113,7 +120,13 @@ def runtime_files(arch: str) -> list[str]:
     others = tuple(f"{a.runtime}/" for a in ARCHES.values() if a.name != arch)
     names = (p.relative_to(root).as_posix() for p in root.rglob("*")
              if p.is_file() and p.suffix in RUNTIME_SUFFIXES)
-    return sorted(n for n in names if not n.startswith(others))
+    return sorted(n for n in names if not n.startswith(others) and not nvml_only(n))
+
+
+def nvml_only(name: str) -> bool:
+    """A runtime/ file of the NVML shim alone (shim/nvml.py): runtime/nvml/, and each
+    architecture's nvml_stubs.S."""
+    return name.startswith(NVML_FOLDER) or name.rsplit("/", 1)[-1].startswith(NVML_ENTRY)
 
 
 def copied(model: ShimModel) -> list[str]:

@@ -4,7 +4,7 @@ model.py's one shape of a process's trace (read by `shimgen report` and `shimgen
 inflight.py the calls a process has in progress, live.py whether it runs (and the parts nodes
 made of a run directory), job.py a whole job now (report, top, run --stall), cmdline.py a
 live process's command line; memory.py the device memory ledger of a binary trace file,
-kernels.py its kernels and streams.
+kernels.py its kernels and streams; budget.py the books of a shared memory budget.
 """
 
 from .. import face
@@ -21,6 +21,7 @@ __getattr__, __all__ = face(__name__, {
     "NotATrace": "jsonfile",
     "ProcessTrace": "model",
     "binary": "binary:",
+    "budget": "budget:",
     "command_line": "cmdline",
     "inflight": "inflight:",
     "job": "job:",

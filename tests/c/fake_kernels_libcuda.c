@@ -7,7 +7,8 @@
  * function (a kernel handle: CUDA_ERROR_INVALID_HANDLE), cuKernelGetName a kernel; both fail
  * with FAKE_KERN_NO_NAMES set. Launches (every route) count per name, not a launch with a
  * grid of 0 (it fails), nor one into a capturing stream (counted apart); a host function's
- * launch counts as "host", a graph's as "graph"; a name asked while
+ * launch counts as "host", a graph's as "graph" (and its kernel nodes as "graph_kernels":
+ * fake_kernels_graphs.h, its graphs); a name asked while
  * any stream captures is counted too (FAKE_KERN_CAPTURING=S:N: stream S captures from the
  * start for its first N launches, begun by no call the shim could see). Each launch it
  * counts runs on its stream's fake GPU clock for gx * 1000 + strlen(NAME) ns (a host
@@ -118,7 +119,7 @@ static CUresult launch(void *f, unsigned gx, void *stream)
     return 0;
 }
 
-/* A host function's launch counts as "host", a graph's as "graph" (its kernels not). */
+/* A host function's launch counts as "host" (a graph's: fake_kernels_graphs.h). */
 EXPORT CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
 {
     (void)data;
@@ -128,13 +129,7 @@ EXPORT CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
     return 0;
 }
 
-EXPORT CUresult cuGraphLaunch(void *exec, void *stream)
-{
-    if (!exec)
-        return 1;
-    count("graph", stream, 1);
-    return 0;
-}
+#include "fake_kernels_graphs.h"
 
 __attribute__((destructor)) static void report(void)
 {

@@ -23,7 +23,9 @@
  * address (or array, or host pointer) out again, the most recently freed first. With
  * FAKE_LEDGER_JITTER set, an allocation yields the processor at random after it took its
  * bytes and a free before it gives them back, so that other threads' calls come in between
- * (the fake's peak, the most it held at once, is then the driver's worst case). */
+ * (the fake's peak, the most it held at once, is then the driver's worst case).
+ * FAKE_LEDGER_ADDRESSES (hex, comma-separated) are the addresses its device allocations hand
+ * out first, in order, so that a test places the ledger's entries in slots of its choosing. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -81,6 +83,8 @@ static int nreuse[5];
 static int jitter;
 static u64 device_free = 80ull << 30; /* FAKE_LEDGER_FREE: what cuMemGetInfo_v2 says free */
 static int align_says = 512; /* FAKE_LEDGER_ALIGN_SAYS: TEXTURE_ALIGNMENT, less than it pads */
+static u64 given[64]; /* FAKE_LEDGER_ADDRESSES: handed out first, in order */
+static int ngiven, nextgiven;
 
 /* As a driver checks what it is passed: 1 when n bytes at p can be read. */
 static int readable(const void *p, size_t n)
@@ -138,7 +142,9 @@ static void pool_give_back(struct fpool *p, int col, u64 size)
 /* A new allocation, the lock held. */
 static u64 add_locked(const char *fn, int kind, int col, u64 size, u64 key)
 {
-    if (!key && kind != 2 && nreuse[kind])
+    if (!key && kind == 1 && nextgiven < ngiven)
+        key = given[nextgiven++];
+    else if (!key && kind != 2 && nreuse[kind])
         key = reuse[kind][--nreuse[kind]];
     else if (!key)
         key = kind == 2 ? next_handle++
@@ -223,6 +229,13 @@ __attribute__((constructor)) static void fake_load(void)
         align_says = atoi(getenv("FAKE_LEDGER_ALIGN_SAYS"));
     if (getenv("FAKE_LEDGER_FREE"))
         device_free = strtoull(getenv("FAKE_LEDGER_FREE"), NULL, 10);
+    for (const char *a = getenv("FAKE_LEDGER_ADDRESSES"); a && *a && ngiven < 64; a++) {
+        char *end;
+        given[ngiven++] = strtoull(a, &end, 16);
+        a = end;
+        if (*a != ',')
+            break;
+    }
 }
 
 /* The fake's own totals as one line of JSON into buf (what the tests compare). */

@@ -19,7 +19,13 @@
  *                             (GPU time's pairs taken and resolved at once, by many)
  *   fork:                     the rest in a forked child; the parent waits for it and exits
  *   host:S:N graph:S:N        N launches of kern_host_cb (cuLaunchHostFunc), of a graph
- *                             (cuGraphLaunch), on stream S
+ *                             (cuGraphLaunch) the shim never saw instantiated, on stream S
+ *   inst:K:O:C:Q              an executable graph (numbered from 0 in the order made) of the
+ *                             fake's graph of K kernel nodes, O others, a child graph of C
+ *                             kernel nodes (none when 0) and Q conditional nodes, by
+ *                             cuGraphInstantiateWithFlags; instp: and instv2: the same by
+ *                             cuGraphInstantiateWithParams, cuGraphInstantiate_v2
+ *   glaunch:E:S:N gdestroy:E  N launches of executable graph E on stream S; E destroyed
  *   names:T:N:LEN             T threads, let go at once, each making N handles (not kept)
  *                             by cuModuleGetFunction of names of LEN bytes: "_Zt<t>_<i>_"
  *                             then x's, a random short spin between two
@@ -53,6 +59,8 @@ void kern_host_cb(void *data)
 }
 static void *handles[256];
 static int nhandles;
+static void *execs[64];
+static int nexecs;
 
 static void *fn(const char *name)
 {
@@ -225,6 +233,34 @@ int main(int argc, char **argv)
                                     "cuLaunchHostFunc"))(stream, kern_host_cb, NULL)
                               : ((CUresult(*)(void *, void *))fn("cuGraphLaunch"))(
                                     (void *)0x1234, stream));
+        } else if (!strncmp(op, "inst", 4)) {
+            unsigned k, o, c, q;
+            if (sscanf(arg, "%u:%u:%u:%u", &k, &o, &c, &q) != 4 || nexecs == 64)
+                return 3;
+            void *g = (void *)(uintptr_t)(0xA000000000ull | k << 24 | o << 16 | c << 8 | q);
+            void **e = &execs[nexecs++];
+            if (!strcmp(op, "instp"))
+                check(op, ((CUresult(*)(void **, void *, void *))fn(
+                              "cuGraphInstantiateWithParams"))(e, g, NULL));
+            else if (!strcmp(op, "instv2"))
+                check(op, ((CUresult(*)(void **, void *, void **, char *, size_t))fn(
+                              "cuGraphInstantiate_v2"))(e, g, NULL, NULL, 0));
+            else
+                check(op, ((CUresult(*)(void **, void *, unsigned long long))fn(
+                              "cuGraphInstantiateWithFlags"))(e, g, 0));
+        } else if (!strcmp(op, "glaunch")) {
+            unsigned e;
+            unsigned long st, n;
+            if (sscanf(arg, "%u:%lu:%lu", &e, &st, &n) != 3 || e >= (unsigned)nexecs)
+                return 3;
+            for (unsigned long k = 0; k < n; k++)
+                check(op, ((CUresult(*)(void *, void *))fn("cuGraphLaunch"))(
+                              execs[e], (void *)(uintptr_t)st));
+        } else if (!strcmp(op, "gdestroy")) {
+            unsigned e = (unsigned)atoi(arg);
+            if (e >= (unsigned)nexecs)
+                return 3;
+            check(op, ((CUresult(*)(void *))fn("cuGraphExecDestroy"))(execs[e]));
         } else if (!strcmp(op, "fork")) {
             pid_t pid = fork();
             if (pid < 0)

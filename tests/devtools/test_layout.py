@@ -228,8 +228,9 @@ def test_the_mutation_check_runs_the_tests_of_the_second_tier(tmp_path):
 RUNTIME = ROOT / "runtime"
 RUNTIME_FACES = {"base": {"base.h"}, "output": {"output.h"}, "tracefile": {"tracefile.h"},
                  "gates": {"gates.h"}, "stats": {"stats.h"}, "memory": {"memory.h"},
+                 "budget": {"budget.h", "view.h"},
                  "kernels": {"kernels.h"}, "hooks": {"hooks.h"}, "load": {"load.h"},
-                 "arch": {"entry.h", "cpu.h", "layout.h"}}
+                 "arch": {"entry.h", "cpu.h", "layout.h"}, "nvml": {"nvml.h"}}
 C_SUFFIXES = (".c", ".h", ".S")
 # Files still over the limits, each to be split (docs/design.md, "Files over 400 lines,
 # functions over 60"): the test fails once one is within them, so the list stays true.

@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 
 from shimgen.driver.elf import DriverImage, Segment, read_image
+from shimgen.errors import ShimgenError
 from shimgen.gates.emulator import Emulator
 from shimgen.gates.p2p import _change, _checks, _compare_at, discover_p2p
 from shimgen.gates.p2p_prove import STRUCT_SIZE, prove_check, prove_p2p
-from shimgen.gates.plan import load_plan
+from shimgen.gates.patch import select_changes
+from shimgen.gates.plan import load_plan, plan_from_profile
 from shimgen.gates.profile import ByteChange, load_profile
 from shimgen.gates.x86 import Code
 from shimgen.runenv import SHIM_LIBRARY
@@ -240,11 +242,25 @@ def test_gates_json_has_the_p2p_gate_and_a_changed_byte_is_proven_again(drivers,
     assert [(b.vaddr, b.old, b.new) for b in pg.init_set] == [
         (0x2737C6, 0x74, 0xEB), (0x2738D1, 0x74, 0xEB), (0x4FE1DB, 0x74, 0xEB)]
     assert not pg.fields and not pg.globals and not pg.init_mask
+    # its bytes are baked only when its own proof passed: not when it failed or never ran
+    # (a plan made under --allow-unproven-gates still leaves them out)
+    passed = profile.p2p.proof
+    for proof, baked in (({**passed, "ok": False, "status": "failed"}, False), (None, False),
+                         (passed, True)):
+        profile.p2p.proof = proof
+        assert profile.p2p.proven == baked
+        assert ("p2p-mixed" in [x.name for x in plan_from_profile(profile).gates]) == baked
     g["checks"][0]["changes"][0]["new"] = "0x75"  # je -> jne: the file says proven
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
     with pytest.raises(Exception, match="p2p-mixed gate failed its emulation proof"):
         load_plan(image, str(bad))
+    # `shimgen patch` proves the gate again: its changes when it passes, refused when not
+    assert [c.byte.new for c in select_changes(image, load_profile(out), ["p2p-mixed"], False,
+                                               [])] == [0xEB] * 3
+    with pytest.raises(ShimgenError, match="gate p2p-mixed: a check failed its emulation "
+                                           "proof .*; nothing written"):
+        select_changes(image, load_profile(bad), ["p2p-mixed"], False, [])
 
 
 def cmp_l(a: Path, b: Path) -> list[tuple[int, int, int]]:

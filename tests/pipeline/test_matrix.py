@@ -106,7 +106,8 @@ def test_a_driver_older_than_cu_get_proc_address_is_refused_in_one_line(refused_
 PREDATES_470 = ["cuGetProcAddress_v2", "cuMemGetHandleForAddressRange", "cuCtxCreate_v4",
                 "cuGreenCtxDestroy", "cuStreamBeginCaptureToGraph",
                 "cuStreamBeginCaptureToGraph_ptsz", "cuCtxSynchronize_v2", "cuLibraryGetKernel",
-                "cuKernelGetFunction", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz"]
+                "cuKernelGetFunction", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+                "cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams_ptsz"]
 
 
 def test_a_hook_is_absent_only_from_a_driver_older_than_its_function(matrix_drivers):

@@ -9,6 +9,7 @@ calls, a thread that stopped early, a call that never returned."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -235,3 +236,42 @@ def test_a_call_that_never_returned_has_no_duration(evil, tmp_path):  # noqa: F8
     calls = json.loads(cli("--calls", "--json", d).stdout)["calls"]
     assert (calls[0]["state"], calls[0]["dur_us"]) == ("entered", None)
     shutil.rmtree(d)
+
+
+def test_the_difference_counts_the_threads_that_agree_in_text_and_in_json(monkeypatch):
+    """Of two pairs of threads, the first alike and the second parted by B's stopping early:
+    the count of each, the call that has none (null), the unreadable files of both runs;
+    the runs part when a pair does, or when one run has more threads."""
+    threads = {"A": [("pid 1 thread 1", _thread(["x"])), ("pid 1 thread 2", _thread(["x", "y"]))],
+               "B": [("pid 2 thread 1", _thread(["x"])), ("pid 2 thread 2", _thread(["x"]))]}
+
+    def fake(path, f, unreadable):
+        unreadable.append((f"{path}/bad", "cut short"))
+        return threads[str(path)]
+    monkeypatch.setattr(calls_diff, "_threads", fake)
+    text, parted = calls_diff.first_difference(Path("A"), Path("B"), None, addresses=True)
+    assert parted and text.startswith("first difference: 1 of 2 threads part (addresses "
+                                      "compared)\n"), text
+    data, parted = calls_diff.first_difference(Path("A"), Path("B"), None, fmt="json")
+    assert parted and data.startswith('{\n "schema": "shimgen-calls-difference",\n')
+    assert json.loads(data) == {
+        "schema": "shimgen-calls-difference", "same_threads": 1, "threads_a": 2,
+        "threads_b": 2, "differences": [{"a": "pid 1 thread 2", "b": "pid 2 thread 2",
+                                         "index": 1, "before": ["line x 0"],
+                                         "a_call": "line y 1", "b_call": None}],
+        "unreadable": [{"file": "A/bad", "reason": "cut short"},
+                       {"file": "B/bad", "reason": "cut short"}]}
+    threads["B"] = threads["A"][:1] * 2
+    threads["A"] = threads["A"][:1] * 3
+    text, parted = calls_diff.first_difference(Path("A"), Path("B"), None)
+    assert parted and text.startswith("no difference: 2 threads make the same calls "
+                                      "(addresses ignored)\n"), text
+    assert "threads    A has 3, B has 2\n" in text
+    data, parted = calls_diff.first_difference(Path("A"), Path("B"), None, fmt="json")
+    assert parted and json.loads(data)["same_threads"] == 2
+    threads["A"] = threads["B"]
+    assert calls_diff.first_difference(Path("A"), Path("B"), None, fmt="json")[1] is False
+    threads["B"] = [("pid 2 thread 1", _thread(["x", "y"]))]  # A stopped early
+    (d,) = json.loads(calls_diff.first_difference(Path("A"), Path("B"), None,
+                                                  fmt="json")[0])["differences"]
+    assert (d["a_call"], d["b_call"]) == (None, "line y 1")

@@ -65,3 +65,41 @@ def test_two_devices_each_bounded_on_its_own():
         {"at_least": 4 * GIB, "at_most": 4 * GIB}] * 2
     assert "  device 0: peak 4.00 GiB, at exit 0 B" in lines, lines
     assert m["peak_together_bytes"] == {"at_least": 4 * GIB, "at_most": 8 * GIB}
+
+
+def test_a_runs_counts_are_summed_over_its_processes_and_its_peaks_are_the_largest():
+    """What each process counts (held at exit, allocations left, by function, refused,
+    untracked, pools and graph allocations known, pools' and graphs' bytes) is summed over
+    the run's processes; a peak (held, reserved) is the largest of one process's own, never
+    a sum (the bound of those that ran at once is peak_together_bytes)."""
+    numbers = [  # pid, peak, held, reserved peak, refused, untracked, pools, graph allocations
+        (10, 3 * GIB, 1 * GIB, 4 * GIB, 1, 2, 1, 2),
+        (11, 2 * GIB, 2 * GIB, 6 * GIB, 4, 8, 3, 5),
+    ]
+    traces = []
+    for pid, peak, held, reserved, refused, untracked, pools, graphs in numbers:
+        t = traced(pid, 1000 * pid, 1000 * pid + 999, peak, held)
+        t.memory.refused, t.memory.untracked = refused, untracked
+        t.memory.pools, t.memory.graph_allocs = pools, graphs
+        col = t.memory.columns[0]
+        col.reserved_peak = reserved
+        col.pool = {"reserved": reserved, "reserved_high": reserved, "used": held,
+                    "used_high": peak}
+        col.graph = {"reserved": pid, "reserved_high": pid, "used": 0, "used_high": pid}
+        traces.append(t)
+    m, _ = section(traces)
+    (d,) = m["devices"]
+    assert (m["peak_bytes"], d["peak_bytes"]) == (3 * GIB, 3 * GIB)
+    assert (m["reserved_peak_bytes"], d["reserved_peak_bytes"]) == (6 * GIB, 6 * GIB)
+    assert (m["at_exit_bytes"], d["at_exit_bytes"]) == (3 * GIB, 3 * GIB)
+    assert m["leaked"] == d["leaked"] == {"count": 2, "bytes": 3 * GIB}
+    assert m["by_function"] == d["by_function"] == {"cuMemAlloc_v2": 5 * GIB}
+    assert (m["refused"], m["untracked"]) == (5, 10)
+    assert d["pools"] == {"reserved_bytes": 10 * GIB, "reserved_high_bytes": 10 * GIB,
+                          "used_bytes": 3 * GIB, "used_high_bytes": 5 * GIB}
+    assert d["graphs"] == {"reserved_bytes": 21, "reserved_high_bytes": 21, "used_bytes": 0,
+                           "used_high_bytes": 21}
+    assert m["reserved"] == {"pools": d["pools"], "graphs": d["graphs"], "pools_known": 4,
+                             "graph_allocations": 7}
+    assert [(p["pid"], p["peak_bytes"], p["at_exit_bytes"]) for p in m["processes"]] == [
+        (10, 3 * GIB, 1 * GIB), (11, 2 * GIB, 2 * GIB)]

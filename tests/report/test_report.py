@@ -216,7 +216,7 @@ def test_json_schema(tmp_path, capsys):
                   {"command": ["torchrun", "train.py"], "start": "s", "end": "e",
                    "exit": {"status": 3, "code": 3, "signal": None, "signal_name": None}})
     data = report_json(capsys, d)
-    assert data["sources"] == [{"path": str(d), "run": True, "inject": [],
+    assert data["sources"] == [{"path": str(d), "run": True, "inject": [], "budget": None,
                                 "command": "torchrun train.py", "exit_status": 3,
                                 "signal": None, "error": None, "start": "s", "end": "e",
                                 "ignored": []}]

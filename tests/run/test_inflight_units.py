@@ -161,7 +161,8 @@ def _reported(pid: int, rank, state: str, seconds=()) -> SimpleNamespace:
 
 def test_the_in_flight_sentence_counts_the_processes_in_no_call_by_their_state():
     """The longest call, the other calls in progress (a died process's too), and the
-    processes neither complete nor in a call: a complete one is not among them."""
+    processes neither complete nor in a call: a complete one is not among them, nor
+    decides whether they are called ranks."""
     procs = [_reported(1, "0", job.RUNNING, (5.0, 1.0)), _reported(2, "1", job.RUNNING),
              _reported(3, "2", job.DIED, (3.0,)), _reported(4, "3", job.COMPLETE),
              _reported(5, "4", job.RUNNING)]
@@ -172,6 +173,10 @@ def test_the_in_flight_sentence_counts_the_processes_in_no_call_by_their_state()
         "in flight  rank 2 (pid 3) on h was inside cuX for 3.0 s; "
         "the other 1 process is in no driver call")
     assert report_inflight.section(procs[3:4]) == []
+    # ranks are named as such when every process not complete has one: a complete one
+    # without a rank (a launcher that ended) does not make them processes
+    assert report_inflight.section(procs[:3] + [_reported(7, None, job.COMPLETE)])[1].endswith(
+        "; 2 more calls in progress; the other 1 rank is in no driver call")
     got = report_inflight.json_fields(procs)
     assert got["running"] == [1, 2, 5]
     assert [(c["pid"], c["seconds"]) for c in got["in_flight"]] == [(1, 5.0), (3, 3.0), (1, 1.0)]

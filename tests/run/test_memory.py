@@ -453,9 +453,13 @@ def test_every_context_change_and_reservation_point_is_watched(drivers):
     the ledger; and every watch is a function of some
     driver (no misspelling)."""
     from shimgen.driver import read_driver
+    from shimgen.shim.hooks import GRAPH_HOOKS
     from shimgen.shim.memroutes import WATCHES
 
     watched = {w.name: w.kind for w in WATCHES}
+    # (cuGraphLaunch: the kernels' hook of it asks the graphs' reservation, installed with
+    # the ledger: feature "memory")
+    watched |= {name: "graph" for name, feature, _ in GRAPH_HOOKS if feature == "memory"}
     seen: set[str] = set()
     for d in drivers:
         names = set(read_driver(d.path).function_names())

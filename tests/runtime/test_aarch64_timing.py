@@ -64,10 +64,11 @@ def _cross(out: Path, name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def arm(tmp_path_factory):
-    """The fake driver cross-compiled, a shim built for it, and the probes."""
-    _tools()
+    """The fake driver cross-compiled, a shim built for it, and the probes. (The C++ cross
+    compiler is asked for first: a skip of these tests names it whatever else is missing.)"""
     if shutil.which(CROSS_CXX) is None:
         pytest.skip(f"needs {CROSS_CXX} (g++-aarch64-linux-gnu)")
+    _tools()
     out = tmp_path_factory.mktemp("armtiming")
     fake = out / "fake" / "libcuda.so.1"
     fake.parent.mkdir()
@@ -114,11 +115,14 @@ def words(line: str) -> dict[str, int]:
 
 
 def check_timed(trace: dict, calls: dict[str, int], mode: str, tmp_path: Path) -> None:
-    """Every call counted once and timed, no frame lost; under timeline one event each."""
+    """Every call counted once and timed, no frame lost, each in its function's fine buckets
+    (its key and home slot the ones the fold probes); under timeline one event each."""
     assert trace["calls"] == calls
     assert trace["untimed_calls"] == 0
     assert {k: v["calls"] for k, v in trace["time"].items()} == calls
     assert all(sum(v["hist"]) == v["calls"] for v in trace["time"].values()), trace["time"]
+    assert all(sum(n for _, n in v["fine"]) == v["calls"] for v in trace["time"].values()), \
+        trace["time"]
     if mode == "timeline":
         tl = json.loads((tmp_path / "timeline.json").read_text())
         events = Counter(e["name"] for e in tl["traceEvents"] if e["ph"] == "X")

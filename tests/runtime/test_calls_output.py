@@ -112,13 +112,15 @@ def test_seconds_in_json_are_round_to_nine_places():
 def test_the_timeline_of_a_calls_run_carries_each_calls_arguments(varied, shims):
     """Each process's Chrome trace: one event per call, at the record's time (ts: the
     report's seconds in microseconds) and for its duration, with its decoded arguments,
-    outputs and result in `args`; thread names say the calls kept."""
+    outputs and result in `args`; thread names say the calls kept. (A launch is also on its
+    stream's track: tests/runtime/test_kernels_timeline.py.)"""
     _, groups, _ = report_calls.shown([varied], report_calls.Filters())
     for g in groups:
         out = io.StringIO()
         assert calls_timeline.timeline_text(g, out) == len(g.rows)
         doc = json.loads(out.getvalue())
-        ev = [e for e in doc["traceEvents"] if e["ph"] != "M"]
+        threads = [e for e in doc["traceEvents"] if e["tid"] < calls_timeline.STREAM_TID]
+        ev = [e for e in threads if e["ph"] != "M"]
         recs = [g.record(s) for s in g.rows]
         assert len(ev) == len(recs) and doc["otherData"]["pid"] == g.proc.pid
         for e, r in zip(ev, recs, strict=True):
@@ -133,7 +135,7 @@ def test_the_timeline_of_a_calls_run_carries_each_calls_arguments(varied, shims)
                 for name, v in r[part].items():
                     got = e["args"][part][name]
                     assert got == v or got == (f"{v:#x}" if v else "NULL"), (name, got, v)
-        names = {e["tid"]: e["args"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+        names = {e["tid"]: e["args"] for e in threads if e["name"] == "thread_name"}
         assert {t: a["calls_kept"] for t, a in names.items()} == {
             t: sum(r["tid"] == t for r in recs) for t in names}
     attr = [json.loads(calls_timeline._event_parts(g, g.proc.record(s))[1])

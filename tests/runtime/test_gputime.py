@@ -19,7 +19,7 @@ import pytest
 from shimgen.cli import glue_gpu_time
 from shimgen.errors import ShimgenError
 from shimgen.run.options import gpu_time_option
-from shimgen.runenv import KERN_GRAPH
+from shimgen.runenv import KERN_GRAPH_PREFIX
 from tests.runtime.test_kernels import MY, NCCL, env_for, one_trace, report, run_ops
 from tests.shimcache import fake_driver_shim
 
@@ -32,6 +32,10 @@ def fake(probes):
 @pytest.fixture(scope="module")
 def kshim(fake):
     return fake_driver_shim(fake)
+
+
+# (the ops' graph, 0x1234, is not one the shim saw instantiated: its count is not known)
+GRAPH = KERN_GRAPH_PREFIX + "?"
 
 
 def ns(name: str, gx: int) -> int:
@@ -52,7 +56,7 @@ def test_gpu_times_are_the_fakes(probes, fake, kshim, tmp_path):
     assert got["recorded_in_capture"] == 0 and got["events"] == 2 * 8 + 1, got
     t = one_trace(tmp_path / "t")
     assert gpu_by_name(t) == {MY: (got["gpu_ns"][MY], 4), NCCL: (got["gpu_ns"][NCCL], 2),
-                              KERN_GRAPH: (got["gpu_ns"]["graph"], 2)}
+                              GRAPH: (got["gpu_ns"]["graph"], 2)}
     assert t.kernels.gpu_every == 1 and not any(t.kernels.gpu_not.values())
     g = json.loads(report("--json", tmp_path / "t"))["groups"][0]
     rows = {k["name"]: k for k in g["kernels"]}
@@ -70,6 +74,20 @@ def test_gpu_times_are_the_fakes(probes, fake, kshim, tmp_path):
                              "not_timed": dict.fromkeys(g["gpu_time"]["not_timed"], 0)}
     text = report(tmp_path / "t")
     assert "GPU time" in text and "timed: every launch" in text and "not timed" not in text
+
+
+def test_an_instantiated_graph_is_timed_as_a_whole_under_its_count(probes, fake, kshim,
+                                                                      tmp_path):
+    """(The fake's graph of 2 kernel nodes runs them, then itself, on its stream's clock.)"""
+    got = run_ops(probes, fake, kshim, tmp_path / "t",
+                  ["inst:2:0:0:0", "glaunch:0:4:3", "capture:9", "glaunch:0:9:1",
+                   "endcapture:9", "sync:0"], SHIMGEN_GPU_TIME="1")
+    one = 2 * ns("graph_kernels", 1) + ns("graph", 1)
+    assert got["gpu_ns"] == {"graph_kernels": 6 * ns("graph_kernels", 1),
+                             "graph": 3 * ns("graph", 1)}, got
+    t = one_trace(tmp_path / "t")
+    assert gpu_by_name(t) == {KERN_GRAPH_PREFIX + "2": (3 * one, 3)}
+    assert t.kernels.gpu_not["capture"] == 1
 
 
 def test_a_ptsz_launchs_stream_0_is_timed_on_the_per_thread_stream(probes, fake, kshim,
@@ -90,7 +108,7 @@ def test_sampling_times_one_launch_in_n(probes, fake, kshim, tmp_path):
     t = one_trace(tmp_path / "t")
     # every graph launch counted, timed or not (launches 11 to 13 of the process: the 13th
     # timed, as were the 1st, 4th, 7th and 10th)
-    graph = next(k for k in t.kernels.kernels if k.name == KERN_GRAPH)
+    graph = next(k for k in t.kernels.kernels if k.name == GRAPH)
     assert (graph.launches, graph.gpu.timed, graph.gpu.ns) == (3, 1, ns("graph", 1))
     t.kernels.kernels.remove(graph)
     assert gpu_by_name(t) == {MY: (4 * ns(MY, 2), 4)} and got["events"] == 2 * 5 + 1

@@ -156,15 +156,17 @@ def test_calls_report_names_each_launch(probes, fake, kshim, tmp_path):
 
 
 def test_host_functions_by_symbol(probes, fake, kshim, tmp_path):
-    """cuLaunchHostFunc's function named by its symbol; a graph's launch not counted."""
+    """cuLaunchHostFunc's function named by its symbol; a graph the shim never saw
+    instantiated counted as one whose kernel nodes are not known (test_kernels_graphs.py)."""
     got = run_ops(probes, fake, kshim, tmp_path / "t", [f"mod:{MY}", "host:4:3", "graph:6:2",
                                                         "launch:0:6:1:1:1"])
     assert got["launches"] == {"host": 3, "graph": 2, MY: 1}
     t = one_trace(tmp_path / "t")
     assert sorted((k.name, k.source, k.launches) for k in t.kernels.kernels) == [
-        (MY, "cuModuleGetFunction", 1), ("kern_host_cb", "cuLaunchHostFunc", 3)]
+        (MY, "cuModuleGetFunction", 1), ("graph:?", "cuGraphLaunch", 2),
+        ("kern_host_cb", "cuLaunchHostFunc", 3)]
     streams = {s.stream: (s.launches, s.kernel) for s in t.kernels.streams}
-    assert streams == {4: (3, "kern_host_cb"), 6: (1, MY)}
+    assert streams == {4: (3, "kern_host_cb"), 6: (3, MY)}
 
 
 def long_name(i: int, n: int) -> str:
@@ -329,13 +331,21 @@ def test_sigkilled_process_names_the_kernel_it_waits_for(probes, fake, kshim, tm
     g = json.loads(report("--json", traces))["groups"][0]
     last = g["in_flight"][0]["last_launch"]
     assert (last["stream"], last["kernel"], last["ordinal"]) == (3, NCCL, 7)
+    assert last["kernel_cut"] is False
 
 
 def test_sigkilled_process_says_its_last_kernels_name_was_cut(probes, fake, kshim, tmp_path):
+    """... a name cut at the arena's end, whose part, f064(int, int, ...), is another
+    function's name: the JSON gives it as it is, said cut, never demangled."""
     traces = tmp_path / "t"
-    long = long_name(0, KERN_NAME_MAX + 10)
+    size = 4090  # (as in test_names_past_the_arena_are_cut_and_said_so)
+    names = [f"_Z4f{i:03}" + "i" * (size - 7) for i in range(KERN_NAME_BYTES // size + 1)]
+    whole = KERN_NAME_BYTES // size
+    part = names[whole][:KERN_NAME_BYTES - whole * size]
+    assert demangle(part).startswith(f"f{whole:03}(int, int")
     proc = subprocess.Popen(
-        [probes / "kernlaunch", f"mod:{long}", "launch:0:3:2:256:2", "sync:3"],
+        [probes / "kernlaunch", *(f"mod:{n}" for n in names), f"launch:{whole}:3:2:256:2",
+         "sync:3"],
         env=env_for(fake, kshim, traces, FAKE_KERN_HANG="1"), stdout=subprocess.PIPE,
         text=True)
     try:
@@ -350,7 +360,10 @@ def test_sigkilled_process_says_its_last_kernels_name_was_cut(probes, fake, kshi
         proc.wait(timeout=30)
     line = next(ln for ln in report("--mangled", traces).splitlines()
                 if ln.startswith("in flight"))
-    assert f"stream 0x3 last ran {long[:40]}" in line and " (name cut) (#2)" in line, line
+    assert f"stream 0x3 last ran {part[:40]}" in line and " (name cut) (#2)" in line, line
+    last = json.loads(report("--json", traces))["groups"][0]["in_flight"][0]["last_launch"]
+    assert last["kernel"] == last["kernel_demangled"] == part
+    assert last["kernel_cut"] is True
 
 
 def test_the_rank_whose_collective_count_differs(probes, fake, kshim, tmp_path):

@@ -15,6 +15,8 @@
 
         .hidden shimgen_targets
         .hidden shimgen_result_fns
+        .hidden shimgen_fine_at
+        .hidden shimgen_time_nursery_free
 
 /*
  * Timing entry (r11 = i). The caller's return address goes into a free shadow frame of
@@ -23,8 +25,10 @@
  * (no argument register) and rbx, which holds the frame across the call: the callee
  * preserves rbx (it is callee-saved), and the caller's rbx is kept in the frame and put
  * back before the return. rax and rdx are parked in r10 and r11 around rdtsc. Arguments
- * in registers and on the stack therefore reach the target untouched. A thread's first
- * timed call (no block yet) takes the C path, which gets the block.
+ * in registers and on the stack therefore reach the target untouched. The block is
+ * shimgen_tls_time's (tls.c), never NULL: a thread without one yet (its first timed call)
+ * has the nursery, which has no free frame, and the path without a frame sends it to the
+ * C path, which gets the block.
  *
  * A call's frame is the one in rbx, never a position: the frames are not a stack but a
  * list of free frames, taken from and given back to its head. Calls may therefore end in
@@ -64,10 +68,8 @@
         .type   shimgen_\name\()_enter, @function
 shimgen_\name\()_enter:
         .cfi_startproc
-        movq    shimgen_tls_stats@gottpoff(%rip), %r10
-        movq    %fs:(%r10), %r10
-        testq   %r10, %r10
-        jz      .L\name\()_slow
+        movq    shimgen_tls_time@gottpoff(%rip), %r10
+        movq    %fs:(%r10), %r10                    /* the block, or the nursery */
         push    %rbx
         .cfi_adjust_cfa_offset 8
         .cfi_offset rbx, -16
@@ -135,7 +137,7 @@ shimgen_\name\()_return:
         sub     FRAME_START(%rsi), %rax             /* elapsed ticks */
 .endif
         mov     FRAME_IDX(%rsi), %rdi               /* i */
-        shl     $TS_FSTATS_SHIFT, %rdi              /* i * sizeof fn[i] */
+        shl     $TS_IDX_SHIFT, %rdi                 /* i * 8 (layout.h) */
         mov     FRAME_RET(%rsi), %r11               /* the caller's return address */
         .cfi_register rip, r11
         mov     FRAME_RBX(%rsi), %rbx               /* the caller's rbx */
@@ -148,84 +150,75 @@ shimgen_\name\()_return:
 .if \timeline
         mov     %rcx, %rsi                          /* start ticks, kept for the event */
 .endif
-        incq    TS_COUNT(%r10,%rdi)
-        add     %rax, TS_TOTAL(%r10,%rdi)
-        cmp     TS_MAX(%r10,%rdi), %rax
+        incq    TS_COUNT(%r10,%rdi,TS_FSTATS_SCALE)
+        add     %rax, TS_TOTAL(%r10,%rdi,TS_FSTATS_SCALE)
+        cmp     TS_MAX(%r10,%rdi,TS_FSTATS_SCALE), %rax
         jbe     1f
-        mov     %rax, TS_MAX(%r10,%rdi)
+        mov     %rax, TS_MAX(%r10,%rdi,TS_FSTATS_SCALE)
 1:
         /* hist[i][e]++, e = bsr(elapsed | 1): the slot is i * TS_HIST_BUCKETS + e words
-         * from hist[0][0] (rdi * TS_HIST_SCALE = i * TS_HIST_BUCKETS). */
+         * from hist[0][0] (rdi * TS_HIST_IDX_SCALE = i * TS_HIST_BUCKETS). */
         mov     %rax, %rdx
         or      $1, %rdx
         bsr     %rdx, %rcx                          /* e */
-        lea     (%rcx,%rdi,TS_HIST_SCALE), %rdx
+        lea     (%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx
         incq    TS_HIST(%r10,%rdx,8)
         /* The fine histogram (layout.h): bucket f of the elapsed ticks v (v below 64: v;
-         * else v >> (e - 6), from 64 to 127, plus (e - 6) << 6), its key
-         * (i + 1) << TS_FINE_BITS | f, counted in the slot that holds the key, or claimed
-         * (cmpxchg) in the first free one, from the function's home + f, at most
-         * TS_FINE_PROBES slots on. The key is built in esi (time: free now) or edi
-         * (timeline: rsi holds the start ticks, so rdi, and rax for the event, are kept
-         * below the stack pointer meanwhile: the caller's own call gave up that area, and
-         * a signal handler leaves its 128 bytes alone). */
+         * else v >> (e - 6), from 64 to 127, plus (e - 6) << 6), made in eax (v is not
+         * needed after it), its key (i + 1) << TS_FINE_BITS | f, counted in the slot that
+         * holds the key, or claimed (cmpxchg) in the first free one, from the function's
+         * home + f, at most TS_FINE_PROBES slots on. The key's base and the home are
+         * shimgen_fine_at[i] (tls.c: the key in its low half, the home in its high one). The
+         * key is built in esi (time: free now) or edi (timeline: rsi holds the start ticks,
+         * so rdi, and rax for the event, are kept below the stack pointer meanwhile: the
+         * caller's own call gave up that area, and a signal handler leaves its 128 bytes
+         * alone); the slot is in edx. */
 .if \timeline
         mov     %rax, -8(%rsp)
         mov     %rdi, -16(%rsp)
 .endif
-        mov     %rax, %rdx
         sub     $TS_FINE_SUB_SHIFT, %ecx            /* e - 6 */
         jb      6f                                  /* f = v below 64 */
-        shr     %cl, %rdx                           /* v >> (e - 6), from 64 to 127 */
+        shr     %cl, %rax                           /* v >> (e - 6), from 64 to 127 */
         shl     $TS_FINE_SUB_SHIFT, %ecx
-        add     %ecx, %edx                          /* f */
+        add     %ecx, %eax                          /* f */
 6:
-        /* The home, the top TS_FINE_SLOTS_SHIFT bits of the 32-bit (i + 1) * TS_FINE_HASH
-         * (block.h fine_home), from one 64-bit product of (i + 1) << TS_FINE_BITS and the
-         * hash sign-extended: its bits TS_FINE_BITS + 32 - TS_FINE_SLOTS_SHIFT and up are
-         * the home (the extension changes only bits from TS_FINE_BITS + 32 on, which the
-         * slot's mask drops). */
+        lea     shimgen_fine_at(%rip), %rcx
+        mov     4(%rcx,%rdi), %edx                  /* the home */
+        add     %eax, %edx                          /* the key's first slot */
 .if \timeline
-        lea     (1 << TS_FSTATS_SHIFT)(%rdi), %edi  /* (i + 1) << TS_FSTATS_SHIFT */
-        shl     $(TS_FINE_BITS - TS_FSTATS_SHIFT), %edi
-        imul    $(TS_FINE_HASH - 0x100000000), %rdi, %rcx
-        shr     $(TS_FINE_BITS + 32 - TS_FINE_SLOTS_SHIFT), %rcx
-        add     %edx, %ecx                          /* the key's first slot */
-        or      %edx, %edi                          /* the key */
+        mov     (%rcx,%rdi), %edi
+        add     %eax, %edi                          /* the key */
 .else
-        lea     (1 << TS_FSTATS_SHIFT)(%rdi), %esi
-        shl     $(TS_FINE_BITS - TS_FSTATS_SHIFT), %esi
-        imul    $(TS_FINE_HASH - 0x100000000), %rsi, %rcx
-        shr     $(TS_FINE_BITS + 32 - TS_FINE_SLOTS_SHIFT), %rcx
-        add     %edx, %ecx
-        or      %edx, %esi
+        mov     (%rcx,%rdi), %esi
+        add     %eax, %esi
 .endif
-        and     $(TS_FINE_SLOTS - 1), %ecx
-        mov     TS_FINE(%r10,%rcx,8), %eax
+        and     $(TS_FINE_SLOTS - 1), %edx
+        mov     TS_FINE(%r10,%rdx,8), %eax
         fine_key_cmp \timeline
         je      9f                                  /* ours: the usual case */
-        mov     $TS_FINE_PROBES, %edx               /* slots left to look at */
+        mov     $TS_FINE_PROBES, %ecx               /* slots left to look at */
 7:
         test    %eax, %eax
         jnz     8f                                  /* another key's */
 .if \timeline
-        cmpxchg %edi, TS_FINE(%r10,%rcx,8)          /* free: claim it (eax = 0) */
+        cmpxchg %edi, TS_FINE(%r10,%rdx,8)          /* free: claim it (eax = 0) */
 .else
-        cmpxchg %esi, TS_FINE(%r10,%rcx,8)
+        cmpxchg %esi, TS_FINE(%r10,%rdx,8)
 .endif
         je      9f
         fine_key_cmp \timeline                     /* a handler claimed it first: for us? */
         je      9f
 8:
-        dec     %edx
+        dec     %ecx
         jz      10f                                 /* none: the log2 bucket has the call */
-        inc     %ecx
-        and     $(TS_FINE_SLOTS - 1), %ecx
-        mov     TS_FINE(%r10,%rcx,8), %eax
+        inc     %edx
+        and     $(TS_FINE_SLOTS - 1), %edx
+        mov     TS_FINE(%r10,%rdx,8), %eax
         fine_key_cmp \timeline
         jne     7b
 9:
-        incl    TS_FINE+4(%r10,%rcx,8)
+        incl    TS_FINE+4(%r10,%rdx,8)
 10:
 .if \timeline
         mov     -8(%rsp), %rax
@@ -241,7 +234,7 @@ shimgen_\name\()_return:
         add     TS_EV(%r10), %rdx
         mov     %rsi, 0(%rdx)                       /* start ticks */
         shl     $TL_INDEX_BITS, %rax
-        shr     $TS_FSTATS_SHIFT, %rdi
+        shr     $TS_IDX_SHIFT, %rdi
         or      %rdi, %rax
         mov     %rax, 8(%rdx)                       /* elapsed << 16 | i */
 .endif
@@ -261,6 +254,9 @@ shimgen_\name\()_return:
 .L\name\()_untimed:                               /* no free frame: count only */
         .cfi_adjust_cfa_offset 8                    /* as after the push of rbx above */
         .cfi_offset rbx, -16
+        lea     (shimgen_time_nursery_free - TS_FREE)(%rip), %rbx
+        cmp     %rbx, %r10
+        je      .L\name\()_first                  /* the nursery: no block yet */
         mov     %r11, %rbx
         shl     $TS_FSTATS_SHIFT, %rbx
         incq    TS_COUNT(%r10,%rbx)
@@ -270,6 +266,12 @@ shimgen_\name\()_return:
         incq    TS_UNTIMED(%r10)
         lea     shimgen_targets(%rip), %r10
         jmp     *(%r10,%r11,8)
+.L\name\()_first:                                 /* the nursery: the C path */
+        .cfi_adjust_cfa_offset 8                    /* as after the push of rbx above */
+        .cfi_offset rbx, -16
+        pop     %rbx
+        .cfi_adjust_cfa_offset -8
+        .cfi_restore rbx
 .L\name\()_slow:
         save_argument_registers
         mov     %r11d, %edi
@@ -297,7 +299,7 @@ shimgen_\name\()_return:
 .L\name\()_error:
         .cfi_restore_state
 .if !\timeline
-        shr     $TS_FSTATS_SHIFT, %rdi              /* i (the timeline did this above) */
+        shr     $TS_IDX_SHIFT, %rdi                 /* i (the timeline did this above) */
 .endif
         lea     shimgen_result_fns(%rip), %rcx
         cmpb    $0, (%rcx,%rdi)

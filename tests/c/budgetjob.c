@@ -1,0 +1,115 @@
+/* The shared memory budget's test program (tests/run/test_budget.py): one process of a job,
+ * its driver calls through whatever libcuda the loader gives (the shim, over the FAKE driver
+ * tests/c/fake_budget_libcuda.c). Its arguments, in order:
+ *   alloc:N     an allocation of N bytes, its result printed ("alloc:N rc R")
+ *   free        the last allocation kept given back
+ *   hold        "holding" printed, then waits to be killed
+ *   info        cuMemGetInfo_v2 and cuDeviceTotalMem_v2 of device 0: "info F T D" printed
+ *   line        waits for a line on stdin
+ *   fork        the child runs the rest ("child PID" printed first); the parent waits and ends
+ *   job:R:M:S   R random steps (seed S): an allocation of 1 to M bytes (kept while fewer
+ *               than 16 are), or a free of one kept; "job refused N kept K" printed. What
+ *               is kept at the end is left to the driver (the process ends holding it).
+ *   churn:N:SIZE N times an allocation of SIZE bytes and its free (what the budget costs:
+ *               docs/performance.md, "The shared memory budget"); allocs:N:SIZE the
+ *               allocations alone (none freed) */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef int (*fn_t)();
+typedef unsigned long long u64;
+
+static fn_t alloc_fn, free_fn;
+static u64 kept[4096];
+static int nkept;
+
+static int alloc(u64 n)
+{
+    u64 p = 0;
+    int rc = alloc_fn(&p, (size_t)n);
+    if (rc == 0 && nkept < 4096)
+        kept[nkept++] = p;
+    return rc;
+}
+
+static void job(int rounds, u64 most, unsigned seed)
+{
+    int refused = 0;
+    srand(seed);
+    for (int r = 0; r < rounds; r++) {
+        if (nkept < 16 && (rand() & 1)) {
+            refused += alloc(1 + (u64)rand() % most) != 0;
+        } else if (nkept) {
+            int i = rand() % nkept;
+            free_fn(kept[i]);
+            kept[i] = kept[--nkept];
+        }
+        if (rand() % 8 == 0)
+            usleep((unsigned)(rand() % 200));
+    }
+    printf("job refused %d kept %d\n", refused, nkept);
+}
+
+int main(int argc, char **argv)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h)
+        return fprintf(stderr, "%s\n", dlerror()), 2;
+    fn_t init = (fn_t)dlsym(h, "cuInit"), set = (fn_t)dlsym(h, "cuCtxSetCurrent");
+    alloc_fn = (fn_t)dlsym(h, "cuMemAlloc_v2"), free_fn = (fn_t)dlsym(h, "cuMemFree_v2");
+    init(0);
+    set((void *)1);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        if (!strncmp(a, "alloc:", 6)) {
+            printf("%s rc %d\n", a, alloc(strtoull(a + 6, NULL, 10)));
+        } else if (!strcmp(a, "free") && nkept) {
+            printf("free rc %d\n", free_fn(kept[--nkept]));
+        } else if (!strcmp(a, "info")) {
+            size_t f = 0, t = 0, d = 0;
+            fn_t info = (fn_t)dlsym(h, "cuMemGetInfo_v2");
+            fn_t tm = (fn_t)dlsym(h, "cuDeviceTotalMem_v2");
+            int rc = info(&f, &t) | tm(&d, 0);
+            printf("info %zu %zu %zu rc %d\n", f, t, d, rc);
+        } else if (!strcmp(a, "hold")) {
+            printf("holding\n");
+            for (;;)
+                pause();
+        } else if (!strcmp(a, "fork")) {
+            pid_t child = fork();
+            if (child > 0) {
+                int status = 0;
+                waitpid(child, &status, 0);
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 4;
+            }
+            printf("child %d\n", (int)getpid());
+        } else if (!strcmp(a, "line")) {
+            char buf[64];
+            if (!fgets(buf, sizeof buf, stdin))
+                return 3;
+        } else if (!strncmp(a, "churn:", 6) || !strncmp(a, "allocs:", 7)) {
+            char *e;
+            long n = strtol(strchr(a, ':') + 1, &e, 10);
+            size_t size = (size_t)strtoull(e + 1, NULL, 10);
+            for (long k = 0; k < n; k++) {
+                u64 p = 0;
+                if (alloc_fn(&p, size) == 0 && a[0] == 'c')
+                    free_fn(p);
+            }
+        } else if (!strncmp(a, "job:", 4)) {
+            char *e;
+            int rounds = (int)strtol(a + 4, &e, 10);
+            u64 most = strtoull(e + 1, &e, 10);
+            job(rounds, most, (unsigned)strtoul(e + 1, NULL, 10));
+        }
+    }
+    printf("budgetjob rc 0\n");
+    return 0;
+}
