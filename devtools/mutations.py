@@ -4577,7 +4577,7 @@ MUTATIONS = [
         "name": "gputime-graph-not-timed",
         "file": "runtime/kernels/hooks_graphs.c",
         "old": "        int pair = shimgen_gpu_every ? shimgen_gpu_begin(on) : -1;",
-        "new": "        int pair = -1;",
+        "new": "        int pair = ((void)on, -1);",
         "tests": ['tests/runtime/test_gputime.py::test_gpu_times_are_the_fakes'],
         "why": "a graph's launch is timed as a whole, under its graph:N slot",
     },
@@ -4681,7 +4681,7 @@ MUTATIONS = [
         "name": "gputime-graph-timed-off-its-slot",
         "file": "runtime/kernels/hooks_graphs.c",
         "old": "            shimgen_gpu_end(pair, r == OK, slot);",
-        "new": "            shimgen_gpu_end(pair, r == OK, shimgen_kern_slot(SHIMGEN_KERN_GRAPH_KEY));",
+        "new": "            shimgen_gpu_end(pair, r == OK, slot < 0 ? -1 : shimgen_kern_slot(SHIMGEN_KERN_GRAPH_KEY));",
         "tests": ["tests/runtime/test_gputime.py::"
                   "test_an_instantiated_graph_is_timed_as_a_whole_under_its_count"],
         "why": "a graph's GPU time goes to the slot its launch was counted on, its graph:N",

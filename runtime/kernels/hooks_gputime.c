@@ -3,8 +3,8 @@
  * installed only when SHIMGEN_GPU_TIME is on: a stream or event the program found done is a
  * synchronisation it made, where the pending pairs that are done are resolved (gputime.c).
  * The other points (cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize, a context's
- * destruction, a graph's launch) are the memory ledger's watches (runtime/memory/routes.h),
- * which call gputime.c when it is on.
+ * destruction) are the memory ledger's watches (runtime/memory/routes.h), which call
+ * gputime.c when it is on; a graph's launch is timed by its hook in hooks_graphs.c.
  */
 
 #include "kernels.h"
