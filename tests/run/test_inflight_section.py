@@ -135,10 +135,12 @@ def test_the_json_has_each_call_and_its_processs_last_launch():
     assert got["in_flight"] == [
         {"pid": 1, "tid": 10, "rank": "0", "host": None, "function": "cu1_0", "seconds": 2.346,
          "state": job.RUNNING, "last_launch": {"stream": 5, "kernel": "_Z6kernelv",
-                                               "kernel_demangled": "kernel()", "ordinal": 7,
+                                               "kernel_demangled": "kernel()", "kernel_cut": False,
+                                               "ordinal": 7,
                                                "seconds": 1.235}},
         {"pid": 2, "tid": 20, "rank": None, "host": "h", "function": "cu2_0", "seconds": 1.0,
          "state": job.DIED, "last_launch": {"stream": 6, "kernel": None,
-                                            "kernel_demangled": None, "ordinal": 8,
+                                            "kernel_demangled": None, "kernel_cut": False,
+                                                "ordinal": 8,
                                             "seconds": None}}]
     assert got["running"] == [1] and got["in_flight_unknown"] is None
