@@ -35,7 +35,11 @@ from pathlib import Path
 
 from . import gpu_step
 
-MODES = {"plain": None, "shim": "", "counts": "counts", "time": "time", "calls": "calls"}
+MODES = {"plain": None, "shim": "", "counts": "counts", "time": "time", "calls": "calls",
+         "gputime": "time"}
+#: a mode's other variables of the shim (runenv.ENV's keys): gputime is time mode with
+#: every launch's GPU time (`run --gpu-time`)
+EXTRA = {"gputime": {"GPU_TIME": "1"}}
 
 
 def _disk_use(top: Path) -> int:
@@ -43,7 +47,7 @@ def _disk_use(top: Path) -> int:
 
 
 def run_one(shim: Path | None, mode: str | None, args: argparse.Namespace, steps: int,
-            keep: Path | None = None) -> dict:
+            keep: Path | None = None, extra: dict | None = None) -> dict:
     """One child: its step time, rusage, and (tracing) the trace's calls and size on disk."""
     from shimgen.runenv import ENV
 
@@ -52,6 +56,7 @@ def run_one(shim: Path | None, mode: str | None, args: argparse.Namespace, steps
     if shim is not None and mode:
         tracedir = Path(tempfile.mkdtemp(prefix="gpu-modes-", dir=args.trace_root))
         env.update({ENV["TRACE"]: mode, ENV["TRACE_DIR"]: str(tracedir), ENV["QUIET"]: "1"})
+        env.update({ENV[k]: v for k, v in (extra or {}).items()})
     env["GPU_STEP_SPAWN_T"] = repr(time.time())
     cmd = [sys.executable, str(Path(gpu_step.__file__).resolve()), "--child", args.config,
            "--steps", str(steps), "--warmup", str(args.warmup)]
@@ -105,7 +110,8 @@ def measure(shim: Path, args: argparse.Namespace, modes: list[str]) -> dict:
     for r in range(args.rounds):
         order = modes[r % len(modes):] + modes[:r % len(modes)]
         for m in order:
-            res = run_one(None if m == "plain" else shim, MODES[m], args, args.steps)
+            res = run_one(None if m == "plain" else shim, MODES[m], args, args.steps,
+                          extra=EXTRA.get(m))
             runs[m].append(res)
             print(f"  round {r + 1}/{args.rounds} {m:<6} {res['ms_per_step']:.3f} ms/step",
                   file=sys.stderr, flush=True)
