@@ -21,16 +21,6 @@ uint64_t shimgen_error_overflow;
 uint64_t shimgen_hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
 struct finepair shimgen_fine[FINE_PROC_SLOTS];
 
-/* What the time paths' returns (arch/.../timing.S) count a call of function i in its
- * thread's fine table with: the low half its key's base, (i + 1) << TS_FINE_BITS, the high
- * half its home slot (block.h FINE_HOME), which the fold below and the readers probe from. */
-#define SHIMGEN_FUNCTION(i, name) \
-    [i] = (uint64_t)FINE_HOME(i, TS_FINE_SLOTS_SHIFT) << 32 | (uint64_t)((i) + 1) << TS_FINE_BITS,
-const uint64_t shimgen_fine_at[SHIMGEN_NFUNCS] = {
-#include "functions.inc"
-};
-#undef SHIMGEN_FUNCTION
-
 /* Add n to the (key, count) slot at `slot_key`/`slot_count` when it holds `key` or is free
  * (claimed with a compare-and-swap: threads exit at once). 1 when added, 0 when the slot
  * holds another key. */
@@ -94,7 +84,7 @@ static int fine_used;
 static void fold_fine(uint32_t key, uint64_t n)
 {
     __atomic_store_n(&fine_used, 1, __ATOMIC_RELAXED);
-    unsigned idx = (key >> TS_FINE_BITS) - 1, f = key & ((1u << TS_FINE_BITS) - 1);
+    unsigned idx = fine_key_fn(key) - 1, f = fine_key_bucket(key);
     unsigned home = fine_home(idx, FINE_PROC_SLOTS_SHIFT) + f;
     for (unsigned probe = 0; probe < FINE_PROC_PROBES; probe++) {
         struct finepair *e = &shimgen_fine[(home + probe) & (FINE_PROC_SLOTS - 1)];
@@ -106,8 +96,8 @@ static void fold_fine(uint32_t key, uint64_t n)
 /* Every slot of a thread's fine table that can hold a key of function i in log2 bucket b:
  * from the home of i plus the bucket's first fine bucket to its last plus the probes. */
 #define FOR_FINE_SLOTS(slot, i, b)                                                         \
-    for (unsigned slot##_n = fine_home(i, TS_FINE_SLOTS_SHIFT) + fine_first(b),            \
-                  slot##_end = fine_home(i, TS_FINE_SLOTS_SHIFT) + fine_end(b) + TS_FINE_PROBES - 1, \
+    for (unsigned slot##_n = fine_thread_home(i) + fine_first(b),                           \
+                  slot##_end = fine_thread_home(i) + fine_end(b) + TS_FINE_PROBES - 1,        \
                   slot = slot##_n & (TS_FINE_SLOTS - 1);                                   \
          slot##_n < slot##_end; slot##_n++, slot = slot##_n & (TS_FINE_SLOTS - 1))
 

@@ -12,6 +12,7 @@ import os
 import struct
 
 from ..runenv import TRACE_ERR_INJECTED as ERR_INJECTED
+from ..runenv import TRACE_FINE_STEP_FIRST
 from ..runenv import TRACE_FSTATS, TRACE_FSTATS_SIZE, TRACE_FSTATS_WORDS, TRACE_FUNCTION_FIELDS
 from .model import FINE_SUB_SHIFT, HIST_BUCKETS
 
@@ -62,6 +63,7 @@ def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int,
     fslots, fmask, fprobes = h["fine_slots"], h["fine_slots"] - 1, h["fine_probes"]
     fshift, fbits, fhash = fslots.bit_length() - 1, h["fine_bits"], h["fine_hash"]
     fmaskb = (1 << fbits) - 1
+    fstep = fhash if h["version"] >= TRACE_FINE_STEP_FIRST else 0
     errors: dict[int, dict[int, int]] = {}
     injected: dict[int, dict[int, int]] = {}
     untimed = overflow = 0
@@ -85,7 +87,7 @@ def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int,
                             acc[j] += v
                         _read_fine(mv, base + h["off_fine"], i, row,
                                    fines.setdefault(i, {}), fshift, fmask, fprobes, fbits,
-                                   fmaskb, fhash)
+                                   fmaskb, fhash, fstep)
                     row.release()
             fn.release()
             untimed += struct.unpack_from("<Q", m, base + h["off_untimed"])[0]
@@ -141,14 +143,18 @@ def _less_injected(errors: dict, injected: dict) -> None:
 
 
 def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift: int,
-               mask: int, probes: int, bits: int, maskb: int, mult: int) -> None:
+               mask: int, probes: int, bits: int, maskb: int, mult: int, step: int) -> None:
     """Adds to `acc` the fine buckets of function i in one block's fine table at `off`: for
     each non-empty log2 bucket, only the slots its keys can be in (runtime/stats/totals.c), each
-    key taken once, by the bucket it belongs to."""
+    key taken once, by the bucket it belongs to. Keys are (i + 1) * step + bucket in the slot
+    the key modulo the table's size (version 8 on: step); before, (i + 1) << bits | bucket
+    from the top bits of (i + 1) * mult."""
     table = mv[off:off + (mask + 1) * 8].cast("I")
     try:
-        home = (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
-        want = (i + 1) << bits
+        if step:
+            home = (i + 1) * step & mask
+        else:
+            home = (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
         for b, n in enumerate(row):
             if not n:
                 continue
@@ -157,10 +163,12 @@ def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift
             for k in range(home + first, home + end + probes - 1):
                 slot = 2 * (k & mask)
                 key = table[slot]
-                if key & ~maskb == want:
-                    f = key & maskb
-                    if first <= f < end:
-                        acc[f] = acc.get(f, 0) + table[slot + 1]
+                if step:
+                    fn, f = divmod(key, step)
+                else:
+                    fn, f = key >> bits, key & maskb
+                if fn == i + 1 and first <= f < end:
+                    acc[f] = acc.get(f, 0) + table[slot + 1]
     finally:
         table.release()
 

@@ -33,7 +33,6 @@
 
         .hidden shimgen_targets
         .hidden shimgen_result_fns
-        .hidden shimgen_fine_at
 
 .if TS_COUNT != 0 || TS_TOTAL != 8 || FRAME_RET != 0 || FRAME_START != 8 || FRAME_IDX != 16 || FRAME_RBX != 24
         .error "arch/aarch64/timing.S loads and stores these words in pairs"
@@ -156,10 +155,9 @@ shimgen_\name\()_return:
         add_big x14, x16, TS_HIST
         add     x14, x14, x13, lsl #3
         inc_exclusive x13, x14, w17
-        /* The fine histogram (layout.h): bucket f, key (i + 1) << TS_FINE_BITS | f, counted
-         * in the slot that holds the key or claimed in the first free one from the
-         * function's home + f, at most TS_FINE_PROBES slots on: the key's base and the home
-         * are shimgen_fine_at[i] (totals.c). */
+        /* The fine histogram (layout.h): bucket f, key (i + 1) * TS_FINE_STEP + f, counted
+         * in the slot that holds the key or claimed in the first free one from the key's
+         * own slot (the key modulo TS_FINE_SLOTS), at most TS_FINE_PROBES slots on. */
         mov     x13, x10                            /* f = v below 64 */
         cmp     x10, #(1 << TS_FINE_SUB_SHIFT)
         b.lo    6f
@@ -169,11 +167,10 @@ shimgen_\name\()_return:
         lsr     x13, x10, x15                       /* v >> (e - 6), from 64 to 127 */
         add     x13, x13, x15, lsl #TS_FINE_SUB_SHIFT   /* f */
 6:
-        adrp    x17, shimgen_fine_at                /* the key's base | the home << 32 */
-        add     x17, x17, :lo12:shimgen_fine_at
-        ldr     x15, [x17, x12, lsl #3]
-        add     x17, x13, x15, lsr #32              /* the key's first slot */
-        add     w13, w13, w15                       /* the key (f is below its base's bits) */
+        mov     w15, #TS_FINE_STEP
+        madd    w15, w12, w15, w15                  /* (i + 1) * TS_FINE_STEP */
+        add     w13, w13, w15                       /* the key */
+        mov     w17, w13                            /* its first slot (less its high bits) */
         add_big x15, x16, TS_FINE                   /* fine[0] */
         mov     w9, #TS_FINE_PROBES                 /* slots left to look at */
 7:

@@ -15,7 +15,6 @@
 
         .hidden shimgen_targets
         .hidden shimgen_result_fns
-        .hidden shimgen_fine_at
         .hidden shimgen_time_nursery_free
 
 /*
@@ -165,14 +164,13 @@ shimgen_\name\()_return:
         incq    TS_HIST(%r10,%rdx,8)
         /* The fine histogram (layout.h): bucket f of the elapsed ticks v (v below 64: v;
          * else v >> (e - 6), from 64 to 127, plus (e - 6) << 6), made in eax (v is not
-         * needed after it), its key (i + 1) << TS_FINE_BITS | f, counted in the slot that
-         * holds the key, or claimed (cmpxchg) in the first free one, from the function's
-         * home + f, at most TS_FINE_PROBES slots on. The key's base and the home are
-         * shimgen_fine_at[i] (tls.c: the key in its low half, the home in its high one). The
-         * key is built in esi (time: free now) or edi (timeline: rsi holds the start ticks,
-         * so rdi, and rax for the event, are kept below the stack pointer meanwhile: the
-         * caller's own call gave up that area, and a signal handler leaves its 128 bytes
-         * alone); the slot is in edx. */
+         * needed after it), its key (i + 1) * TS_FINE_STEP + f, counted in the slot that
+         * holds the key, or claimed (cmpxchg) in the first free one, from the key's own
+         * slot (the key modulo TS_FINE_SLOTS), at most TS_FINE_PROBES slots on. The key is
+         * i * 8 (rdi) times TS_FINE_STEP / 8, plus a step and f, built in esi (time: free
+         * now) or edi (timeline: rsi holds the start ticks, so rdi, and rax for the event,
+         * are kept below the stack pointer meanwhile: the caller's own call gave up that
+         * area, and a signal handler leaves its 128 bytes alone); the slot is in edx. */
 .if \timeline
         mov     %rax, -8(%rsp)
         mov     %rdi, -16(%rsp)
@@ -183,15 +181,13 @@ shimgen_\name\()_return:
         shl     $TS_FINE_SUB_SHIFT, %ecx
         add     %ecx, %eax                          /* f */
 6:
-        lea     shimgen_fine_at(%rip), %rcx
-        mov     4(%rcx,%rdi), %edx                  /* the home */
-        add     %eax, %edx                          /* the key's first slot */
+        imul    $(TS_FINE_STEP >> TS_IDX_SHIFT), %rdi, %rdx     /* i * TS_FINE_STEP */
 .if \timeline
-        mov     (%rcx,%rdi), %edi
-        add     %eax, %edi                          /* the key */
+        lea     TS_FINE_STEP(%rdx,%rax), %edi       /* the key */
+        mov     %edi, %edx
 .else
-        mov     (%rcx,%rdi), %esi
-        add     %eax, %esi
+        lea     TS_FINE_STEP(%rdx,%rax), %esi
+        mov     %esi, %edx
 .endif
         and     $(TS_FINE_SLOTS - 1), %edx
         mov     TS_FINE(%r10,%rdx,8), %eax

@@ -6,8 +6,6 @@
  * until then the nursery, a block of which only the free-frame word is ever read, and it
  * holds none, so the entry takes the path of a call without a frame, which knows the
  * nursery and takes the C path that gets the block: the entry has no test of its own.
- * shimgen_fine_at: each function's fine key and home slot (block.h), for the time path's
- * return.
  */
 #include <stddef.h>
 #include <stdint.h>
