@@ -7,6 +7,8 @@ from __future__ import annotations
 import random
 import struct
 
+import pytest
+
 from shimgen.trace import blocks
 from shimgen.trace.model import (
     FINE_BUCKETS,
@@ -52,15 +54,21 @@ def test_an_octave_the_fine_table_missed_falls_back_to_its_log2_bucket():
     assert tick_segments(hist_of({3: 2}), None) == [(8, 16, 2)]
 
 
-def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch):
+@pytest.mark.parametrize("step", [0, 20248])
+def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch, step):
     """Keys of two functions whose homes collide, each displaced up to the probe limit, and a
-    key of another octave in the same slots: each is read once, by its own bucket."""
+    key of another octave in the same slots: each is read once, by its own bucket. Keys of
+    version 8 ((i + 1) * step + bucket, from the key's own slot) and of version 7 (step 0:
+    (i + 1) << bits | bucket, from a hashed home)."""
     slots, probes, bits, mult = 1024, 8, 12, 0x9E3779B1
     shift = slots.bit_length() - 1
     table = bytearray(slots * 8)
 
     def home(i: int) -> int:
-        return (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
+        return (i + 1) * step % slots if step else (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
+
+    def key(i: int, f: int) -> int:
+        return (i + 1) * step + f if step else (i + 1) << bits | f
 
     want: dict[int, dict[int, int]] = {3: {}, 9: {}}
     taken: set[int] = set()
@@ -74,7 +82,7 @@ def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch):
             assert s - (home(i) + f) < probes
             taken.add(s % slots)
             n = rng.randrange(1, 1000)
-            struct.pack_into("<II", table, 8 * (s % slots), (i + 1) << bits | f, n)
+            struct.pack_into("<II", table, 8 * (s % slots), key(i, f), n)
             want[i][f] = want[i].get(f, 0) + n
     for i in (3, 9):
         row = [0] * HIST_BUCKETS
@@ -82,5 +90,5 @@ def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch):
             row[fine_octave(f)] += n
         got: dict[int, int] = {}
         blocks._read_fine(memoryview(bytes(table)), 0, i, row, got, shift, slots - 1, probes,
-                             bits, (1 << bits) - 1, mult)
+                             bits, (1 << bits) - 1, mult, step)
         assert got == want[i], i

@@ -84,11 +84,12 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
 @pytest.mark.parametrize("field,value,words", [
     ("magic", b"SHIMTRC\0", ["wrong magic"]),
     ("version", tracefile.VERSION + 1, [f"format version {tracefile.VERSION + 1}",
-                                        f"reads versions 3, 4, 5, {tracefile.VERSION}"]),
+                                        f"reads versions 3, 4, 5, 7, {tracefile.VERSION}"]),
     ("fine_sub_shift", 5, ["fine histogram"]),
     ("off_fine", 1 << 30, ["fine histogram"]),
     ("fine_slots", 3000, ["fine histogram"]),
     ("fine_probes", 0, ["fine histogram"]),
+    ("fine_hash", 4095, ["fine histogram"]),
     ("header_size", HEADER_SIZE + 8, ["header"]),
     ("byte_order", 0x0807060504030201, ["byte order"]),
     ("nfuncs", 0, ["0 functions"]),
@@ -111,7 +112,7 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
     # a version 5 file that says 3 has a longer header than version 3's: refused
     ("version", 3, [f"{tracefile.HEADER_SIZE} bytes, version 3 has 4656"]),
     # version 6 kept a kernel's name in 256 bytes of its slot (version 7: in an arena): refused
-    ("version", 6, ["format version 6", f"reads versions 3, 4, 5, {tracefile.VERSION}"]),
+    ("version", 6, ["format version 6", f"reads versions 3, 4, 5, 7, {tracefile.VERSION}"]),
 ])
 def test_corrupt_header_is_refused(real_file, tmp_path, field, value, words):
     data = bytearray(real_file.read_bytes())
@@ -408,7 +409,7 @@ def test_a_version_3_file_still_reads_the_same(real_file, tmp_path):
     old = tmp_path / "v3.shimtrace"
     old.write_bytes(as_version_3(real_file.read_bytes()))
     a, b = load(real_file), load(old)
-    assert header(real_file.read_bytes())["version"] == 7 and tracefile.VERSION == 7
+    assert header(real_file.read_bytes())["version"] == 8 and tracefile.VERSION == 8
     assert {k: v.calls for k, v in a.functions.items()} == \
         {k: v.calls for k, v in b.functions.items()} and b.functions
     assert (b.pid, b.complete, b.mode, b.ns_per_tick) == (a.pid, a.complete, a.mode,
@@ -441,3 +442,37 @@ def test_frame_fields_that_do_not_fit_are_refused(real_file, tmp_path, field, va
     with pytest.raises(ShimgenError) as e:
         inflight.read(p)
     assert str(e.value).startswith(f"{p}: ") and words in str(e.value), e.value
+
+
+def as_version_7(data: bytes) -> bytes:
+    """A version 8 file as version 7 had it: the same blocks with each fine key (i + 1) <<
+    fine_bits | bucket, placed from its function's hashed home (the next free slot on)."""
+    h = header(data)
+    out = bytearray(data)
+    put(out, "version", 7)
+    put(out, "fine_hash", 0x9E3779B1)
+    slots, step, bits = h["fine_slots"], h["fine_hash"], h["fine_bits"]
+    shift = slots.bit_length() - 1
+    for b in range((len(data) - h["blocks_off"]) // h["block_stride"]):
+        off = h["blocks_off"] + b * h["block_stride"] + h["off_fine"]
+        keys = [struct.unpack_from("<II", data, off + 8 * k) for k in range(slots)]
+        out[off:off + 8 * slots] = bytes(8 * slots)
+        for key, n in keys:
+            if not key:
+                continue
+            fn, f = divmod(key, step)
+            s = ((((fn * 0x9E3779B1) & 0xFFFFFFFF) >> (32 - shift)) + f) % slots
+            while struct.unpack_from("<I", out, off + 8 * s)[0]:
+                s = (s + 1) % slots
+            struct.pack_into("<II", out, off + 8 * s, fn << bits | f, n)
+    return bytes(out)
+
+
+def test_a_version_7_file_still_reads_its_fine_buckets(real_file, tmp_path):
+    """Version 7's fine keys, (i + 1) << fine_bits | bucket from a hashed home, are read as
+    such: the same fine buckets as the version 8 file they were made from."""
+    old = tmp_path / "v7.shimtrace"
+    old.write_bytes(as_version_7(real_file.read_bytes()))
+    a, b = load(real_file), load(old)
+    fines = {k: v.fine for k, v in a.functions.items() if v.fine}
+    assert fines and fines == {k: v.fine for k, v in b.functions.items() if v.fine}
