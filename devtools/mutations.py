@@ -1341,7 +1341,8 @@ MUTATIONS = [
         "file": "shimgen/trace/blocks.py",
         "old": "                    fn, f = divmod(key, step)\n",
         "new": "                    fn, f = key >> bits, key & maskb\n",
-        "tests": ["tests/report/test_report_fine.py::test_the_reader_finds_every_key_wherever_probing_put_it[20248]"],
+        "tests": ["tests/report/test_report_fine.py::test_version_8_keys_are_read_wherever_they_lie_and_fill_the"
+                  "_log2_histogram"],
         "why": "version 8's fine key is (i + 1) * step + bucket: its function and bucket are its quotient and rest",
     },
     {

@@ -14,7 +14,7 @@ import struct
 from ..runenv import TRACE_ERR_INJECTED as ERR_INJECTED
 from ..runenv import TRACE_FINE_STEP_FIRST
 from ..runenv import TRACE_FSTATS, TRACE_FSTATS_SIZE, TRACE_FSTATS_WORDS, TRACE_FUNCTION_FIELDS
-from .model import FINE_SUB_SHIFT, HIST_BUCKETS
+from .model import FINE_BUCKETS, FINE_SUB_SHIFT, HIST_BUCKETS, fine_octave
 
 FSTATS_SIZE = TRACE_FSTATS_SIZE
 # struct fstats' words (runenv.TRACE_FSTATS_WORDS), as indexes of 64-bit words
@@ -85,11 +85,15 @@ def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int,
                         acc = hists.setdefault(i, [0] * HIST_BUCKETS)
                         for j, v in enumerate(row):
                             acc[j] += v
-                        _read_fine(mv, base + h["off_fine"], i, row,
-                                   fines.setdefault(i, {}), fshift, fmask, fprobes, fbits,
-                                   fmaskb, fhash, fstep)
+                        if not fstep:
+                            _read_fine(mv, base + h["off_fine"], i, row,
+                                       fines.setdefault(i, {}), fshift, fmask, fprobes, fbits,
+                                       fmaskb, fhash)
                     row.release()
             fn.release()
+            if timed and fstep and called:
+                _read_fine_steps(mv[base + h["off_fine"]:base + h["off_fine"] + fslots * 8],
+                                 set(called), fstep, hists, fines)
             untimed += struct.unpack_from("<Q", m, base + h["off_untimed"])[0]
             overflow += struct.unpack_from("<Q", m, base + h["off_err_overflow"])[0]
             eo = base + h["off_err"]
@@ -100,6 +104,9 @@ def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int,
                 slots.release()
     finally:
         mv.release()
+    if fstep:  # a function with calls timed has fine buckets, none when every call missed
+        for i in hists:
+            fines.setdefault(i, {})
     if timed:  # the time path counted the injected failures among the returns too
         _less_injected(errors, injected)
     functions: dict = {}
@@ -143,18 +150,15 @@ def _less_injected(errors: dict, injected: dict) -> None:
 
 
 def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift: int,
-               mask: int, probes: int, bits: int, maskb: int, mult: int, step: int) -> None:
-    """Adds to `acc` the fine buckets of function i in one block's fine table at `off`: for
-    each non-empty log2 bucket, only the slots its keys can be in (runtime/stats/totals.c), each
-    key taken once, by the bucket it belongs to. Keys are (i + 1) * step + bucket in the slot
-    the key modulo the table's size (version 8 on: step); before, (i + 1) << bits | bucket
-    from the top bits of (i + 1) * mult."""
+               mask: int, probes: int, bits: int, maskb: int, mult: int) -> None:
+    """Adds to `acc` the fine buckets of function i in one block's fine table at `off`
+    (versions before 8: keys (i + 1) << bits | bucket, from the top bits of (i + 1) * mult;
+    each log2 bucket holds all its calls): for each non-empty log2 bucket, only the slots its
+    keys can be in, each key taken once, by the bucket it belongs to."""
     table = mv[off:off + (mask + 1) * 8].cast("I")
     try:
-        if step:
-            home = (i + 1) * step & mask
-        else:
-            home = (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
+        home = (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
+        want = (i + 1) << bits
         for b, n in enumerate(row):
             if not n:
                 continue
@@ -163,12 +167,42 @@ def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift
             for k in range(home + first, home + end + probes - 1):
                 slot = 2 * (k & mask)
                 key = table[slot]
-                if step:
-                    fn, f = divmod(key, step)
-                else:
-                    fn, f = key >> bits, key & maskb
-                if fn == i + 1 and first <= f < end:
-                    acc[f] = acc.get(f, 0) + table[slot + 1]
+                if key & ~maskb == want:
+                    f = key & maskb
+                    if first <= f < end:
+                        acc[f] = acc.get(f, 0) + table[slot + 1]
+    finally:
+        table.release()
+
+
+_PAGE = 4096
+_ZERO_PAGE = bytes(_PAGE)
+
+
+def _read_fine_steps(table: memoryview, called: set[int], step: int, hists: dict,
+                     fines: dict) -> None:
+    """One block's fine table (version 8 on: keys (i + 1) * step + bucket), every slot that
+    holds a key of a function with calls in the block: its calls added to the function's
+    fine buckets and to its log2 histogram, which holds only the calls that found no fine
+    slot. Pages of the table that no call wrote (all zero) are skipped."""
+    try:
+        for p in range(0, len(table), _PAGE):
+            page = table[p:p + _PAGE]
+            if page == _ZERO_PAGE:
+                page.release()
+                continue
+            words = page.cast("I")
+            for s in range(0, len(words), 2):
+                key, n = words[s], words[s + 1]
+                if not key or not n:
+                    continue
+                fn, f = divmod(key, step)
+                if fn - 1 in called and f < FINE_BUCKETS:
+                    acc = fines.setdefault(fn - 1, {})
+                    acc[f] = acc.get(f, 0) + n
+                    hists.setdefault(fn - 1, [0] * HIST_BUCKETS)[fine_octave(f)] += n
+            words.release()
+            page.release()
     finally:
         table.release()
 

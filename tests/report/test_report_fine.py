@@ -7,8 +7,6 @@ from __future__ import annotations
 import random
 import struct
 
-import pytest
-
 from shimgen.trace import blocks
 from shimgen.trace.model import (
     FINE_BUCKETS,
@@ -54,21 +52,16 @@ def test_an_octave_the_fine_table_missed_falls_back_to_its_log2_bucket():
     assert tick_segments(hist_of({3: 2}), None) == [(8, 16, 2)]
 
 
-@pytest.mark.parametrize("step", [0, 20248])
-def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch, step):
+def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch):
     """Keys of two functions whose homes collide, each displaced up to the probe limit, and a
-    key of another octave in the same slots: each is read once, by its own bucket. Keys of
-    version 8 ((i + 1) * step + bucket, from the key's own slot) and of version 7 (step 0:
-    (i + 1) << bits | bucket, from a hashed home)."""
+    key of another octave in the same slots: each is read once, by its own bucket (version 7's
+    keys, (i + 1) << bits | bucket from a hashed home)."""
     slots, probes, bits, mult = 1024, 8, 12, 0x9E3779B1
     shift = slots.bit_length() - 1
     table = bytearray(slots * 8)
 
     def home(i: int) -> int:
-        return (i + 1) * step % slots if step else (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
-
-    def key(i: int, f: int) -> int:
-        return (i + 1) * step + f if step else (i + 1) << bits | f
+        return (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
 
     want: dict[int, dict[int, int]] = {3: {}, 9: {}}
     taken: set[int] = set()
@@ -82,7 +75,7 @@ def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch, step):
             assert s - (home(i) + f) < probes
             taken.add(s % slots)
             n = rng.randrange(1, 1000)
-            struct.pack_into("<II", table, 8 * (s % slots), key(i, f), n)
+            struct.pack_into("<II", table, 8 * (s % slots), (i + 1) << bits | f, n)
             want[i][f] = want[i].get(f, 0) + n
     for i in (3, 9):
         row = [0] * HIST_BUCKETS
@@ -90,5 +83,28 @@ def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch, step):
             row[fine_octave(f)] += n
         got: dict[int, int] = {}
         blocks._read_fine(memoryview(bytes(table)), 0, i, row, got, shift, slots - 1, probes,
-                             bits, (1 << bits) - 1, mult, step)
+                             bits, (1 << bits) - 1, mult)
         assert got == want[i], i
+
+
+def test_version_8_keys_are_read_wherever_they_lie_and_fill_the_log2_histogram():
+    """Version 8's keys, (i + 1) * step + bucket, anywhere in the table (a page apart, the
+    last slot): each adds its calls to its function's fine bucket and to the octave of its
+    log2 histogram; a key of a function without calls in the block is not read."""
+    step, slots = 20248, 32768
+    table = bytearray(slots * 8)
+    put = [(3, fine_bucket(70), 5, 7), (3, fine_bucket(1 << 20), 9, 4000),
+           (9, fine_bucket(131), 2, slots - 1), (11, fine_bucket(90), 6, 100)]
+    for i, f, n, slot in put:
+        struct.pack_into("<II", table, 8 * slot, (i + 1) * step + f, n)
+    hists = {3: [0] * HIST_BUCKETS}
+    hists[3][0] = 1  # a call that found no fine slot
+    fines: dict[int, dict[int, int]] = {}
+    blocks._read_fine_steps(memoryview(bytes(table)), {3, 9}, step, hists, fines)
+    assert fines == {3: {fine_bucket(70): 5, fine_bucket(1 << 20): 9},
+                     9: {fine_bucket(131): 2}}
+    want3 = [0] * HIST_BUCKETS
+    want3[0], want3[6], want3[20] = 1, 5, 9
+    want9 = [0] * HIST_BUCKETS
+    want9[7] = 2
+    assert hists == {3: want3, 9: want9}

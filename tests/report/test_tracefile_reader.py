@@ -20,6 +20,7 @@ from shimgen.runenv import trace_header_layout
 from shimgen.trace import binary as tracefile
 from shimgen.trace import blocks
 from shimgen.trace.binary import HEADER_SIZE, load
+from shimgen.trace.model import fine_octave
 from tests.faultkit import run
 
 V = "cuDriverGetVersion"
@@ -152,9 +153,10 @@ def test_foreign_file_is_refused(shims, tmp_path, what):
 
 
 def test_error_slots_and_histograms_are_summed_over_blocks(real_file, tmp_path):
-    """The time paths' error returns and histograms, cleared in every block of a real file
-    (whatever its calls put there) and then written into two blocks: the reader sums them
-    per function and code, and adds the slots' overflow."""
+    """The time paths' error returns and histograms (the log2 rows and the fine tables, whose
+    calls a version 8 row leaves out), cleared in every block of a real file (whatever its
+    calls put there) and then written into two blocks: the reader sums them per function and
+    code, and adds the slots' overflow."""
     data = bytearray(real_file.read_bytes())
     h = header(data)
     names = bytes(data[h["names_off"]:h["names_off"] + h["names_size"]]).split(b"\0")
@@ -164,6 +166,8 @@ def test_error_slots_and_histograms_are_summed_over_blocks(real_file, tmp_path):
         base = h["blocks_off"] + b * h["block_stride"]
         data[base + h["off_err"]:base + h["off_err"] + 16 * 256] = bytes(16 * 256)
         struct.pack_into("<Q", data, base + h["off_err_overflow"], 0)
+        data[base + h["off_fine"]:base + h["off_fine"] + 8 * h["fine_slots"]] = \
+            bytes(8 * h["fine_slots"])
         for fn in (idx, other):
             row = base + h["off_hist"] + fn * 64 * 8
             data[row:row + 64 * 8] = bytes(64 * 8)
@@ -446,7 +450,8 @@ def test_frame_fields_that_do_not_fit_are_refused(real_file, tmp_path, field, va
 
 def as_version_7(data: bytes) -> bytes:
     """A version 8 file as version 7 had it: the same blocks with each fine key (i + 1) <<
-    fine_bits | bucket, placed from its function's hashed home (the next free slot on)."""
+    fine_bits | bucket, placed from its function's hashed home (the next free slot on), and
+    its calls in the log2 histogram too."""
     h = header(data)
     out = bytearray(data)
     put(out, "version", 7)
@@ -465,6 +470,9 @@ def as_version_7(data: bytes) -> bytes:
             while struct.unpack_from("<I", out, off + 8 * s)[0]:
                 s = (s + 1) % slots
             struct.pack_into("<II", out, off + 8 * s, fn << bits | f, n)
+            row = off - h["off_fine"] + h["off_hist"] + (fn - 1) * 64 * 8
+            at = row + 8 * fine_octave(f)
+            struct.pack_into("<Q", out, at, struct.unpack_from("<Q", out, at)[0] + n)
     return bytes(out)
 
 
@@ -476,3 +484,5 @@ def test_a_version_7_file_still_reads_its_fine_buckets(real_file, tmp_path):
     a, b = load(real_file), load(old)
     fines = {k: v.fine for k, v in a.functions.items() if v.fine}
     assert fines and fines == {k: v.fine for k, v in b.functions.items() if v.fine}
+    assert {k: v.hist for k, v in a.functions.items()} == \
+        {k: v.hist for k, v in b.functions.items()}

@@ -147,17 +147,10 @@ shimgen_\name\()_return:
         b.ls    1f
         str     x10, [x14, #TS_MAX]
 1:
-        /* hist[i][63 - clz(elapsed | 1)]++ */
-        orr     x13, x10, #1
-        clz     x13, x13
-        eor     x13, x13, #63                       /* the bucket */
-        add     x13, x13, x12, lsl #(TS_HIST_SHIFT - 3)
-        add_big x14, x16, TS_HIST
-        add     x14, x14, x13, lsl #3
-        inc_exclusive x13, x14, w17
         /* The fine histogram (layout.h): bucket f, key (i + 1) * TS_FINE_STEP + f, counted
          * in the slot that holds the key or claimed in the first free one from the key's
-         * own slot (the key modulo TS_FINE_SLOTS), at most TS_FINE_PROBES slots on. */
+         * own slot (the key modulo TS_FINE_SLOTS), at most TS_FINE_PROBES slots on; none:
+         * the call is counted in its log2 bucket, hist[i][63 - clz(elapsed | 1)], instead. */
         mov     x13, x10                            /* f = v below 64 */
         cmp     x10, #(1 << TS_FINE_SUB_SHIFT)
         b.lo    6f
@@ -188,7 +181,14 @@ shimgen_\name\()_return:
         add     w17, w17, #1
         subs    w9, w9, #1
         b.ne    7b
-        b       10f                                 /* none: the log2 bucket has the call */
+        orr     x13, x10, #1                        /* none: hist[i][63 - clz(elapsed | 1)]++ */
+        clz     x13, x13
+        eor     x13, x13, #63                       /* the bucket */
+        add     x13, x13, x12, lsl #(TS_HIST_SHIFT - 3)
+        add_big x14, x16, TS_HIST
+        add     x14, x14, x13, lsl #3
+        inc_exclusive x13, x14, w17
+        b       10f
 9:
         add     x14, x14, #4
         inc_exclusive w8, x14, w9
