@@ -461,10 +461,10 @@ MUTATIONS = [
     {
         "name": "hist-wrong-bucket",
         "file": "runtime/arch/x86_64/timing.S",
-        "old": "        lea     (%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx\n",
-        "new": "        lea     1(%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx\n",
-        "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
-        "why": "a call of 2^b to 2^(b+1) ticks is counted in bucket b",
+        "old": "        lea     (%rax,%rcx,TS_HIST_IDX_SCALE), %rdx /* i * TS_HIST_BUCKETS + e */\n",
+        "new": "        lea     1(%rax,%rcx,TS_HIST_IDX_SCALE), %rdx\n",
+        "tests": ["tests/runtime/test_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram"],
+        "why": "a call of 2^b to 2^(b+1) ticks that the fine table cannot hold is counted in bucket b",
     },
     {
         "name": "trace-file-readable-by-others",
@@ -1329,6 +1329,42 @@ MUTATIONS = [
         "why": "the time path's fine key is (i + 1) * TS_FINE_STEP + f, the one the readers look for",
     },
     {
+        "name": "fine-miss-not-in-the-log2-bucket",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        incq    TS_HIST(%r10,%rdx,8)\n        jmp     10b\n",
+        "new": "        jmp     10b\n",
+        "tests": ["tests/runtime/test_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram"],
+        "why": "a call the fine table has no slot for is counted in its log2 bucket, or it is in no histogram",
+    },
+    {
+        "name": "fine-miss-counted-an-octave-up",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        add     $(TS_FINE_SUB_SHIFT - 1), %eax      /* e */\n",
+        "new": "        add     $TS_FINE_SUB_SHIFT, %eax            /* e */\n",
+        "tests": ["tests/runtime/test_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram"],
+        "why": "the octave of fine bucket f (64 and up) is (f >> 6) + 5: the log2 bucket of the call's length",
+    },
+    {
+        "name": "fold-fine-counts-not-in-the-log2-histogram",
+        "file": "runtime/stats/totals.c",
+        "old": "                __atomic_fetch_add(&shimgen_hist[i][fine_octave(fine_key_bucket(key))], n,\n                                   __ATOMIC_RELAXED);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "_ones[json-time-clusters]"],
+        "why": "a block's log2 row holds only the calls the fine table missed: the fold adds the fine counts to their octaves",
+    },
+    {
+        "name": "reader-fine-counts-not-in-the-log2-histogram",
+        "file": "shimgen/trace/blocks.py",
+        "old": "                    hists.setdefault(fn - 1, [0] * HIST_BUCKETS)[fine_octave(f)] += n\n",
+        "new": "                    hists.setdefault(fn - 1, [0] * HIST_BUCKETS)\n",
+        "tests": ["tests/report/test_report_fine.py::test_version_8_keys_are_read_wherever_they_lie_and_fill_the"
+                  "_log2_histogram",
+                  "tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "_ones[dir-time-clusters]"],
+        "why": "a version 8 block's log2 row holds only the calls the fine table missed: the reader adds the fine counts",
+    },
+    {
         "name": "reader-version-7-fine-keys-read-as-steps",
         "file": "shimgen/trace/blocks.py",
         "old": "    fstep = fhash if h[\"version\"] >= TRACE_FINE_STEP_FIRST else 0\n",
@@ -1339,8 +1375,8 @@ MUTATIONS = [
     {
         "name": "reader-fine-step-key-decoded-as-shift",
         "file": "shimgen/trace/blocks.py",
-        "old": "                    fn, f = divmod(key, step)\n",
-        "new": "                    fn, f = key >> bits, key & maskb\n",
+        "old": "                fn, f = divmod(key, step)\n",
+        "new": "                fn, f = key >> 12, key & 4095\n",
         "tests": ["tests/report/test_report_fine.py::test_version_8_keys_are_read_wherever_they_lie_and_fill_the"
                   "_log2_histogram"],
         "why": "version 8's fine key is (i + 1) * step + bucket: its function and bucket are its quotient and rest",
@@ -3373,8 +3409,8 @@ MUTATIONS = [
     {
         "name": "totals-fine-keys-of-other-functions-folded",
         "file": "runtime/stats/totals.c",
-        "old": "                if (fine_key_in(key, i, b) && s->fine[k].count)\n",
-        "new": "                if (key && s->fine[k].count)\n",
+        "old": "            if (fine_key_fn(key) == i + 1 && n) {\n",
+        "new": "            if (key && n) {\n",
         "tests": ["tests/runtime/test_times_exact.py::test_json_fine_counts_of_each_log2_bucket_sum_to_its_count"],
         "why": "a block's fine slots are folded for their own function only, each once",
     },
