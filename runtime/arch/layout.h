@@ -30,7 +30,8 @@
 /* After the frames: the list link, state and tid (16 bytes), then the error returns of the
  * time paths (a count of those that found no free slot, then the slots), then, aligned to a
  * cache line, the latency histograms: HIST_BUCKETS log2 buckets of elapsed ticks per
- * function (bucket 0: 0 or 1 tick; bucket b: [2^b, 2^(b+1)) ticks). */
+ * function (bucket 0: 0 or 1 tick; bucket b: [2^b, 2^(b+1)) ticks), of the timed calls that
+ * the fine table below had no slot for (the others are in the fine table only). */
 #define TS_NEXT (TS_FRAMES + TS_FRAME_SIZE * TS_SHADOW_DEPTH)
 #define TS_ERR_OVERFLOW (TS_NEXT + 16)
 #define TS_ERR (TS_NEXT + 24)

@@ -113,7 +113,8 @@ shimgen_\name\()_enter:
  * shimgen_time_return, shimgen_timeline_return: the timed function returns here (right
  * after the blr above, or, on the slow path, through the x30 that shimgen_time_push gave),
  * with x19 = its frame. Read the frame, give it back, count the call, add the elapsed ticks
- * to this thread's total, maximum, log2 and fine histograms, record the event (timeline),
+ * to this thread's total and maximum, count it in the fine histogram (or, with no slot
+ * there, the log2 histogram), record the event (timeline),
  * count a non-zero w0 of a CUresult function as an error (out of line), return to the
  * caller.
  */

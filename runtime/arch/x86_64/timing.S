@@ -3,8 +3,8 @@
  * assembly with its call-frame information: per function, a stub that puts its index in
  * r11; the common entry that keeps the caller's return address on the thread's shadow
  * stack and calls the target; the return path that counts and times the call, keeps its
- * latency histograms (log2 and fine) and error returns (and, for the timeline, records an
- * event); and the tables of these stubs. The C paths it takes on a thread's first call are
+ * latency histograms (fine, or log2 for a call the fine one has no slot for) and error
+ * returns (and, for the timeline, records an event); and the tables of these stubs. The C paths it takes on a thread's first call are
  * in stats.c.
  */
 
@@ -114,8 +114,9 @@ shimgen_\name\()_enter:
  * rbx = its frame (whatever calls of this thread ended in between, in whatever order) and
  * the stack pointer one slot above where the caller's return address was. Only rax and rdx (and xmm0/xmm1, which this code does not touch) carry return
  * values; every other caller-saved register is free now. Read the frame, give it back, count the call, add
- * the elapsed ticks to this thread's total, maximum, log2 histogram and fine histogram (the
- * bucket's slot found by a short probe from the function's home), count a non-zero
+ * the elapsed ticks to this thread's total and maximum, count it in the fine histogram (the
+ * bucket's slot found by a short probe from the key's own) or, with no slot there, in the
+ * log2 histogram (out of line), count a non-zero
  * eax of a CUresult function as an error (out of line), and return to the original
  * return address with push+ret: the caller's own call left the matching
  * return-stack-buffer entry, so this return is predicted too.
