@@ -12,8 +12,13 @@ import os
 import struct
 
 from ..runenv import TRACE_ERR_INJECTED as ERR_INJECTED
-from ..runenv import TRACE_FINE_STEP_FIRST
-from ..runenv import TRACE_FSTATS, TRACE_FSTATS_SIZE, TRACE_FSTATS_WORDS, TRACE_FUNCTION_FIELDS
+from ..runenv import (
+    TRACE_FINE_STEP_FIRST,
+    TRACE_FSTATS,
+    TRACE_FSTATS_SIZE,
+    TRACE_FSTATS_WORDS,
+    TRACE_FUNCTION_FIELDS,
+)
 from .model import FINE_BUCKETS, FINE_SUB_SHIFT, HIST_BUCKETS, fine_octave
 
 FSTATS_SIZE = TRACE_FSTATS_SIZE
