@@ -485,10 +485,10 @@ MUTATIONS = [
     {
         "name": "hist-not-cleared-on-reuse",
         "file": "runtime/stats/totals.c",
-        "old": "        memset(s->hist[i], 0, sizeof s->hist[i]);\n",
-        "new": "",
+        "old": "                s->fine[k] = (struct fineslot){0, 0};\n",
+        "new": "                ;\n",
         "tests": ["tests/runtime/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear[time]"],
-        "why": "a block reused by a later thread starts with empty histograms",
+        "why": "a block reused by a later thread starts with empty histograms (its calls are in the fine table)",
     },
     {
         "name": "errors-not-cleared-on-reuse",
@@ -725,7 +725,7 @@ MUTATIONS = [
         "old": "    if version not in TRACE_VERSIONS_READ:\n",
         "new": "    if version > VERSION + 1:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
-                  "test_corrupt_header_is_refused[version-8-words1]",
+                  "test_corrupt_header_is_refused[version-9-words1]",
                   "tests/report/test_tracefile_reader.py::"
                   "test_corrupt_header_is_refused[version-6-words25]"],
         "why": "a file of another format version (6 included, whose kernels 7 replaced) is "
@@ -1386,7 +1386,7 @@ MUTATIONS = [
         "file": "shimgen/trace/binary.py",
         "old": "            and not 1 << fb <= h[\"fine_hash\"]",
         "new": "            and not 0 <= h[\"fine_hash\"]",
-        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused[fine_hash-4095-words6]"],
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused[fine_hash-4095-words26]"],
         "why": "a step below the buckets' bound would give two (function, bucket) pairs one key: refused, never misread",
     },
     {

@@ -12,14 +12,15 @@ from shimgen.runenv import TRACE_FSTATS, TRACE_FSTATS_SIZE
 from shimgen.trace.binary import load
 from tests.report.test_tracefile_reader import header
 
-V = "cuDriverGetVersion"
 N = 300
+# the probe's two functions: calls of a few ticks, and longer ones (fine buckets from 64 on)
+FUNCTIONS = ("cuDriverGetVersion", "cuInit")
 
 
-def ticks(m, h: dict) -> int:
-    """The total ticks of V's timed calls, summed over the file's blocks."""
+def ticks(m, h: dict, name: str) -> int:
+    """The total ticks of a function's timed calls, summed over the file's blocks."""
     names = bytes(m[h["names_off"]:h["names_off"] + h["names_size"]]).split(b"\0")
-    at = h["off_fn"] + names.index(V.encode()) * TRACE_FSTATS_SIZE + TRACE_FSTATS["total"]
+    at = h["off_fn"] + names.index(name.encode()) * TRACE_FSTATS_SIZE + TRACE_FSTATS["total"]
     return sum(struct.unpack_from("<Q", m, h["blocks_off"] + b * h["block_stride"] + at)[0]
                for b in range((len(m) - h["blocks_off"]) // h["block_stride"]))
 
@@ -34,7 +35,7 @@ def test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram(shims, probe
         (path,) = d.glob("*.shimtrace")
         with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
             h = header(bytes(m[:1 << 20]))
-            first = ticks(m, h)
+            first = {name: ticks(m, h, name) for name in FUNCTIONS}
             # every slot of every block's table another function's (none of this file's)
             foreign = struct.pack("<II", (h["nfuncs"] + 2) * h["fine_hash"] + 1, 1)
             for b in range((len(m) - h["blocks_off"]) // h["block_stride"]):
@@ -52,13 +53,15 @@ def test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram(shims, probe
             p.kill()
             p.wait()
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
-        second = ticks(m, h) - first
+        second = {name: ticks(m, h, name) - first[name] for name in FUNCTIONS}
     t = load(path)
-    fs = t.functions[V]
-    assert fs.calls == 2 * N
-    # the first N calls' fine counts were overwritten; the last N found no slot, and each is
-    # in the octave of its length: their ticks lie within the buckets' bounds
-    assert sum(fs.hist) == N and not fs.fine
-    low = sum(n << b for b, n in enumerate(fs.hist) if b)
-    high = sum(n << (b + 1) for b, n in enumerate(fs.hist))
-    assert low <= second < high, (low, second, high, fs.hist)
+    for name in FUNCTIONS:
+        fs = t.functions[name]
+        assert fs.calls == 2 * N, name
+        # the first N calls' fine counts were overwritten; the last N found no slot, and
+        # each is in the octave of its length: their ticks lie within the buckets' bounds
+        assert sum(fs.hist) == N and not fs.fine, name
+        low = sum(n << b for b, n in enumerate(fs.hist) if b)
+        high = sum(n << (b + 1) for b, n in enumerate(fs.hist))
+        assert low <= second[name] < high, (name, low, second[name], high, fs.hist)
+    assert max(b for b, n in enumerate(t.functions["cuInit"].hist) if n) >= 6
