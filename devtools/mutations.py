@@ -461,10 +461,10 @@ MUTATIONS = [
     {
         "name": "hist-wrong-bucket",
         "file": "runtime/arch/x86_64/timing.S",
-        "old": "        lea     (%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx\n",
-        "new": "        lea     1(%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx\n",
-        "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
-        "why": "a call of 2^b to 2^(b+1) ticks is counted in bucket b",
+        "old": "        lea     (%rax,%rcx,TS_HIST_IDX_SCALE), %rdx /* i * TS_HIST_BUCKETS + e */\n",
+        "new": "        lea     1(%rax,%rcx,TS_HIST_IDX_SCALE), %rdx\n",
+        "tests": ["tests/runtime/test_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram"],
+        "why": "a call of 2^b to 2^(b+1) ticks that the fine table cannot hold is counted in bucket b",
     },
     {
         "name": "trace-file-readable-by-others",
@@ -485,10 +485,10 @@ MUTATIONS = [
     {
         "name": "hist-not-cleared-on-reuse",
         "file": "runtime/stats/totals.c",
-        "old": "        memset(s->hist[i], 0, sizeof s->hist[i]);\n",
-        "new": "",
+        "old": "                s->fine[k] = (struct fineslot){0, 0};\n",
+        "new": "                (void)s;\n",
         "tests": ["tests/runtime/test_errors.py::test_blocks_reused_by_later_threads_fold_and_clear[time]"],
-        "why": "a block reused by a later thread starts with empty histograms",
+        "why": "a block reused by a later thread starts with empty histograms (its calls are in the fine table)",
     },
     {
         "name": "errors-not-cleared-on-reuse",
@@ -797,7 +797,7 @@ MUTATIONS = [
         "old": "    if version not in TRACE_VERSIONS_READ:\n",
         "new": "    if version > VERSION + 1:\n",
         "tests": ["tests/report/test_tracefile_reader.py::"
-                  "test_corrupt_header_is_refused[version-8-words1]",
+                  "test_corrupt_header_is_refused[version-9-words1]",
                   "tests/report/test_tracefile_reader.py::"
                   "test_corrupt_header_is_refused[version-6-words25]"],
         "why": "a file of another format version (6 included, whose kernels 7 replaced) is "
@@ -1384,26 +1384,87 @@ MUTATIONS = [
     },
     {
         "name": "fine-home-not-the-one-readers-probe",
-        "file": "runtime/stats/totals.c",
-        "old": "    [i] = (uint64_t)FINE_HOME(i, TS_FINE_SLOTS_SHIFT) << 32",
-        "new": "    [i] = (uint64_t)FINE_HOME(i, TS_FINE_SLOTS_SHIFT - 1) << 32",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        lea     TS_FINE_STEP(%rdx,%rax), %esi\n        mov     %esi, %edx\n",
+        "new": "        lea     TS_FINE_STEP(%rdx,%rax), %esi\n        lea     4096(%rsi), %edx\n",
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]"],
-        "why": "the time path counts a fine key from the home block.h's fine_home gives, where the fold looks",
+        "why": "the time path counts a fine key from its own slot, the key modulo the table, where the fold looks",
     },
     {
         "name": "fine-key-of-another-function",
-        "file": "runtime/stats/totals.c",
-        "old": "(uint64_t)((i) + 1) << TS_FINE_BITS,",
-        "new": "(uint64_t)((i) + 2) << TS_FINE_BITS,",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        lea     TS_FINE_STEP(%rdx,%rax), %esi\n",
+        "new": "        lea     (TS_FINE_STEP * 2)(%rdx,%rax), %esi\n",
         "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
                   "_ones[json-time-clusters]"],
-        "why": "the time path's fine key is (i + 1) << TS_FINE_BITS | f, the one the readers look for",
+        "why": "the time path's fine key is (i + 1) * TS_FINE_STEP + f, the one the readers look for",
+    },
+    {
+        "name": "fine-miss-not-in-the-log2-bucket",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        incq    TS_HIST(%r10,%rdx,8)\n        jmp     10b\n",
+        "new": "        jmp     10b\n",
+        "tests": ["tests/runtime/test_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram"],
+        "why": "a call the fine table has no slot for is counted in its log2 bucket, or it is in no histogram",
+    },
+    {
+        "name": "fine-miss-counted-an-octave-up",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        add     $(TS_FINE_SUB_SHIFT - 1), %eax      /* e */\n",
+        "new": "        add     $TS_FINE_SUB_SHIFT, %eax            /* e */\n",
+        "tests": ["tests/runtime/test_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram"],
+        "why": "the octave of fine bucket f (64 and up) is (f >> 6) + 5: the log2 bucket of the call's length",
+    },
+    {
+        "name": "fold-fine-counts-not-in-the-log2-histogram",
+        "file": "runtime/stats/totals.c",
+        "old": "                __atomic_fetch_add(&shimgen_hist[i][fine_octave(fine_key_bucket(key))], n,\n                                   __ATOMIC_RELAXED);\n",
+        "new": "",
+        "tests": ["tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "_ones[json-time-clusters]"],
+        "why": "a block's log2 row holds only the calls the fine table missed: the fold adds the fine counts to their octaves",
+    },
+    {
+        "name": "reader-fine-counts-not-in-the-log2-histogram",
+        "file": "shimgen/trace/blocks.py",
+        "old": "                    hists.setdefault(fn - 1, [0] * HIST_BUCKETS)[fine_octave(f)] += n\n",
+        "new": "                    hists.setdefault(fn - 1, [0] * HIST_BUCKETS)\n",
+        "tests": ["tests/report/test_report_fine.py::test_version_8_keys_are_read_wherever_they_lie_and_fill_the"
+                  "_log2_histogram",
+                  "tests/runtime/test_times_exact.py::test_percentiles_are_within_3_percent_of_the_exact"
+                  "_ones[dir-time-clusters]"],
+        "why": "a version 8 block's log2 row holds only the calls the fine table missed: the reader adds the fine counts",
+    },
+    {
+        "name": "reader-version-7-fine-keys-read-as-steps",
+        "file": "shimgen/trace/blocks.py",
+        "old": "fstep = (1 << fbits) - 1, fhash if h[\"version\"] >= TRACE_FINE_STEP_FIRST else 0\n",
+        "new": "fstep = (1 << fbits) - 1, fhash\n",
+        "tests": ["tests/report/test_tracefile_reader.py::test_a_version_7_file_still_reads_its_fine_buckets"],
+        "why": "a version 7 file's fine keys are (i + 1) << fine_bits | bucket from a hashed home, read as such",
+    },
+    {
+        "name": "reader-fine-step-key-decoded-as-shift",
+        "file": "shimgen/trace/blocks.py",
+        "old": "                fn, f = divmod(key, step)\n",
+        "new": "                fn, f = key >> 12, key & 4095\n",
+        "tests": ["tests/report/test_report_fine.py::test_version_8_keys_are_read_wherever_they_lie_and_fill_the"
+                  "_log2_histogram"],
+        "why": "version 8's fine key is (i + 1) * step + bucket: its function and bucket are its quotient and rest",
+    },
+    {
+        "name": "reader-fine-step-below-a-bucket-accepted",
+        "file": "shimgen/trace/binary.py",
+        "old": "            and not 1 << fb <= h[\"fine_hash\"]",
+        "new": "            and not 0 <= h[\"fine_hash\"]",
+        "tests": ["tests/report/test_tracefile_reader.py::test_corrupt_header_is_refused[fine_hash-4095-words26]"],
+        "why": "a step below the buckets' bound would give two (function, bucket) pairs one key: refused, never misread",
     },
     {
         "name": "aarch64-fine-key-not-the-readers",
         "file": "runtime/arch/aarch64/timing.S",
-        "old": "        add     w13, w13, w15                       /* the key (f is below its base's bits) */\n",
+        "old": "        add     w13, w13, w15                       /* the key */\n",
         "new": "        add     w13, w13, w15, lsl #1\n",
         "tests": ["tests/runtime/test_aarch64_timing.py::test_coroutines_end_timed_calls_in_any_order"],
         "why": "aarch64's time path counts a call under the fine key the fold and the readers look for",
@@ -1411,8 +1472,8 @@ MUTATIONS = [
     {
         "name": "aarch64-fine-home-not-the-readers",
         "file": "runtime/arch/aarch64/timing.S",
-        "old": "        add     x17, x13, x15, lsr #32              /* the key's first slot */\n",
-        "new": "        add     x17, x13, x15, lsr #33\n",
+        "old": "        mov     w17, w13                            /* its first slot (less its high bits) */\n",
+        "new": "        add     w17, w13, #4095\n",
         "tests": ["tests/runtime/test_aarch64_timing.py::test_coroutines_end_timed_calls_in_any_order"],
         "why": "aarch64's time path counts a call from the home slot the fold and the readers probe",
     },
@@ -3508,9 +3569,9 @@ MUTATIONS = [
     {
         "name": "totals-fine-keys-of-other-functions-folded",
         "file": "runtime/stats/totals.c",
-        "old": "                if (fine_key_in(key, i, b) && s->fine[k].count)\n",
-        "new": "                if (key && s->fine[k].count)\n",
-        "tests": ["tests/runtime/test_times_exact.py::test_json_fine_counts_of_each_log2_bucket_sum_to_its_count"],
+        "old": "            if (fine_key_fn(key) == i + 1 && n) {\n",
+        "new": "            if (fine_key_fn(key) == i + 2 && n) {\n",
+        "tests": ["tests/runtime/test_errors.py::test_histogram_bucket_of_a_call_of_known_length[time]"],
         "why": "a block's fine slots are folded for their own function only, each once",
     },
     {

@@ -86,8 +86,12 @@ TRACE_VERSION = 8
 # version's first field on (TRACE_HEADER_FIRST): 7 has no GPU times; 5 has no kernels; 4
 # has no pool or graph reservations in its memory ledger; 3 no calls in progress, no call
 # records and no memory ledger. Version 6 (its kernels with a fixed 256 bytes of name per
-# slot) is not read.
+# slot) is not read. Version 8's fine keys are other than 7's: (index + 1) * fine_hash +
+# bucket, in the slot the key modulo fine_slots (7: (index + 1) << fine_bits | bucket from a
+# hashed home).
 TRACE_VERSIONS_READ = (3, 4, 5, 7, 8)
+# The first version whose fine keys are steps of fine_hash (TRACE_VERSIONS_READ).
+TRACE_FINE_STEP_FIRST = 8
 TRACE_SUFFIX = ".shimtrace"
 # The empty file a process leaves in place of its trace file when the disk had no room even
 # for the file's header: `<name>.nospace` for the `<name>.shimtrace` it could not make, so

@@ -30,7 +30,8 @@
 /* After the frames: the list link, state and tid (16 bytes), then the error returns of the
  * time paths (a count of those that found no free slot, then the slots), then, aligned to a
  * cache line, the latency histograms: HIST_BUCKETS log2 buckets of elapsed ticks per
- * function (bucket 0: 0 or 1 tick; bucket b: [2^b, 2^(b+1)) ticks). */
+ * function (bucket 0: 0 or 1 tick; bucket b: [2^b, 2^(b+1)) ticks), of the timed calls that
+ * the fine table below had no slot for (the others are in the fine table only). */
 #define TS_NEXT (TS_FRAMES + TS_FRAME_SIZE * TS_SHADOW_DEPTH)
 #define TS_ERR_OVERFLOW (TS_NEXT + 16)
 #define TS_ERR (TS_NEXT + 24)
@@ -44,26 +45,33 @@
  * or 8, so struct fstats is 8 to 64 bytes; block.h checks it). */
 #define TS_HIST_SCALE (TS_HIST_BUCKETS / TS_FSTATS_SIZE)
 #define TS_HIST ((TS_ERR + TS_ERRSLOT_SIZE * TS_ERR_SLOTS + 63) & ~63)
-/* x86-64's time path keeps i * 8 (TS_IDX_SHIFT) as its index, a word of a table of one
- * 64-bit word per function (shimgen_fine_at); times these x86-64 index scales it reaches
- * fn[i] and hist[i][0] (block.h checks that they are scales). */
+/* x86-64's time path keeps i * 8 (TS_IDX_SHIFT) as its index; times these x86-64 index
+ * scales it reaches fn[i] and hist[i][0] (block.h checks that they are scales), and times
+ * TS_FINE_STEP / 8 it is the base of function i's fine keys, less one step. */
 #define TS_IDX_SHIFT 3
 #define TS_FSTATS_SCALE (TS_FSTATS_SIZE >> TS_IDX_SHIFT)
 #define TS_HIST_IDX_SCALE (TS_HIST_BUCKETS >> TS_IDX_SHIFT)
 /* After the histograms: the thread's fine latency histogram, one table for every function,
- * FINE_SLOTS slots of 8 bytes (a 32-bit key, (function index + 1) << FINE_BITS | fine
+ * FINE_SLOTS slots of 8 bytes (a 32-bit key, (function index + 1) * FINE_STEP + fine
  * bucket, 0 for a free slot; a 32-bit count). Fine bucket f of elapsed ticks v: v itself
  * below 64; else (e - 6) * 64 + (v >> (e - 6)) with e = bsr(v): 64 buckets per power of
- * two, each 1/64 of its octave or less. A key's slot is (home of its function + f), probed
- * FINE_PROBES slots on; a call that finds none free is in the log2 histogram only (the
- * readers then use that octave's log2 bucket, docs/traceformat.md). */
+ * two, each 1/64 of its octave or less, every one below 1 << FINE_BITS. A key's slot is
+ * the key itself modulo FINE_SLOTS (its function's home, (index + 1) * FINE_STEP modulo
+ * FINE_SLOTS, + f), probed FINE_PROBES slots on; a call that finds none free is in the log2
+ * histogram only (the readers then use that octave's log2 bucket, docs/traceformat.md).
+ * FINE_STEP: a multiple of 8 (the x86-64 index i * 8 times FINE_STEP / 8 is i * FINE_STEP,
+ * one imul), above every fine bucket (a key is its function's and bucket's alone), near
+ * FINE_SLOTS times the golden ratio's fraction, so that the homes of functions i and i + 1,
+ * i + 2, ... spread over the table as a multiplicative hash's do. */
 #define TS_FINE_BITS 12
 #define TS_FINE_SUB_SHIFT 6 /* log2 of the buckets per power of two */
 #define TS_FINE_SLOTS 32768
 #define TS_FINE_SLOTS_SHIFT 15
 #define TS_FINE_SLOT_SIZE 8
 #define TS_FINE_PROBES 8
-#define TS_FINE_HASH 0x9E3779B1 /* a function's home: the top bits of (index + 1) * this */
+#define TS_FINE_STEP 20248 /* 8 * 2531; 32768 * 0.618 = 20251 */
+#define TS_FINE_HASH 0x9E3779B1 /* the process's fine table (totals.c): a function's home is
+                                 * the top bits of (index + 1) * this */
 #define TS_FINE (TS_HIST + (1 << TS_HIST_SHIFT) * SHIMGEN_NFUNCS)
 /* struct shadow_frame, 32 bytes: the caller's return address, start ticks, function index
  * (while the frame is free: the next free frame), the caller's rbx. */

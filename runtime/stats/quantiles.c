@@ -30,7 +30,7 @@ static unsigned function_segments(unsigned i, struct seg *out)
             uint64_t key = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
             if (fine_key_in(key, i, b)) {
                 uint64_t c = __atomic_load_n(&e->count, __ATOMIC_RELAXED);
-                per[(key & ((1u << TS_FINE_BITS) - 1)) - first] += c;
+                per[fine_key_bucket(key) - first] += c;
                 sum += c;
             }
         }

@@ -21,16 +21,6 @@ uint64_t shimgen_error_overflow;
 uint64_t shimgen_hist[SHIMGEN_NFUNCS][TS_HIST_BUCKETS];
 struct finepair shimgen_fine[FINE_PROC_SLOTS];
 
-/* What the time paths' returns (arch/.../timing.S) count a call of function i in its
- * thread's fine table with: the low half its key's base, (i + 1) << TS_FINE_BITS, the high
- * half its home slot (block.h FINE_HOME), which the fold below and the readers probe from. */
-#define SHIMGEN_FUNCTION(i, name) \
-    [i] = (uint64_t)FINE_HOME(i, TS_FINE_SLOTS_SHIFT) << 32 | (uint64_t)((i) + 1) << TS_FINE_BITS,
-const uint64_t shimgen_fine_at[SHIMGEN_NFUNCS] = {
-#include "functions.inc"
-};
-#undef SHIMGEN_FUNCTION
-
 /* Add n to the (key, count) slot at `slot_key`/`slot_count` when it holds `key` or is free
  * (claimed with a compare-and-swap: threads exit at once). 1 when added, 0 when the slot
  * holds another key. */
@@ -94,7 +84,7 @@ static int fine_used;
 static void fold_fine(uint32_t key, uint64_t n)
 {
     __atomic_store_n(&fine_used, 1, __ATOMIC_RELAXED);
-    unsigned idx = (key >> TS_FINE_BITS) - 1, f = key & ((1u << TS_FINE_BITS) - 1);
+    unsigned idx = fine_key_fn(key) - 1, f = fine_key_bucket(key);
     unsigned home = fine_home(idx, FINE_PROC_SLOTS_SHIFT) + f;
     for (unsigned probe = 0; probe < FINE_PROC_PROBES; probe++) {
         struct finepair *e = &shimgen_fine[(home + probe) & (FINE_PROC_SLOTS - 1)];
@@ -103,11 +93,12 @@ static void fold_fine(uint32_t key, uint64_t n)
     }
 }
 
-/* Every slot of a thread's fine table that can hold a key of function i in log2 bucket b:
- * from the home of i plus the bucket's first fine bucket to its last plus the probes. */
-#define FOR_FINE_SLOTS(slot, i, b)                                                         \
-    for (unsigned slot##_n = fine_home(i, TS_FINE_SLOTS_SHIFT) + fine_first(b),            \
-                  slot##_end = fine_home(i, TS_FINE_SLOTS_SHIFT) + fine_end(b) + TS_FINE_PROBES - 1, \
+/* Every slot of a thread's fine table that can hold a key of function i: from its home to
+ * the home plus its last fine bucket plus the probes. */
+#define FINE_END (fine_first(TS_HIST_BUCKETS))
+#define FOR_FINE_SLOTS(slot, i)                                                            \
+    for (unsigned slot##_n = fine_thread_home(i),                                          \
+                  slot##_end = fine_thread_home(i) + FINE_END + TS_FINE_PROBES - 1,        \
                   slot = slot##_n & (TS_FINE_SLOTS - 1);                                   \
          slot##_n < slot##_end; slot##_n++, slot = slot##_n & (TS_FINE_SLOTS - 1))
 
@@ -138,15 +129,19 @@ void shimgen_fold_block(struct tstats *s)
         const struct fstats *fs = &s->fn[i];
         if (!fs->count)
             continue;
-        /* A timed call's return counts it before its bucket: a row with calls holds them all. */
-        for (unsigned b = 0; b < TS_HIST_BUCKETS; b++) {
-            if (!s->hist[i][b])
-                continue;
-            __atomic_fetch_add(&shimgen_hist[i][b], s->hist[i][b], __ATOMIC_RELAXED);
-            FOR_FINE_SLOTS(k, i, b) {
-                uint32_t key = __atomic_load_n(&s->fine[k].key, __ATOMIC_RELAXED);
-                if (fine_key_in(key, i, b) && s->fine[k].count)
-                    fold_fine(key, s->fine[k].count);
+        /* A timed call's return counts it before its bucket: a row with calls holds them
+         * all. Its fine buckets, and its log2 buckets of the calls that found no fine slot
+         * (their sum is the log2 histogram, which the process's keeps). */
+        for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
+            if (s->hist[i][b])
+                __atomic_fetch_add(&shimgen_hist[i][b], s->hist[i][b], __ATOMIC_RELAXED);
+        FOR_FINE_SLOTS(k, i) {
+            uint32_t key = __atomic_load_n(&s->fine[k].key, __ATOMIC_RELAXED);
+            uint64_t n = s->fine[k].count;
+            if (fine_key_fn(key) == i + 1 && n) {
+                __atomic_fetch_add(&shimgen_hist[i][fine_octave(fine_key_bucket(key))], n,
+                                   __ATOMIC_RELAXED);
+                fold_fine(key, n);
             }
         }
         SHIMGEN_FSTATS_WORDS(FOLD_WORD)
@@ -169,13 +164,11 @@ void shimgen_clear_block(struct tstats *s)
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++) {
         if (!s->fn[i].count)
             continue;
-        /* A fine slot is taken only after its call's log2 bucket is counted: the slots of
-         * the non-empty buckets hold every key there is. */
-        for (unsigned b = 0; b < TS_HIST_BUCKETS; b++)
-            if (s->hist[i][b])
-                FOR_FINE_SLOTS(k, i, b)
-                    if (fine_key_in(s->fine[k].key, i, b))
-                        s->fine[k] = (struct fineslot){0, 0};
+        /* A fine slot is taken only after its function's call is counted: the slots of the
+         * functions with calls hold every key there is. */
+        FOR_FINE_SLOTS(k, i)
+            if (fine_key_fn(s->fine[k].key) == i + 1)
+                s->fine[k] = (struct fineslot){0, 0};
         memset(s->hist[i], 0, sizeof s->hist[i]);
     }
     memset(s->err, 0, sizeof s->err);

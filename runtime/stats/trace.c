@@ -126,7 +126,7 @@ static void write_json_hist(struct shimgen_out *f, unsigned i)
             const struct finepair *e = &shimgen_fine[(home + lo + k) & (FINE_PROC_SLOTS - 1)];
             if (fine_key_in(e->key, i, b) && e->count) {
                 shimgen_out_printf(f, "%s[%u, %llu]", first ? "" : ", ",
-                                   (unsigned)(e->key & ((1u << TS_FINE_BITS) - 1)),
+                                   fine_key_bucket(e->key),
                                    (unsigned long long)e->count);
                 first = 0;
             }

@@ -58,7 +58,7 @@ struct errslot {
 
 /* One (function, fine bucket) of a thread's timed calls (layout.h). */
 struct fineslot {
-    uint32_t key; /* (function index + 1) << TS_FINE_BITS | fine bucket; 0: a free slot */
+    uint32_t key; /* (function index + 1) * TS_FINE_STEP + fine bucket; 0: a free slot */
     uint32_t count;
 };
 
@@ -81,10 +81,6 @@ struct tstats {
 };
 
 enum { BLOCK_FREE = 0, BLOCK_LIVE = 1 };
-
-/* Per function: its fine key's base (low half) and home slot in a thread's fine table (high
- * half), as the time paths count (totals.c). */
-extern const uint64_t shimgen_fine_at[SHIMGEN_NFUNCS] __attribute__((visibility("hidden")));
 
 _Static_assert(sizeof(struct fstats) == TS_FSTATS_SIZE &&
                    TS_FSTATS_SIZE == 1u << TS_FSTATS_SHIFT, "fstats");
@@ -117,7 +113,10 @@ _Static_assert((TS_FSTATS_SCALE == 1 || TS_FSTATS_SCALE == 2 || TS_FSTATS_SCALE 
 _Static_assert(offsetof(struct tstats, fine) == TS_FINE, "tstats.fine");
 _Static_assert(sizeof(struct fineslot) == TS_FINE_SLOT_SIZE, "fineslot");
 _Static_assert(TS_FINE_SLOTS == 1u << TS_FINE_SLOTS_SHIFT, "fine[] is a power of two");
-_Static_assert(SHIMGEN_NFUNCS < 1u << (32 - TS_FINE_BITS), "a fine key fits in 32 bits");
+_Static_assert((uint64_t)(SHIMGEN_NFUNCS + 1) * TS_FINE_STEP < 1ull << 32,
+               "a fine key fits in 32 bits");
+_Static_assert(TS_FINE_STEP % (1u << TS_IDX_SHIFT) == 0 && TS_FINE_STEP >= 1u << TS_FINE_BITS,
+               "i * 8 times TS_FINE_STEP / 8 is a key's base; a key's bucket is below a step");
 _Static_assert((63 - TS_FINE_SUB_SHIFT + 2) << TS_FINE_SUB_SHIFT <= 1u << TS_FINE_BITS,
                "every fine bucket fits in TS_FINE_BITS");
 _Static_assert(sizeof(struct tl_event) == 1u << TL_EVENT_SHIFT, "tl_event");
@@ -162,18 +161,29 @@ static inline unsigned fine_end(unsigned b)
 {
     return fine_first(b + 1);
 }
+/* A fine key's function index + 1 and its fine bucket (layout.h). */
+static inline unsigned fine_key_fn(uint64_t key)
+{
+    return (unsigned)(key / TS_FINE_STEP);
+}
+static inline unsigned fine_key_bucket(uint64_t key)
+{
+    return (unsigned)(key % TS_FINE_STEP);
+}
 /* Whether a fine key is of function i, in log2 bucket b. */
 static inline int fine_key_in(uint64_t key, unsigned i, unsigned b)
 {
-    return key >> TS_FINE_BITS == (uint64_t)i + 1 &&
-           fine_octave((unsigned)key & ((1u << TS_FINE_BITS) - 1)) == b;
+    return fine_key_fn(key) == i + 1 && fine_octave(fine_key_bucket(key)) == b;
 }
-/* A function's home slot in a fine table of 2^bits slots (a constant expression, for the
- * time paths' table of keys and homes, shimgen_fine_at, totals.c). */
-#define FINE_HOME(idx, bits) \
-    ((unsigned)(((uint32_t)((idx) + 1) * (uint32_t)TS_FINE_HASH) >> (32 - (bits))))
+/* Function i's home slot in a thread's fine table: its keys' base modulo the table's size
+ * (a key's slot is the key modulo the size, layout.h). */
+static inline unsigned fine_thread_home(unsigned idx)
+{
+    return (unsigned)(((uint64_t)idx + 1) * TS_FINE_STEP) & (TS_FINE_SLOTS - 1);
+}
+/* A function's home slot in the process's fine table of 2^bits slots (totals.c). */
 static inline unsigned fine_home(unsigned idx, unsigned bits)
 {
-    return FINE_HOME(idx, bits);
+    return (unsigned)(((uint32_t)(idx + 1) * (uint32_t)TS_FINE_HASH) >> (32 - bits));
 }
 #endif

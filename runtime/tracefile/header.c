@@ -136,7 +136,7 @@ void shimgen_tracefile_header_init(struct tf_header *h, size_t page, size_t name
         .start_ns = tf_clock(CLOCK_REALTIME),
         .off_fine = TS_FINE, .fine_slots = TS_FINE_SLOTS, .fine_bits = TS_FINE_BITS,
         .fine_sub_shift = TS_FINE_SUB_SHIFT, .fine_probes = TS_FINE_PROBES,
-        .fine_hash = TS_FINE_HASH, .proc_start = proc_start_time(),
+        .fine_hash = TS_FINE_STEP, .proc_start = proc_start_time(),
         .off_frames = TS_FRAMES, .frame_slots = TS_SHADOW_DEPTH, .frame_size = TS_FRAME_SIZE,
         .frame_off_start = FRAME_START, .frame_off_idx = FRAME_IDX, .frame_off_ret = FRAME_RET,
     };

@@ -26,6 +26,7 @@ from ..runenv import (
     CALLS_RECORD_SIZE,
     CALLS_RING_MIN,
     TRACE_BYTE_ORDER,
+    TRACE_FINE_STEP_FIRST,
     TRACE_MAGIC,
     TRACE_MODES,
     TRACE_STATES,
@@ -122,7 +123,9 @@ def _check_header(h: dict, size: int) -> None:
     fs, fb = h["fine_slots"], h["fine_bits"]
     if (not 0 < fs <= 1 << 24 or fs & (fs - 1) or h["fine_sub_shift"] != FINE_SUB_SHIFT
             or not FINE_BUCKETS <= 1 << fb <= 1 << 16 or not 0 < h["fine_probes"] <= fs
-            or h["off_fine"] % 8 or h["off_fine"] + fs * 8 > bs):
+            or h["off_fine"] % 8 or h["off_fine"] + fs * 8 > bs
+            or h["version"] >= TRACE_FINE_STEP_FIRST  # the keys' step: above every bucket
+            and not 1 << fb <= h["fine_hash"] <= ((1 << 32) - (1 << fb)) // (nf + 1)):
         raise BadTrace("its fine histogram table is not one this shimgen reads")
     if h["mode"] not in MODES:
         raise BadTrace(f"its trace mode {h['mode']} is unknown")

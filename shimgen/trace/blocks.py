@@ -12,8 +12,14 @@ import os
 import struct
 
 from ..runenv import TRACE_ERR_INJECTED as ERR_INJECTED
-from ..runenv import TRACE_FSTATS, TRACE_FSTATS_SIZE, TRACE_FSTATS_WORDS, TRACE_FUNCTION_FIELDS
-from .model import FINE_SUB_SHIFT, HIST_BUCKETS
+from ..runenv import (
+    TRACE_FINE_STEP_FIRST,
+    TRACE_FSTATS,
+    TRACE_FSTATS_SIZE,
+    TRACE_FSTATS_WORDS,
+    TRACE_FUNCTION_FIELDS,
+)
+from .model import FINE_BUCKETS, FINE_SUB_SHIFT, HIST_BUCKETS, fine_octave
 
 FSTATS_SIZE = TRACE_FSTATS_SIZE
 # struct fstats' words (runenv.TRACE_FSTATS_WORDS), as indexes of 64-bit words
@@ -61,7 +67,7 @@ def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int,
     fines: dict[int, dict[int, int]] = {}
     fslots, fmask, fprobes = h["fine_slots"], h["fine_slots"] - 1, h["fine_probes"]
     fshift, fbits, fhash = fslots.bit_length() - 1, h["fine_bits"], h["fine_hash"]
-    fmaskb = (1 << fbits) - 1
+    fmaskb, fstep = (1 << fbits) - 1, fhash if h["version"] >= TRACE_FINE_STEP_FIRST else 0
     errors: dict[int, dict[int, int]] = {}
     injected: dict[int, dict[int, int]] = {}
     untimed = overflow = 0
@@ -83,11 +89,15 @@ def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int,
                         acc = hists.setdefault(i, [0] * HIST_BUCKETS)
                         for j, v in enumerate(row):
                             acc[j] += v
-                        _read_fine(mv, base + h["off_fine"], i, row,
-                                   fines.setdefault(i, {}), fshift, fmask, fprobes, fbits,
-                                   fmaskb, fhash)
+                        if not fstep:
+                            _read_fine(mv, base + h["off_fine"], i, row,
+                                       fines.setdefault(i, {}), fshift, fmask, fprobes, fbits,
+                                       fmaskb, fhash)
                     row.release()
             fn.release()
+            if timed and fstep and called:
+                _read_fine_steps(mv[base + h["off_fine"]:base + h["off_fine"] + fslots * 8],
+                                 set(called), fstep, hists, fines)
             untimed += struct.unpack_from("<Q", m, base + h["off_untimed"])[0]
             overflow += struct.unpack_from("<Q", m, base + h["off_err_overflow"])[0]
             eo = base + h["off_err"]
@@ -98,6 +108,9 @@ def sum_blocks(m: mmap.mmap, fd: int, h: dict, nblocks: int) -> tuple[dict, int,
                 slots.release()
     finally:
         mv.release()
+    if fstep:  # a function with calls timed has fine buckets, none when every call missed
+        for i in hists:
+            fines.setdefault(i, {})
     if timed:  # the time path counted the injected failures among the returns too
         _less_injected(errors, injected)
     functions: dict = {}
@@ -142,9 +155,10 @@ def _less_injected(errors: dict, injected: dict) -> None:
 
 def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift: int,
                mask: int, probes: int, bits: int, maskb: int, mult: int) -> None:
-    """Adds to `acc` the fine buckets of function i in one block's fine table at `off`: for
-    each non-empty log2 bucket, only the slots its keys can be in (runtime/stats/totals.c), each
-    key taken once, by the bucket it belongs to."""
+    """Adds to `acc` the fine buckets of function i in one block's fine table at `off`
+    (versions before 8: keys (i + 1) << bits | bucket, from the top bits of (i + 1) * mult;
+    each log2 bucket holds all its calls): for each non-empty log2 bucket, only the slots its
+    keys can be in, each key taken once, by the bucket it belongs to."""
     table = mv[off:off + (mask + 1) * 8].cast("I")
     try:
         home = (((i + 1) * mult) & 0xFFFFFFFF) >> (32 - shift)
@@ -161,6 +175,38 @@ def _read_fine(mv: memoryview, off: int, i: int, row, acc: dict[int, int], shift
                     f = key & maskb
                     if first <= f < end:
                         acc[f] = acc.get(f, 0) + table[slot + 1]
+    finally:
+        table.release()
+
+
+_PAGE = 4096
+_ZERO_PAGE = bytes(_PAGE)
+
+
+def _read_fine_steps(table: memoryview, called: set[int], step: int, hists: dict,
+                     fines: dict) -> None:
+    """One block's fine table (version 8 on: keys (i + 1) * step + bucket), every slot that
+    holds a key of a function with calls in the block: its calls added to the function's
+    fine buckets and to its log2 histogram, which holds only the calls that found no fine
+    slot. Pages of the table that no call wrote (all zero) are skipped."""
+    try:
+        for p in range(0, len(table), _PAGE):
+            page = table[p:p + _PAGE]
+            if page == _ZERO_PAGE:
+                page.release()
+                continue
+            words = page.cast("I")
+            for s in range(0, len(words), 2):
+                key, n = words[s], words[s + 1]
+                if not key or not n:
+                    continue
+                fn, f = divmod(key, step)
+                if fn - 1 in called and f < FINE_BUCKETS:
+                    acc = fines.setdefault(fn - 1, {})
+                    acc[f] = acc.get(f, 0) + n
+                    hists.setdefault(fn - 1, [0] * HIST_BUCKETS)[fine_octave(f)] += n
+            words.release()
+            page.release()
     finally:
         table.release()
 

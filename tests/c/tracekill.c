@@ -13,6 +13,9 @@
  *     calls as image 0 and then execs this program again, as image 1) that does the same at
  *     DEPTH-1, more calls while it runs, then waits for it. Each image prints
  *     "pid P image I calls N" with its own calls.
+ *   twice LIB N M: N calls of cuDriverGetVersion and M of cuInit (longer: 64 ticks and more),
+ *     "made" once they are made, then, after a byte on stdin, as many more and "made"
+ *     again; then waits for stdin to close.
  * argv[1] is the library to dlopen. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -158,6 +161,24 @@ int main(int argc, char **argv)
     if (!h || !(version = (version_fn)dlsym(h, "cuDriverGetVersion")))
         return 3;
     const char *mode = argv[2];
+    if (strcmp(mode, "twice") == 0 && argc == 5) {
+        char buf[16];
+        int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+        if (!init)
+            return 3;
+        for (int k = 0; k < 2; k++) {
+            calls(atol(argv[3]));
+            for (long i = 0; i < atol(argv[4]); i++)
+                init(0);
+            printf("made\n");
+            fflush(stdout);
+            if (read(0, buf, 1) <= 0)
+                return 5;
+        }
+        while (read(0, buf, sizeof buf) > 0)
+            ;
+        return 0;
+    }
     if (strcmp(mode, "rounds") == 0 && argc == 6)
         return rounds(atoi(argv[3]), atoi(argv[4]), (unsigned)atol(argv[5]));
     if (strcmp(mode, "race") == 0 && argc == 5) {

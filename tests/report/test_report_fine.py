@@ -54,7 +54,8 @@ def test_an_octave_the_fine_table_missed_falls_back_to_its_log2_bucket():
 
 def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch):
     """Keys of two functions whose homes collide, each displaced up to the probe limit, and a
-    key of another octave in the same slots: each is read once, by its own bucket."""
+    key of another octave in the same slots: each is read once, by its own bucket (version 7's
+    keys, (i + 1) << bits | bucket from a hashed home)."""
     slots, probes, bits, mult = 1024, 8, 12, 0x9E3779B1
     shift = slots.bit_length() - 1
     table = bytearray(slots * 8)
@@ -84,3 +85,26 @@ def test_the_reader_finds_every_key_wherever_probing_put_it(monkeypatch):
         blocks._read_fine(memoryview(bytes(table)), 0, i, row, got, shift, slots - 1, probes,
                              bits, (1 << bits) - 1, mult)
         assert got == want[i], i
+
+
+def test_version_8_keys_are_read_wherever_they_lie_and_fill_the_log2_histogram():
+    """Version 8's keys, (i + 1) * step + bucket, anywhere in the table (a page apart, the
+    last slot): each adds its calls to its function's fine bucket and to the octave of its
+    log2 histogram; a key of a function without calls in the block is not read."""
+    step, slots = 20248, 32768
+    table = bytearray(slots * 8)
+    put = [(3, fine_bucket(70), 5, 7), (3, fine_bucket(1 << 20), 9, 4000),
+           (9, fine_bucket(131), 2, slots - 1), (11, fine_bucket(90), 6, 100)]
+    for i, f, n, slot in put:
+        struct.pack_into("<II", table, 8 * slot, (i + 1) * step + f, n)
+    hists = {3: [0] * HIST_BUCKETS}
+    hists[3][0] = 1  # a call that found no fine slot
+    fines: dict[int, dict[int, int]] = {}
+    blocks._read_fine_steps(memoryview(bytes(table)), {3, 9}, step, hists, fines)
+    assert fines == {3: {fine_bucket(70): 5, fine_bucket(1 << 20): 9},
+                     9: {fine_bucket(131): 2}}
+    want3 = [0] * HIST_BUCKETS
+    want3[0], want3[6], want3[20] = 1, 5, 9
+    want9 = [0] * HIST_BUCKETS
+    want9[7] = 2
+    assert hists == {3: want3, 9: want9}

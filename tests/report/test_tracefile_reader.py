@@ -20,6 +20,7 @@ from shimgen.runenv import trace_header_layout
 from shimgen.trace import binary as tracefile
 from shimgen.trace import blocks
 from shimgen.trace.binary import HEADER_SIZE, load
+from shimgen.trace.model import fine_octave
 from tests.faultkit import run
 
 V = "cuDriverGetVersion"
@@ -112,6 +113,8 @@ def test_truncated_file_is_refused(real_file, tmp_path, cut):
     ("version", 3, [f"{tracefile.HEADER_SIZE} bytes, version 3 has 4656"]),
     # version 6 kept a kernel's name in 256 bytes of its slot (version 7: in an arena): refused
     ("version", 6, ["format version 6", f"reads versions 3, 4, 5, 7, {tracefile.VERSION}"]),
+    # version 8's keys are steps of fine_hash: one below a fine bucket's bound is refused
+    ("fine_hash", 4095, ["fine histogram"]),
 ])
 def test_corrupt_header_is_refused(real_file, tmp_path, field, value, words):
     data = bytearray(real_file.read_bytes())
@@ -151,9 +154,10 @@ def test_foreign_file_is_refused(shims, tmp_path, what):
 
 
 def test_error_slots_and_histograms_are_summed_over_blocks(real_file, tmp_path):
-    """The time paths' error returns and histograms, cleared in every block of a real file
-    (whatever its calls put there) and then written into two blocks: the reader sums them
-    per function and code, and adds the slots' overflow."""
+    """The time paths' error returns and histograms (the log2 rows and the fine tables, whose
+    calls a version 8 row leaves out), cleared in every block of a real file (whatever its
+    calls put there) and then written into two blocks: the reader sums them per function and
+    code, and adds the slots' overflow."""
     data = bytearray(real_file.read_bytes())
     h = header(data)
     names = bytes(data[h["names_off"]:h["names_off"] + h["names_size"]]).split(b"\0")
@@ -163,6 +167,8 @@ def test_error_slots_and_histograms_are_summed_over_blocks(real_file, tmp_path):
         base = h["blocks_off"] + b * h["block_stride"]
         data[base + h["off_err"]:base + h["off_err"] + 16 * 256] = bytes(16 * 256)
         struct.pack_into("<Q", data, base + h["off_err_overflow"], 0)
+        data[base + h["off_fine"]:base + h["off_fine"] + 8 * h["fine_slots"]] = \
+            bytes(8 * h["fine_slots"])
         for fn in (idx, other):
             row = base + h["off_hist"] + fn * 64 * 8
             data[row:row + 64 * 8] = bytes(64 * 8)
@@ -441,3 +447,48 @@ def test_frame_fields_that_do_not_fit_are_refused(real_file, tmp_path, field, va
     with pytest.raises(ShimgenError) as e:
         inflight.read(p)
     assert str(e.value).startswith(f"{p}: ") and words in str(e.value), e.value
+
+
+def as_version_7(data: bytes) -> bytes:
+    """A version 8 file as version 7 had it: the same blocks with each fine key (i + 1) <<
+    fine_bits | bucket, placed from its function's hashed home (the next free slot on), and
+    its calls in the log2 histogram too."""
+    h = header(data)
+    out = bytearray(data)
+    put(out, "version", 7)
+    put(out, "fine_hash", 0x9E3779B1)
+    # version 7's header ends before the GPU times; its names table follows it there
+    end = tracefile.HEADER_SIZES[7]
+    out[end:end + h["names_size"]] = data[h["names_off"]:h["names_off"] + h["names_size"]]
+    put(out, "header_size", end)
+    put(out, "names_off", end)
+    slots, step, bits = h["fine_slots"], h["fine_hash"], h["fine_bits"]
+    shift = slots.bit_length() - 1
+    for b in range((len(data) - h["blocks_off"]) // h["block_stride"]):
+        off = h["blocks_off"] + b * h["block_stride"] + h["off_fine"]
+        keys = [struct.unpack_from("<II", data, off + 8 * k) for k in range(slots)]
+        out[off:off + 8 * slots] = bytes(8 * slots)
+        for key, n in keys:
+            if not key:
+                continue
+            fn, f = divmod(key, step)
+            s = ((((fn * 0x9E3779B1) & 0xFFFFFFFF) >> (32 - shift)) + f) % slots
+            while struct.unpack_from("<I", out, off + 8 * s)[0]:
+                s = (s + 1) % slots
+            struct.pack_into("<II", out, off + 8 * s, fn << bits | f, n)
+            row = off - h["off_fine"] + h["off_hist"] + (fn - 1) * 64 * 8
+            at = row + 8 * fine_octave(f)
+            struct.pack_into("<Q", out, at, struct.unpack_from("<Q", out, at)[0] + n)
+    return bytes(out)
+
+
+def test_a_version_7_file_still_reads_its_fine_buckets(real_file, tmp_path):
+    """Version 7's fine keys, (i + 1) << fine_bits | bucket from a hashed home, are read as
+    such: the same fine buckets as the version 8 file they were made from."""
+    old = tmp_path / "v7.shimtrace"
+    old.write_bytes(as_version_7(real_file.read_bytes()))
+    a, b = load(real_file), load(old)
+    fines = {k: v.fine for k, v in a.functions.items() if v.fine}
+    assert fines and fines == {k: v.fine for k, v in b.functions.items() if v.fine}
+    assert {k: v.hist for k, v in a.functions.items()} == \
+        {k: v.hist for k, v in b.functions.items()}

@@ -33,7 +33,6 @@
 
         .hidden shimgen_targets
         .hidden shimgen_result_fns
-        .hidden shimgen_fine_at
 
 .if TS_COUNT != 0 || TS_TOTAL != 8 || FRAME_RET != 0 || FRAME_START != 8 || FRAME_IDX != 16 || FRAME_RBX != 24
         .error "arch/aarch64/timing.S loads and stores these words in pairs"
@@ -114,7 +113,8 @@ shimgen_\name\()_enter:
  * shimgen_time_return, shimgen_timeline_return: the timed function returns here (right
  * after the blr above, or, on the slow path, through the x30 that shimgen_time_push gave),
  * with x19 = its frame. Read the frame, give it back, count the call, add the elapsed ticks
- * to this thread's total, maximum, log2 and fine histograms, record the event (timeline),
+ * to this thread's total and maximum, count it in the fine histogram (or, with no slot
+ * there, the log2 histogram), record the event (timeline),
  * count a non-zero w0 of a CUresult function as an error (out of line), return to the
  * caller.
  */
@@ -148,18 +148,10 @@ shimgen_\name\()_return:
         b.ls    1f
         str     x10, [x14, #TS_MAX]
 1:
-        /* hist[i][63 - clz(elapsed | 1)]++ */
-        orr     x13, x10, #1
-        clz     x13, x13
-        eor     x13, x13, #63                       /* the bucket */
-        add     x13, x13, x12, lsl #(TS_HIST_SHIFT - 3)
-        add_big x14, x16, TS_HIST
-        add     x14, x14, x13, lsl #3
-        inc_exclusive x13, x14, w17
-        /* The fine histogram (layout.h): bucket f, key (i + 1) << TS_FINE_BITS | f, counted
-         * in the slot that holds the key or claimed in the first free one from the
-         * function's home + f, at most TS_FINE_PROBES slots on: the key's base and the home
-         * are shimgen_fine_at[i] (totals.c). */
+        /* The fine histogram (layout.h): bucket f, key (i + 1) * TS_FINE_STEP + f, counted
+         * in the slot that holds the key or claimed in the first free one from the key's
+         * own slot (the key modulo TS_FINE_SLOTS), at most TS_FINE_PROBES slots on; none:
+         * the call is counted in its log2 bucket, hist[i][63 - clz(elapsed | 1)], instead. */
         mov     x13, x10                            /* f = v below 64 */
         cmp     x10, #(1 << TS_FINE_SUB_SHIFT)
         b.lo    6f
@@ -169,11 +161,10 @@ shimgen_\name\()_return:
         lsr     x13, x10, x15                       /* v >> (e - 6), from 64 to 127 */
         add     x13, x13, x15, lsl #TS_FINE_SUB_SHIFT   /* f */
 6:
-        adrp    x17, shimgen_fine_at                /* the key's base | the home << 32 */
-        add     x17, x17, :lo12:shimgen_fine_at
-        ldr     x15, [x17, x12, lsl #3]
-        add     x17, x13, x15, lsr #32              /* the key's first slot */
-        add     w13, w13, w15                       /* the key (f is below its base's bits) */
+        mov     w15, #TS_FINE_STEP
+        madd    w15, w12, w15, w15                  /* (i + 1) * TS_FINE_STEP */
+        add     w13, w13, w15                       /* the key */
+        mov     w17, w13                            /* its first slot (less its high bits) */
         add_big x15, x16, TS_FINE                   /* fine[0] */
         mov     w9, #TS_FINE_PROBES                 /* slots left to look at */
 7:
@@ -191,7 +182,14 @@ shimgen_\name\()_return:
         add     w17, w17, #1
         subs    w9, w9, #1
         b.ne    7b
-        b       10f                                 /* none: the log2 bucket has the call */
+        orr     x13, x10, #1                        /* none: hist[i][63 - clz(elapsed | 1)]++ */
+        clz     x13, x13
+        eor     x13, x13, #63                       /* the bucket */
+        add     x13, x13, x12, lsl #(TS_HIST_SHIFT - 3)
+        add_big x14, x16, TS_HIST
+        add     x14, x14, x13, lsl #3
+        inc_exclusive x13, x14, w17
+        b       10f
 9:
         add     x14, x14, #4
         inc_exclusive w8, x14, w9

@@ -3,8 +3,8 @@
  * assembly with its call-frame information: per function, a stub that puts its index in
  * r11; the common entry that keeps the caller's return address on the thread's shadow
  * stack and calls the target; the return path that counts and times the call, keeps its
- * latency histograms (log2 and fine) and error returns (and, for the timeline, records an
- * event); and the tables of these stubs. The C paths it takes on a thread's first call are
+ * latency histograms (fine, or log2 for a call the fine one has no slot for) and error
+ * returns (and, for the timeline, records an event); and the tables of these stubs. The C paths it takes on a thread's first call are
  * in stats.c.
  */
 
@@ -15,7 +15,6 @@
 
         .hidden shimgen_targets
         .hidden shimgen_result_fns
-        .hidden shimgen_fine_at
         .hidden shimgen_time_nursery_free
 
 /*
@@ -115,8 +114,9 @@ shimgen_\name\()_enter:
  * rbx = its frame (whatever calls of this thread ended in between, in whatever order) and
  * the stack pointer one slot above where the caller's return address was. Only rax and rdx (and xmm0/xmm1, which this code does not touch) carry return
  * values; every other caller-saved register is free now. Read the frame, give it back, count the call, add
- * the elapsed ticks to this thread's total, maximum, log2 histogram and fine histogram (the
- * bucket's slot found by a short probe from the function's home), count a non-zero
+ * the elapsed ticks to this thread's total and maximum, count it in the fine histogram (the
+ * bucket's slot found by a short probe from the key's own) or, with no slot there, in the
+ * log2 histogram (out of line), count a non-zero
  * eax of a CUresult function as an error (out of line), and return to the original
  * return address with push+ret: the caller's own call left the matching
  * return-stack-buffer entry, so this return is predicted too.
@@ -156,42 +156,36 @@ shimgen_\name\()_return:
         jbe     1f
         mov     %rax, TS_MAX(%r10,%rdi,TS_FSTATS_SCALE)
 1:
-        /* hist[i][e]++, e = bsr(elapsed | 1): the slot is i * TS_HIST_BUCKETS + e words
-         * from hist[0][0] (rdi * TS_HIST_IDX_SCALE = i * TS_HIST_BUCKETS). */
-        mov     %rax, %rdx
-        or      $1, %rdx
-        bsr     %rdx, %rcx                          /* e */
-        lea     (%rcx,%rdi,TS_HIST_IDX_SCALE), %rdx
-        incq    TS_HIST(%r10,%rdx,8)
         /* The fine histogram (layout.h): bucket f of the elapsed ticks v (v below 64: v;
-         * else v >> (e - 6), from 64 to 127, plus (e - 6) << 6), made in eax (v is not
-         * needed after it), its key (i + 1) << TS_FINE_BITS | f, counted in the slot that
-         * holds the key, or claimed (cmpxchg) in the first free one, from the function's
-         * home + f, at most TS_FINE_PROBES slots on. The key's base and the home are
-         * shimgen_fine_at[i] (tls.c: the key in its low half, the home in its high one). The
-         * key is built in esi (time: free now) or edi (timeline: rsi holds the start ticks,
-         * so rdi, and rax for the event, are kept below the stack pointer meanwhile: the
-         * caller's own call gave up that area, and a signal handler leaves its 128 bytes
-         * alone); the slot is in edx. */
+         * else v >> (e - 6), from 64 to 127, plus (e - 6) << 6, e = bsr(v)), made in eax
+         * (v is not needed after it), its key (i + 1) * TS_FINE_STEP + f, counted in the
+         * slot that holds the key, or claimed (cmpxchg) in the first free one, from the
+         * key's own slot (the key modulo TS_FINE_SLOTS), at most TS_FINE_PROBES slots on;
+         * none: the call is counted in its log2 bucket, hist[i][e], instead (out of line).
+         * The key is i * 8 (rdi) times TS_FINE_STEP / 8, plus a step and f, built in esi
+         * (time: free now) or edi (timeline: rsi holds the start ticks, so rdi, and rax for
+         * the event, are kept below the stack pointer meanwhile: the caller's own call gave
+         * up that area, and a signal handler leaves its 128 bytes alone); the slot is in
+         * edx. */
 .if \timeline
         mov     %rax, -8(%rsp)
         mov     %rdi, -16(%rsp)
 .endif
-        sub     $TS_FINE_SUB_SHIFT, %ecx            /* e - 6 */
+        cmp     $(1 << TS_FINE_SUB_SHIFT), %rax
         jb      6f                                  /* f = v below 64 */
+        bsr     %rax, %rcx                          /* e */
+        sub     $TS_FINE_SUB_SHIFT, %ecx            /* e - 6 */
         shr     %cl, %rax                           /* v >> (e - 6), from 64 to 127 */
         shl     $TS_FINE_SUB_SHIFT, %ecx
         add     %ecx, %eax                          /* f */
 6:
-        lea     shimgen_fine_at(%rip), %rcx
-        mov     4(%rcx,%rdi), %edx                  /* the home */
-        add     %eax, %edx                          /* the key's first slot */
+        imul    $(TS_FINE_STEP >> TS_IDX_SHIFT), %rdi, %rdx     /* i * TS_FINE_STEP */
 .if \timeline
-        mov     (%rcx,%rdi), %edi
-        add     %eax, %edi                          /* the key */
+        lea     TS_FINE_STEP(%rdx,%rax), %edi       /* the key */
+        mov     %edi, %edx
 .else
-        mov     (%rcx,%rdi), %esi
-        add     %eax, %esi
+        lea     TS_FINE_STEP(%rdx,%rax), %esi
+        mov     %esi, %edx
 .endif
         and     $(TS_FINE_SLOTS - 1), %edx
         mov     TS_FINE(%r10,%rdx,8), %eax
@@ -211,7 +205,7 @@ shimgen_\name\()_return:
         je      9f
 8:
         dec     %ecx
-        jz      10f                                 /* none: the log2 bucket has the call */
+        jz      .L\name\()_nofine                  /* none: the log2 bucket counts the call */
         inc     %edx
         and     $(TS_FINE_SLOTS - 1), %edx
         mov     TS_FINE(%r10,%rdx,8), %eax
@@ -332,6 +326,33 @@ shimgen_\name\()_return:
 5:
         incq    TS_ERR+8(%r10,%rdi,8)
         jmp     2b
+/* A call the fine table had no slot for: counted in its log2 bucket, hist[i][e], e the
+ * octave of its fine bucket f (the key less i's base): bsr(f | 1) below 64, else
+ * (f >> 6) + 5. Then back to the path above, at the event (timeline) and the error test. The
+ * frame's CFI is the one above, as on the error path. */
+.L\name\()_nofine:
+.if \timeline
+        mov     -16(%rsp), %rcx                     /* i * 8 */
+        mov     %edi, %eax                          /* the key */
+.else
+        mov     %rdi, %rcx
+        mov     %esi, %eax
+.endif
+        imul    $(TS_FINE_STEP >> TS_IDX_SHIFT), %rcx, %rdx
+        sub     %edx, %eax
+        sub     $TS_FINE_STEP, %eax                 /* f */
+        cmp     $(1 << TS_FINE_SUB_SHIFT), %eax
+        jb      11f
+        shr     $TS_FINE_SUB_SHIFT, %eax
+        add     $(TS_FINE_SUB_SHIFT - 1), %eax      /* e */
+        jmp     12f
+11:
+        or      $1, %eax
+        bsr     %eax, %eax                          /* e */
+12:
+        lea     (%rax,%rcx,TS_HIST_IDX_SCALE), %rdx /* i * TS_HIST_BUCKETS + e */
+        incq    TS_HIST(%r10,%rdx,8)
+        jmp     10b
         .cfi_endproc
         .size   shimgen_\name\()_enter, .-shimgen_\name\()_enter
 .endm
