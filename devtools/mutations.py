@@ -756,8 +756,19 @@ MUTATIONS = [
         "why": "the stubs count into the file's pages: a process killed by SIGKILL loses no count",
     },
     {
+        "name": "tracefile-gpu-fields-given-space-when-off",
+        "file": "runtime/kernels/table.c",
+        "old": "    if (!shimgen_gpu_every) {\n        *from = GPU_FIRST;\n",
+        "new": "    if (0) {\n        *from = GPU_FIRST;\n",
+        "tests": ["tests/runtime/test_trace_disk_full.py::"
+                  "test_a_child_forked_from_a_process_without_a_block_says_its_calls_missing"],
+        "why": "without GPU time its header fields are a hole of the file: a header takes less "
+               "disk than a block, so a child can make its file where its parent's block found "
+               "no room",
+    },
+    {
         "name": "tracefile-truncated-when-a-block-is-added",
-        "file": "runtime/tracefile/tracefile.c",
+        "file": "runtime/tracefile/space.c",
         "old": "    if (fallocate(fd, 0, off, len) == 0)\n",
         "new": "    if (ftruncate(fd, off + len) == 0)\n",
         "tests": ["tests/runtime/test_tracefile.py::"

@@ -27,6 +27,11 @@
 #define PROBES 32u /* slots looked at from a handle's home before it is counted lost */
 #define FIRST offsetof(struct tf_header, kern_slots)
 #define SPAN (sizeof(struct tf_header) - FIRST)
+#define GPU_FIRST offsetof(struct tf_header, kgpu_ns) /* GPU time's arrays, to the end */
+/* The bytes copied between a header and the process's own tables: without GPU time, never
+ * its arrays (header_unused: a hole of the file, which even a read of a tmpfs's mapping
+ * would have to give a page, a SIGBUS on a full disk). */
+#define COPIED (shimgen_gpu_every ? SPAN : GPU_FIRST - FIRST)
 _Static_assert(offsetof(struct tf_header, kgpu_track) + sizeof(((struct tf_header *)0)->kgpu_track) ==
                    sizeof(struct tf_header),
                "the kernels' fields (their GPU times last) end the header");
@@ -165,7 +170,7 @@ static void attach(struct tf_header *h, size_t stride)
     struct tf_header *from = tables();
     if (from == h)
         return;
-    memcpy((char *)h + FIRST, (char *)from + FIRST, SPAN);
+    memcpy((char *)h + FIRST, (char *)from + FIRST, COPIED);
     h->kern_slots = SLOTS;
     h->kern_name_max = NAME_MAX_;
     h->kern_name_bytes = NAME_BYTES;
@@ -178,11 +183,21 @@ static void detach(struct tf_header *h)
 {
     if (tables() != h)
         return;
-    memcpy((char *)&own + FIRST, (char *)h + FIRST, SPAN);
+    memcpy((char *)&own + FIRST, (char *)h + FIRST, COPIED);
     __atomic_store_n(&kh, &own, __ATOMIC_RELEASE);
 }
 
-static const struct shimgen_tf_part kernels_part = {.attach = attach, .detach = detach};
+/* GPU time's arrays, when it is off: never written, so given no disk space. */
+static void header_unused(size_t *from, size_t *to)
+{
+    if (!shimgen_gpu_every) {
+        *from = GPU_FIRST;
+        *to = sizeof(struct tf_header);
+    }
+}
+
+static const struct shimgen_tf_part kernels_part = {
+    .attach = attach, .detach = detach, .header_unused = header_unused};
 
 int shimgen_kernels_config(void)
 {
@@ -197,7 +212,7 @@ void shimgen_kernels_after_fork(void)
 {
     struct tf_header *h = tables();
     if (h != &own)
-        memcpy((char *)&own + FIRST, (char *)h + FIRST, SPAN);
+        memcpy((char *)&own + FIRST, (char *)h + FIRST, COPIED);
     __atomic_store_n(&kh, &own, __ATOMIC_RELEASE);
     own.kern_lost = own.kern_lost_launches = own.kstream_lost = 0;
     memset(own.kern_launches, 0, sizeof own.kern_launches);

@@ -256,7 +256,8 @@ static void attach(struct tf_header *h, size_t stride)
     shimgen_ledger_attach(h);
 }
 
-static const struct shimgen_tf_part ledger_part = {NULL, attach, shimgen_ledger_detach, NULL, NULL};
+static const struct shimgen_tf_part ledger_part = {NULL, attach, shimgen_ledger_detach, NULL, NULL,
+                                                    NULL};
 
 /* A size variable's bytes; 0 when unset, or not a size (said once). */
 static uint64_t size_of(const char *name)

@@ -167,7 +167,7 @@ static void ring_header(struct tf_header *h, size_t stride)
  * and its ring at once): the one part with bytes, so right after the block's struct tstats
  * rounded up to a page (ring_off). */
 static const struct shimgen_tf_part ring_part = {ring_bytes, ring_header, NULL, ring_first_bytes,
-                                                  ring_placed};
+                                                  ring_placed, NULL};
 
 void shimgen_calls_join(void)
 {

@@ -27,6 +27,10 @@ extern char tf_path[PATH_MAX];
 void detach_parts(struct tf_header *h); /* a header about to be unmapped */
 void say_once(const char *what, int e, const char *instead);
 int grow(int fd, off_t off, off_t len); /* disk space for [off, off + len) */
+/* The header's whole pages that a part never writes ([*from, *to), none when equal). */
+void header_hole(size_t page, size_t *from, size_t *to);
+extern const struct shimgen_tf_part *tf_parts[SHIMGEN_TF_PARTS]; /* joined, in order */
+extern unsigned tf_nparts;
 /* Disk space for what a new block at `off` holds from the start (its struct and each part's
  * first bytes; a part that grows as it fills has the rest later): 0, or -1 (errno). */
 int grow_block(int fd, off_t off);

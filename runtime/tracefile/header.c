@@ -115,31 +115,61 @@ static void boot_id(char *out, size_t cap)
 
 /* A new file's header, over its zeroed first pages: `names` bytes of names after it, the
  * blocks from `hlen` on, `stride` bytes apart. */
+/* The layout of the file and of its blocks, field by field on the new file's zeros: an
+ * assignment of the whole struct would write every page of it, the holes a part leaves
+ * unwritten too (header_unused). */
+static void header_layout(struct tf_header *h, size_t page, size_t names, size_t hlen,
+                          size_t stride)
+{
+    h->version = TF_VERSION;
+    h->header_size = sizeof *h;
+    h->byte_order = TF_BYTE_ORDER;
+    h->nfuncs = SHIMGEN_NFUNCS;
+    h->page_size = (uint32_t)page;
+    h->block_size = sizeof(struct tstats);
+    h->block_stride = stride;
+    h->names_off = sizeof *h;
+    h->names_size = names;
+    h->blocks_off = hlen;
+    h->off_fn = offsetof(struct tstats, fn);
+    h->fstats_size = TS_FSTATS_SIZE;
+    h->off_count = TS_COUNT;
+    h->off_untimed = TS_UNTIMED;
+    h->off_err_overflow = TS_ERR_OVERFLOW;
+    h->off_err = TS_ERR;
+    h->err_slots = TS_ERR_SLOTS;
+    h->errslot_size = TS_ERRSLOT_SIZE;
+    h->off_hist = TS_HIST;
+    h->hist_buckets = TS_HIST_BUCKETS;
+    h->off_tid = offsetof(struct tstats, tid);
+    h->off_state = offsetof(struct tstats, state);
+    h->off_fine = TS_FINE;
+    h->fine_slots = TS_FINE_SLOTS;
+    h->fine_bits = TS_FINE_BITS;
+    h->fine_sub_shift = TS_FINE_SUB_SHIFT;
+    h->fine_probes = TS_FINE_PROBES;
+    h->fine_hash = TS_FINE_STEP;
+    h->off_frames = TS_FRAMES;
+    h->frame_slots = TS_SHADOW_DEPTH;
+    h->frame_size = TS_FRAME_SIZE;
+    h->frame_off_start = FRAME_START;
+    h->frame_off_idx = FRAME_IDX;
+    h->frame_off_ret = FRAME_RET;
+}
+
 void shimgen_tracefile_header_init(struct tf_header *h, size_t page, size_t names, size_t hlen,
                                    size_t stride)
 {
-    *h = (struct tf_header){
-        .version = TF_VERSION, .header_size = sizeof *h, .byte_order = TF_BYTE_ORDER,
-        .nfuncs = SHIMGEN_NFUNCS, .page_size = (uint32_t)page,
-        .block_size = sizeof(struct tstats), .block_stride = stride,
-        .names_off = sizeof *h, .names_size = names, .blocks_off = hlen,
-        .off_fn = offsetof(struct tstats, fn), .fstats_size = TS_FSTATS_SIZE,
-        .off_count = TS_COUNT, .off_untimed = TS_UNTIMED, .off_err_overflow = TS_ERR_OVERFLOW,
-        .off_err = TS_ERR, .err_slots = TS_ERR_SLOTS, .errslot_size = TS_ERRSLOT_SIZE,
-        .off_hist = TS_HIST, .hist_buckets = TS_HIST_BUCKETS,
-        .off_tid = offsetof(struct tstats, tid), .off_state = offsetof(struct tstats, state),
-        .pid = getpid(), .ppid = getppid(), .state = TF_RUNNING,
-        .mode = shimgen_cfg.calls                 ? SHIMGEN_TRACEFILE_MODE_CALLS
-                : shimgen_cfg.timeline            ? SHIMGEN_TRACEFILE_MODE_TIMELINE
-                : shimgen_cfg.trace == TRACE_TIME ? SHIMGEN_TRACEFILE_MODE_TIME
-                                                  : SHIMGEN_TRACEFILE_MODE_COUNTS,
-        .start_ns = tf_clock(CLOCK_REALTIME),
-        .off_fine = TS_FINE, .fine_slots = TS_FINE_SLOTS, .fine_bits = TS_FINE_BITS,
-        .fine_sub_shift = TS_FINE_SUB_SHIFT, .fine_probes = TS_FINE_PROBES,
-        .fine_hash = TS_FINE_STEP, .proc_start = proc_start_time(),
-        .off_frames = TS_FRAMES, .frame_slots = TS_SHADOW_DEPTH, .frame_size = TS_FRAME_SIZE,
-        .frame_off_start = FRAME_START, .frame_off_idx = FRAME_IDX, .frame_off_ret = FRAME_RET,
-    };
+    header_layout(h, page, names, hlen, stride);
+    h->pid = getpid();
+    h->ppid = getppid();
+    h->state = TF_RUNNING;
+    h->mode = shimgen_cfg.calls                 ? SHIMGEN_TRACEFILE_MODE_CALLS
+              : shimgen_cfg.timeline            ? SHIMGEN_TRACEFILE_MODE_TIMELINE
+              : shimgen_cfg.trace == TRACE_TIME ? SHIMGEN_TRACEFILE_MODE_TIME
+                                                : SHIMGEN_TRACEFILE_MODE_COUNTS;
+    h->start_ns = tf_clock(CLOCK_REALTIME);
+    h->proc_start = proc_start_time();
     shimgen_copy_str(h->rank, sizeof h->rank, shimgen_cfg.rank);
     boot_id(h->boot_id, sizeof h->boot_id);
     start_calibration(h);

@@ -41,8 +41,8 @@ int tf_state; /* (file.h: the state fork.c shares) */
 __thread int tf_creating_here __attribute__((tls_model("initial-exec")));
 struct tf_header *tf_hdr; /* the header and the names, mapped shared */
 size_t tf_hdr_len, tf_stride;
-static const struct shimgen_tf_part *tf_parts[SHIMGEN_TF_PARTS];
-static unsigned tf_nparts;
+const struct shimgen_tf_part *tf_parts[SHIMGEN_TF_PARTS];
+unsigned tf_nparts;
 
 void shimgen_tracefile_join(const struct shimgen_tf_part *p)
 {
@@ -61,23 +61,6 @@ size_t shimgen_tracefile_block_bytes(void)
 
 /* Disk space for a new block at `off`: its struct tstats (rounded up to a page) and, of each
  * part's bytes, its first ones (all of them for a part that does not grow). */
-int grow_block(int fd, off_t off)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t at = (sizeof(struct tstats) + page - 1) & ~(page - 1);
-    if (grow(fd, off, (off_t)at) != 0)
-        return -1;
-    for (unsigned i = 0; i < tf_nparts; i++) {
-        const struct shimgen_tf_part *p = tf_parts[i];
-        size_t all = p->block_bytes ? p->block_bytes() : 0;
-        size_t first = p->first_bytes ? p->first_bytes() : all;
-        if (first && grow(fd, off + (off_t)at, (off_t)(first < all ? first : all)) != 0)
-            return -1;
-        at += all;
-    }
-    return 0;
-}
-
 void placed_block(void *block, uint64_t off)
 {
     for (unsigned i = 0; i < tf_nparts; i++)
@@ -129,26 +112,6 @@ void say_once(const char *what, int e, const char *instead)
         return;
     shimgen_say("shimgen: SHIMGEN_TRACE_DIR=%s: %s (%s); %s\n", shimgen_cfg.trace_dir, what,
                 strerror(e), instead);
-}
-
-/* Disk space for [off, off + len), the file grown to cover it, never shrunk: a page the
- * stubs write later cannot fail for want of space (a SIGBUS). Without fallocate, zeros are
- * written over that range, which belongs to the caller alone. */
-int grow(int fd, off_t off, off_t len)
-{
-    if (fallocate(fd, 0, off, len) == 0)
-        return 0;
-    if (errno != EOPNOTSUPP && errno != ENOSYS)
-        return -1;
-    static char zeros[65536];
-    for (off_t done = 0; done < len;) {
-        size_t n = len - done < (off_t)sizeof zeros ? (size_t)(len - done) : sizeof zeros;
-        ssize_t w = pwrite(fd, zeros, n, off + done);
-        if (w <= 0 && errno != EINTR)
-            return -1;
-        done += w > 0 ? w : 0;
-    }
-    return 0;
 }
 
 /* The directory, made 0700 when it is missing; a symbolic link or someone else's is
@@ -242,9 +205,15 @@ int make_file(void)
     for (unsigned i = 0; i < SHIMGEN_NFUNCS; i++)
         names += strlen(shimgen_names[i]) + 1;
     size_t hlen = (sizeof(struct tf_header) + names + page - 1) & ~(page - 1);
+    size_t hole_from, hole_to;
+    header_hole(page, &hole_from, &hole_to);
     struct stat st;
     void *m = MAP_FAILED;
-    if (grow(fd, 0, (off_t)hlen) == 0 && fstat(fd, &st) == 0)
+    int room = hole_to > hole_from
+                   ? grow(fd, 0, (off_t)hole_from) == 0 &&
+                         grow(fd, (off_t)hole_to, (off_t)(hlen - hole_to)) == 0
+                   : grow(fd, 0, (off_t)hlen) == 0;
+    if (room && fstat(fd, &st) == 0)
         m = mmap(NULL, hlen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
         /* (a full disk): the file is removed, so that no empty or partial file of ours is

@@ -25,7 +25,9 @@ struct tf_header;
  * for blocks `stride` bytes apart; `detach`: a header about to be unmapped (NULL: none);
  * `first_bytes`: of its bytes, those given disk space when a block is made, from the part's
  * start (NULL: all; the part grows the rest itself, as it fills); `placed`: a block of the
- * file made or moved (a forked child's) at file offset `off` (NULL: nothing to do).
+ * file made or moved (a forked child's) at file offset `off` (NULL: nothing to do);
+ * `header_unused`: bytes [*from, *to) of the header this process will never write (fields
+ * of a feature that is off), left without disk space: a hole, read as zeros (NULL: none).
  * Joined at the driver's load, before any block is made; at most SHIMGEN_TF_PARTS. */
 struct shimgen_tf_part {
     size_t (*block_bytes)(void);
@@ -33,6 +35,7 @@ struct shimgen_tf_part {
     void (*detach)(struct tf_header *h);
     size_t (*first_bytes)(void);
     void (*placed)(void *block, uint64_t off);
+    void (*header_unused)(size_t *from, size_t *to);
 };
 #define SHIMGEN_TF_PARTS 4
 void shimgen_tracefile_join(const struct shimgen_tf_part *p);

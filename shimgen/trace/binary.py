@@ -69,6 +69,7 @@ _HEADERS = {v: (struct.Struct("<" + "".join(code for *_, code in trace_header_la
 HEADER_SIZE = _HEADERS[VERSION][0].size
 MIN_HEADER_SIZE = min(st.size for st, _ in _HEADERS.values())
 HEADER_SIZES = {v: st.size for v, (st, _) in _HEADERS.items()}
+_HEADER_MAX = max(HEADER_SIZES.values())
 def _text(raw: bytes, what: str) -> str:
     if b"\0" not in raw:
         raise BadTrace(f"its {what} is not terminated")
@@ -226,7 +227,7 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
         raise BadTrace("no magic: the process died while it made the file")
     if m[:len(MAGIC)] != MAGIC:
         raise BadTrace("it is not a shimgen trace file (wrong magic)")
-    h, names = _checked_header(m, size)
+    h, names = checked_header(fd, size)
     nblocks = present_blocks(h, size)
     functions, untimed, overflow = sum_blocks(m, fd, h, nblocks)
     complete = h["state"] == COMPLETE
@@ -273,10 +274,16 @@ def _parse(name: str, m: mmap.mmap, fd: int, size: int) -> ProcessTrace:
     return trace
 
 
-def _checked_header(m: mmap.mmap, size: int) -> tuple[dict, list[bytes]]:
-    """The header of a file that has the magic, checked (read_header), and its names."""
-    h = read_header(m, size)
-    return h, _names(m, h)
+def checked_header(fd: int, size: int) -> tuple[dict, list[bytes]]:
+    """The header of a file that has the magic, checked (read_header), and its names: read
+    by pread, not through a mapping, since a header may have holes (a feature's fields
+    that were never written) and a read fault on a hole of a full tmpfs is a SIGBUS."""
+    buf = os.pread(fd, min(size, _HEADER_MAX), 0)
+    h = read_header(buf, size)
+    end = h["names_off"] + h["names_size"]
+    if len(buf) < end:
+        buf += os.pread(fd, end - len(buf), len(buf))
+    return h, _names(buf, h)
 
 
 def _whole_header(f, size: int) -> None:
@@ -303,7 +310,7 @@ def header(path: str | os.PathLike) -> dict:
                     raise BadTrace("no magic: the process died while it made the file")
                 if m[:len(MAGIC)] != MAGIC:
                     raise BadTrace("it is not a shimgen trace file (no magic)")
-                h, names = _checked_header(m, size)
+                h, names = checked_header(f.fileno(), size)
     except BadTrace as e:
         raise ShimgenError(f"{name}: {e}") from None
     except OSError as e:

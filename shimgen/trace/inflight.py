@@ -206,7 +206,7 @@ def _counted(m: mmap.mmap, base: int, h: dict, calls: list[int], ticks: list[int
         mv.release()
 
 
-def _count(m: mmap.mmap, h: dict, blocks: list[int], out: InFlight) -> None:
+def _count(m: mmap.mmap, h: dict, blocks: list[int], out: InFlight, names: list) -> None:
     """The calls counted so far, in all and per function (with the ns in them in the time
     modes), over the file's blocks."""
     nf = h["nfuncs"]
@@ -215,7 +215,6 @@ def _count(m: mmap.mmap, h: dict, blocks: list[int], out: InFlight) -> None:
         _counted(m, h["blocks_off"] + b * h["block_stride"], h, calls, ticks)
     out.counts = sum(calls)
     k = binary._calibration(h)[0] if h["mode"] != 1 else None
-    names = binary._names(m, h)
     out.functions = {names[i].decode("ascii", "replace"): (n, None if k is None else
                                                            ticks[i] * k)
                      for i, n in enumerate(calls) if n}
@@ -225,13 +224,13 @@ def _read_mapped(path: str, m: mmap.mmap, fd: int, size: int, counts: bool) -> I
     if m[:len(binary.MAGIC)] != binary.MAGIC:
         raise binary.BadTrace("no magic: the process died while it made the file, or it is no "
                           "shimgen trace file")
-    h = binary.read_header(m, size)
+    h, names_raw = binary.checked_header(fd, size)  # (by pread: a header may have holes)
     out = InFlight(path, h)
     out.uid = os.fstat(fd).st_uid
     nblocks = binary.present_blocks(h, size)
     blocks = list(blocks_with_data(fd, h["blocks_off"], h["block_stride"], nblocks))
     if counts:
-        _count(m, h, blocks, out)
+        _count(m, h, blocks, out, names_raw)
     out.launches = _launches(h, _clock(h))
     if h["mode"] == 1:
         out.why_unknown = NOT_IN_COUNTS
@@ -240,7 +239,7 @@ def _read_mapped(path: str, m: mmap.mmap, fd: int, size: int, counts: bool) -> I
         out.why_unknown = NOT_IN_VERSION_3
         return out
     _check_frames(h)
-    names = [n.decode("ascii", "replace") for n in binary._names(m, h)]
+    names = [n.decode("ascii", "replace") for n in names_raw]
     clock = _clock(h)
     for b in blocks:
         _block_calls(m, h["blocks_off"] + b * h["block_stride"], h, names, clock, out.calls)
