@@ -5268,6 +5268,30 @@ MUTATIONS = [
         "why": "a capture that could not be read is recorded as such, never as an empty string",
     },
     {
+        "name": "calls-unreadable-capture-wrong-bit",
+        "file": "runtime/stats/calls.c",
+        "old": "            unread |= 1ull << (k - first);\n",
+        "new": "            unread |= 2ull << (k - first);\n",
+        "tests": ["tests/runtime/test_calls_unread.py::test_an_unreadable_name_is_recorded_as_such"],
+        "why": "the unread word's bit k is the function's k-th capture",
+    },
+    {
+        "name": "calls-unreadable-capture-bit-by-table-index",
+        "file": "runtime/stats/calls.c",
+        "old": "            unread |= 1ull << (k - first);\n",
+        "new": "            unread |= 1ull << (k + first);\n",
+        "tests": ["tests/runtime/test_calls_unread.py::test_an_unreadable_name_is_recorded_as_such"],
+        "why": "the unread word's bit counts from the function's first capture, not the table's",
+    },
+    {
+        "name": "calls-unreadable-capture-bytes-not-zeros",
+        "file": "runtime/stats/calls.c",
+        "old": "        if (got < 0) {\n            memset(dst, 0, c->size);\n",
+        "new": "        if (got < 0) {\n            memset(dst, 1, c->size);\n",
+        "tests": ["tests/runtime/test_calls_unread.py::test_an_unreadable_captures_bytes_are_zeros"],
+        "why": "a capture that could not be read has its bytes zeros (docs/traceformat.md)",
+    },
+    {
         "name": "calls-unreadable-capture-shown-as-read",
         "file": "shimgen/calls/decode.py",
         "old": "    return (\"unreadable\", \"unreadable\") if mask >> bit & 1 else None\n",
@@ -5382,6 +5406,14 @@ MUTATIONS = [
         "tests": ["tests/run/test_memory.py::test_every_route_accounted_as_the_fake_counts"],
         "why": "an allocation's common path leaves the table's mapping (and a full table) to "
                "the general one",
+    },
+    {
+        "name": "ledger-find-takes-an-entry-of-the-same-kind",
+        "file": "runtime/memory/entries.c",
+        "old": "        if (slots[i].tag == tag && slots[i].key == key)\n",
+        "new": "        if (slots[i].tag == tag || slots[i].key == key)\n",
+        "tests": ["tests/run/test_memory_table.py::test_a_free_in_a_run_of_the_same_first_slot_takes_its_own_entry"],
+        "why": "a free takes the entry of its own key, not the first of its kind in the probe",
     },
     {
         "name": "ledger-one-device-asked-anyway",
