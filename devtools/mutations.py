@@ -5416,6 +5416,15 @@ MUTATIONS = [
         "why": "a free takes the entry of its own key, not the first of its kind in the probe",
     },
     {
+        "name": "ledger-delete-leaves-a-moved-entrys-copy",
+        "file": "runtime/memory/entries.c",
+        "old": "            slots[j].tag = 0;\n",
+        "new": "            slots[j].tag = 1;\n",
+        "tests": ["tests/run/test_memory_table.py::test_an_entry_moved_up_leaves_no_copy_behind"],
+        "why": "an entry moved up by a delete leaves its old slot empty, not a copy a later "
+               "allocation of its address would find",
+    },
+    {
         "name": "ledger-one-device-asked-anyway",
         "file": "runtime/memory/hooks_memory.c",
         "old": "    if (__builtin_expect(__atomic_load_n(&devices, __ATOMIC_RELAXED) == 1, 1))\n",
