@@ -3989,6 +3989,15 @@ MUTATIONS = [
         "why": "the limit counts what pools keep reserved beyond their allocations",
     },
     {
+        "name": "ledger-limit-refuses-nothing-at-the-limit",
+        "file": "runtime/memory/ledger.c",
+        "old": "    int fits = cur <= limit && size <= limit - cur;\n",
+        "new": "    int fits = cur < limit && size <= limit - cur;\n",
+        "tests": ["tests/run/test_memory.py::test_an_empty_allocation_at_the_limit_is_the_drivers_to_answer"],
+        "why": "an allocation passes the limit when what it adds stays within it, 0 bytes at "
+               "the limit too",
+    },
+    {
         "name": "ledger-captured-allocation-held-by-its-route",
         "file": "runtime/memory/hooks_memory.c",
         "old": "    int captured = rc == SHIMGEN_CUDA_SUCCESS && shimgen_in_capture(s);\n",
