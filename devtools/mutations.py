@@ -5589,6 +5589,22 @@ MUTATIONS = [
         "why": "an allocation the driver made keeps its bytes in the shared budget",
     },
     {
+        "name": "budget-repair-never-finds-pid-1-gone",
+        "file": "runtime/budget/budget.c",
+        "old": "        if ((int)i != mine && s->pid > 0 && books_slot_dead(",
+        "new": "        if ((int)i != mine && s->pid > 1 && books_slot_dead(",
+        "tests": ["tests/run/test_budget.py::test_a_process_of_pid_1_is_counted_while_it_lives_and_freed_once_gone"],
+        "why": "a slot of pid 1 (a container's first process) is freed once its process is gone",
+    },
+    {
+        "name": "budget-repair-leaves-out-pid-1",
+        "file": "runtime/budget/budget.c",
+        "old": "        for (unsigned d = 0; s->pid > 0 && d < BOOKS_DEVICES; d++)\n",
+        "new": "        for (unsigned d = 0; s->pid > 1 && d < BOOKS_DEVICES; d++)\n",
+        "tests": ["tests/run/test_budget.py::test_a_process_of_pid_1_is_counted_while_it_lives_and_freed_once_gone"],
+        "why": "the bytes of a live process of pid 1 count in the budget's used",
+    },
+    {
         "name": "budget-device-uuid-ignored",
         "file": "runtime/budget/budget.c",
         "old": "    if (REAL(cuDeviceGet, int *, int)(&dev, column) != SHIMGEN_CUDA_SUCCESS ||\n",
