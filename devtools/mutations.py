@@ -3998,6 +3998,14 @@ MUTATIONS = [
                "the limit too",
     },
     {
+        "name": "ledger-budget-refusal-counted-twice",
+        "file": "runtime/memory/ledger.c",
+        "old": "        if (last)\n            __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);\n",
+        "new": "        if (last)\n            __atomic_fetch_add(&num->refused, 2, __ATOMIC_RELAXED);\n",
+        "tests": ["tests/run/test_budget.py::test_a_limit_of_its_own_and_the_budget_together"],
+        "why": "an allocation the shared budget refuses counts once among the trace's refusals",
+    },
+    {
         "name": "ledger-captured-allocation-held-by-its-route",
         "file": "runtime/memory/hooks_memory.c",
         "old": "    int captured = rc == SHIMGEN_CUDA_SUCCESS && shimgen_in_capture(s);\n",

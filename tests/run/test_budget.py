@@ -22,6 +22,7 @@ import pytest
 
 from shimgen.report.budget import budget_json, budget_lines
 from shimgen.trace import budget as books_py
+from tests.run.test_memory import one_trace
 from tests.shimcache import fake_driver_shim
 
 MiB = 1 << 20
@@ -217,14 +218,17 @@ def test_two_runs_share_a_budget_and_devices_are_keyed_by_uuid(probes, fake, bud
 def test_a_limit_of_its_own_and_the_budget_together(probes, fake, budget_shim, tmp_path):
     """--limit memory and job-memory together: A (600000 of its own, 1 MiB together) holds
     500000; 200000 more are past its own limit, refused, and given back to the budget, so B
-    takes 500000; then 100000 more of A's are past the budget."""
+    takes 500000; then 100000 more of A's are past the budget. A's trace counts each refusal
+    once."""
     job = Job(probes, fake, budget_shim, tmp_path / "both", SHIMGEN_LIMIT_MEMORY="600000")
-    a = job.start("alloc:500000", "alloc:200000", "line", "alloc:100000")
+    a = job.start("alloc:500000", "alloc:200000", "line", "alloc:100000", SHIMGEN_TRACE="time",
+                  SHIMGEN_TRACE_DIR=str(tmp_path / "traces"))
     assert a.stdout.readline() == "alloc:500000 rc 0\n"
     assert a.stdout.readline() == "alloc:200000 rc 2\n"
     b = holding(job, 500000)
     out, _ = a.communicate("\n", timeout=60)
     assert out == "alloc:100000 rc 2\nbudgetjob rc 0\n", out
+    assert one_trace(tmp_path / "traces").memory.refused == 2
     b.kill()
     b.wait()
     assert job.fake()[0]["over"] == 0
