@@ -5744,4 +5744,20 @@ MUTATIONS = [
         "why": "an entry broken by a test that fails anyway must say how it failed: CI's log "
                "is all there is to tell a flaky test from a real one",
     },
+    {
+        "name": "opmutate-c-mutates-preprocessor-lines",
+        "file": "devtools/opmutate_c.py",
+        "old": "    return spans\n",
+        "new": "    return []\n",
+        "tests": ["tests/devtools/test_opmutate_c.py::test_each_rule_mutates_its_one_place_and_nothing_else"],
+        "why": "the C audit leaves #include and #define lines (and their continuations) alone",
+    },
+    {
+        "name": "opmutate-c-breaks-a-switch-into-a-continue",
+        "file": "devtools/opmutate_c.py",
+        "old": "            if tok == \"break\" and inner == \"loop\" or tok == \"continue\" and inner:\n",
+        "new": "            if tok == \"break\" and inner or tok == \"continue\" and inner:\n",
+        "tests": ["tests/devtools/test_opmutate_c.py::test_each_rule_mutates_its_one_place_and_nothing_else"],
+        "why": "a `break` directly in a switch is no loop's: as `continue` it would not compile",
+    },
 ]
