@@ -4069,6 +4069,23 @@ MUTATIONS = [
         "why": "the limit counts what pools keep reserved beyond their allocations",
     },
     {
+        "name": "ledger-limit-refuses-nothing-at-the-limit",
+        "file": "runtime/memory/ledger.c",
+        "old": "    int fits = cur <= limit && size <= limit - cur;\n",
+        "new": "    int fits = cur < limit && size <= limit - cur;\n",
+        "tests": ["tests/run/test_memory.py::test_an_empty_allocation_at_the_limit_is_the_drivers_to_answer"],
+        "why": "an allocation passes the limit when what it adds stays within it, 0 bytes at "
+               "the limit too",
+    },
+    {
+        "name": "ledger-budget-refusal-counted-twice",
+        "file": "runtime/memory/ledger.c",
+        "old": "        if (last)\n            __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);\n",
+        "new": "        if (last)\n            __atomic_fetch_add(&num->refused, 2, __ATOMIC_RELAXED);\n",
+        "tests": ["tests/run/test_budget.py::test_a_limit_of_its_own_and_the_budget_together"],
+        "why": "an allocation the shared budget refuses counts once among the trace's refusals",
+    },
+    {
         "name": "ledger-captured-allocation-held-by-its-route",
         "file": "runtime/memory/hooks_memory.c",
         "old": "    int captured = rc == SHIMGEN_CUDA_SUCCESS && shimgen_in_capture(s);\n",
@@ -5558,6 +5575,30 @@ MUTATIONS = [
         "why": "a capture that could not be read is recorded as such, never as an empty string",
     },
     {
+        "name": "calls-unreadable-capture-wrong-bit",
+        "file": "runtime/stats/calls.c",
+        "old": "            unread |= 1ull << (k - first);\n",
+        "new": "            unread |= 2ull << (k - first);\n",
+        "tests": ["tests/runtime/test_calls_unread.py::test_an_unreadable_name_is_recorded_as_such"],
+        "why": "the unread word's bit k is the function's k-th capture",
+    },
+    {
+        "name": "calls-unreadable-capture-bit-by-table-index",
+        "file": "runtime/stats/calls.c",
+        "old": "            unread |= 1ull << (k - first);\n",
+        "new": "            unread |= 1ull << (k + first);\n",
+        "tests": ["tests/runtime/test_calls_unread.py::test_an_unreadable_name_is_recorded_as_such"],
+        "why": "the unread word's bit counts from the function's first capture, not the table's",
+    },
+    {
+        "name": "calls-unreadable-capture-bytes-not-zeros",
+        "file": "runtime/stats/calls.c",
+        "old": "        if (got < 0) {\n            memset(dst, 0, c->size);\n",
+        "new": "        if (got < 0) {\n            memset(dst, 1, c->size);\n",
+        "tests": ["tests/runtime/test_calls_unread.py::test_an_unreadable_captures_bytes_are_zeros"],
+        "why": "a capture that could not be read has its bytes zeros (docs/traceformat.md)",
+    },
+    {
         "name": "calls-unreadable-capture-shown-as-read",
         "file": "shimgen/calls/decode.py",
         "old": "    return (\"unreadable\", \"unreadable\") if mask >> bit & 1 else None\n",
@@ -5672,6 +5713,23 @@ MUTATIONS = [
         "tests": ["tests/run/test_memory.py::test_every_route_accounted_as_the_fake_counts"],
         "why": "an allocation's common path leaves the table's mapping (and a full table) to "
                "the general one",
+    },
+    {
+        "name": "ledger-find-takes-an-entry-of-the-same-kind",
+        "file": "runtime/memory/entries.c",
+        "old": "        if (slots[i].tag == tag && slots[i].key == key)\n",
+        "new": "        if (slots[i].tag == tag || slots[i].key == key)\n",
+        "tests": ["tests/run/test_memory_table.py::test_a_free_in_a_run_of_the_same_first_slot_takes_its_own_entry"],
+        "why": "a free takes the entry of its own key, not the first of its kind in the probe",
+    },
+    {
+        "name": "ledger-delete-leaves-a-moved-entrys-copy",
+        "file": "runtime/memory/entries.c",
+        "old": "            slots[j].tag = 0;\n",
+        "new": "            slots[j].tag = 1;\n",
+        "tests": ["tests/run/test_memory_table.py::test_an_entry_moved_up_leaves_no_copy_behind"],
+        "why": "an entry moved up by a delete leaves its old slot empty, not a copy a later "
+               "allocation of its address would find",
     },
     {
         "name": "ledger-one-device-asked-anyway",
@@ -5829,6 +5887,22 @@ MUTATIONS = [
         "why": "an allocation the driver made keeps its bytes in the shared budget",
     },
     {
+        "name": "budget-repair-never-finds-pid-1-gone",
+        "file": "runtime/budget/budget.c",
+        "old": "        if ((int)i != mine && s->pid > 0 && books_slot_dead(",
+        "new": "        if ((int)i != mine && s->pid > 1 && books_slot_dead(",
+        "tests": ["tests/run/test_budget.py::test_a_process_of_pid_1_is_counted_while_it_lives_and_freed_once_gone"],
+        "why": "a slot of pid 1 (a container's first process) is freed once its process is gone",
+    },
+    {
+        "name": "budget-repair-leaves-out-pid-1",
+        "file": "runtime/budget/budget.c",
+        "old": "        for (unsigned d = 0; s->pid > 0 && d < BOOKS_DEVICES; d++)\n",
+        "new": "        for (unsigned d = 0; s->pid > 1 && d < BOOKS_DEVICES; d++)\n",
+        "tests": ["tests/run/test_budget.py::test_a_process_of_pid_1_is_counted_while_it_lives_and_freed_once_gone"],
+        "why": "the bytes of a live process of pid 1 count in the budget's used",
+    },
+    {
         "name": "budget-device-uuid-ignored",
         "file": "runtime/budget/budget.c",
         "old": "    if (REAL(cuDeviceGet, int *, int)(&dev, column) != SHIMGEN_CUDA_SUCCESS ||\n",
@@ -5959,5 +6033,21 @@ MUTATIONS = [
         "tests": ["tests/devtools/test_mutants.py::test_tests_that_fail_unmutated_and_code_that_does_not_build_are_broken"],
         "why": "an entry broken by a test that fails anyway must say how it failed: CI's log "
                "is all there is to tell a flaky test from a real one",
+    },
+    {
+        "name": "opmutate-c-mutates-preprocessor-lines",
+        "file": "devtools/opmutate_c.py",
+        "old": "    return spans\n",
+        "new": "    return []\n",
+        "tests": ["tests/devtools/test_opmutate_c.py::test_each_rule_mutates_its_one_place_and_nothing_else"],
+        "why": "the C audit leaves #include and #define lines (and their continuations) alone",
+    },
+    {
+        "name": "opmutate-c-breaks-a-switch-into-a-continue",
+        "file": "devtools/opmutate_c.py",
+        "old": "            if tok == \"break\" and inner == \"loop\" or tok == \"continue\" and inner:\n",
+        "new": "            if tok == \"break\" and inner or tok == \"continue\" and inner:\n",
+        "tests": ["tests/devtools/test_opmutate_c.py::test_each_rule_mutates_its_one_place_and_nothing_else"],
+        "why": "a `break` directly in a switch is no loop's: as `continue` it would not compile",
     },
 ]

@@ -1,4 +1,4 @@
-"""The mutation audit of one Python file: every operator mutation of it that a rule makes,
+"""The mutation audit of one Python or C file: every operator mutation of it that a rule makes,
 each run against the tests named; what no test fails on is a survivor, to be given a test
 or said to be equivalent (docs/testing.md, "The mutation audit").
 
@@ -15,7 +15,11 @@ parses. The repository's files are copied once to a scratch directory (as devtoo
 copies them; one copy per job with `-j`); each mutant is written there, its tests run with
 `pytest -x -m ""`, and the file restored. A mutant is killed when the tests fail (or run
 past the timeout), survived when they pass. Prints a line per survivor and the score; exit
-status 0. `--list` prints the mutants without running anything.
+status 0. `--list` prints the mutants without running anything, and their count.
+
+A C file (`.c`, `.h`) takes the rules of devtools/opmutate_c.py instead; the scratch copy's
+runtime file changes, so each test that builds a shim builds it again per mutant (its key
+holds every source file's size and time): narrow `--lines` and quick tests keep a run short.
 """
 
 from __future__ import annotations
@@ -224,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     a.tests = tests
     rel = os.path.relpath(Path(a.file).resolve(), ROOT)
     text = (ROOT / rel).read_text()
-    found = mutants(text)
+    if rel.endswith((".c", ".h")):
+        from devtools.opmutate_c import mutants as c_mutants
+        found = c_mutants(text)
+    else:
+        found = mutants(text)
     if a.lines:
         lo, hi = map(int, a.lines.split("-"))
         found = [m for m in found if lo <= m.line <= hi]

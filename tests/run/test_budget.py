@@ -10,6 +10,7 @@ the compiler's; the report names each refusal's process."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import signal
@@ -21,10 +22,12 @@ import pytest
 
 from shimgen.report.budget import budget_json, budget_lines
 from shimgen.trace import budget as books_py
+from tests.run.test_memory import one_trace
 from tests.shimcache import fake_driver_shim
 
 MiB = 1 << 20
 UUID = "fake-budget-dev0"
+LIVE_AT = 1 << 40  # runtime/budget/view.h's BOOKS_LIVE_AT: the slots' liveness locks
 FAKE_BOOKS = 4 * 8 + 512 * 24  # tests/c/fake_budget_libcuda.c's struct fake_books
 
 
@@ -215,17 +218,43 @@ def test_two_runs_share_a_budget_and_devices_are_keyed_by_uuid(probes, fake, bud
 def test_a_limit_of_its_own_and_the_budget_together(probes, fake, budget_shim, tmp_path):
     """--limit memory and job-memory together: A (600000 of its own, 1 MiB together) holds
     500000; 200000 more are past its own limit, refused, and given back to the budget, so B
-    takes 500000; then 100000 more of A's are past the budget."""
+    takes 500000; then 100000 more of A's are past the budget. A's trace counts each refusal
+    once."""
     job = Job(probes, fake, budget_shim, tmp_path / "both", SHIMGEN_LIMIT_MEMORY="600000")
-    a = job.start("alloc:500000", "alloc:200000", "line", "alloc:100000")
+    a = job.start("alloc:500000", "alloc:200000", "line", "alloc:100000", SHIMGEN_TRACE="time",
+                  SHIMGEN_TRACE_DIR=str(tmp_path / "traces"))
     assert a.stdout.readline() == "alloc:500000 rc 0\n"
     assert a.stdout.readline() == "alloc:200000 rc 2\n"
     b = holding(job, 500000)
     out, _ = a.communicate("\n", timeout=60)
     assert out == "alloc:100000 rc 2\nbudgetjob rc 0\n", out
+    assert one_trace(tmp_path / "traces").memory.refused == 2
     b.kill()
     b.wait()
     assert job.fake()[0]["over"] == 0
+
+
+def test_a_process_of_pid_1_is_counted_while_it_lives_and_freed_once_gone(
+        probes, fake, budget_shim, tmp_path):
+    """A slot of pid 1 (a container's first process, of another pid namespace) holding
+    600000 bytes, its liveness lock held: counted (600000 more refused, 400000 not); its lock
+    let go, it is found gone and the whole budget is free again."""
+    job = Job(probes, fake, budget_shim, tmp_path / "pid1")
+    assert job.run("alloc:1") == "alloc:1 rc 0\nbudgetjob rc 0\n"  # the books, device 0
+    i = 200
+    at = books_py.HEADER.size + books_py.DEVICES * books_py.DEVICE.size + i * books_py.SLOT.size
+    fd = os.open(job.books, os.O_RDWR)
+    try:
+        os.pwrite(fd, books_py.SLOT.pack(1, 0, 0xF00D, 1, 600000, *[0] * 15,
+                                         600000, *[0] * 15), at)
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, LIVE_AT + i, os.SEEK_SET)
+        out, _ = job.start("alloc:600000", "alloc:400000").communicate(timeout=60)
+        assert out == "alloc:600000 rc 2\nalloc:400000 rc 0\nbudgetjob rc 0\n", out
+    finally:
+        os.close(fd)
+    out, _ = job.start(f"alloc:{MiB}").communicate(timeout=60)
+    assert out == f"alloc:{MiB} rc 0\nbudgetjob rc 0\n", out
+    assert all(s.pid != 1 for s in job.shim_books().slots)
 
 
 def test_a_forked_child_has_a_slot_of_its_own(probes, fake, budget_shim, tmp_path):

@@ -469,3 +469,16 @@ def test_every_context_change_and_reservation_point_is_watched(drivers):
         points = {n for n in names if RESERVATION_POINTS.match(n)}
         assert points and points - set(watched) == set()
     assert set(watched) - seen <= {"cuCtxCreate_v4", "cuCtxSynchronize_v2"}  # (newer drivers)
+
+
+def test_an_empty_allocation_at_the_limit_is_the_drivers_to_answer(probes, fake, fake_shim,
+                                                                  tmp_path):
+    """Holding exactly the limit, a further allocation of 0 bytes passes no limit: the driver
+    answers it (the fake as without a limit), never the shim's refusal."""
+    ops = ["ctx:0", f"alloc:{MiB}", "alloc:0"]
+    free, _ = run_ops(probes, fake, fake_shim, tmp_path / "free", ops)
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path / "limit", ops,
+                          SHIMGEN_LIMIT_MEMORY="1MiB")
+    rcs = [ln.split(" rc ")[1] for ln in out.splitlines() if " rc " in ln]
+    assert rcs == [ln.split(" rc ")[1] for ln in free.splitlines() if " rc " in ln], out
+    assert one_trace(traces).memory.refused == 0

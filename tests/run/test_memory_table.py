@@ -77,3 +77,34 @@ def test_every_free_finds_its_entry_after_the_frees_before_it(probes, fake, fake
         want, got = fake_totals(out), ledger_of(one_trace(traces))
         assert want["columns"]["0"][1:] == [0, 0], (name, out)
         assert got["columns"]["0"][1:] == [0, 0], (name, got)
+
+
+def test_a_free_in_a_run_of_the_same_first_slot_takes_its_own_entry(probes, fake, fake_shim,
+                                                                    tmp_path):
+    """Three entries of one first slot, the middle one freed: the ledger gives back its bytes,
+    not those of the entry before it in the probe (the same kind, another key), so what the
+    ledger holds at exit is what the fake holds."""
+    keys = keys_at([1000, 1000, 1000])
+    ops = ["ctx:0", "alloc:1000", "alloc:1001", "alloc:1002", "free:1"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops,
+                          FAKE_LEDGER_ADDRESSES=",".join(f"{k:x}" for k in keys))
+    assert all(f"parent {op} rc 0" in out for op in ops), out
+    want, got = fake_totals(out), ledger_of(one_trace(traces))
+    assert want["columns"]["0"][1:] == [2002, 2]
+    assert got["columns"]["0"][1:] == want["columns"]["0"][1:]
+
+
+def test_an_entry_moved_up_leaves_no_copy_behind(probes, fake, fake_shim, tmp_path):
+    """Three entries of one first slot, the first freed (the two after it move up), then the
+    last, then an allocation the fake gives the last one's address again: no copy of a moved
+    entry is left in the table, where the new allocation would find it and give back the
+    bytes of the one freed before."""
+    keys = keys_at([1000, 1000, 1000])
+    ops = ["ctx:0", "alloc:1000", "alloc:1001", "alloc:1002", "free:0", "free:2",
+           "alloc:1003"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops,
+                          FAKE_LEDGER_ADDRESSES=",".join(f"{k:x}" for k in keys))
+    assert all(f"parent {op} rc 0" in out for op in ops), out
+    want, got = fake_totals(out), ledger_of(one_trace(traces))
+    assert want["columns"]["0"][1:] == [2004, 2]
+    assert got["columns"]["0"][1:] == want["columns"]["0"][1:]

@@ -12,6 +12,8 @@ import json
 import signal
 
 from shimgen.calls import load_run
+from shimgen.calls.decode import UNREAD
+from shimgen.calls.records import CAPTURE
 from shimgen.report import calls as report_calls
 from shimgen.trace import binary
 from tests.faultkit import run, shim_for
@@ -35,6 +37,16 @@ def test_an_unreadable_name_is_recorded_as_such(shims, probes, tmp_path):
     text = report_calls.render([d], report_calls.Filters(), "text")
     assert "fname=<unreadable 0x10>) = CUDA_ERROR_NOT_INITIALIZED" in text
     assert 'fname="kept.cubin"' in text
+
+
+def test_an_unreadable_captures_bytes_are_zeros(shims, probes, tmp_path):
+    """docs/traceformat.md: a capture that could not be read has its bytes zeros (the
+    first call's whole capture area: cuModuleLoad failed, so its output was not read)."""
+    _, d, got = traced(shims, probes, tmp_path, "unreadable")
+    assert got["calls"][0]["args"]["fname"] == {"unreadable": 0x10}
+    [p] = load_run(d)
+    r = p.calls[0]
+    assert r[CAPTURE] == bytes(len(r[CAPTURE])) and r[UNREAD]
 
 
 def test_where_the_kernel_refuses_process_vm_readv_a_mapped_page_is_still_read(
