@@ -758,7 +758,7 @@ MUTATIONS = [
     {
         "name": "tracefile-gpu-fields-given-space-when-off",
         "file": "runtime/kernels/table.c",
-        "old": "    if (!shimgen_gpu_every) {\n        *from = GPU_FIRST;\n",
+        "old": "    if (!gpu_arrays) {\n        *from = GPU_FIRST;\n",
         "new": "    if (0) {\n        *from = GPU_FIRST;\n",
         "tests": ["tests/runtime/test_trace_disk_full.py::"
                   "test_a_child_forked_from_a_process_without_a_block_says_its_calls_missing"],
@@ -4625,8 +4625,8 @@ MUTATIONS = [
     {
         "name": "gputime-destroyed-context-pairs-kept",
         "file": "runtime/memory/routes.h",
-        "old": '    WATCH(name, ctx_changed(); if (shimgen_gpu_every) shimgen_gpu_ctx_gone((void *)a),      \\\n',
-        "new": '    WATCH(name, ctx_changed(),                                                              \\\n',
+        "old": "    WATCH(name, ctx_changed(); LISTENER(shimgen_on_ctx_destroy, (void *)a), ctx_changed())\n",
+        "new": "    WATCH(name, ctx_changed(), ctx_changed())\n",
         "tests": ['tests/runtime/test_gputime.py::test_a_context_destroyed_first_drops_its_pairs'],
         "why": "a context's pending timing events are dropped before it is destroyed, never asked after",
     },
@@ -4649,8 +4649,8 @@ MUTATIONS = [
     {
         "name": "gputime-sync-does-not-resolve",
         "file": "runtime/memory/routes.h",
-        "old": '          if (ok && shimgen_gpu_every) shimgen_gpu_resolve())\n',
-        "new": '          (void)0)\n',
+        "old": "          if (ok) LISTENER(shimgen_on_sync))\n",
+        "new": "          (void)0)\n",
         "tests": ['tests/runtime/test_gputime.py::test_a_sigkilled_process_keeps_what_was_resolved'],
         "why": 'a synchronisation the program made resolves the done launches into the file, which a killed process keeps',
     },

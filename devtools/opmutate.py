@@ -31,10 +31,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from devtools.mutants import ROOT, copy_repo
+from devtools.opmutant import Mutant
 
 COMPARE = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="),
            ast.GtE: (">=", ">"), ast.Eq: ("==", "!="), ast.NotEq: ("!=", "=="),
@@ -45,18 +45,6 @@ BINARY = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "/"), ast.Di
           ast.RShift: (">>", "<<"), ast.BitAnd: ("&", "|"), ast.BitOr: ("|", "&"),
           ast.BitXor: ("^", "&"), ast.Pow: ("**", "*")}
 BOOL = {ast.And: ("and", "or"), ast.Or: ("or", "and")}
-
-
-@dataclass(frozen=True)
-class Mutant:
-    line: int
-    start: int  # offsets in the file's text
-    end: int
-    new: str
-    what: str
-
-    def apply(self, text: str) -> str:
-        return text[:self.start] + self.new + text[self.end:]
 
 
 def _offsets(text: str) -> list[int]:

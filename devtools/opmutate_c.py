@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from devtools.opmutate import Mutant
+from devtools.opmutant import Mutant
 
 _TOKEN = re.compile(r"""
     (?P<comment>/\*.*?\*/|//[^\n]*)

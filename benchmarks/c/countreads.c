@@ -12,8 +12,9 @@
 
 static unsigned long reads, mincores;
 
-ssize_t process_vm_readv(pid_t pid, const struct iovec *local, unsigned long nlocal,
-                         const struct iovec *remote, unsigned long nremote, unsigned long flags)
+static ssize_t counted_readv(pid_t pid, const struct iovec *local, unsigned long nlocal,
+                             const struct iovec *remote, unsigned long nremote,
+                             unsigned long flags)
 {
     static ssize_t (*real)(pid_t, const struct iovec *, unsigned long, const struct iovec *,
                            unsigned long, unsigned long);
@@ -24,7 +25,7 @@ ssize_t process_vm_readv(pid_t pid, const struct iovec *local, unsigned long nlo
     return real(pid, local, nlocal, remote, nremote, flags);
 }
 
-int mincore(void *addr, size_t length, unsigned char *vec)
+static int counted_mincore(void *addr, size_t length, unsigned char *vec)
 {
     static int (*real)(void *, size_t, unsigned char *);
     if (!real)
@@ -32,6 +33,12 @@ int mincore(void *addr, size_t length, unsigned char *vec)
     __atomic_add_fetch(&mincores, 1, __ATOMIC_RELAXED);
     return real(addr, length, vec);
 }
+
+/* The exported names are aliases of the counters: the library stands in for libc's two
+ * functions, and defines nothing else that code of this project could be taken to call. */
+ssize_t process_vm_readv(pid_t, const struct iovec *, unsigned long, const struct iovec *,
+                         unsigned long, unsigned long) __attribute__((alias("counted_readv")));
+int mincore(void *, size_t, unsigned char *) __attribute__((alias("counted_mincore")));
 
 __attribute__((destructor)) static void report(void)
 {

@@ -317,6 +317,9 @@ void shimgen_gpu_config(void)
         return;
     }
     shimgen_gpu_every = (unsigned)n;
+    shimgen_kern_gpu_arrays();
+    __atomic_store_n(&shimgen_on_sync, shimgen_gpu_resolve, __ATOMIC_RELEASE);
+    __atomic_store_n(&shimgen_on_ctx_destroy, shimgen_gpu_ctx_gone, __ATOMIC_RELEASE);
     __atomic_store_n(&shimgen_kern_header()->kgpu_every, (uint32_t)n, __ATOMIC_RELAXED);
 }
 

@@ -18,6 +18,8 @@
  * (a trace into a directory, any mode). */
 int shimgen_kernels_config(void);
 /* A forked child: the names kept, its counts its own from zero (load/fork.c). */
+/* GPU time is on: the header's GPU arrays are written, so given disk space and copied. */
+void shimgen_kern_gpu_arrays(void);
 void shimgen_kernels_after_fork(void);
 
 /* A handle's slot, claimed when new; -1 when the table is full (counted lost). */

@@ -31,7 +31,8 @@
 /* The bytes copied between a header and the process's own tables: without GPU time, never
  * its arrays (header_unused: a hole of the file, which even a read of a tmpfs's mapping
  * would have to give a page, a SIGBUS on a full disk). */
-#define COPIED (shimgen_gpu_every ? SPAN : GPU_FIRST - FIRST)
+#define COPIED (gpu_arrays ? SPAN : GPU_FIRST - FIRST)
+static int gpu_arrays; /* GPU time is on: its arrays are written (shimgen_kern_gpu_arrays) */
 _Static_assert(offsetof(struct tf_header, kgpu_track) + sizeof(((struct tf_header *)0)->kgpu_track) ==
                    sizeof(struct tf_header),
                "the kernels' fields (their GPU times last) end the header");
@@ -190,7 +191,7 @@ static void detach(struct tf_header *h)
 /* GPU time's arrays, when it is off: never written, so given no disk space. */
 static void header_unused(size_t *from, size_t *to)
 {
-    if (!shimgen_gpu_every) {
+    if (!gpu_arrays) {
         *from = GPU_FIRST;
         *to = sizeof(struct tf_header);
     }
@@ -204,7 +205,6 @@ int shimgen_kernels_config(void)
     if (shimgen_cfg.trace == TRACE_OFF || !shimgen_cfg.trace_dir[0])
         return 0;
     shimgen_tracefile_join(&kernels_part);
-    shimgen_gpu_config();
     return 1;
 }
 
@@ -230,5 +230,9 @@ void shimgen_kernels_after_fork(void)
     memset(own.kgpu_hist, 0, sizeof own.kgpu_hist);
     own.kgpu_track_used = 0;
     memset(own.kgpu_track, 0, sizeof own.kgpu_track);
-    shimgen_gpu_after_fork();
+}
+
+void shimgen_kern_gpu_arrays(void)
+{
+    gpu_arrays = 1;
 }

@@ -229,9 +229,11 @@ static void load_driver(void)
         shimgen_cfg.features |= SHIMGEN_FEATURE_MEMORY;
     if (shimgen_ledger_limit)
         shimgen_cfg.features |= SHIMGEN_FEATURE_LIMIT;
-    if (shimgen_kernels_config()) /* kernels and streams: with a trace file (kernels/) */
+    if (shimgen_kernels_config()) { /* kernels and streams: with a trace file (kernels/) */
+        shimgen_gpu_config();         /* then GPU time, which asks for the kernels' tables */
         shimgen_cfg.features |= SHIMGEN_FEATURE_KERNELS |
                                 (shimgen_gpu_every ? SHIMGEN_FEATURE_GPUTIME : 0);
+    }
     char first_err[512];
     void *h = open_driver(shimgen_cfg.driver_path, first_err, sizeof first_err);
     if (!h) {

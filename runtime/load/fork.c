@@ -31,6 +31,7 @@ static void fork_child(void)
     shimgen_reserve_after_fork();
     shimgen_inject_after_fork();
     shimgen_kernels_after_fork();
+    shimgen_gpu_after_fork(); /* (after the kernels' tables: it clears its own of them) */
     shimgen_trace_after_fork();
 }
 

@@ -24,7 +24,6 @@
 #include "base/base.h"
 #include "budget/budget.h"
 #include "gates/gates.h"
-#include "kernels/kernels.h"
 
 #define OOM SHIMGEN_CUDA_ERROR_OUT_OF_MEMORY
 /* (a driver with only some routes, a test's fake, uses only some of the helpers) */
@@ -267,6 +266,9 @@ static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t
         shimgen_pool_refresh(pool ? pool : shimgen_device_pool(col));
     return rc;
 }
+
+void (*shimgen_on_sync)(void);
+void (*shimgen_on_ctx_destroy)(void *ctx);
 
 #include "routes.h"
 

@@ -83,6 +83,11 @@ void shimgen_pool_seen(uint64_t pool, int column, int is_current);
 void shimgen_pool_gone(uint64_t pool);
 uint64_t shimgen_device_pool(int column);
 int shimgen_in_capture(void *stream);
+/* Listeners another folder sets at the driver's load (kernels/: GPU time): called after a
+ * synchronisation the program made succeeded, and before a context is destroyed. NULL:
+ * none. */
+extern void (*shimgen_on_sync)(void);
+extern void (*shimgen_on_ctx_destroy)(void *ctx);
 void shimgen_capture(int delta);
 void shimgen_graph_alloc(int column);
 void shimgen_pool_refresh(uint64_t pool);

@@ -213,11 +213,17 @@ static inline void settle_first(int col, uint64_t meta, uint64_t size, uint64_t 
         return rc;                                                                          \
     }
 #define OUT64(x) (*(const uint64_t *)(uintptr_t)(x))
+/* A listener another folder set (memory.h), called when set. */
+#define LISTENER(fn, ...)                                                                  \
+    do {                                                                                   \
+        __typeof__(fn) l_ = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);                        \
+        if (l_)                                                                            \
+            l_(__VA_ARGS__);                                                               \
+    } while (0)
 #define MEM_WATCH_context(name) WATCH(name, ctx_changed(), ctx_changed())
-/* (GPU time, runtime/kernels/gputime.c: the context's pending timing events dropped) */
+/* (a listener's, memory.h: GPU time's pending timing events of the context dropped) */
 #define MEM_WATCH_ctxdestroy(name)                                                         \
-    WATCH(name, ctx_changed(); if (shimgen_gpu_every) shimgen_gpu_ctx_gone((void *)a),      \
-          ctx_changed())
+    WATCH(name, ctx_changed(); LISTENER(shimgen_on_ctx_destroy, (void *)a), ctx_changed())
 /* (CUmemPoolProps' location lies where a CUmemAllocationProp's does) */
 #define MEM_WATCH_poolcreate(name)                                                         \
     WATCH(name, (void)0, if (ok && a) shimgen_pool_seen(OUT64(a), location_column((void *)b), 0))
@@ -244,6 +250,6 @@ static inline void settle_first(int col, uint64_t meta, uint64_t size, uint64_t 
 #define MEM_WATCH_captureend(name) WATCH(name, (void)0, shimgen_capture(-1))
 #define MEM_WATCH_sync(name)                                                               \
     WATCH(name, (void)0, if (ok && ANY_RESERVED) shimgen_reserve_refresh();                \
-          if (ok && shimgen_gpu_every) shimgen_gpu_resolve())
+          if (ok) LISTENER(shimgen_on_sync))
 
 #endif

@@ -47,7 +47,7 @@ static int not_the_real_one(void *h)
 {
     Dl_info mine, theirs;
     void *f = dlsym(h, SHIMGEN_NVML_PROBE_EXPORT);
-    if (!f || !dladdr((void *)shimgen_nvml_resolve, &mine) || !dladdr(f, &theirs))
+    if (!f || !dladdr((void *)shimgen_nvml_real, &mine) || !dladdr(f, &theirs))
         return 1;
     return mine.dli_fbase == theirs.dli_fbase;
 }
@@ -81,15 +81,15 @@ static void load(void)
     found = 1;
 }
 
+/* 1 when a real library was found (shimgen_nvml_missing's answer depends on it). */
+int shimgen_nvml_found(void)
+{
+    return found;
+}
+
 unsigned int shimgen_nvml_missing(void)
 {
     return found ? SHIMGEN_NVML_ERROR_FUNCTION_NOT_FOUND : SHIMGEN_NVML_ERROR_LIBRARY_NOT_FOUND;
-}
-
-static const char *missing_string(void)
-{
-    return found ? "shimgen: this libnvidia-ml has no nvmlErrorString"
-                 : "shimgen: no libnvidia-ml found";
 }
 
 static void wait_while(int seen)
@@ -101,7 +101,7 @@ static void wait_while(int seen)
 
 /* 1 once the real library is loaded (or found missing); 0 on a thread that holds the load
  * or a fork, which must not wait for it. Other threads wait; the first one loads. */
-static int loaded(void)
+int shimgen_nvml_loaded(void)
 {
     for (;;) {
         int s = __atomic_load_n(&load_state, __ATOMIC_ACQUIRE);
@@ -161,23 +161,7 @@ __attribute__((constructor)) static void fork_handlers(void)
 
 void *shimgen_nvml_real(unsigned idx)
 {
-    if (!loaded())
+    if (!shimgen_nvml_loaded())
         return NULL;
     return idx < SHIMGEN_NVML_NFUNCS ? real_fns[idx] : NULL;
-}
-
-void *shimgen_nvml_resolve(unsigned idx)
-{
-    if (idx >= SHIMGEN_NVML_NFUNCS)
-        return (void *)shimgen_nvml_missing;
-    int ready = loaded();
-    void *t = shimgen_nvml_real(idx);
-    if (shimgen_nvml_limited() && shimgen_nvml_answer(idx))
-        t = shimgen_nvml_answer(idx);
-    if (!t)
-        t = (int)idx == SHIMGEN_NVML_STRING_RESULT ? (void *)missing_string
-                                                   : (void *)shimgen_nvml_missing;
-    if (ready) /* (a call on a thread that holds the load or a fork: its slot left lazy) */
-        __atomic_store_n(&shimgen_nvml_slots[idx], t, __ATOMIC_RELEASE);
-    return t;
 }

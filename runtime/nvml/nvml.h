@@ -33,6 +33,10 @@ void *shimgen_nvml_real(unsigned idx);
 /* What an export returns that cannot be forwarded: NVML_ERROR_LIBRARY_NOT_FOUND or
  * NVML_ERROR_FUNCTION_NOT_FOUND. */
 unsigned int shimgen_nvml_missing(void);
+/* load.c: 1 once the real library is loaded or found missing (0 on a thread that holds the
+ * load or a fork); whether one was found. */
+int shimgen_nvml_loaded(void);
+int shimgen_nvml_found(void);
 
 /* dlopen.c: the name the exported dlopen opens (the shim's own file for NVML's names),
  * the dlopen it then calls, and their setup. */

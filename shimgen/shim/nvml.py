@@ -27,8 +27,8 @@ GENERATED = (
     ("nvml_meson.build.j2", "meson.build"),
 )
 # The runtime/ files an NVML shim is built from (the architecture's entry code besides).
-RUNTIME = ("nvml/nvml.h", "nvml/load.c", "nvml/answers.c", "nvml/view.c", "nvml/dlopen.c",
-           "budget/view.h", "base/saferead.c", "base/saferead.h")
+RUNTIME = ("nvml/nvml.h", "nvml/load.c", "nvml/resolve.c", "nvml/answers.c", "nvml/view.c",
+           "nvml/dlopen.c", "budget/view.h", "base/saferead.c", "base/saferead.h")
 STUBS = ("nvml_stubs.S", "asm.h")  # in runtime/arch/<arch>/
 NVML_PREFIX = "nvmlshim"
 
