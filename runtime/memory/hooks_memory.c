@@ -267,9 +267,6 @@ static UNUSED_OK shimgen_CUresult pool_taken(shimgen_CUresult rc, const uint64_t
     return rc;
 }
 
-void (*shimgen_on_sync)(void);
-void (*shimgen_on_ctx_destroy)(void *ctx);
-
 #include "routes.h"
 
 #define MEM_ROUTE(kind, name, index) MEM_KIND_##kind(name, index)

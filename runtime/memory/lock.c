@@ -8,6 +8,7 @@
 
 #include "arch/cpu.h"
 #include "lock.h"
+#include "memory.h"
 
 struct nums own_nums;
 struct nums *num = &own_nums;
@@ -30,3 +31,8 @@ __attribute__((noinline)) void wait_for_lock(uintptr_t me)
             shimgen_pause();
     }
 }
+
+/* The listeners of memory.h (set by kernels/ when GPU time is on): here, where every shim
+ * has them, not in hooks_memory.c, which a shim takes only with a route of its driver. */
+void (*shimgen_on_sync)(void);
+void (*shimgen_on_ctx_destroy)(void *ctx);
