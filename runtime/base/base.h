@@ -94,4 +94,13 @@ extern char shimgen_loaded_version[32];
 /* cuGetProcAddress answers that named no export of the shim (passed through as they are) */
 extern uint64_t shimgen_unmapped_proc_addresses;
 
+/* A hook's tools: the real driver's function `name` called with its parameters' types, whether
+ * the driver has it (not the stand-in for a missing export), and a hook's definition
+ * (declared first: -Wmissing-prototypes). */
+#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
+#define HAS(name) (shimgen_real[SHIMGEN_IDX_##name] != (void *)shimgen_fail_missing)
+#define HOOK(name, params)                                                                 \
+    shimgen_CUresult shimgen_hook_##name params;                                            \
+    shimgen_CUresult shimgen_hook_##name params
+
 #endif

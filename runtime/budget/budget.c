@@ -33,7 +33,6 @@
 #include "budget.h"
 #include "view.h"
 
-#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
 #define COLS SHIMGEN_MEM_DEVICES
 
 

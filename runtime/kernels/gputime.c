@@ -32,8 +32,6 @@
 
 #define OK SHIMGEN_CUDA_SUCCESS
 #define NOT_READY SHIMGEN_CUDA_ERROR_NOT_READY
-#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
-#define HAS(name) (shimgen_real[SHIMGEN_IDX_##name] != (void *)shimgen_fail_missing)
 #define PAIRS SHIMGEN_KGPU_PAIRS
 #define BUCKETS SHIMGEN_KGPU_BUCKETS
 #define SUB_SHIFT SHIMGEN_KGPU_SUB_SHIFT

@@ -17,7 +17,6 @@
 #include "tracefile/tracefile.h"
 
 #define OK SHIMGEN_CUDA_SUCCESS
-#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
 
 #define REFS 16u
 enum { REF_FREE = 0, REF_MAKING = 1, REF_READY = 2 };

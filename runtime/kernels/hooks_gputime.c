@@ -10,7 +10,6 @@
 #include "kernels.h"
 #include "base/base.h"
 
-#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
 #define QUERY(name)                                                                        \
     shimgen_CUresult shimgen_hook_##name(void *x);                                          \
     shimgen_CUresult shimgen_hook_##name(void *x)                                           \

@@ -31,11 +31,6 @@
 #include "memory/memory.h"
 
 #define OK SHIMGEN_CUDA_SUCCESS
-#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
-#define HAS(name) (shimgen_real[SHIMGEN_IDX_##name] != (void *)shimgen_fail_missing)
-#define HOOK(name, params)                                                                 \
-    shimgen_CUresult shimgen_hook_##name params;                                            \
-    shimgen_CUresult shimgen_hook_##name params
 #define EXECS 4096u      /* executable graphs whose count is kept (a power of two) */
 #define PROBES 64u       /* kept ones looked at from a handle's home */
 #define CHILD_DEPTH 8    /* child graphs counted in, at most this deep */

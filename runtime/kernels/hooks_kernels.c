@@ -24,11 +24,6 @@
 #include "memory/memory.h"
 
 #define OK SHIMGEN_CUDA_SUCCESS
-#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
-#define HAS(name) (shimgen_real[SHIMGEN_IDX_##name] != (void *)shimgen_fail_missing)
-#define HOOK(name, params)                                                                 \
-    shimgen_CUresult shimgen_hook_##name params;                                            \
-    shimgen_CUresult shimgen_hook_##name params
 
 /* The handle the driver wrote at `where` and the name the program passed at `name`, kept. */
 static __attribute__((noinline, unused)) void learn(const void *where, const void *name,

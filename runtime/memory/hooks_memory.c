@@ -28,10 +28,6 @@
 #define OOM SHIMGEN_CUDA_ERROR_OUT_OF_MEMORY
 /* (a driver with only some routes, a test's fake, uses only some of the helpers) */
 #define UNUSED_OK __attribute__((unused))
-#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
-#define HOOK(name, params)                                                                 \
-    shimgen_CUresult shimgen_hook_##name params;                                            \
-    shimgen_CUresult shimgen_hook_##name params
 
 static int said_device UNUSED_OK;
 

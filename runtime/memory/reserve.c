@@ -24,7 +24,6 @@
 #include "memory.h"
 #include "base/base.h"
 
-#define REAL(name, ...) ((shimgen_CUresult(*)(__VA_ARGS__))shimgen_real[SHIMGEN_IDX_##name])
 #define MAX_POOLS 64
 #define DEVICES SHIMGEN_MEM_DEVICES
 
