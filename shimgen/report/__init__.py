@@ -14,6 +14,7 @@ __getattr__, __all__ = face(__name__, {
     "command": "main:command",
     "dump_json": "output",
     "last_launch_text": "kernels",
+    "seconds_text": "output",
     "shown": "output",
     "size_text": "memory",
     "summary_for_run": "main",

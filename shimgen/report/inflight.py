@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..trace import NOT_FINISHED, job, live
 from .kernels import demangle, last_launch_text
-from .output import shown
+from .output import seconds_text, shown
 
 CUT = 300  # characters of a name shown
 
@@ -61,19 +61,13 @@ def state(proc) -> str:
     return now.state if now is not None else job.DIED
 
 
-def _secs(x: float | None) -> str:
-    if x is None:
-        return "?"
-    return f"{x:.1f} s" if x < 600 else f"{x / 60:.1f} min"
-
-
 def died_inside(proc) -> str:
     """"died inside F after N s" of a died process with a call in progress; "" else."""
     now = proc.last.now
     b = now.longest if now is not None else None
     if b is None:
         return ""
-    return f"died inside {shown(b.function, CUT)} after {_secs(b.seconds)}"
+    return f"died inside {shown(b.function, CUT)} after {seconds_text(b.seconds)}"
 
 
 def who_lines(running: list, gone: list, who, listing) -> list[str]:
@@ -126,7 +120,7 @@ def section(procs: list, mangled: bool = False) -> list[str]:
     idle = len([p for p in unfinished if id(p.last.now) not in busy])
     verb = "has been" if now.state == job.RUNNING else "was"
     head = (f"in flight  {_who(now)} {verb} inside {shown(b.function, CUT)} for "
-            f"{_secs(b.seconds)}"
+            f"{seconds_text(b.seconds)}"
             + (" (until the run ended)" if now.until == job.UNTIL_END else ""))
     launched = last_launch_text(now, mangled)
     if launched:

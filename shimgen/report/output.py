@@ -17,6 +17,14 @@ def shown(text: str, limit: int | None = None) -> str:
     return text if limit is None or len(text) <= limit else text[:limit] + "..."
 
 
+def seconds_text(x: float | None) -> str:
+    """A call's age as the in-flight lines and `top` show it: seconds to a tenth, minutes from
+    ten minutes on; "?" when not known."""
+    if x is None:
+        return "?"
+    return f"{x:.1f} s" if x < 600 else f"{x / 60:.1f} min"
+
+
 def dump_json(data: dict) -> str:
     """The JSON, always valid: a number that is not finite is refused, never `Infinity`."""
     import json

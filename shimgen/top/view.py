@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from ..report import last_launch_text, shown, size_text
+from ..report import last_launch_text, seconds_text, shown, size_text
 from ..trace import job
 
 SCHEMA = "shimgen-top"
@@ -20,17 +20,13 @@ def _order(p: job.ProcNow) -> tuple:
     return (r == "", not number, int(r) if number else 0, r, p.host, p.pid)
 
 
-def _secs(x: float | None) -> str:
-    return "?" if x is None else f"{x:.1f} s" if x < 600 else f"{x / 60:.1f} min"
-
-
 def _longest(p: job.ProcNow) -> str:
     b = p.longest
     if b is None:
         return p.why_unknown or "-"
     verb = "died inside" if p.state == job.DIED else "inside"
     launched = last_launch_text(p)
-    return f"{verb} {b.function} {_secs(b.seconds)} (tid {b.tid})" + (
+    return f"{verb} {b.function} {seconds_text(b.seconds)} (tid {b.tid})" + (
         f"; {launched}" if launched else "")
 
 

@@ -143,10 +143,10 @@ def test_top_counts_processes_by_their_state_and_the_calls_of_those_not_complete
 
 
 def test_a_calls_seconds_are_minutes_from_ten_minutes_on():
-    assert [view._secs(x) for x in (None, 0.04, 599.9, 600.0, 6000.0)] == [
+    # (one rule for `top` and the report's in-flight lines)
+    assert view.seconds_text is report_inflight.seconds_text
+    assert [view.seconds_text(x) for x in (None, 0.04, 599.9, 600.0, 6000.0)] == [
         "?", "0.0 s", "599.9 s", "10.0 min", "100.0 min"]
-    assert [report_inflight._secs(x) for x in (None, 599.9, 600.0)] == [
-        "?", "599.9 s", "10.0 min"]
 
 
 def _reported(pid: int, rank, state: str, seconds=()) -> SimpleNamespace:
