@@ -35,6 +35,7 @@ SLOW = frozenset({
     'tests/devtools/test_benchmarks.py::test_quick_run_prints_a_table',  # 13.3 s
     'tests/devtools/test_mutants.py::test_all_caught_exits_zero',  # 6.0 s
     'tests/devtools/test_mutants.py::test_caught_survived_and_broken_entries',  # 4.5 s
+    'tests/devtools/test_mutants.py::test_every_test_the_list_names_is_collected',  # 16 s
     'tests/devtools/test_mutants.py::test_mutations_at_once_each_in_a_copy_give_the_same_verdicts_in_the_list_order',  # 6 s
     'tests/devtools/test_mutants.py::test_what_the_tests_leave_running_in_the_copy_is_killed',  # 3.0 s
     'tests/devtools/test_mutants.py::test_tests_that_fail_unmutated_and_code_that_does_not_build_are_broken',  # 9.4 s

@@ -184,6 +184,25 @@ def test_the_repository_list_is_well_formed():
             assert (ROOT / t.split("::")[0]).is_file(), (m.name, t)
 
 
+def test_every_test_the_list_names_is_collected():
+    """Every test id an entry names is one pytest collects (or a prefix of some: a test's
+    every case): a case whose id is made of a number the code changes (a header's size, a
+    format's version) is gone after the change, and the check would call its entry broken."""
+    from devtools.mutants import DEFAULT_LIST, _covers, load, pytest as mutants_pytest
+
+    mutations, _ = load(DEFAULT_LIST)
+    files = sorted({t.split("::")[0] for m in mutations for t in m.tests})
+    proc = mutants_pytest(files, ROOT, 600, "--collect-only")
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert proc.returncode == 0 and len(ids) > 100, proc.stdout[-2000:] + proc.stderr[-2000:]
+    by_file: dict[str, list[str]] = {}
+    for i in ids:
+        by_file.setdefault(i.split("::")[0], []).append(i)
+    missing = [(m.name, t) for m in mutations for t in m.tests
+               if not any(_covers(t, i) for i in by_file.get(t.split("::")[0], []))]
+    assert missing == []
+
+
 # A second tiny repository: a C file that a test compiles, a test that fails without any
 # mutation, and a parametrized test one of whose named cases does not exist.
 ONE_C = "int main(void) { return 1; }\n"
