@@ -188,7 +188,8 @@ def test_every_test_the_list_names_is_collected():
     """Every test id an entry names is one pytest collects (or a prefix of some: a test's
     every case): a case whose id is made of a number the code changes (a header's size, a
     format's version) is gone after the change, and the check would call its entry broken."""
-    from devtools.mutants import DEFAULT_LIST, _covers, load, pytest as mutants_pytest
+    from devtools.mutants import DEFAULT_LIST, _covers, load
+    from devtools.mutants import pytest as mutants_pytest
 
     mutations, _ = load(DEFAULT_LIST)
     files = sorted({t.split("::")[0] for m in mutations for t in m.tests})
