@@ -62,7 +62,7 @@
 .endif
 .endm
 
-.macro timed name, timeline
+.macro timed name, timeline, kind
         .balign 16
         .type   shimgen_\name\()_enter, @function
 shimgen_\name\()_enter:
@@ -95,6 +95,22 @@ shimgen_\name\()_enter:
          * alone), so r11 keeps the index. The start ticks are written before the index:
          * the index word held a free frame's link until now, and a reader of the trace
          * file that sees an index there sees this call's start (docs/traceformat.md). */
+.if \kind == 2
+        /* A CUresult function declared with at most two integer arguments and no varargs:
+         * neither rax nor rdx carries an argument of it. */
+        rdtsc
+        mov     %eax, FRAME_START(%rbx)             /* start ticks, low and high half */
+        mov     %edx, FRAME_START+4(%rbx)
+.elseif \kind == 1
+        /* A CUresult function declared without varargs: rax carries no argument of it
+         * (no vector-register count), so only rdx (its third) is kept, in r10 (the block is
+         * not needed any more). */
+        mov     %rdx, %r10
+        rdtsc
+        mov     %eax, FRAME_START(%rbx)             /* start ticks, low and high half */
+        mov     %edx, FRAME_START+4(%rbx)
+        mov     %r10, %rdx
+.else
         mov     %rax, %r10
         mov     %rdx, -8(%rsp)
         rdtsc
@@ -102,6 +118,7 @@ shimgen_\name\()_enter:
         mov     %edx, FRAME_START+4(%rbx)
         mov     %r10, %rax
         mov     -8(%rsp), %rdx
+.endif
         mov     %r11, FRAME_IDX(%rbx)               /* the frame is in use from here */
         /* The caller's return address is off the stack (it is in the frame): call the
          * target, so that the callee sees the same stack, and its return is predicted,
@@ -125,7 +142,9 @@ shimgen_\name\()_enter:
         .hidden shimgen_\name\()_return
 shimgen_\name\()_return:
         mov     %rax, %r8
-        mov     %rdx, %r9
+.if \kind == 0
+        mov     %rdx, %r9                           /* (a CUresult is eax alone) */
+.endif
         rdtsc
         shl     $32, %rdx
         or      %rdx, %rax                          /* end ticks */
@@ -239,7 +258,9 @@ shimgen_\name\()_return:
         jnz     .L\name\()_error
 2:
         mov     %r8, %rax
+.if \kind == 0
         mov     %r9, %rdx
+.endif
         push    %r11
         .cfi_def_cfa_offset 8
         .cfi_restore rsp
@@ -289,9 +310,12 @@ shimgen_\name\()_return:
  * claims another slot (our cmpxchg then fails and the probe goes on, or finds our key) or
  * counts in a slot as a whole. A function that does not return a CUresult (its byte in
  * shimgen_result_fns is 0, from shimgen/cuda.py) is never counted: its eax is not a code.
+ * The entries of kinds 1 and 2 serve CUresult functions only (each of them has a 1 there),
+ * so they count without looking.
  */
 .L\name\()_error:
         .cfi_restore_state
+.if \kind == 0
 .if !\timeline
         shr     $TS_IDX_SHIFT, %rdi                 /* i (the timeline did this above) */
 .endif
@@ -300,6 +324,13 @@ shimgen_\name\()_return:
         je      2b
         lea     1(%rdi), %rsi
         shl     $32, %rsi
+.elseif \timeline
+        lea     1(%rdi), %rsi                       /* i + 1 (the timeline made rdi i above) */
+        shl     $32, %rsi
+.else
+        lea     (1 << TS_IDX_SHIFT)(%rdi), %rsi     /* (i + 1) * 8 */
+        shl     $(32 - TS_IDX_SHIFT), %rsi
+.endif
         mov     %r8d, %ecx
         or      %rcx, %rsi                          /* the key */
         imul    $TS_ERR_HASH, %rsi, %rdx
@@ -357,28 +388,49 @@ shimgen_\name\()_return:
         .size   shimgen_\name\()_enter, .-shimgen_\name\()_enter
 .endm
 
-.macro timed_stub name, i
+/* A function's timing stub: the entry of its kind (timedfns.inc, from its declaration):
+ * 0 shimgen_<name>_enter, 1 shimgen_<name>_cu_enter, 2 shimgen_<name>_cu2_enter. */
+.macro timed_stub name, i, kind
         .balign 16
 .L\name\()_\i:
         ENDBR
         mov     $\i, %r11d
+.if \kind == 2
+        jmp     shimgen_\name\()_cu2_enter
+.elseif \kind == 1
+        jmp     shimgen_\name\()_cu_enter
+.else
         jmp     shimgen_\name\()_enter
+.endif
 .endm
 
         .text
-/* time stubs: r11 = i, then the common entry */
-#define SHIMGEN_FUNCTION(i, name) timed_stub time, i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        timed time, 0
+/* time stubs: r11 = i, then the common entry of their kind */
+#define SHIMGEN_TIMED(i, kind) timed_stub time, i, kind
+#include "timedfns.inc"
+#undef SHIMGEN_TIMED
+        timed time, 0, 0
+        timed time_cu, 0, 1
+        timed time_cu2, 0, 2
 
-/* timeline stubs: r11 = i, then the common entry */
-#define SHIMGEN_FUNCTION(i, name) timed_stub timeline, i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        timed timeline, 1
+/* timeline stubs: r11 = i, then the common entry of their kind */
+#define SHIMGEN_TIMED(i, kind) timed_stub timeline, i, kind
+#include "timedfns.inc"
+#undef SHIMGEN_TIMED
+        timed timeline, 1, 0
+        timed timeline_cu, 1, 1
+        timed timeline_cu2, 1, 2
 
 /* ---- tables: one entry per function, the address of its timing stub ---- */
 #include "arch/timetables.h"
+
+/* Where timed calls return first, every entry's (first.c), then 0. */
+        .globl  shimgen_timed_returns
+        .hidden shimgen_timed_returns
+        .balign 8
+shimgen_timed_returns:
+        .quad   shimgen_time_return, shimgen_time_cu_return, shimgen_time_cu2_return
+        .quad   shimgen_timeline_return, shimgen_timeline_cu_return
+        .quad   shimgen_timeline_cu2_return, 0
 
         .section .note.GNU-stack, "", @progbits
