@@ -23,8 +23,13 @@
  * it returns into shimgen_time_return. The fast path is all here. It changes only r10, r11
  * (no argument register) and rbx, which holds the frame across the call: the callee
  * preserves rbx (it is callee-saved), and the caller's rbx is kept in the frame and put
- * back before the return. rax and rdx are parked in r10 and r11 around rdtsc. Arguments
- * in registers and on the stack therefore reach the target untouched. The block is
+ * back before the return. rax and rdx are parked around rdtsc where they may carry
+ * something: the macro is assembled once per kind of function (timedfns.inc, from its
+ * declaration in the headers, shimgen/calls/model.py timing_kind): 0 (none known) keeps
+ * rax and rdx at the entry and rdx at the return; 1 (a CUresult, no varargs: rax carries
+ * no argument, and the result is eax alone) rdx at the entry only; 2 (the same with at most
+ * two integer arguments: rdx carries none) nothing. Arguments in registers and on the
+ * stack therefore reach the target untouched. The block is
  * shimgen_tls_time's (tls.c), never NULL: a thread without one yet (its first timed call)
  * has the nursery, which has no free frame, and the path without a frame sends it to the
  * C path, which gets the block.
