@@ -1555,9 +1555,18 @@ MUTATIONS = [
         "file": "runtime/arch/x86_64/timing.S",
         "old": "        lea     (1 << TS_IDX_SHIFT)(%rdi), %rsi     /* (i + 1) * 8 */\n",
         "new": "        lea     (2 << TS_IDX_SHIFT)(%rdi), %rsi\n",
-        "tests": ["tests/runtime/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
-                  "_never[time]"],
+        "tests": ["tests/runtime/test_errors.py::test_errors_of_declared_functions_are_counted_under"
+                  "_their_own_names[time]"],
         "why": "a CUresult entry counts an error under the key (i + 1) << 32 | code, the function's own",
+    },
+    {
+        "name": "timeline-cu-error-key-of-another-function",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        lea     1(%rdi), %rsi                       /* i + 1 (the timeline made rdi i above) */\n",
+        "new": "        lea     2(%rdi), %rsi\n",
+        "tests": ["tests/runtime/test_errors.py::test_errors_of_declared_functions_are_counted_under"
+                  "_their_own_names[timeline]"],
+        "why": "the timeline's CUresult entries count an error under the function's own key",
     },
     {
         "name": "time-cu-return-not-known-as-timed",
