@@ -12,6 +12,7 @@
 #include "shim.h"
 #include "arch/layout.h"
 #include "asm.h"
+#include "timing_out.h"
 
         .hidden shimgen_targets
         .hidden shimgen_result_fns
@@ -95,34 +96,27 @@ shimgen_\name\()_enter:
          * as rsp + 1 and the caller's rsp is given by its own rule: rsp = our rsp. */
         .cfi_def_cfa_offset 1
         CFI_CALLER_RSP_IS_RSP
-        /* rax and rdx are parked around rdtsc: rax in r10, rdx below the stack pointer
-         * (the caller's return address was there; a signal handler leaves that area
-         * alone), so r11 keeps the index. The start ticks are written before the index:
-         * the index word held a free frame's link until now, and a reader of the trace
-         * file that sees an index there sees this call's start (docs/traceformat.md). */
-.if \kind == 2
-        /* A CUresult function declared with at most two integer arguments and no varargs:
-         * neither rax nor rdx carries an argument of it. */
-        rdtsc
-        mov     %eax, FRAME_START(%rbx)             /* start ticks, low and high half */
-        mov     %edx, FRAME_START+4(%rbx)
-.elseif \kind == 1
-        /* A CUresult function declared without varargs: rax carries no argument of it
-         * (no vector-register count), so only rdx (its third) is kept, in r10 (the block is
-         * not needed any more). */
-        mov     %rdx, %r10
-        rdtsc
-        mov     %eax, FRAME_START(%rbx)             /* start ticks, low and high half */
-        mov     %edx, FRAME_START+4(%rbx)
-        mov     %r10, %rdx
-.else
+        /* rax and rdx are parked around rdtsc where they may carry an argument (kind 0:
+         * both; 1, no varargs: rdx; 2, at most two integer arguments: neither): rax in
+         * r10, rdx below the stack pointer (the caller's return address was there; a
+         * signal handler leaves that area alone) or, with rax not kept, in r10; r11 keeps
+         * the index. The start ticks are written before the index: the index word held a
+         * free frame's link until now, and a reader of the trace file that sees an index
+         * there sees this call's start (docs/traceformat.md). */
+.if \kind == 0
         mov     %rax, %r10
         mov     %rdx, -8(%rsp)
+.elseif \kind == 1
+        mov     %rdx, %r10
+.endif
         rdtsc
         mov     %eax, FRAME_START(%rbx)             /* start ticks, low and high half */
         mov     %edx, FRAME_START+4(%rbx)
+.if \kind == 0
         mov     %r10, %rax
         mov     -8(%rsp), %rdx
+.elseif \kind == 1
+        mov     %r10, %rdx                          /* (the block is not needed here) */
 .endif
         mov     %r11, FRAME_IDX(%rbx)               /* the frame is in use from here */
         /* The caller's return address is off the stack (it is in the frame): call the
@@ -138,7 +132,7 @@ shimgen_\name\()_enter:
  * values; every other caller-saved register is free now. Read the frame, give it back, count the call, add
  * the elapsed ticks to this thread's total and maximum, count it in the fine histogram (the
  * bucket's slot found by a short probe from the key's own) or, with no slot there, in the
- * log2 histogram (out of line), count a non-zero
+ * log2 histogram (out of line, timing_out.h), count a non-zero
  * eax of a CUresult function as an error (out of line), and return to the original
  * return address with push+ret: the caller's own call left the matching
  * return-stack-buffer entry, so this return is predicted too.
@@ -256,7 +250,7 @@ shimgen_\name\()_return:
         or      %rdi, %rax
         mov     %rax, 8(%rdx)                       /* elapsed << 16 | i */
 .endif
-        /* A non-zero eax may be an error: the out-of-line path below counts it when the
+        /* A non-zero eax may be an error: the out-of-line path (timing_out.h) counts it when the
          * function returns a CUresult. The success path pays this test and branch only. */
         test    %r8d, %r8d
         .cfi_remember_state
@@ -305,90 +299,7 @@ shimgen_\name\()_return:
         cmovnz  %rdx, %rbx                          /* timed: rbx = frame, as fast */
         restore_argument_registers
         jmp     *%r11
-/*
- * An error return: count (function, code) in the thread's err[], open addressing on the
- * key (i + 1) << 32 | code from a multiplicative hash, a free slot (key 0) claimed with
- * cmpxchg; every slot taken: err_overflow. All in registers that carry nothing now (rax,
- * rcx, rdx, rsi, rdi), with no stack and no call, so the frame's CFI is the one above and
- * no return value (rax:rdx in r8:r9, xmm0/xmm1 untouched) can be lost. Each write is one
- * instruction: a signal handler's timed call on this thread, between any two of them, either
- * claims another slot (our cmpxchg then fails and the probe goes on, or finds our key) or
- * counts in a slot as a whole. A function that does not return a CUresult (its byte in
- * shimgen_result_fns is 0, from shimgen/cuda.py) is never counted: its eax is not a code.
- * The entries of kinds 1 and 2 serve CUresult functions only (each of them has a 1 there),
- * so they count without looking.
- */
-.L\name\()_error:
-        .cfi_restore_state
-.if \kind == 0
-.if !\timeline
-        shr     $TS_IDX_SHIFT, %rdi                 /* i (the timeline did this above) */
-.endif
-        lea     shimgen_result_fns(%rip), %rcx
-        cmpb    $0, (%rcx,%rdi)
-        je      2b
-        lea     1(%rdi), %rsi
-        shl     $32, %rsi
-.elseif \timeline
-        lea     1(%rdi), %rsi                       /* i + 1 (the timeline made rdi i above) */
-        shl     $32, %rsi
-.else
-        lea     (1 << TS_IDX_SHIFT)(%rdi), %rsi     /* (i + 1) * 8 */
-        shl     $(32 - TS_IDX_SHIFT), %rsi
-.endif
-        mov     %r8d, %ecx
-        or      %rcx, %rsi                          /* the key */
-        imul    $TS_ERR_HASH, %rsi, %rdx
-        shr     $(64 - TS_ERR_SLOTS_SHIFT), %rdx    /* the first slot to look at */
-        mov     $TS_ERR_SLOTS, %ecx                 /* slots left to look at */
-3:
-        lea     (%rdx,%rdx), %rdi                   /* slot * 16 = rdi * 8 */
-        mov     TS_ERR(%r10,%rdi,8), %rax
-        cmp     %rsi, %rax
-        je      5f                                  /* ours */
-        test    %rax, %rax
-        jnz     4f                                  /* another key's */
-        cmpxchg %rsi, TS_ERR(%r10,%rdi,8)           /* free: claim it (rax = 0) */
-        je      5f
-        cmp     %rsi, %rax                          /* a handler claimed it first: for us? */
-        je      5f
-4:
-        inc     %edx
-        and     $(TS_ERR_SLOTS - 1), %edx
-        dec     %ecx
-        jnz     3b
-        incq    TS_ERR_OVERFLOW(%r10)               /* every slot is another key's */
-        jmp     2b
-5:
-        incq    TS_ERR+8(%r10,%rdi,8)
-        jmp     2b
-/* A call the fine table had no slot for: counted in its log2 bucket, hist[i][e], e the
- * octave of its fine bucket f (the key less i's base): bsr(f | 1) below 64, else
- * (f >> 6) + 5. Then back to the path above, at the event (timeline) and the error test. The
- * frame's CFI is the one above, as on the error path. */
-.L\name\()_nofine:
-.if \timeline
-        mov     -16(%rsp), %rcx                     /* i * 8 */
-        mov     %edi, %eax                          /* the key */
-.else
-        mov     %rdi, %rcx
-        mov     %esi, %eax
-.endif
-        imul    $(TS_FINE_STEP >> TS_IDX_SHIFT), %rcx, %rdx
-        sub     %edx, %eax
-        sub     $TS_FINE_STEP, %eax                 /* f */
-        cmp     $(1 << TS_FINE_SUB_SHIFT), %eax
-        jb      11f
-        shr     $TS_FINE_SUB_SHIFT, %eax
-        add     $(TS_FINE_SUB_SHIFT - 1), %eax      /* e */
-        jmp     12f
-11:
-        or      $1, %eax
-        bsr     %eax, %eax                          /* e */
-12:
-        lea     (%rax,%rcx,TS_HIST_IDX_SCALE), %rdx /* i * TS_HIST_BUCKETS + e */
-        incq    TS_HIST(%r10,%rdx,8)
-        jmp     10b
+        timed_out \name, \timeline, \kind           /* timing_out.h */
         .cfi_endproc
         .size   shimgen_\name\()_enter, .-shimgen_\name\()_enter
 .endm
