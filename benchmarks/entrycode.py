@@ -8,7 +8,7 @@ disassembly (capstone), for either architecture: no hardware needed, no timing n
 - counting: the trampoline, then the function's counting stub on its fast path (the
   thread's counters already there), up to its branch to the target (SHIMGEN_TRACE=1);
 - time: the trampoline, the function's timing stub and the common entry up to its call of
-  the target, then the return path (shimgen_time_return) up to its return to the caller
+  the target, then the return path that call returns to up to its return to the caller
   (SHIMGEN_TRACE=time), on its usual path: the thread's block and a free frame there, no
   new maximum, 64 ticks or more, the fine bucket's slot found at the first probe (its key
   there already), a successful call.
@@ -61,9 +61,11 @@ def _direct(ins) -> int | None:
         return None
 
 
-def _walk(image, vaddr: int, stop: tuple[str, ...], taken: tuple[str, ...] = ()) -> list[str]:
+def _walk(image, vaddr: int, stop: tuple[str, ...], taken: tuple[str, ...] = (),
+          after: list[int] | None = None) -> list[str]:
     """The instructions run from `vaddr` to the first of `stop`, following direct jumps and
-    the conditional branches named in `taken`."""
+    the conditional branches named in `taken`; `after` gets the address that follows the
+    stop."""
     md, out, pc = _disassembler(image.arch), [], vaddr
     while len(out) < 200:
         ins = next(md.disasm(image.code_at(pc, 16) or b"", pc, count=1), None)
@@ -71,6 +73,8 @@ def _walk(image, vaddr: int, stop: tuple[str, ...], taken: tuple[str, ...] = ())
             break
         out.append(f"{ins.mnemonic} {ins.op_str}".strip())
         if ins.mnemonic in stop:
+            if after is not None:
+                after.append(ins.address + ins.size)
             return out
         follow = ins.mnemonic in JUMPS[image.arch] + taken
         target = _direct(ins) if follow else None
@@ -105,9 +109,11 @@ def entry_code(shim: Path | str, function: str = "cuDriverGetVersion") -> dict[s
         raise ValueError(f"{shim}: no relocated pointer at shimgen_count_stubs[{index}]")
     trampoline = _run_to_branch(image, export.address)
     timed = image.pointer_at(_symbol(image, "shimgen_time_stubs") + 8 * index)
-    time = (trampoline + _walk(image, timed, CALLS[image.arch])
-            + _walk(image, _symbol(image, "shimgen_time_return"), ("ret",),
-                    TAKEN_ON_RETURN[image.arch]))
+    # The return path is the one the entry's call returns to (x86-64: the CUresult
+    # entry's, shimgen_time_cu_return, or shimgen_time_return's, by the function).
+    back: list[int] = []
+    time = (trampoline + _walk(image, timed, CALLS[image.arch], after=back)
+            + _walk(image, back[0], ("ret",), TAKEN_ON_RETURN[image.arch]))
     return {"passthrough": trampoline, "counting": trampoline + _run_to_branch(image, stub),
             "time": time}
 

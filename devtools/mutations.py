@@ -443,7 +443,7 @@ MUTATIONS = [
     },
     {
         "name": "errors-flag-table-ignored",
-        "file": "runtime/arch/x86_64/timing.S",
+        "file": "runtime/arch/x86_64/timing_out.h",
         "old": "        cmpb    $0, (%rcx,%rdi)\n        je      2b\n",
         "new": "",
         "tests": ["tests/runtime/test_errors.py::test_each_code_counted_and_a_function_without_cuResult"
@@ -452,7 +452,7 @@ MUTATIONS = [
     },
     {
         "name": "errors-overflow-not-counted",
-        "file": "runtime/arch/x86_64/timing.S",
+        "file": "runtime/arch/x86_64/timing_out.h",
         "old": "        incq    TS_ERR_OVERFLOW(%r10)",
         "new": "        nop",
         "tests": ["tests/runtime/test_errors.py::test_more_codes_than_slots_go_to_the_overflow"],
@@ -460,7 +460,7 @@ MUTATIONS = [
     },
     {
         "name": "hist-wrong-bucket",
-        "file": "runtime/arch/x86_64/timing.S",
+        "file": "runtime/arch/x86_64/timing_out.h",
         "old": "        lea     (%rax,%rcx,TS_HIST_IDX_SCALE), %rdx /* i * TS_HIST_BUCKETS + e */\n",
         "new": "        lea     1(%rax,%rcx,TS_HIST_IDX_SCALE), %rdx\n",
         "tests": ["tests/runtime/test_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram"],
@@ -1413,7 +1413,7 @@ MUTATIONS = [
     },
     {
         "name": "fine-miss-not-in-the-log2-bucket",
-        "file": "runtime/arch/x86_64/timing.S",
+        "file": "runtime/arch/x86_64/timing_out.h",
         "old": "        incq    TS_HIST(%r10,%rdx,8)\n        jmp     10b\n",
         "new": "        jmp     10b\n",
         "tests": ["tests/runtime/test_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram"],
@@ -1421,7 +1421,7 @@ MUTATIONS = [
     },
     {
         "name": "fine-miss-counted-an-octave-up",
-        "file": "runtime/arch/x86_64/timing.S",
+        "file": "runtime/arch/x86_64/timing_out.h",
         "old": "        add     $(TS_FINE_SUB_SHIFT - 1), %eax      /* e */\n",
         "new": "        add     $TS_FINE_SUB_SHIFT, %eax            /* e */\n",
         "tests": ["tests/runtime/test_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram"],
@@ -1495,6 +1495,86 @@ MUTATIONS = [
         "new": "",
         "tests": ["tests/runtime/test_timing.py::test_time_table_on_stderr"],
         "why": "a thread's first timed call, with the nursery and no block, takes the C path",
+    },
+    # ---- the timing entry by the function's declaration (timing.S, calls/model.py timing_kind) ----
+    {
+        "name": "time-cu-entry-third-argument-lost",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        mov     %r10, %rdx                          /* (the block is not needed here) */\n",
+        "new": "",
+        "tests": ["tests/runtime/test_timing.py::test_shim_preserves_arguments_and_results[time]"],
+        "why": "the entry of a CUresult function that may take three or more integer arguments keeps rdx",
+    },
+    {
+        "name": "time-kind-two-for-three-arguments",
+        "file": "shimgen/calls/model.py",
+        "old": "    return TIMED_RESULT_TWO if ints <= 2 else TIMED_RESULT\n",
+        "new": "    return TIMED_RESULT_TWO if ints <= 3 else TIMED_RESULT\n",
+        "tests": ["tests/pipeline/test_timing_kinds.py::test_the_entry_keeps_what_the_declaration_may_pass"
+                  "[cuThree-1]",
+                  "tests/runtime/test_timing.py::test_shim_preserves_arguments_and_results[time]"],
+        "why": "rdx is the third integer argument: only an entry for at most two leaves it unkept",
+    },
+    {
+        "name": "time-kind-varargs-ignored",
+        "file": "shimgen/calls/model.py",
+        "old": "    if fn is None or fn.get(\"varargs\") or ",
+        "new": "    if fn is None or ",
+        "tests": ["tests/pipeline/test_timing_kinds.py::test_the_entry_keeps_what_the_declaration_may_pass"
+                  "[cuVarargs-0]"],
+        "why": "a function with varargs gets rax, the count of vector registers: its entry keeps it",
+    },
+    {
+        "name": "time-kind-struct-by-value-one-register",
+        "file": "shimgen/calls/model.py",
+        "old": "TIMED_ARG_KINDS = (\"ptr\", \"int\", \"enum\")",
+        "new": "TIMED_ARG_KINDS = (\"ptr\", \"int\", \"enum\", \"struct\")",
+        "tests": ["tests/pipeline/test_timing_kinds.py::test_the_entry_keeps_what_the_declaration_may_pass"
+                  "[cuStruct-1]"],
+        "why": "a struct passed by value may take two registers: its function's entry keeps rdx",
+    },
+    {
+        "name": "time-kind-any-declared-result",
+        "file": "shimgen/calls/model.py",
+        "old": "            or not returns_result(name):\n",
+        "new": "            or not name:\n",
+        "tests": ["tests/pipeline/test_timing_kinds.py::test_the_entry_keeps_what_the_declaration_may_pass"
+                  "[cudbgThing-0]"],
+        "why": "the entries that count errors without the table serve only the exports counted as CUresult ones",
+    },
+    {
+        "name": "parse-varargs-not-recorded",
+        "file": "shimgen/calls/parse.py",
+        "old": "            varargs = True\n",
+        "new": "            pass\n",
+        "tests": ["tests/pipeline/test_timing_kinds.py::test_varargs_are_recorded_by_the_parser"],
+        "why": "a declaration's varargs are recorded, so that its timing entry keeps rax",
+    },
+    {
+        "name": "time-cu-error-key-of-another-function",
+        "file": "runtime/arch/x86_64/timing_out.h",
+        "old": "        lea     (1 << TS_IDX_SHIFT)(%rdi), %rsi     /* (i + 1) * 8 */\n",
+        "new": "        lea     (2 << TS_IDX_SHIFT)(%rdi), %rsi\n",
+        "tests": ["tests/runtime/test_errors.py::test_errors_of_declared_functions_are_counted_under"
+                  "_their_own_names[time]"],
+        "why": "a CUresult entry counts an error under the key (i + 1) << 32 | code, the function's own",
+    },
+    {
+        "name": "timeline-cu-error-key-of-another-function",
+        "file": "runtime/arch/x86_64/timing_out.h",
+        "old": "        lea     1(%rdi), %rsi                       /* i + 1 (the timeline made rdi i above) */\n",
+        "new": "        lea     2(%rdi), %rsi\n",
+        "tests": ["tests/runtime/test_errors.py::test_errors_of_declared_functions_are_counted_under"
+                  "_their_own_names[timeline]"],
+        "why": "the timeline's CUresult entries count an error under the function's own key",
+    },
+    {
+        "name": "time-cu-return-not-known-as-timed",
+        "file": "runtime/arch/x86_64/timing.S",
+        "old": "        .quad   shimgen_time_return, shimgen_time_cu_return, shimgen_time_cu2_return\n",
+        "new": "        .quad   shimgen_time_return, shimgen_time_cu2_return\n",
+        "tests": ["tests/gates/test_gate_runtime.py::test_attrs_trace_under_time_mode_finds_the_caller"],
+        "why": "a hook's caller under time mode is found through the return of every kind of timing entry",
     },
     {
         "name": "shim-percentiles-ignore-fine-buckets",

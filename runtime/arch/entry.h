@@ -22,8 +22,7 @@ extern void *const shimgen_count_stubs[];  /* count, then jump to shimgen_target
 extern void *const shimgen_entry_stubs[];  /* the exported trampolines themselves */
 extern void *const shimgen_time_stubs[];   /* SHIMGEN_TRACE=time: time, then the target */
 extern void *const shimgen_timeline_stubs[]; /* SHIMGEN_TRACE=timeline: the same + events */
-extern char shimgen_time_return[];         /* where timed calls return first */
-extern char shimgen_timeline_return[];     /* the same, for the timeline stubs */
+extern void *const shimgen_timed_returns[]; /* where timed calls return first, then NULL */
 extern char shimgen_fail_init[];     /* returns CUDA_ERROR_SHARED_OBJECT_INIT_FAILED */
 extern char shimgen_fail_missing[];  /* returns CUDA_ERROR_NOT_SUPPORTED */
 extern char shimgen_fail_loading[];  /* returns CUDA_ERROR_NOT_INITIALIZED */

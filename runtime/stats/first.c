@@ -84,9 +84,10 @@ struct time_push shimgen_time_push(unsigned idx, void **return_slot, void *calle
 void *shimgen_real_caller(void *return_address)
 {
     struct tstats *s = shimgen_tls_stats;
-    if ((return_address != (void *)shimgen_time_return &&
-         return_address != (void *)shimgen_timeline_return &&
-         return_address != (void *)shimgen_calls_return) || !s)
+    int timed = return_address == (void *)shimgen_calls_return;
+    for (unsigned k = 0; shimgen_timed_returns[k]; k++)
+        timed |= return_address == shimgen_timed_returns[k];
+    if (!timed || !s)
         return return_address;
     unsigned char is_free[SHADOW_DEPTH];
     mark_free_frames(s, is_free);

@@ -21,4 +21,5 @@ __getattr__, __all__ = face(__name__, {
     "load_run": "records",
     "description": "model",
     "prototype": "model",
+    "timing_kinds": "model",
 })

@@ -21,7 +21,7 @@ from ..errors import ShimgenError
 # Where cuda.h is looked for: the runtime wheel's include directory, then toolkits.
 TOOLKIT_INCLUDES = ("/usr/local/cuda/include",)
 WHEELS = ("nvidia.cuda_runtime", "nvidia.cu13", "nvidia.cuda_nvcc")
-MODEL_VERSION = 1  # of the cached description's shape
+MODEL_VERSION = 2  # of the cached description's shape (2: a function's "varargs")
 # The few C library headers cuda.h includes, as much of them as it uses.
 FAKE_LIBC = {
     "stdlib.h": "typedef unsigned long size_t;\n",

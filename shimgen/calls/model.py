@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .. import runenv
+from ..cuda import returns_result
 
 REGS = 6  # integer argument registers of the x86-64 calling convention
 SLOTS = REGS + runenv.CALLS_STACK_ARGS  # the argument words a record keeps
@@ -175,6 +176,45 @@ def _cached_description(include: str | None):
 
 def description(include: str | None = None) -> dict:
     return _cached_description(include)
+
+
+# The timing entry a function's stub takes (runtime/arch/x86_64/timing.S, timedfns.inc):
+# what its declaration in the headers lets the entry leave unkept around rdtsc.
+TIMED_ANY = 0  # no declaration known: rax and rdx kept at the call, rdx at the return
+TIMED_RESULT = 1  # a CUresult, no varargs: rax not kept (no vector-register count), nor rdx
+#                   at the return (a CUresult is eax alone)
+TIMED_RESULT_TWO = 2  # the same, with at most two integer arguments: rdx (the third) not kept
+TIMED_ARG_KINDS = ("ptr", "int", "enum")  # one integer register each (x86-64 SysV)
+
+
+def timing_kind(desc: dict, name: str) -> int:
+    """The timing entry of export `name`: only a declaration of that very name counts (a
+    versioned export keeps its ABI: NVIDIA names a changed one _v2 and so on), returning a
+    CUresult (and counted as one: cuda.returns_result), without varargs. An argument passed
+    by value as anything but a pointer, an integer, an enum or a float may take more than
+    one register: rdx is kept for it."""
+    fn = desc["functions"].get(name)
+    if fn is None or fn.get("varargs") or fn["ret"].get("typedef") != "CUresult" \
+            or not returns_result(name):
+        return TIMED_ANY
+    ints = 0
+    for _, d in fn["args"]:
+        if d["k"] == "float":
+            continue
+        if d["k"] not in TIMED_ARG_KINDS or d.get("size", 8) > 8:
+            return TIMED_RESULT
+        ints += 1
+    return TIMED_RESULT_TWO if ints <= 2 else TIMED_RESULT
+
+
+def timing_kinds(names: list[str]) -> list[int]:
+    """timing_kind of each export (in slot order); without headers (or pycparser), TIMED_ANY
+    for every one."""
+    try:
+        desc = description()
+    except Exception:  # noqa: BLE001 - no headers: every entry keeps what it may need
+        return [TIMED_ANY] * len(names)
+    return [timing_kind(desc, n) for n in names]
 
 
 def _exit_info(caps) -> int:

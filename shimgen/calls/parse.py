@@ -161,15 +161,19 @@ class _Types:
 
 def _function(types: _Types, fdecl) -> dict:
     c = types.c
-    args = []
+    args, varargs = [], False
     for p in (fdecl.args.params if fdecl.args else []):
         if isinstance(p, c.EllipsisParam):
+            varargs = True
             break
         d = types.describe(p.type)
         if d["k"] == "void" and not getattr(p, "name", None):
             continue
         args.append([p.name or f"arg{len(args)}", d])
-    return {"args": args, "ret": types.describe(fdecl.type)}
+    out = {"args": args, "ret": types.describe(fdecl.type)}
+    if varargs:  # (the timing entry keeps rax for it: model.timing_kind)
+        out["varargs"] = True
+    return out
 
 
 def parse_declarations(text: str) -> dict:

@@ -45,6 +45,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("facts.h.j2", "facts.h"),
     ("tracefields.h.j2", "tracefields.h"),
     ("functions.inc.j2", "functions.inc"),
+    ("timedfns.inc.j2", "timedfns.inc"),
     ("table.c.j2", "table.c"),
     ("gateplan.c.j2", "gateplan.c"),
     ("calls_table.c.j2", "calls_table.c"),
@@ -277,6 +278,7 @@ def render_context(model: ShimModel, captures: bool = True) -> dict:
                         "kind_mask": runenv.CALLS_CAPTURE_KIND_MASK},
         "calls_table": (calls.capture_table([f.name for f in model.functions])
                         if captures else None),
+        "timed_kinds": calls.timing_kinds([f.name for f in model.functions]) if captures else None,
         "inject_keys": inject.KEYS, "kern": KERN_FACTS,
         "inject_limits": {"MAX_RULES": inject.MAX_RULES, "MAX_LEN": inject.MAX_LEN,
                           "NUMBER_MAX": inject.NUMBER_MAX, "RESULT_MAX": inject.RESULT_MAX},

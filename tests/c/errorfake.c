@@ -5,8 +5,10 @@
  * call printed on stdout, one "ns N" line a call), "kill:0:0" (SIGKILL itself: no exit),
  * "tret:CODE:N" (cuFakeReturn(CODE) N times on a thread of its own, which exits), "fork:0:0"
  * (fork: the child, which prints "child PID", goes on with the calls that follow; the
- * parent waits for it and ends there). argv[1]: library to dlopen; then the calls, in
- * order. */
+ * parent waits for it and ends there), "init:FLAGS:N" (cuInit(FLAGS), N times: 1 for any
+ * non-zero FLAGS) and "proc:0:N" (cuGetProcAddress of a name the driver lacks, N times: 500),
+ * two CUresult functions of the headers, timed through the entries of their declarations
+ * (runtime/arch/x86_64/timing.S). argv[1]: library to dlopen; then the calls, in order. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -20,6 +22,8 @@
 
 typedef int (*ret_fn)(int);
 typedef int (*spin_fn)(uint64_t);
+typedef int (*init_fn)(unsigned);
+typedef int (*proc_fn)(const char *, void **, int, uint64_t);
 
 struct thread_calls {
     ret_fn ret;
@@ -46,7 +50,9 @@ int main(int argc, char **argv)
     spin_fn spin = (spin_fn)dlsym(h, "cuFakeSpinTicks");
     ret_fn nores = (ret_fn)dlsym(h, "cudbgFakeNoResult");
     spin_fn spin_ns = (spin_fn)dlsym(h, "cuFakeSpinNs");
-    if (!ret || !spin || !nores || !spin_ns)
+    init_fn init = (init_fn)dlsym(h, "cuInit");
+    proc_fn proc = (proc_fn)dlsym(h, "cuGetProcAddress");
+    if (!ret || !spin || !nores || !spin_ns || !init || !proc)
         return 1;
     for (int a = 2; a < argc; a++) {
         char kind[8];
@@ -86,6 +92,16 @@ int main(int argc, char **argv)
             int status;
             return waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : 1;
         }
+        for (unsigned long long i = 0; kind[0] == 'i' && i < n; i++)
+            if (init((unsigned)v) != (v ? 1 : 0))
+                return 1;
+        for (unsigned long long i = 0; kind[0] == 'p' && i < n; i++) {
+            void *fn = NULL;
+            if (proc("cuFakeNothing", &fn, 12000, 0) != 500)
+                return 1;
+        }
+        if (kind[0] == 'i' || kind[0] == 'p')
+            continue;
         for (unsigned long long i = 0; i < n; i++) {
             int rc = kind[0] == 'r' ? ret((int)v) : kind[0] == 's' ? spin(v) : nores((int)v);
             if (kind[0] != 's' && rc != (int)v) {

@@ -179,6 +179,27 @@ def test_each_code_counted_and_a_function_without_cuResult_never(probes, errors_
     check_hist(trace)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_errors_of_declared_functions_are_counted_under_their_own_names(
+        probes, errors_fake_shim, tmp_path, mode):
+    """cuInit (one integer argument) and cuGetProcAddress (four) are declared in the headers:
+    their stubs take the CUresult entries (x86-64: timedfns.inc's kinds 2 and 1), which count
+    an error without the flag table. Each code is counted under its own function."""
+    _, shim = errors_fake_shim
+    kinds = re.findall(r"^SHIMGEN_TIMED\(\d+, (\d)\)$",
+                       (shim.parent / "src" / "timedfns.inc").read_text(), re.M)
+    names = re.findall(r"^SHIMGEN_FUNCTION\(\d+, (\w+)\)$",
+                       (shim.parent / "src" / "functions.inc").read_text(), re.M)
+    if cuda.returns_result("cuInit") and dict(zip(names, kinds)).get("cuInit") == "0":
+        pytest.skip("no headers: every function takes the entry of kind 0")
+    trace = run_fake(probes, errors_fake_shim, tmp_path, mode, "init:1:3", "init:0:2",
+                     "proc:0:4", "ret:5:1")
+    assert trace["calls"] == {"cuInit": 5, "cuGetProcAddress": 4, "cuFakeReturn": 1}
+    assert trace["errors"] == {"cuInit": {"1": 3}, "cuGetProcAddress": {"500": 4},
+                               "cuFakeReturn": {"5": 1}}
+    check_hist(trace)
+
+
 def test_a_forked_child_reports_only_its_own_errors(probes, errors_fake_shim, tmp_path):
     """A thread of the parent returned errors and exited (its block folded into the
     process's errors), then the parent forks: the child's trace has the child's own calls

@@ -305,6 +305,14 @@ shimgen_\name\()_return:
 /* ---- tables: one entry per function, the address of its timing stub ---- */
 #include "arch/timetables.h"
 
+/* Where timed calls return first (first.c), then 0: one entry serves every function here
+ * (x86-64 has one per kind of declaration, timedfns.inc). */
+        .globl  shimgen_timed_returns
+        .hidden shimgen_timed_returns
+        .balign 8
+shimgen_timed_returns:
+        .quad   shimgen_time_return, shimgen_timeline_return, 0
+
 /* Calls mode is x86-64 only, for now (arches.py: calls=False; config.c turns it off): the
  * names the C runtime takes of calls.S are the timing stubs' and return. */
         .globl  shimgen_calls_stubs

@@ -12,6 +12,7 @@
 #include "shim.h"
 #include "arch/layout.h"
 #include "asm.h"
+#include "timing_out.h"
 
         .hidden shimgen_targets
         .hidden shimgen_result_fns
@@ -23,8 +24,13 @@
  * it returns into shimgen_time_return. The fast path is all here. It changes only r10, r11
  * (no argument register) and rbx, which holds the frame across the call: the callee
  * preserves rbx (it is callee-saved), and the caller's rbx is kept in the frame and put
- * back before the return. rax and rdx are parked in r10 and r11 around rdtsc. Arguments
- * in registers and on the stack therefore reach the target untouched. The block is
+ * back before the return. rax and rdx are parked around rdtsc where they may carry
+ * something: the macro is assembled once per kind of function (timedfns.inc, from its
+ * declaration in the headers, shimgen/calls/model.py timing_kind): 0 (none known) keeps
+ * rax and rdx at the entry and rdx at the return; 1 (a CUresult, no varargs: rax carries
+ * no argument, and the result is eax alone) rdx at the entry only; 2 (the same with at most
+ * two integer arguments: rdx carries none) nothing. Arguments in registers and on the
+ * stack therefore reach the target untouched. The block is
  * shimgen_tls_time's (tls.c), never NULL: a thread without one yet (its first timed call)
  * has the nursery, which has no free frame, and the path without a frame sends it to the
  * C path, which gets the block.
@@ -62,7 +68,7 @@
 .endif
 .endm
 
-.macro timed name, timeline
+.macro timed name, timeline, kind
         .balign 16
         .type   shimgen_\name\()_enter, @function
 shimgen_\name\()_enter:
@@ -90,18 +96,28 @@ shimgen_\name\()_enter:
          * as rsp + 1 and the caller's rsp is given by its own rule: rsp = our rsp. */
         .cfi_def_cfa_offset 1
         CFI_CALLER_RSP_IS_RSP
-        /* rax and rdx are parked around rdtsc: rax in r10, rdx below the stack pointer
-         * (the caller's return address was there; a signal handler leaves that area
-         * alone), so r11 keeps the index. The start ticks are written before the index:
-         * the index word held a free frame's link until now, and a reader of the trace
-         * file that sees an index there sees this call's start (docs/traceformat.md). */
+        /* rax and rdx are parked around rdtsc where they may carry an argument (kind 0:
+         * both; 1, no varargs: rdx; 2, at most two integer arguments: neither): rax in
+         * r10, rdx below the stack pointer (the caller's return address was there; a
+         * signal handler leaves that area alone) or, with rax not kept, in r10; r11 keeps
+         * the index. The start ticks are written before the index: the index word held a
+         * free frame's link until now, and a reader of the trace file that sees an index
+         * there sees this call's start (docs/traceformat.md). */
+.if \kind == 0
         mov     %rax, %r10
         mov     %rdx, -8(%rsp)
+.elseif \kind == 1
+        mov     %rdx, %r10
+.endif
         rdtsc
         mov     %eax, FRAME_START(%rbx)             /* start ticks, low and high half */
         mov     %edx, FRAME_START+4(%rbx)
+.if \kind == 0
         mov     %r10, %rax
         mov     -8(%rsp), %rdx
+.elseif \kind == 1
+        mov     %r10, %rdx                          /* (the block is not needed here) */
+.endif
         mov     %r11, FRAME_IDX(%rbx)               /* the frame is in use from here */
         /* The caller's return address is off the stack (it is in the frame): call the
          * target, so that the callee sees the same stack, and its return is predicted,
@@ -116,7 +132,7 @@ shimgen_\name\()_enter:
  * values; every other caller-saved register is free now. Read the frame, give it back, count the call, add
  * the elapsed ticks to this thread's total and maximum, count it in the fine histogram (the
  * bucket's slot found by a short probe from the key's own) or, with no slot there, in the
- * log2 histogram (out of line), count a non-zero
+ * log2 histogram (out of line, timing_out.h), count a non-zero
  * eax of a CUresult function as an error (out of line), and return to the original
  * return address with push+ret: the caller's own call left the matching
  * return-stack-buffer entry, so this return is predicted too.
@@ -125,7 +141,9 @@ shimgen_\name\()_enter:
         .hidden shimgen_\name\()_return
 shimgen_\name\()_return:
         mov     %rax, %r8
-        mov     %rdx, %r9
+.if \kind == 0
+        mov     %rdx, %r9                           /* (a CUresult is eax alone) */
+.endif
         rdtsc
         shl     $32, %rdx
         or      %rdx, %rax                          /* end ticks */
@@ -232,14 +250,16 @@ shimgen_\name\()_return:
         or      %rdi, %rax
         mov     %rax, 8(%rdx)                       /* elapsed << 16 | i */
 .endif
-        /* A non-zero eax may be an error: the out-of-line path below counts it when the
+        /* A non-zero eax may be an error: the out-of-line path (timing_out.h) counts it when the
          * function returns a CUresult. The success path pays this test and branch only. */
         test    %r8d, %r8d
         .cfi_remember_state
         jnz     .L\name\()_error
 2:
         mov     %r8, %rax
+.if \kind == 0
         mov     %r9, %rdx
+.endif
         push    %r11
         .cfi_def_cfa_offset 8
         .cfi_restore rsp
@@ -279,106 +299,54 @@ shimgen_\name\()_return:
         cmovnz  %rdx, %rbx                          /* timed: rbx = frame, as fast */
         restore_argument_registers
         jmp     *%r11
-/*
- * An error return: count (function, code) in the thread's err[], open addressing on the
- * key (i + 1) << 32 | code from a multiplicative hash, a free slot (key 0) claimed with
- * cmpxchg; every slot taken: err_overflow. All in registers that carry nothing now (rax,
- * rcx, rdx, rsi, rdi), with no stack and no call, so the frame's CFI is the one above and
- * no return value (rax:rdx in r8:r9, xmm0/xmm1 untouched) can be lost. Each write is one
- * instruction: a signal handler's timed call on this thread, between any two of them, either
- * claims another slot (our cmpxchg then fails and the probe goes on, or finds our key) or
- * counts in a slot as a whole. A function that does not return a CUresult (its byte in
- * shimgen_result_fns is 0, from shimgen/cuda.py) is never counted: its eax is not a code.
- */
-.L\name\()_error:
-        .cfi_restore_state
-.if !\timeline
-        shr     $TS_IDX_SHIFT, %rdi                 /* i (the timeline did this above) */
-.endif
-        lea     shimgen_result_fns(%rip), %rcx
-        cmpb    $0, (%rcx,%rdi)
-        je      2b
-        lea     1(%rdi), %rsi
-        shl     $32, %rsi
-        mov     %r8d, %ecx
-        or      %rcx, %rsi                          /* the key */
-        imul    $TS_ERR_HASH, %rsi, %rdx
-        shr     $(64 - TS_ERR_SLOTS_SHIFT), %rdx    /* the first slot to look at */
-        mov     $TS_ERR_SLOTS, %ecx                 /* slots left to look at */
-3:
-        lea     (%rdx,%rdx), %rdi                   /* slot * 16 = rdi * 8 */
-        mov     TS_ERR(%r10,%rdi,8), %rax
-        cmp     %rsi, %rax
-        je      5f                                  /* ours */
-        test    %rax, %rax
-        jnz     4f                                  /* another key's */
-        cmpxchg %rsi, TS_ERR(%r10,%rdi,8)           /* free: claim it (rax = 0) */
-        je      5f
-        cmp     %rsi, %rax                          /* a handler claimed it first: for us? */
-        je      5f
-4:
-        inc     %edx
-        and     $(TS_ERR_SLOTS - 1), %edx
-        dec     %ecx
-        jnz     3b
-        incq    TS_ERR_OVERFLOW(%r10)               /* every slot is another key's */
-        jmp     2b
-5:
-        incq    TS_ERR+8(%r10,%rdi,8)
-        jmp     2b
-/* A call the fine table had no slot for: counted in its log2 bucket, hist[i][e], e the
- * octave of its fine bucket f (the key less i's base): bsr(f | 1) below 64, else
- * (f >> 6) + 5. Then back to the path above, at the event (timeline) and the error test. The
- * frame's CFI is the one above, as on the error path. */
-.L\name\()_nofine:
-.if \timeline
-        mov     -16(%rsp), %rcx                     /* i * 8 */
-        mov     %edi, %eax                          /* the key */
-.else
-        mov     %rdi, %rcx
-        mov     %esi, %eax
-.endif
-        imul    $(TS_FINE_STEP >> TS_IDX_SHIFT), %rcx, %rdx
-        sub     %edx, %eax
-        sub     $TS_FINE_STEP, %eax                 /* f */
-        cmp     $(1 << TS_FINE_SUB_SHIFT), %eax
-        jb      11f
-        shr     $TS_FINE_SUB_SHIFT, %eax
-        add     $(TS_FINE_SUB_SHIFT - 1), %eax      /* e */
-        jmp     12f
-11:
-        or      $1, %eax
-        bsr     %eax, %eax                          /* e */
-12:
-        lea     (%rax,%rcx,TS_HIST_IDX_SCALE), %rdx /* i * TS_HIST_BUCKETS + e */
-        incq    TS_HIST(%r10,%rdx,8)
-        jmp     10b
+        timed_out \name, \timeline, \kind           /* timing_out.h */
         .cfi_endproc
         .size   shimgen_\name\()_enter, .-shimgen_\name\()_enter
 .endm
 
-.macro timed_stub name, i
+/* A function's timing stub: the entry of its kind (timedfns.inc, from its declaration):
+ * 0 shimgen_<name>_enter, 1 shimgen_<name>_cu_enter, 2 shimgen_<name>_cu2_enter. */
+.macro timed_stub name, i, kind
         .balign 16
 .L\name\()_\i:
         ENDBR
         mov     $\i, %r11d
+.if \kind == 2
+        jmp     shimgen_\name\()_cu2_enter
+.elseif \kind == 1
+        jmp     shimgen_\name\()_cu_enter
+.else
         jmp     shimgen_\name\()_enter
+.endif
 .endm
 
         .text
-/* time stubs: r11 = i, then the common entry */
-#define SHIMGEN_FUNCTION(i, name) timed_stub time, i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        timed time, 0
+/* time stubs: r11 = i, then the common entry of their kind */
+#define SHIMGEN_TIMED(i, kind) timed_stub time, i, kind
+#include "timedfns.inc"
+#undef SHIMGEN_TIMED
+        timed time, 0, 0
+        timed time_cu, 0, 1
+        timed time_cu2, 0, 2
 
-/* timeline stubs: r11 = i, then the common entry */
-#define SHIMGEN_FUNCTION(i, name) timed_stub timeline, i
-#include "functions.inc"
-#undef SHIMGEN_FUNCTION
-        timed timeline, 1
+/* timeline stubs: r11 = i, then the common entry of their kind */
+#define SHIMGEN_TIMED(i, kind) timed_stub timeline, i, kind
+#include "timedfns.inc"
+#undef SHIMGEN_TIMED
+        timed timeline, 1, 0
+        timed timeline_cu, 1, 1
+        timed timeline_cu2, 1, 2
 
 /* ---- tables: one entry per function, the address of its timing stub ---- */
 #include "arch/timetables.h"
+
+/* Where timed calls return first, every entry's (first.c), then 0. */
+        .globl  shimgen_timed_returns
+        .hidden shimgen_timed_returns
+        .balign 8
+shimgen_timed_returns:
+        .quad   shimgen_time_return, shimgen_time_cu_return, shimgen_time_cu2_return
+        .quad   shimgen_timeline_return, shimgen_timeline_cu_return
+        .quad   shimgen_timeline_cu2_return, 0
 
         .section .note.GNU-stack, "", @progbits
