@@ -190,7 +190,7 @@ def test_errors_of_declared_functions_are_counted_under_their_own_names(
                        (shim.parent / "src" / "timedfns.inc").read_text(), re.M)
     names = re.findall(r"^SHIMGEN_FUNCTION\(\d+, (\w+)\)$",
                        (shim.parent / "src" / "functions.inc").read_text(), re.M)
-    if cuda.returns_result("cuInit") and dict(zip(names, kinds)).get("cuInit") == "0":
+    if cuda.returns_result("cuInit") and dict(zip(names, kinds, strict=True)).get("cuInit") == "0":
         pytest.skip("no headers: every function takes the entry of kind 0")
     trace = run_fake(probes, errors_fake_shim, tmp_path, mode, "init:1:3", "init:0:2",
                      "proc:0:4", "ret:5:1")
