@@ -22,6 +22,12 @@ void shimgen_budget_after_fork(void);
  * (a refusal, recorded when `last`). Only while shimgen_budget_on. */
 int shimgen_budget_take(int column, uint64_t size, int last);
 void shimgen_budget_give(int column, uint64_t size);
+/* What this process's pools and graphs reserve on a column beyond its allocations (the
+ * ledger's number at `now`, read under the books' lock: the last of concurrent updates
+ * stands) held in its slot: what it grew by taken, never refused (the driver reserved it
+ * already: it can take the device's use past the budget, and the next reservations are
+ * refused until memory comes back); what it shrank by given back. */
+void shimgen_budget_reserve(int column, const uint64_t *now);
 /* What cuMemGetInfo_v2 and cuDeviceTotalMem_v2 answer with (memory/routes.h): the budget's
  * size per device (0: no budget), and what a column's device has left of it (the slots of
  * processes gone still count until the next reservation that finds the budget short). */

@@ -77,6 +77,15 @@ static void recompute_extra(unsigned c)
     note_reserved_peak(c);
 }
 
+/* A column's `extra` charged to the shared budget (its reserve: budget.h), when there is
+ * one: after each change, outside the ledger's lock (the budget may ask the driver). */
+void shimgen_ledger_charge(int column)
+{
+    if (__builtin_expect(__atomic_load_n(&shimgen_budget_on, __ATOMIC_RELAXED), 0) &&
+        (unsigned)column < COLS)
+        shimgen_budget_reserve(column, &extra[column]);
+}
+
 /* A pool's or the graphs' reservation (memory/reserve.c) as the column's `extra`. */
 void shimgen_ledger_reservation(int graphs, int column, const uint64_t v[4])
 {
@@ -295,9 +304,12 @@ void shimgen_ledger_given(int took, const uint64_t taken[3])
         return;
     }
     count((unsigned)taken[1], (unsigned)taken[2], -taken[0], (uint64_t)-1, 0);
-    if (SHIMGEN_MEM_POOL_ROUTES >> taken[2] & 1) /* back to its pool, reserved */
+    int pooled = SHIMGEN_MEM_POOL_ROUTES >> taken[2] & 1;
+    if (pooled) /* back to its pool, reserved */
         recompute_extra((unsigned)taken[1]);
     unlock_ledger();
+    if (pooled) /* (the pool's reserve charged before the bytes go back: it holds them) */
+        shimgen_ledger_charge((int)taken[1]);
     give_shared((unsigned)taken[1], taken[0]);
 }
 

@@ -3,6 +3,10 @@
  * tests/c/fake_budget_libcuda.c). Its arguments, in order:
  *   alloc:N     an allocation of N bytes, its result printed ("alloc:N rc R")
  *   free        the last allocation kept given back
+ *   palloc:N    an allocation of N bytes from the device's pool (cuMemAllocAsync), printed
+ *               as alloc: is; pfree the last kept given back to it (cuMemFreeAsync)
+ *   trim  sync  query  the pool trimmed to nothing (cuMemPoolTrimTo), a synchronisation
+ *               (cuStreamSynchronize), a stream's query (cuStreamQuery): "trim rc R" ...
  *   hold        "holding" printed, then waits to be killed
  *   info        cuMemGetInfo_v2 and cuDeviceTotalMem_v2 of device 0: "info F T D" printed
  *   line        waits for a line on stdin
@@ -29,10 +33,10 @@ static fn_t alloc_fn, free_fn;
 static u64 kept[4096];
 static int nkept;
 
-static int alloc(u64 n)
+static int alloc(u64 n, fn_t fn)
 {
     u64 p = 0;
-    int rc = alloc_fn(&p, (size_t)n);
+    int rc = fn == alloc_fn ? fn(&p, (size_t)n) : fn(&p, (size_t)n, NULL);
     if (rc == 0 && nkept < 4096)
         kept[nkept++] = p;
     return rc;
@@ -44,7 +48,7 @@ static void job(int rounds, u64 most, unsigned seed)
     srand(seed);
     for (int r = 0; r < rounds; r++) {
         if (nkept < 16 && (rand() & 1)) {
-            refused += alloc(1 + (u64)rand() % most) != 0;
+            refused += alloc(1 + (u64)rand() % most, alloc_fn) != 0;
         } else if (nkept) {
             int i = rand() % nkept;
             free_fn(kept[i]);
@@ -54,6 +58,14 @@ static void job(int rounds, u64 most, unsigned seed)
             usleep((unsigned)(rand() % 200));
     }
     printf("job refused %d kept %d\n", refused, nkept);
+}
+
+static fn_t sym(void *h, const char *name)
+{
+    fn_t f = (fn_t)dlsym(h, name);
+    if (!f)
+        fprintf(stderr, "no %s\n", name), exit(2);
+    return f;
 }
 
 int main(int argc, char **argv)
@@ -69,9 +81,20 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
         if (!strncmp(a, "alloc:", 6)) {
-            printf("%s rc %d\n", a, alloc(strtoull(a + 6, NULL, 10)));
+            printf("%s rc %d\n", a, alloc(strtoull(a + 6, NULL, 10), alloc_fn));
+        } else if (!strncmp(a, "palloc:", 7)) {
+            printf("%s rc %d\n", a, alloc(strtoull(a + 7, NULL, 10), sym(h, "cuMemAllocAsync")));
         } else if (!strcmp(a, "free") && nkept) {
             printf("free rc %d\n", free_fn(kept[--nkept]));
+        } else if (!strcmp(a, "pfree") && nkept) {
+            printf("pfree rc %d\n", sym(h, "cuMemFreeAsync")(kept[--nkept], NULL));
+        } else if (!strcmp(a, "trim")) {
+            u64 pool = 0;
+            int rc = sym(h, "cuDeviceGetMemPool")(&pool, 0);
+            printf("trim rc %d\n", rc ? rc : sym(h, "cuMemPoolTrimTo")(pool, (size_t)0));
+        } else if (!strcmp(a, "sync") || !strcmp(a, "query")) {
+            fn_t f = sym(h, a[0] == 's' ? "cuStreamSynchronize" : "cuStreamQuery");
+            printf("%s rc %d\n", a, f(NULL));
         } else if (!strcmp(a, "info")) {
             size_t f = 0, t = 0, d = 0;
             fn_t info = (fn_t)dlsym(h, "cuMemGetInfo_v2");

@@ -13,6 +13,13 @@
  * runtime/budget/view.h), leaves an update half-done (a device's `used` at 0, the sequence
  * odd) and kills its own process with SIGKILL: a process that dies holding the lock.
  * cuMemGetInfo_v2 answers 96 GiB total and FAKE_BUDGET_FREE bytes free (default 80 GiB).
+ *
+ * The device has one memory pool (cuDeviceGetMemPool's, cuMemAllocAsync's), a process's
+ * own: it reserves memory in chunks of 64 KiB as its allocations need it and keeps what
+ * cuMemFreeAsync gives back until a synchronisation (its release threshold is 0) or
+ * cuMemPoolTrimTo (or cuStreamQuery, which the shim does not watch: a pool giving memory
+ * back where nobody asks it); cuMemPoolGetAttribute says its reserved and used bytes and their highs.
+ * What it reserves is the process's in the fake's books (its allocations are in it).
  * Built with SONAME libcuda.so.1. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -49,7 +56,12 @@ static u64 limit, next_address = 0x7f0000000000ull, die_at, nallocs;
 static pthread_mutex_t local = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     u64 key, size;
+    int pooled; /* an allocation from the pool */
 } live[ALLOCS];
+
+#define POOL 0x100ull
+#define CHUNK 65536ull
+static u64 pool_reserved, pool_reserved_high, pool_used, pool_used_high;
 
 /* The process `pid` of start time `start` still there (not gone, not a zombie). */
 static int there(int pid, u64 start)
@@ -93,6 +105,7 @@ static int open_books(void)
     die_at = d ? strtoull(d, NULL, 10) : 0;
     for_pid = getpid();
     memset(live, 0, sizeof live);
+    pool_reserved = pool_reserved_high = pool_used = pool_used_high = 0;
     me = -1;
     int zombie = 0;
     u64 start = books_start_time(for_pid, &zombie);
@@ -126,14 +139,26 @@ static void die_locked(void)
     kill(getpid(), SIGKILL);
 }
 
-static u64 add(u64 n)
+/* An allocation of n bytes (`pooled`: from the pool, the process holding what its
+ * reserve grows by). */
+static u64 add(u64 n, int pooled)
 {
     if (!open_books())
         return next_address += n + 4096;
     if (die_at && ++nallocs == die_at)
         die_locked();
     lock_fake();
-    u64 sum = n;
+    u64 more = n;
+    if (pooled) {
+        pool_used += n;
+        u64 to = (pool_used + CHUNK - 1) / CHUNK * CHUNK;
+        more = to > pool_reserved ? to - pool_reserved : 0;
+        pool_reserved += more;
+        pool_used_high = pool_used > pool_used_high ? pool_used : pool_used_high;
+        pool_reserved_high = pool_reserved > pool_reserved_high ? pool_reserved
+                                                                : pool_reserved_high;
+    }
+    u64 sum = more;
     for (int i = 0; i < PROCS; i++)
         if (fb->proc[i].pid && i != me && there(fb->proc[i].pid, fb->proc[i].start))
             sum += fb->proc[i].held;
@@ -142,12 +167,12 @@ static u64 add(u64 n)
         fb->over++;
     if (sum > fb->peak)
         fb->peak = sum;
-    fb->proc[me].held += n;
+    fb->proc[me].held += more;
     fb->allocs++;
     u64 key = next_address += n + 4096;
     for (int i = 0; i < ALLOCS; i++)
         if (!live[i].key) {
-            live[i].key = key, live[i].size = n;
+            live[i].key = key, live[i].size = n, live[i].pooled = pooled;
             break;
         }
     unlock_fake();
@@ -161,8 +186,8 @@ static CUresult drop(u64 key)
     lock_fake();
     int found = 0;
     for (int i = 0; i < ALLOCS && !found; i++)
-        if (live[i].key == key) {
-            fb->proc[me].held -= live[i].size;
+        if (live[i].key == key) { /* (a pool's bytes kept in the pool, reserved) */
+            *(live[i].pooled ? &pool_used : &fb->proc[me].held) -= live[i].size;
             live[i].key = 0;
             fb->frees++;
             found = 1;
@@ -201,10 +226,49 @@ EXPORT CUresult cuMemAlloc_v2(u64 *p, size_t n)
 {
     if (!p || !n)
         return 1;
-    *p = add(n);
+    *p = add(n, 0);
     return 0;
 }
 EXPORT CUresult cuMemFree_v2(u64 p) { return drop(p); }
+EXPORT CUresult cuMemAllocAsync(u64 *p, size_t n, void *s)
+{
+    (void)s;
+    if (!p || !n)
+        return 1;
+    *p = add(n, 1);
+    return 0;
+}
+EXPORT CUresult cuMemFreeAsync(u64 p, void *s) { return (void)s, drop(p); }
+EXPORT CUresult cuDeviceGetMemPool(u64 *pool, int dev) { return dev ? 1 : (*pool = POOL, 0); }
+
+/* The pool keeps at least `keep` (and what is used), in whole chunks: what it gives back
+ * leaves the process's bytes. */
+static CUresult trim(u64 pool, u64 keep)
+{
+    if (pool != POOL || !open_books())
+        return 1;
+    lock_fake();
+    u64 to = ((pool_used > keep ? pool_used : keep) + CHUNK - 1) / CHUNK * CHUNK;
+    if (to < pool_reserved)
+        fb->proc[me].held -= pool_reserved - to, pool_reserved = to;
+    unlock_fake();
+    return 0;
+}
+EXPORT CUresult cuMemPoolTrimTo(u64 pool, size_t keep) { return trim(pool, keep); }
+EXPORT CUresult cuStreamSynchronize(void *s) { return (void)s, trim(POOL, 0); }
+/* (gives back as a synchronisation does, where the shim does not look) */
+EXPORT CUresult cuStreamQuery(void *s) { return (void)s, trim(POOL, 0); }
+/* attributes 5 to 8: reserved, its high, used, its high */
+EXPORT CUresult cuMemPoolGetAttribute(u64 pool, int attr, u64 *v)
+{
+    pthread_mutex_lock(&local);
+    u64 all[4] = {pool_reserved, pool_reserved_high, pool_used, pool_used_high};
+    pthread_mutex_unlock(&local);
+    if (pool != POOL || attr < 5 || attr > 8)
+        return 1;
+    *v = all[attr - 5];
+    return 0;
+}
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     const char *f = getenv("FAKE_BUDGET_FREE"); /* (default 80 GiB of 96) */
