@@ -5825,8 +5825,8 @@ MUTATIONS = [
     {
         "name": "budget-refusal-ignored",
         "file": "runtime/memory/ledger.c",
-        "old": "        (!reserving || (shimgen_reserve_refresh(), !shimgen_budget_take(column, size, 1)))) {\n",
-        "new": "        (!reserving || (shimgen_reserve_refresh(), !shimgen_budget_take(column, size, 1))) && 0) {\n",
+        "old": "        if (!shimgen_budget_take(column, size, 1)) {\n",
+        "new": "        if (!shimgen_budget_take(column, size, 1) && 0) {\n",
         "tests": ["tests/run/test_budget.py::test_a_job_never_takes_the_driver_past_its_budget"],
         "why": "an allocation the shared budget refuses never reaches the driver",
     },
@@ -5955,8 +5955,8 @@ MUTATIONS = [
     {
         "name": "budget-pool-reserve-not-asked-before-refusal",
         "file": "runtime/memory/ledger.c",
-        "old": "    int reserving = shimgen_ledger_extra(column) != 0; /* (asked again before a refusal) */\n",
-        "new": "    int reserving = 0;\n",
+        "old": "        if (shimgen_ledger_extra(column))\n            shimgen_reserve_refresh();\n",
+        "new": "",
         "tests": ["tests/run/test_budget_pools.py::test_a_stale_reserve_is_asked_again_before_a_refusal"],
         "why": "under the shared budget alone, pools are asked again before a refusal, as under --limit memory",
     },

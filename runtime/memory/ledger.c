@@ -177,11 +177,13 @@ int shimgen_ledger_reserve_shared(int column, uint64_t size, uint64_t reserved[2
     reserved[0] = reserved[1] = 0;
     if (column < 0 || column == SHIMGEN_MEM_HOST_COLUMN)
         return 1;
-    int reserving = shimgen_ledger_extra(column) != 0; /* (asked again before a refusal) */
-    if (!shimgen_budget_take(column, size, !reserving) &&
-        (!reserving || (shimgen_reserve_refresh(), !shimgen_budget_take(column, size, 1)))) {
-        __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);
-        return 0;
+    if (!shimgen_budget_take(column, size, 0)) { /* (pools and graphs asked again first) */
+        if (shimgen_ledger_extra(column))
+            shimgen_reserve_refresh();
+        if (!shimgen_budget_take(column, size, 1)) {
+            __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);
+            return 0;
+        }
     }
     reserved[0] = size;
     reserved[1] = LEDGER_BUDGET_ONLY;

@@ -16,10 +16,11 @@
  *
  * The device has one memory pool (cuDeviceGetMemPool's, cuMemAllocAsync's), a process's
  * own: it reserves memory in chunks of 64 KiB as its allocations need it and keeps what
- * cuMemFreeAsync gives back until a synchronisation (its release threshold is 0) or
- * cuMemPoolTrimTo (or cuStreamQuery, which the shim does not watch: a pool giving memory
- * back where nobody asks it); cuMemPoolGetAttribute says its reserved and used bytes and their highs.
- * What it reserves is the process's in the fake's books (its allocations are in it).
+ * cuMemFreeAsync gives back until a synchronisation (its release threshold is 0),
+ * cuMemPoolTrimTo, or cuStreamQuery (which the shim does not watch: a pool that gives
+ * memory back where nobody asks it); cuMemPoolGetAttribute says its reserved and used
+ * bytes and their highs. What it reserves is the process's in the fake's books (its
+ * allocations are in it).
  * Built with SONAME libcuda.so.1. */
 #define _GNU_SOURCE
 #include <fcntl.h>
