@@ -5945,6 +5945,14 @@ MUTATIONS = [
         "why": "a pool's reserve asked again after a trim is what the shared budget holds of it",
     },
     {
+        "name": "budget-graph-reserve-not-charged",
+        "file": "runtime/memory/reserve.c",
+        "old": "            shimgen_ledger_reservation(1, c, v), shimgen_ledger_charge(c);\n",
+        "new": "            shimgen_ledger_reservation(1, c, v);\n",
+        "tests": ["tests/run/test_budget_pools.py::test_a_graphs_reserve_is_charged_never_refused"],
+        "why": "what graphs reserve counts in the shared budget from their upload or launch, never refused",
+    },
+    {
         "name": "budget-pool-reserve-inherited-by-a-child",
         "file": "runtime/budget/budget.c",
         "old": "    memset(charged, 0, sizeof charged); /* (no pools of its own yet) */\n",

@@ -7,6 +7,9 @@
  *               as alloc: is; pfree the last kept given back to it (cuMemFreeAsync)
  *   trim  sync  query  the pool trimmed to nothing (cuMemPoolTrimTo), a synchronisation
  *               (cuStreamSynchronize), a stream's query (cuStreamQuery): "trim rc R" ...
+ *   graph:N     a graph of one allocation node of N bytes on device 0 made, instantiated
+ *               and uploaded; graphfree its instance destroyed and the device's graph
+ *               memory trimmed (cuDeviceGraphMemTrim): "graph:N rc R", "graphfree rc R"
  *   hold        "holding" printed, then waits to be killed
  *   info        cuMemGetInfo_v2 and cuDeviceTotalMem_v2 of device 0: "info F T D" printed
  *   line        waits for a line on stdin
@@ -30,6 +33,7 @@ typedef int (*fn_t)();
 typedef unsigned long long u64;
 
 static fn_t alloc_fn, free_fn;
+static void *exec; /* the graph's instance */
 static u64 kept[4096];
 static int nkept;
 
@@ -92,6 +96,20 @@ int main(int argc, char **argv)
             u64 pool = 0;
             int rc = sym(h, "cuDeviceGetMemPool")(&pool, 0);
             printf("trim rc %d\n", rc ? rc : sym(h, "cuMemPoolTrimTo")(pool, (size_t)0));
+        } else if (!strncmp(a, "graph:", 6)) {
+            char params[128] = {0}; /* CUDA_MEM_ALLOC_NODE_PARAMS: device 0, the size */
+            int device[2] = {1, 0};
+            u64 size = strtoull(a + 6, NULL, 10);
+            void *g = NULL, *node = NULL;
+            memcpy(params + 8, device, sizeof device);
+            memcpy(params + 104, &size, sizeof size);
+            int rc = sym(h, "cuGraphCreate")(&g, 0);
+            rc = rc ? rc : sym(h, "cuGraphAddMemAllocNode")(&node, g, NULL, (size_t)0, params);
+            rc = rc ? rc : sym(h, "cuGraphInstantiateWithFlags")(&exec, g, 0ull);
+            printf("%s rc %d\n", a, rc ? rc : sym(h, "cuGraphUpload")(exec, NULL));
+        } else if (!strcmp(a, "graphfree")) {
+            int rc = sym(h, "cuGraphExecDestroy")(exec);
+            printf("graphfree rc %d\n", rc ? rc : sym(h, "cuDeviceGraphMemTrim")(0));
         } else if (!strcmp(a, "sync") || !strcmp(a, "query")) {
             fn_t f = sym(h, a[0] == 's' ? "cuStreamSynchronize" : "cuStreamQuery");
             printf("%s rc %d\n", a, f(NULL));

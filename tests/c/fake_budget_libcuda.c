@@ -20,7 +20,10 @@
  * cuMemPoolTrimTo, or cuStreamQuery (which the shim does not watch: a pool that gives
  * memory back where nobody asks it); cuMemPoolGetAttribute says its reserved and used
  * bytes and their highs. What it reserves is the process's in the fake's books (its
- * allocations are in it).
+ * allocations are in it). A graph's memory allocation nodes (cuGraphAddMemAllocNode; one
+ * graph, one instance) take their memory from the device's graph reservation at the
+ * instance's upload, in chunks of 64 KiB, kept until cuDeviceGraphMemTrim after the
+ * instance is gone (cuDeviceGetGraphMemAttribute says it): the process's too.
  * Built with SONAME libcuda.so.1. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -62,7 +65,10 @@ static struct {
 
 #define POOL 0x100ull
 #define CHUNK 65536ull
+#define UP(n) (((n) + CHUNK - 1) / CHUNK * CHUNK)
 static u64 pool_reserved, pool_reserved_high, pool_used, pool_used_high;
+static u64 graph_mem[4], graph_size; /* reserved, its high, used, its high; the nodes' */
+static int uploaded;
 
 /* The process `pid` of start time `start` still there (not gone, not a zombie). */
 static int there(int pid, u64 start)
@@ -107,6 +113,8 @@ static int open_books(void)
     for_pid = getpid();
     memset(live, 0, sizeof live);
     pool_reserved = pool_reserved_high = pool_used = pool_used_high = 0;
+    memset(graph_mem, 0, sizeof graph_mem);
+    graph_size = 0, uploaded = 0;
     me = -1;
     int zombie = 0;
     u64 start = books_start_time(for_pid, &zombie);
@@ -152,7 +160,7 @@ static u64 add(u64 n, int pooled)
     u64 more = n;
     if (pooled) {
         pool_used += n;
-        u64 to = (pool_used + CHUNK - 1) / CHUNK * CHUNK;
+        u64 to = UP(pool_used);
         more = to > pool_reserved ? to - pool_reserved : 0;
         pool_reserved += more;
         pool_used_high = pool_used > pool_used_high ? pool_used : pool_used_high;
@@ -242,16 +250,23 @@ EXPORT CUresult cuMemAllocAsync(u64 *p, size_t n, void *s)
 EXPORT CUresult cuMemFreeAsync(u64 p, void *s) { return (void)s, drop(p); }
 EXPORT CUresult cuDeviceGetMemPool(u64 *pool, int dev) { return dev ? 1 : (*pool = POOL, 0); }
 
-/* The pool keeps at least `keep` (and what is used), in whole chunks: what it gives back
- * leaves the process's bytes. */
+/* A reservation set to `to` bytes, the process's bytes with it (the lock held). */
+static void reserve_locked(u64 *reserved, u64 *high, u64 to)
+{
+    fb->proc[me].held += to - *reserved; /* (modulo 2^64: less when it shrinks) */
+    *reserved = to;
+    *high = to > *high ? to : *high;
+}
+
+/* The pool keeps at least `keep` (and what is used), in whole chunks. */
 static CUresult trim(u64 pool, u64 keep)
 {
     if (pool != POOL || !open_books())
         return 1;
     lock_fake();
-    u64 to = ((pool_used > keep ? pool_used : keep) + CHUNK - 1) / CHUNK * CHUNK;
+    u64 to = UP(pool_used > keep ? pool_used : keep);
     if (to < pool_reserved)
-        fb->proc[me].held -= pool_reserved - to, pool_reserved = to;
+        reserve_locked(&pool_reserved, &pool_reserved_high, to);
     unlock_fake();
     return 0;
 }
@@ -259,6 +274,64 @@ EXPORT CUresult cuMemPoolTrimTo(u64 pool, size_t keep) { return trim(pool, keep)
 EXPORT CUresult cuStreamSynchronize(void *s) { return (void)s, trim(POOL, 0); }
 /* (gives back as a synchronisation does, where the shim does not look) */
 EXPORT CUresult cuStreamQuery(void *s) { return (void)s, trim(POOL, 0); }
+EXPORT CUresult cuGraphCreate(void **graph, unsigned flags)
+{
+    return (void)flags, *graph = (void *)1, 0;
+}
+/* params: CUDA_MEM_ALLOC_NODE_PARAMS (bytesize at 104) */
+EXPORT CUresult cuGraphAddMemAllocNode(void **node, void *graph, const void *deps, size_t n,
+                                       const void *params)
+{
+    (void)graph, (void)deps, (void)n;
+    u64 size;
+    memcpy(&size, (const char *)params + 104, sizeof size);
+    graph_size += size;
+    return *node = (void *)1, 0;
+}
+EXPORT CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, u64 flags)
+{
+    return (void)graph, (void)flags, *exec = (void *)2, 0;
+}
+EXPORT CUresult cuGraphUpload(void *exec, void *s)
+{
+    (void)exec, (void)s;
+    if (uploaded || !open_books())
+        return 0;
+    lock_fake();
+    uploaded = 1;
+    graph_mem[2] += graph_size;
+    graph_mem[3] = graph_mem[2] > graph_mem[3] ? graph_mem[2] : graph_mem[3];
+    if (UP(graph_mem[2]) > graph_mem[0])
+        reserve_locked(&graph_mem[0], &graph_mem[1], UP(graph_mem[2]));
+    unlock_fake();
+    return 0;
+}
+EXPORT CUresult cuGraphExecDestroy(void *exec)
+{
+    (void)exec;
+    graph_mem[2] -= uploaded ? graph_size : 0;
+    uploaded = 0;
+    return 0;
+}
+EXPORT CUresult cuDeviceGraphMemTrim(int dev)
+{
+    if (dev || !open_books())
+        return 1;
+    lock_fake();
+    reserve_locked(&graph_mem[0], &graph_mem[1], UP(graph_mem[2]));
+    unlock_fake();
+    return 0;
+}
+/* attributes 0 to 3: used, its high, reserved, its high */
+EXPORT CUresult cuDeviceGetGraphMemAttribute(int dev, int attr, u64 *v)
+{
+    static const int at[4] = {2, 3, 0, 1};
+    if (dev || attr < 0 || attr > 3)
+        return 1;
+    *v = graph_mem[at[attr]];
+    return 0;
+}
+
 /* attributes 5 to 8: reserved, its high, used, its high */
 EXPORT CUresult cuMemPoolGetAttribute(u64 pool, int attr, u64 *v)
 {

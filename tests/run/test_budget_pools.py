@@ -5,7 +5,8 @@ tests/c/fake_budget_libcuda.c, whose one pool reserves in chunks of 64 KiB and k
 cuMemFreeAsync gives back until a synchronisation or a trim: a process's reserve refuses
 another's allocation that would fit without it; a trim or a synchronisation gives it back;
 a process killed while its pool reserves gives it back; a forked child's reserve is its
-own; a process short of the budget asks its pools again before a refusal."""
+own; a process short of the budget asks its pools again before a refusal; a graph's reserve
+is charged at its upload, never refused, and given back by a trim."""
 
 from __future__ import annotations
 
@@ -109,3 +110,15 @@ def test_a_stale_reserve_is_asked_again_before_a_refusal(probes, fake, budget_sh
     out = job.run("palloc:500000", "pfree", "query", "alloc:600000")
     assert out.endswith("query rc 0\nalloc:600000 rc 0\nbudgetjob rc 0\n"), out
     assert job.fake()[0]["over"] == 0
+
+
+def test_a_graphs_reserve_is_charged_never_refused(probes, fake, budget_shim, tmp_path):
+    """A holds 900,000 bytes of 1 MiB and uploads a graph whose allocation node takes
+    300,000 (320 KiB reserved): the upload is never refused and the budget's use passes its
+    size, so A's next allocation of 1 byte is refused; the instance destroyed and the
+    graphs' memory trimmed, it is taken."""
+    job = Job(probes, fake, budget_shim, tmp_path / "graph")
+    out = job.run("alloc:900000", "graph:300000", "alloc:1", "graphfree", "alloc:1")
+    assert out == ("alloc:900000 rc 0\ngraph:300000 rc 0\nalloc:1 rc 2\ngraphfree rc 0\n"
+                   "alloc:1 rc 0\nbudgetjob rc 0\n"), out
+    assert job.shim_books().devices[0].peak == 900000 + 327680
