@@ -17,8 +17,9 @@
  *
  * What pools and graphs hold reserved (reserve.c asks the driver) comes here as four numbers
  * per column; the ledger keeps, per column, the bytes they reserve beyond what the pool
- * routes hold (`extra`): the limit counts them, and the reserved peak is the most held and
- * reserved at once.
+ * routes hold (`extra`): the limit counts them, a shared budget too (entries.c,
+ * shimgen_ledger_charge: in the process's slot, never refused), and the reserved peak is the
+ * most held and reserved at once.
  */
 
 #define _GNU_SOURCE
