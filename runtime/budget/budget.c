@@ -357,30 +357,29 @@ int shimgen_budget_take(int column, uint64_t size, int last)
     return 1;
 }
 
-/* `size` bytes of a column's device given back by this process's slot; or, `now` not NULL,
- * the slot's reserve set to the number there (read under the lock: the last of concurrent
- * updates stands; in the slot's bytes, so a process gone gives it back with the rest). */
-static void give_or_charge(int column, uint64_t size, const uint64_t *now)
+/* (the reserve read under the lock: the last of concurrent updates stands; in the slot's
+ * bytes, so a process gone gives it back with the rest) */
+void shimgen_budget_settle(int column, uint64_t size, const uint64_t *reserve)
 {
     int d = __atomic_load_n(&shimgen_budget_on, __ATOMIC_ACQUIRE) ? device_of(column) : -1;
-    if (d < 0 || (!size && !now) || !lock_books())
+    if (d < 0 || (!size && !reserve) || !lock_books())
         return; /* (a signal handler's: a reserve is charged at the next update) */
-    if (now) {
-        uint64_t to = __atomic_load_n(now, __ATOMIC_RELAXED), was = charged[column];
-        if (to > was)
-            account(books, d, to - was);
-        size = to < was ? was - to : 0;
+    uint64_t more = 0;
+    if (reserve) {
+        uint64_t to = __atomic_load_n(reserve, __ATOMIC_RELAXED), was = charged[column];
+        more = to > was ? to - was : 0;
+        size += to < was ? was - to : 0;
         charged[column] = to;
     }
     struct books_slot *s = &books->slot[mine];
-    uint64_t n = size < s->bytes[d] ? size : s->bytes[d];
+    uint64_t n = size > more ? size - more : 0;
+    n = n < s->bytes[d] ? n : s->bytes[d];
     s->bytes[d] -= n;
     books->device[d].used -= n <= books->device[d].used ? n : books->device[d].used;
+    if (more > size)
+        account(books, d, more - size);
     unlock_books();
 }
-
-void shimgen_budget_give(int column, uint64_t size) { give_or_charge(column, size, NULL); }
-void shimgen_budget_reserve(int column, const uint64_t *now) { give_or_charge(column, 0, now); }
 
 uint64_t shimgen_budget_size(void)
 {

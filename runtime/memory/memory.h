@@ -71,7 +71,7 @@ uint64_t shimgen_ledger_extra(int column);
  * most). The pools known now, and graph allocations seen since the last call. */
 void shimgen_ledger_reservation(int graphs, int column, const uint64_t v[4]);
 /* What pools and graphs reserve on a column beyond what the pool routes hold there, as the
- * shared budget holds it (budget/budget.h, shimgen_budget_reserve; nothing without one):
+ * shared budget holds it (budget/budget.h, shimgen_budget_settle; nothing without one):
  * called after `reservation`, with no lock held (the budget may ask the driver). */
 void shimgen_ledger_charge(int column);
 void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs);

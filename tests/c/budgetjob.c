@@ -17,6 +17,8 @@
  *   job:R:M:S   R random steps (seed S): an allocation of 1 to M bytes (kept while fewer
  *               than 16 are), or a free of one kept; "job refused N kept K" printed. What
  *               is kept at the end is left to the driver (the process ends holding it).
+ *   pjob:R:M:S  the same, half the allocations from the pool (cuMemAllocAsync, given back
+ *               by cuMemFreeAsync), and one step in 16 a synchronisation too
  *   churn:N:SIZE N times an allocation of SIZE bytes and its free (what the budget costs:
  *               docs/performance.md, "The shared memory budget"); allocs:N:SIZE the
  *               allocations alone (none freed) */
@@ -33,8 +35,10 @@ typedef int (*fn_t)();
 typedef unsigned long long u64;
 
 static fn_t alloc_fn, free_fn;
+static fn_t pool_fn[3]; /* pjob's: cuMemAllocAsync, cuMemFreeAsync, cuStreamSynchronize */
 static void *exec; /* the graph's instance */
 static u64 kept[4096];
+static char kept_pooled[4096];
 static int nkept;
 
 static int alloc(u64 n, fn_t fn)
@@ -42,22 +46,29 @@ static int alloc(u64 n, fn_t fn)
     u64 p = 0;
     int rc = fn == alloc_fn ? fn(&p, (size_t)n) : fn(&p, (size_t)n, NULL);
     if (rc == 0 && nkept < 4096)
-        kept[nkept++] = p;
+        kept_pooled[nkept] = fn != alloc_fn, kept[nkept++] = p;
     return rc;
 }
 
+/* (with pool_fn set: half the allocations from the pool, and now and then a sync) */
 static void job(int rounds, u64 most, unsigned seed)
 {
     int refused = 0;
     srand(seed);
     for (int r = 0; r < rounds; r++) {
         if (nkept < 16 && (rand() & 1)) {
-            refused += alloc(1 + (u64)rand() % most, alloc_fn) != 0;
+            fn_t fn = pool_fn[0] && (rand() & 1) ? pool_fn[0] : alloc_fn;
+            refused += alloc(1 + (u64)rand() % most, fn) != 0;
         } else if (nkept) {
             int i = rand() % nkept;
-            free_fn(kept[i]);
-            kept[i] = kept[--nkept];
+            if (kept_pooled[i])
+                pool_fn[1](kept[i], NULL);
+            else
+                free_fn(kept[i]);
+            kept[i] = kept[nkept - 1], kept_pooled[i] = kept_pooled[--nkept];
         }
+        if (pool_fn[2] && rand() % 16 == 0)
+            pool_fn[2](NULL);
         if (rand() % 8 == 0)
             usleep((unsigned)(rand() % 200));
     }
@@ -144,7 +155,12 @@ int main(int argc, char **argv)
                 if (alloc_fn(&p, size) == 0 && a[0] == 'c')
                     free_fn(p);
             }
-        } else if (!strncmp(a, "job:", 4)) {
+        } else if (!strncmp(a, "job:", 4) || !strncmp(a, "pjob:", 5)) {
+            if (a[0] == 'p') {
+                pool_fn[0] = sym(h, "cuMemAllocAsync"), pool_fn[1] = sym(h, "cuMemFreeAsync");
+                pool_fn[2] = sym(h, "cuStreamSynchronize");
+                a++;
+            }
             char *e;
             int rounds = (int)strtol(a + 4, &e, 10);
             u64 most = strtoull(e + 1, &e, 10);

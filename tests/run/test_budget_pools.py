@@ -6,7 +6,8 @@ cuMemFreeAsync gives back until a synchronisation or a trim: a process's reserve
 another's allocation that would fit without it; a trim or a synchronisation gives it back;
 a process killed while its pool reserves gives it back; a forked child's reserve is its
 own; a process short of the budget asks its pools again before a refusal; a graph's reserve
-is charged at its upload, never refused, and given back by a trim."""
+is charged at its upload, never refused, and given back by a trim; a job of processes with
+pools ends with the books equal to the fake's."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def parts(job: Job) -> dict[int, int]:
 def test_a_pools_reserve_refuses_what_fits_without_it(probes, fake, budget_shim, tmp_path):
     """A's pool keeps 512 KiB of 1 MiB reserved after its allocation was freed: B's 600,000
     bytes, which would fit without it, are refused, 500,000 are not; the books and the
-    report show A's reserve in its part and in the device's use and peak."""
+    report show A's reserve in its part and in the device's use and peak (A's peak: its
+    free back to the pool counted once, with the pool's reserve)."""
     job = Job(probes, fake, budget_shim, tmp_path / "refused")
     a = pool_reserving(job, "hold")
     try:
@@ -46,7 +48,8 @@ def test_a_pools_reserve_refuses_what_fits_without_it(probes, fake, budget_shim,
         m = budget_json({"budget": {"books": str(job.books), "group": None}})
         assert m["devices"][0]["used_bytes"] == m["devices"][0]["peak_bytes"] == RESERVE + 500000
         held = {p["pid"]: sum(p["held_bytes"].values()) for p in m["processes"]}
-        assert held == {a.pid: RESERVE, b.pid: 500000}
+        peak = {p["pid"]: sum(p["peak_bytes"].values()) for p in m["processes"]}
+        assert held == {a.pid: RESERVE, b.pid: 500000} and peak[a.pid] == RESERVE
         b.kill()
         b.wait()
         assert job.fake()[0]["over"] == 0
@@ -122,3 +125,30 @@ def test_a_graphs_reserve_is_charged_never_refused(probes, fake, budget_shim, tm
     assert out == ("alloc:900000 rc 0\ngraph:300000 rc 0\nalloc:1 rc 2\ngraphfree rc 0\n"
                    "alloc:1 rc 0\nbudgetjob rc 0\n"), out
     assert job.shim_books().devices[0].peak == 900000 + 327680
+
+
+def test_a_job_with_pools_ends_with_the_books_equal_to_the_drivers(probes, fake, budget_shim,
+                                                                   tmp_path):
+    """8 processes of random allocations and frees near a 1 MiB budget, half of them from
+    their pools (which keep what is freed until a synchronisation, one step in 16): the fake
+    never holds more than the budget and the pools' growth not yet charged (a chunk per
+    process) and charged past it (a chunk per process); once each has synchronised, what
+    each holds in the books (its allocations and its pool's reserve) equals what the fake
+    holds for it; once they are gone, a process takes the whole budget."""
+    job = Job(probes, fake, budget_shim, tmp_path / "job")
+    ps = [job.start(f"pjob:8000:{MiB // 5}:{40 + i}", "sync", "line") for i in range(8)]
+    try:
+        refused = 0
+        for p in ps:
+            line = p.stdout.readline()
+            assert line.startswith("job refused "), line
+            refused += int(line.split()[2])
+            assert p.stdout.readline() == "sync rc 0\n"
+        numbers, held = job.fake()
+        assert refused > 0 and MiB // 2 < numbers["peak"] <= MiB + 2 * 8 * 65536, numbers
+        got = parts(job)
+        assert {p.pid: got[p.pid] for p in ps} == {p.pid: held[p.pid] for p in ps}
+    finally:
+        for p in ps:
+            p.communicate("\n", timeout=60)
+    assert job.run(f"alloc:{MiB}") == f"alloc:{MiB} rc 0\nbudgetjob rc 0\n"
