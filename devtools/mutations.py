@@ -5945,6 +5945,14 @@ MUTATIONS = [
         "why": "what a pool's trim or a synchronisation gives back to the driver goes back to the shared budget",
     },
     {
+        "name": "budget-pool-reserve-shrink-taken-for-unchanged",
+        "file": "runtime/budget/budget.c",
+        "old": "    int same = d >= 0 && reserve && __atomic_load_n(reserve, __ATOMIC_RELAXED) ==\n",
+        "new": "    int same = d >= 0 && reserve && __atomic_load_n(reserve, __ATOMIC_RELAXED) <=\n",
+        "tests": ["tests/run/test_budget_pools.py::test_a_pools_reserve_given_back_fits_again"],
+        "why": "only a reserve that did not change skips the books' lock; one that shrank is given back",
+    },
+    {
         "name": "budget-pool-refresh-not-charged",
         "file": "runtime/memory/reserve.c",
         "old": "    unlock_pools();\n    shimgen_ledger_charge(column);\n",

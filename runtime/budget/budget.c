@@ -358,18 +358,20 @@ int shimgen_budget_take(int column, uint64_t size, int last)
 }
 
 /* (the reserve read under the lock: the last of concurrent updates stands; in the slot's
- * bytes, so a process gone gives it back with the rest) */
+ * bytes, so a process gone gives it back with the rest; unchanged: no lock taken) */
 void shimgen_budget_settle(int column, uint64_t size, const uint64_t *reserve)
 {
     int d = __atomic_load_n(&shimgen_budget_on, __ATOMIC_ACQUIRE) ? device_of(column) : -1;
-    if (d < 0 || (!size && !reserve) || !lock_books())
+    int same = d >= 0 && reserve && __atomic_load_n(reserve, __ATOMIC_RELAXED) ==
+                                        __atomic_load_n(&charged[column], __ATOMIC_RELAXED);
+    if (d < 0 || (!size && (!reserve || same)) || !lock_books())
         return; /* (a signal handler's: a reserve is charged at the next update) */
     uint64_t more = 0;
     if (reserve) {
         uint64_t to = __atomic_load_n(reserve, __ATOMIC_RELAXED), was = charged[column];
         more = to > was ? to - was : 0;
         size += to < was ? was - to : 0;
-        charged[column] = to;
+        __atomic_store_n(&charged[column], to, __ATOMIC_RELAXED);
     }
     struct books_slot *s = &books->slot[mine];
     uint64_t n = size > more ? size - more : 0;
