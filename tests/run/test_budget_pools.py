@@ -79,12 +79,13 @@ def test_a_pools_reserve_given_back_fits_again(probes, fake, budget_shim, tmp_pa
 
 def test_a_process_killed_while_its_pool_reserves_gives_it_back(probes, fake, budget_shim,
                                                                tmp_path):
-    """A's pool reserve refuses B's 600,000 bytes; A killed by SIGKILL (its reserve back at
-    the driver): the whole budget is C's."""
+    """A's pool reserve refuses B's 530,000 bytes (a repair, which B's refusal makes first,
+    keeps it: it is A's slot's); A killed by SIGKILL (its reserve back at the driver): the
+    whole budget is C's."""
     job = Job(probes, fake, budget_shim, tmp_path / "kill")
     a = pool_reserving(job, "hold")
     assert a.stdout.readline() == "holding\n"
-    assert job.run("alloc:600000") == "alloc:600000 rc 2\nbudgetjob rc 0\n"
+    assert job.run("alloc:530000") == "alloc:530000 rc 2\nbudgetjob rc 0\n"
     a.kill()
     a.wait()
     assert job.run(f"alloc:{MiB}") == f"alloc:{MiB} rc 0\nbudgetjob rc 0\n"
