@@ -1,21 +1,20 @@
 /*
  * budget.c: one memory budget for many processes (docs/memory.md, "One budget for many
  * processes"). The books (view.h) are a file every process of the budget maps shared; each
- * process has a slot, the bytes it holds per device, and each device the bytes its slots
- * hold together (`used`), never past the limit: the ledger's reservations (memory/) take
- * from here before the driver is called, and what it gives back comes back here.
+ * process has a slot, the bytes it holds per device (its allocations, and what its pools
+ * and graphs reserve beyond them), and each device the bytes its slots hold together
+ * (`used`): the ledger's reservations (memory/) take from here before the driver is
+ * called, never past the limit, and what it gives back comes back here.
  *
  * Every update is made under the books' lock, a word naming its holder (its slot and
  * thread): a robust lock of our own, as a process-shared robust pthread mutex costs some
  * 250 instructions a lock and unlock where this costs a few (docs/performance.md). A
- * process waiting for it checks, now and then while it waits, whether the holder's
- * process is gone (view.h, books_slot_dead: its files closed, and in this pid namespace
- * the process gone or a zombie), and takes the lock over when it is. A slot's bytes are
- * the truth; a device's `used` is their sum, kept as they change and made again from the
- * live slots (repair) when the lock was taken over (whatever the dead holder left
- * half-done, the sum of the slots is whole) and when a reservation finds the budget short:
- * then the slots of processes gone are given back first. No time-outs: a process is gone
- * or it is not.
+ * process waiting for it checks, now and then, whether the holder's process is gone
+ * (view.h, books_slot_dead), and takes the lock over when it is. A slot's bytes are the
+ * truth; a device's `used` is their sum, kept as they change and made again from the live
+ * slots (repair) when the lock was taken over (the sum of the slots is whole, whatever the
+ * dead holder left half-done) and when a reservation finds the budget short: then the
+ * slots of processes gone are given back first. No time-outs: a process is gone or not.
  */
 
 #define _GNU_SOURCE
@@ -35,13 +34,13 @@
 
 #define COLS SHIMGEN_MEM_DEVICES
 
-
 int shimgen_budget_on;
 static struct books *books;
 static int books_fd = -1;
 static int mine = -1;          /* this process's slot */
 static uint64_t my_ns;         /* its pid namespace */
 static int dev_of[COLS];       /* each column's device entry, + 1; 0: not found yet */
+static uint64_t charged[COLS]; /* what pools and graphs reserve, as the slot holds it */
 static char books_path[4096];
 
 static void make_odd(void)
@@ -244,6 +243,7 @@ void shimgen_budget_after_fork(void)
     munmap(books, sizeof *books);
     close(books_fd);
     books = NULL, books_fd = -1, mine = -1;
+    memset(charged, 0, sizeof charged); /* (no pools of its own yet) */
     join(books_path, 0);
 }
 
@@ -357,17 +357,29 @@ int shimgen_budget_take(int column, uint64_t size, int last)
     return 1;
 }
 
-void shimgen_budget_give(int column, uint64_t size)
+/* (the reserve read under the lock: the last of concurrent updates stands; in the slot's
+ * bytes, so a process gone gives it back with the rest; unchanged: no lock taken) */
+void shimgen_budget_settle(int column, uint64_t size, const uint64_t *reserve)
 {
-    if (!__atomic_load_n(&shimgen_budget_on, __ATOMIC_ACQUIRE))
-        return;
-    int d = device_of(column);
-    if (d < 0 || !size || !lock_books())
-        return;
+    int d = __atomic_load_n(&shimgen_budget_on, __ATOMIC_ACQUIRE) ? device_of(column) : -1;
+    int same = d >= 0 && reserve && __atomic_load_n(reserve, __ATOMIC_RELAXED) ==
+                                        __atomic_load_n(&charged[column], __ATOMIC_RELAXED);
+    if (d < 0 || (!size && (!reserve || same)) || !lock_books())
+        return; /* (a signal handler's: a reserve is charged at the next update) */
+    uint64_t more = 0;
+    if (reserve) {
+        uint64_t to = __atomic_load_n(reserve, __ATOMIC_RELAXED), was = charged[column];
+        more = to > was ? to - was : 0;
+        size += to < was ? was - to : 0;
+        __atomic_store_n(&charged[column], to, __ATOMIC_RELAXED);
+    }
     struct books_slot *s = &books->slot[mine];
-    uint64_t n = size < s->bytes[d] ? size : s->bytes[d];
+    uint64_t n = size > more ? size - more : 0;
+    n = n < s->bytes[d] ? n : s->bytes[d];
     s->bytes[d] -= n;
     books->device[d].used -= n <= books->device[d].used ? n : books->device[d].used;
+    if (more > size)
+        account(books, d, more - size);
     unlock_books();
 }
 

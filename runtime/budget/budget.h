@@ -8,6 +8,7 @@
 #ifndef SHIMGEN_BUDGET_H
 #define SHIMGEN_BUDGET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 extern int shimgen_budget_on; /* the books are mapped and this process has its slot */
@@ -21,7 +22,18 @@ void shimgen_budget_after_fork(void);
  * device's budget has not that much left once the slots of processes gone are given back
  * (a refusal, recorded when `last`). Only while shimgen_budget_on. */
 int shimgen_budget_take(int column, uint64_t size, int last);
-void shimgen_budget_give(int column, uint64_t size);
+/* `size` bytes given back; with `reserve`, in the same update, what this process's pools
+ * and graphs reserve on the column beyond its allocations (the ledger's number there, read
+ * under the books' lock: the last of concurrent updates stands) held in its slot: what it
+ * grew by taken, never refused (the driver reserved it already: it can take the device's
+ * use past the budget, and the next reservations are refused until memory comes back),
+ * what it shrank by given back. (A free back to its pool, whose reserve grew by as much,
+ * is one update: its bytes never counted twice, in the use or the peak, nor left out.) */
+void shimgen_budget_settle(int column, uint64_t size, const uint64_t *reserve);
+static inline void shimgen_budget_give(int column, uint64_t size)
+{
+    shimgen_budget_settle(column, size, NULL);
+}
 /* What cuMemGetInfo_v2 and cuDeviceTotalMem_v2 answer with (memory/routes.h): the budget's
  * size per device (0: no budget), and what a column's device has left of it (the slots of
  * processes gone still count until the next reservation that finds the budget short). */

@@ -77,6 +77,17 @@ static void recompute_extra(unsigned c)
     note_reserved_peak(c);
 }
 
+/* A column's `extra` charged to the shared budget (its reserve: budget.h), when there is
+ * one, with `freed` bytes given back: after each change, outside the ledger's lock (the
+ * budget may ask the driver). */
+static void charge_shared(unsigned c, uint64_t freed)
+{
+    if (__builtin_expect(__atomic_load_n(&shimgen_budget_on, __ATOMIC_RELAXED), 0) && c < COLS)
+        shimgen_budget_settle((int)c, freed, &extra[c]);
+}
+
+void shimgen_ledger_charge(int column) { charge_shared((unsigned)column, 0); }
+
 /* A pool's or the graphs' reservation (memory/reserve.c) as the column's `extra`. */
 void shimgen_ledger_reservation(int graphs, int column, const uint64_t v[4])
 {
@@ -295,10 +306,14 @@ void shimgen_ledger_given(int took, const uint64_t taken[3])
         return;
     }
     count((unsigned)taken[1], (unsigned)taken[2], -taken[0], (uint64_t)-1, 0);
-    if (SHIMGEN_MEM_POOL_ROUTES >> taken[2] & 1) /* back to its pool, reserved */
+    int pooled = SHIMGEN_MEM_POOL_ROUTES >> taken[2] & 1;
+    if (pooled) /* back to its pool, reserved */
         recompute_extra((unsigned)taken[1]);
     unlock_ledger();
-    give_shared((unsigned)taken[1], taken[0]);
+    if (pooled) /* (with its pool's reserve, in one update: the pool holds them still) */
+        charge_shared((unsigned)taken[1], taken[0]);
+    else
+        give_shared((unsigned)taken[1], taken[0]);
 }
 
 void shimgen_ledger_untake(unsigned tag, uint64_t key, int took, const uint64_t taken[3])

@@ -17,8 +17,9 @@
  *
  * What pools and graphs hold reserved (reserve.c asks the driver) comes here as four numbers
  * per column; the ledger keeps, per column, the bytes they reserve beyond what the pool
- * routes hold (`extra`): the limit counts them, and the reserved peak is the most held and
- * reserved at once.
+ * routes hold (`extra`): the limit counts them, a shared budget too (entries.c,
+ * shimgen_ledger_charge: in the process's slot, never refused), and the reserved peak is the
+ * most held and reserved at once.
  */
 
 #define _GNU_SOURCE
@@ -177,9 +178,13 @@ int shimgen_ledger_reserve_shared(int column, uint64_t size, uint64_t reserved[2
     reserved[0] = reserved[1] = 0;
     if (column < 0 || column == SHIMGEN_MEM_HOST_COLUMN)
         return 1;
-    if (!shimgen_budget_take(column, size, 1)) {
-        __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);
-        return 0;
+    if (!shimgen_budget_take(column, size, 0)) { /* (pools and graphs asked again first) */
+        if (shimgen_ledger_extra(column))
+            shimgen_reserve_refresh();
+        if (!shimgen_budget_take(column, size, 1)) {
+            __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);
+            return 0;
+        }
     }
     reserved[0] = size;
     reserved[1] = LEDGER_BUDGET_ONLY;

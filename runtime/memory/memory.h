@@ -70,6 +70,10 @@ uint64_t shimgen_ledger_extra(int column);
  * runenv.MEM_RESERVE_FIELDS (reserved, its high, used, its high; the highs kept at their
  * most). The pools known now, and graph allocations seen since the last call. */
 void shimgen_ledger_reservation(int graphs, int column, const uint64_t v[4]);
+/* What pools and graphs reserve on a column beyond what the pool routes hold there, as the
+ * shared budget holds it (budget/budget.h, shimgen_budget_settle; nothing without one):
+ * called after `reservation`, with no lock held (the budget may ask the driver). */
+void shimgen_ledger_charge(int column);
 void shimgen_ledger_counts(uint64_t pools, uint64_t graph_allocs);
 
 /* reserve.c: pools and graphs. A pool's device (-1 not known), a pool seen (a column < 0:

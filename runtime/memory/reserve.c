@@ -82,7 +82,7 @@ static struct pool_known *find(uint64_t handle)
 }
 
 /* A column's pools summed, handed to the ledger (the lock held: the ledger sees the sums
- * in the order they were made). */
+ * in the order they were made; the shared budget is told after it is let go). */
 static void hand_over(int column)
 {
     uint64_t sum[4] = {0, 0, 0, 0};
@@ -108,12 +108,13 @@ void shimgen_pool_gone(uint64_t handle)
     if (!handle || !lock_pools())
         return;
     struct pool_known *p = find(handle);
+    int was = p ? p->column : -1;
     if (p) { /* its reservation gone with it */
-        int was = p->column;
         *p = known[--npools];
         hand_over(was);
     }
     unlock_pools();
+    shimgen_ledger_charge(was);
 }
 
 void shimgen_pool_seen(uint64_t handle, int column, int is_current)
@@ -191,12 +192,14 @@ void shimgen_pool_refresh(uint64_t handle)
     if (!lock_pools())
         return;
     struct pool_known *p = find(handle);
+    int column = p ? p->column : -1;
     if (p) {
         for (int k = 0; k < 4; k++)
             p->v[k] = v[k];
-        hand_over(p->column);
+        hand_over(column);
     }
     unlock_pools();
+    shimgen_ledger_charge(column);
 #else
     (void)handle;
 #endif
@@ -217,7 +220,7 @@ void shimgen_graph_refresh(int column)
                    SHIMGEN_CUDA_SUCCESS)
             k++;
         if (k == 4)
-            shimgen_ledger_reservation(1, c, v);
+            shimgen_ledger_reservation(1, c, v), shimgen_ledger_charge(c);
     }
 #else
     (void)column;

@@ -3,6 +3,13 @@
  * tests/c/fake_budget_libcuda.c). Its arguments, in order:
  *   alloc:N     an allocation of N bytes, its result printed ("alloc:N rc R")
  *   free        the last allocation kept given back
+ *   palloc:N    an allocation of N bytes from the device's pool (cuMemAllocAsync), printed
+ *               as alloc: is; pfree the last kept given back to it (cuMemFreeAsync)
+ *   trim  sync  query  the pool trimmed to nothing (cuMemPoolTrimTo), a synchronisation
+ *               (cuStreamSynchronize), a stream's query (cuStreamQuery): "trim rc R" ...
+ *   graph:N     a graph of one allocation node of N bytes on device 0 made, instantiated
+ *               and uploaded; graphfree its instance destroyed and the device's graph
+ *               memory trimmed (cuDeviceGraphMemTrim): "graph:N rc R", "graphfree rc R"
  *   hold        "holding" printed, then waits to be killed
  *   info        cuMemGetInfo_v2 and cuDeviceTotalMem_v2 of device 0: "info F T D" printed
  *   line        waits for a line on stdin
@@ -10,6 +17,8 @@
  *   job:R:M:S   R random steps (seed S): an allocation of 1 to M bytes (kept while fewer
  *               than 16 are), or a free of one kept; "job refused N kept K" printed. What
  *               is kept at the end is left to the driver (the process ends holding it).
+ *   pjob:R:M:S  the same, half the allocations from the pool (cuMemAllocAsync, given back
+ *               by cuMemFreeAsync), and one step in 16 a synchronisation too
  *   churn:N:SIZE N times an allocation of SIZE bytes and its free (what the budget costs:
  *               docs/performance.md, "The shared memory budget"); allocs:N:SIZE the
  *               allocations alone (none freed) */
@@ -26,34 +35,52 @@ typedef int (*fn_t)();
 typedef unsigned long long u64;
 
 static fn_t alloc_fn, free_fn;
+static fn_t pool_fn[3]; /* pjob's: cuMemAllocAsync, cuMemFreeAsync, cuStreamSynchronize */
+static void *exec; /* the graph's instance */
 static u64 kept[4096];
+static char kept_pooled[4096];
 static int nkept;
 
-static int alloc(u64 n)
+static int alloc(u64 n, fn_t fn)
 {
     u64 p = 0;
-    int rc = alloc_fn(&p, (size_t)n);
+    int rc = fn == alloc_fn ? fn(&p, (size_t)n) : fn(&p, (size_t)n, NULL);
     if (rc == 0 && nkept < 4096)
-        kept[nkept++] = p;
+        kept_pooled[nkept] = fn != alloc_fn, kept[nkept++] = p;
     return rc;
 }
 
+/* (with pool_fn set: half the allocations from the pool, and now and then a sync) */
 static void job(int rounds, u64 most, unsigned seed)
 {
     int refused = 0;
     srand(seed);
     for (int r = 0; r < rounds; r++) {
         if (nkept < 16 && (rand() & 1)) {
-            refused += alloc(1 + (u64)rand() % most) != 0;
+            fn_t fn = pool_fn[0] && (rand() & 1) ? pool_fn[0] : alloc_fn;
+            refused += alloc(1 + (u64)rand() % most, fn) != 0;
         } else if (nkept) {
             int i = rand() % nkept;
-            free_fn(kept[i]);
-            kept[i] = kept[--nkept];
+            if (kept_pooled[i])
+                pool_fn[1](kept[i], NULL);
+            else
+                free_fn(kept[i]);
+            kept[i] = kept[nkept - 1], kept_pooled[i] = kept_pooled[--nkept];
         }
+        if (pool_fn[2] && rand() % 16 == 0)
+            pool_fn[2](NULL);
         if (rand() % 8 == 0)
             usleep((unsigned)(rand() % 200));
     }
     printf("job refused %d kept %d\n", refused, nkept);
+}
+
+static fn_t sym(void *h, const char *name)
+{
+    fn_t f = (fn_t)dlsym(h, name);
+    if (!f)
+        fprintf(stderr, "no %s\n", name), exit(2);
+    return f;
 }
 
 int main(int argc, char **argv)
@@ -69,9 +96,34 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
         if (!strncmp(a, "alloc:", 6)) {
-            printf("%s rc %d\n", a, alloc(strtoull(a + 6, NULL, 10)));
+            printf("%s rc %d\n", a, alloc(strtoull(a + 6, NULL, 10), alloc_fn));
+        } else if (!strncmp(a, "palloc:", 7)) {
+            printf("%s rc %d\n", a, alloc(strtoull(a + 7, NULL, 10), sym(h, "cuMemAllocAsync")));
         } else if (!strcmp(a, "free") && nkept) {
             printf("free rc %d\n", free_fn(kept[--nkept]));
+        } else if (!strcmp(a, "pfree") && nkept) {
+            printf("pfree rc %d\n", sym(h, "cuMemFreeAsync")(kept[--nkept], NULL));
+        } else if (!strcmp(a, "trim")) {
+            u64 pool = 0;
+            int rc = sym(h, "cuDeviceGetMemPool")(&pool, 0);
+            printf("trim rc %d\n", rc ? rc : sym(h, "cuMemPoolTrimTo")(pool, (size_t)0));
+        } else if (!strncmp(a, "graph:", 6)) {
+            char params[128] = {0}; /* CUDA_MEM_ALLOC_NODE_PARAMS: device 0, the size */
+            int device[2] = {1, 0};
+            u64 size = strtoull(a + 6, NULL, 10);
+            void *g = NULL, *node = NULL;
+            memcpy(params + 8, device, sizeof device);
+            memcpy(params + 104, &size, sizeof size);
+            int rc = sym(h, "cuGraphCreate")(&g, 0);
+            rc = rc ? rc : sym(h, "cuGraphAddMemAllocNode")(&node, g, NULL, (size_t)0, params);
+            rc = rc ? rc : sym(h, "cuGraphInstantiateWithFlags")(&exec, g, 0ull);
+            printf("%s rc %d\n", a, rc ? rc : sym(h, "cuGraphUpload")(exec, NULL));
+        } else if (!strcmp(a, "graphfree")) {
+            int rc = sym(h, "cuGraphExecDestroy")(exec);
+            printf("graphfree rc %d\n", rc ? rc : sym(h, "cuDeviceGraphMemTrim")(0));
+        } else if (!strcmp(a, "sync") || !strcmp(a, "query")) {
+            fn_t f = sym(h, a[0] == 's' ? "cuStreamSynchronize" : "cuStreamQuery");
+            printf("%s rc %d\n", a, f(NULL));
         } else if (!strcmp(a, "info")) {
             size_t f = 0, t = 0, d = 0;
             fn_t info = (fn_t)dlsym(h, "cuMemGetInfo_v2");
@@ -103,7 +155,12 @@ int main(int argc, char **argv)
                 if (alloc_fn(&p, size) == 0 && a[0] == 'c')
                     free_fn(p);
             }
-        } else if (!strncmp(a, "job:", 4)) {
+        } else if (!strncmp(a, "job:", 4) || !strncmp(a, "pjob:", 5)) {
+            if (a[0] == 'p') {
+                pool_fn[0] = sym(h, "cuMemAllocAsync"), pool_fn[1] = sym(h, "cuMemFreeAsync");
+                pool_fn[2] = sym(h, "cuStreamSynchronize");
+                a++;
+            }
             char *e;
             int rounds = (int)strtol(a + 4, &e, 10);
             u64 most = strtoull(e + 1, &e, 10);

@@ -13,6 +13,17 @@
  * runtime/budget/view.h), leaves an update half-done (a device's `used` at 0, the sequence
  * odd) and kills its own process with SIGKILL: a process that dies holding the lock.
  * cuMemGetInfo_v2 answers 96 GiB total and FAKE_BUDGET_FREE bytes free (default 80 GiB).
+ *
+ * The device has one memory pool (cuDeviceGetMemPool's, cuMemAllocAsync's), a process's
+ * own: it reserves memory in chunks of 64 KiB as its allocations need it and keeps what
+ * cuMemFreeAsync gives back until a synchronisation (its release threshold is 0),
+ * cuMemPoolTrimTo, or cuStreamQuery (which the shim does not watch: a pool that gives
+ * memory back where nobody asks it); cuMemPoolGetAttribute says its reserved and used
+ * bytes and their highs. What it reserves is the process's in the fake's books (its
+ * allocations are in it). A graph's memory allocation nodes (cuGraphAddMemAllocNode; one
+ * graph, one instance) take their memory from the device's graph reservation at the
+ * instance's upload, in chunks of 64 KiB, kept until cuDeviceGraphMemTrim after the
+ * instance is gone (cuDeviceGetGraphMemAttribute says it): the process's too.
  * Built with SONAME libcuda.so.1. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -49,7 +60,15 @@ static u64 limit, next_address = 0x7f0000000000ull, die_at, nallocs;
 static pthread_mutex_t local = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     u64 key, size;
+    int pooled; /* an allocation from the pool */
 } live[ALLOCS];
+
+#define POOL 0x100ull
+#define CHUNK 65536ull
+#define UP(n) (((n) + CHUNK - 1) / CHUNK * CHUNK)
+static u64 pool_reserved, pool_reserved_high, pool_used, pool_used_high;
+static u64 graph_mem[4], graph_size; /* reserved, its high, used, its high; the nodes' */
+static int uploaded;
 
 /* The process `pid` of start time `start` still there (not gone, not a zombie). */
 static int there(int pid, u64 start)
@@ -93,6 +112,9 @@ static int open_books(void)
     die_at = d ? strtoull(d, NULL, 10) : 0;
     for_pid = getpid();
     memset(live, 0, sizeof live);
+    pool_reserved = pool_reserved_high = pool_used = pool_used_high = 0;
+    memset(graph_mem, 0, sizeof graph_mem);
+    graph_size = 0, uploaded = 0;
     me = -1;
     int zombie = 0;
     u64 start = books_start_time(for_pid, &zombie);
@@ -126,14 +148,26 @@ static void die_locked(void)
     kill(getpid(), SIGKILL);
 }
 
-static u64 add(u64 n)
+/* An allocation of n bytes (`pooled`: from the pool, the process holding what its
+ * reserve grows by). */
+static u64 add(u64 n, int pooled)
 {
     if (!open_books())
         return next_address += n + 4096;
     if (die_at && ++nallocs == die_at)
         die_locked();
     lock_fake();
-    u64 sum = n;
+    u64 more = n;
+    if (pooled) {
+        pool_used += n;
+        u64 to = UP(pool_used);
+        more = to > pool_reserved ? to - pool_reserved : 0;
+        pool_reserved += more;
+        pool_used_high = pool_used > pool_used_high ? pool_used : pool_used_high;
+        pool_reserved_high = pool_reserved > pool_reserved_high ? pool_reserved
+                                                                : pool_reserved_high;
+    }
+    u64 sum = more;
     for (int i = 0; i < PROCS; i++)
         if (fb->proc[i].pid && i != me && there(fb->proc[i].pid, fb->proc[i].start))
             sum += fb->proc[i].held;
@@ -142,12 +176,12 @@ static u64 add(u64 n)
         fb->over++;
     if (sum > fb->peak)
         fb->peak = sum;
-    fb->proc[me].held += n;
+    fb->proc[me].held += more;
     fb->allocs++;
     u64 key = next_address += n + 4096;
     for (int i = 0; i < ALLOCS; i++)
         if (!live[i].key) {
-            live[i].key = key, live[i].size = n;
+            live[i].key = key, live[i].size = n, live[i].pooled = pooled;
             break;
         }
     unlock_fake();
@@ -161,8 +195,8 @@ static CUresult drop(u64 key)
     lock_fake();
     int found = 0;
     for (int i = 0; i < ALLOCS && !found; i++)
-        if (live[i].key == key) {
-            fb->proc[me].held -= live[i].size;
+        if (live[i].key == key) { /* (a pool's bytes kept in the pool, reserved) */
+            *(live[i].pooled ? &pool_used : &fb->proc[me].held) -= live[i].size;
             live[i].key = 0;
             fb->frees++;
             found = 1;
@@ -201,10 +235,114 @@ EXPORT CUresult cuMemAlloc_v2(u64 *p, size_t n)
 {
     if (!p || !n)
         return 1;
-    *p = add(n);
+    *p = add(n, 0);
     return 0;
 }
 EXPORT CUresult cuMemFree_v2(u64 p) { return drop(p); }
+EXPORT CUresult cuMemAllocAsync(u64 *p, size_t n, void *s)
+{
+    (void)s;
+    if (!p || !n)
+        return 1;
+    *p = add(n, 1);
+    return 0;
+}
+EXPORT CUresult cuMemFreeAsync(u64 p, void *s) { return (void)s, drop(p); }
+EXPORT CUresult cuDeviceGetMemPool(u64 *pool, int dev) { return dev ? 1 : (*pool = POOL, 0); }
+
+/* A reservation set to `to` bytes, the process's bytes with it (the lock held). */
+static void reserve_locked(u64 *reserved, u64 *high, u64 to)
+{
+    fb->proc[me].held += to - *reserved; /* (modulo 2^64: less when it shrinks) */
+    *reserved = to;
+    *high = to > *high ? to : *high;
+}
+
+/* The pool keeps at least `keep` (and what is used), in whole chunks. */
+static CUresult trim(u64 pool, u64 keep)
+{
+    if (pool != POOL || !open_books())
+        return 1;
+    lock_fake();
+    u64 to = UP(pool_used > keep ? pool_used : keep);
+    if (to < pool_reserved)
+        reserve_locked(&pool_reserved, &pool_reserved_high, to);
+    unlock_fake();
+    return 0;
+}
+EXPORT CUresult cuMemPoolTrimTo(u64 pool, size_t keep) { return trim(pool, keep); }
+EXPORT CUresult cuStreamSynchronize(void *s) { return (void)s, trim(POOL, 0); }
+/* (gives back as a synchronisation does, where the shim does not look) */
+EXPORT CUresult cuStreamQuery(void *s) { return (void)s, trim(POOL, 0); }
+EXPORT CUresult cuGraphCreate(void **graph, unsigned flags)
+{
+    return (void)flags, *graph = (void *)1, 0;
+}
+/* params: CUDA_MEM_ALLOC_NODE_PARAMS (bytesize at 104) */
+EXPORT CUresult cuGraphAddMemAllocNode(void **node, void *graph, const void *deps, size_t n,
+                                       const void *params)
+{
+    (void)graph, (void)deps, (void)n;
+    u64 size;
+    memcpy(&size, (const char *)params + 104, sizeof size);
+    graph_size += size;
+    return *node = (void *)1, 0;
+}
+EXPORT CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, u64 flags)
+{
+    return (void)graph, (void)flags, *exec = (void *)2, 0;
+}
+EXPORT CUresult cuGraphUpload(void *exec, void *s)
+{
+    (void)exec, (void)s;
+    if (uploaded || !open_books())
+        return 0;
+    lock_fake();
+    uploaded = 1;
+    graph_mem[2] += graph_size;
+    graph_mem[3] = graph_mem[2] > graph_mem[3] ? graph_mem[2] : graph_mem[3];
+    if (UP(graph_mem[2]) > graph_mem[0])
+        reserve_locked(&graph_mem[0], &graph_mem[1], UP(graph_mem[2]));
+    unlock_fake();
+    return 0;
+}
+EXPORT CUresult cuGraphExecDestroy(void *exec)
+{
+    (void)exec;
+    graph_mem[2] -= uploaded ? graph_size : 0;
+    uploaded = 0;
+    return 0;
+}
+EXPORT CUresult cuDeviceGraphMemTrim(int dev)
+{
+    if (dev || !open_books())
+        return 1;
+    lock_fake();
+    reserve_locked(&graph_mem[0], &graph_mem[1], UP(graph_mem[2]));
+    unlock_fake();
+    return 0;
+}
+/* attributes 0 to 3: used, its high, reserved, its high */
+EXPORT CUresult cuDeviceGetGraphMemAttribute(int dev, int attr, u64 *v)
+{
+    static const int at[4] = {2, 3, 0, 1};
+    if (dev || attr < 0 || attr > 3)
+        return 1;
+    *v = graph_mem[at[attr]];
+    return 0;
+}
+
+/* attributes 5 to 8: reserved, its high, used, its high */
+EXPORT CUresult cuMemPoolGetAttribute(u64 pool, int attr, u64 *v)
+{
+    pthread_mutex_lock(&local);
+    u64 all[4] = {pool_reserved, pool_reserved_high, pool_used, pool_used_high};
+    pthread_mutex_unlock(&local);
+    if (pool != POOL || attr < 5 || attr > 8)
+        return 1;
+    *v = all[attr - 5];
+    return 0;
+}
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     const char *f = getenv("FAKE_BUDGET_FREE"); /* (default 80 GiB of 96) */
