@@ -14,7 +14,19 @@ from __future__ import annotations
 import pytest
 
 from shimgen.report.budget import budget_json
-from tests.run.test_budget import Job, MiB, budget_shim, fake  # noqa: F401 (fixtures)
+from tests.run.test_budget import Job, MiB
+from tests.shimcache import fake_driver_shim
+
+
+@pytest.fixture(scope="module")
+def fake(probes):
+    return probes / "libfake_budget_libcuda.so"
+
+
+@pytest.fixture(scope="module")
+def budget_shim(fake):
+    return fake_driver_shim(fake)
+
 
 RESERVE = 524288  # what the fake's pool keeps of 500,000 bytes freed: 8 chunks of 64 KiB
 
