@@ -4160,8 +4160,10 @@ MUTATIONS = [
     {
         "name": "ledger-budget-refusal-counted-twice",
         "file": "runtime/memory/ledger.c",
-        "old": "        if (last)\n            __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);\n",
-        "new": "        if (last)\n            __atomic_fetch_add(&num->refused, 2, __ATOMIC_RELAXED);\n",
+        "old": ("    if (shared && !shimgen_budget_take(column, size, last)) { /* (the budget's first) */\n"
+                "        if (last)\n            __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);\n"),
+        "new": ("    if (shared && !shimgen_budget_take(column, size, last)) { /* (the budget's first) */\n"
+                "        if (last)\n            __atomic_fetch_add(&num->refused, 2, __ATOMIC_RELAXED);\n"),
         "tests": ["tests/run/test_budget.py::test_a_limit_of_its_own_and_the_budget_together"],
         "why": "an allocation the shared budget refuses counts once among the trace's refusals",
     },
@@ -5905,8 +5907,8 @@ MUTATIONS = [
     {
         "name": "budget-refusal-ignored",
         "file": "runtime/memory/ledger.c",
-        "old": "        if (!shimgen_budget_take(column, size, 1)) {\n",
-        "new": "        if (!shimgen_budget_take(column, size, 1) && 0) {\n",
+        "old": "    if (shared && !shimgen_budget_take(column, size, last)) { /* (the budget's first) */\n",
+        "new": "    if (shared && !shimgen_budget_take(column, size, last) && last) {\n",
         "tests": ["tests/run/test_budget.py::test_a_job_never_takes_the_driver_past_its_budget"],
         "why": "an allocation the shared budget refuses never reaches the driver",
     },
@@ -6058,8 +6060,9 @@ MUTATIONS = [
     },
     {
         "name": "budget-pool-reserve-not-asked-before-refusal",
-        "file": "runtime/memory/ledger.c",
-        "old": "        if (shimgen_ledger_extra(column))\n            shimgen_reserve_refresh();\n",
+        "file": "runtime/memory/reserve.c",
+        "old": ("    if (shimgen_ledger_extra(column)) /* (pools and graphs asked again before a refusal) */\n"
+                "        shimgen_reserve_refresh();\n"),
         "new": "",
         "tests": ["tests/run/test_budget_pools.py::test_a_stale_reserve_is_asked_again_before_a_refusal"],
         "why": "under the shared budget alone, pools are asked again before a refusal, as under --limit memory",

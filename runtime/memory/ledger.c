@@ -54,7 +54,6 @@ static struct tf_header *hdr;   /* where they are kept too; NULL: no trace file 
 static pid_t hdr_pid;
 static int configured;  /* shimgen_ledger_config ran: the driver's load began */
 uint64_t shimgen_ledger_limit;
-int shimgen_ledger_budget_only;
 static uint64_t own_limit; /* SHIMGEN_LIMIT_MEMORY's (the header's); the above is the most
                             * a size can be when only a shared budget limits */
 
@@ -173,24 +172,6 @@ int shimgen_ledger_reserve(int column, uint64_t size, uint64_t reserved[2], int 
     return fits;
 }
 
-int shimgen_ledger_reserve_shared(int column, uint64_t size, uint64_t reserved[2])
-{
-    reserved[0] = reserved[1] = 0;
-    if (column < 0 || column == SHIMGEN_MEM_HOST_COLUMN)
-        return 1;
-    if (!shimgen_budget_take(column, size, 0)) { /* (pools and graphs asked again first) */
-        if (shimgen_ledger_extra(column))
-            shimgen_reserve_refresh();
-        if (!shimgen_budget_take(column, size, 1)) {
-            __atomic_fetch_add(&num->refused, 1, __ATOMIC_RELAXED);
-            return 0;
-        }
-    }
-    reserved[0] = size;
-    reserved[1] = LEDGER_BUDGET_ONLY;
-    return 1;
-}
-
 int shimgen_ledger_grow(int column, uint64_t reserved[2], uint64_t size)
 {
     if (!reserved[0] || size <= reserved[0])
@@ -283,6 +264,5 @@ void shimgen_ledger_config(void)
     shimgen_budget_config(size_of(SHIMGEN_ENV_LIMIT_JOB_MEMORY));
     shimgen_ledger_limit = own_limit;
     if (!own_limit && __atomic_load_n(&shimgen_budget_on, __ATOMIC_RELAXED))
-        shimgen_ledger_limit = SHIMGEN_SIZE_MAX, /* (reservations made: the budget's) */
-            shimgen_ledger_budget_only = 1;
+        shimgen_ledger_limit = SHIMGEN_SIZE_MAX; /* (reservations made: the budget's) */
 }

@@ -43,9 +43,7 @@ shimgen_CUresult shimgen_ledger_settle(int column, uint64_t meta, uint64_t size,
 /* The shared budget alone limits (budget/: no limit of the process's own): a reservation
  * is the budget's alone (reserved[1] LEDGER_BUDGET_ONLY), and its entry is counted as
  * without a limit (`settle_shared`: what the driver did not take given back first). */
-extern int shimgen_ledger_budget_only;
 #define LEDGER_BUDGET_ONLY UINT64_MAX
-int shimgen_ledger_reserve_shared(int column, uint64_t size, uint64_t reserved[2]);
 shimgen_CUresult shimgen_ledger_settle_shared(int column, uint64_t meta, uint64_t size,
                                               uint64_t key, uint64_t reserved);
 /* A live entry's route and tag, as its slot keeps them (a reference count of 1, the column
@@ -97,8 +95,8 @@ void shimgen_graph_alloc(int column);
 void shimgen_pool_refresh(uint64_t pool);
 void shimgen_graph_refresh(int column);
 void shimgen_reserve_refresh(void);
-/* shimgen_ledger_reserve, asking pools and graphs again before a refusal when they hold
- * memory reserved on the column. */
+/* shimgen_ledger_reserve (the process's limit, the shared budget, or both), asking pools
+ * and graphs again before a refusal when they hold memory reserved on the column. */
 int shimgen_reserve_or_refresh(int column, uint64_t size, uint64_t reserved[2]);
 
 #endif

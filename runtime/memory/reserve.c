@@ -249,7 +249,7 @@ int shimgen_reserve_or_refresh(int column, uint64_t size, uint64_t reserved[2])
 {
     if (shimgen_ledger_reserve(column, size, reserved, 0))
         return 1;
-    if (shimgen_ledger_extra(column))
+    if (shimgen_ledger_extra(column)) /* (pools and graphs asked again before a refusal) */
         shimgen_reserve_refresh();
     return shimgen_ledger_reserve(column, size, reserved, 1);
 }

@@ -13,11 +13,12 @@
  * `undo` gives them back and the allocation is refused). Without a limit, the column is
  * asked after a success (the calling thread's current context is the same) and the ledger
  * told in a tail call. `pre` runs first in both; `bytes` may use the column, `col`. */
-/* The shared budget alone (no limit of the process's own): straight to it, and back. */
+/* The ledger's limit, the shared budget or both (the budget alone: a reservation of the
+ * budget's only, reserved[1] LEDGER_BUDGET_ONLY), pools and graphs asked again before a
+ * refusal (reserve.c). */
 static inline int reserve_first(int col, uint64_t bytes, uint64_t held_back[2])
 {
-    return shimgen_ledger_budget_only ? shimgen_ledger_reserve_shared(col, bytes, held_back)
-               : shimgen_reserve_or_refresh(col, bytes, held_back);
+    return shimgen_reserve_or_refresh(col, bytes, held_back);
 }
 
 static inline void settle_first(int col, uint64_t meta, uint64_t size, uint64_t key,
