@@ -257,6 +257,39 @@ def test_a_process_of_pid_1_is_counted_while_it_lives_and_freed_once_gone(
     assert all(s.pid != 1 for s in job.shim_books().slots)
 
 
+def test_a_slot_being_claimed_is_not_counted(probes, fake, budget_shim, tmp_path):
+    """A slot of pid -1 (being claimed: one of a process gone, taken before its bytes are
+    cleared) that still shows 600000 bytes: the sum of the live slots made again (at the
+    new process's start, and when the budget is short) leaves it out, so 600000 fit."""
+    job = Job(probes, fake, budget_shim, tmp_path / "claimed")
+    assert job.run("alloc:1") == "alloc:1 rc 0\nbudgetjob rc 0\n"  # the books, device 0
+    at = books_py.HEADER.size + books_py.DEVICES * books_py.DEVICE.size + 200 * books_py.SLOT.size
+    fd = os.open(job.books, os.O_RDWR)
+    try:
+        os.pwrite(fd, books_py.SLOT.pack(-1, 0, 0, 0, 600000, *[0] * 15, 600000, *[0] * 15),
+                  at)
+    finally:
+        os.close(fd)
+    assert job.run("alloc:600000", "alloc:400000") == (
+        "alloc:600000 rc 0\nalloc:400000 rc 0\nbudgetjob rc 0\n")
+
+
+def test_a_lock_word_naming_no_slot_is_taken_over(probes, fake, budget_shim, tmp_path):
+    """The books' lock word damaged, naming slot 256 (one past the last) as its holder: no
+    process will ever let it go, so a new process takes it over (as a dead holder's) and
+    goes on, never waiting for ever."""
+    job = Job(probes, fake, budget_shim, tmp_path / "damaged")
+    assert job.run("alloc:1") == "alloc:1 rc 0\nbudgetjob rc 0\n"  # the books, device 0
+    fd = os.open(job.books, os.O_RDWR)
+    try:
+        os.pwrite(fd, (257 << 48 | 0x1000).to_bytes(8, "little"), books_py.HEADER.size - 64)
+    finally:
+        os.close(fd)
+    assert job.run("alloc:1000") == "alloc:1000 rc 0\nbudgetjob rc 0\n"
+    data = job.books.read_bytes()
+    assert int.from_bytes(data[books_py.HEADER.size - 64:][:8], "little") == 0
+
+
 def test_a_forked_child_has_a_slot_of_its_own(probes, fake, budget_shim, tmp_path):
     """A process holding 600000 bytes of 1 MiB forks: the child's allocations are its own
     slot's (600000 more refused, 400000 taken), and the parent's are still counted."""

@@ -49,6 +49,18 @@ def test_an_unreadable_captures_bytes_are_zeros(shims, probes, tmp_path):
     assert r[CAPTURE] == bytes(len(r[CAPTURE])) and r[UNREAD]
 
 
+def test_a_functions_captures_end_where_the_next_functions_begin(shims, probes, tmp_path):
+    """cuLibraryLoadFromFile's file name is its own capture alone: the table's next capture
+    (cuLinkAddData's name, after cuLibraryUnload, which has none) is at the same offset of
+    the capture area and reads argument word 4, here numJitOptions 0; read as well, its
+    NULL would zero the name's bytes."""
+    proc, _, got = traced(shims, probes, tmp_path, "library")
+    assert proc.returncode == 0, proc.stderr
+    [call] = got["calls"]
+    assert (call["function"], call["args"]["fileName"], call["args"]["numJitOptions"]) == (
+        "cuLibraryLoadFromFile", "kept.cubin", 0)
+
+
 def test_where_the_kernel_refuses_process_vm_readv_a_mapped_page_is_still_read(
         shims, probes, tmp_path):
     """qemu-user does not emulate process_vm_readv and a seccomp filter may refuse it: the
