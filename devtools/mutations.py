@@ -5695,6 +5695,14 @@ MUTATIONS = [
         "why": "a record holds its own function's captures alone, not the next function's first",
     },
     {
+        "name": "calls-capture-loop-ends-at-a-null-argument",
+        "file": "runtime/stats/calls.c",
+        "old": "        if (!src) {\n            memset(dst, 0, c->size);\n            continue;\n",
+        "new": "        if (!src) {\n            memset(dst, 0, c->size);\n            break;\n",
+        "tests": ["tests/runtime/test_calls_unread.py::test_an_output_after_a_null_one_is_captured"],
+        "why": "the captures after a NULL argument are read all the same",
+    },
+    {
         "name": "calls-unreadable-capture-shown-as-read",
         "file": "shimgen/calls/decode.py",
         "old": "    return (\"unreadable\", \"unreadable\") if mask >> bit & 1 else None\n",
