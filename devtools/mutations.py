@@ -5973,7 +5973,7 @@ MUTATIONS = [
         "name": "budget-dead-holder-not-taken-over",
         "file": "runtime/budget/budget.c",
         "old": "             books_slot_dead(books_fd, books, (unsigned)holder, my_ns)) &&\n",
-        "new": "             0 && books_slot_dead(books_fd, books, (unsigned)holder, my_ns)) &&\n",
+        "new": "             (0 && books_slot_dead(books_fd, books, (unsigned)holder, my_ns))) &&\n",
         "tests": ["tests/run/test_budget.py::test_a_process_killed_holding_the_lock_blocks_nobody"],
         "why": "a process killed holding the books' lock blocks nobody: its death is found and the lock taken over",
     },
@@ -6040,6 +6040,16 @@ MUTATIONS = [
         "new": "            (0 ||\n",
         "tests": ["tests/run/test_budget.py::test_a_lock_word_naming_no_slot_is_taken_over"],
         "why": "a lock word naming no slot (damaged) is taken over, never waited for for ever",
+    },
+    {
+        "name": "budget-lock-held-by-this-thread-taken",
+        "file": "runtime/budget/budget.c",
+        "old": "        if (was == me)\n            return 0;\n",
+        "new": "        if (was == me)\n            return 1;\n",
+        "tests": ["tests/run/test_budget.py::"
+                  "test_a_signal_handlers_allocation_inside_the_books_update_is_not_followed"],
+        "why": "a signal handler inside its thread's update of the books makes no update of its "
+               "own: the lock is never let go mid-update",
     },
     {
         "name": "budget-pool-reserve-not-charged",

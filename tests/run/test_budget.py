@@ -197,6 +197,29 @@ def test_a_process_killed_holding_the_lock_blocks_nobody(probes, fake, budget_sh
     check_stress(job, stress(job, 8, 2000, 0, 2))
 
 
+def test_a_signal_handlers_allocation_inside_the_books_update_is_not_followed(
+        probes, fake, budget_shim, tmp_path):
+    """B holds a byte; A asks for 1 MiB, so the budget is short and A repairs the books,
+    its lock held, looking at B's liveness lock: there a signal (a seccomp trap of that
+    fcntl) runs a handler that allocates 1000 bytes. The handler finds the lock held by its
+    own thread: its allocation is made but not followed (never an update inside A's own),
+    the 1 MiB is refused, and the lock ends free and the books' seq even (no update under
+    way)."""
+    job = Job(probes, fake, budget_shim, tmp_path / "handler")
+    b = holding(job, 1)
+    try:
+        out = job.run(f"trapped:{MiB}")
+    finally:
+        b.kill()
+        b.wait()
+    assert out == f"trapped:{MiB} rc 2 handler 0\nbudgetjob rc 0\n", out
+    data = job.books.read_bytes()
+    lock_at = books_py.HEADER.size - 64
+    seq = int.from_bytes(data[lock_at - 16:lock_at - 8], "little")
+    assert int.from_bytes(data[lock_at:lock_at + 8], "little") == 0 and seq % 2 == 0, seq
+    assert 1000 not in [s.bytes.get(0, 0) for s in books_py.parse(data).slots]
+
+
 def test_two_runs_share_a_budget_and_devices_are_keyed_by_uuid(probes, fake, budget_shim,
                                                                tmp_path):
     """Two runs' processes on one books file share its budget per device; a process whose
