@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
+
+import pytest
 
 from shimgen.calls import load_run
 from shimgen.calls.decode import UNREAD
@@ -64,12 +67,19 @@ def test_a_functions_captures_end_where_the_next_functions_begin(shims, probes, 
         "cuLibraryLoadFromFile", "kept.cubin", 0)
 
 
-def test_an_output_after_a_null_one_is_captured(probes, tmp_path):
+@pytest.fixture(scope="module")
+def mem_fake(probes) -> tuple[Path, Path]:
+    """The FAKE driver of the user hooks, and its shim."""
+    fake = probes / "libfake_mem_libcuda.so"
+    return fake, fake_driver_shim(fake)
+
+
+def test_an_output_after_a_null_one_is_captured(probes, mem_fake, tmp_path):
     """cuMemGetAddressRange_v2(NULL, &size, dptr) on the fake, which answers it: the NULL
     base is left, and the size after it still read when the call returns."""
-    fake = probes / "libfake_mem_libcuda.so"
+    fake, shim = mem_fake
     d = tmp_path / "traces"
-    env = {**clean_env(), "LD_PRELOAD": str(fake_driver_shim(fake)), "SHIMGEN_DRIVER": str(fake),
+    env = {**clean_env(), "LD_PRELOAD": str(shim), "SHIMGEN_DRIVER": str(fake),
            "SHIMGEN_TRACE": "calls", "SHIMGEN_TRACE_DIR": str(d)}
     proc = run([probes / "calldeath", "nullfirst"], env, ok=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
