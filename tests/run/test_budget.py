@@ -4,7 +4,9 @@ processes share, so that what "the driver" holds for all of them at once is know
 processes near the budget never takes the fake past it, and the shim's books end equal to
 the fake's; a process killed by SIGKILL while it holds memory, reaped or left a zombie,
 gives it back to the next process short of it; a process killed while it holds the books'
-lock, mid-update, blocks nobody and the budget still holds; a device is keyed by its UUID;
+lock, mid-update, blocks nobody and the budget still holds, as does a lock word naming no
+slot; a signal handler inside its own thread's update makes none of its own; a slot being
+claimed is not counted; a device is keyed by its UUID;
 the read-only view (view.h) shows the live processes alone; the layout the report reads is
 the compiler's; the report names each refusal's process."""
 
