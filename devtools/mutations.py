@@ -4149,6 +4149,14 @@ MUTATIONS = [
         "why": "the limit counts what pools keep reserved beyond their allocations",
     },
     {
+        "name": "ledger-limit-takes-pool-reservations-off-what-is-held",
+        "file": "runtime/memory/ledger.c",
+        "old": "    uint64_t cur = current[column] + extra[column];\n",
+        "new": "    uint64_t cur = current[column] - extra[column];\n",
+        "tests": ["tests/run/test_memory.py::test_limit_counts_pool_reservations_with_what_the_process_holds"],
+        "why": "the limit counts what pools keep reserved on top of what the process holds",
+    },
+    {
         "name": "ledger-limit-refuses-nothing-at-the-limit",
         "file": "runtime/memory/ledger.c",
         "old": "    int fits = cur <= limit && size <= limit - cur;\n",
@@ -5681,6 +5689,22 @@ MUTATIONS = [
         "why": "a capture that could not be read has its bytes zeros (docs/traceformat.md)",
     },
     {
+        "name": "calls-capture-loop-takes-the-next-functions-first",
+        "file": "runtime/stats/calls.c",
+        "old": "    for (unsigned k = first; k < shimgen_calls_first[i + 1]; k++) {\n",
+        "new": "    for (unsigned k = first; k <= shimgen_calls_first[i + 1]; k++) {\n",
+        "tests": ["tests/runtime/test_calls_unread.py::test_a_functions_captures_end_where_the_next_functions_begin"],
+        "why": "a record holds its own function's captures alone, not the next function's first",
+    },
+    {
+        "name": "calls-capture-loop-ends-at-a-null-argument",
+        "file": "runtime/stats/calls.c",
+        "old": "        if (!src) {\n            memset(dst, 0, c->size);\n            continue;\n",
+        "new": "        if (!src) {\n            memset(dst, 0, c->size);\n            break;\n",
+        "tests": ["tests/runtime/test_calls_unread.py::test_an_output_after_a_null_one_is_captured"],
+        "why": "the captures after a NULL argument are read all the same",
+    },
+    {
         "name": "calls-unreadable-capture-shown-as-read",
         "file": "shimgen/calls/decode.py",
         "old": "    return (\"unreadable\", \"unreadable\") if mask >> bit & 1 else None\n",
@@ -5860,6 +5884,16 @@ MUTATIONS = [
                "back and refused",
     },
     {
+        "name": "ledger-grow-under-the-budget-alone-not-kept",
+        "file": "runtime/memory/ledger.c",
+        "old": "        reserved[0] = size;\n        reserved[1] = LEDGER_BUDGET_ONLY;\n",
+        "new": "        reserved[1] = size;\n        reserved[1] = LEDGER_BUDGET_ONLY;\n",
+        "tests": ["tests/run/test_memory_race.py::"
+                  "test_a_pitch_past_what_the_device_says_is_charged_whole_to_a_job_budget"],
+        "why": "an allocation the driver made larger than asked keeps all its bytes in a job's "
+               "budget",
+    },
+    {
         "name": "ledger-array-zero-height-counted-zero",
         "file": "runtime/memory/hooks_memory.c",
         "old": "    return times(row, times(ext[1] ? ext[1] : 1, ext[2] ? ext[2] : 1));\n",
@@ -5940,8 +5974,8 @@ MUTATIONS = [
     {
         "name": "budget-dead-holder-not-taken-over",
         "file": "runtime/budget/budget.c",
-        "old": "            books_slot_dead(books_fd, books, (unsigned)holder, my_ns) &&\n",
-        "new": "            0 && books_slot_dead(books_fd, books, (unsigned)holder, my_ns) &&\n",
+        "old": "             books_slot_dead(books_fd, books, (unsigned)holder, my_ns)) &&\n",
+        "new": "             (0 && books_slot_dead(books_fd, books, (unsigned)holder, my_ns))) &&\n",
         "tests": ["tests/run/test_budget.py::test_a_process_killed_holding_the_lock_blocks_nobody"],
         "why": "a process killed holding the books' lock blocks nobody: its death is found and the lock taken over",
     },
@@ -5984,6 +6018,40 @@ MUTATIONS = [
         "new": "        for (unsigned d = 0; s->pid > 1 && d < BOOKS_DEVICES; d++)\n",
         "tests": ["tests/run/test_budget.py::test_a_process_of_pid_1_is_counted_while_it_lives_and_freed_once_gone"],
         "why": "the bytes of a live process of pid 1 count in the budget's used",
+    },
+    {
+        "name": "budget-repair-counts-a-slot-being-claimed",
+        "file": "runtime/budget/budget.c",
+        "old": "        for (unsigned d = 0; s->pid > 0 && d < BOOKS_DEVICES; d++)\n",
+        "new": "        for (unsigned d = 0; s->pid > 0 || d < BOOKS_DEVICES; d++)\n",
+        "tests": ["tests/run/test_budget.py::test_a_slot_being_claimed_is_not_counted"],
+        "why": "the sum of the slots leaves out one of pid -1 (being claimed), whatever bytes it still shows",
+    },
+    {
+        "name": "budget-lock-naming-slot-256-waited-for",
+        "file": "runtime/budget/budget.c",
+        "old": "            ((unsigned)holder >= BOOKS_SLOTS ||\n",
+        "new": "            ((unsigned)holder > BOOKS_SLOTS ||\n",
+        "tests": ["tests/run/test_budget.py::test_a_lock_word_naming_no_slot_is_taken_over"],
+        "why": "a lock word naming no slot (damaged) is taken over, never waited for for ever",
+    },
+    {
+        "name": "budget-lock-naming-no-slot-waited-for",
+        "file": "runtime/budget/budget.c",
+        "old": "            ((unsigned)holder >= BOOKS_SLOTS ||\n",
+        "new": "            (0 ||\n",
+        "tests": ["tests/run/test_budget.py::test_a_lock_word_naming_no_slot_is_taken_over"],
+        "why": "a lock word naming no slot (damaged) is taken over, never waited for for ever",
+    },
+    {
+        "name": "budget-lock-held-by-this-thread-taken",
+        "file": "runtime/budget/budget.c",
+        "old": "        if (was == me)\n            return 0;\n",
+        "new": "        if (was == me)\n            return 1;\n",
+        "tests": ["tests/run/test_budget.py::"
+                  "test_a_signal_handlers_allocation_inside_the_books_update_is_not_followed"],
+        "why": "a signal handler inside its thread's update of the books makes no update of its "
+               "own: the lock is never let go mid-update",
     },
     {
         "name": "budget-pool-reserve-not-charged",

@@ -70,16 +70,18 @@ static void repair(void)
 }
 
 /* The lock held by another: waited for, and taken over when its holder is found dead (a
- * thread of this process never is); then whatever it left half-done is repaired. 0: the
- * holder is this very thread (a signal handler inside its own update). */
+ * thread of this process never is) or the word names no slot (damaged: no holder ever
+ * lets it go); then whatever it left half-done is repaired. 0: the holder is this very
+ * thread (a signal handler inside its own update). */
 static __attribute__((noinline)) int wait_books(uint64_t me, uint64_t was)
 {
     for (unsigned spins = 1;; spins++) {
         if (was == me)
             return 0;
         int holder = BOOKS_HOLDER_SLOT(was);
-        if (was && !(spins & 255) && holder != mine && (unsigned)holder < BOOKS_SLOTS &&
-            books_slot_dead(books_fd, books, (unsigned)holder, my_ns) &&
+        if (was && !(spins & 255) && holder != mine &&
+            ((unsigned)holder >= BOOKS_SLOTS ||
+             books_slot_dead(books_fd, books, (unsigned)holder, my_ns)) &&
             __atomic_compare_exchange_n(&books->lock, &was, me, 0, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED)) {
             make_odd();

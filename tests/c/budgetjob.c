@@ -11,6 +11,10 @@
  *               and uploaded; graphfree its instance destroyed and the device's graph
  *               memory trimmed (cuDeviceGraphMemTrim): "graph:N rc R", "graphfree rc R"
  *   hold        "holding" printed, then waits to be killed
+ *   trapped:N   an allocation of N bytes with every fcntl(F_OFD_GETLK) trapped (a seccomp
+ *               filter, SIGSYS): the first trap's handler allocates 1000 bytes, so that it
+ *               runs inside the shim's update of the books when the budget is short (its
+ *               repair looks at the other slots' liveness locks): "trapped:N rc R handler H"
  *   info        cuMemGetInfo_v2 and cuDeviceTotalMem_v2 of device 0: "info F T D" printed
  *   line        waits for a line on stdin
  *   fork        the child runs the rest ("child PID" printed first); the parent waits and ends
@@ -24,10 +28,18 @@
  *               allocations alone (none freed) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +85,37 @@ static void job(int rounds, u64 most, unsigned seed)
             usleep((unsigned)(rand() % 200));
     }
     printf("job refused %d kept %d\n", refused, nkept);
+}
+
+static volatile int handler_rc = -1;
+
+static void trap(int sig)
+{
+    (void)sig;
+    if (handler_rc == -1) {
+        u64 p = 0;
+        handler_rc = alloc_fn(&p, (size_t)1000);
+    }
+}
+
+/* fcntl(_, F_OFD_GETLK, _) answered with SIGSYS (trap); every other system call allowed. */
+static void trap_getlk(void)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_fcntl, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_OFD_GETLK, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof code / sizeof code[0], code};
+    signal(SIGSYS, trap);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+        perror("budgetjob: seccomp"), exit(4);
 }
 
 static fn_t sym(void *h, const char *name)
@@ -130,6 +173,10 @@ int main(int argc, char **argv)
             fn_t tm = (fn_t)dlsym(h, "cuDeviceTotalMem_v2");
             int rc = info(&f, &t) | tm(&d, 0);
             printf("info %zu %zu %zu rc %d\n", f, t, d, rc);
+        } else if (!strncmp(a, "trapped:", 8)) {
+            trap_getlk();
+            int rc = alloc(strtoull(a + 8, NULL, 10), alloc_fn);
+            printf("%s rc %d handler %d\n", a, rc, handler_rc);
         } else if (!strcmp(a, "hold")) {
             printf("holding\n");
             for (;;)

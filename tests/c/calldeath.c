@@ -7,6 +7,11 @@
  *                          cuModuleLoad(&m, "refused.cubin"), cuModuleLoad(&m, 0x10); exit 0
  *   calldeath refusedall   the same with mincore refused too (the safe read's fallback)
  *   calldeath inside       cuDriverGetVersion((int *)0x10): the driver faults inside the call
+ *   calldeath nullfirst    cuMemGetAddressRange_v2(NULL, &size, 0x1000) (an output NULL before
+ *                          another; the FAKE tests/c/fake_mem_libcuda.c answers it); exit 0
+ *   calldeath library      cuLibraryLoadFromFile(&l, "kept.cubin", NULL, NULL, 0, NULL, NULL, 0)
+ *                          (the capture table's next capture, cuLinkAddData's name, reads the
+ *                          argument word of numJitOptions into the same bytes); exit 0
  * Each prints nothing; the trace tells what happened.
  */
 #define _GNU_SOURCE
@@ -67,6 +72,11 @@ int main(int argc, char **argv)
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
     if (!h)
         return 3;
+    if (!strcmp(argv[1], "nullfirst")) {
+        unsigned long long size = 0;
+        get(h, "cuMemGetAddressRange_v2")(NULL, &size, 0x1000ull);
+        return size == 0x123000 ? 0 : 5;
+    }
     void *m = NULL;
     fn_t load = get(h, "cuModuleLoad");
     if (!strcmp(argv[1], "unreadable")) {
@@ -83,6 +93,10 @@ int main(int argc, char **argv)
         filter2(SECCOMP_RET_ERRNO | EPERM, argv[1][7] ? SYS_mincore : -1);
         load(&m, "refused.cubin");
         load(&m, (const char *)0x10);
+        return 0;
+    }
+    if (!strcmp(argv[1], "library")) {
+        get(h, "cuLibraryLoadFromFile")(&m, "kept.cubin", NULL, NULL, 0u, NULL, NULL, 0u);
         return 0;
     }
     if (!strcmp(argv[1], "inside")) {

@@ -2,7 +2,9 @@
  * free and memory-info functions that examples/hooks/memlimit.c hooks, and cuLaunchKernel
  * for examples/hooks/launchlog.c, with behaviour the tests can check exactly: allocations
  * hand out increasing fake addresses (no memory behind them), cuMemGetInfo_v2 reports
- * FAKE_MEM_FREE bytes free (default 80 GiB) of 96 GiB, and a free of address 0 fails.
+ * FAKE_MEM_FREE bytes free (default 80 GiB) of 96 GiB, and a free of address 0 fails;
+ * cuMemGetAddressRange_v2 says any address is of an allocation at 0x100000 of 0x123000
+ * bytes, either output NULL (as NVIDIA's, which documents both as optional).
  * cuGetProcAddress(_v2) hands out the export of the name asked, as the real driver does for
  * these names. Built with SONAME libcuda.so.1. */
 #define _GNU_SOURCE
@@ -139,6 +141,17 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     const char *f = getenv("FAKE_MEM_FREE");
     *free_bytes = f ? strtoull(f, NULL, 10) : 80ull << 30;
     *total = 96ull << 30;
+    return 0;
+}
+
+EXPORT CUresult cuMemGetAddressRange_v2(uint64_t *base, size_t *size, uint64_t dptr)
+{
+    if (!dptr)
+        return 1;
+    if (base)
+        *base = 0x100000;
+    if (size)
+        *size = 0x123000;
     return 0;
 }
 

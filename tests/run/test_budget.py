@@ -4,7 +4,9 @@ processes share, so that what "the driver" holds for all of them at once is know
 processes near the budget never takes the fake past it, and the shim's books end equal to
 the fake's; a process killed by SIGKILL while it holds memory, reaped or left a zombie,
 gives it back to the next process short of it; a process killed while it holds the books'
-lock, mid-update, blocks nobody and the budget still holds; a device is keyed by its UUID;
+lock, mid-update, blocks nobody and the budget still holds, as does a lock word naming no
+slot; a signal handler inside its own thread's update makes none of its own; a slot being
+claimed is not counted; a device is keyed by its UUID;
 the read-only view (view.h) shows the live processes alone; the layout the report reads is
 the compiler's; the report names each refusal's process."""
 
@@ -197,6 +199,29 @@ def test_a_process_killed_holding_the_lock_blocks_nobody(probes, fake, budget_sh
     check_stress(job, stress(job, 8, 2000, 0, 2))
 
 
+def test_a_signal_handlers_allocation_inside_the_books_update_is_not_followed(
+        probes, fake, budget_shim, tmp_path):
+    """B holds a byte; A asks for 1 MiB, so the budget is short and A repairs the books,
+    its lock held, looking at B's liveness lock: there a signal (a seccomp trap of that
+    fcntl) runs a handler that allocates 1000 bytes. The handler finds the lock held by its
+    own thread: its allocation is made but not followed (never an update inside A's own),
+    the 1 MiB is refused, and the lock ends free and the books' seq even (no update under
+    way)."""
+    job = Job(probes, fake, budget_shim, tmp_path / "handler")
+    b = holding(job, 1)
+    try:
+        out = job.run(f"trapped:{MiB}")
+    finally:
+        b.kill()
+        b.wait()
+    assert out == f"trapped:{MiB} rc 2 handler 0\nbudgetjob rc 0\n", out
+    data = job.books.read_bytes()
+    lock_at = books_py.HEADER.size - 64
+    seq = int.from_bytes(data[lock_at - 16:lock_at - 8], "little")
+    assert int.from_bytes(data[lock_at:lock_at + 8], "little") == 0 and seq % 2 == 0, seq
+    assert 1000 not in [s.bytes.get(0, 0) for s in books_py.parse(data).slots]
+
+
 def test_two_runs_share_a_budget_and_devices_are_keyed_by_uuid(probes, fake, budget_shim,
                                                                tmp_path):
     """Two runs' processes on one books file share its budget per device; a process whose
@@ -255,6 +280,39 @@ def test_a_process_of_pid_1_is_counted_while_it_lives_and_freed_once_gone(
     out, _ = job.start(f"alloc:{MiB}").communicate(timeout=60)
     assert out == f"alloc:{MiB} rc 0\nbudgetjob rc 0\n", out
     assert all(s.pid != 1 for s in job.shim_books().slots)
+
+
+def test_a_slot_being_claimed_is_not_counted(probes, fake, budget_shim, tmp_path):
+    """A slot of pid -1 (being claimed: one of a process gone, taken before its bytes are
+    cleared) that still shows 600000 bytes: the sum of the live slots made again (at the
+    new process's start, and when the budget is short) leaves it out, so 600000 fit."""
+    job = Job(probes, fake, budget_shim, tmp_path / "claimed")
+    assert job.run("alloc:1") == "alloc:1 rc 0\nbudgetjob rc 0\n"  # the books, device 0
+    at = books_py.HEADER.size + books_py.DEVICES * books_py.DEVICE.size + 200 * books_py.SLOT.size
+    fd = os.open(job.books, os.O_RDWR)
+    try:
+        os.pwrite(fd, books_py.SLOT.pack(-1, 0, 0, 0, 600000, *[0] * 15, 600000, *[0] * 15),
+                  at)
+    finally:
+        os.close(fd)
+    assert job.run("alloc:600000", "alloc:400000") == (
+        "alloc:600000 rc 0\nalloc:400000 rc 0\nbudgetjob rc 0\n")
+
+
+def test_a_lock_word_naming_no_slot_is_taken_over(probes, fake, budget_shim, tmp_path):
+    """The books' lock word damaged, naming slot 256 (one past the last) as its holder: no
+    process will ever let it go, so a new process takes it over (as a dead holder's) and
+    goes on, never waiting for ever."""
+    job = Job(probes, fake, budget_shim, tmp_path / "damaged")
+    assert job.run("alloc:1") == "alloc:1 rc 0\nbudgetjob rc 0\n"  # the books, device 0
+    fd = os.open(job.books, os.O_RDWR)
+    try:
+        os.pwrite(fd, (257 << 48 | 0x1000).to_bytes(8, "little"), books_py.HEADER.size - 64)
+    finally:
+        os.close(fd)
+    assert job.run("alloc:1000") == "alloc:1000 rc 0\nbudgetjob rc 0\n"
+    data = job.books.read_bytes()
+    assert int.from_bytes(data[books_py.HEADER.size - 64:][:8], "little") == 0
 
 
 def test_a_forked_child_has_a_slot_of_its_own(probes, fake, budget_shim, tmp_path):

@@ -420,6 +420,20 @@ def test_limit_counts_pool_reservations(probes, fake, fake_shim, tmp_path):
     assert t.memory.refused == 1
 
 
+def test_limit_counts_pool_reservations_with_what_the_process_holds(probes, fake, fake_shim,
+                                                                    tmp_path):
+    """Under 8 MiB: 5,000,000 bytes held and a pool keeping 2 MiB reserved (its allocation
+    freed) leave 1,291,456 bytes: 3,000,000 more are refused (the held bytes and the pool's
+    counted together, not one less the other), 1,000,000 made."""
+    ops = ["ctx:0", "alloc:5000000", "async:1000000", "freeasync:1", "alloc:3000000",
+           "alloc:1000000"]
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path, ops,
+                          SHIMGEN_LIMIT_MEMORY="8MiB")
+    rcs = [ln.split(" rc ")[1] for ln in out.splitlines() if " rc " in ln]
+    assert rcs == ["0", "0", "0", "0", "2", "0"], out
+    assert one_trace(traces).memory.refused == 1
+
+
 def test_threads_switching_contexts_keep_devices_exact(probes, fake, fake_shim, tmp_path):
     """8 threads, 1000 random steps each: cuCtxSetCurrent, push, pop or an allocation on the
     current device, kept or freed, with random yields: each device's bytes and allocations

@@ -106,6 +106,21 @@ def test_a_pitch_past_what_the_device_says_is_refused_after_the_fact(probes, fak
     assert t.memory.columns[0].taken == {"cuMemAllocPitch_v2": MiB // 2}
 
 
+def test_a_pitch_past_what_the_device_says_is_charged_whole_to_a_job_budget(
+        probes, fake, fake_shim, tmp_path):
+    """Under a job budget of 1 MiB and no limit of the process's own, the same driver: the
+    pitched allocation asked as 32 KiB and made as 512 KiB keeps all of its bytes in the
+    budget (the rest taken after the fact), so 600,000 more are refused."""
+    books = tmp_path / "job"
+    books.mkdir(mode=0o700)
+    out, _ = run_ops(probes, fake, fake_shim, tmp_path, ["ctx:0", "pitch:4:1024", "alloc:600000"],
+                     SHIMGEN_LIMIT_JOB_MEMORY="1MiB", SHIMGEN_BUDGET_FILE=str(books / "books"),
+                     FAKE_LEDGER_ALIGN_SAYS="32")
+    rcs = [ln.split(" rc ")[1] for ln in out.splitlines() if " rc " in ln]
+    assert rcs == ["0", "0", "2"], out
+    assert fake_totals(out)["taken"]["cuMemAllocPitch_v2"] == [MiB // 2, 1]
+
+
 def test_arrays_are_checked_padded_and_a_zero_height_is_one_row(probes, fake, fake_shim,
                                                                tmp_path):
     """An array's rows padded as the driver pads them (the fake, 512 bytes): a 1-D array of

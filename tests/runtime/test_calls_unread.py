@@ -3,20 +3,26 @@ shimgen/calls): an address the shim could not read is recorded as such and shown
 `<unreadable 0x10>` in the text, `{"unreadable": 16}` in the JSON; a process that dies while its
 arguments are read (a seccomp filter that kills it at the shim's process_vm_readv) or
 inside the driver keeps that call as entered, with its name, and no earlier call counted
-dropped in a ring that never wrapped; a record left half written is no dropped call. The
-probe is tests/c/calldeath.c, on the real Debian driver."""
+dropped in a ring that never wrapped; a record left half written is no dropped call; a
+record holds its own function's captures, all of them, those after a NULL argument too. The
+probe is tests/c/calldeath.c, on the real Debian driver (and on the FAKE
+tests/c/fake_mem_libcuda.c for a call that succeeds)."""
 
 from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
+
+import pytest
 
 from shimgen.calls import load_run
 from shimgen.calls.decode import UNREAD
 from shimgen.calls.records import CAPTURE
 from shimgen.report import calls as report_calls
 from shimgen.trace import binary
-from tests.faultkit import run, shim_for
+from tests.faultkit import clean_env, run, shim_for
+from tests.shimcache import fake_driver_shim
 
 DRIVER = "550.163.01"
 
@@ -47,6 +53,39 @@ def test_an_unreadable_captures_bytes_are_zeros(shims, probes, tmp_path):
     [p] = load_run(d)
     r = p.calls[0]
     assert r[CAPTURE] == bytes(len(r[CAPTURE])) and r[UNREAD]
+
+
+def test_a_functions_captures_end_where_the_next_functions_begin(shims, probes, tmp_path):
+    """cuLibraryLoadFromFile's file name is its own capture alone: the table's next capture
+    (cuLinkAddData's name, after cuLibraryUnload, which has none) is at the same offset of
+    the capture area and reads argument word 4, here numJitOptions 0; read as well, its
+    NULL would zero the name's bytes."""
+    proc, _, got = traced(shims, probes, tmp_path, "library")
+    assert proc.returncode == 0, proc.stderr
+    [call] = got["calls"]
+    assert (call["function"], call["args"]["fileName"], call["args"]["numJitOptions"]) == (
+        "cuLibraryLoadFromFile", "kept.cubin", 0)
+
+
+@pytest.fixture(scope="module")
+def mem_fake(probes) -> tuple[Path, Path]:
+    """The FAKE driver of the user hooks, and its shim."""
+    fake = probes / "libfake_mem_libcuda.so"
+    return fake, fake_driver_shim(fake)
+
+
+def test_an_output_after_a_null_one_is_captured(probes, mem_fake, tmp_path):
+    """cuMemGetAddressRange_v2(NULL, &size, dptr) on the fake, which answers it: the NULL
+    base is left, and the size after it still read when the call returns."""
+    fake, shim = mem_fake
+    d = tmp_path / "traces"
+    env = {**clean_env(), "LD_PRELOAD": str(shim), "SHIMGEN_DRIVER": str(fake),
+           "SHIMGEN_TRACE": "calls", "SHIMGEN_TRACE_DIR": str(d)}
+    proc = run([probes / "calldeath", "nullfirst"], env, ok=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    [call] = json.loads(report_calls.render([d], report_calls.Filters(), "json"))["calls"]
+    assert (call["function"], call["state"], call["outputs"]) == (
+        "cuMemGetAddressRange_v2", "returned", {"psize": 0x123000})
 
 
 def test_where_the_kernel_refuses_process_vm_readv_a_mapped_page_is_still_read(
