@@ -76,7 +76,7 @@ def _text(raw: bytes, what: str) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
-def _header(m: mmap.mmap, version: int) -> dict:
+def _header(m: bytes, version: int) -> dict:
     """The header's fields by name (an array field as a tuple) in `version`'s layout."""
     st, fields = _HEADERS[version]
     values, out = st.unpack_from(m, 0), {}
@@ -149,9 +149,10 @@ def _check_header(h: dict, size: int) -> None:
         raise BadTrace("it is marked complete without an end time")
 
 
-def read_header(m: mmap.mmap, size: int) -> dict:
-    """The header of a file that has the magic, checked (BadTrace when it is not one this
-    reader reads); a version 3 file's without the frame fields (None)."""
+def read_header(m: bytes, size: int) -> dict:
+    """The header of a file that has the magic, from its first bytes (read by `pread`:
+    checked_header), checked (BadTrace when it is not one this reader reads); a version 3
+    file's without the frame fields (None). `size`: the file's."""
     version = struct.unpack_from("<I", m, len(MAGIC))[0]
     if version not in TRACE_VERSIONS_READ:
         raise BadTrace(f"it has format version {version}; this shimgen reads versions "
