@@ -3440,6 +3440,15 @@ MUTATIONS = [
         "why": "the verdict's next steps show how to use every gate it lists, p2p-mixed too",
     },
     {
+        "name": "gates-verdict-p2p-proven-by-any-proof",
+        "file": "shimgen/gates/report.py",
+        "old": "    if p2p.proven:\n        return \"the branches, proven",
+        "new": "    if proof_ran:\n        return \"the branches, proven",
+        "tests": ["tests/gates/test_gates_verdict.py::"
+                  "test_the_p2p_checks_are_said_proven_by_their_own_proof_alone"],
+        "why": "the verdict says the P2P gate's branches are proven only when its own proof passed",
+    },
+    {
         "name": "diff-gates-count-leaves-p2p-out",
         "file": "shimgen/diff/gates.py",
         "old": "        [profile.p2p.name] if profile.p2p is not None and profile.p2p.status == \"found\" else [])",
