@@ -1258,6 +1258,15 @@ MUTATIONS = [
         "why": "a profile written with --no-proof says that it is unproven",
     },
     {
+        "name": "gates-proof-passes-a-gate-with-no-attribute-proven",
+        "file": "shimgen/gates/prove.py",
+        "old": "    result.ok = not result.problems and required <= proven\n",
+        "new": "    result.ok = not result.problems and required >= proven\n",
+        "tests": ["tests/gates/test_gates.py::"
+                  "test_proof_fails_for_a_gate_no_attribute_of_which_it_proved"],
+        "why": "the proof passes only when every gate is proven by an attribute of its own",
+    },
+    {
         "name": "cli-empty-gates-builds-without",
         "file": "shimgen/cliargs.py",
         "old": "    if not value.strip():\n        raise type_error",
@@ -4109,6 +4118,16 @@ MUTATIONS = [
         "new": "    return (void)c, device_column();\n",
         "tests": ["tests/run/test_memory.py::test_pools_reservations_exact"],
         "why": "an allocation from a pool is on the pool's device, not the current context's",
+    },
+    {
+        "name": "reserve-pool-lookup-reads-past-the-known",
+        "file": "runtime/memory/reserve.c",
+        "old": "    for (unsigned i = 0; i < npools; i++)\n        if (known[i].handle == handle)\n",
+        "new": "    for (unsigned i = 0; i <= npools; i++)\n        if (known[i].handle == handle)\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_a_pool_handle_no_known_pool_has_is_the_current_devices"],
+        "why": "a pool handle the shim has not seen is no known pool's: its allocation is the "
+               "current device's, never that of the zeroed slot past the known pools",
     },
     # ---- the NVML shim: its answers, its load, its commands (runtime/nvml/, shim/nvml.py,
     # driver/nvml.py, diff/nvml.py, run/nvml.py) ----

@@ -379,6 +379,19 @@ def test_pools_reservations_exact(probes, fake, fake_shim, tmp_path):
     assert "pools: reserved 2.00 MiB at exit (high 6.00 MiB)" in text, text
 
 
+def test_a_pool_handle_no_known_pool_has_is_the_current_devices(probes, fake, fake_shim,
+                                                               tmp_path):
+    """An allocation from a pool the shim has not seen (NULL here, which the fake takes as
+    the current device's current pool) is the current context's device's: the lookup of
+    the known pools never reads past the last one (a zeroed slot there says device 0)."""
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path,
+                          ["ctx:1", "defaultpool:1", "pool:5000", "ctxsync"])
+    assert " rc 1" not in out and " rc 2" not in out, out
+    t = one_trace(traces)
+    assert_reserves(t, fake_totals(out))
+    assert t.memory.columns[1].taken == {"cuMemAllocFromPoolAsync": 5000}
+
+
 GRAPHS = [
     "ctx:1", "graph", "memnode:0:3000000:1", "memnode:0:1000:2", "instantiate:0",
     "launch:1", "launch:1", "capture", "async:5000", "freeasync:2", "async:7000",
