@@ -1716,6 +1716,16 @@ MUTATIONS = [
         "why": "a copy shimgen patch wrote is 'already patched', with or without --gate-profile",
     },
     {
+        "name": "patch-gate-without-init-changes-writes-a-plain-copy",
+        "file": "shimgen/gates/patch.py",
+        "old": "    if not patches:\n",
+        "new": "    if patches is None:\n",
+        "tests": ["tests/gates/test_patch_messages.py::"
+                  "test_a_profile_without_the_gates_init_changes_is_refused_naming_the_way_that_works"],
+        "why": "a gate whose profile records no init-site change is refused, never a copy "
+               "written with nothing changed",
+    },
+    {
         "name": "compare-counts-run-errors-gone",
         "file": "shimgen/report/compare.py",
         "old": "    return m.errors_known if m is not None else all(x.errors_known for x in fs.values())\n",
