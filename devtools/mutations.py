@@ -4139,6 +4139,16 @@ MUTATIONS = [
         "why": "a pool handle the shim has not seen is no known pool's: its allocation is the "
                "current device's, never that of the zeroed slot past the known pools",
     },
+    {
+        "name": "reserve-pool-table-written-past-its-end",
+        "file": "runtime/memory/reserve.c",
+        "old": "    if (!p && npools < MAX_POOLS) {\n",
+        "new": "    if (!p && npools <= MAX_POOLS) {\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_pools_past_the_64_followed_are_said_once_and_left_out"],
+        "why": "the table follows 64 pools, never a slot past its end, and says once that it "
+               "does not follow the others",
+    },
     # ---- the NVML shim: its answers, its load, its commands (runtime/nvml/, shim/nvml.py,
     # driver/nvml.py, diff/nvml.py, run/nvml.py) ----
     {

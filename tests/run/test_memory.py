@@ -392,6 +392,22 @@ def test_a_pool_handle_no_known_pool_has_is_the_current_devices(probes, fake, fa
     assert t.memory.columns[1].taken == {"cuMemAllocFromPoolAsync": 5000}
 
 
+def test_pools_past_the_64_followed_are_said_once_and_left_out(probes, fake, fake_shim,
+                                                               tmp_path):
+    """66 pools made: the shim follows 64 (the table's size, never a slot past it) and says
+    once that it does not follow the others."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHIMGEN_")}
+    env.update(LD_PRELOAD=str(fake_shim), SHIMGEN_DRIVER=str(fake), SHIMGEN_TRACE="time",
+               SHIMGEN_TRACE_DIR=str(tmp_path / "traces"))
+    proc = subprocess.run([probes / "memledger", "ctx:0", *["poolcreate:1:2"] * 66, "ctxsync"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and " rc 2" not in proc.stdout, proc.stdout + proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if "memory pools" in ln]
+    assert said == ["shimgen: more than 64 memory pools: the others' reservations are not "
+                    "followed"], proc.stderr
+    assert one_trace(tmp_path / "traces").memory.pools == 64
+
+
 GRAPHS = [
     "ctx:1", "graph", "memnode:0:3000000:1", "memnode:0:1000:2", "instantiate:0",
     "launch:1", "launch:1", "capture", "async:5000", "freeasync:2", "async:7000",
