@@ -4149,6 +4149,24 @@ MUTATIONS = [
         "why": "the table follows 64 pools, never a slot past its end, and says once that it "
                "does not follow the others",
     },
+    {
+        "name": "reserve-pools-left-out-said-from-the-second",
+        "file": "runtime/memory/reserve.c",
+        "old": "    } else if (!p && !said_full++) {\n",
+        "new": "    } else if (!p && said_full++) {\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_pools_past_the_64_followed_are_said_once_and_left_out"],
+        "why": "the pools the table leaves out are said once, at the first of them",
+    },
+    {
+        "name": "reserve-made-pool-taken-as-current",
+        "file": "runtime/memory/reserve.c",
+        "old": "    if (is_current && column < (int)DEVICES)\n",
+        "new": "    if (is_current || column < (int)DEVICES)\n",
+        "tests": ["tests/run/test_memory.py::test_a_pool_made_on_a_device_is_not_its_current_pool"],
+        "why": "a pool made on a device is not its current pool: the stream-ordered route's "
+               "allocations are the current pool's, asked of the driver",
+    },
     # ---- the NVML shim: its answers, its load, its commands (runtime/nvml/, shim/nvml.py,
     # driver/nvml.py, diff/nvml.py, run/nvml.py) ----
     {
