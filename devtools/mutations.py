@@ -5519,6 +5519,33 @@ MUTATIONS = [
         "why": "a heartbeat from the future does not make a node's processes run forever",
     },
     {
+        "name": "live-heartbeat-read-through-a-link",
+        "file": "shimgen/trace/live.py",
+        "old": "        fd = os.open(part / HEARTBEAT, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK\n",
+        "new": "        fd = os.open(part / HEARTBEAT, os.O_RDONLY | os.O_NONBLOCK\n",
+        "tests": ["tests/report/test_calls_hostile_more.py::"
+                  "test_a_heartbeat_is_a_files_digits_never_read_through_a_link_nor_waited_for"],
+        "why": "a part's heartbeat is never read through a symbolic link in its place",
+    },
+    {
+        "name": "live-heartbeat-fifo-waited-on",
+        "file": "shimgen/trace/live.py",
+        "old": "        fd = os.open(part / HEARTBEAT, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK\n",
+        "new": "        fd = os.open(part / HEARTBEAT, os.O_RDONLY | os.O_NOFOLLOW\n",
+        "tests": ["tests/report/test_calls_hostile_more.py::"
+                  "test_a_heartbeat_is_a_files_digits_never_read_through_a_link_nor_waited_for"],
+        "why": "a FIFO in a heartbeat's place is not waited on: report, top and --stall go on",
+    },
+    {
+        "name": "live-heartbeat-of-letters-read-as-a-number",
+        "file": "shimgen/trace/live.py",
+        "old": "    return int(text) if text.isdigit() and len(text) < 25 else None\n",
+        "new": "    return int(text) if text.isdigit() or len(text) < 25 else None\n",
+        "tests": ["tests/report/test_calls_hostile_more.py::"
+                  "test_a_heartbeat_is_a_files_digits_never_read_through_a_link_nor_waited_for"],
+        "why": "a heartbeat that is no number is none, never a traceback",
+    },
+    {
         "name": 'live-process-owner-unchecked',
         "file": 'shimgen/trace/live.py',
         "old": '            if os.stat(f"/proc/{pid}").st_uid != uid:\n',
