@@ -5546,6 +5546,22 @@ MUTATIONS = [
         "why": "a heartbeat that is no number is none, never a traceback",
     },
     {
+        "name": "live-stamp-of-whole-seconds-refused",
+        "file": "shimgen/trace/live.py",
+        "old": "    if not isinstance(stamp, str) or len(stamp) < 20 or not stamp.endswith(\"Z\"):\n",
+        "new": "    if not isinstance(stamp, str) or len(stamp) <= 20 or not stamp.endswith(\"Z\"):\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "run.json's stamp of whole seconds (20 characters, no fraction) is read",
+    },
+    {
+        "name": "live-stamp-without-z-read",
+        "file": "shimgen/trace/live.py",
+        "old": "    if not isinstance(stamp, str) or len(stamp) < 20 or not stamp.endswith(\"Z\"):\n",
+        "new": "    if not isinstance(stamp, str) or len(stamp) < 20 and not stamp.endswith(\"Z\"):\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp that does not end in Z (no UTC) is none, however long",
+    },
+    {
         "name": 'live-process-owner-unchecked',
         "file": 'shimgen/trace/live.py',
         "old": '            if os.stat(f"/proc/{pid}").st_uid != uid:\n',
