@@ -1258,6 +1258,15 @@ MUTATIONS = [
         "why": "a profile written with --no-proof says that it is unproven",
     },
     {
+        "name": "gates-profile-without-p2p-not-loaded",
+        "file": "shimgen/gates/plan.py",
+        "old": "        if profile.p2p is not None:\n            profile.p2p.proof = None  # the same\n",
+        "new": "        if profile.p2p is None:\n            profile.p2p.proof = None  # the same\n",
+        "tests": ["tests/gates/test_gate_profiles_cli.py::"
+                  "test_a_profile_without_the_p2p_gate_is_baked_with_its_attribute_gates"],
+        "why": "a profile of an older shimgen, with no P2P gate, is baked with its attribute gates",
+    },
+    {
         "name": "gates-proof-passes-a-gate-with-no-attribute-proven",
         "file": "shimgen/gates/prove.py",
         "old": "    result.ok = not result.problems and required <= proven\n",
