@@ -1267,6 +1267,16 @@ MUTATIONS = [
         "why": "a profile of an older shimgen, with no P2P gate, is baked with its attribute gates",
     },
     {
+        "name": "gates-profile-of-chosen-changes-not-proven-again",
+        "file": "shimgen/gates/plan.py",
+        "old": "any(p.status == \"chosen\" for g in profile.gates",
+        "new": "any(p.status != \"chosen\" for g in profile.gates",
+        "tests": ["tests/gates/test_gate_profiles_cli.py::"
+                  "test_a_profile_without_the_p2p_gate_is_baked_with_its_attribute_gates"],
+        "why": "a profile file's chosen init changes are proven again and baked, whatever else "
+               "it records",
+    },
+    {
         "name": "gates-proof-passes-a-gate-with-no-attribute-proven",
         "file": "shimgen/gates/prove.py",
         "old": "    result.ok = not result.problems and required <= proven\n",
@@ -3839,6 +3849,46 @@ MUTATIONS = [
         "why": "an aarch64 timeline event starts at its call's start ticks, not its length",
    },
     {
+        "name": "timing-aarch64-elapsed-the-wrong-way-round",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        sub     x10, x10, x11                       /* elapsed ticks */\n",
+        "new": "        sub     x10, x11, x10                       /* elapsed ticks */\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 timed call's length is its end ticks less its start",
+    },
+    {
+        "name": "timing-aarch64-total-adds-the-start",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        add     x15, x15, x10\n        stxp",
+        "new": "        add     x15, x15, x11\n        stxp",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 function's total time adds each call's length, not its start ticks",
+    },
+    {
+        "name": "timing-aarch64-maximum-never-raised",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        b.ls    1f\n",
+        "new": "        b.hs    1f\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 function's maximum is its longest call",
+    },
+    {
+        "name": "timing-aarch64-fine-bucket-shifted-once-more",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        mov     x17, #(63 - TS_FINE_SUB_SHIFT)\n",
+        "new": "        mov     x17, #(64 - TS_FINE_SUB_SHIFT)\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 call is counted in the fine bucket that holds its length",
+    },
+    {
+        "name": "timing-aarch64-event-length-is-the-start",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        orr     x15, x12, x10, lsl #TL_INDEX_BITS",
+        "new": "        orr     x15, x12, x11, lsl #TL_INDEX_BITS",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 timeline event's length is its call's, not its start ticks",
+    },
+    {
         "name": "cross-compiler-not-asked-first",
         "file": "shimgen/shim/pipeline.py",
         "old": "    _build.cross_triplet(driver)  # its compiler is there, or one line before any work\n",
@@ -5569,6 +5619,14 @@ MUTATIONS = [
         "new": "    if not isinstance(stamp, str) or len(stamp) < 20 and not stamp.endswith(\"Z\"):\n",
         "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
         "why": "a stamp that does not end in Z (no UTC) is none, however long",
+    },
+    {
+        "name": "live-stamp-of-letters-read",
+        "file": "shimgen/trace/live.py",
+        "old": "all(p.isascii() and p.isdigit() for p in parts)",
+        "new": "all(p.isascii() or p.isdigit() for p in parts)",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp with a letter among its numbers is none, never a traceback",
     },
     {
         "name": 'live-process-owner-unchecked',
