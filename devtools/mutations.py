@@ -3873,6 +3873,22 @@ MUTATIONS = [
         "why": "an aarch64 function's maximum is its longest call",
     },
     {
+        "name": "timing-aarch64-maximum-is-the-start",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        str     x10, [x14, #TS_MAX]\n",
+        "new": "        str     x11, [x14, #TS_MAX]\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 function's maximum is a call's length, not its start ticks",
+    },
+    {
+        "name": "timing-aarch64-error-counted-for-the-next-function",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        add     x13, x12, #1\n        mov     w14, w0\n",
+        "new": "        add     x13, x12, #2\n        mov     w14, w0\n",
+        "tests": ["tests/runtime/test_aarch64.py::test_run_of_an_aarch64_program_reports_its_calls"],
+        "why": "an aarch64 error return is counted for the function that returned it",
+    },
+    {
         "name": "timing-aarch64-fine-bucket-shifted-once-more",
         "file": "runtime/arch/aarch64/timing.S",
         "old": "        mov     x17, #(63 - TS_FINE_SUB_SHIFT)\n",
