@@ -1267,6 +1267,15 @@ MUTATIONS = [
         "why": "a profile of an older shimgen, with no P2P gate, is baked with its attribute gates",
     },
     {
+        "name": "gates-profile-p2p-proven-again-when-absent",
+        "file": "shimgen/gates/plan.py",
+        "old": "if source != \"auto\" and p2p_proof is not None and profile.p2p.status == \"found\":",
+        "new": "if source != \"auto\" or p2p_proof is not None and profile.p2p.status == \"found\":",
+        "tests": ["tests/gates/test_gate_profiles_cli.py::"
+                  "test_a_profile_without_the_p2p_gate_is_baked_with_its_attribute_gates"],
+        "why": "a profile file's P2P gate is proven again only when it has one, found and proven",
+    },
+    {
         "name": "gates-profile-of-chosen-changes-not-proven-again",
         "file": "shimgen/gates/plan.py",
         "old": "any(p.status == \"chosen\" for g in profile.gates",
@@ -1743,6 +1752,14 @@ MUTATIONS = [
                   "test_a_profile_without_the_gates_init_changes_is_refused_naming_the_way_that_works"],
         "why": "a gate whose profile records no init-site change is refused, never a copy "
                "written with nothing changed",
+    },
+    {
+        "name": "patch-gates-after-p2p-left-out",
+        "file": "shimgen/gates/patch.py",
+        "old": "            wanted += _p2p_changes(profile, mask)\n            continue\n",
+        "new": "            wanted += _p2p_changes(profile, mask)\n            break\n",
+        "tests": ["tests/gates/test_p2p_gate.py::test_patch_p2p_copy_changes_the_branches_and_loads"],
+        "why": "patch changes the bytes of every gate asked, those named after p2p-mixed too",
     },
     {
         "name": "compare-counts-run-errors-gone",
