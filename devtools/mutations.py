@@ -5662,6 +5662,14 @@ MUTATIONS = [
         "why": "a stamp with a letter among its numbers is none, never a traceback",
     },
     {
+        "name": "live-stamp-leap-february-has-30-days",
+        "file": "shimgen/trace/live.py",
+        "old": "1 <= d <= (29 if mo == 2 and leap else",
+        "new": "1 <= d <= (30 if mo == 2 and leap else",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp of a day the calendar lacks (February 30 of a leap year) is none",
+    },
+    {
         "name": 'live-process-owner-unchecked',
         "file": 'shimgen/trace/live.py',
         "old": '            if os.stat(f"/proc/{pid}").st_uid != uid:\n',

@@ -276,7 +276,8 @@ def test_run_json_stamps_read_as_the_calendar_reads_them():
         main, _, frac = s[:-1].partition(".")
         want = calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S")) * 10**9
         assert stamp_ns(s) == want + int(frac) * 10**6, s
-    for bad in ("2023-02-29T00:00:00.000Z", "1900-02-29T00:00:00Z", "2024-13-01T00:00:00Z",
+    for bad in ("2023-02-29T00:00:00.000Z", "1900-02-29T00:00:00Z", "2024-02-30T00:00:00Z",
+                "2024-01-32T00:00:00Z", "2024-13-01T00:00:00Z",
                 "2024-01-01T24:00:00Z", "2024-01-01T00:00:00", "2024-01-01 00:00:00Z",
                 "2024-01-01T00:00:00.1a3Z", "2024-01-01T00:00:00.5", "2024-01-01T00:0a:00Z",
                 "x", None, 5):
