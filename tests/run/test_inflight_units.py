@@ -1,6 +1,7 @@
 """The decisions of in flight, `top` and `--stall` on what trace files say, without a job:
 which image of an exec chain is the process (shimgen/trace/job.py), the order and counts of
-`top`'s rows (shimgen/top/view.py), and `--stall`'s "left after" (shimgen/run/watch.py)."""
+`top`'s rows (shimgen/top/view.py), `--stall`'s "left after" (shimgen/run/watch.py), and the
+command line that their lines name (shimgen/trace/cmdline.py)."""
 
 from __future__ import annotations
 
@@ -209,3 +210,31 @@ def test_stall_reads_only_the_top_part_and_top_every_part(monkeypatch, tmp_path)
     assert job.snapshot(tmp_path, only_top=True) == ([], []) and asked == ["top"]
     asked.clear()
     assert job.snapshot(tmp_path) == ([], []) and asked == ["top", "node2", "node3"]
+
+
+def test_a_command_line_is_the_live_processs_own_whole_to_80_characters():
+    """A process's command line (the stall notices', report's and top's), its words joined
+    by spaces: whole up to SHOWN_MAX characters, cut to SHOWN_MAX with "..." past it; none
+    for another start time, pid or boot, nor once the process is gone."""
+    import subprocess
+    import sys
+
+    from shimgen.trace import live
+    from shimgen.trace.cmdline import SHOWN_MAX, command_line
+
+    code = "import sys; sys.stdin.read()"
+    base = f"{sys.executable} -c {code} "
+    for extra, want in ((SHOWN_MAX - len(base), None), (SHOWN_MAX - len(base) + 1, "cut")):
+        p = subprocess.Popen([sys.executable, "-c", code, "y" * extra], stdin=subprocess.PIPE)
+        try:
+            start = live.proc_start(p.pid)
+            whole = base + "y" * extra
+            got = command_line(p.pid, start)
+            assert got == (whole if want is None else whole[:SHOWN_MAX - 3] + "..."), got
+            assert len(got) == SHOWN_MAX and command_line(p.pid, start, live.boot_id()) == got
+            for args in ((p.pid, start + 1), (p.pid, None), (0, start), (-p.pid, start),
+                         (p.pid, start, ""), (p.pid, start, "another boot")):
+                assert command_line(*args) is None, args
+        finally:
+            p.communicate(b"")
+        assert command_line(p.pid, start) is None
