@@ -5670,6 +5670,32 @@ MUTATIONS = [
         "why": "a stamp of a day the calendar lacks (February 30 of a leap year) is none",
     },
     {
+        "name": "live-stamp-fraction-past-the-ns",
+        "file": "shimgen/trace/live.py",
+        "old": "    return t * 10**9 + int((frac or \"0\").ljust(9, \"0\")[:9])\n",
+        "new": "    return t * 10**9 + int((frac or \"0\").ljust(9, \"0\")[:10])\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp's fraction is read to the nanosecond, its further digits left out",
+    },
+    {
+        "name": "cmdline-another-process-of-the-pid-named",
+        "file": "shimgen/trace/cmdline.py",
+        "old": "    if live.proc_start(pid) != proc_start:\n        return None\n",
+        "new": "    if False:\n        return None\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_a_command_line_is_the_live_processs_own_whole_to_80_characters"],
+        "why": "a command line is named only for the process of that pid and start time",
+    },
+    {
+        "name": "cmdline-one-of-80-characters-cut",
+        "file": "shimgen/trace/cmdline.py",
+        "old": "    return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 3] + \"...\"\n",
+        "new": "    return text if len(text) < SHOWN_MAX else text[:SHOWN_MAX - 3] + \"...\"\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_a_command_line_is_the_live_processs_own_whole_to_80_characters"],
+        "why": "a command line of SHOWN_MAX characters is shown whole",
+    },
+    {
         "name": 'live-process-owner-unchecked',
         "file": 'shimgen/trace/live.py',
         "old": '            if os.stat(f"/proc/{pid}").st_uid != uid:\n',

@@ -289,6 +289,8 @@ def test_run_json_stamps_read_as_the_calendar_reads_them():
             assert stamp_ns(day + "Z") == calendar.timegm(
                 time.strptime(day, "%Y-%m-%dT%H:%M:%S")) * 10**9, day
             assert stamp_ns(f"{y}-{mo:02d}-{last + 1:02d}T00:00:00Z") is None, (y, mo)
+    base = calendar.timegm(time.strptime("2024-01-01T00:00:00", "%Y-%m-%dT%H:%M:%S")) * 10**9
+    assert stamp_ns("2024-01-01T00:00:00.1234567891Z") == base + 123456789  # to the ns
     # the shortest stamp: whole seconds, no fraction
     assert stamp_ns("2024-02-29T12:34:56Z") == calendar.timegm(
         time.strptime("2024-02-29T12:34:56", "%Y-%m-%dT%H:%M:%S")) * 10**9
