@@ -238,3 +238,38 @@ def test_a_command_line_is_the_live_processs_own_whole_to_80_characters():
         finally:
             p.communicate(b"")
         assert command_line(p.pid, start) is None
+
+
+def test_the_parts_of_a_run_are_the_top_then_each_node_directory_by_name(tmp_path):
+    """A run's parts: the top, then each directory with a run.json and a traces/ of its own,
+    by name, its host its run.json's (else its name); not traces/, a hidden directory, a
+    symbolic link to a node's directory, one without traces/ or run.json, nor a file."""
+    import json
+
+    from shimgen.runenv import RUN_JSON, TRACES
+    from shimgen.trace import live
+
+    run = tmp_path / "run"
+    (run / TRACES).mkdir(parents=True)
+    (run / RUN_JSON).write_text(json.dumps({"host": "top"}))
+
+    def node(name, host=None, traces=True, record=True):
+        d = run / name
+        d.mkdir()
+        if traces:
+            (d / TRACES).mkdir()
+        if record:
+            (d / RUN_JSON).write_text(json.dumps({"host": host} if host else {}))
+        return d
+    node("b", "host-b")
+    node("a")
+    node(".c", "host-c")
+    node("d", traces=False)
+    node("e", record=False)
+    (run / TRACES / RUN_JSON).write_text("{}")
+    (run / "f").symlink_to(node("g", "host-g", record=True).resolve())
+    (run / "h").write_text("{}")
+    got = [(p.path, p.host) for p in live.parts(run)]
+    assert got == [(run, "top"), (run / "a", "a"), (run / "b", "host-b"),
+                   (run / "g", "host-g")], got
+    assert [p.run for p in live.parts(run)][2] == {"host": "host-b"}
