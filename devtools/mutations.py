@@ -5678,6 +5678,24 @@ MUTATIONS = [
         "why": "a stamp's fraction is read to the nanosecond, its further digits left out",
     },
     {
+        "name": "live-node-part-without-its-traces",
+        "file": "shimgen/trace/live.py",
+        "old": "    return (not d.is_symlink() and d.is_dir() and (d / RUN_JSON).is_file()\n            and (d / TRACES).is_dir())\n",
+        "new": "    return (not d.is_symlink() and d.is_dir() and (d / RUN_JSON).is_file())\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_the_parts_of_a_run_are_the_top_then_each_node_directory_by_name"],
+        "why": "a node's part of a run has a run.json and a traces/ of its own",
+    },
+    {
+        "name": "live-node-part-through-a-link",
+        "file": "shimgen/trace/live.py",
+        "old": "        if e.is_dir(follow_symlinks=False) and is_node_part(d):\n",
+        "new": "        if e.is_dir(follow_symlinks=True) and is_node_part(d.resolve()):\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_the_parts_of_a_run_are_the_top_then_each_node_directory_by_name"],
+        "why": "a symbolic link in a run directory is no node's part, whatever it points to",
+    },
+    {
         "name": "cmdline-another-process-of-the-pid-named",
         "file": "shimgen/trace/cmdline.py",
         "old": "    if live.proc_start(pid) != proc_start:\n        return None\n",
