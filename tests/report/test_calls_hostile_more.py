@@ -64,7 +64,12 @@ def test_a_heartbeat_from_the_future_is_no_node_that_runs(tmp_path):
     now = time.time_ns()
     for ahead, running in ((-2e9, True), (2e9, True), (3600e9, False), (-3600e9, False)):
         (tmp_path / HEARTBEAT).write_text(f"{int(now + ahead)}\n")
-        assert live.Part(tmp_path, "h", {}).node_running(now) is running, ahead
+        part = live.Part(tmp_path, "h", {})
+        assert part.node_running(now) is running, ahead
+        # said as ignored only when further ahead than the hosts' clocks may differ
+        said = part.ignored(now)
+        assert len(said) == (ahead > 0 and not running) and all(
+            f"{HEARTBEAT}: its time is 3600 s ahead" in line for line in said), said
 
 
 def test_a_heartbeat_is_a_files_digits_never_read_through_a_link_nor_waited_for(tmp_path):
