@@ -1762,6 +1762,16 @@ MUTATIONS = [
         "why": "patch changes the bytes of every gate asked, those named after p2p-mixed too",
     },
     {
+        "name": "patch-attribute-gate-refused-for-the-p2p-proof",
+        "file": "shimgen/gates/patch.py",
+        "old": "    if P2P_GATE in gates and not profile.p2p.proven:\n",
+        "new": "    if P2P_GATE not in gates and not profile.p2p.proven:\n",
+        "tests": ["tests/gates/test_patch_messages.py::"
+                  "test_a_p2p_proof_that_failed_refuses_the_p2p_gate_alone"],
+        "why": "a failed P2P proof refuses the P2P gate alone: an attribute gate's proven init "
+               "changes are still written",
+    },
+    {
         "name": "compare-counts-run-errors-gone",
         "file": "shimgen/report/compare.py",
         "old": "    return m.errors_known if m is not None else all(x.errors_known for x in fs.values())\n",

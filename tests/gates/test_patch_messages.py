@@ -60,3 +60,28 @@ def test_a_profile_without_the_gates_init_changes_is_refused_naming_the_way_that
         "gate gdr has no init site to set in this profile; nothing written; the shim sets it "
         f"instead (the struct method): shimgen run {d} --gates gdr -- COMMAND")
     assert not (tmp_path / "x").exists(), said
+
+
+def test_a_p2p_proof_that_failed_refuses_the_p2p_gate_alone(drivers, monkeypatch):
+    """When the P2P gate's own proof fails, `patch` refuses that gate, and still writes an
+    attribute gate's init changes, which their own proofs passed."""
+    import pytest
+
+    from shimgen.driver import read_driver
+    from shimgen.errors import ShimgenError
+    from shimgen.gates import prove as proving
+    from shimgen.gates.discover import discover
+    from shimgen.gates.patch import select_changes
+
+    image = read_driver(drivers[0].path)
+    profile = discover(image)
+
+    def failed(img, code, prof, result):
+        prof.p2p.proof = {"status": "failed", "ok": False}
+        result.problems.append("gate p2p-mixed: a check made to fail by the test")
+    monkeypatch.setattr(proving, "_prove_p2p", failed)
+    changes = select_changes(image, profile, ["gdr"], False, [])
+    assert [c.gate for c in changes] == ["gdr", "gdr"], changes
+    with pytest.raises(ShimgenError, match="gate p2p-mixed: a check failed its emulation "
+                                           "proof .gate p2p-mixed: a check made to fail"):
+        select_changes(image, profile, ["p2p-mixed"], False, [])
