@@ -1772,6 +1772,16 @@ MUTATIONS = [
                "changes are still written",
     },
     {
+        "name": "patch-init-change-proof-not-required",
+        "file": "shimgen/gates/patch.py",
+        "old": "    for name in (g for g in gates if g != P2P_GATE):\n",
+        "new": "    for name in (g for g in gates if g == P2P_GATE):\n",
+        "tests": ["tests/gates/test_initsite.py::"
+                  "test_a_profile_files_init_change_is_proven_again_at_build"],
+        "why": "patch writes an attribute gate's init change only when its emulation proof "
+               "passed now",
+    },
+    {
         "name": "compare-counts-run-errors-gone",
         "file": "shimgen/report/compare.py",
         "old": "    return m.errors_known if m is not None else all(x.errors_known for x in fs.values())\n",
