@@ -1782,6 +1782,15 @@ MUTATIONS = [
                "passed now",
     },
     {
+        "name": "patch-output-dir-others-may-enter-refused",
+        "file": "shimgen/gates/patch.py",
+        "old": "    if st.st_uid != os.getuid() or st.st_mode & 0o022:\n",
+        "new": "    if st.st_uid != os.getuid() or st.st_mode & 0o023:\n",
+        "tests": ["tests/gates/test_initsite.py::"
+                  "test_patch_refuses_an_output_that_is_not_its_own_directory"],
+        "why": "an output directory of this user that others may read but not write is taken",
+    },
+    {
         "name": "compare-counts-run-errors-gone",
         "file": "shimgen/report/compare.py",
         "old": "    return m.errors_known if m is not None else all(x.errors_known for x in fs.values())\n",

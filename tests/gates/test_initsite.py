@@ -293,6 +293,13 @@ def test_patch_refuses_an_output_that_is_not_its_own_directory(drivers, tmp_path
         assert r.returncode == 1 and why in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert afile.read_text() == "x" and os.listdir(real) == [] and os.listdir(shared) == []
     assert os.listdir(group) == []
+    # one of this user's that others may read and enter, not write: written into
+    readable = tmp_path / "readable"
+    readable.mkdir()
+    readable.chmod(0o755)
+    r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(readable))
+    assert r.returncode == 0, r.stderr
+    assert "shimgen-patch.json" in os.listdir(readable)
 
 
 def test_a_profile_files_init_change_is_proven_again_at_build(drivers, tmp_path):
