@@ -1258,6 +1258,43 @@ MUTATIONS = [
         "why": "a profile written with --no-proof says that it is unproven",
     },
     {
+        "name": "gates-profile-without-p2p-not-loaded",
+        "file": "shimgen/gates/plan.py",
+        "old": "        if profile.p2p is not None:\n            profile.p2p.proof = None  # the same\n",
+        "new": "        if profile.p2p is None:\n            profile.p2p.proof = None  # the same\n",
+        "tests": ["tests/gates/test_gate_profiles_cli.py::"
+                  "test_a_profile_without_the_p2p_gate_is_baked_with_its_attribute_gates"],
+        "why": "a profile of an older shimgen, with no P2P gate, is baked with its attribute gates",
+    },
+    {
+        "name": "gates-profile-p2p-proven-again-when-absent",
+        "file": "shimgen/gates/plan.py",
+        "old": "if source != \"auto\" and p2p_proof is not None and profile.p2p.status == \"found\":",
+        "new": "if source != \"auto\" or p2p_proof is not None and profile.p2p.status == \"found\":",
+        "tests": ["tests/gates/test_gate_profiles_cli.py::"
+                  "test_a_profile_without_the_p2p_gate_is_baked_with_its_attribute_gates"],
+        "why": "a profile file's P2P gate is proven again only when it has one, found and proven",
+    },
+    {
+        "name": "gates-profile-of-chosen-changes-not-proven-again",
+        "file": "shimgen/gates/plan.py",
+        "old": "any(p.status == \"chosen\" for g in profile.gates",
+        "new": "any(p.status != \"chosen\" for g in profile.gates",
+        "tests": ["tests/gates/test_gate_profiles_cli.py::"
+                  "test_a_profile_without_the_p2p_gate_is_baked_with_its_attribute_gates"],
+        "why": "a profile file's chosen init changes are proven again and baked, whatever else "
+               "it records",
+    },
+    {
+        "name": "gates-proof-passes-a-gate-with-no-attribute-proven",
+        "file": "shimgen/gates/prove.py",
+        "old": "    result.ok = not result.problems and required <= proven\n",
+        "new": "    result.ok = not result.problems and required >= proven\n",
+        "tests": ["tests/gates/test_gates.py::"
+                  "test_proof_fails_for_a_gate_no_attribute_of_which_it_proved"],
+        "why": "the proof passes only when every gate is proven by an attribute of its own",
+    },
+    {
         "name": "cli-empty-gates-builds-without",
         "file": "shimgen/cliargs.py",
         "old": "    if not value.strip():\n        raise type_error",
@@ -1785,6 +1822,53 @@ MUTATIONS = [
         "new": "    if patched is not None and not patched:\n",
         "tests": ["tests/gates/test_patch_messages.py::test_a_patched_copy_is_already_patched_with_or_without_a_profile"],
         "why": "a copy shimgen patch wrote is 'already patched', with or without --gate-profile",
+    },
+    {
+        "name": "patch-gate-without-init-changes-writes-a-plain-copy",
+        "file": "shimgen/gates/patch.py",
+        "old": "    if not patches:\n",
+        "new": "    if patches is None:\n",
+        "tests": ["tests/gates/test_patch_messages.py::"
+                  "test_a_profile_without_the_gates_init_changes_is_refused_naming_the_way_that_works"],
+        "why": "a gate whose profile records no init-site change is refused, never a copy "
+               "written with nothing changed",
+    },
+    {
+        "name": "patch-gates-after-p2p-left-out",
+        "file": "shimgen/gates/patch.py",
+        "old": "            wanted += _p2p_changes(profile, mask)\n            continue\n",
+        "new": "            wanted += _p2p_changes(profile, mask)\n            break\n",
+        "tests": ["tests/gates/test_p2p_gate.py::test_patch_p2p_copy_changes_the_branches_and_loads"],
+        "why": "patch changes the bytes of every gate asked, those named after p2p-mixed too",
+    },
+    {
+        "name": "patch-attribute-gate-refused-for-the-p2p-proof",
+        "file": "shimgen/gates/patch.py",
+        "old": "    if P2P_GATE in gates and not profile.p2p.proven:\n",
+        "new": "    if P2P_GATE not in gates and not profile.p2p.proven:\n",
+        "tests": ["tests/gates/test_patch_messages.py::"
+                  "test_a_p2p_proof_that_failed_refuses_the_p2p_gate_alone"],
+        "why": "a failed P2P proof refuses the P2P gate alone: an attribute gate's proven init "
+               "changes are still written",
+    },
+    {
+        "name": "patch-init-change-proof-not-required",
+        "file": "shimgen/gates/patch.py",
+        "old": "    for name in (g for g in gates if g != P2P_GATE):\n",
+        "new": "    for name in (g for g in gates if g == P2P_GATE):\n",
+        "tests": ["tests/gates/test_initsite.py::"
+                  "test_a_profile_files_init_change_is_proven_again_at_build"],
+        "why": "patch writes an attribute gate's init change only when its emulation proof "
+               "passed now",
+    },
+    {
+        "name": "patch-output-dir-others-may-enter-refused",
+        "file": "shimgen/gates/patch.py",
+        "old": "    if st.st_uid != os.getuid() or st.st_mode & 0o022:\n",
+        "new": "    if st.st_uid != os.getuid() or st.st_mode & 0o023:\n",
+        "tests": ["tests/gates/test_initsite.py::"
+                  "test_patch_refuses_an_output_that_is_not_its_own_directory"],
+        "why": "an output directory of this user that others may read but not write is taken",
     },
     {
         "name": "compare-counts-run-errors-gone",
@@ -3520,6 +3604,15 @@ MUTATIONS = [
         "why": "the verdict's next steps show how to use every gate it lists, p2p-mixed too",
     },
     {
+        "name": "gates-verdict-p2p-proven-by-any-proof",
+        "file": "shimgen/gates/report.py",
+        "old": "    if p2p.proven:\n        return \"the branches, proven",
+        "new": "    if proof_ran:\n        return \"the branches, proven",
+        "tests": ["tests/gates/test_gates_verdict.py::"
+                  "test_the_p2p_checks_are_said_proven_by_their_own_proof_alone"],
+        "why": "the verdict says the P2P gate's branches are proven only when its own proof passed",
+    },
+    {
         "name": "diff-gates-count-leaves-p2p-out",
         "file": "shimgen/diff/gates.py",
         "old": "        [profile.p2p.name] if profile.p2p is not None and profile.p2p.status == \"found\" else [])",
@@ -3882,6 +3975,62 @@ MUTATIONS = [
         "why": "an aarch64 timeline event starts at its call's start ticks, not its length",
    },
     {
+        "name": "timing-aarch64-elapsed-the-wrong-way-round",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        sub     x10, x10, x11                       /* elapsed ticks */\n",
+        "new": "        sub     x10, x11, x10                       /* elapsed ticks */\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 timed call's length is its end ticks less its start",
+    },
+    {
+        "name": "timing-aarch64-total-adds-the-start",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        add     x15, x15, x10\n        stxp",
+        "new": "        add     x15, x15, x11\n        stxp",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 function's total time adds each call's length, not its start ticks",
+    },
+    {
+        "name": "timing-aarch64-maximum-never-raised",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        b.ls    1f\n",
+        "new": "        b.hs    1f\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 function's maximum is its longest call",
+    },
+    {
+        "name": "timing-aarch64-maximum-is-the-start",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        str     x10, [x14, #TS_MAX]\n",
+        "new": "        str     x11, [x14, #TS_MAX]\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 function's maximum is a call's length, not its start ticks",
+    },
+    {
+        "name": "timing-aarch64-error-counted-for-the-next-function",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        add     x13, x12, #1\n        mov     w14, w0\n",
+        "new": "        add     x13, x12, #2\n        mov     w14, w0\n",
+        "tests": ["tests/runtime/test_aarch64.py::test_run_of_an_aarch64_program_reports_its_calls"],
+        "why": "an aarch64 error return is counted for the function that returned it",
+    },
+    {
+        "name": "timing-aarch64-fine-bucket-shifted-once-more",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        mov     x17, #(63 - TS_FINE_SUB_SHIFT)\n",
+        "new": "        mov     x17, #(64 - TS_FINE_SUB_SHIFT)\n",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 call is counted in the fine bucket that holds its length",
+    },
+    {
+        "name": "timing-aarch64-event-length-is-the-start",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        orr     x15, x12, x10, lsl #TL_INDEX_BITS",
+        "new": "        orr     x15, x12, x11, lsl #TL_INDEX_BITS",
+        "tests": ["tests/runtime/test_aarch64_timing.py::test_a_timed_calls_length_is_its_total_maximum_bucket_and_event"],
+        "why": "an aarch64 timeline event's length is its call's, not its start ticks",
+    },
+    {
         "name": "cross-compiler-not-asked-first",
         "file": "shimgen/shim/pipeline.py",
         "old": "    _build.cross_triplet(driver)  # its compiler is there, or one line before any work\n",
@@ -4190,6 +4339,44 @@ MUTATIONS = [
         "new": "    return (void)c, device_column();\n",
         "tests": ["tests/run/test_memory.py::test_pools_reservations_exact"],
         "why": "an allocation from a pool is on the pool's device, not the current context's",
+    },
+    {
+        "name": "reserve-pool-lookup-reads-past-the-known",
+        "file": "runtime/memory/reserve.c",
+        "old": "    for (unsigned i = 0; i < npools; i++)\n        if (known[i].handle == handle)\n",
+        "new": "    for (unsigned i = 0; i <= npools; i++)\n        if (known[i].handle == handle)\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_a_pool_handle_no_known_pool_has_is_the_current_devices"],
+        "why": "a pool handle the shim has not seen is no known pool's: its allocation is the "
+               "current device's, never that of the zeroed slot past the known pools",
+    },
+    {
+        "name": "reserve-pool-table-written-past-its-end",
+        "file": "runtime/memory/reserve.c",
+        "old": "    if (!p && npools < MAX_POOLS) {\n",
+        "new": "    if (!p && npools <= MAX_POOLS) {\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_pools_past_the_64_followed_are_said_once_and_left_out"],
+        "why": "the table follows 64 pools, never a slot past its end, and says once that it "
+               "does not follow the others",
+    },
+    {
+        "name": "reserve-pools-left-out-said-from-the-second",
+        "file": "runtime/memory/reserve.c",
+        "old": "    } else if (!p && !said_full++) {\n",
+        "new": "    } else if (!p && said_full++) {\n",
+        "tests": ["tests/run/test_memory.py::"
+                  "test_pools_past_the_64_followed_are_said_once_and_left_out"],
+        "why": "the pools the table leaves out are said once, at the first of them",
+    },
+    {
+        "name": "reserve-made-pool-taken-as-current",
+        "file": "runtime/memory/reserve.c",
+        "old": "    if (is_current && column < (int)DEVICES)\n",
+        "new": "    if (is_current || column < (int)DEVICES)\n",
+        "tests": ["tests/run/test_memory.py::test_a_pool_made_on_a_device_is_not_its_current_pool"],
+        "why": "a pool made on a device is not its current pool: the stream-ordered route's "
+               "allocations are the current pool's, asked of the driver",
     },
     # ---- the NVML shim: its answers, its load, its commands (runtime/nvml/, shim/nvml.py,
     # driver/nvml.py, diff/nvml.py, run/nvml.py) ----
@@ -5541,6 +5728,109 @@ MUTATIONS = [
         "new": '                and True)',
         "tests": ['tests/report/test_calls_hostile_more.py::test_a_heartbeat_from_the_future_is_no_node_that_runs'],
         "why": "a heartbeat from the future does not make a node's processes run forever",
+    },
+    {
+        "name": "live-heartbeat-read-through-a-link",
+        "file": "shimgen/trace/live.py",
+        "old": "        fd = os.open(part / HEARTBEAT, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK\n",
+        "new": "        fd = os.open(part / HEARTBEAT, os.O_RDONLY | os.O_NONBLOCK\n",
+        "tests": ["tests/report/test_calls_hostile_more.py::"
+                  "test_a_heartbeat_is_a_files_digits_never_read_through_a_link_nor_waited_for"],
+        "why": "a part's heartbeat is never read through a symbolic link in its place",
+    },
+    {
+        "name": "live-heartbeat-fifo-waited-on",
+        "file": "shimgen/trace/live.py",
+        "old": "        fd = os.open(part / HEARTBEAT, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK\n",
+        "new": "        fd = os.open(part / HEARTBEAT, os.O_RDONLY | os.O_NOFOLLOW\n",
+        "tests": ["tests/report/test_calls_hostile_more.py::"
+                  "test_a_heartbeat_is_a_files_digits_never_read_through_a_link_nor_waited_for"],
+        "why": "a FIFO in a heartbeat's place is not waited on: report, top and --stall go on",
+    },
+    {
+        "name": "live-heartbeat-of-letters-read-as-a-number",
+        "file": "shimgen/trace/live.py",
+        "old": "    return int(text) if text.isdigit() and len(text) < 25 else None\n",
+        "new": "    return int(text) if text.isdigit() or len(text) < 25 else None\n",
+        "tests": ["tests/report/test_calls_hostile_more.py::"
+                  "test_a_heartbeat_is_a_files_digits_never_read_through_a_link_nor_waited_for"],
+        "why": "a heartbeat that is no number is none, never a traceback",
+    },
+    {
+        "name": "live-stamp-of-whole-seconds-refused",
+        "file": "shimgen/trace/live.py",
+        "old": "    if not isinstance(stamp, str) or len(stamp) < 20 or not stamp.endswith(\"Z\"):\n",
+        "new": "    if not isinstance(stamp, str) or len(stamp) <= 20 or not stamp.endswith(\"Z\"):\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "run.json's stamp of whole seconds (20 characters, no fraction) is read",
+    },
+    {
+        "name": "live-stamp-without-z-read",
+        "file": "shimgen/trace/live.py",
+        "old": "    if not isinstance(stamp, str) or len(stamp) < 20 or not stamp.endswith(\"Z\"):\n",
+        "new": "    if not isinstance(stamp, str) or len(stamp) < 20 and not stamp.endswith(\"Z\"):\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp that does not end in Z (no UTC) is none, however long",
+    },
+    {
+        "name": "live-stamp-of-letters-read",
+        "file": "shimgen/trace/live.py",
+        "old": "all(p.isascii() and p.isdigit() for p in parts)",
+        "new": "all(p.isascii() or p.isdigit() for p in parts)",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp with a letter among its numbers is none, never a traceback",
+    },
+    {
+        "name": "live-stamp-leap-february-has-30-days",
+        "file": "shimgen/trace/live.py",
+        "old": "1 <= d <= (29 if mo == 2 and leap else",
+        "new": "1 <= d <= (30 if mo == 2 and leap else",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp of a day the calendar lacks (February 30 of a leap year) is none",
+    },
+    {
+        "name": "live-stamp-fraction-past-the-ns",
+        "file": "shimgen/trace/live.py",
+        "old": "    return t * 10**9 + int((frac or \"0\").ljust(9, \"0\")[:9])\n",
+        "new": "    return t * 10**9 + int((frac or \"0\").ljust(9, \"0\")[:10])\n",
+        "tests": ["tests/run/test_run_cache.py::test_run_json_stamps_read_as_the_calendar_reads_them"],
+        "why": "a stamp's fraction is read to the nanosecond, its further digits left out",
+    },
+    {
+        "name": "live-node-part-without-its-traces",
+        "file": "shimgen/trace/live.py",
+        "old": "    return (not d.is_symlink() and d.is_dir() and (d / RUN_JSON).is_file()\n            and (d / TRACES).is_dir())\n",
+        "new": "    return (not d.is_symlink() and d.is_dir() and (d / RUN_JSON).is_file())\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_the_parts_of_a_run_are_the_top_then_each_node_directory_by_name"],
+        "why": "a node's part of a run has a run.json and a traces/ of its own",
+    },
+    {
+        "name": "live-node-part-through-a-link",
+        "file": "shimgen/trace/live.py",
+        "old": "        if e.is_dir(follow_symlinks=False) and is_node_part(d):\n",
+        "new": "        if e.is_dir(follow_symlinks=True) and is_node_part(d.resolve()):\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_the_parts_of_a_run_are_the_top_then_each_node_directory_by_name"],
+        "why": "a symbolic link in a run directory is no node's part, whatever it points to",
+    },
+    {
+        "name": "cmdline-another-process-of-the-pid-named",
+        "file": "shimgen/trace/cmdline.py",
+        "old": "    if live.proc_start(pid) != proc_start:\n        return None\n",
+        "new": "    if False:\n        return None\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_a_command_line_is_the_live_processs_own_whole_to_80_characters"],
+        "why": "a command line is named only for the process of that pid and start time",
+    },
+    {
+        "name": "cmdline-one-of-80-characters-cut",
+        "file": "shimgen/trace/cmdline.py",
+        "old": "    return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 3] + \"...\"\n",
+        "new": "    return text if len(text) < SHOWN_MAX else text[:SHOWN_MAX - 3] + \"...\"\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_a_command_line_is_the_live_processs_own_whole_to_80_characters"],
+        "why": "a command line of SHOWN_MAX characters is shown whole",
     },
     {
         "name": 'live-process-owner-unchecked',

@@ -73,6 +73,8 @@ SLOW = frozenset({
     'tests/gates/test_p2p_gate.py::test_shim_changes_the_branches_in_memory_with_the_init_method_only',  # 9.2 s
     'tests/gates/test_patch_messages.py::test_a_gate_without_an_init_site_names_the_way_that_works',  # 4.5 s
     'tests/gates/test_patch_messages.py::test_a_patched_copy_is_already_patched_with_or_without_a_profile',  # 6.0 s
+    'tests/gates/test_patch_messages.py::test_a_p2p_proof_that_failed_refuses_the_p2p_gate_alone',  # 26 s under a load of 12: discovery and the proof
+    'tests/gates/test_patch_messages.py::test_a_profile_without_the_gates_init_changes_is_refused_naming_the_way_that_works',  # 6 s: a profile made first
     'tests/pipeline/test_bad_output.py::test_concurrent_builds_into_one_place',  # 22.2 s
     'tests/pipeline/test_bad_output.py::test_disk_full_during_build_keeps_previous',  # 5.7 s
     'tests/pipeline/test_bad_output.py::test_install_without_directory_swap',  # 5.6 s

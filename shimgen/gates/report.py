@@ -128,6 +128,15 @@ def _init_site(g, proven: bool) -> str:
     return f"none: the shim sets it instead (`shimgen run --gates {g.name}`)"
 
 
+def _checks(p2p, proof_ran: bool) -> str:
+    """What `shimgen patch` can do with the P2P gate's branches: its own proof decides."""
+    if p2p.proven:
+        return "the branches, proven: `shimgen patch` can change them"
+    if not proof_ran:
+        return "not proven (--no-proof): `shimgen patch` proves them itself"
+    return "not proven: a check failed its emulation proof; `shimgen patch` refuses them"
+
+
 def format_verdict(profile: Profile, result, driver_option: str = "") -> str:
     """What `shimgen gates` says first: the driver, whether the proof passed, each gate with
     the attributes it controls and what its init site allows, and the commands to run next.
@@ -163,10 +172,7 @@ def format_verdict(profile: Profile, result, driver_option: str = "") -> str:
     if p2p is not None:
         lines.append(f"  {p2p.name:<{w}}allows     peer access between two GPU generations "
                      f"({len(p2p.checks)} checks of field [{p2p.offset:#x}])")
-        lines.append(f"  {'':<{w}}checks     "
-                     + ("the branches, proven: `shimgen patch` can change them"
-                        if result is not None else
-                        "not proven (--no-proof): `shimgen patch` proves them itself"))
+        lines.append(f"  {'':<{w}}checks     " + _checks(p2p, result is not None))
     names = [g.name for g in profile.gates]
     patchable = [g.name for g in profile.gates if g.init_patch("set")]
     d = f" {driver_option}" if driver_option else ""

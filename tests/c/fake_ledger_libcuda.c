@@ -60,7 +60,7 @@ static struct {
 } taken[64];
 
 /* Pools (a column's default pool is pool (column + 1) << 8) and graph memory. */
-#define MAXP 16
+#define MAXP 80 /* more than the shim follows (reserve.c: 64) */
 #define CHUNK (2ull << 20)
 #define UP(n) (((n) + CHUNK - 1) / CHUNK * CHUNK)
 static struct fpool {

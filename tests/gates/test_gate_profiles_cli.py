@@ -87,6 +87,30 @@ def test_unproven_or_failed_profiles_are_refused(driver, proven, unproven, tmp_p
         assert entries(out) == []
 
 
+def test_a_profile_without_the_p2p_gate_is_baked_with_its_attribute_gates(driver, proven,
+                                                                          tmp_path):
+    """A profile of an older shimgen (no branch gate in its list) is proven again and baked
+    as it is: its attribute gates, their init-site changes, no P2P gate; so is one whose
+    every init change recorded is a chosen one (dmabuf's, none found, left out)."""
+    from shimgen.driver import read_image
+    from shimgen.gates.plan import load_plan
+
+    def older(doc):
+        doc["gates"] = [g for g in doc["gates"] if g.get("kind") != "branch"]
+
+    def chosen_only(doc):
+        older(doc)
+        for g in doc["gates"]:
+            g["init_patches"] = [p for p in g["init_patches"] if p["status"] == "chosen"]
+
+    image = read_image(driver.path)
+    for change in (older, chosen_only):
+        plan = load_plan(image, str(_variant(proven, tmp_path, f"{change.__name__}.json",
+                                             change)))
+        assert [g.name for g in plan.gates] == ["gdr", "dmabuf"], change
+        assert plan.gates[0].init_set and plan.gates[0].init_mask, change
+
+
 @pytest.mark.parametrize("status, ok", [("passed", False), ("failed", True), ("maybe", False)])
 def test_a_proof_status_that_contradicts_itself_is_malformed(proven, tmp_path, status, ok):
     def change(doc):

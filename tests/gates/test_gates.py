@@ -185,6 +185,17 @@ def test_proof_rejects_a_wrong_device_table(analysed):
     assert not r.ok and not r.device_table.ok
 
 
+def test_proof_fails_for_a_gate_no_attribute_of_which_it_proved(analysed):
+    """Each gate must be proven by an attribute of its own: one that lists none (nothing run
+    for it, no problem said) fails the proof as well."""
+    d, p, _ = _one(analysed, "535.261.03")
+    bad = replace(p, gates=[replace(g, attributes=[]) if g.name == "dmabuf" else g
+                            for g in p.gates])
+    r = prove(read_image(d.path), bad)
+    assert not r.problems and {a.gate for a in r.attributes} == {"gdr"}
+    assert not r.ok and r.to_json()["status"] == "failed"
+
+
 def test_proof_rejects_another_build(analysed):
     (_d1, p1, _), (d2, _p2, _) = analysed[0], analysed[1]
     r = prove(read_image(d2.path), p1)

@@ -89,14 +89,43 @@ def test_detail_adds_the_listing_after_the_verdict(driver, verdict, flag):
         assert needle in rest, needle
 
 
-def test_json_keeps_everything(driver, tmp_path):
+@pytest.fixture(scope="module")
+def profile_json(driver) -> dict:
+    """What `shimgen gates --driver D --json` prints (run once for the module)."""
     proc = shimgen("gates", "--driver", str(driver.path), "--json")
     assert proc.returncode == 0, proc.stderr
-    profile = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def test_json_keeps_everything(profile_json):
+    profile = profile_json
     gdr = next(g for g in profile["gates"] if g["name"] == "gdr")
     assert gdr["attributes"] == [110, 116, 124] and len(gdr["init_sites"]) > 10
     assert profile["attributes"] and profile["proof"]["ok"] is True
     assert profile["proof"]["attributes"]
+
+
+def test_the_p2p_checks_are_said_proven_by_their_own_proof_alone(profile_json):
+    """The P2P gate's line says "proven" only when its own proof passed: not when another
+    proof ran and its failed (`shimgen patch` then refuses its branches)."""
+    from types import SimpleNamespace
+
+    from shimgen.gates.profile import profile_from_json
+    from shimgen.gates.report import format_verdict
+
+    ran = SimpleNamespace(ok=True, attributes=[], device_table=None, init_sites=[])
+    profile = profile_from_json(json.loads(json.dumps(profile_json)))
+    assert profile.p2p.proven
+    said = "             checks     {}\n"
+    assert said.format("the branches, proven: `shimgen patch` can change them") in \
+        format_verdict(profile, ran)
+    profile.p2p.proof = dict(profile.p2p.proof, status="failed", ok=False)
+    text = format_verdict(profile, ran)
+    assert said.format("not proven: a check failed its emulation proof; `shimgen patch` "
+                       "refuses them") in text, text
+    profile.p2p.proof = None
+    assert said.format("not proven (--no-proof): `shimgen patch` proves them itself") in \
+        format_verdict(profile, None)
 
 
 def test_no_proof_says_so_first(driver):

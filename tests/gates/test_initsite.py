@@ -293,11 +293,19 @@ def test_patch_refuses_an_output_that_is_not_its_own_directory(drivers, tmp_path
         assert r.returncode == 1 and why in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert afile.read_text() == "x" and os.listdir(real) == [] and os.listdir(shared) == []
     assert os.listdir(group) == []
+    # one of this user's that others may read and enter, not write: written into
+    readable = tmp_path / "readable"
+    readable.mkdir()
+    readable.chmod(0o755)
+    r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "-o", str(readable))
+    assert r.returncode == 0, r.stderr
+    assert "shimgen-patch.json" in os.listdir(readable)
 
 
 def test_a_profile_files_init_change_is_proven_again_at_build(drivers, tmp_path):
     """`shimgen build --gates FILE` does not take the file's "proven" on trust: a change
-    that sets another bit as well is refused in one line, nothing built."""
+    that sets another bit as well is refused in one line, nothing built; `shimgen patch`
+    refuses it too, no copy written."""
     d = next(x for x in drivers if x.version == "535.261.03")
     good = tmp_path / "good.json"
     assert shimgen("gates", "--driver", str(d.path), "--json", str(good)).returncode == 0
@@ -311,6 +319,12 @@ def test_a_profile_files_init_change_is_proven_again_at_build(drivers, tmp_path)
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "an init-site change failed its emulation proof" in r.stderr
     assert not list((tmp_path / "out").glob(f"*/{SHIM_LIBRARY}"))
+    # nor does `shimgen patch`: the gate's change is refused, no copy written
+    r = shimgen("patch", "--driver", str(d.path), "--gates", "gdr", "--gate-profile", str(bad),
+                "-o", str(tmp_path / "copy"))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "gate gdr: the init-site change failed its emulation proof" in r.stderr, r.stderr
+    assert not (tmp_path / "copy").exists()
 
 
 # ---- SHIMGEN_GATE_METHOD=init on a real driver: no GPU is needed to see the code change ----

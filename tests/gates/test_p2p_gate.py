@@ -308,6 +308,12 @@ def test_patch_p2p_copy_changes_the_branches_and_loads(drivers, probes, tmp_path
                 str(tmp_path / "mask"))
     assert r.returncode == 1 and "nothing to mask" in r.stderr
     assert not (tmp_path / "mask").exists()
+    # with an attribute gate after it: both gates' bytes, in the order asked
+    r = shimgen("patch", "--driver", str(d.path), "--gates", "p2p-mixed,gdr", "-o",
+                str(tmp_path / "both"))
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "both" / "shimgen-patch.json").read_text())
+    assert [c["gate"] for c in m["changes"]] == ["p2p-mixed"] * 3 + ["gdr"] * 2, m["changes"]
 
 
 def test_diff_names_the_p2p_sites_of_both_drivers(drivers):

@@ -1,9 +1,10 @@
 """What else a file can say to `shimgen report`, `top` and `run --stall`: a function's name
 or rank with control characters in the in-flight lines, top's table and the stall notices
 (escaped); a rank that Python calls a digit but int() refuses; a heartbeat from the future
-(not a node that runs); a trace that names a process of another user (not taken for it); a
-trace file cut at any byte, or with its end lost to zeros (a file system that lost power),
-read by every view without a traceback. And `--first-difference` and the durations of
+(not a node that runs), one that is no number, a link or a FIFO (none, never waited on); a
+trace that names a process of another user (not taken for it); a trace file cut at any byte,
+or with its end lost to zeros (a file system that lost power), read by every view without a
+traceback. And `--first-difference` and the durations of
 `report --calls` on small made-up inputs: the context of a difference among the first
 calls, a thread that stopped early, a call that never returned."""
 
@@ -14,6 +15,7 @@ import os
 import random
 import shutil
 import struct
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -62,7 +64,33 @@ def test_a_heartbeat_from_the_future_is_no_node_that_runs(tmp_path):
     now = time.time_ns()
     for ahead, running in ((-2e9, True), (2e9, True), (3600e9, False), (-3600e9, False)):
         (tmp_path / HEARTBEAT).write_text(f"{int(now + ahead)}\n")
-        assert live.Part(tmp_path, "h", {}).node_running(now) is running, ahead
+        part = live.Part(tmp_path, "h", {})
+        assert part.node_running(now) is running, ahead
+        # said as ignored only when further ahead than the hosts' clocks may differ
+        said = part.ignored(now)
+        assert len(said) == (ahead > 0 and not running) and all(
+            f"{HEARTBEAT}: its time is 3600 s ahead" in line for line in said), said
+
+
+def test_a_heartbeat_is_a_files_digits_never_read_through_a_link_nor_waited_for(tmp_path):
+    """A heartbeat is the digits of a small file (fewer than 25: a time in ns), else none;
+    never read through a symbolic link, and a FIFO put in its place is not waited on."""
+    hb = tmp_path / HEARTBEAT
+    for text, want in (("123\n", 123), ("12a\n", None), ("\n", None), ("-5\n", None),
+                       ("9" * 24, int("9" * 24)), ("9" * 25, None)):
+        hb.write_text(text)
+        assert live.read_heartbeat(tmp_path) == want, text
+    hb.unlink()
+    (tmp_path / "elsewhere").write_text("77\n")
+    hb.symlink_to(tmp_path / "elsewhere")
+    assert live.read_heartbeat(tmp_path) is None
+    hb.unlink()
+    os.mkfifo(hb)  # no writer: an open that waited would never end
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(live.read_heartbeat(tmp_path)), daemon=True)
+    t.start()
+    t.join(20)  # (an open that waits never returns: a generous bound, no timing)
+    assert got == [None]
 
 
 def test_a_trace_naming_a_process_of_another_user_is_not_taken_for_it(real_file, tmp_path):  # noqa: F811

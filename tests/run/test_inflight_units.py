@@ -1,6 +1,7 @@
 """The decisions of in flight, `top` and `--stall` on what trace files say, without a job:
 which image of an exec chain is the process (shimgen/trace/job.py), the order and counts of
-`top`'s rows (shimgen/top/view.py), and `--stall`'s "left after" (shimgen/run/watch.py)."""
+`top`'s rows (shimgen/top/view.py), `--stall`'s "left after" (shimgen/run/watch.py), and the
+command line that their lines name (shimgen/trace/cmdline.py)."""
 
 from __future__ import annotations
 
@@ -209,3 +210,66 @@ def test_stall_reads_only_the_top_part_and_top_every_part(monkeypatch, tmp_path)
     assert job.snapshot(tmp_path, only_top=True) == ([], []) and asked == ["top"]
     asked.clear()
     assert job.snapshot(tmp_path) == ([], []) and asked == ["top", "node2", "node3"]
+
+
+def test_a_command_line_is_the_live_processs_own_whole_to_80_characters():
+    """A process's command line (the stall notices', report's and top's), its words joined
+    by spaces: whole up to SHOWN_MAX characters, cut to SHOWN_MAX with "..." past it; none
+    for another start time, pid or boot, nor once the process is gone."""
+    import subprocess
+    import sys
+
+    from shimgen.trace import live
+    from shimgen.trace.cmdline import SHOWN_MAX, command_line
+
+    code = "import sys; sys.stdin.read()"
+    base = f"{sys.executable} -c {code} "
+    for extra, want in ((SHOWN_MAX - len(base), None), (SHOWN_MAX - len(base) + 1, "cut")):
+        p = subprocess.Popen([sys.executable, "-c", code, "y" * extra], stdin=subprocess.PIPE)
+        try:
+            start = live.proc_start(p.pid)
+            whole = base + "y" * extra
+            got = command_line(p.pid, start)
+            assert got == (whole if want is None else whole[:SHOWN_MAX - 3] + "..."), got
+            assert len(got) == SHOWN_MAX and command_line(p.pid, start, live.boot_id()) == got
+            for args in ((p.pid, start + 1), (p.pid, None), (0, start), (-p.pid, start),
+                         (p.pid, start, ""), (p.pid, start, "another boot")):
+                assert command_line(*args) is None, args
+        finally:
+            p.communicate(b"")
+        assert command_line(p.pid, start) is None
+
+
+def test_the_parts_of_a_run_are_the_top_then_each_node_directory_by_name(tmp_path):
+    """A run's parts: the top, then each directory with a run.json and a traces/ of its own,
+    by name, its host its run.json's (else its name); not traces/, a hidden directory, a
+    symbolic link to a node's directory, one without traces/ or run.json, nor a file."""
+    import json
+
+    from shimgen.runenv import RUN_JSON, TRACES
+    from shimgen.trace import live
+
+    run = tmp_path / "run"
+    (run / TRACES).mkdir(parents=True)
+    (run / RUN_JSON).write_text(json.dumps({"host": "top"}))
+
+    def node(name, host=None, traces=True, record=True):
+        d = run / name
+        d.mkdir()
+        if traces:
+            (d / TRACES).mkdir()
+        if record:
+            (d / RUN_JSON).write_text(json.dumps({"host": host} if host else {}))
+        return d
+    node("b", "host-b")
+    node("a")
+    node(".c", "host-c")
+    node("d", traces=False)
+    node("e", record=False)
+    (run / TRACES / RUN_JSON).write_text("{}")
+    (run / "f").symlink_to(node("g", "host-g", record=True).resolve())
+    (run / "h").write_text("{}")
+    got = [(p.path, p.host) for p in live.parts(run)]
+    assert got == [(run, "top"), (run / "a", "a"), (run / "b", "host-b"),
+                   (run / "g", "host-g")], got
+    assert [p.run for p in live.parts(run)][2] == {"host": "host-b"}

@@ -379,6 +379,47 @@ def test_pools_reservations_exact(probes, fake, fake_shim, tmp_path):
     assert "pools: reserved 2.00 MiB at exit (high 6.00 MiB)" in text, text
 
 
+def test_a_pool_handle_no_known_pool_has_is_the_current_devices(probes, fake, fake_shim,
+                                                               tmp_path):
+    """An allocation from a pool the shim has not seen (NULL here, which the fake takes as
+    the current device's current pool) is the current context's device's: the lookup of
+    the known pools never reads past the last one (a zeroed slot there says device 0)."""
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path,
+                          ["ctx:1", "defaultpool:1", "pool:5000", "ctxsync"])
+    assert " rc 1" not in out and " rc 2" not in out, out
+    t = one_trace(traces)
+    assert_reserves(t, fake_totals(out))
+    assert t.memory.columns[1].taken == {"cuMemAllocFromPoolAsync": 5000}
+
+
+def test_pools_past_the_64_followed_are_said_once_and_left_out(probes, fake, fake_shim,
+                                                               tmp_path):
+    """67 pools made: the shim follows 64 (the table's size, never a slot past it) and says
+    once, at the first it leaves out, that it does not follow the others."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHIMGEN_")}
+    env.update(LD_PRELOAD=str(fake_shim), SHIMGEN_DRIVER=str(fake), SHIMGEN_TRACE="time",
+               SHIMGEN_TRACE_DIR=str(tmp_path / "traces"))
+    proc = subprocess.run([probes / "memledger", "ctx:0", *["poolcreate:1:2"] * 67, "ctxsync"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and " rc 2" not in proc.stdout, proc.stdout + proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if "memory pools" in ln]
+    assert said == ["shimgen: more than 64 memory pools: the others' reservations are not "
+                    "followed"], proc.stderr
+    assert one_trace(tmp_path / "traces").memory.pools == 64
+
+
+def test_a_pool_made_on_a_device_is_not_its_current_pool(probes, fake, fake_shim, tmp_path):
+    """A pool made on device 2 (cuMemPoolCreate) is not device 2's current pool: an
+    allocation of the stream-ordered route there is the default pool's, which the ledger
+    asks the driver for and follows."""
+    out, traces = run_ops(probes, fake, fake_shim, tmp_path,
+                          ["ctx:2", "poolcreate:1:2", "async:3000000", "ctxsync"])
+    assert " rc 1" not in out and " rc 2" not in out, out
+    t = one_trace(traces)
+    assert_reserves(t, fake_totals(out))
+    assert t.memory.pools == 2 and t.memory.columns[2].pool["reserved"] >= 3000000
+
+
 GRAPHS = [
     "ctx:1", "graph", "memnode:0:3000000:1", "memnode:0:1000:2", "instantiate:0",
     "launch:1", "launch:1", "capture", "async:5000", "freeasync:2", "async:7000",

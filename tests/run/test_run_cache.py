@@ -276,10 +276,25 @@ def test_run_json_stamps_read_as_the_calendar_reads_them():
         main, _, frac = s[:-1].partition(".")
         want = calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S")) * 10**9
         assert stamp_ns(s) == want + int(frac) * 10**6, s
-    for bad in ("2023-02-29T00:00:00.000Z", "1900-02-29T00:00:00Z", "2024-13-01T00:00:00Z",
+    for bad in ("2023-02-29T00:00:00.000Z", "1900-02-29T00:00:00Z", "2024-02-30T00:00:00Z",
+                "2024-01-32T00:00:00Z", "2024-13-01T00:00:00Z", "2024-01-01T00:60:00Z",
+                "2024-01-01T00:00:62Z",
                 "2024-01-01T24:00:00Z", "2024-01-01T00:00:00", "2024-01-01 00:00:00Z",
-                "2024-01-01T00:00:00.1a3Z", "x", None, 5):
+                "2024-01-01T00:00:00.1a3Z", "2024-01-01T00:00:00.5", "2024-01-01T00:0a:00Z",
+                "x", None, 5):
         assert stamp_ns(bad) is None, bad
+    for y in (2023, 2024):  # each month's last day read, the day after it not
+        for mo in range(1, 13):
+            last = calendar.monthrange(y, mo)[1]
+            day = f"{y}-{mo:02d}-{last:02d}T00:00:00"
+            assert stamp_ns(day + "Z") == calendar.timegm(
+                time.strptime(day, "%Y-%m-%dT%H:%M:%S")) * 10**9, day
+            assert stamp_ns(f"{y}-{mo:02d}-{last + 1:02d}T00:00:00Z") is None, (y, mo)
+    base = calendar.timegm(time.strptime("2024-01-01T00:00:00", "%Y-%m-%dT%H:%M:%S")) * 10**9
+    assert stamp_ns("2024-01-01T00:00:00.1234567891Z") == base + 123456789  # to the ns
+    # the shortest stamp: whole seconds, no fraction
+    assert stamp_ns("2024-02-29T12:34:56Z") == calendar.timegm(
+        time.strptime("2024-02-29T12:34:56", "%Y-%m-%dT%H:%M:%S")) * 10**9
 
 
 def test_elf_imports_pyelftools_only_when_it_parses(drivers):

@@ -223,6 +223,31 @@ def test_threads_racing_their_first_timed_calls(arm, tmp_path):
     race_rounds(arm, arm.libdir, arm.shim, tmp_path, 8)
 
 
+@pytest.mark.parametrize("mode", ["time", "timeline"])
+def test_a_timed_calls_length_is_its_total_maximum_bucket_and_event(arm, tmp_path, mode):
+    """Two calls of cuLaunchHostFunc that take 100 ms each (forktime's parent): the total,
+    the maximum, each call's fine bucket and (timeline) its event hold the length of the
+    call, its end ticks less its start ticks: not the start, the end or their difference
+    the wrong way round."""
+    from shimgen.trace.model import fine_range
+
+    proc, trace = traced(arm, arm.forktime, tmp_path, mode, "100", "1")
+    assert re.search(r"^child \d+ rc 0$", proc.stdout, re.M), proc.stdout
+    row, k = trace["time"]["cuLaunchHostFunc"], trace["ns_per_tick"]
+    assert row["calls"] == 2 and 2e8 <= row["total_ns"] < 2e10, row
+    assert 1e8 <= row["max_ns"] <= row["total_ns"] - 1e8, row
+    assert sum(n for _, n in row["fine"]) == 2, row
+    lo, hi = (sum(fine_range(f)[j] * n for f, n in row["fine"]) for j in (0, 1))
+    ticks = row["total_ns"] / k  # the two calls' buckets hold their lengths
+    assert lo <= ticks * (1 + 1e-9) and ticks <= hi * (1 + 1e-9), (row, k)
+    assert all(fine_range(f)[0] * k <= row["max_ns"] * (1 + 1e-9) for f, _ in row["fine"]), row
+    if mode == "timeline":
+        tl = json.loads((tmp_path / "timeline.json").read_text())
+        ev = [e for e in tl["traceEvents"] if e["ph"] == "X" and e["name"] == "cuLaunchHostFunc"]
+        assert len(ev) == 2 and all(1e5 <= e["dur"] < 1e7 for e in ev), ev
+        assert 0 < ev[0]["ts"] and ev[0]["ts"] + ev[0]["dur"] <= ev[1]["ts"] + 0.002, ev
+
+
 def race_rounds(arm, driver, shim: Path, tmp_path: Path, rounds: int) -> None:
     for k in range(rounds):
         seed = random.randrange(1 << 30)

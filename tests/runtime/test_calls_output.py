@@ -47,6 +47,17 @@ def _plain(d, f: report_calls.Filters, fmt: str) -> str:
     return "\n".join(head + [""] + key + [g.line(s) for g, s in pairs]) + "\n"
 
 
+def _same(got: str, want: str, what: str) -> None:
+    """got == want, or a failure naming the first line that differs (pytest's own diff of
+    two long texts that differ throughout can take minutes)."""
+    if got != want:
+        a, b = got.splitlines(), want.splitlines()
+        i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                 min(len(a), len(b)))
+        pytest.fail(f"{what}: line {i + 1} is {a[i] if i < len(a) else None!r}, "
+                    f"not {b[i] if i < len(b) else None!r}", pytrace=False)
+
+
 FILTERS = [report_calls.Filters(), report_calls.Filters(function="cuMem*"),
            report_calls.Filters(errors=True), report_calls.Filters(last=3),
            report_calls.Filters(function="cuDevice*", last=700, rank=""),
@@ -59,7 +70,7 @@ def test_the_fast_report_is_the_per_record_decode(varied, k):
     procs, _, _ = report_calls.shown([varied], f)
     assert len(procs) == 6 and any(p.dropped for p in procs)
     for fmt in ("text", "json"):
-        assert report_calls.render([varied], f, fmt) == _plain(varied, f, fmt), fmt
+        _same(report_calls.render([varied], f, fmt), _plain(varied, f, fmt), fmt)
 
 
 def test_the_table_is_the_per_record_decode(varied, tmp_path):
@@ -90,13 +101,13 @@ def test_one_process_filtered_and_the_same_record_twice(varied):
     many = max(procs, key=lambda p: len(p.order))
     f = report_calls.Filters(pid=many.pid)
     want = _plain(varied, f, "text")
-    assert report_calls.render([varied], f, "text") == want
+    _same(report_calls.render([varied], f, "text"), want, "text")
     old = report_calls.MEMO_MAX
     report_calls.MEMO_MAX = 3
     try:
-        assert report_calls.render([varied], f, "text") == want
+        _same(report_calls.render([varied], f, "text"), want, "text, the memo cleared")
         f = report_calls.Filters(pid=many.pid, last=50)
-        assert report_calls.render([varied], f, "json") == _plain(varied, f, "json")
+        _same(report_calls.render([varied], f, "json"), _plain(varied, f, "json"), "json")
     finally:
         report_calls.MEMO_MAX = old
 
