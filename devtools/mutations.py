@@ -3544,6 +3544,26 @@ MUTATIONS = [
         "why": "only a je or jne of a known form is changed; any other branch is left as it is",
     },
     {
+        "name": "p2p-start-ending-before-the-displacement-tried",
+        "file": "shimgen/gates/p2p.py",
+        "old": "ins.address + ins.size <= seg.vaddr + hit:",
+        "new": "ins.address + ins.size <= seg.vaddr - hit:",
+        "tests": ["tests/gates/test_p2p_gate.py::"
+                  "test_a_start_that_ends_before_the_displacement_is_not_taken_for_its_load"],
+        "why": "a start that ends before a hit of the displacement holds no load of it: the "
+               "compare after it, of another field, is no check",
+    },
+    {
+        "name": "p2p-start-ending-before-the-displacement-ends-the-search",
+        "file": "shimgen/gates/p2p.py",
+        "old": "seg.vaddr + hit:\n                    continue\n",
+        "new": "seg.vaddr + hit:\n                    break\n",
+        "tests": ["tests/gates/test_p2p_gate.py::"
+                  "test_a_load_is_looked_for_past_a_start_that_ends_before_its_displacement"],
+        "why": "a load whose displacement is 4 bytes in is found though the start 2 bytes "
+               "before the displacement ends before it",
+    },
+    {
         "name": "patch-output-dir-group-writable-taken",
         "file": "shimgen/gates/patch.py",
         "old": "    if st.st_uid != os.getuid() or st.st_mode & 0o022:\n",
