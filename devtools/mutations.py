@@ -4109,6 +4109,16 @@ MUTATIONS = [
         "why": "the sentence says one more call in progress",
     },
     {
+        "name": "inflight-name-cut-past-300",
+        "file": "shimgen/report/inflight.py",
+        "old": "CUT = 300  #",
+        "new": "CUT = 301  #",
+        "tests": ["tests/run/test_inflight_section.py::"
+                  "test_a_name_longer_than_300_characters_is_shown_cut_there"],
+        "why": "docs/report.md: a name in flight is shown whole up to 300 characters, longer "
+               "as its first 300 and \"...\"",
+    },
+    {
         "name": "first-difference-same-threads-not-counted",
         "file": "shimgen/report/calls_diff.py",
         "old": "            same += 1\n",
