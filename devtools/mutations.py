@@ -5629,6 +5629,16 @@ MUTATIONS = [
         "why": "a process's longest call in flight is the longest of those whose age is known",
     },
     {
+        "name": "inflight-unlistable-part-loses-its-traces-directory",
+        "file": "shimgen/trace/job.py",
+        "old": "        except OSError:\n            continue\n",
+        "new": "        except OSError:\n            break\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_a_part_that_cannot_be_listed_still_has_its_traces_directorys_files"],
+        "why": "a part's directory that cannot be listed still has the trace files under its "
+               "traces/ read",
+    },
+    {
         "name": "stall-left-time-from-when-seen",
         "file": "shimgen/run/watch.py",
         "old": "                    self.said[key] = (time.monotonic() - c.seconds, p.pid, p.rank, command)\n",
