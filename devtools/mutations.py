@@ -3637,6 +3637,26 @@ MUTATIONS = [
         "why": "only a je or jne of a known form is changed; any other branch is left as it is",
     },
     {
+        "name": "p2p-start-ending-before-the-displacement-tried",
+        "file": "shimgen/gates/p2p.py",
+        "old": "ins.address + ins.size <= seg.vaddr + hit:",
+        "new": "ins.address + ins.size <= seg.vaddr - hit:",
+        "tests": ["tests/gates/test_p2p_gate.py::"
+                  "test_a_start_that_ends_before_the_displacement_is_not_taken_for_its_load"],
+        "why": "a start that ends before a hit of the displacement holds no load of it: the "
+               "compare after it, of another field, is no check",
+    },
+    {
+        "name": "p2p-start-ending-before-the-displacement-ends-the-search",
+        "file": "shimgen/gates/p2p.py",
+        "old": "seg.vaddr + hit:\n                    continue\n",
+        "new": "seg.vaddr + hit:\n                    break\n",
+        "tests": ["tests/gates/test_p2p_gate.py::"
+                  "test_a_load_is_looked_for_past_a_start_that_ends_before_its_displacement"],
+        "why": "a load whose displacement is 4 bytes in is found though the start 2 bytes "
+               "before the displacement ends before it",
+    },
+    {
         "name": "patch-output-dir-group-writable-taken",
         "file": "shimgen/gates/patch.py",
         "old": "    if st.st_uid != os.getuid() or st.st_mode & 0o022:\n",
@@ -4236,6 +4256,16 @@ MUTATIONS = [
         "new": "    if len(found) > 2:\n",
         "tests": ["tests/run/test_inflight_section.py::test_the_sentence_says_a_launch_what_is_not_known_and_one_call_more"],
         "why": "the sentence says one more call in progress",
+    },
+    {
+        "name": "inflight-name-cut-past-300",
+        "file": "shimgen/report/inflight.py",
+        "old": "CUT = 300  #",
+        "new": "CUT = 301  #",
+        "tests": ["tests/run/test_inflight_section.py::"
+                  "test_a_name_longer_than_300_characters_is_shown_cut_there"],
+        "why": "docs/report.md: a name in flight is shown whole up to 300 characters, longer "
+               "as its first 300 and \"...\"",
     },
     {
         "name": "first-difference-same-threads-not-counted",
@@ -5887,6 +5917,16 @@ MUTATIONS = [
         "new": "        timed = [c for c in self.calls if c.seconds is None]\n",
         "tests": ["tests/run/test_inflight_units.py::test_a_processs_longest_call_and_its_key"],
         "why": "a process's longest call in flight is the longest of those whose age is known",
+    },
+    {
+        "name": "inflight-unlistable-part-loses-its-traces-directory",
+        "file": "shimgen/trace/job.py",
+        "old": "        except OSError:\n            continue\n",
+        "new": "        except OSError:\n            break\n",
+        "tests": ["tests/run/test_inflight_units.py::"
+                  "test_a_part_that_cannot_be_listed_still_has_its_traces_directorys_files"],
+        "why": "a part's directory that cannot be listed still has the trace files under its "
+               "traces/ read",
     },
     {
         "name": "stall-left-time-from-when-seen",

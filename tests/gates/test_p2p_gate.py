@@ -189,6 +189,28 @@ def test_a_check_whose_branch_cannot_be_changed_is_left_out_and_the_next_kept():
     assert [k.branch.vaddr for k in checks] == [0x3C]  # the second block's je
 
 
+def test_a_load_is_looked_for_past_a_start_that_ends_before_its_displacement():
+    """mov 0xc40(%r12),%rdx (``49 8b 94 24``): two bytes before the displacement starts
+    ``94``, a one-byte xchg that ends before it; the load four bytes before is still tried."""
+    code = bytes.fromhex("498b9424400c0000"  # mov 0xc40(%r12),%rdx
+                         "488b86400c0000"  # mov 0xc40(%rsi),%rax
+                         "4839c2"  # cmp %rax,%rdx
+                         "7410"  # je +0x10
+                         "c3")
+    (check,) = _checks(_code(code), 0xC40, {}, [])
+    assert (check.loads[0].text, check.branch.vaddr) == ("mov rdx, qword ptr [r12 + 0xc40]", 0x22)
+
+
+def test_a_start_that_ends_before_the_displacement_is_not_taken_for_its_load():
+    """The bytes of a displacement (here those of ``mov 0x8(%rsi),%rdx``) right after a
+    4-byte load of another field: that load ends before them and is no load of them, though
+    a compare of its own field follows it."""
+    second = bytes.fromhex("488b5608")  # mov 0x8(%rsi),%rdx
+    code = bytes.fromhex("488b4708") + second + bytes.fromhex("4839d0" "7410" "c3")
+    assert _checks(_code(code), int.from_bytes(second, "little"), {}, []) == []
+    assert _at(code).offset == 8  # the compare that is there
+
+
 @pytest.mark.parametrize("raw", ["7710", "0f8710000000", "3e7410", "3e0f8510000000"])
 def test_a_branch_of_another_form_is_not_changed(raw):
     """ja, and je/jne with a prefix: forms the change does not know, left as they are."""

@@ -126,6 +126,21 @@ def test_the_table_lists_the_first_calls_with_unknown_ages_ranks_and_hosts():
     assert report_inflight.section([_reported(many)])[-1].endswith(" cu1_0")
 
 
+def test_a_name_longer_than_300_characters_is_shown_cut_there():
+    """docs/report.md: a function's name, a rank or a host is shown whole up to 300
+    characters, longer as its first 300 and "..."; the JSON has it whole."""
+    whole, cut = "cu" + "w" * 298, "cu" + "c" * 299
+    one = _now(1, "r" * 301, job.DIED, (9.0, 1.0), host="h" * 300)
+    one.calls[0].function, one.calls[1].function = cut, whole
+    lines = report_inflight.section([_reported(one)])
+    assert lines[1].startswith(f"in flight  rank {'r' * 300}... (pid 1) on {'h' * 300} was "
+                               f"inside {cut[:300]}... for 9.0 s")
+    assert lines[3].endswith(f" {cut[:300]}...") and lines[4].endswith(f" {whole}")
+    assert report_inflight.died_inside(_reported(one)) == f"died inside {cut[:300]}... after 9.0 s"
+    assert [c["function"] for c in report_inflight.json_fields([_reported(one)])["in_flight"]] \
+        == [cut, whole]
+
+
 def test_the_json_has_each_call_and_its_processs_last_launch():
     la = job.LastLaunch(5, "_Z6kernelv", 7, 1.23456)
     unknown = job.LastLaunch(6, None, 8, None)

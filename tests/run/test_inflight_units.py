@@ -1,10 +1,12 @@
 """The decisions of in flight, `top` and `--stall` on what trace files say, without a job:
-which image of an exec chain is the process (shimgen/trace/job.py), the order and counts of
-`top`'s rows (shimgen/top/view.py), `--stall`'s "left after" (shimgen/run/watch.py), and the
-command line that their lines name (shimgen/trace/cmdline.py)."""
+which trace files a part has and which image of an exec chain is the process
+(shimgen/trace/job.py), the order and counts of `top`'s rows (shimgen/top/view.py),
+`--stall`'s "left after" (shimgen/run/watch.py), and the command line that their lines name
+(shimgen/trace/cmdline.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,6 +31,24 @@ def test_the_trace_files_of_a_part_are_its_own_and_its_traces_directorys(tmp_pat
         (tmp_path / name).write_text("")
     assert job._trace_files(tmp_path) == [tmp_path / ("a" + job.TRACE_SUFFIX),
                                           tmp_path / job.TRACES / ("d" + job.TRACE_SUFFIX)]
+
+
+def test_a_part_that_cannot_be_listed_still_has_its_traces_directorys_files(tmp_path,
+                                                                           monkeypatch):
+    """A part's directory that can be entered but not read (listing it fails, which a mode
+    does not make so for root): the files under its traces/ are still found."""
+    (tmp_path / job.TRACES).mkdir()
+    for name in ("a" + job.TRACE_SUFFIX, f"{job.TRACES}/d{job.TRACE_SUFFIX}"):
+        (tmp_path / name).write_text("")
+    listdir = os.listdir
+
+    def refused(path):
+        if Path(path) == tmp_path:
+            raise PermissionError(13, "Permission denied", str(path))
+        return listdir(path)
+
+    monkeypatch.setattr(job.os, "listdir", refused)
+    assert job._trace_files(tmp_path) == [tmp_path / job.TRACES / ("d" + job.TRACE_SUFFIX)]
 
 
 def test_an_exec_chain_is_one_process_its_last_image():
