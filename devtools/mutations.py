@@ -1286,6 +1286,16 @@ MUTATIONS = [
                "it records",
     },
     {
+        "name": "gates-auto-init-changes-proven-again",
+        "file": "shimgen/gates/plan.py",
+        "old": "    if source != \"auto\" and any(p.status == \"chosen\" for g in profile.gates\n",
+        "new": "    if source != \"auto\" or any(p.status == \"chosen\" for g in profile.gates\n",
+        "tests": ["tests/gates/test_plan_reprove.py::"
+                  "test_auto_with_an_init_change_that_failed_is_refused_or_baked_without_it"],
+        "why": "with --gate-profile auto the whole proof has just run: a failed init change is "
+               "left out under --allow-unproven-gates, never refused as a profile file's",
+    },
+    {
         "name": "gates-proof-passes-a-gate-with-no-attribute-proven",
         "file": "shimgen/gates/prove.py",
         "old": "    result.ok = not result.problems and required <= proven\n",
@@ -1840,6 +1850,16 @@ MUTATIONS = [
         "new": "            wanted += _p2p_changes(profile, mask)\n            break\n",
         "tests": ["tests/gates/test_p2p_gate.py::test_patch_p2p_copy_changes_the_branches_and_loads"],
         "why": "patch changes the bytes of every gate asked, those named after p2p-mixed too",
+    },
+    {
+        "name": "patch-insn-end-four-times-its-length",
+        "file": "shimgen/gates/patch.py",
+        "old": "r.vaddr <= c.vaddr < r.vaddr + len(r.hex) // 2)]]",
+        "new": "r.vaddr <= c.vaddr < r.vaddr + len(r.hex) * 2)]]",
+        "tests": ["tests/gates/test_patch_window.py::"
+                  "test_a_changed_byte_belongs_to_the_instruction_that_holds_it"],
+        "why": "a changed byte is named with the instruction that holds it, not one before it "
+               "within four lengths",
     },
     {
         "name": "patch-attribute-gate-refused-for-the-p2p-proof",
@@ -5624,6 +5644,14 @@ MUTATIONS = [
         "why": 'a time in the future is never used as now: a died process\'s call is measured until now',
     },
     {
+        "name": "run-time-exactly-ahead-s-ahead-taken",
+        "file": "shimgen/trace/live.py",
+        "old": "        return None if t is None or t - now_real_ns >= AHEAD_S * 1e9 else t\n",
+        "new": "        return None if t is None or t - now_real_ns > AHEAD_S * 1e9 else t\n",
+        "tests": ["tests/run/test_live_bounds.py::test_a_run_json_time_exactly_ahead_s_ahead_is_ignored_and_said"],
+        "why": "a run.json time AHEAD_S ahead, to the nanosecond, is ignored and said to be",
+    },
+    {
         "name": 'future-time-ignored-unsaid-in-report',
         "file": 'shimgen/report/format.py',
         "old": '        lines += [f"ignored    {shown(line)}" for line in s.ignored]\n',
@@ -5758,6 +5786,41 @@ MUTATIONS = [
         "new": '                and True)',
         "tests": ['tests/report/test_calls_hostile_more.py::test_a_heartbeat_from_the_future_is_no_node_that_runs'],
         "why": "a heartbeat from the future does not make a node's processes run forever",
+    },
+    {
+        "name": "live-heartbeat-exactly-ahead-s-ahead-fresh",
+        "file": "shimgen/trace/live.py",
+        "old": "                and hb - now_real_ns < AHEAD_S * 1e9)",
+        "new": "                and hb - now_real_ns <= AHEAD_S * 1e9)",
+        "tests": ["tests/run/test_live_bounds.py::"
+                  "test_a_heartbeat_exactly_ahead_s_ahead_is_not_fresh_and_is_said_ignored"],
+        "why": "a heartbeat AHEAD_S ahead, to the nanosecond, is from the future: no sign of a "
+               "node that runs",
+    },
+    {
+        "name": "live-heartbeat-exactly-ahead-s-ahead-unsaid",
+        "file": "shimgen/trace/live.py",
+        "old": "        if hb is not None and hb - now_real_ns >= AHEAD_S * 1e9:\n",
+        "new": "        if hb is not None and hb - now_real_ns > AHEAD_S * 1e9:\n",
+        "tests": ["tests/run/test_live_bounds.py::"
+                  "test_a_heartbeat_exactly_ahead_s_ahead_is_not_fresh_and_is_said_ignored"],
+        "why": "a heartbeat AHEAD_S ahead, to the nanosecond, is said to be ignored",
+    },
+    {
+        "name": "live-heartbeat-exactly-fresh-s-old-fresh",
+        "file": "shimgen/trace/live.py",
+        "old": "now_real_ns - hb < HEARTBEAT_FRESH_S * 1e9",
+        "new": "now_real_ns - hb <= HEARTBEAT_FRESH_S * 1e9",
+        "tests": ["tests/run/test_live_bounds.py::test_a_heartbeat_exactly_heartbeat_fresh_s_old_is_not_fresh"],
+        "why": "a heartbeat HEARTBEAT_FRESH_S old, to the nanosecond, is no longer fresh",
+    },
+    {
+        "name": "live-heartbeat-read-past-64-bytes",
+        "file": "shimgen/trace/live.py",
+        "old": "        raw = os.read(fd, 64)\n",
+        "new": "        raw = os.read(fd, 65)\n",
+        "tests": ["tests/run/test_live_bounds.py::test_a_heartbeat_is_read_from_its_files_first_64_bytes"],
+        "why": "a heartbeat is read from its file's first 64 bytes, no more",
     },
     {
         "name": "live-heartbeat-read-through-a-link",
