@@ -4051,6 +4051,14 @@ MUTATIONS = [
         "why": "an aarch64 timeline event's length is its call's, not its start ticks",
     },
     {
+        "name": "timing-aarch64-log2-bucket-of-the-start",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        orr     x13, x10, #1                        /* none: hist",
+        "new": "        orr     x13, x11, #1                        /* none: hist",
+        "tests": ["tests/runtime/test_aarch64_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram_on_aarch64"],
+        "why": "an aarch64 call the fine table has no slot for is in the log2 bucket of its length",
+    },
+    {
         "name": "cross-compiler-not-asked-first",
         "file": "shimgen/shim/pipeline.py",
         "old": "    _build.cross_triplet(driver)  # its compiler is there, or one line before any work\n",
