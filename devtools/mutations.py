@@ -4416,6 +4416,26 @@ MUTATIONS = [
         "why": "a pool made on a device is not its current pool: the stream-ordered route's "
                "allocations are the current pool's, asked of the driver",
     },
+    {
+        "name": "reserve-pool-column-looked-up-without-the-lock",
+        "file": "runtime/memory/reserve.c",
+        "old": "    if (!__atomic_load_n(&npools, __ATOMIC_RELAXED) || !lock_pools())\n",
+        "new": "    if (!__atomic_load_n(&npools, __ATOMIC_RELAXED) && !lock_pools())\n",
+        "tests": ["tests/run/test_pool_race.py::"
+                  "test_racing_threads_pools_are_each_their_devices_and_all_gone_at_the_end"],
+        "why": "a pool's device is looked up under the table's lock, never while another "
+               "thread changes the table nor letting go of another thread's lock",
+    },
+    {
+        "name": "reserve-pool-gone-without-the-lock",
+        "file": "runtime/memory/reserve.c",
+        "old": "    if (!handle || !lock_pools())\n        return;\n    struct pool_known *p = find(handle);\n    int was",
+        "new": "    if (!handle && !lock_pools())\n        return;\n    struct pool_known *p = find(handle);\n    int was",
+        "tests": ["tests/run/test_pool_race.py::"
+                  "test_racing_threads_pools_are_each_their_devices_and_all_gone_at_the_end"],
+        "why": "a destroyed pool leaves the table under its lock: racing threads' pools are "
+               "neither lost nor kept after they are gone",
+    },
     # ---- the NVML shim: its answers, its load, its commands (runtime/nvml/, shim/nvml.py,
     # driver/nvml.py, diff/nvml.py, run/nvml.py) ----
     {

@@ -115,6 +115,7 @@ SLOW = frozenset({
     'tests/run/test_cache_trust.py::test_an_entry_without_a_digest_is_rebuilt',  # 4.4 s
     'tests/run/test_cache_trust.py::test_everything_the_cache_makes_is_private_under_umask_0',  # 4.0 s
     'tests/run/test_cache_trust.py::test_the_seal_is_the_librarys_digest_and_stat',  # 3.7 s
+    'tests/run/test_pool_race.py::test_racing_threads_pools_are_each_their_devices_and_all_gone_at_the_end',  # 3.7 s: 60 runs
     'tests/run/test_cuda11_driver.py::test_a_hook_is_reached_through_the_first_cu_get_proc_address',  # 5.5 s
     'tests/run/test_cuda11_driver.py::test_cuda_11_runtime_fills_its_driver_table_through_the_shim',  # 4.5 s
     'tests/run/test_cuda11_driver.py::test_diff_against_cuda_12_says_what_470_has_not',  # 8.2 s
