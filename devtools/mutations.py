@@ -4071,6 +4071,14 @@ MUTATIONS = [
         "why": "an aarch64 timeline event's length is its call's, not its start ticks",
     },
     {
+        "name": "timing-aarch64-log2-bucket-of-the-start",
+        "file": "runtime/arch/aarch64/timing.S",
+        "old": "        orr     x13, x10, #1                        /* none: hist",
+        "new": "        orr     x13, x11, #1                        /* none: hist",
+        "tests": ["tests/runtime/test_aarch64_fine_full.py::test_calls_the_fine_table_cannot_hold_are_in_the_log2_histogram_on_aarch64"],
+        "why": "an aarch64 call the fine table has no slot for is in the log2 bucket of its length",
+    },
+    {
         "name": "cross-compiler-not-asked-first",
         "file": "shimgen/shim/pipeline.py",
         "old": "    _build.cross_triplet(driver)  # its compiler is there, or one line before any work\n",
@@ -4427,6 +4435,26 @@ MUTATIONS = [
         "tests": ["tests/run/test_memory.py::test_a_pool_made_on_a_device_is_not_its_current_pool"],
         "why": "a pool made on a device is not its current pool: the stream-ordered route's "
                "allocations are the current pool's, asked of the driver",
+    },
+    {
+        "name": "reserve-pool-column-looked-up-without-the-lock",
+        "file": "runtime/memory/reserve.c",
+        "old": "    if (!__atomic_load_n(&npools, __ATOMIC_RELAXED) || !lock_pools())\n",
+        "new": "    if (!__atomic_load_n(&npools, __ATOMIC_RELAXED) && !lock_pools())\n",
+        "tests": ["tests/run/test_pool_race.py::"
+                  "test_racing_threads_pools_are_each_their_devices_and_all_gone_at_the_end"],
+        "why": "a pool's device is looked up under the table's lock, never while another "
+               "thread changes the table nor letting go of another thread's lock",
+    },
+    {
+        "name": "reserve-pool-gone-without-the-lock",
+        "file": "runtime/memory/reserve.c",
+        "old": "    if (!handle || !lock_pools())\n        return;\n    struct pool_known *p = find(handle);\n    int was",
+        "new": "    if (!handle && !lock_pools())\n        return;\n    struct pool_known *p = find(handle);\n    int was",
+        "tests": ["tests/run/test_pool_race.py::"
+                  "test_racing_threads_pools_are_each_their_devices_and_all_gone_at_the_end"],
+        "why": "a destroyed pool leaves the table under its lock: racing threads' pools are "
+               "neither lost nor kept after they are gone",
     },
     # ---- the NVML shim: its answers, its load, its commands (runtime/nvml/, shim/nvml.py,
     # driver/nvml.py, diff/nvml.py, run/nvml.py) ----
