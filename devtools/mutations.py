@@ -1186,6 +1186,15 @@ MUTATIONS = [
         "tests": ["tests/run/test_run.py::test_an_existing_directory_with_files_is_refused"],
         "why": "`run -o DIR` never writes into a directory that holds files",
     },
+    {
+        "name": "nodes-run-json-opened-blocking",
+        "file": "shimgen/run/nodes.py",
+        "old": "os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK\n",
+        "new": "os.O_RDONLY | os.O_NOFOLLOW\n",
+        "tests": ["tests/run/test_nodes_units.py::"
+                  "test_a_run_json_that_is_a_fifo_is_never_waited_on_to_open"],
+        "why": "a joining node never waits to open a run.json that is a FIFO",
+    },
     # ---- the shim cache (shimgen/cache/store.py; the default driver: driver_memo.py) ----
     {
         "name": "cache-key-without-gates",
@@ -2140,6 +2149,15 @@ MUTATIONS = [
         "new": "    hot = args.functions\n",
         "tests": ["tests/report/test_top_functions.py::test_top_shows_a_running_jobs_hottest_functions"],
         "why": "`top --pid N` shows the hottest functions of that process",
+    },
+    {
+        "name": "top-once-functions-seconds-unrounded",
+        "file": "shimgen/top/main.py",
+        "old": "\"seconds\": round(dt, 3)",
+        "new": "\"seconds\": round(dt, 4)",
+        "tests": ["tests/report/test_top_main_units.py::"
+                  "test_once_as_json_with_and_without_functions"],
+        "why": "`top --once --json --functions` says the window's seconds to the millisecond",
     },
     {
         "name": "top-function-name-raw",
