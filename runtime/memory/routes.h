@@ -13,14 +13,9 @@
  * `undo` gives them back and the allocation is refused). Without a limit, the column is
  * asked after a success (the calling thread's current context is the same) and the ledger
  * told in a tail call. `pre` runs first in both; `bytes` may use the column, `col`. */
-/* The ledger's limit, the shared budget or both (the budget alone: a reservation of the
- * budget's only, reserved[1] LEDGER_BUDGET_ONLY), pools and graphs asked again before a
- * refusal (reserve.c). */
-static inline int reserve_first(int col, uint64_t bytes, uint64_t held_back[2])
-{
-    return shimgen_reserve_or_refresh(col, bytes, held_back);
-}
-
+/* (reserved by the ledger's limit, the shared budget or both, pools and graphs asked again
+ * before a refusal: shimgen_reserve_or_refresh; the budget alone's reservation is the
+ * budget's only, reserved[1] LEDGER_BUDGET_ONLY, settled apart) */
 static inline void settle_first(int col, uint64_t meta, uint64_t size, uint64_t key,
                                 uint64_t held_back[2])
 {
@@ -36,7 +31,7 @@ static inline void settle_first(int col, uint64_t meta, uint64_t size, uint64_t 
     {                                                                                       \
         uint64_t held_back[2];                                                              \
         int col = (int)(column);                                                            \
-        if (!reserve_first(col, (bytes), held_back))                                        \
+        if (!shimgen_reserve_or_refresh(col, (bytes), held_back))                           \
             return OOM;                                                                     \
         shimgen_CUresult rc = call;                                                         \
         if (rc == SHIMGEN_CUDA_SUCCESS && (ok)) {                                           \
