@@ -242,10 +242,13 @@ def test_a_command_line_is_the_live_processs_own_whole_to_80_characters():
     from shimgen.trace import live
     from shimgen.trace.cmdline import SHOWN_MAX, command_line
 
+    # argv[0] short and fixed, so that the checkout's path (the interpreter's) never makes
+    # the line longer than SHOWN_MAX before the words the test adds
     code = "import sys; sys.stdin.read()"
-    base = f"{sys.executable} -c {code} "
+    base = f"py -c {code} "
     for extra, want in ((SHOWN_MAX - len(base), None), (SHOWN_MAX - len(base) + 1, "cut")):
-        p = subprocess.Popen([sys.executable, "-c", code, "y" * extra], stdin=subprocess.PIPE)
+        p = subprocess.Popen(["py", "-c", code, "y" * extra], executable=sys.executable,
+                             stdin=subprocess.PIPE)
         try:
             start = live.proc_start(p.pid)
             whole = base + "y" * extra
