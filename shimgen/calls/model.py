@@ -131,12 +131,30 @@ def _lookup(desc: dict, name: str) -> dict | None:
     if re.search(r"_v\d+(_ptds|_ptsz)?$", name):
         return None  # a versioned export the headers do not declare: newer than they are
     base, suffix = _SUFFIX.sub("", name), (_SUFFIX.search(name).group(2) or "")
-    best = None
-    for key, proto in desc["pfn"].items():
-        m = re.fullmatch(re.escape(base) + r"_v(\d+)" + re.escape(suffix), key)
-        if m and (best is None or int(m.group(1)) > best[0]):
-            best = (int(m.group(1)), proto)
+    best = _newest_pfn(desc).get((base, suffix))
     return best[1] if best else None
+
+
+_PFN_KEY = re.compile(r"(.+?)_v(\d+)(_ptds|_ptsz)?")
+_PFN_NEWEST: dict[int, tuple[dict, dict]] = {}  # id(desc) -> (desc, its index)
+
+
+def _newest_pfn(desc: dict) -> dict:
+    """The headers' `PFN_<name>_v<N>[_ptds|_ptsz]` typedefs by the export they describe,
+    (name, suffix) -> (N, prototype) of the newest; made once per description (a scan of
+    every typedef for each of some 600 exports was most of the capture table's time)."""
+    known = _PFN_NEWEST.get(id(desc))
+    if known is not None and known[0] is desc:
+        return known[1]
+    index: dict = {}
+    for key, proto in desc["pfn"].items():
+        m = _PFN_KEY.fullmatch(key)
+        if m:
+            at, version = (m.group(1), m.group(3) or ""), int(m.group(2))
+            if at not in index or version > index[at][0]:
+                index[at] = (version, proto)
+    _PFN_NEWEST[id(desc)] = (desc, index)
+    return index
 
 
 def prototype(desc: dict, name: str) -> Proto | None:

@@ -55,7 +55,7 @@ def test_build_shows_its_steps_on_a_terminal_and_erases_them(drivers, tmp_path):
     first, rest = text.split("\r\n", 1)
     assert first.startswith(BUILD_LINE), text
     for step in ("generating the sources of ", "configuring the build (meson setup)",
-                 "compiling and linking (meson compile)", "installing"):
+                 "compiling and linking (ninja)", "installing"):
         assert f"\r\x1b[K  {step}" in rest, (step, text)
     assert rest.endswith("\r\x1b[K"), text  # the step line erased before the summary
     assert stdout.startswith("driver     ")
