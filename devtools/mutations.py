@@ -5538,6 +5538,22 @@ MUTATIONS = [
         "why": "the build's PATH (the interpreter's scripts first) is where meson setup found ninja",
     },
     {
+        "name": "headers-stamp-size-only",
+        "file": "shimgen/calls/where.py",
+        "old": "            lines.append(f\"{d / name}\\0{st.st_size}\\0{st.st_mtime_ns}\\n\")\n",
+        "new": "            lines.append(f\"{d / name}\\0{st.st_size}\\n\")\n",
+        "tests": ["tests/pipeline/test_headers_stamp.py::test_the_shim_cache_stamp_follows_the_headers_a_build_reads"],
+        "why": "headers changed in place at the same size (another CUDA's release) are other headers",
+    },
+    {
+        "name": "shim-stamp-without-headers",
+        "file": "shimgen/shim/sources.py",
+        "old": "    data = (text + \"\".join(stamp_lines())).encode()\n",
+        "new": "    data = text.encode()\n",
+        "tests": ["tests/pipeline/test_headers_stamp.py::test_the_shim_cache_stamp_follows_the_headers_a_build_reads"],
+        "why": "a shim cached before the headers were installed would record its calls raw for ever",
+    },
+    {
         "name": "calls-pfn-oldest-version-chosen",
         "file": "shimgen/calls/model.py",
         "old": "            if at not in index or version > index[at][0]:\n",

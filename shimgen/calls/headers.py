@@ -8,7 +8,6 @@ second; the cached one is read in milliseconds)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -17,10 +16,8 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ShimgenError
+from .where import candidates
 
-# Where cuda.h is looked for: the runtime wheel's include directory, then toolkits.
-TOOLKIT_INCLUDES = ("/usr/local/cuda/include",)
-WHEELS = ("nvidia.cuda_runtime", "nvidia.cu13", "nvidia.cuda_nvcc")
 MODEL_VERSION = 2  # of the cached description's shape (2: a function's "varargs")
 # The few C library headers cuda.h includes, as much of them as it uses.
 FAKE_LIBC = {
@@ -35,23 +32,11 @@ FAKE_LIBC = {
 _VERSION = re.compile(rb"^#define\s+CUDA_VERSION\s+(\d+)", re.M)
 
 
-def _candidates() -> list[Path]:
-    out = []
-    for name in WHEELS:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        for loc in (spec.submodule_search_locations or []) if spec else []:
-            out.append(Path(loc) / "include")
-    return out + [Path(d) for d in TOOLKIT_INCLUDES]
-
-
 def header_dir() -> tuple[Path, int] | None:
     """The include directory with the newest cuda.h (and its cudaTypedefs.h), and its
     CUDA_VERSION; None when there is none."""
     best = None
-    for d in _candidates():
+    for d in candidates():
         try:
             text = (d / "cuda.h").read_bytes()
         except OSError:

@@ -37,9 +37,11 @@ def stamp() -> str:
     """16 hex digits that change when any file a build reads changes (its name, size or
     modification time: stat only, no file read, and zlib's checksums rather than hashlib,
     so `run`'s cached path stays fast and light)."""
-    # (calls/: the model of the prototypes that calls_table.c is rendered from; the headers
-    # it reads are not stamped: a shim built before they were installed records calls raw
-    # until the cache is cleared)
+    # (calls/: the model of the prototypes that calls_table.c is rendered from, and the
+    # headers it reads: a shim built before they were installed, or from other ones, is
+    # not reused)
+    from ..calls.where import stamp_lines
+
     runtime = runtime_dir()
     dirs = [templates_dir(), _PACKAGE / "shim", _PACKAGE / "calls"]
     dirs += [Path(top) for top, _, _ in os.walk(runtime)]  # runtime/ and its folders
@@ -48,5 +50,5 @@ def stamp() -> str:
     text = "".join(f"{os.path.relpath(d, runtime.parent)}/{e.name}\0{e.stat().st_size}\0"
                    f"{e.stat().st_mtime_ns}\n"
                    for d, e in sorted(entries, key=lambda de: (str(de[0]), de[1].name)))
-    data = text.encode()
+    data = (text + "".join(stamp_lines())).encode()
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
