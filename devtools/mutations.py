@@ -5548,7 +5548,7 @@ MUTATIONS = [
     {
         "name": "shim-stamp-without-headers",
         "file": "shimgen/shim/sources.py",
-        "old": "    data = (text + \"\".join(stamp_lines())).encode()\n",
+        "old": "    data = (text + \"\".join(header_stamp_lines())).encode()\n",
         "new": "    data = text.encode()\n",
         "tests": ["tests/pipeline/test_headers_stamp.py::test_the_shim_cache_stamp_follows_the_headers_a_build_reads"],
         "why": "a shim cached before the headers were installed would record its calls raw for ever",

@@ -1,5 +1,5 @@
 """Decoded calls (SHIMGEN_TRACE=calls): the model of the driver's prototypes, from NVIDIA's
-own headers read by a C parser (headers.py, parse.py, model.py), what the build captures
+own headers read by a C parser (where.py, headers.py, parse.py, model.py), what the build captures
 per function (model.capture_table), and the records of a trace file read and decoded
 (records.py, decode.py)."""
 
@@ -20,6 +20,7 @@ __getattr__, __all__ = face(__name__, {
     "capture_table": "model",
     "load_run": "records",
     "description": "model",
+    "header_stamp_lines": "where",
     "prototype": "model",
     "timing_kinds": "model",
 })

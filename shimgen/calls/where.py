@@ -27,7 +27,7 @@ def candidates() -> list[Path]:
     return out + [Path(d) for d in TOOLKIT_INCLUDES]
 
 
-def stamp_lines() -> list[str]:
+def header_stamp_lines() -> list[str]:
     """One line per header file a build may read (its path, size and modification time;
     stat only): headers installed, removed or changed give other lines."""
     lines = []

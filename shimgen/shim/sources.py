@@ -40,7 +40,7 @@ def stamp() -> str:
     # (calls/: the model of the prototypes that calls_table.c is rendered from, and the
     # headers it reads: a shim built before they were installed, or from other ones, is
     # not reused)
-    from ..calls.where import stamp_lines
+    from ..calls import header_stamp_lines
 
     runtime = runtime_dir()
     dirs = [templates_dir(), _PACKAGE / "shim", _PACKAGE / "calls"]
@@ -50,5 +50,5 @@ def stamp() -> str:
     text = "".join(f"{os.path.relpath(d, runtime.parent)}/{e.name}\0{e.stat().st_size}\0"
                    f"{e.stat().st_mtime_ns}\n"
                    for d, e in sorted(entries, key=lambda de: (str(de[0]), de[1].name)))
-    data = (text + "".join(stamp_lines())).encode()
+    data = (text + "".join(header_stamp_lines())).encode()
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
