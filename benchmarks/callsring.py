@@ -13,6 +13,13 @@ wrapped (its pages all there:
 what a long-running program pays); and a small ring (SHIMGEN_CALLS_RING=4096: 1 MiB, which
 stays in the caches) after it has wrapped.
 
+Then the caches (`--workset`, or alone with `--workset-only`): the program reads 8 cache
+lines of a working set of 256 KiB, 1 MiB and 4 MiB after each call (callbench's
+CALLBENCH_WORKSET), in time mode and in calls mode after the ring has wrapped: the ns per
+iteration callbench measures in process (the median of its repetitions), calls less time,
+against the same difference without the working set; what is left is what the ring's
+writes evict of the program's data.
+
 `--rounds R` (default 5), `--disk DIR` (a directory on the disk to measure; default the
 system's temporary directory), `--json FILE`. The first fetched Debian driver; CPU only."""
 
@@ -80,6 +87,35 @@ def _per_call(progs, env: dict, n: int) -> dict:
             "wall_ns": (b["wall"] - a["wall"]) / made * 1e9}
 
 
+WORKSETS = (0, 1 << 18, 1 << 20, 1 << 22)
+
+
+def _workset_ns(progs, env: dict, workset: int) -> float:
+    """ns per iteration (a call, and 8 reads of the working set when there is one): the
+    median of callbench's repetitions, in process, after WRAPPED calls of warm-up."""
+    env = dict(env, CALLBENCH_WORKSET=str(workset)) if workset else env
+    p = subprocess.run([str(progs.callbench), "libcuda.so.1", FUNC, str(WRAPPED), "5"],
+                       env=env, capture_output=True, text=True, check=True)
+    return json.loads(p.stdout)["median"]
+
+
+def worksets(progs, lib: Path, driver, traces: Path, rounds: int) -> None:
+    modes = {"time": {"SHIMGEN_TRACE": "time"}, "calls": {"SHIMGEN_TRACE": "calls"}}
+    got: dict[tuple[int, str], list[float]] = {(w, m): [] for w in WORKSETS for m in modes}
+    for r in range(rounds):
+        order = list(got)
+        for w, m in order[r % len(order):] + order[:r % len(order)]:
+            env = child_env(lib, libdir=driver.libdir, SHIMGEN_TRACE_DIR=str(traces),
+                            **modes[m])
+            got[w, m].append(_workset_ns(progs, env, w))
+    print(f"{'working set':>12} {'time ns/iter':>22} {'calls ns/iter':>22} "
+          f"{'calls - time':>22}")
+    for w in WORKSETS:
+        diff = [c - t for t, c in zip(got[w, "time"], got[w, "calls"], strict=True)]
+        print(f"{w >> 10:>9} KiB " + " ".join(
+            f"{_spread(xs, '.1f'):>22}" for xs in (got[w, "time"], got[w, "calls"], diff)))
+
+
 def _spread(xs: list[float], fmt: str) -> str:
     return f"{statistics.median(xs):{fmt}} [{min(xs):{fmt}}..{max(xs):{fmt}}]"
 
@@ -90,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--disk", type=Path, default=Path(tempfile.gettempdir()))
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--workset", action="store_true")
+    ap.add_argument("--workset-only", action="store_true")
     args = ap.parse_args(argv)
     if not Path("/dev/shm").is_dir():
         print("benchmarks.callsring: no /dev/shm to hold a ring in memory", file=sys.stderr)
@@ -104,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         cases = _cases(Path(d) / "traces", Path(m) / "traces")
         for _, env, _ in cases:
             Path(env["SHIMGEN_TRACE_DIR"]).mkdir(mode=0o700, exist_ok=True)
+        if args.workset or args.workset_only:
+            worksets(progs, lib, driver, Path(d) / "traces", args.rounds)
+            if args.workset_only:
+                return 0
         got: dict[str, list[dict]] = {name: [] for name, _, _ in cases}
         for r in range(args.rounds):
             for name, settings, n in cases[r % len(cases):] + cases[:r % len(cases)]:

@@ -10,6 +10,11 @@
  *   callbench LIB FUNC ITERS threads=T       T threads at once, ITERS calls each; wall
  *                                            time per call over all threads
  *
+ * With CALLBENCH_WORKSET=BYTES (a power of two), the timed loop (workset_loop) also reads 8 cache lines of a
+ * working set of that size after each call, scattered over it, as a program's own data
+ * between its driver calls: what a tracing mode's writes evict from the caches shows as
+ * the program's own reads missing.
+ *
  * LIB is what dlopen gets: the real driver's path for a direct measurement, or
  * "libcuda.so.1" under LD_PRELOAD of a shim (the shim has that SONAME, so dlopen returns
  * the shim's handle). FUNC is cuDriverGetVersion, cuCtxGetCurrent, cuGetProcAddress or
@@ -95,6 +100,23 @@ __attribute__((noinline)) long bench_loop(long iters, int expect)
     long bad = 0;
     for (long i = 0; i < iters; i++)
         bad += call_once(fn) != expect;
+    return bad;
+}
+
+static unsigned char *workset;
+static size_t workset_lines;
+
+/* bench_loop with 8 scattered reads of the working set after each call (CALLBENCH_WORKSET). */
+__attribute__((noinline)) long workset_loop(long iters, int expect)
+{
+    long bad = 0;
+    unsigned sum = 0;
+    for (long i = 0; i < iters; i++) {
+        bad += call_once(fn) != expect;
+        for (int k = 0; k < 8; k++)
+            sum += workset[((((size_t)i * 8 + (size_t)k) * 2654435761u) & (workset_lines - 1)) * 64];
+    }
+    __asm__ volatile("" ::"r"(sum));
     return bad;
 }
 
@@ -185,6 +207,16 @@ int main(int argc, char **argv)
     }
     Dl_info info;
     const char *from = dladdr(fn, &info) && info.dli_fname ? info.dli_fname : "?";
+    const char *ws = getenv("CALLBENCH_WORKSET");
+    if (ws && atol(ws) >= 64) {
+        for (workset_lines = 1; workset_lines * 2 <= (size_t)atol(ws) / 64;)
+            workset_lines *= 2; /* a power of two: the index is a mask */
+        workset = calloc(workset_lines, 64);
+        if (!workset)
+            return 1;
+        for (size_t i = 0; i < workset_lines; i++)
+            workset[i * 64] = (unsigned char)i;
+    }
     int rc = call_once(fn); /* first call: the shim loads the driver here */
     if (warm_loop(iters / 10 + 1, rc) != 0) { /* warm-up */
         fprintf(stderr, "callbench: %s does not return the same code every time\n", name);
@@ -257,7 +289,8 @@ int main(int argc, char **argv)
             if (!lib_turn && !direct_fn)
                 continue;
             double t0 = now_ns();
-            bad += lib_turn ? bench_loop(iters, rc) : direct_loop(iters, rc);
+            bad += !lib_turn ? direct_loop(iters, rc)
+                   : workset ? workset_loop(iters, rc) : bench_loop(iters, rc);
             double t1 = now_ns();
             (lib_turn ? ns : dns)[r] = (t1 - t0) / (double)iters;
         }
