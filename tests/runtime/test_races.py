@@ -15,15 +15,17 @@ from tests.faultkit import clean_env, run, shim_lines, with_other_build_id
 
 
 def test_threads_race_for_freed_blocks(shims, probes, tmp_path):
-    """4 runs of 600 rounds of 2 or 3 threads, which leave a spin barrier together after
-    random pauses and claim the blocks the previous round's threads freed, each making 300
-    counted calls: two threads in one block (a claim that is not atomic) lose counts. Every
-    call is counted, exactly, in every run."""
+    """4 runs of 600 rounds or more of 2 or 3 threads, which leave a spin barrier together
+    after random pauses and claim the blocks the previous round's threads freed, each making
+    300 counted calls: two threads in one block (a claim that is not atomic) lose counts.
+    Every call is counted, exactly, in every run. A round races only when its threads are on
+    CPUs at once, which on a loaded machine few are: each run goes on until 400 rounds have
+    (or 8 s have passed)."""
     s = shims[0]
     for i in range(4):
         seed = random.randrange(1 << 30)
         trace = tmp_path / f"trace{i}.json"
-        proc = run([probes / "race_churn", "libcuda.so.1", "600", "300", str(seed)],
+        proc = run([probes / "race_churn", "libcuda.so.1", "600", "300", str(seed), "400", "8"],
                    s.env(SHIMGEN_TRACE="1", SHIMGEN_TRACE_FILE=str(trace)))
         m = re.search(r"^threads (\d+) calls (\d+) bad 0$", proc.stdout, re.M)
         assert m, (seed, proc.stdout)
