@@ -238,6 +238,7 @@ def test_a_command_line_is_the_live_processs_own_whole_to_80_characters():
     for another start time, pid or boot, nor once the process is gone."""
     import subprocess
     import sys
+    import time
 
     from shimgen.trace import live
     from shimgen.trace.cmdline import SHOWN_MAX, command_line
@@ -250,6 +251,11 @@ def test_a_command_line_is_the_live_processs_own_whole_to_80_characters():
         p = subprocess.Popen(["py", "-c", code, "y" * extra], executable=sys.executable,
                              stdin=subprocess.PIPE)
         try:
+            # Popen returns once the child's exec closed its descriptors, a moment before
+            # the kernel has set its arguments' place: its cmdline reads empty until then
+            deadline = time.monotonic() + 10
+            while not Path(f"/proc/{p.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.001)
             start = live.proc_start(p.pid)
             whole = base + "y" * extra
             got = command_line(p.pid, start)
