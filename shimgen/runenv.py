@@ -81,15 +81,16 @@ DEFAULT_TRACE = "time"
 
 # The binary trace file of SHIMGEN_TRACE_DIR (docs/traceformat.md).
 TRACE_MAGIC = b"SHIMTRC\n"
-TRACE_VERSION = 8
+TRACE_VERSION = 9
 # The versions the reader reads: each is the next one it reads without the fields from that
-# version's first field on (TRACE_HEADER_FIRST): 7 has no GPU times; 5 has no kernels; 4
+# version's first field on (TRACE_HEADER_FIRST): 8 has no digest of its capture table; 7
+# has no GPU times; 5 has no kernels; 4
 # has no pool or graph reservations in its memory ledger; 3 no calls in progress, no call
 # records and no memory ledger. Version 6 (its kernels with a fixed 256 bytes of name per
 # slot) is not read. Version 8's fine keys are other than 7's: (index + 1) * fine_hash +
 # bucket, in the slot the key modulo fine_slots (7: (index + 1) << fine_bits | bucket from a
 # hashed home).
-TRACE_VERSIONS_READ = (3, 4, 5, 7, 8)
+TRACE_VERSIONS_READ = (3, 4, 5, 7, 8, 9)
 # The first version whose fine keys are steps of fine_hash (TRACE_VERSIONS_READ).
 TRACE_FINE_STEP_FIRST = 8
 TRACE_SUFFIX = ".shimtrace"
@@ -252,6 +253,10 @@ TRACE_HEADER = (
     # the GPU track: records written in all (the ring's next is this modulo KGPU_TRACK), the
     # ring of KGPU_TRACK records of KGPU_TRACK_WORDS words
     ("kgpu_track_used", "u64", 1), ("kgpu_track", "u64", KGPU_TRACK * KGPU_TRACK_WORDS),
+    # version 9: SHIMGEN_TRACE=calls, the digest of the capture table the shim was built with
+    # (calls/model.py table_digest; 0: not a calls trace), so that a report that would read
+    # the records' captures with another table (other CUDA headers) knows it
+    ("calls_table_digest", "u64", 1),
 )
 # One list of the trace's fields, read by both readers (trace/jsonfile.py: the exit JSON of
 # SHIMGEN_TRACE_FILE, runtime/stats/trace.c; trace/binary.py and blocks.py: the binary file).
@@ -301,7 +306,7 @@ MEM_RESERVE_FIELDS = ("reserved", "reserved_high", "used", "used_high")
 # The first field new in each version (the header of the version read before it ends where
 # it begins; version 7's kernels replaced version 6's, which is not read).
 TRACE_HEADER_FIRST = {4: "off_frames", 5: "mem_reserved_peak", 7: "kern_slots",
-                      8: "kgpu_every"}
+                      8: "kgpu_every", 9: "calls_table_digest"}
 TRACE_HEADER_V4_FIRST = TRACE_HEADER_FIRST[4]
 # SHIMGEN_TRACE=calls: one record per call in its thread's ring (runtime/arch/x86_64/calls.S writes
 # it, shimgen/calls/records.py reads it): its size, where its captured bytes start (strings,

@@ -26,16 +26,18 @@
 #define NAME_CUT ((uint64_t)SHIMGEN_KERN_NAME_CUT)
 #define PROBES 32u /* slots looked at from a handle's home before it is counted lost */
 #define FIRST offsetof(struct tf_header, kern_slots)
-#define SPAN (sizeof(struct tf_header) - FIRST)
-#define GPU_FIRST offsetof(struct tf_header, kgpu_ns) /* GPU time's arrays, to the end */
+/* the kernels' fields end where the header's last field, the calls' table digest, begins */
+#define END offsetof(struct tf_header, calls_table_digest)
+#define SPAN (END - FIRST)
+#define GPU_FIRST offsetof(struct tf_header, kgpu_ns) /* GPU time's arrays, to END */
 /* The bytes copied between a header and the process's own tables: without GPU time, never
  * its arrays (header_unused: a hole of the file, which even a read of a tmpfs's mapping
  * would have to give a page, a SIGBUS on a full disk). */
 #define COPIED (gpu_arrays ? SPAN : GPU_FIRST - FIRST)
 static int gpu_arrays; /* GPU time is on: its arrays are written (shimgen_kern_gpu_arrays) */
 _Static_assert(offsetof(struct tf_header, kgpu_track) + sizeof(((struct tf_header *)0)->kgpu_track) ==
-                   sizeof(struct tf_header),
-               "the kernels' fields (their GPU times last) end the header");
+                   END && END + sizeof(uint64_t) == sizeof(struct tf_header),
+               "the kernels' fields (their GPU times last) end where the header's last begins");
 _Static_assert(NAME_MAX_ < NAME_CUT && (uint64_t)SLOTS * NAME_MAX_ + NAME_BYTES < (1ull << 32),
                "a name's length and the arena's used count fit their words");
 _Static_assert((SLOTS & (SLOTS - 1)) == 0 && (STREAMS & (STREAMS - 1)) == 0, "powers of two");
@@ -188,12 +190,13 @@ static void detach(struct tf_header *h)
     __atomic_store_n(&kh, &own, __ATOMIC_RELEASE);
 }
 
-/* GPU time's arrays, when it is off: never written, so given no disk space. */
+/* GPU time's arrays, when it is off: never written, so given no disk space (not the
+ * header's last field after them: calls mode writes it). */
 static void header_unused(size_t *from, size_t *to)
 {
     if (!gpu_arrays) {
         *from = GPU_FIRST;
-        *to = sizeof(struct tf_header);
+        *to = END;
     }
 }
 

@@ -161,6 +161,7 @@ static void ring_header(struct tf_header *h, size_t stride)
     h->calls_capture_off = SHIMGEN_CALLS_CAPTURE_OFF;
     h->off_calls_head = TS_EV_HEAD;
     h->calls_string_max = SHIMGEN_CALLS_STRING_MAX;
+    h->calls_table_digest = shimgen_calls_table_digest;
 }
 
 /* The ring joins every block, in the trace file or anonymous (a forked child moves a block

@@ -32,6 +32,7 @@ struct calls_capture {
     uint8_t kind; /* SHIMGEN_CALLS_CAPTURE_* | an output's SHIMGEN_CALLS_CAPTURE_FLAG_* */
     uint16_t size, off;
 };
+extern const uint64_t shimgen_calls_table_digest;
 extern const uint16_t shimgen_calls_info[];
 extern const uint16_t shimgen_calls_first[];
 extern const struct calls_capture shimgen_calls_captures[];

@@ -7,6 +7,8 @@ the record's capture area). The build renders the capture table from it
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -245,15 +247,27 @@ def _exit_info(caps) -> int:
     return 16
 
 
+def table_digest(table: dict) -> int:
+    """The digest of a capture table (its info, first and captures: what a record's
+    captures are, not where the headers lay), 64 bits, never 0: the shim records it in a
+    calls trace's header, and `report --calls` decodes a trace's captures only with a table
+    of the same digest."""
+    text = json.dumps([table["info"], table["first"], table["captures"]],
+                      separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") or 1
+
+
 def capture_table(names: list[str]) -> dict:
     """What the build renders into calls_table.c: per function (in slot order) its info byte
-    (stack words | 8 entry captures | 16 exit captures) and its captures; the headers' source.
-    Without headers (or pycparser) every function is recorded as unknown (six registers)."""
+    (stack words | 8 entry captures | 16 exit captures) and its captures; the headers' source;
+    the table's digest. Without headers (or pycparser) every function is recorded as unknown
+    (six registers)."""
     try:
         desc = description()
     except Exception as e:  # noqa: BLE001 - no headers is a build that records raw calls
-        return {"source": f"none ({str(e).splitlines()[0] if str(e) else type(e).__name__})",
-                "info": [0] * len(names), "first": [0] * (len(names) + 1), "captures": []}
+        raw = {"source": f"none ({str(e).splitlines()[0] if str(e) else type(e).__name__})",
+               "info": [0] * len(names), "first": [0] * (len(names) + 1), "captures": []}
+        return {**raw, "digest": table_digest(raw)}
     info, first, caps = [], [], []
     for i, n in enumerate(names):
         p = prototype(desc, n)
@@ -266,4 +280,5 @@ def capture_table(names: list[str]) -> dict:
         info.append(p.nstack | (8 if entry else 0) | (_exit_info(p.captures) if exit_ else 0))
         caps.extend((i, slot, kind, size, off) for slot, kind, size, off in p.captures)
     first.append(len(caps))
-    return {"source": desc.get("include", "?"), "info": info, "first": first, "captures": caps}
+    table = {"source": desc.get("include", "?"), "info": info, "first": first, "captures": caps}
+    return {**table, "digest": table_digest(table)}

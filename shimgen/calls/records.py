@@ -60,6 +60,7 @@ class ProcessCalls:
     order: list[int] = field(default_factory=list)  # the records kept: slots, by start
     dropped: dict[int, int] = field(default_factory=dict)  # per thread: calls not kept
     ring_records: int = 0
+    table_digest: int = 0  # of the capture table the shim recorded with (0: not recorded)
     kernels: dict[int, str] = field(default_factory=dict)  # handle -> name (trace/kernels.py)
     # with GPU time: the GPU track (trace/kernels.py KernelTable.gpu_track)
     gpu_track: list = field(default_factory=list)
@@ -200,6 +201,7 @@ def load(path: Path) -> ProcessCalls:
                       h["ns_per_tick"], h["calib_ticks0"], h["calib_ns0"],
                       h["state"] == runenv.TRACE_STATES["complete"],
                       names=h["names"], ring_records=h["calls_ring_records"],
+                      table_digest=h.get("calls_table_digest") or 0,
                       real_offset_ns=h["start_ns"] - h["calib_ns_a"])
     from ..trace import KernelsError, read_kernels
 

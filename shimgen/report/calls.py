@@ -44,7 +44,12 @@ class Filters:
 
 
 def _decoders():
-    from ..calls import Decoder, description
+    """(get, note): get(names, digest) is the Decoder of a process's function table, whose
+    shim recorded with the capture table of that digest (0: not recorded, a file of an older
+    format); one made from these headers decodes its calls only when this table is that
+    one, else they are shown raw (get's second value: True). `note`: why every call is
+    shown raw (no headers), or None."""
+    from ..calls import Decoder, capture_table, description
 
     try:
         desc, note = description(), None
@@ -53,12 +58,25 @@ def _decoders():
                            "arguments are shown as raw registers"
     cache: dict[tuple, object] = {}
 
-    def get(names: list[str]):
+    def get(names: list[str], digest: int = 0):
         key = tuple(names)
         if key not in cache:
-            cache[key] = Decoder(desc, names)
-        return cache[key]
+            cache[key] = (Decoder(desc, names), Decoder(None, names),
+                          capture_table(names)["digest"] if desc else 0)
+        dec, raw, ours = cache[key]
+        other = bool(desc) and digest != 0 and digest != ours
+        return (raw if other else dec), other
     return get, note
+
+
+def _other_headers_note(pids: list[int]) -> str:
+    from ..calls import description
+
+    n = len(pids)
+    return (f"{'process' if n == 1 else f'{n} processes'} "
+            f"{', '.join(map(str, pids[:8]))}{' ...' if n > 8 else ''}: "
+            f"recorded by a shim built from other CUDA headers than {description()['include']} "
+            "(its capture table differs): arguments are shown as raw registers")
 
 
 def _dur_text(us: float) -> str:
@@ -290,13 +308,17 @@ def shown(paths: list[Path], f: Filters, unreadable: list | None = None):
     procs = [p for path in paths for p in load_run(path, unreadable)]
     get, note = _decoders()
     zero = min((p.calib_ns0 for p in procs), default=0)
-    out = []
+    out, other = [], []
     for p in procs:
         if (f.pid is not None and p.pid != f.pid) or (
                 f.rank is not None and (p.rank or "") != f.rank):
             continue
-        dec = get(p.names)
+        dec, raw = get(p.names, p.table_digest)
+        if raw:
+            other.append(p.pid)
         out.append(Shown(p, dec, _rows(p, dec, f), zero, f.mangled))
+    if other:
+        note = "; ".join(n for n in (note, _other_headers_note(other)) if n)
     return procs, out, note
 
 
