@@ -5555,7 +5555,7 @@ MUTATIONS = [
     },
     {
         "name": "calls-report-any-recorded-digest-is-other-headers",
-        "file": "shimgen/report/calls.py",
+        "file": "shimgen/report/calls_decoders.py",
         "old": "        other = bool(desc) and digest != 0 and digest != ours\n",
         "new": "        other = bool(desc) and digest != 0\n",
         "tests": ["tests/report/test_calls_headers.py::test_a_trace_of_other_headers_is_shown_raw_and_said_so"],
@@ -5563,7 +5563,7 @@ MUTATIONS = [
     },
     {
         "name": "calls-report-unrecorded-digest-is-other-headers",
-        "file": "shimgen/report/calls.py",
+        "file": "shimgen/report/calls_decoders.py",
         "old": "        other = bool(desc) and digest != 0 and digest != ours\n",
         "new": "        other = bool(desc) and digest != ours\n",
         "tests": ["tests/report/test_calls_headers.py::test_a_trace_of_other_headers_is_shown_raw_and_said_so"],

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..calls import BODY, NAMED, RETURNED, ROW
 from ..errors import ShimgenError
+from .calls_decoders import decoders, other_headers_note
 from .calls_times import key_line, retimed
 from .kernels import demangled
 from .output import shown as escaped
@@ -41,42 +42,6 @@ class Filters:
     pid: int | None = None
     rank: str | None = None
     mangled: bool = False  # kernels' names as the trace file has them, not demangled
-
-
-def _decoders():
-    """(get, note): get(names, digest) is the Decoder of a process's function table, whose
-    shim recorded with the capture table of that digest (0: not recorded, a file of an older
-    format); one made from these headers decodes its calls only when this table is that
-    one, else they are shown raw (get's second value: True). `note`: why every call is
-    shown raw (no headers), or None."""
-    from ..calls import Decoder, capture_table, description
-
-    try:
-        desc, note = description(), None
-    except Exception as e:  # noqa: BLE001 - without headers the calls are shown raw
-        desc, note = None, f"no prototypes ({str(e).splitlines()[0] if str(e) else e}): " \
-                           "arguments are shown as raw registers"
-    cache: dict[tuple, object] = {}
-
-    def get(names: list[str], digest: int = 0):
-        key = tuple(names)
-        if key not in cache:
-            cache[key] = (Decoder(desc, names), Decoder(None, names),
-                          capture_table(names)["digest"] if desc else 0)
-        dec, raw, ours = cache[key]
-        other = bool(desc) and digest != 0 and digest != ours
-        return (raw if other else dec), other
-    return get, note
-
-
-def _other_headers_note(pids: list[int]) -> str:
-    from ..calls import description
-
-    n = len(pids)
-    return (f"{'process' if n == 1 else f'{n} processes'} "
-            f"{', '.join(map(str, pids[:8]))}{' ...' if n > 8 else ''}: "
-            f"recorded by a shim built from other CUDA headers than {description()['include']} "
-            "(its capture table differs): arguments are shown as raw registers")
 
 
 def _dur_text(us: float) -> str:
@@ -306,7 +271,7 @@ def shown(paths: list[Path], f: Filters, unreadable: list | None = None):
     from ..calls import load_run
 
     procs = [p for path in paths for p in load_run(path, unreadable)]
-    get, note = _decoders()
+    get, note = decoders()
     zero = min((p.calib_ns0 for p in procs), default=0)
     out, other = [], []
     for p in procs:
@@ -318,7 +283,7 @@ def shown(paths: list[Path], f: Filters, unreadable: list | None = None):
             other.append(p.pid)
         out.append(Shown(p, dec, _rows(p, dec, f), zero, f.mangled))
     if other:
-        note = "; ".join(n for n in (note, _other_headers_note(other)) if n)
+        note = "; ".join(n for n in (note, other_headers_note(other)) if n)
     return procs, out, note
 
 
