@@ -84,12 +84,11 @@ TRACE_MAGIC = b"SHIMTRC\n"
 TRACE_VERSION = 9
 # The versions the reader reads: each is the next one it reads without the fields from that
 # version's first field on (TRACE_HEADER_FIRST): 8 has no digest of its capture table; 7
-# has no GPU times; 5 has no kernels; 4
-# has no pool or graph reservations in its memory ledger; 3 no calls in progress, no call
-# records and no memory ledger. Version 6 (its kernels with a fixed 256 bytes of name per
-# slot) is not read. Version 8's fine keys are other than 7's: (index + 1) * fine_hash +
-# bucket, in the slot the key modulo fine_slots (7: (index + 1) << fine_bits | bucket from a
-# hashed home).
+# has no GPU times; 5 has no kernels; 4 has no pool or graph reservations in its memory
+# ledger; 3 no calls in progress, no call records and no memory ledger. Version 6 (its
+# kernels with a fixed 256 bytes of name per slot) is not read. Version 8's fine keys are
+# other than 7's: (index + 1) * fine_hash + bucket, in the slot the key modulo fine_slots
+# (7: (index + 1) << fine_bits | bucket from a hashed home).
 TRACE_VERSIONS_READ = (3, 4, 5, 7, 8, 9)
 # The first version whose fine keys are steps of fine_hash (TRACE_VERSIONS_READ).
 TRACE_FINE_STEP_FIRST = 8

@@ -7,19 +7,13 @@ recorded none, is decoded as before."""
 from __future__ import annotations
 
 import json
-import struct
 
 from shimgen.calls import capture_table, load_run
 from shimgen.trace import binary as tracefile
-from tests.report.test_tracefile_reader import FIELD_OFFSETS, header
+from tests.report.test_tracefile_reader import header, put
 from tests.runtime.test_calls import cli, traced
 
 OTHER = "other CUDA headers"
-
-
-def _put(data: bytearray, field: str, value) -> None:
-    at, code = FIELD_OFFSETS[field]
-    struct.pack_into("<" + code, data, at, value)
 
 
 def as_version_8(data: bytes) -> bytes:
@@ -28,9 +22,9 @@ def as_version_8(data: bytes) -> bytes:
     h = header(data)
     v8 = tracefile.HEADER_SIZES[8]
     head = bytearray(data[:v8])
-    _put(head, "version", 8)
-    _put(head, "header_size", v8)
-    _put(head, "names_off", v8)
+    put(head, "version", 8)
+    put(head, "header_size", v8)
+    put(head, "names_off", v8)
     names = data[h["names_off"]:h["names_off"] + h["names_size"]]
     return bytes(head) + names + bytes(h["blocks_off"] - v8 - len(names)) + \
         data[h["blocks_off"]:]
@@ -50,7 +44,7 @@ def test_a_trace_of_other_headers_is_shown_raw_and_said_so(shims, probes, tmp_pa
 
     data = f.read_bytes()
     other = bytearray(data)
-    _put(other, "calls_table_digest", pc.table_digest ^ 1)
+    put(other, "calls_table_digest", pc.table_digest ^ 1)
     f.write_bytes(bytes(other))
     raw = cli("--calls", "--json", d)
     assert raw.returncode == 0, raw.stderr

@@ -25,7 +25,7 @@ from shimgen.errors import ShimgenError
 from shimgen.report import calls_sql
 from shimgen.trace import binary
 from tests.faultkit import run
-from tests.report.test_tracefile_reader import FIELD_OFFSETS
+from tests.report.test_tracefile_reader import put
 
 ROOT = Path(__file__).resolve().parents[2]
 EVIL = "\x1b]0;TITLE\x07\x1b[2J\x1b[31mfake.cubin"
@@ -127,8 +127,7 @@ def test_an_unterminated_string_and_a_name_with_control_bytes_are_escaped(evil, 
         data[names:names + 18] = b"cuDriv\x1b[2JVersion\x1b"
         # a capture table named as not recorded (a hostile file may say anything there):
         # decoded with the headers found, whose table for these names is another one
-        at, code = FIELD_OFFSETS["calls_table_digest"]
-        struct.pack_into("<" + code, data, at, 0)
+        put(data, "calls_table_digest", 0)
     d = _changed(evil[0], tmp_path, change)
     for args in (("--calls",), ()):
         out = cli(*args, d)
